@@ -1,0 +1,275 @@
+"""Training configuration: nested dataclasses, YAML files and `a.b=value` command-line overrides.
+
+Defaults describe the tiny CPU run (`configs/tiny_cpu.yaml` spells them out). Unknown keys and
+values of the wrong type are rejected with a message naming the key, before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+
+@dataclass
+class ModelConfig:
+    preset: str = "tiny"  # models.config.get_config name, used when init is "" (random init)
+    init: str = ""  # "" random | "hf:DIR" (Hugging Face checkpoint) | "ckpt:DIR" (models.checkpoint)
+    overrides: dict = field(default_factory=dict)  # Qwen3Config fields over the preset (e.g. num_layers)
+    compute_dtype: str = "float32"  # "bfloat16" on GPU/TPU; master weights stay param_dtype
+    param_dtype: str = "float32"
+    tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
+    sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
+
+
+@dataclass
+class DataConfig:
+    data_dir: str = "DATA"
+    world_scale: str = "small"  # passed to launch/make_data.py when DATA is absent
+    train_split: str = "train"
+    eval_split: str = "test"
+    difficulties: list = field(default_factory=lambda: ["easy", "medium", "hard"])
+    max_train_instances: int = 0  # 0 = all
+    eval_instances: int = 8  # instances in the final evaluation table (0 = whole split)
+    shuffle_seed: int = 0
+
+
+@dataclass
+class RolloutConfig:
+    group_size: int = 4  # G rollouts per prompt
+    prompts_per_step: int = 2
+    max_turns: int = 4
+    max_new_tokens: int = 96  # per assistant turn
+    max_seq_len: int = 1024  # whole episode (prompt + all turns)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    memory_enabled: bool = True  # ablation: memory module off
+    python_tool: bool = False
+    prompt_style: str = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
+
+
+@dataclass
+class GRPOConfig:
+    adv_eps: float = 1e-6
+    scale_by_std: bool = True  # False = the "no_std" variant
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    beta: float = 0.0  # KL coefficient; 0 = no reference model at all
+    aggregation: str = "seq_mean_token_mean"  # | "token_mean" | "fixed_length"
+    fixed_length: int = 0  # normaliser of "fixed_length"; 0 = rollout.max_seq_len
+    loss_mask: bool = True  # ablation: False trains on environment tokens too
+    action_penalty: bool = True  # ablation: P_action off
+    format_gate: bool = True
+    recompute_old_logprobs: bool = False  # default: old log-probs from the sampler
+    mini_batches: int = 1  # optimizer steps per rollout batch and epoch
+    epochs: int = 1  # passes over each rollout batch
+    micro_batch_size: int = 0  # rows per forward/backward; 0 = whole mini-batch
+    logprob_chunk: int = 128  # sequence chunk of the vocabulary projection
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-4
+    warmup_steps: int = 2
+    final_lr_ratio: float = 0.1
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class SFTConfig:
+    steps: int = 40  # 0 = no SFT warm start
+    batch_size: int = 4
+    micro_batch_size: int = 0
+    max_seq_len: int = 1024
+    max_examples: int = 0  # 0 = all traces
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=4, weight_decay=0.0))
+
+
+@dataclass
+class CheckpointConfig:
+    every_steps: int = 10
+    keep: int = 2
+    async_save: bool = True
+
+
+@dataclass
+class MeshConfig:
+    data: int = 1
+    fsdp: int = -1  # -1 = every device not used by the other axes
+    tensor: int = 1
+
+
+@dataclass
+class ToyConfig:
+    """The digit task: prompt [BOS, k] -> the reward is 1 iff the answer token is digit k."""
+
+    num_digits: int = 10
+    vocab_size: int = 16
+    answer_len: int = 1
+
+
+@dataclass
+class TrainConfig:
+    task: str = "travel"  # "travel" | "toy"
+    mode: str = "sft_grpo"  # "sft_grpo" | "grpo" | "sft_only" (baseline) | "eval" (e.g. ReAct baseline)
+    seed: int = 0
+    steps: int = 12  # GRPO steps (one rollout batch each)
+    out: str = "runs/tiny"
+    log_every: int = 1
+    eval_at_end: bool = True
+    distributed: bool = False  # call jax.distributed.initialize() (multi-host TPU / multi-node GPU)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    toy: ToyConfig = field(default_factory=ToyConfig)
+
+    def validate(self) -> "TrainConfig":
+        """Reject settings that would only fail deep inside a long run."""
+        from b2tjax.grpo import AGGREGATION_MODES
+
+        checks = [
+            (self.task in ("travel", "toy"), f"task must be 'travel' or 'toy', got {self.task!r}"),
+            (self.mode in ("sft_grpo", "grpo", "sft_only", "eval"), f"unknown mode {self.mode!r}"),
+            (self.grpo.aggregation in AGGREGATION_MODES, f"grpo.aggregation must be one of {AGGREGATION_MODES}"),
+            (self.rollout.group_size >= 2, "rollout.group_size must be >= 2 (advantages are relative to the group)"),
+            (self.rollout.prompts_per_step >= 1, "rollout.prompts_per_step must be >= 1"),
+            (self.grpo.mini_batches >= 1 and self.grpo.epochs >= 1, "grpo.mini_batches and grpo.epochs must be >= 1"),
+            (self.rollout_batch % self.grpo.mini_batches == 0,
+             f"rollout batch {self.rollout_batch} (prompts_per_step * group_size) must divide into grpo.mini_batches"),
+            (self.grpo.micro_batch_size == 0 or (self.rollout_batch // self.grpo.mini_batches) % self.grpo.micro_batch_size == 0,
+             "grpo.micro_batch_size must divide the mini-batch size"),
+            (self.sft.micro_batch_size == 0 or self.sft.batch_size % self.sft.micro_batch_size == 0,
+             "sft.micro_batch_size must divide sft.batch_size"),
+            (self.grpo.clip_low >= 0 and self.grpo.clip_high >= 0, "clip epsilons must be >= 0"),
+            (self.grpo.beta >= 0, "grpo.beta must be >= 0"),
+            (self.rollout.temperature > 0, "rollout.temperature must be > 0"),
+            (self.rollout.prompt_style in ("b2t", "react"), "rollout.prompt_style must be 'b2t' or 'react'"),
+            (self.model.compute_dtype in ("float32", "bfloat16"), "model.compute_dtype must be float32 or bfloat16"),
+            (self.checkpoint.every_steps >= 1 and self.checkpoint.keep >= 1, "checkpoint.every_steps/keep must be >= 1"),
+        ]
+        errors = [msg for ok, msg in checks if not ok]
+        if errors:
+            raise ValueError("invalid training config:\n  " + "\n  ".join(errors))
+        return self
+
+    @property
+    def rollout_batch(self) -> int:
+        return self.rollout.prompts_per_step * self.rollout.group_size
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    """Convert `value` to the type of the field's default, or explain why it cannot be."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ValueError(f"{key}: expected true/false, got {value!r}")
+    if isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        try:
+            number = float(value) if isinstance(value, str) else None
+        except ValueError:
+            number = None
+        if number is not None and number.is_integer():
+            return int(number)
+        _bad(key, "an integer", value)
+    if isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(value)  # YAML reads "1e-6" as a string
+        except (TypeError, ValueError):
+            _bad(key, "a number", value)
+    if isinstance(default, str):
+        if isinstance(value, (dict, list)):
+            _bad(key, "a string", value)
+        return str(value)
+    if isinstance(default, list):
+        return list(value) if isinstance(value, (list, tuple)) else [value]
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            _bad(key, "a mapping", value)
+        return dict(value)
+    return value
+
+
+def _bad(key: str, what: str, value: Any):
+    raise ValueError(f"{key}: expected {what}, got {value!r}")
+
+
+def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
+    """Write `updates` (nested dict) into the dataclass `obj`, checking names and types."""
+    if not isinstance(updates, dict):
+        raise ValueError(f"{prefix or 'config'}: expected a mapping, got {updates!r}")
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in updates.items():
+        path = f"{prefix}{key}"
+        if key not in names:
+            raise ValueError(f"unknown config key {path!r}; valid keys here: {sorted(names)}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            _merge(current, value, path + ".")
+        else:
+            setattr(obj, key, _coerce(value, current, path))
+
+
+def apply_overrides(cfg: TrainConfig, overrides: Iterable[str]) -> TrainConfig:
+    """Apply `section.key=value` strings; values are parsed as YAML (numbers, bools, lists)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not of the form key=value")
+        key, raw = item.split("=", 1)
+        value = yaml.safe_load(raw) if raw != "" else ""
+        nested: Any = value
+        for part in reversed(key.strip().split(".")):
+            nested = {part: nested}
+        _merge(cfg, nested)
+    return cfg
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> TrainConfig:
+    """Defaults <- YAML file (if any) <- overrides, then validated."""
+    cfg = TrainConfig()
+    if path is not None:
+        text = Path(path).read_text()
+        data = yaml.safe_load(text) or {}
+        try:
+            _merge(cfg, data)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+    return apply_overrides(cfg, overrides).validate()
+
+
+def config_from_dict(data: dict) -> TrainConfig:
+    """Inverse of `TrainConfig.to_dict` (used when restoring a run's saved config)."""
+    cfg = TrainConfig()
+    _merge(cfg, data)
+    return cfg.validate()
+
+
+def dump_config(cfg: TrainConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+def config_json(cfg: TrainConfig) -> str:
+    return json.dumps(cfg.to_dict(), sort_keys=True)

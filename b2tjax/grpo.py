@@ -1,0 +1,147 @@
+"""GRPO math: group-normalised advantages, the clipped token objective, k3 KL and loss aggregation.
+
+Everything here is a pure function on arrays so it can run inside `jax.jit` and be checked against
+NumPy. Shapes: B sequences, T tokens; `mask` is 1.0 on tokens the policy is trained on.
+
+Aggregation is written as `sum(token_loss * weight) / global_normaliser`, where the normaliser is
+computed once over the whole (mini-)batch and handed to every micro-batch. Summing micro-batch
+losses (and gradients) therefore gives exactly the one-batch value, never a mean of means.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+AggregationMode = Literal["seq_mean_token_mean", "token_mean", "fixed_length"]
+AGGREGATION_MODES: tuple[str, ...] = ("seq_mean_token_mean", "token_mean", "fixed_length")
+
+
+def group_advantages(
+    rewards: jax.Array, group_size: int, eps: float = 1e-6, scale_by_std: bool = True
+) -> jax.Array:
+    """Advantage of each rollout relative to the other rollouts of its prompt.
+
+    `rewards` is [P * G] with the G rollouts of a prompt contiguous. A = r - mean(group), divided by
+    (std(group) + eps) unless `scale_by_std` is False (the "no_std" variant). std is the population
+    std (ddof=0). Groups where every reward is equal get advantage 0.
+    """
+    rewards = jnp.asarray(rewards, jnp.float32)
+    if rewards.ndim != 1 or rewards.shape[0] % group_size != 0:
+        raise ValueError(f"rewards must be 1-D with a multiple of group_size={group_size} entries, got {rewards.shape}")
+    groups = rewards.reshape(-1, group_size)
+    centred = groups - groups.mean(axis=1, keepdims=True)
+    if scale_by_std:
+        centred = centred / (groups.std(axis=1, keepdims=True) + eps)
+    return centred.reshape(-1)
+
+
+class TokenTerms(NamedTuple):
+    """Per-token pieces of the GRPO objective, all [B, T] float32."""
+
+    loss: jax.Array  # policy-gradient loss + beta * KL, to be aggregated
+    ratio: jax.Array  # pi_theta / pi_old
+    clipped: jax.Array  # 1.0 where the clipped branch was the active (smaller) one
+    kl: jax.Array  # k3 estimate of KL(pi_theta || pi_ref); zeros when no reference
+
+
+def token_terms(
+    logprobs: jax.Array,
+    old_logprobs: jax.Array,
+    advantages: jax.Array,
+    clip_low: float,
+    clip_high: float,
+    ref_logprobs: jax.Array | None = None,
+    beta: float = 0.0,
+) -> TokenTerms:
+    """Clipped surrogate (DAPO-style separate low/high epsilons) plus beta * k3 KL, per token.
+
+    loss_t = -min(r_t A, clip(r_t, 1 - clip_low, 1 + clip_high) A) + beta * (exp(q) - q - 1),
+    with r_t = exp(logp - old_logp), q = ref_logp - logp. `advantages` is [B] (one per sequence).
+    """
+    logprobs = logprobs.astype(jnp.float32)
+    ratio = jnp.exp(logprobs - old_logprobs.astype(jnp.float32))
+    adv = advantages.astype(jnp.float32)[:, None]
+    unclipped = ratio * adv
+    clipped_ratio = jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    clipped_obj = clipped_ratio * adv
+    objective = jnp.minimum(unclipped, clipped_obj)
+    is_clipped = (clipped_obj < unclipped).astype(jnp.float32)
+    loss = -objective
+    if ref_logprobs is not None and beta != 0.0:
+        q = ref_logprobs.astype(jnp.float32) - logprobs
+        kl = jnp.exp(q) - q - 1.0
+        loss = loss + beta * kl
+    else:
+        kl = jnp.zeros_like(logprobs)
+    return TokenTerms(loss=loss, ratio=ratio, clipped=is_clipped, kl=kl)
+
+
+class Normaliser(NamedTuple):
+    """Whole-batch counts every micro-batch divides by (scalars, float32)."""
+
+    num_seqs: jax.Array  # sequences with at least one trained token
+    num_tokens: jax.Array  # trained tokens
+    fixed_length: jax.Array  # the constant of "fixed_length" (tokens per sequence budget)
+
+
+def batch_normaliser(mask: jax.Array, fixed_length: int) -> Normaliser:
+    """Counts over the full batch; `mask` may have any leading micro-batch axes before [.., B, T]."""
+    mask = mask.astype(jnp.float32)
+    per_seq = mask.sum(axis=-1)
+    return Normaliser(
+        num_seqs=jnp.maximum((per_seq > 0).sum().astype(jnp.float32), 1.0),
+        num_tokens=jnp.maximum(mask.sum(), 1.0),
+        fixed_length=jnp.asarray(float(fixed_length), jnp.float32),
+    )
+
+
+def token_weights(mask: jax.Array, mode: str, norm: Normaliser) -> jax.Array:
+    """Weight w[b, t] so that the batch loss is sum(token_loss * w); [B, T] float32.
+
+    - seq_mean_token_mean: (1/num_seqs) * (1/|y_b|) per token (the GRPO paper's formula);
+    - token_mean: 1/num_tokens (every trained token counts the same, batch-wide);
+    - fixed_length: 1/(num_seqs * fixed_length) (Dr.GRPO-style constant normaliser).
+    """
+    mask = mask.astype(jnp.float32)
+    if mode == "seq_mean_token_mean":
+        seq_len = jnp.maximum(mask.sum(axis=-1, keepdims=True), 1.0)
+        return mask / seq_len / norm.num_seqs
+    if mode == "token_mean":
+        return mask / norm.num_tokens
+    if mode == "fixed_length":
+        return mask / (norm.num_seqs * norm.fixed_length)
+    raise ValueError(f"unknown aggregation mode {mode!r}; expected one of {AGGREGATION_MODES}")
+
+
+def aggregate(token_loss: jax.Array, mask: jax.Array, mode: str, norm: Normaliser) -> jax.Array:
+    """Scalar loss contribution of these rows under the whole-batch normaliser `norm`."""
+    return jnp.sum(token_loss.astype(jnp.float32) * token_weights(mask, mode, norm))
+
+
+def grpo_loss(
+    logprobs: jax.Array,
+    old_logprobs: jax.Array,
+    advantages: jax.Array,
+    mask: jax.Array,
+    norm: Normaliser,
+    *,
+    mode: str,
+    clip_low: float,
+    clip_high: float,
+    ref_logprobs: jax.Array | None = None,
+    beta: float = 0.0,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """GRPO loss of one (micro-)batch, plus sums for logging (divide by norm.num_tokens)."""
+    terms = token_terms(logprobs, old_logprobs, advantages, clip_low, clip_high, ref_logprobs, beta)
+    loss = aggregate(terms.loss, mask, mode, norm)
+    mask = mask.astype(jnp.float32)
+    per_token = mask / norm.num_tokens  # token-mean weights for the logged statistics
+    stats = {
+        "clip_frac": jnp.sum(terms.clipped * per_token),
+        "kl": jnp.sum(terms.kl * per_token),
+        "ratio_mean": jnp.sum(terms.ratio * per_token),
+    }
+    return loss, stats

@@ -1,0 +1,237 @@
+"""Jitted GRPO and SFT train steps with micro-batch accumulation and explicit shardings.
+
+The model is split once into (graphdef, abstract Param state); parameters travel as a pure dict
+(`nnx.to_pure_dict` layout, the checkpoint format), fp32 master weights. The model's compute dtype
+(e.g. bf16) is fixed when it is built, so the forward runs in bf16 while the optimizer updates fp32.
+
+Batches are laid out [M, b, T]: M micro-batches of b rows. The step scans over M, summing losses and
+gradients; every micro-batch divides by normalisers computed over the whole [M, b, T] batch, so
+the sum equals the one-batch loss exactly (see grpo.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from b2tjax import grpo
+from b2tjax.logprobs import sequence_logprobs
+from b2tjax.optim import apply_if_finite
+
+Params = dict  # nnx.to_pure_dict layout
+
+
+class TrainState(NamedTuple):
+    params: Params
+    opt_state: Any
+    step: jax.Array  # int32 optimizer steps attempted
+    skipped: jax.Array  # int32 steps skipped for a non-finite loss or gradient
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundModel:
+    """A model's graph and parameter structure, to rebuild it from a pure params dict inside jit."""
+
+    graphdef: Any
+    abstract_params: Any  # nnx.State of Params (shapes only are used)
+    rest: Any  # non-Param state (usually empty)
+
+    @classmethod
+    def from_model(cls, model: nnx.Module) -> tuple["BoundModel", Params]:
+        graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+        return cls(graphdef, params, rest), nnx.to_pure_dict(params)
+
+    def __call__(self, params: Params) -> nnx.Module:
+        state = jax.tree.map(lambda x: x, self.abstract_params)
+        nnx.replace_by_pure_dict(state, params)
+        return nnx.merge(self.graphdef, state, self.rest)
+
+
+# ----------------------------------------------------------------------------------------------
+# Host-side batch layout
+
+
+def pad_length(length: int, multiple: int = 64) -> int:
+    """Round sequence lengths up so jitted steps compile once per bucket, not once per batch."""
+    return max(multiple, -(-length // multiple) * multiple)
+
+
+def stack_rows(rows: list[list], length: int, dtype, fill=0) -> np.ndarray:
+    """Right-pad ragged rows to [N, length]; rows longer than `length` are cut."""
+    out = np.full((len(rows), length), fill, dtype=dtype)
+    for i, row in enumerate(rows):
+        row = row[:length]
+        out[i, : len(row)] = row
+    return out
+
+
+def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
+    """[N, ...] -> [M, N / M, ...]."""
+    if x.shape[0] % micro_batches:
+        raise ValueError(f"{x.shape[0]} rows do not split into {micro_batches} micro-batches")
+    return x.reshape(micro_batches, x.shape[0] // micro_batches, *x.shape[1:])
+
+
+# ----------------------------------------------------------------------------------------------
+# Losses on one micro-batch
+
+
+def _grpo_micro_loss(model_fn: BoundModel, cfg, params, micro, norm, temperature):
+    model = model_fn(params)
+    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=cfg.logprob_chunk)
+    loss, stats = grpo.grpo_loss(
+        lp, micro["old_logprobs"], micro["advantages"], micro["mask"], norm,
+        mode=cfg.aggregation, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+        ref_logprobs=micro.get("ref_logprobs"), beta=cfg.beta,
+    )
+    stats["entropy"] = jnp.sum(ent * micro["mask"]) / norm.num_tokens
+    return loss, stats
+
+
+def _sft_micro_loss(model_fn: BoundModel, chunk: int, params, micro, norm, temperature):
+    model = model_fn(params)
+    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=chunk)
+    mask = micro["mask"].astype(jnp.float32)
+    loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
+    return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
+
+
+def _accumulate(micro_loss: Callable, params, batch: dict, norm):
+    """Sum loss, grads and stats over the leading micro-batch axis with lax.scan."""
+    grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
+
+    def body(carry, micro):
+        loss_sum, grads_sum, stats_sum = carry
+        (loss, stats), grads = grad_fn(params, micro, norm)
+        grads_sum = jax.tree.map(jnp.add, grads_sum, grads)
+        stats_sum = jax.tree.map(jnp.add, stats_sum, stats)
+        return (loss_sum + loss, grads_sum, stats_sum), None
+
+    first = jax.tree.map(lambda x: x[0], batch)
+    stats_shape = jax.eval_shape(lambda: micro_loss(params, first, norm)[1])
+    zeros = (
+        jnp.zeros((), jnp.float32),
+        jax.tree.map(jnp.zeros_like, params),
+        jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape),
+    )
+    (loss, grads, stats), _ = jax.lax.scan(body, zeros, batch)
+    return loss, grads, stats
+
+
+def _update(optimizer, schedule, state: TrainState, loss, grads, stats):
+    params, opt_state, applied, grad_norm = apply_if_finite(optimizer, state.params, state.opt_state, grads, loss)
+    metrics = dict(stats, loss=loss, grad_norm=grad_norm, applied=applied.astype(jnp.float32),
+                   lr=schedule(state.step - state.skipped))
+    new_state = TrainState(params, opt_state, state.step + 1, state.skipped + (1 - applied.astype(jnp.int32)))
+    return new_state, metrics
+
+
+# ----------------------------------------------------------------------------------------------
+# Step builders
+
+
+@dataclasses.dataclass
+class StepFns:
+    """The jitted functions of a run, all with explicit in/out shardings when a mesh is given."""
+
+    grpo_step: Callable  # (state, batch) -> (state, metrics)
+    sft_step: Callable  # (state, batch) -> (state, metrics)
+    logprobs: Callable  # (params, ids [M, b, T]) -> [M, b, T]
+    mesh: Mesh | None
+
+    def shard_batch(self, batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """Put [M, b, ...] host arrays on devices with rows split over (data, fsdp)."""
+        return {k: jax.device_put(v, batch_sharding(self.mesh, v.shape)) if self.mesh is not None else jnp.asarray(v)
+                for k, v in batch.items()}
+
+
+def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
+    """[M, b, ...]: b over ('data', 'fsdp') when it divides, else replicated."""
+    row_devices = mesh.shape["data"] * mesh.shape["fsdp"]
+    rows = ("data", "fsdp") if len(shape) >= 2 and shape[1] % row_devices == 0 else None
+    return NamedSharding(mesh, PartitionSpec(None, rows))
+
+
+def init_train_state(params: Params, optimizer: optax.GradientTransformation) -> TrainState:
+    """Optimizer state created under jit so it inherits the parameters' shardings."""
+    opt_state = jax.jit(optimizer.init)(params)
+    return TrainState(params, opt_state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+
+def state_shardings(state: TrainState) -> Any:
+    return jax.tree.map(lambda x: x.sharding, state)
+
+
+def make_step_fns(
+    model_fn: BoundModel,
+    optimizer: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    grpo_cfg,
+    *,
+    temperature: float,
+    fixed_length: int,
+    state_sharding: Any = None,
+    mesh: Mesh | None = None,
+) -> StepFns:
+    """Build jitted GRPO/SFT steps and the log-prob pass.
+
+    `state_sharding` (from `state_shardings(init_train_state(...))`) pins the train state's layout
+    as both input and output sharding; batches are sharded by `StepFns.shard_batch`.
+    """
+    grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, temperature=temperature)
+    sft_loss = functools.partial(_sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, temperature=1.0)
+
+    def grpo_step(state: TrainState, batch: dict):
+        norm = grpo.batch_normaliser(batch["mask"], fixed_length)
+        loss, grads, stats = _accumulate(grpo_loss, state.params, batch, norm)
+        return _update(optimizer, schedule, state, loss, grads, stats)
+
+    def sft_step(state: TrainState, batch: dict):
+        norm = grpo.batch_normaliser(batch["mask"], fixed_length)
+        loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm)
+        return _update(optimizer, schedule, state, loss, grads, stats)
+
+    def logprobs(params: Params, ids: jax.Array) -> jax.Array:
+        def body(_, micro_ids):
+            model = model_fn(params)  # built inside the scan body: NNX forbids crossing trace levels
+            lp, _ = sequence_logprobs(model, micro_ids, temperature=temperature, chunk_size=grpo_cfg.logprob_chunk)
+            return None, lp
+
+        return jax.lax.scan(body, None, ids)[1]
+
+    if state_sharding is None:
+        jit_step = lambda f: jax.jit(f, donate_argnums=(0,))  # noqa: E731
+        jit_lp = jax.jit(logprobs)
+    else:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        jit_step = lambda f: jax.jit(f, in_shardings=(state_sharding, None),  # noqa: E731
+                                     out_shardings=(state_sharding, replicated), donate_argnums=(0,))
+        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None))
+
+    return StepFns(
+        grpo_step=_with_mesh(mesh, jit_step(grpo_step)),
+        sft_step=_with_mesh(mesh, jit_step(sft_step)),
+        logprobs=_with_mesh(mesh, jit_lp),
+        mesh=mesh,
+    )
+
+
+def _with_mesh(mesh: Mesh | None, fn: Callable) -> Callable:
+    """Run `fn` with `mesh` set, so the model's activation sharding constraints apply."""
+    if mesh is None:
+        return fn
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with jax.set_mesh(mesh):
+            return fn(*args, **kwargs)
+
+    return wrapped

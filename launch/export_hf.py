@@ -1,0 +1,47 @@
+"""Export a b2tjax model checkpoint (or a training run's CheckpointManager dir) to a Hugging Face
+directory loadable by transformers.
+
+    python launch/export_hf.py --checkpoint CKPT_DIR --out HF_DIR [--tokenizer qwen3|PATH]
+                               [--dtype float32|bfloat16] [--max-shard-size 5GB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import jax.numpy as jnp
+
+from models.checkpoint import load_model
+from models.hf import save_pretrained
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="model checkpoint or OUT/checkpoints directory")
+    parser.add_argument("--out", required=True, help="output HF directory")
+    parser.add_argument("--tokenizer", default=None, help="'qwen3', a HF dir or a SentencePiece model")
+    parser.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)")
+    parser.add_argument("--max-shard-size", default="5GB")
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.checkpoint):
+        parser.error(f"--checkpoint {args.checkpoint!r} is not a directory")
+    tokenizer = None
+    if args.tokenizer:
+        from models.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(args.tokenizer)
+    start = time.time()
+    model = load_model(args.checkpoint)
+    dtype = DTYPES[args.dtype] if args.dtype else None
+    save_pretrained(model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype)
+    print(f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

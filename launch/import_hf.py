@@ -1,0 +1,38 @@
+"""Convert a local Hugging Face Qwen3 directory into a b2tjax model checkpoint (Orbax).
+
+    python launch/import_hf.py --hf DIR --out CKPT_DIR [--dtype float32|bfloat16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import jax.numpy as jnp
+
+from models.checkpoint import save_model
+from models.hf import load_pretrained
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hf", required=True, help="HF directory with config.json and *.safetensors")
+    parser.add_argument("--out", required=True, help="output checkpoint directory")
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="stored param dtype")
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.hf):
+        parser.error(f"--hf {args.hf!r} is not a directory")
+    start = time.time()
+    model = load_pretrained(args.hf, dtype=DTYPES[args.dtype])
+    print(f"loaded {model.config.num_params() / 1e6:.1f}M params from {args.hf} in {time.time() - start:.1f}s")
+    out = save_model(model, args.out)
+    print(f"wrote checkpoint {out} in {time.time() - start:.1f}s total")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Orbax model checkpoints (docs/ARCHITECTURE.md "Checkpoint layout").
+
+A model checkpoint is `DIR/config.json` (HF-style) + `DIR/params` (Orbax StandardSave of
+`nnx.to_pure_dict(nnx.state(model, nnx.Param))`). `load_model` also accepts a training run's
+CheckpointManager directory (`OUT/checkpoints`, config.json beside the step dirs) and restores the
+`params` item of the latest step. Restores go straight into the target dtype and sharding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+
+from models.config import Qwen3Config
+from models.sharding import abstract_model, logical_to_spec
+
+PARAMS_ITEM = "params"
+CONFIG_FILE = "config.json"
+
+
+def write_config(cfg: Qwen3Config, directory: str, dtype: Any = jnp.float32) -> None:
+    """`directory/config.json` in Hugging Face form (also what a CheckpointManager dir carries)."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, CONFIG_FILE), "w") as f:
+        json.dump(cfg.to_hf(np.dtype(dtype).name), f, indent=2)
+
+
+def save_model(model, directory: str | os.PathLike) -> str:
+    """Write config.json + params (overwriting). Returns the absolute directory."""
+    directory = os.path.abspath(os.fspath(directory))
+    write_config(model.config, directory, model.param_dtype)
+    pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(os.path.join(directory, PARAMS_ITEM), pure, force=True)
+        ckptr.wait_until_finished()
+    return directory
+
+
+def restore_target(cfg: Qwen3Config, dtype: Any, param_dtype: Any, mesh: Mesh | None, remat: str = "none"):
+    """(graphdef, abstract Param state, pure dict of ShapeDtypeStructs carrying target shardings)."""
+    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat)
+    graphdef, state = nnx.split(abstract)
+    device = SingleDeviceSharding(jax.devices()[0])
+
+    def target(v: nnx.Variable) -> jax.ShapeDtypeStruct:
+        if mesh is None:
+            sharding = device
+        else:
+            spec = logical_to_spec(v.get_metadata().get("out_sharding"), v.shape, dict(mesh.shape))
+            sharding = NamedSharding(mesh, spec)
+        return jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding)
+
+    targets = nnx.to_pure_dict(jax.tree.map(target, state, is_leaf=lambda x: isinstance(x, nnx.Variable)))
+    return graphdef, state, targets
+
+
+def _params_location(directory: str) -> tuple[str, int | None]:
+    """('model', None) for a model checkpoint, ('manager', latest_step) for a CheckpointManager dir."""
+    if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
+        return "model", None
+    with ocp.CheckpointManager(directory) as manager:
+        step = manager.latest_step()
+    if step is None:
+        raise FileNotFoundError(f"{directory} holds neither '{PARAMS_ITEM}/' nor any CheckpointManager step")
+    return "manager", step
+
+
+def load_model(directory: str | os.PathLike, dtype: Any = jnp.float32, param_dtype: Any = None,
+               mesh: Mesh | None = None, remat: str = "none"):
+    """Qwen3ForCausalLM from a model checkpoint or the latest step of a CheckpointManager directory.
+    `param_dtype` defaults to `dtype`; with `mesh`, params are restored already sharded."""
+    directory = os.path.abspath(os.fspath(directory))
+    if not os.path.exists(os.path.join(directory, CONFIG_FILE)):
+        raise FileNotFoundError(f"no {CONFIG_FILE} in checkpoint directory {directory}")
+    cfg = Qwen3Config.from_hf(directory)
+    param_dtype = dtype if param_dtype is None else param_dtype
+    graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat)
+    kind, step = _params_location(directory)
+    if kind == "model":
+        with ocp.StandardCheckpointer() as ckptr:
+            pure = ckptr.restore(os.path.join(directory, PARAMS_ITEM), targets)
+    else:
+        with ocp.CheckpointManager(directory) as manager:
+            restored = manager.restore(step, args=ocp.args.Composite(
+                **{PARAMS_ITEM: ocp.args.StandardRestore(targets)}))
+        pure = restored[PARAMS_ITEM]
+    nnx.replace_by_pure_dict(state, pure)
+    return nnx.merge(graphdef, state)

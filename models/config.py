@@ -1,0 +1,178 @@
+"""Qwen3 model configuration: Hugging Face `config.json` <-> frozen dataclass, plus named presets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+# Qwen3 special-token ids (Qwen3 tokenizer_config.json): <|endoftext|> and <|im_end|>.
+QWEN3_BOS_ID = 151643
+QWEN3_EOS_ID = 151645
+
+
+@dataclasses.dataclass(frozen=True)
+class Qwen3Config:
+    """Every field of a Qwen3 `config.json` that changes the math or the parameter shapes."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rope_theta: float = 1_000_000.0
+    rms_norm_eps: float = 1e-6
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 40960
+    attention_bias: bool = False
+    initializer_range: float = 0.02
+    bos_token_id: int | None = QWEN3_BOS_ID
+    eos_token_id: int | None = QWEN3_EOS_ID
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "num_attention_heads", "num_key_value_heads", "head_dim"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"Qwen3Config.{name} must be positive, got {getattr(self, name)}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads}) for grouped-query attention")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if self.rope_theta <= 0:
+            raise ValueError(f"rope_theta must be positive, got {self.rope_theta}")
+
+    @property
+    def num_groups(self) -> int:
+        """Query heads per KV head."""
+        return self.num_attention_heads // self.num_key_value_heads
+
+    @classmethod
+    def from_hf(cls, source: dict[str, Any] | str | os.PathLike) -> "Qwen3Config":
+        """Build from a HF config dict, a `config.json` path, or a directory holding one."""
+        if isinstance(source, dict):
+            hf = source
+        else:
+            path = os.fspath(source)
+            if os.path.isdir(path):
+                path = os.path.join(path, "config.json")
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"no Qwen3 config.json at {path}")
+            with open(path) as f:
+                hf = json.load(f)
+        model_type = hf.get("model_type", "qwen3")
+        if model_type != "qwen3":
+            raise ValueError(f"expected a Qwen3 config (model_type 'qwen3'), got model_type={model_type!r}")
+        if hf.get("rope_scaling") or (hf.get("rope_parameters") or {}).get("rope_type", "default") != "default":
+            raise ValueError("RoPE scaling is not supported; only rope_type 'default' is implemented")
+        if hf.get("use_sliding_window"):
+            raise ValueError("sliding-window attention is not supported")
+        # transformers >= 5 stores rope_theta under rope_parameters; older files keep it top-level.
+        rope_theta = (hf.get("rope_parameters") or {}).get("rope_theta", hf.get("rope_theta", 1_000_000.0))
+        missing = [k for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                               "num_attention_heads") if k not in hf]
+        if missing:
+            raise ValueError(f"Qwen3 config is missing required fields: {missing}")
+        eos = hf.get("eos_token_id", QWEN3_EOS_ID)
+        if isinstance(eos, list):
+            eos = eos[0] if eos else None
+        return cls(
+            vocab_size=int(hf["vocab_size"]),
+            hidden_size=int(hf["hidden_size"]),
+            intermediate_size=int(hf["intermediate_size"]),
+            num_hidden_layers=int(hf["num_hidden_layers"]),
+            num_attention_heads=int(hf["num_attention_heads"]),
+            num_key_value_heads=int(hf.get("num_key_value_heads", hf["num_attention_heads"])),
+            head_dim=int(hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]),
+            rope_theta=float(rope_theta),
+            rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            max_position_embeddings=int(hf.get("max_position_embeddings", 40960)),
+            attention_bias=bool(hf.get("attention_bias", False)),
+            initializer_range=float(hf.get("initializer_range", 0.02)),
+            bos_token_id=hf.get("bos_token_id", QWEN3_BOS_ID),
+            eos_token_id=eos,
+        )
+
+    def to_hf(self, dtype: str = "float32") -> dict[str, Any]:
+        """A `config.json` dict that `transformers.Qwen3Config` (4.51+ and 5.x) accepts."""
+        return {
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "hidden_act": "silu",
+            "rope_theta": self.rope_theta,
+            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
+            "rope_scaling": None,
+            "rms_norm_eps": self.rms_norm_eps,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "max_position_embeddings": self.max_position_embeddings,
+            "attention_bias": self.attention_bias,
+            "attention_dropout": 0.0,
+            "initializer_range": self.initializer_range,
+            "use_sliding_window": False,
+            "sliding_window": None,
+            "max_window_layers": self.num_hidden_layers,
+            "use_cache": True,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_id,
+            "torch_dtype": dtype,
+            "dtype": dtype,
+        }
+
+    def num_params(self) -> int:
+        """Parameter count (embedding counted once when tied)."""
+        h, i, d = self.hidden_size, self.intermediate_size, self.head_dim
+        nh, kvh = self.num_attention_heads, self.num_key_value_heads
+        attn = h * d * (nh + 2 * kvh) + nh * d * h + 2 * d
+        if self.attention_bias:
+            attn += d * (nh + 2 * kvh) + h
+        layer = attn + 3 * h * i + 2 * h
+        head = 0 if self.tie_word_embeddings else h * self.vocab_size
+        return self.vocab_size * h + self.num_hidden_layers * layer + h + head
+
+
+def _qwen3(hidden: int, inter: int, layers: int, heads: int, tied: bool) -> Qwen3Config:
+    return Qwen3Config(vocab_size=151936, hidden_size=hidden, intermediate_size=inter,
+                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=8,
+                       head_dim=128, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
+                       tie_word_embeddings=tied, max_position_embeddings=40960)
+
+
+# Numbers from the official Qwen/Qwen3-* config.json files.
+PRESETS: dict[str, Qwen3Config] = {
+    "qwen3-0.6b": _qwen3(1024, 3072, 28, 16, tied=True),
+    "qwen3-1.7b": _qwen3(2048, 6144, 28, 16, tied=True),
+    "qwen3-4b": _qwen3(2560, 9728, 36, 32, tied=True),
+    "qwen3-8b": _qwen3(4096, 12288, 36, 32, tied=False),
+    "qwen3-14b": _qwen3(5120, 17408, 40, 40, tied=False),
+    "qwen3-32b": _qwen3(5120, 25600, 64, 64, tied=False),
+    # Test sizes: 2 layers, hidden 64, GQA 4 query heads over 2 KV heads, rope_theta != 1e6.
+    "tiny": Qwen3Config(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=10_000.0,
+                        tie_word_embeddings=True, max_position_embeddings=4096,
+                        bos_token_id=None, eos_token_id=None),
+    "tiny-untied": Qwen3Config(vocab_size=768, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                               rope_theta=500_000.0, tie_word_embeddings=False,
+                               max_position_embeddings=4096, bos_token_id=None, eos_token_id=None),
+}
+
+
+def get_config(name: str, **overrides: Any) -> Qwen3Config:
+    """A named preset (case-insensitive, 'Qwen/Qwen3-8B' style accepted), optionally with fields replaced."""
+    key = name.lower().split("/")[-1]
+    if key not in PRESETS:
+        raise KeyError(f"unknown model preset {name!r}; known: {sorted(PRESETS)}")
+    cfg = PRESETS[key]
+    return dataclasses.replace(cfg, **overrides) if overrides else cfg

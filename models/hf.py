@@ -1,0 +1,326 @@
+"""Hugging Face interop: HF Qwen3 state-dict names/layouts <-> our stacked NNX params, streamed
+safetensors import (tensor by tensor, straight into possibly sharded arrays) and sharded export."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import re
+from typing import Any, Callable, Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
+from models.sharding import abstract_model, logical_to_spec
+
+log = logging.getLogger(__name__)
+
+Path = tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorMap:
+    """One parameter leaf: its path in our pure dict, its HF name (with `{i}` for the layer index
+    when stacked) and the layout conversions of one (per-layer) tensor."""
+
+    path: Path
+    hf_name: str
+    to_ours: Callable[[np.ndarray], np.ndarray]
+    to_hf: Callable[[np.ndarray], np.ndarray]
+
+    @property
+    def stacked(self) -> bool:
+        return "{i}" in self.hf_name
+
+
+def tensor_maps(cfg: Qwen3Config) -> list[TensorMap]:
+    """The complete HF <-> ours table for `cfg` (exactly the tensors transformers expects)."""
+    h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    same = lambda w: w  # noqa: E731
+    transpose = lambda w: w.T  # noqa: E731
+
+    def proj_in(n: int) -> dict:  # HF [n*D, H]  <-> ours [H, n, D]
+        return dict(to_ours=lambda w: w.T.reshape(h, n, d), to_hf=lambda k: k.reshape(h, n * d).T)
+
+    def bias(n: int) -> dict:  # HF [n*D] <-> ours [n, D]
+        return dict(to_ours=lambda b: b.reshape(n, d), to_hf=lambda b: b.reshape(n * d))
+
+    lp = "model.layers.{i}."
+    maps = [
+        TensorMap(("embed", "embedding"), "model.embed_tokens.weight", same, same),
+        TensorMap(("layers", "input_norm", "scale"), lp + "input_layernorm.weight", same, same),
+        TensorMap(("layers", "attn", "q_proj"), lp + "self_attn.q_proj.weight", **proj_in(nh)),
+        TensorMap(("layers", "attn", "k_proj"), lp + "self_attn.k_proj.weight", **proj_in(kvh)),
+        TensorMap(("layers", "attn", "v_proj"), lp + "self_attn.v_proj.weight", **proj_in(kvh)),
+        # HF [H, NH*D] <-> ours [NH, D, H]
+        TensorMap(("layers", "attn", "o_proj"), lp + "self_attn.o_proj.weight",
+                  to_ours=lambda w: w.T.reshape(nh, d, h), to_hf=lambda k: k.reshape(nh * d, h).T),
+        TensorMap(("layers", "attn", "q_norm", "scale"), lp + "self_attn.q_norm.weight", same, same),
+        TensorMap(("layers", "attn", "k_norm", "scale"), lp + "self_attn.k_norm.weight", same, same),
+        TensorMap(("layers", "post_attn_norm", "scale"), lp + "post_attention_layernorm.weight", same, same),
+        TensorMap(("layers", "mlp", "gate_proj"), lp + "mlp.gate_proj.weight", transpose, transpose),
+        TensorMap(("layers", "mlp", "up_proj"), lp + "mlp.up_proj.weight", transpose, transpose),
+        TensorMap(("layers", "mlp", "down_proj"), lp + "mlp.down_proj.weight", transpose, transpose),
+        TensorMap(("norm", "scale"), "model.norm.weight", same, same),
+    ]
+    if cfg.attention_bias:
+        maps += [
+            TensorMap(("layers", "attn", "q_bias"), lp + "self_attn.q_proj.bias", **bias(nh)),
+            TensorMap(("layers", "attn", "k_bias"), lp + "self_attn.k_proj.bias", **bias(kvh)),
+            TensorMap(("layers", "attn", "v_bias"), lp + "self_attn.v_proj.bias", **bias(kvh)),
+            TensorMap(("layers", "attn", "o_bias"), lp + "self_attn.o_proj.bias", same, same),
+        ]
+    if not cfg.tie_word_embeddings:
+        maps.append(TensorMap(("lm_head", "kernel"), "lm_head.weight", transpose, transpose))
+    return maps
+
+
+def hf_names(cfg: Qwen3Config) -> list[str]:
+    """Every HF tensor name of `cfg`, in export order."""
+    return [m.hf_name.format(i=i) for m in tensor_maps(cfg)
+            for i in (range(cfg.num_hidden_layers) if m.stacked else [None])]
+
+
+def _get_path(tree: dict, path: Path) -> Any:
+    for key in path:
+        tree = tree[key]
+    return tree
+
+
+def _set_path(tree: dict, path: Path, value: Any) -> None:
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+# --------------------------------------------------------------------------------------------
+# HF tensors -> our params
+
+def params_from_hf(get_tensor: Callable[[str], np.ndarray], cfg: Qwen3Config, param_dtype: Any = jnp.float32,
+                   shardings: dict | None = None) -> dict:
+    """Our pure param dict from HF tensors fetched one at a time by `get_tensor(name)` (numpy, HF
+    layout). Peak host memory is one stacked leaf; each leaf goes straight to its sharding."""
+    np_dtype = np.dtype(param_dtype)
+    pure: dict = {}
+    for m in tensor_maps(cfg):
+        if m.stacked:
+            first = m.to_ours(np.asarray(get_tensor(m.hf_name.format(i=0))))
+            leaf = np.empty((cfg.num_hidden_layers, *first.shape), np_dtype)
+            leaf[0] = first
+            for i in range(1, cfg.num_hidden_layers):
+                leaf[i] = m.to_ours(np.asarray(get_tensor(m.hf_name.format(i=i))))
+            del first
+        else:
+            leaf = m.to_ours(np.asarray(get_tensor(m.hf_name))).astype(np_dtype)
+        sharding = None if shardings is None else _get_path(shardings, m.path)
+        _set_path(pure, m.path, _to_device(leaf, sharding))
+        del leaf
+    return pure
+
+
+def _to_device(leaf: np.ndarray, sharding: NamedSharding | None) -> jax.Array:
+    if sharding is None:
+        return jnp.asarray(leaf)
+    return jax.make_array_from_callback(leaf.shape, sharding, lambda idx: leaf[idx])
+
+
+def params_to_hf(pure: dict, cfg: Qwen3Config, dtype: Any = None) -> Iterator[tuple[str, np.ndarray]]:
+    """(HF name, numpy tensor in HF layout) one at a time; only one layer slice is on host at once."""
+    for m in tensor_maps(cfg):
+        leaf = _get_path(pure, m.path)
+        for i in (range(cfg.num_hidden_layers) if m.stacked else [None]):
+            value = np.asarray(jax.device_get(leaf if i is None else leaf[i]))
+            out = np.ascontiguousarray(m.to_hf(value))
+            yield m.hf_name.format(i=i), out if dtype is None else out.astype(np.dtype(dtype))
+
+
+def state_dict_to_model(model, state_dict: dict[str, Any]) -> None:
+    """Load a HF state dict (name -> numpy/torch tensor) into `model` in place (tests, small models)."""
+    def get(name: str) -> np.ndarray:
+        t = state_dict[name]
+        return t.detach().float().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+    state = nnx.state(model, nnx.Param)
+    pure = params_from_hf(get, model.config, model.param_dtype)
+    nnx.replace_by_pure_dict(state, pure)
+    nnx.update(model, state)
+
+
+def model_to_state_dict(model, dtype: Any = None) -> dict[str, np.ndarray]:
+    """HF state dict (numpy) of `model` (tests, small models)."""
+    pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    return dict(params_to_hf(pure, model.config, dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# Directory import / export
+
+class _SafetensorsReader(contextlib.AbstractContextManager):
+    """Lazy tensor access across `model.safetensors` or a sharded index."""
+
+    def __init__(self, path: str):
+        from safetensors import safe_open
+
+        index = os.path.join(path, "model.safetensors.index.json")
+        single = os.path.join(path, "model.safetensors")
+        if os.path.exists(index):
+            with open(index) as f:
+                weight_map = json.load(f)["weight_map"]
+            files = sorted(set(weight_map.values()))
+        elif os.path.exists(single):
+            files, weight_map = ["model.safetensors"], None
+        else:
+            raise FileNotFoundError(f"{path} has neither model.safetensors nor model.safetensors.index.json")
+        self._stack = contextlib.ExitStack()
+        self._handles = {f: self._stack.enter_context(safe_open(os.path.join(path, f), framework="np"))
+                         for f in files}
+        if weight_map is None:
+            weight_map = {k: files[0] for k in self._handles[files[0]].keys()}
+        self.weight_map = weight_map
+
+    def get(self, name: str) -> np.ndarray:
+        if name not in self.weight_map:
+            raise KeyError(f"checkpoint has no tensor {name!r}")
+        return self._handles[self.weight_map[name]].get_tensor(name)
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+
+def load_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, param_dtype: Any = None,
+                    mesh: Mesh | None = None, remat: str = "none"):
+    """Qwen3ForCausalLM from a local HF directory (config.json + safetensors), streamed tensor by
+    tensor into arrays placed (and sharded, given `mesh`) as they are read. `param_dtype` defaults
+    to `dtype`."""
+    from models.qwen3 import Qwen3ForCausalLM  # noqa: F401  (abstract_model builds it)
+
+    path = os.fspath(path)
+    cfg = Qwen3Config.from_hf(path)
+    param_dtype = dtype if param_dtype is None else param_dtype
+    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat)
+    graphdef, state = nnx.split(abstract)
+    shardings = None
+    if mesh is not None:
+        shardings = nnx.to_pure_dict(jax.tree.map(
+            lambda v: NamedSharding(mesh, logical_to_spec(v.get_metadata().get("out_sharding"), v.shape,
+                                                          dict(mesh.shape))),
+            state, is_leaf=lambda x: isinstance(x, nnx.Variable)))
+    with _SafetensorsReader(path) as reader:
+        expected = set(hf_names(cfg))
+        ignored = sorted(n for n in set(reader.weight_map) - expected
+                         if not (cfg.tie_word_embeddings and n == "lm_head.weight"))
+        if ignored:
+            log.warning("ignoring %d tensors not in Qwen3: %s", len(ignored), ignored[:5])
+        missing = sorted(expected - set(reader.weight_map))
+        if missing:
+            raise ValueError(f"{path} is missing {len(missing)} Qwen3 tensors, e.g. {missing[:5]}")
+        pure = params_from_hf(reader.get, cfg, param_dtype, shardings)
+    nnx.replace_by_pure_dict(state, pure)
+    return nnx.merge(graphdef, state)
+
+
+def _parse_size(size: int | str) -> int:
+    if isinstance(size, int):
+        return size
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B)\s*", size.upper())
+    if not m:
+        raise ValueError(f"cannot parse shard size {size!r} (use e.g. '5GB', '500MB' or bytes)")
+    return int(float(m.group(1)) * {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}[m.group(2)])
+
+
+def _dtype_name(dtype: Any) -> str:
+    return {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}[np.dtype(dtype).name]
+
+
+def generation_config(cfg: Qwen3Config, tokenizer: Any = None) -> dict[str, Any]:
+    """Qwen3's generation_config.json (sampling defaults of the official release)."""
+    eos = [i for i in (cfg.eos_token_id, getattr(tokenizer, "eos_id", None)) if i is not None]
+    if cfg.vocab_size > QWEN3_BOS_ID and cfg.eos_token_id == QWEN3_EOS_ID:
+        eos.append(QWEN3_BOS_ID)  # <|endoftext|> also ends generation in the official config
+    out: dict[str, Any] = {"do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
+    if cfg.bos_token_id is not None:
+        out["bos_token_id"] = cfg.bos_token_id
+    if eos:
+        eos = list(dict.fromkeys(eos))
+        out["eos_token_id"] = eos if len(eos) > 1 else eos[0]
+    pad = getattr(tokenizer, "pad_id", None)
+    if pad is None and cfg.vocab_size > QWEN3_BOS_ID:
+        pad = QWEN3_BOS_ID
+    if pad is not None:
+        out["pad_token_id"] = pad
+    return out
+
+
+def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
+                    max_shard_size: int | str = "5GB", dtype: Any = None) -> None:
+    """Write a transformers-loadable directory: model-XXXXX-of-YYYYY.safetensors shards + index,
+    config.json, generation_config.json, and the tokenizer files when `tokenizer` is given.
+    `dtype` defaults to the model's param dtype. Tied models write no lm_head.weight."""
+    from safetensors.numpy import save_file
+
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    cfg: Qwen3Config = model.config
+    dtype = np.dtype(model.param_dtype if dtype is None else dtype)
+    limit = _parse_size(max_shard_size)
+    pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+
+    # Plan shards from shapes alone, then stream tensors into them.
+    sizes = {name: int(np.prod(shape)) * dtype.itemsize for name, shape in _hf_shapes(cfg).items()}
+    shards: list[list[str]] = [[]]
+    used = 0
+    for name in hf_names(cfg):
+        if shards[-1] and used + sizes[name] > limit:
+            shards.append([])
+            used = 0
+        shards[-1].append(name)
+        used += sizes[name]
+    files = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    shard_of = {name: files[i] for i, names in enumerate(shards) for name in names}
+
+    stream = params_to_hf(pure, cfg, dtype)
+    pending: dict[str, np.ndarray] = {}
+    for i, names in enumerate(shards):
+        want = set(names)
+        # params_to_hf yields in hf_names order, so each shard is a contiguous run.
+        while want - set(pending):
+            name, tensor = next(stream)
+            pending[name] = tensor
+        save_file({n: pending.pop(n) for n in names}, os.path.join(out_dir, files[i]),
+                  metadata={"format": "pt"})
+    index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": shard_of}
+    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=2)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg.to_hf(_dtype_name(dtype)), f, indent=2)
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump(generation_config(cfg, tokenizer), f, indent=2)
+    if tokenizer is not None:
+        tokenizer.save_hf(out_dir)
+
+
+def _hf_shapes(cfg: Qwen3Config) -> dict[str, tuple[int, ...]]:
+    h, i, v, d = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.head_dim
+    nh, kvh = cfg.num_attention_heads, cfg.num_key_value_heads
+    per_layer = {
+        "input_layernorm.weight": (h,), "post_attention_layernorm.weight": (h,),
+        "self_attn.q_proj.weight": (nh * d, h), "self_attn.k_proj.weight": (kvh * d, h),
+        "self_attn.v_proj.weight": (kvh * d, h), "self_attn.o_proj.weight": (h, nh * d),
+        "self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,),
+        "mlp.gate_proj.weight": (i, h), "mlp.up_proj.weight": (i, h), "mlp.down_proj.weight": (h, i),
+        "self_attn.q_proj.bias": (nh * d,), "self_attn.k_proj.bias": (kvh * d,),
+        "self_attn.v_proj.bias": (kvh * d,), "self_attn.o_proj.bias": (h,),
+    }
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,), "lm_head.weight": (v, h)}
+    for name in hf_names(cfg):
+        m = re.fullmatch(r"model\.layers\.\d+\.(.+)", name)
+        if m:
+            shapes[name] = per_layer[m.group(1)]
+    return {n: shapes[n] for n in hf_names(cfg)}

@@ -1,0 +1,60 @@
+"""KV cache with a fill length per batch row (rows of a batch sit at different positions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from models.config import Qwen3Config
+
+
+@struct.dataclass
+class KVCache:
+    """k, v: [L, B, S, KVH, D]; lengths: [B] int32 = number of filled slots (slots >= length are unwritten)."""
+
+    k: jax.Array
+    v: jax.Array
+    lengths: jax.Array
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[2]
+
+    @property
+    def batch_size(self) -> int:
+        return self.k.shape[1]
+
+
+def init_cache(cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.float32) -> KVCache:
+    """An empty cache for `batch` rows of up to `max_len` tokens each."""
+    if batch <= 0 or max_len <= 0:
+        raise ValueError(f"cache batch and max_len must be positive, got batch={batch} max_len={max_len}")
+    shape = (cfg.num_hidden_layers, batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
+                   lengths=jnp.zeros((batch,), jnp.int32))
+
+
+def write_slots(lengths: jax.Array, num_new: jax.Array, num_tokens: int, max_len: int) -> jax.Array:
+    """Cache slot of each new token, [B, T] int32; tokens t >= num_new[b] get `max_len` (out of range),
+    so a scatter with mode='drop' leaves those slots (and anything past the end) untouched."""
+    t = jnp.arange(num_tokens, dtype=jnp.int32)[None, :]
+    slots = lengths[:, None] + t
+    return jnp.where(t < num_new[:, None], slots, max_len)
+
+
+def scatter_rows(cache_layer: jax.Array, new: jax.Array, slots: jax.Array) -> jax.Array:
+    """cache_layer [B, S, KVH, D] with new [B, T, KVH, D] written at slots [B, T] (mode='drop')."""
+    rows = jnp.broadcast_to(jnp.arange(new.shape[0], dtype=jnp.int32)[:, None], slots.shape)
+    return cache_layer.at[rows, slots].set(new.astype(cache_layer.dtype), mode="drop")
+
+
+def cached_attention_mask(lengths: jax.Array, num_new: jax.Array, num_tokens: int, max_len: int) -> jax.Array:
+    """[B, T, S] bool: query t of row b (at position lengths[b] + t) sees slot s iff s is written by
+    the end of this call (s < lengths + num_new) and causal (s <= lengths + t)."""
+    pos = lengths[:, None] + jnp.arange(num_tokens, dtype=jnp.int32)[None, :]  # [B, T]
+    s = jnp.arange(max_len, dtype=jnp.int32)[None, None, :]
+    filled = (lengths + num_new)[:, None, None]
+    return (s <= pos[:, :, None]) & (s < filled)

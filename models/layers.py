@@ -1,0 +1,164 @@
+"""Qwen3 building blocks in Flax NNX: RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, decoder layer.
+
+Parameters are stored in `param_dtype` (fp32 master) and cast to the compute `dtype` at use;
+normalisation statistics, RoPE angles, softmax and logits are always fp32. Every parameter carries
+logical axis names (`out_sharding` metadata) that models/sharding.py maps onto a mesh.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from models.config import Qwen3Config
+from models.kv_cache import scatter_rows
+from models.sharding import constrain
+
+F32 = jnp.float32
+
+
+def make_param(rngs: nnx.Rngs | None, shape: Sequence[int], names: Sequence[str | None],
+               init: Callable[..., jax.Array], param_dtype: Any) -> nnx.Param:
+    """A Param with logical axis names; placement happens later (models/sharding.create_model)."""
+    key = rngs.params() if rngs is not None else jax.random.key(0)
+    return nnx.Param(init(key, tuple(shape), param_dtype), out_sharding=tuple(names), eager_sharding=False)
+
+
+class RMSNorm(nnx.Module):
+    """y = scale * x / rms(x); statistics in fp32, then cast back (as Hugging Face Qwen3RMSNorm)."""
+
+    def __init__(self, dim: int, eps: float, *, dtype: Any, param_dtype: Any):
+        self.scale = make_param(None, (dim,), ("norm",), nnx.initializers.ones, param_dtype)
+        self.eps = eps
+        self.dtype = dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x32 = x.astype(F32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return normed.astype(self.dtype) * self.scale[...].astype(self.dtype)
+
+
+def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+    """Rotary embedding, rotate-half layout. x: [B, T, N, D]; positions: [B, T] int."""
+    d = x.shape[-1]
+    half = d // 2
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, d, 2, dtype=F32) / d))  # [D/2]
+    angles = positions.astype(F32)[..., None] * inv_freq  # [B, T, D/2]
+    cos = jnp.cos(angles)[:, :, None, :]
+    sin = jnp.sin(angles)[:, :, None, :]
+    x32 = x.astype(F32)
+    x1, x2 = x32[..., :half], x32[..., half:]
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x.dtype)
+
+
+def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """GQA without repeating K/V. q: [B, T, NH, D]; k, v: [B, S, KVH, D]; mask: [B|1, T, S] bool.
+
+    Query heads are grouped as [B, T, KVH, G, D] (head h uses KV head h // G, as HF repeat_kv).
+    Masked slots get the most negative finite fp32, so a fully masked row is uniform, not NaN.
+    """
+    b, t, nh, d = q.shape
+    kvh = k.shape[2]
+    qg = q.reshape(b, t, kvh, nh // kvh, d)
+    scores = jnp.einsum("btkgd,bskd->bkgts", qg, k.astype(q.dtype), preferred_element_type=F32)
+    scores = scores * (d ** -0.5)
+    scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(F32).min)
+    probs = jax.nn.softmax(scores, axis=-1)  # fp32 [B, KVH, G, T, S]
+    out = jnp.einsum("bkgts,bskd->btkgd", probs.astype(q.dtype), v.astype(q.dtype))
+    return out.reshape(b, t, nh, d)
+
+
+class Attention(nnx.Module):
+    """Qwen3 self-attention: q/k/v projections, per-head q_norm/k_norm before RoPE, GQA, o_proj."""
+
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
+        h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        init = nnx.initializers.normal(cfg.initializer_range)
+        self.q_proj = make_param(rngs, (h, nh, d), ("embed", "heads", "head_dim"), init, param_dtype)
+        self.k_proj = make_param(rngs, (h, kvh, d), ("embed", "kv_heads", "head_dim"), init, param_dtype)
+        self.v_proj = make_param(rngs, (h, kvh, d), ("embed", "kv_heads", "head_dim"), init, param_dtype)
+        self.o_proj = make_param(rngs, (nh, d, h), ("heads", "head_dim", "embed"), init, param_dtype)
+        if cfg.attention_bias:
+            zeros = nnx.initializers.zeros
+            self.q_bias = make_param(None, (nh, d), ("heads", "head_dim"), zeros, param_dtype)
+            self.k_bias = make_param(None, (kvh, d), ("kv_heads", "head_dim"), zeros, param_dtype)
+            self.v_bias = make_param(None, (kvh, d), ("kv_heads", "head_dim"), zeros, param_dtype)
+            self.o_bias = make_param(None, (h,), ("embed",), zeros, param_dtype)
+        self.q_norm = RMSNorm(d, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        self.k_norm = RMSNorm(d, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        self.rope_theta = cfg.rope_theta
+        self.use_bias = cfg.attention_bias
+        self.dtype = dtype
+
+    def _project(self, x: jax.Array, name: str) -> jax.Array:
+        out = jnp.einsum("bth,hnd->btnd", x, getattr(self, f"{name}_proj")[...].astype(self.dtype))
+        if self.use_bias:
+            out = out + getattr(self, f"{name}_bias")[...].astype(self.dtype)
+        return out
+
+    def qkv(self, x: jax.Array, positions: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """x [B, T, H] -> q [B, T, NH, D], k, v [B, T, KVH, D] (q, k normed and rotated)."""
+        q = self.q_norm(self._project(x, "q"))
+        k = self.k_norm(self._project(x, "k"))
+        v = self._project(x, "v")
+        q = constrain(apply_rope(q, positions, self.rope_theta), ("batch", "seq", "act_heads", None))
+        k = constrain(apply_rope(k, positions, self.rope_theta), ("batch", "seq", "act_kv_heads", None))
+        v = constrain(v, ("batch", "seq", "act_kv_heads", None))
+        return q, k, v
+
+    def out(self, attn: jax.Array) -> jax.Array:
+        """attn [B, T, NH, D] -> [B, T, H]."""
+        y = jnp.einsum("btnd,ndh->bth", attn, self.o_proj[...].astype(self.dtype))
+        if self.use_bias:
+            y = y + self.o_bias[...].astype(self.dtype)
+        return y
+
+
+class MLP(nnx.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
+        h, i = cfg.hidden_size, cfg.intermediate_size
+        init = nnx.initializers.normal(cfg.initializer_range)
+        self.gate_proj = make_param(rngs, (h, i), ("embed", "mlp"), init, param_dtype)
+        self.up_proj = make_param(rngs, (h, i), ("embed", "mlp"), init, param_dtype)
+        self.down_proj = make_param(rngs, (i, h), ("mlp", "embed"), init, param_dtype)
+        self.dtype = dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        gate = x @ self.gate_proj[...].astype(self.dtype)
+        up = x @ self.up_proj[...].astype(self.dtype)
+        act = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "act_mlp"))
+        return act @ self.down_proj[...].astype(self.dtype)
+
+
+class DecoderLayer(nnx.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
+        self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        self.attn = Attention(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+
+    def __call__(self, x: jax.Array, positions: jax.Array, mask: jax.Array,
+                 kv: tuple[jax.Array, jax.Array] | None, slots: jax.Array | None
+                 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
+        """x [B, T, H]. Without a cache, keys are this call's tokens (mask [1, T, T]); with one, the new
+        k/v are scattered into kv = (k, v) [B, S, KVH, D] at `slots` and attention reads the whole
+        cache (mask [B, T, S]). Returns the new x and the updated (k, v) or None."""
+        q, k, v = self.attn.qkv(self.input_norm(x), positions)
+        if kv is None:
+            keys, values, new_kv = k, v, None
+        else:
+            keys = scatter_rows(kv[0], k, slots)
+            values = scatter_rows(kv[1], v, slots)
+            new_kv = (keys, values)
+        x = x + self.attn.out(grouped_attention(q, keys, values, mask))
+        x = constrain(x, ("batch", "seq", "act_embed"))
+        x = x + self.mlp(self.post_attn_norm(x))
+        return constrain(x, ("batch", "seq", "act_embed")), new_kv

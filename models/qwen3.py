@@ -1,0 +1,137 @@
+"""Qwen3ForCausalLM in Flax NNX: decoder layers created stacked (nnx.vmap) and run with a layer scan."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from models.config import Qwen3Config
+from models.kv_cache import KVCache, cached_attention_mask, init_cache, write_slots
+from models.layers import F32, DecoderLayer, RMSNorm, make_param
+from models.sharding import constrain
+
+__all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES"]
+
+# Activation rematerialisation inside the layer scan. "none": keep everything (fastest, most
+# memory); "full": recompute the whole layer in the backward pass; "dots": keep matmul outputs
+# without batch dims (recompute elementwise ops); "dots_all": keep every matmul output.
+REMAT_POLICIES: dict[str, Callable[..., bool] | None] = {
+    "full": None,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "dots_all": jax.checkpoint_policies.dots_saveable,
+}
+
+
+class Embedder(nnx.Module):
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
+        init = nnx.initializers.normal(cfg.initializer_range)
+        self.embedding = make_param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), init,
+                                    param_dtype)
+        self.dtype = dtype
+
+    def __call__(self, ids: jax.Array) -> jax.Array:
+        return jnp.take(self.embedding[...].astype(self.dtype), ids, axis=0)
+
+
+class LMHead(nnx.Module):
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, param_dtype: Any):
+        init = nnx.initializers.normal(cfg.initializer_range)
+        self.kernel = make_param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"), init,
+                                 param_dtype)
+
+
+class Qwen3ForCausalLM(nnx.Module):
+    """Qwen3 decoder-only LM. `dtype` is the compute dtype (e.g. bf16), `param_dtype` the stored one."""
+
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any = jnp.float32,
+                 param_dtype: Any = jnp.float32, remat: str = "none"):
+        if remat != "none" and remat not in REMAT_POLICIES:
+            raise ValueError(f"unknown remat policy {remat!r}; choose from {['none', *REMAT_POLICIES]}")
+        self.config = cfg
+        self.dtype = dtype
+        self.param_dtype = param_dtype
+        self.remat = remat
+        self.embed = Embedder(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+
+        @nnx.split_rngs(splits=cfg.num_hidden_layers)
+        @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+        def make_layers(layer_rngs: nnx.Rngs) -> DecoderLayer:
+            return DecoderLayer(cfg, rngs=layer_rngs, dtype=dtype, param_dtype=param_dtype)
+
+        self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=param_dtype)
+
+    # ----------------------------------------------------------------------------------------
+    def _run_layers(self, x: jax.Array, positions: jax.Array, mask: jax.Array,
+                    kv: tuple[jax.Array, jax.Array] | None, slots: jax.Array | None):
+        """Scan the stacked layers over x [B, T, H], threading per-layer cache slices kv [L, ...].
+
+        A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
+        identical program, and it also works when the model was merged at an outer trace level
+        (e.g. a sampler's lax.while_loop closing over the model), where nnx transforms refuse."""
+        graphdef, layer_state = nnx.split(self.layers)
+
+        def body(x: jax.Array, xs):
+            state_l, kv_l = xs
+            return nnx.merge(graphdef, state_l)(x, positions, mask, kv_l, slots)
+
+        if self.remat != "none":
+            body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
+        return jax.lax.scan(body, x, (layer_state, kv))
+
+    def lm_head_weight(self) -> jax.Array:
+        """[H, V] in param dtype: the transposed embedding when tied."""
+        if self.config.tie_word_embeddings:
+            return self.embed.embedding[...].T
+        return self.lm_head.kernel[...]
+
+    def logits(self, hidden: jax.Array) -> jax.Array:
+        """hidden [B, T, H] -> fp32 logits [B, T, V] (fp32 accumulation)."""
+        w = self.lm_head_weight().astype(self.dtype)
+        out = jnp.einsum("bth,hv->btv", hidden.astype(self.dtype), w, preferred_element_type=F32)
+        return constrain(out, ("batch", "seq", "act_vocab"))
+
+    def hidden_states(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
+        """Causal forward without cache: int32 [B, T] -> final-normed hidden [B, T, H] (compute dtype).
+        `positions` [B, T] only change RoPE; attention is causal by index."""
+        b, t = input_ids.shape
+        if positions is None:
+            positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+        idx = jnp.arange(t, dtype=jnp.int32)
+        mask = (idx[:, None] >= idx[None, :])[None]  # [1, T, T]
+        x = constrain(self.embed(input_ids), ("batch", "seq", "act_embed"))
+        x, _ = self._run_layers(x, positions, mask, None, None)
+        return self.norm(x)
+
+    def __call__(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
+        """int32 [B, T] -> fp32 logits [B, T, V], causal."""
+        return self.logits(self.hidden_states(input_ids, positions))
+
+    def forward_cached(self, tokens: jax.Array, num_new: jax.Array, cache: KVCache
+                       ) -> tuple[jax.Array, KVCache]:
+        """Append tokens[b, :num_new[b]] to row b of `cache` (at positions cache.lengths[b]...).
+
+        Prefill, one-token decode and chunk append are this one call. tokens int32 [B, T];
+        num_new int32 [B] in [0, T]. Returns fp32 logits [B, T, V] (row b's next-token logits at
+        index num_new[b] - 1; entries past num_new[b] are meaningless) and the new cache. Rows with
+        num_new 0 are untouched; tokens that would land past the cache end are dropped and the
+        length saturates at max_len.
+        """
+        b, t = tokens.shape
+        if b != cache.batch_size:
+            raise ValueError(f"tokens batch {b} != cache batch {cache.batch_size}")
+        num_new = jnp.asarray(num_new, jnp.int32)
+        s = cache.max_len
+        positions = cache.lengths[:, None] + jnp.arange(t, dtype=jnp.int32)[None, :]
+        slots = write_slots(cache.lengths, num_new, t, s)
+        mask = cached_attention_mask(cache.lengths, num_new, t, s)
+        x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
+        x, (k, v) = self._run_layers(x, positions, mask, (cache.k, cache.v), slots)
+        logits = self.logits(self.norm(x))
+        lengths = jnp.minimum(cache.lengths + num_new, s)
+        return logits, KVCache(k=k, v=v, lengths=lengths)

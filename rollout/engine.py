@@ -1,0 +1,443 @@
+"""RolloutEngine: batched multi-turn generation with a per-row KV cache and continuous batching.
+
+One run loops over three phases until every episode has finished:
+  1. admit: free rows take queued streams / the next episodes (continuous batching; with
+     `refill=False` a new wave starts only when every row is free: static batching);
+  2. prefill: only tokens not yet in a row's cache are fed (prompt of a new stream, environment
+     reply + forced tokens of a continuing one), in chunks of at most `prefill_chunk` per row;
+  3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn;
+  then the host hands finished turns to their episodes (tool calls run in a thread pool for the
+  whole batch), appends the replies with mask 0 and enforces the limits.
+
+Limits (per stream): `max_turns`, `max_turn_tokens` (sampled tokens in one turn; `turn_cap="stop"`
+ends the episode, `"close"` appends a forced <|im_end|> with mask 0 and lets the environment answer),
+`max_total_tokens` (record length, prompt included). Each limit sets its stop reason; such
+records are `truncated`. Episode callbacks that raise are recorded as STOP_ERROR, never re-raised.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from models.kv_cache import init_cache
+from rollout.episodes import Continue, Episode, Stop, TurnOutcome
+from rollout.record import (STOP_ERROR, STOP_MAX_TOTAL_TOKENS, STOP_MAX_TURN_TOKENS, STOP_MAX_TURNS,
+                            EpisodeRecord)
+from rollout.sampling import FINISH_BUDGET, FINISH_STOP, ModelRunner, SamplingArrays
+
+TURN_CAP_POLICIES = ("stop", "close")
+
+
+@dataclasses.dataclass
+class RolloutConfig:
+    batch_size: int = 8              # rows of the static batch
+    max_turns: int = 10
+    max_turn_tokens: int = 1024      # also the static decode segment length
+    max_total_tokens: int = 8192     # per stream, prompt included; also the cache length
+    temperature: float = 1.0         # <= 0: greedy
+    top_p: float = 1.0
+    top_k: int = 0
+    prefill_chunk: int = 1024        # max tokens fed per row per prefill call
+    prefill_min_bucket: int = 16     # prefill widths are powers of two >= this (fewer compiles)
+    turn_cap: str = "stop"           # what hitting max_turn_tokens does: "stop" | "close"
+    refill: bool = True              # continuous batching; False = static batching (waves)
+    reprefill: bool = False          # baseline: re-feed the whole record every turn (benchmarks)
+    tool_workers: int = 8            # thread pool running episodes' environment steps
+    max_response_chars: int = 6000   # per tool/memory response, truncated in the middle
+    cache_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_turns", "max_turn_tokens", "max_total_tokens", "prefill_chunk",
+                     "prefill_min_bucket", "tool_workers"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"RolloutConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.turn_cap not in TURN_CAP_POLICIES:
+            raise ValueError(f"RolloutConfig.turn_cap must be one of {TURN_CAP_POLICIES}, got {self.turn_cap!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"RolloutConfig.top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"RolloutConfig.top_k must be >= 0, got {self.top_k}")
+
+
+@dataclasses.dataclass
+class EngineStats:
+    """Where the wall time of the last run went. host_s = wall_s - device_s."""
+
+    wall_s: float = 0.0
+    device_s: float = 0.0          # prefill + decode calls, until their results were on the host
+    env_s: float = 0.0             # inside the thread-pool phase (tools, parsing, rendering)
+    generated_tokens: int = 0
+    prefill_tokens: int = 0
+    decode_steps: int = 0          # while-loop iterations summed over segments
+    segments: int = 0
+    episodes: int = 0
+
+    @property
+    def host_s(self) -> float:
+        return max(0.0, self.wall_s - self.device_s)
+
+    @property
+    def host_share(self) -> float:
+        return self.host_s / self.wall_s if self.wall_s else 0.0
+
+
+@dataclasses.dataclass(eq=False)
+class _Stream:
+    episode_index: int
+    ordinal: int                   # creation order inside the episode (sampling seed)
+    record: EpisodeRecord
+    row: int | None = None
+    pending: list[int] = dataclasses.field(default_factory=list)
+    reset: bool = False
+    cached: int = 0                # tokens of the record already in the row's cache
+    turn_start: int = 0
+    turn_sampled: int = 0
+    turns_done: int = 0
+    live: bool = True
+    sampling: bool = False         # between an assistant header and the end of that turn
+    started: float = 0.0
+    env_s: float = 0.0
+
+
+def _bucket(n: int, floor: int = 16) -> int:
+    """Smallest power of two >= max(n, floor): few compiled shapes."""
+    size = 1
+    while size < max(n, floor):
+        size *= 2
+    return size
+
+
+class RolloutEngine:
+    """Runs episodes on a model; see the module docstring."""
+
+    def __init__(self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None):
+        self.config = config or RolloutConfig()
+        self.model_config = model.config
+        self.tokenizer = tokenizer
+        self.runner = ModelRunner(model)
+        self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
+        self.stats = EngineStats()
+        # Debug hook, called as trace(stream_key, event, fed_ids, position) for every chunk fed to
+        # the model ("prefill") and every decoded segment ("decode"); tests use it to prove that
+        # the model's input is the record so far.
+        self.trace: Callable[[tuple[int, str], str, list[int], int], None] | None = None
+        self.progress: Callable[[int, int], None] | None = None   # progress(done, total)
+
+    def update_weights(self, model: nnx.Module) -> None:
+        """Use new weights (same architecture) without recompiling."""
+        self.runner.update_state(model)
+
+    # ------------------------------------------------------------------------------------------
+    def run(self, episodes: Sequence[Episode], rng: jax.Array | int = 0) -> list[EpisodeRecord]:
+        """Roll out every episode; returns one record per stream, in episode order then stream order."""
+        key = jax.random.key(rng) if isinstance(rng, int) else rng
+        run = _Run(self, list(episodes), key)
+        with concurrent.futures.ThreadPoolExecutor(self.config.tool_workers) as pool:
+            run.loop(pool)
+        self.stats = run.stats
+        return [s.record for ep_streams in run.streams for s in ep_streams.values()]
+
+
+class _Run:
+    """State of one `RolloutEngine.run` call."""
+
+    def __init__(self, engine: RolloutEngine, episodes: list[Episode], key: jax.Array):
+        self.engine, self.cfg, self.tok = engine, engine.config, engine.tokenizer
+        self.episodes, self.key = episodes, key
+        self.streams: list[dict[str, _Stream]] = [dict() for _ in episodes]
+        self.rows: list[_Stream | None] = [None] * self.cfg.batch_size
+        self.queue: collections.deque[_Stream] = collections.deque()
+        self.ready: list[_Stream] = []          # turn finished, waiting for on_turn_end
+        self.next_episode = 0
+        self.finished = 0
+        self.done_episodes: set[int] = set()
+        self.stats = EngineStats(episodes=len(episodes))
+        self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
+        mc = engine.model_config
+        # Static shapes come from power-of-two buckets, so nearby limits share compiled code.
+        self.cache = init_cache(mc, self.cfg.batch_size, _bucket(self.cfg.max_total_tokens),
+                                jnp.dtype(self.cfg.cache_dtype))
+        self.next_logits = jnp.zeros((self.cfg.batch_size, mc.vocab_size), jnp.float32)
+
+    # -- main loop -----------------------------------------------------------------------------
+    def loop(self, pool: concurrent.futures.Executor) -> None:
+        t0 = time.perf_counter()
+        while True:
+            self._admit()
+            while self.ready:
+                self._end_turns(pool)
+                self._admit()
+            if not any(self.rows) and not self.queue and self.next_episode >= len(self.episodes):
+                break
+            self._prefill()
+            if not self._decode():
+                self._break_deadlock()
+        self.stats.wall_s = time.perf_counter() - t0
+
+    # -- admission -----------------------------------------------------------------------------
+    def _free_rows(self) -> list[int]:
+        return [r for r, s in enumerate(self.rows) if s is None]
+
+    def _admit(self) -> None:
+        free = self._free_rows()
+        if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
+            return                                  # static batching: wait for the whole wave
+        while free:
+            if not self.queue:
+                if self.next_episode >= len(self.episodes):
+                    return
+                self._start_episode(self.next_episode)
+                self.next_episode += 1
+                continue
+            stream = self.queue.popleft()
+            if not stream.live:
+                continue
+            row = free.pop(0)
+            self.rows[row] = stream
+            stream.row, stream.reset, stream.cached = row, True, 0
+            stream.pending = list(stream.record.ids)
+
+    def _start_episode(self, index: int) -> None:
+        episode = self.episodes[index]
+        try:
+            actions = episode.start()
+        except Exception as exc:  # a broken episode must not take the run down
+            self._fail_episode(index, f"start() raised {type(exc).__name__}: {exc}")
+            return
+        self._apply(index, None, actions)
+
+    # -- record updates ------------------------------------------------------------------------
+    def _new_stream(self, index: int, name: str) -> _Stream:
+        episode = self.episodes[index]
+        record = EpisodeRecord(instance_id=str(episode.instance_id), stream=name, tokenizer=self.tokenizer_name)
+        stream = _Stream(episode_index=index, ordinal=len(self.streams[index]), record=record,
+                         started=time.perf_counter())
+        self.streams[index][name] = stream
+        return stream
+
+    def _apply(self, index: int, source: _Stream | None, actions: list[Continue | Stop]) -> None:
+        """Apply an episode's actions (after `source`'s turn, or at start when source is None)."""
+        for action in actions:
+            stream = self.streams[index].get(action.stream)
+            if isinstance(action, Stop):
+                if stream is not None and stream.live:
+                    self._stop(stream, action.reason, action.answer)
+                continue
+            if stream is None:
+                stream = self._new_stream(index, action.stream)
+                stream.record.prompt_len = len(action.tokens)
+                if len(action.tokens) + len(action.forced) >= self.cfg.max_total_tokens:
+                    stream.record.append(action.tokens, sampled=False)
+                    self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+                    continue
+                self._append_context(stream, action.tokens, action.forced)
+                self.queue.append(stream)
+                continue
+            if not stream.live:
+                continue
+            if stream.turns_done >= self.cfg.max_turns:
+                self._stop(stream, STOP_MAX_TURNS, notify=True)
+            elif len(stream.record.ids) + len(action.tokens) + len(action.forced) >= self.cfg.max_total_tokens:
+                self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+            else:
+                self._append_context(stream, action.tokens, action.forced)
+        self._maybe_finish(index)
+
+    def _append_context(self, stream: _Stream, tokens: list[int], forced: list[int]) -> None:
+        """Append mask-0 context, then the forced start of the next assistant turn."""
+        record = stream.record
+        record.append(tokens, sampled=False)
+        stream.turn_start, stream.turn_sampled, stream.sampling = len(record.ids), 0, True
+        if forced:
+            record.forced.append((len(record.ids), len(record.ids) + len(forced)))
+            record.append(forced, sampled=False)
+        if self.cfg.reprefill and stream.row is not None:
+            stream.pending, stream.reset, stream.cached = list(record.ids), True, 0
+        else:
+            stream.pending.extend(tokens)
+            stream.pending.extend(forced)
+        if forced and forced[-1] in (self.tok.im_end_id, self.tok.eos_id):
+            self._turn_complete(stream)             # fully scripted turn: nothing to sample
+
+    def _turn_complete(self, stream: _Stream) -> None:
+        stream.record.turns.append((stream.turn_start, len(stream.record.ids)))
+        stream.turns_done += 1
+        stream.sampling = False
+        self.ready.append(stream)
+
+    def _stop(self, stream: _Stream, reason: str, answer: str | None = None, *, notify: bool = False,
+              message: str | None = None) -> None:
+        if not stream.live:
+            return
+        if stream.sampling and len(stream.record.ids) > stream.turn_start:
+            stream.record.turns.append((stream.turn_start, len(stream.record.ids)))  # cut turn
+        stream.live, stream.sampling, stream.pending = False, False, []
+        stream.record.stop_reason, stream.record.answer = reason, answer
+        stream.record.error_message = message
+        stream.record.timings.update(wall_s=time.perf_counter() - stream.started, env_s=stream.env_s,
+                                     turns=float(stream.turns_done))
+        if stream.row is not None:
+            self.rows[stream.row] = None
+            stream.row = None
+        if notify:
+            try:
+                actions = self.episodes[stream.episode_index].on_limit(stream.record.stream, reason)
+            except Exception as exc:
+                self._fail_episode(stream.episode_index, f"on_limit() raised {type(exc).__name__}: {exc}")
+                return
+            self._apply(stream.episode_index, stream, actions)
+
+    def _fail_episode(self, index: int, message: str) -> None:
+        streams = self.streams[index]
+        if not streams:
+            self._new_stream(index, "main")
+        for stream in streams.values():
+            if stream.live:
+                self._stop(stream, STOP_ERROR, message=message)
+            elif stream.record.stop_reason != STOP_ERROR:
+                stream.record.error_message = message
+        self._maybe_finish(index)
+
+    def _maybe_finish(self, index: int) -> None:
+        streams = self.streams[index].values()
+        if streams and not any(s.live for s in streams) and index not in self.done_episodes:
+            self.done_episodes.add(index)
+            self.finished += 1
+            if self.engine.progress is not None:
+                self.engine.progress(self.finished, len(self.episodes))
+
+    # -- host phase: finished turns -> episodes ------------------------------------------------
+    def _end_turns(self, pool: concurrent.futures.Executor) -> None:
+        batch, self.ready = self.ready, []
+        batch = [s for s in batch if s.live]
+        t0 = time.perf_counter()
+        results = list(pool.map(self._call_turn_end, batch))
+        self.stats.env_s += time.perf_counter() - t0
+        for stream, (outcome, elapsed) in zip(batch, results):
+            stream.env_s += elapsed
+            index = stream.episode_index
+            if isinstance(outcome, Exception):
+                self._fail_episode(index, f"on_turn_end() raised {type(outcome).__name__}: {outcome}")
+                continue
+            stream.record.errors.extend(outcome.errors)
+            self._apply(index, stream, outcome.actions)
+
+    def _call_turn_end(self, stream: _Stream) -> tuple[TurnOutcome | Exception, float]:
+        t0 = time.perf_counter()
+        try:
+            start, end = stream.record.turns[-1]
+            ids = stream.record.ids[start:end]
+            eos = bool(ids) and ids[-1] == self.tok.eos_id
+            closed = bool(ids) and ids[-1] in (self.tok.im_end_id, self.tok.eos_id)
+            text = self.tok.decode(ids[:-1] if closed else ids)
+            episode = self.episodes[stream.episode_index]
+            outcome = episode.on_turn_end(stream.record.stream, text, eos)
+            if not isinstance(outcome, TurnOutcome):
+                raise TypeError(f"on_turn_end must return TurnOutcome, got {type(outcome).__name__}")
+            return outcome, time.perf_counter() - t0
+        except Exception as exc:
+            return exc, time.perf_counter() - t0
+
+    # -- device phase --------------------------------------------------------------------------
+    def _prefill(self) -> None:
+        chunk_cap = self.cfg.prefill_chunk
+        while any(s is not None and s.pending for s in self.rows):
+            takes = [s.pending[:chunk_cap] if s is not None else [] for s in self.rows]
+            width = _bucket(max(len(t) for t in takes), self.cfg.prefill_min_bucket)
+            tokens = np.zeros((len(self.rows), width), np.int32)
+            num_new = np.zeros((len(self.rows),), np.int32)
+            reset = np.zeros((len(self.rows),), bool)
+            for r, (stream, take) in enumerate(zip(self.rows, takes)):
+                if stream is None or not take:
+                    continue
+                tokens[r, :len(take)] = take
+                num_new[r] = len(take)
+                reset[r] = stream.reset
+                if stream.reset:
+                    stream.reset, stream.cached = False, 0
+                if self.engine.trace is not None:
+                    self.engine.trace((stream.episode_index, stream.record.stream), "prefill", list(take), stream.cached)
+                stream.cached += len(take)
+                stream.pending = stream.pending[len(take):]
+            t0 = time.perf_counter()
+            self.next_logits, self.cache = self.engine.runner.prefill(
+                self.engine.runner.state, jnp.asarray(tokens), jnp.asarray(num_new), self.cache,
+                self.next_logits, jnp.asarray(reset))
+            self.next_logits.block_until_ready()
+            self.stats.device_s += time.perf_counter() - t0
+            self.stats.prefill_tokens += int(num_new.sum())
+
+    def _decode(self) -> bool:
+        """One decode segment over the rows that are sampling. False if no row could run."""
+        cfg, n = self.cfg, len(self.rows)
+        active = np.zeros(n, bool)
+        budget = np.zeros(n, np.int32)
+        seeds = np.zeros(n, np.int32)
+        for r, s in enumerate(self.rows):
+            if s is None or not s.live or not s.sampling or s in self.ready:
+                continue
+            active[r] = True
+            budget[r] = min(cfg.max_turn_tokens - s.turn_sampled, cfg.max_total_tokens - len(s.record.ids))
+            seeds[r] = (s.episode_index * 64 + s.ordinal) % (2**31 - 1)
+        if not active.any():
+            return bool(self.ready) or bool(self.queue and self._free_rows())
+        params = SamplingArrays(
+            temperature=jnp.full((n,), cfg.temperature, jnp.float32),
+            top_p=jnp.full((n,), cfg.top_p, jnp.float32),
+            top_k=jnp.full((n,), cfg.top_k, jnp.int32),
+            seed=jnp.asarray(seeds))
+        t0 = time.perf_counter()
+        out = self.engine.runner.decode(
+            self.engine.runner.state, self.cache, self.next_logits, jnp.asarray(active),
+            jnp.asarray(budget), params, self.engine.stop_ids, self.key, max_steps=_bucket(cfg.max_turn_tokens))
+        ids, logprobs, count, finish, self.cache, self.next_logits = out
+        ids, logprobs, count, finish = (np.asarray(x) for x in (ids, logprobs, count, finish))
+        self.stats.device_s += time.perf_counter() - t0
+        self.stats.segments += 1
+        self.stats.decode_steps += int(count.max())
+        self.stats.generated_tokens += int(count.sum())
+        for r in np.flatnonzero(active):
+            stream = self.rows[r]
+            k = int(count[r])
+            new_ids = ids[r, :k].tolist()
+            if self.engine.trace is not None:
+                self.engine.trace((stream.episode_index, stream.record.stream), "decode", new_ids, stream.cached)
+            stream.record.append(new_ids, sampled=True, logprobs=logprobs[r, :k].tolist())
+            stream.cached += k
+            stream.turn_sampled += k
+            if finish[r] == FINISH_STOP:
+                self._turn_complete(stream)
+            elif finish[r] == FINISH_BUDGET:
+                self._hit_budget(stream)
+        return True
+
+    def _hit_budget(self, stream: _Stream) -> None:
+        if len(stream.record.ids) >= self.cfg.max_total_tokens:
+            self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+        elif self.cfg.turn_cap == "stop":
+            self._stop(stream, STOP_MAX_TURN_TOKENS, notify=True)
+        elif len(stream.record.ids) + 1 >= self.cfg.max_total_tokens:
+            self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+        else:                                        # "close": forced <|im_end|>, mask 0
+            end = self.tok.im_end_id
+            stream.record.forced.append((len(stream.record.ids), len(stream.record.ids) + 1))
+            stream.record.append([end], sampled=False)
+            stream.pending.append(end)
+            self._turn_complete(stream)
+
+    def _break_deadlock(self) -> None:
+        """No row can run and nothing is ready: remaining streams wait on each other. Stop them."""
+        for index, streams in enumerate(self.streams):
+            for stream in streams.values():
+                if stream.live:
+                    self._stop(stream, STOP_ERROR, message="stream was waiting with nothing left running")
+            self._maybe_finish(index)

@@ -1,0 +1,151 @@
+"""Episodes: the "who speaks next" abstraction between the engine and an environment.
+
+An episode owns one or more token *streams* (a stream = one row of the batch = one EpisodeRecord).
+Single-agent B2T has one stream, "main". A hierarchical episode (HiMAP-Travel) can own a
+coordinator stream and one executor stream per day that share the episode's environment state:
+after any stream's turn, the episode may resume that stream, start new streams, wake waiting
+streams, or stop streams. Streams neither resumed nor stopped wait (keeping their KV cache row).
+
+The engine calls `start()` once, then `on_turn_end` after each finished assistant turn (from a
+thread pool: an episode must only touch its own state), and `on_limit` when it cut a stream.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Sequence
+
+from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, STOP_MAX_TURNS
+from rollout.render import render_env_reply
+
+
+@dataclasses.dataclass
+class Continue:
+    """Append `tokens` (mask 0: a prompt or an environment reply) to `stream`, then
+    `forced` assistant tokens (mask 0, teacher-forced; see ForcedTokens), then let it sample.
+    A stream name the episode has not used yet starts a new stream with `tokens` as its prompt."""
+
+    stream: str
+    tokens: list[int]
+    forced: list[int] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Stop:
+    """End `stream` with a stop reason (rollout.record.STOP_*) and its final answer, if any."""
+
+    stream: str
+    reason: str
+    answer: str | None = None
+
+
+@dataclasses.dataclass
+class TurnOutcome:
+    """The episode's answer to one finished turn: actions, and per-call error flags of that turn."""
+
+    actions: list[Continue | Stop]
+    errors: list[bool] = dataclasses.field(default_factory=list)
+    call_names: list[str] = dataclasses.field(default_factory=list)
+
+
+class Episode(abc.ABC):
+    """Base class: an instance id and the callbacks. Sampling keys derive from the episode's
+    position in `engine.run(episodes)` and the run's rng, never from its batch row."""
+
+    instance_id: str
+
+    @abc.abstractmethod
+    def start(self) -> list[Continue]:
+        """The first stream(s) and their prompt tokens."""
+
+    @abc.abstractmethod
+    def on_turn_end(self, stream: str, text: str, eos: bool) -> TurnOutcome:
+        """`stream` finished an assistant turn whose decoded text (without the closing stop token)
+        is `text`; `eos` is True when it ended with <|endoftext|> instead of <|im_end|>."""
+
+    def on_limit(self, stream: str, reason: str) -> list[Continue | Stop]:
+        """The engine stopped `stream` at a limit (reason is a STOP_* code). Multi-stream episodes
+        can react (e.g. a coordinator re-plans a failed day); the default does nothing."""
+        return []
+
+
+class AgentEpisode(Episode):
+    """Single-agent B2T episode: one stream, a sandbox EpisodeEnv between turns.
+
+    `env` needs `step(text)` returning an object with `responses` (each with name and is_error),
+    `rendered`, `done`, `answer` and `stop_reason` -- sandbox.EpisodeEnv's contract. The env's own
+    `max_turns` ending maps to STOP_MAX_TURNS (truncated).
+    """
+
+    def __init__(self, instance_id: str, prompt_ids: Sequence[int], env: Any, tokenizer: Any):
+        self.instance_id = instance_id
+        self.prompt_ids = list(prompt_ids)
+        self.env = env
+        self.tokenizer = tokenizer
+        self.steps: list[Any] = []     # every StepResult, in order (for inspection and tests)
+
+    def start(self) -> list[Continue]:
+        return [Continue("main", self.prompt_ids)]
+
+    def next_forced(self) -> list[int]:
+        """Assistant tokens to teacher-force at the start of the next turn (none by default)."""
+        return []
+
+    def on_turn_end(self, stream: str, text: str, eos: bool) -> TurnOutcome:
+        step = self.env.step(text)
+        self.steps.append(step)
+        errors = [bool(r.is_error) for r in step.responses]
+        names = [str(r.name) for r in step.responses]
+        if step.done:
+            reason = (STOP_ANSWER if step.answer is not None
+                      else STOP_MAX_TURNS if step.stop_reason == STOP_MAX_TURNS else STOP_DONE)
+            return TurnOutcome([Stop(stream, reason, step.answer)], errors, names)
+        if eos:
+            return TurnOutcome([Stop(stream, STOP_EOS)], errors, names)
+        reply = render_env_reply(self.tokenizer, step.rendered)
+        return TurnOutcome([Continue(stream, reply, self.next_forced())], errors, names)
+
+
+class ForcedTokens(AgentEpisode):
+    """An AgentEpisode whose turns start with scripted assistant text, teacher-forced.
+
+    `forced_turns[k]` (k = 0-based turn index) is appended after the assistant header of turn k
+    through the normal append path, with loss mask 0 and its span listed in `record.forced`, so it
+    is never trained on; the model then samples the rest of the turn. A script that ends with
+    `<|im_end|>` completes the turn without sampling. Used by tests and demos to drive a random
+    model into tool calls, memory operations and answers.
+    """
+
+    def __init__(self, *args: Any, forced_turns: dict[int, str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.forced_turns = dict(forced_turns)
+        self._turn = 0
+
+    def _forced_for(self, turn: int) -> list[int]:
+        text = self.forced_turns.get(turn)
+        return self.tokenizer.encode(text) if text else []
+
+    def start(self) -> list[Continue]:
+        return [Continue("main", self.prompt_ids, self._forced_for(0))]
+
+    def next_forced(self) -> list[int]:
+        return self._forced_for(self._turn)
+
+    def on_turn_end(self, stream: str, text: str, eos: bool) -> TurnOutcome:
+        self._turn += 1
+        return super().on_turn_end(stream, text, eos)
+
+
+def agent_episode(instance: dict[str, Any], world: Any, tokenizer: Any, *, max_turns: int = 10,
+                  max_prompt_tokens: int | None = None, memory: bool = True, variant: str = "b2t",
+                  max_response_chars: int = 6000, python_tool: Any = None) -> AgentEpisode:
+    """A B2T episode for one visible instance: prompt from `build_prompt`, a fresh sandbox EpisodeEnv."""
+    from rollout.prompt import build_prompt
+    from sandbox.env import EpisodeEnv
+
+    prompt = build_prompt(instance, world.tool_schemas(), tokenizer=tokenizer, max_tokens=max_prompt_tokens,
+                          memory=memory, variant=variant)
+    env = EpisodeEnv(world, memory_enabled=memory and variant == "b2t", python_tool=python_tool,
+                     max_turns=max_turns, max_response_chars=max_response_chars)
+    return AgentEpisode(str(instance["id"]), prompt.ids(tokenizer), env, tokenizer)

@@ -1,0 +1,92 @@
+"""EpisodeRecord: the token-in/token-out result of one agent stream, ready for training.
+
+The record is append-only while the episode runs. Training reads `ids`, `loss_mask` and
+`logprobs` directly; nothing is ever decoded and re-encoded (re-tokenisation drift would train the
+model on tokens it never produced).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+# Why an episode stopped. TRUNCATING reasons mean the episode was cut by a limit: the answer is
+# missing and `truncated` is True (the reward says so).
+STOP_ANSWER = "answer"            # the environment accepted a final <answer>
+STOP_DONE = "done"                # the environment ended the episode without an answer
+STOP_EOS = "eos"                  # the model emitted <|endoftext|> without an answer
+STOP_MAX_TURNS = "max_turns"
+STOP_MAX_TURN_TOKENS = "max_turn_tokens"
+STOP_MAX_TOTAL_TOKENS = "max_total_tokens"
+STOP_ERROR = "error"              # the episode's environment raised; recorded, never re-raised
+TRUNCATING = frozenset({STOP_MAX_TURNS, STOP_MAX_TURN_TOKENS, STOP_MAX_TOTAL_TOKENS})
+
+
+@dataclasses.dataclass
+class EpisodeRecord:
+    """One token stream of one episode.
+
+    ids:       every token of the stream: prompt, sampled turns, environment replies.
+    loss_mask: 1 exactly on tokens the policy sampled; 0 on prompt, environment replies and any
+               forced tokens (teacher-forced text or a closing <|im_end|> added after a turn cap).
+    logprobs:  sampler log-probability of each sampled token, log_softmax(logits / T)[id]
+               (see rollout.sampling.token_logprobs); 0.0 where the mask is 0.
+    turns:     [start, end) offsets in `ids` of each assistant turn's content (the tokens after the
+               `<|im_start|>assistant\\n` header, up to and including the closing <|im_end|>).
+    errors:    one flag per tool call / memory operation, in execution order.
+    """
+
+    instance_id: str
+    ids: list[int] = dataclasses.field(default_factory=list)
+    loss_mask: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    turns: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    errors: list[bool] = dataclasses.field(default_factory=list)
+    answer: str | None = None
+    stop_reason: str = ""
+    reward: float | None = None
+    stream: str = "main"
+    prompt_len: int = 0
+    forced: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # [start, end) forced spans
+    error_message: str | None = None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    tokenizer: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return self.stop_reason in TRUNCATING
+
+    @property
+    def any_error(self) -> bool:
+        return any(self.errors) or self.stop_reason == STOP_ERROR
+
+    @property
+    def num_sampled(self) -> int:
+        return sum(self.loss_mask)
+
+    def append(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
+        """Append tokens; sampled tokens carry mask 1 and their sampler log-probs."""
+        if sampled:
+            if logprobs is None or len(logprobs) != len(ids):
+                raise ValueError("sampled tokens need one log-prob each")
+            self.logprobs.extend(float(x) for x in logprobs)
+        else:
+            self.logprobs.extend([0.0] * len(ids))
+        self.ids.extend(int(t) for t in ids)
+        self.loss_mask.extend([1 if sampled else 0] * len(ids))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSONL object written by launch/rollout.py (and read by the trainer)."""
+        out = dataclasses.asdict(self)
+        out["turns"] = [list(t) for t in self.turns]
+        out["forced"] = [list(t) for t in self.forced]
+        out["truncated"] = self.truncated
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "EpisodeRecord":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in obj.items() if k in fields}
+        kwargs["turns"] = [tuple(t) for t in kwargs.get("turns", [])]
+        kwargs["forced"] = [tuple(t) for t in kwargs.get("forced", [])]
+        return cls(**kwargs)

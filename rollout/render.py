@@ -1,0 +1,40 @@
+"""Environment replies -> Qwen3 chat tokens, appended after the sampled `<|im_end|>`.
+
+The record after a turn ends with the sampled `<|im_end|>`; the reply appended (mask 0) is
+
+    "\n<|im_start|>user\n" + blocks + "<|im_end|>\n<|im_start|>assistant\n"
+
+so that record text == Qwen3 chat template text: the template closes every turn with
+"<|im_end|>\n" and renders consecutive tool results as one user turn of "\n"-joined
+`<tool_response>\n...\n</tool_response>` blocks (sandbox.EpisodeEnv's `step.rendered`). Memory
+results use the same framing with `<memory_response>` tags. Tokens are built piecewise around the special tokens, which equals
+tokenising the whole template text because special tokens always split the text.
+
+Documented differences from re-rendering the same messages with the template (tested in
+tests/test_rollout_render.py): (1) earlier assistant turns keep their `<think>` text verbatim
+(the template drops reasoning before the last real user query, which a memory reply counts as);
+(2) the template adds an empty `<think>\n\n</think>\n\n` to a *final* assistant turn without
+reasoning; (3) the template normalises whitespace around `<think>` blocks. Our record keeps exactly
+what the model sampled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def reply_text(body: str) -> str:
+    """The full reply text appended after a sampled <|im_end|> (see module docstring)."""
+    return f"\n<|im_start|>user\n{body}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def render_env_reply(tokenizer: Any, body: str) -> list[int]:
+    """Token ids of `reply_text(body)`, built around the special tokens.
+
+    `body` is an environment step's `rendered` text: response blocks joined by "\n", each response
+    already truncated in the middle by the environment (sandbox.env.truncate_middle), so closing
+    tags always survive.
+    """
+    start, end = tokenizer.im_start_id, tokenizer.im_end_id
+    return (tokenizer.encode("\n") + [start] + tokenizer.encode(f"user\n{body}") + [end]
+            + tokenizer.encode("\n") + [start] + tokenizer.encode("assistant\n"))

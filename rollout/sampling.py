@@ -1,0 +1,173 @@
+"""Jitted generation: prefill/append of new tokens and a `lax.while_loop` decode segment.
+
+Log-prob convention (shared with the trainer, b2tjax/logprobs.py): the log-probability of a token is
+taken under the *tempered, unfiltered* distribution, log_softmax(logits / T)[id]. Top-p / top-k
+only decide which tokens may be sampled; they do not renormalise the recorded log-probs, so the
+trainer can recompute exactly the same number from logits alone. Greedy rows (T <= 0) record
+log-probs at T = 1. `token_logprobs` is the one definition both sides call.
+
+Shapes are static per bucket: B rows, cache length S, prefill chunk T, decode segment length N.
+Sampling parameters are runtime arrays [B], so changing them never recompiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+FINISH_NONE = 0     # row inactive or still running
+FINISH_STOP = 1     # sampled a stop token (<|im_end|> / <|endoftext|>)
+FINISH_BUDGET = 2   # reached its token budget for this segment
+
+
+def effective_temperature(temperature: jax.Array | float) -> jax.Array:
+    """Temperature used for log-probs: T, or 1.0 for greedy rows (T <= 0)."""
+    t = jnp.asarray(temperature, jnp.float32)
+    return jnp.where(t > 0, t, 1.0)
+
+
+def token_logprobs(logits: jax.Array, ids: jax.Array, temperature: jax.Array | float) -> jax.Array:
+    """log_softmax(logits / T)[ids] in fp32. logits [..., V], ids [...], temperature scalar or [...]."""
+    t = effective_temperature(temperature)
+    scaled = logits.astype(jnp.float32) / t[..., None] if t.ndim else logits.astype(jnp.float32) / t
+    logp = jax.nn.log_softmax(scaled, axis=-1)
+    return jnp.take_along_axis(logp, ids[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def _filter_top_p_top_k(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
+    """Mask (to -inf) tokens outside the top-k and the top-p nucleus. scaled [B, V] fp32."""
+    vocab = scaled.shape[-1]
+    desc = -jnp.sort(-scaled, axis=-1)                                  # [B, V]
+    probs = jax.nn.softmax(desc, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs                         # mass strictly above
+    rank = jnp.arange(vocab)[None, :]
+    keep = (before < top_p[:, None]) & ((top_k[:, None] <= 0) | (rank < top_k[:, None]))
+    keep = keep.at[:, 0].set(True)
+    threshold = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1)        # [B]
+    return jnp.where(scaled >= threshold[:, None], scaled, -jnp.inf)
+
+
+def sample_tokens(
+    logits: jax.Array, keys: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """One token per row and its log-prob. logits [B, V] fp32, keys [B] typed keys, params [B]."""
+    t = effective_temperature(temperature)
+    scaled = logits.astype(jnp.float32) / t[:, None]
+    needs_filter = jnp.any((top_p < 1.0) | (top_k > 0))
+    filtered = jax.lax.cond(needs_filter, _filter_top_p_top_k, lambda s, p, k: s, scaled, top_p, top_k)
+    sampled = jax.vmap(jax.random.categorical)(keys, filtered)
+    greedy = jnp.argmax(logits, axis=-1)
+    ids = jnp.where(temperature > 0, sampled, greedy).astype(jnp.int32)
+    return ids, token_logprobs(logits, ids, temperature)
+
+
+class SamplingArrays(NamedTuple):
+    """Per-row runtime sampling parameters, all [B]."""
+
+    temperature: jax.Array   # fp32; <= 0 means greedy
+    top_p: jax.Array         # fp32; 1.0 disables
+    top_k: jax.Array         # int32; 0 disables
+    seed: jax.Array          # int32 per-episode seed: a row's samples do not depend on its batch mates
+
+
+def _row_keys(key: jax.Array, seeds: jax.Array, positions: jax.Array) -> jax.Array:
+    """A key per row from (episode seed, position): sampling is independent of row placement."""
+    return jax.vmap(lambda s, p: jax.random.fold_in(jax.random.fold_in(key, s), p))(seeds, positions)
+
+
+def _with_lengths(cache: Any, lengths: jax.Array) -> Any:
+    if hasattr(cache, "_replace"):
+        return cache._replace(lengths=lengths)
+    return dataclasses.replace(cache, lengths=lengths)
+
+
+class ModelRunner:
+    """Holds the split NNX model and the jitted prefill / decode functions (compiled per bucket)."""
+
+    def __init__(self, model: nnx.Module):
+        self.graphdef, self.state = nnx.split(model)
+        self.prefill, self.decode = _compiled(self.graphdef)
+
+    def update_state(self, model: nnx.Module) -> None:
+        """New weights, same graph (e.g. after a training step); no recompilation."""
+        self.state = nnx.state(model)
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(graphdef: Any) -> tuple[Any, Any]:
+    """Jitted (prefill, decode) per model graph, shared by every engine on that architecture."""
+    prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(3, 4))
+    decode = jax.jit(functools.partial(_decode, graphdef), static_argnames=("max_steps",), donate_argnums=(1, 2))
+    return prefill, decode
+
+
+def _prefill(graphdef, state, tokens, num_new, cache, next_logits, reset):
+    """Append tokens[b, :num_new[b]] to row b (after resetting rows where `reset`).
+
+    tokens int32 [B, T]; num_new int32 [B]; next_logits fp32 [B, V] (kept for rows with num_new 0);
+    reset bool [B]. Returns (next_logits [B, V], cache).
+    """
+    model = nnx.merge(graphdef, state)
+    cache = _with_lengths(cache, jnp.where(reset, 0, cache.lengths))
+    logits, cache = model.forward_cached(tokens, num_new, cache)        # [B, T, V]
+    last_index = jnp.maximum(num_new - 1, 0)[:, None, None]
+    last = jnp.take_along_axis(logits, last_index, axis=1)[:, 0].astype(jnp.float32)
+    return jnp.where((num_new > 0)[:, None], last, next_logits), cache
+
+
+def _decode(graphdef, state, cache, next_logits, active, budget, params, stop_ids, key, *, max_steps):
+    """Decode up to `max_steps` tokens for every active row, one token per row per step.
+
+    A row stops on a stop token or when it has produced `budget[b]` tokens; the loop returns when
+    every row has stopped. Every sampled token (stop token included) is fed back into the cache, so
+    afterwards cache.lengths[b] == number of tokens in row b's record.
+    Returns ids int32 [B, N], logprobs fp32 [B, N], count int32 [B], finish int32 [B],
+    cache, next_logits [B, V].
+    """
+    batch = next_logits.shape[0]
+    alive0 = active & (budget > 0)
+
+    def cond(carry):
+        _, step, _, _, alive, *_ = carry
+        return (step < max_steps) & jnp.any(alive)
+
+    def body(carry):
+        # `state` rides in the carry: NNX refuses Variables whose values are tracers of an outer
+        # trace level, so the model is merged from the loop's own copy.
+        state, step, cache, logits, alive, count, finish, out_ids, out_lp = carry
+        keys = _row_keys(key, params.seed, cache.lengths)
+        tok, lp = sample_tokens(logits, keys, params.temperature, params.top_p, params.top_k)
+        out_ids = jax.lax.dynamic_update_slice(out_ids, jnp.where(alive, tok, 0)[:, None], (0, step))
+        out_lp = jax.lax.dynamic_update_slice(out_lp, jnp.where(alive, lp, 0.0)[:, None], (0, step))
+        count = count + alive.astype(jnp.int32)
+        model = nnx.merge(graphdef, state)
+        new_logits, cache = model.forward_cached(tok[:, None], alive.astype(jnp.int32), cache)
+        logits = jnp.where(alive[:, None], new_logits[:, 0].astype(jnp.float32), logits)
+        is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+        out_of_budget = count >= budget
+        finish = jnp.where(alive & is_stop, FINISH_STOP,
+                           jnp.where(alive & out_of_budget, FINISH_BUDGET, finish))
+        alive = alive & ~is_stop & ~out_of_budget
+        return state, step + 1, cache, logits, alive, count, finish, out_ids, out_lp
+
+    carry = (state, jnp.int32(0), cache, next_logits, alive0, jnp.zeros(batch, jnp.int32),
+             jnp.zeros(batch, jnp.int32), jnp.zeros((batch, max_steps), jnp.int32),
+             jnp.zeros((batch, max_steps), jnp.float32))
+    _, _, cache, next_logits, _, count, finish, out_ids, out_lp = jax.lax.while_loop(cond, body, carry)
+    return out_ids, out_lp, count, finish, cache, next_logits
+
+
+def teacher_forced_logprobs(model: nnx.Module, ids: list[int], temperature: float) -> np.ndarray:
+    """log p(ids[t] | ids[:t]) for t >= 1 from one full forward pass ([len(ids) - 1] fp32).
+
+    The independent reference the sampler's recorded log-probs are checked against.
+    """
+    tokens = jnp.asarray(ids, jnp.int32)[None, :]
+    logits = model(tokens)[0, :-1]
+    return np.asarray(token_logprobs(logits, tokens[0, 1:], jnp.float32(temperature)))

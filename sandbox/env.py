@@ -1,0 +1,196 @@
+"""The episode environment: one agent episode's turns, tool calls, memory and stopping.
+
+`EpisodeEnv.step(assistant_text)` parses the turn (sandbox.parser), runs its tool calls — several
+in one turn run in parallel on a thread pool — and its memory operations, and answers each, in
+the order they appear, with a `<tool_response>` or `<memory_response>` block. Parse errors are
+answered in place with error blocks. The episode ends when an `<answer>` is given or after
+`max_turns` turns. Nothing the agent writes makes `step` raise.
+"""
+
+import concurrent.futures as cf
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from sandbox.memory import Memory
+from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
+from sandbox.types import ToolResult
+
+PYTHON_TOOL_NAME = "Python"
+STOP_ANSWER = "answer"
+STOP_MAX_TURNS = "max_turns"
+_NO_ACTION_MESSAGE = (
+    "no action in this turn. Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>, "
+    "read or write memory with <memory>{\"action\": \"read\"|\"write\", \"key\": ..., \"value\": ...}</memory>, "
+    "or give the final plan as a JSON list in <answer>...</answer>.")
+
+_default_pool: cf.ThreadPoolExecutor | None = None
+_default_pool_lock = threading.Lock()
+
+
+def _shared_pool() -> cf.ThreadPoolExecutor:
+    """One process-wide pool for parallel tool calls, so that many episodes don't make many pools."""
+    global _default_pool
+    with _default_pool_lock:
+        if _default_pool is None:
+            _default_pool = cf.ThreadPoolExecutor(max_workers=8, thread_name_prefix="sandbox-tools")
+        return _default_pool
+
+
+def truncate_middle(text: str, max_chars: int) -> str:
+    """Keep the head and tail of `text` within `max_chars`, with a marker saying what was cut.
+
+    The middle goes because a tool reply's head (the first results) and tail (closing
+    structure) are the parts worth keeping. The result never exceeds `max_chars` characters.
+    """
+    if max_chars < 0:
+        raise ValueError("max_chars must be >= 0")
+    if len(text) <= max_chars:
+        return text
+    marker = f"\n...[{len(text) - max_chars} characters truncated]...\n"
+    for _ in range(3):  # the marker's own length depends on how much is cut; settle it
+        cut = len(text) - max(0, max_chars - len(marker))
+        marker = f"\n...[{cut} characters truncated]...\n"
+    keep = max_chars - len(marker)
+    if keep <= 0:
+        return text[:max_chars]
+    head = (keep + 1) // 2
+    tail = keep - head
+    return text[:head] + marker + (text[len(text) - tail:] if tail else "")
+
+
+class World(Protocol):
+    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
+
+
+class PythonRunner(Protocol):
+    def run(self, code: str, timeout_s: float | None = None) -> ToolResult: ...
+
+
+@dataclass(frozen=True)
+class Response:
+    kind: str  # "tool" | "memory"
+    name: str  # tool name, "memory", or "parse" for a malformed block
+    text: str
+    is_error: bool
+
+    def render(self) -> str:
+        tag = "tool_response" if self.kind == "tool" else "memory_response"
+        return f"<{tag}>\n{self.text}\n</{tag}>"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    responses: list[Response]
+    rendered: str  # the response blocks joined by "\n" ("" when there are none)
+    done: bool
+    answer: str | None
+    any_error: bool  # cumulative over the episode
+    stop_reason: str | None  # "answer" | "max_turns" | None while running
+    parsed: ParsedTurn | None = None
+
+
+class EpisodeEnv:
+    """State of one episode: its memory, turn count and error flag."""
+
+    def __init__(self, world: World, *, memory_enabled: bool = True, python_tool: PythonRunner | None = None,
+                 max_turns: int = 30, executor: cf.Executor | None = None,
+                 max_response_chars: int = 6000, memory: Memory | None = None) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        self.world = world
+        self.memory_enabled = memory_enabled
+        self.memory = memory if memory is not None else Memory()
+        self.python_tool = python_tool
+        self.max_turns = max_turns
+        self.max_response_chars = max_response_chars
+        self._executor = executor
+        self.turns = 0
+        self.any_error = False
+        self.done = False
+        self.answer: str | None = None
+        self.stop_reason: str | None = None
+
+    # ------------------------------------------------------------------ actions
+
+    def _call_tool(self, call: ToolCall) -> ToolResult:
+        try:
+            if call.name == PYTHON_TOOL_NAME:
+                return self._call_python(call.arguments)
+            result = self.world.call_tool(call.name, call.arguments)
+            if not isinstance(result, ToolResult):
+                return ToolResult.error(f"tool {call.name} returned no result")
+            return result
+        except Exception as e:  # noqa: BLE001 - tools should not raise; if one does, the agent is told
+            return ToolResult.error(f"tool {call.name} failed internally: {type(e).__name__}: {e}")
+
+    def _call_python(self, arguments: dict) -> ToolResult:
+        if self.python_tool is None:
+            return ToolResult.error("the Python tool is not available in this environment")
+        extra = sorted(set(arguments) - {"code"})
+        if extra:
+            return ToolResult.error(f"unknown argument(s) {extra} for Python; it takes only 'code'")
+        if not isinstance(arguments.get("code"), str):
+            return ToolResult.error("Python needs a string argument 'code'")
+        return self.python_tool.run(arguments["code"])
+
+    def _memory(self, op: dict) -> ToolResult:
+        if not self.memory_enabled:
+            return ToolResult.error("the memory module is disabled in this environment; use tool calls only")
+        return self.memory.apply(op)
+
+    def _run_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
+        if len(calls) <= 1:
+            return [self._call_tool(c) for c in calls]
+        pool = self._executor or _shared_pool()
+        futures = [pool.submit(self._call_tool, c) for c in calls]
+        return [f.result() for f in futures]
+
+    def _respond(self, kind: str, name: str, result: ToolResult) -> Response:
+        text = truncate_middle(result.text, self.max_response_chars)
+        return Response(kind=kind, name=name, text=text, is_error=bool(result.is_error))
+
+    # ------------------------------------------------------------------ one turn
+
+    def step(self, assistant_text: str) -> StepResult:
+        """Execute one assistant turn; see the module docstring."""
+        if self.done:
+            raise RuntimeError("the episode is over; start a new EpisodeEnv")
+        self.turns += 1
+        parsed = parse_turn(assistant_text)
+        responses: list[Response] = []
+        if parsed.answer is not None:
+            executable = [a for a in parsed.actions if not isinstance(a, ParseError)]
+            for a in parsed.actions:
+                if isinstance(a, ParseError):
+                    responses.append(self._respond(a.kind, "parse", ToolResult.error(a.message)))
+            if executable:
+                responses.append(self._respond("tool", "answer", ToolResult.error(
+                    f"<answer> must stand alone; the {len(executable)} action(s) in the same turn "
+                    "were not executed")))
+            self.done, self.answer, self.stop_reason = True, parsed.answer, STOP_ANSWER
+        elif not parsed.actions:
+            responses.append(self._respond("tool", "parse", ToolResult.error(_NO_ACTION_MESSAGE)))
+        else:
+            responses = self._execute(parsed)
+        if not self.done and self.turns >= self.max_turns:
+            self.done, self.stop_reason = True, STOP_MAX_TURNS
+        self.any_error = self.any_error or any(r.is_error for r in responses)
+        return StepResult(responses=responses, rendered="\n".join(r.render() for r in responses),
+                          done=self.done, answer=self.answer, any_error=self.any_error,
+                          stop_reason=self.stop_reason, parsed=parsed)
+
+    def _execute(self, parsed: ParsedTurn) -> list[Response]:
+        """Run the turn's actions; tool calls in parallel, memory operations in order."""
+        calls = [a for a in parsed.actions if isinstance(a, ToolCall)]
+        tool_results = iter(self._run_tools(calls))
+        responses = []
+        for action in parsed.actions:
+            if isinstance(action, ToolCall):
+                responses.append(self._respond("tool", action.name, next(tool_results)))
+            elif isinstance(action, ParseError):
+                responses.append(self._respond(action.kind, "parse", ToolResult.error(action.message)))
+            else:
+                responses.append(self._respond("memory", "memory", self._memory(action)))
+        return responses
+

@@ -1,0 +1,155 @@
+"""Parse one assistant turn in the action format of SPEC.md section 6.
+
+A turn is `<think>…</think>`, then any number of `<tool_call>{"name": …, "arguments": {…}}</tool_call>`
+and `<memory>{…}</memory>` blocks, or a final `<answer>…</answer>`. The bodies of `<think>` and
+`<answer>` are free text (tags inside them are not interpreted). Anything else — malformed JSON,
+unknown or unclosed tags, stray closing tags, text outside the blocks — becomes a `ParseError`
+at its position, so the environment answers every problem in order. `parse_turn` never raises.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+_TRAILERS = ("<|im_end|>", "<|endoftext|>")
+_TAG = re.compile(r"<(/?)([A-Za-z_][A-Za-z0-9_\-]*)>")
+_KNOWN = ("think", "tool_call", "memory", "answer")
+_SNIPPET = 60
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ParseError:
+    """A problem in the turn; `kind` says which response block answers it ("tool" or "memory")."""
+
+    message: str
+    kind: str = "tool"
+
+
+Action = Union[ToolCall, dict, ParseError]
+
+
+@dataclass
+class ParsedTurn:
+    think: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    memory_ops: list[dict] = field(default_factory=list)
+    answer: str | None = None
+    errors: list[str] = field(default_factory=list)
+    # Every tool call, memory operation and error in the order it appears in the text.
+    actions: list[Action] = field(default_factory=list)
+
+    def _add(self, action: Action) -> None:
+        self.actions.append(action)
+        if isinstance(action, ToolCall):
+            self.tool_calls.append(action)
+        elif isinstance(action, ParseError):
+            self.errors.append(action.message)
+        else:
+            self.memory_ops.append(action)
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(text.split())
+    return json.dumps(text if len(text) <= _SNIPPET else text[:_SNIPPET] + "...", ensure_ascii=False)
+
+
+def _parse_tool_call(body: str) -> Action:
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as e:
+        return ParseError(f"<tool_call> body is not valid JSON ({e.msg} at position {e.pos}): {_snippet(body)}")
+    if not isinstance(obj, dict):
+        return ParseError('<tool_call> body must be a JSON object {"name": ..., "arguments": {...}}')
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        return ParseError('<tool_call> needs a string "name"')
+    arguments = obj.get("arguments", {})
+    if not isinstance(arguments, dict):
+        return ParseError(f'<tool_call> "arguments" of {name} must be a JSON object, '
+                          f"got {type(arguments).__name__}")
+    extra = sorted(set(obj) - {"name", "arguments"})
+    if extra:
+        return ParseError(f"<tool_call> of {name} has unknown field(s) {extra}; use only name and arguments")
+    return ToolCall(name=name, arguments=arguments)
+
+
+def _parse_memory(body: str) -> Action:
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as e:
+        return ParseError(f"<memory> body is not valid JSON ({e.msg} at position {e.pos}): {_snippet(body)}",
+                          kind="memory")
+    if not isinstance(obj, dict):
+        return ParseError('<memory> body must be a JSON object {"action": ..., "key": ...}', kind="memory")
+    return obj
+
+
+def _strip_trailers(text: str) -> str:
+    text = text.rstrip()
+    changed = True
+    while changed:
+        changed = False
+        for t in _TRAILERS:
+            if text.endswith(t):
+                text = text[: -len(t)].rstrip()
+                changed = True
+    return text
+
+
+def parse_turn(text: str) -> ParsedTurn:
+    """Split one assistant turn into think text, actions in order, the answer and errors."""
+    turn = ParsedTurn()
+    if not isinstance(text, str):
+        turn._add(ParseError(f"the turn must be text, got {type(text).__name__}"))
+        return turn
+    text = _strip_trailers(text)
+    pos = 0
+    thinks: list[str] = []
+    while pos < len(text):
+        m = _TAG.search(text, pos)
+        stray = text[pos: m.start() if m else len(text)]
+        if stray.strip():
+            turn._add(ParseError(f"text outside any tag: {_snippet(stray)}; put reasoning inside "
+                                 "<think>...</think> and actions in <tool_call>/<memory>/<answer> tags"))
+        if m is None:
+            break
+        closing, name = m.group(1) == "/", m.group(2)
+        end_tag = f"</{name}>"
+        if closing:
+            turn._add(ParseError(f"closing tag {m.group(0)} without a matching opening tag"))
+            pos = m.end()
+            continue
+        close = text.find(end_tag, m.end())
+        if name not in _KNOWN:
+            # An unclosed unknown tag consumes only itself, so later blocks are still parsed.
+            pos = close + len(end_tag) if close >= 0 else m.end()
+            turn._add(ParseError(f"unknown tag <{name}>; the allowed tags are "
+                                 + ", ".join(f"<{k}>" for k in _KNOWN)))
+            continue
+        body = text[m.end(): close] if close >= 0 else text[m.end():]
+        pos = close + len(end_tag) if close >= 0 else len(text)
+        if close < 0:
+            turn._add(ParseError(f"<{name}> is never closed with {end_tag}",
+                                 kind="memory" if name == "memory" else "tool"))
+            if name == "think":
+                thinks.append(body.strip())
+            continue
+        if name == "think":
+            thinks.append(body.strip())
+        elif name == "tool_call":
+            turn._add(_parse_tool_call(body))
+        elif name == "memory":
+            turn._add(_parse_memory(body))
+        elif turn.answer is None:
+            turn.answer = body.strip()
+        else:
+            turn._add(ParseError("more than one <answer> in a turn; only the first is kept"))
+    turn.think = "\n".join(thinks) if thinks else None
+    return turn

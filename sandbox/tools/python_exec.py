@@ -1,0 +1,17 @@
+"""The Python tool: model-written code runs in the isolated sandbox of `sandbox.python_tool`."""
+
+from typing import Any
+
+from sandbox.tools.args import Param
+from sandbox.types import ToolResult
+from sandbox.world.store import World
+
+PYTHON_PARAMS = (Param("code", "string", "Python code to run; print() what you want to see", required=True),)
+
+
+def python_run(world: World, args: dict[str, Any]) -> ToolResult:
+    try:
+        sandbox = world.python_tool()
+    except ImportError as e:
+        return ToolResult.error(f"the Python tool is not available in this installation ({e})")
+    return sandbox.run(args["code"])

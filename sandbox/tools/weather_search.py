@@ -1,0 +1,32 @@
+"""WeatherSearch: the forecast of a city for `n` consecutive days from a date."""
+
+import datetime as dt
+from typing import Any
+
+from sandbox.tools.args import N_MAX, N_MIN, Param, ToolArgError, check_date, check_n
+from sandbox.tools.format import render
+from sandbox.world.store import World
+
+WEATHER_PARAMS = (
+    Param("city", "string", "city name", required=True),
+    Param("date", "string", "first date \"YYYY-MM-DD\" (default: first available date)"),
+    Param("n", "integer", f"number of consecutive days ({N_MIN}-{N_MAX})", default=5),
+)
+
+
+def weather_search(world: World, args: dict[str, Any]) -> str:
+    city = world.resolve_city(args["city"])
+    if city is None:
+        raise ToolArgError(f"unknown city {args['city']!r}; available cities: {world.city_names()}")
+    n = check_n(args["n"])
+    start = world.date_start if args["date"] is None else \
+        check_date(args["date"], "date", world.date_start, world.date_end)
+    last = (dt.date.fromisoformat(start) + dt.timedelta(days=n - 1)).isoformat()
+    rows = world.query("SELECT * FROM weather WHERE city = ? AND date BETWEEN ? AND ? ORDER BY date",
+                       (city, start, last))
+    items = [{"date": r["date"], "weather": r["weather"], "max_temp": r["max_temp"], "min_temp": r["min_temp"],
+              "wind": r["wind"], "air_quality": r["air_quality"]} for r in rows]
+    header = f"Weather in {city} from {start}: {len(items)} day(s)."
+    if len(items) < n:
+        header += f" Forecasts end on {world.date_end}."
+    return render(header, items)

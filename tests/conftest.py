@@ -1,0 +1,44 @@
+"""Shared fixtures: a randomly initialised transformers Qwen3 model and our model with the same weights."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+
+def _build_pair(name: str, seed: int = 0, **overrides):
+    import torch
+    import transformers
+    from flax import nnx
+
+    from models.config import get_config
+    from models.hf import state_dict_to_model
+    from models.qwen3 import Qwen3ForCausalLM
+
+    # A larger init than Qwen's 0.02 gives logits with real spread, so the checks can fail.
+    cfg = dataclasses.replace(get_config(name), initializer_range=0.1, **overrides)
+    torch.manual_seed(seed)
+    hf_cfg = transformers.Qwen3Config(**cfg.to_hf())
+    hf = transformers.Qwen3ForCausalLM(hf_cfg).eval()
+    with torch.no_grad():  # random norm scales so q_norm/k_norm/final norm weights matter
+        for pname, p in hf.named_parameters():
+            if "norm" in pname:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+    ours = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(seed + 1))
+    state_dict_to_model(ours, hf.state_dict())
+    return cfg, hf, ours
+
+
+@pytest.fixture(scope="session")
+def model_pair():
+    """model_pair(name, seed=0, **config_overrides) -> (Qwen3Config, transformers model, our model); cached."""
+    cache: dict = {}
+
+    def get(name: str, seed: int = 0, **overrides):
+        key = (name, seed, tuple(sorted(overrides.items())))
+        if key not in cache:
+            cache[key] = _build_pair(name, seed, **overrides)
+        return cache[key]
+
+    return get

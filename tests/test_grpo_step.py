@@ -1,0 +1,100 @@
+"""The jitted GRPO step on the tiny Qwen3: micro-batch accumulation, non-finite skip, log-prob pass."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from b2tjax import grpo
+from b2tjax.config import GRPOConfig, OptimConfig
+from b2tjax.optim import learning_rate_schedule, make_optimizer
+from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
+from models.config import get_config
+from models.qwen3 import Qwen3ForCausalLM
+from rollout.sampling import teacher_forced_logprobs
+
+N, T = 4, 24
+FIXED = 32
+
+
+def _setup(aggregation="seq_mean_token_mean", beta=0.04, sgd=False):
+    cfg = get_config("tiny")
+    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
+    model_fn, params = BoundModel.from_model(model)
+    gcfg = GRPOConfig(aggregation=aggregation, beta=beta, clip_low=0.2, clip_high=0.28, logprob_chunk=8)
+    ocfg = OptimConfig(lr=1e-2, warmup_steps=0)
+    # Plain SGD keeps the update linear in the gradient, so parameters compare at float precision
+    # (Adam's first step is ~lr * sign(g) and would amplify rounding noise of near-zero gradients).
+    opt = optax.sgd(1.0) if sgd else make_optimizer(ocfg, 10)
+    fns = make_step_fns(model_fn, opt, learning_rate_schedule(ocfg, 10), gcfg, temperature=0.8, fixed_length=FIXED)
+    return cfg, model, params, opt, fns
+
+
+def _batch(vocab):
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, vocab, size=(N, T)).astype(np.int32)
+    mask = np.zeros((N, T), np.float32)
+    mask[0, 5:20] = 1
+    mask[1, 3:9] = 1
+    mask[1, 14:24] = 1  # two turns with an environment reply between them
+    mask[2, 10:12] = 1
+    mask[3, 6:23] = 1
+    return ids, mask, rng
+
+
+@pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
+def test_micro_batches_equal_one_batch(aggregation):
+    cfg, _, params, opt, fns = _setup(aggregation, sgd=True)
+    ids, mask, rng = _batch(cfg.vocab_size)
+    lp_now = np.asarray(fns.logprobs(params, ids[None]))[0]
+    old = lp_now + rng.normal(scale=0.3, size=(N, T)).astype(np.float32) * mask
+    ref = lp_now + rng.normal(scale=0.2, size=(N, T)).astype(np.float32) * mask
+    adv = np.array([1.0, -0.5, 2.0, -1.5], np.float32)
+    flat = dict(ids=ids, mask=mask, old_logprobs=old, ref_logprobs=ref, advantages=adv)
+
+    results = {}
+    for micro in (1, 4):
+        batch = fns.shard_batch({k: to_micro(v, micro) for k, v in flat.items()})
+        state = init_train_state(jax.tree.map(jnp.copy, params), opt)
+        new_state, metrics = fns.grpo_step(state, batch)
+        results[micro] = (float(metrics["loss"]), float(metrics["clip_frac"]), new_state.params)
+    for micro in (4,):
+        np.testing.assert_allclose(results[micro][0], results[1][0], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(results[micro][1], results[1][1], rtol=1e-5)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
+                     results[micro][2], results[1][2])
+    assert results[1][1] > 0  # clipping really was active
+    # The parameters moved (the step did something).
+    moved = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), results[1][2], params)
+    assert max(jax.tree.leaves(moved)) > 1e-4
+
+
+def test_logprob_pass_matches_teacher_forced_reference():
+    cfg, model, params, _, fns = _setup()
+    ids, _, _ = _batch(cfg.vocab_size)
+    got = np.asarray(fns.logprobs(params, ids.reshape(2, 2, T))).reshape(N, T)
+    for row in range(N):
+        want = teacher_forced_logprobs(model, ids[row].tolist(), 0.8)
+        np.testing.assert_allclose(got[row, 1:], want, rtol=1e-4, atol=1e-5)
+        assert got[row, 0] == 0.0
+
+
+def test_non_finite_loss_skips_step_and_counts_it():
+    cfg, _, params, opt, fns = _setup("token_mean", beta=0.0)
+    ids, mask, _ = _batch(cfg.vocab_size)
+    adv = np.array([np.nan, 1.0, -1.0, 0.5], np.float32)
+    batch = fns.shard_batch({k: v[None] for k, v in dict(ids=ids, mask=mask, old_logprobs=np.zeros_like(mask),
+                                                          advantages=adv).items()})
+    state = init_train_state(jax.tree.map(jnp.copy, params), opt)
+    opt_before = jax.tree.map(np.asarray, state.opt_state)
+    new_state, metrics = fns.grpo_step(state, batch)
+    assert float(metrics["applied"]) == 0.0
+    assert int(new_state.skipped) == 1 and int(new_state.step) == 1
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), b), new_state.params, params)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), b), new_state.opt_state, opt_before)
+    # A finite batch afterwards trains normally.
+    batch["advantages"] = jnp.asarray(np.array([[0.3, 1.0, -1.0, 0.5]], np.float32))
+    newer, metrics = fns.grpo_step(new_state, batch)
+    assert float(metrics["applied"]) == 1.0 and int(newer.skipped) == 1
