@@ -50,8 +50,7 @@ def tool_calls(world, rng: random.Random, count: int) -> dict[str, list[dict]]:
         calls["RestaurantSearch"].append({"city": city, "open_at": "12:00", "preferences": {
             "cuisine": some(vocab.CUISINES, 3), "price_level": some(vocab.PRICE_LEVELS, 1),
             "environment": some(vocab.DINING_ENVIRONMENTS)}})
-        calls["FlightSearch"].append({"origin": rng.choice(("Beijing", "Shanghai", "Guangzhou", "Chengdu")),
-                                      "destination": city, "departure_date": rng.choice(dates),
+        calls["FlightSearch"].append({"origin": other, "destination": city, "departure_date": rng.choice(dates),
                                       "preferences": {"cabin_class": some(vocab.FLIGHT_CABINS, 1)}})
         calls["TrainSearch"].append({"origin": city, "destination": other})
         calls["WeatherSearch"].append({"city": city, "date": rng.choice(dates), "n": 5})

@@ -164,10 +164,23 @@ def _decode(graphdef, state, cache, next_logits, active, budget, params, stop_id
 
 
 def teacher_forced_logprobs(model: nnx.Module, ids: list[int], temperature: float) -> np.ndarray:
-    """log p(ids[t] | ids[:t]) for t >= 1 from one full forward pass ([len(ids) - 1] fp32).
+    """log p(ids[t] | ids[:t]) for t >= 1 from one full causal forward pass ([len(ids) - 1] fp32).
 
-    The independent reference the sampler's recorded log-probs are checked against.
+    The independent reference the sampler's recorded log-probs are checked against. The input is
+    padded at the end to a power of two (causal: padding never changes earlier positions), so
+    records of similar length share one compilation.
     """
-    tokens = jnp.asarray(ids, jnp.int32)[None, :]
-    logits = model(tokens)[0, :-1]
-    return np.asarray(token_logprobs(logits, tokens[0, 1:], jnp.float32(temperature)))
+    graphdef, state = nnx.split(model)
+    width = 16
+    while width < len(ids):
+        width *= 2
+    tokens = np.zeros((1, width), np.int32)
+    tokens[0, :len(ids)] = ids
+    out = _teacher_forced(graphdef, state, jnp.asarray(tokens), jnp.float32(temperature))
+    return np.asarray(out)[0, : len(ids) - 1]
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _teacher_forced(graphdef, state, tokens, temperature):
+    logits = nnx.merge(graphdef, state)(tokens)                          # [1, W, V]
+    return token_logprobs(logits[:, :-1], tokens[:, 1:], temperature)    # [1, W - 1]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sandbox.vocab import INTRACITY_MODES
@@ -202,6 +203,11 @@ def time_to_minutes(value: Any) -> int | None:
     """"HH:MM" (also "H:MM", "HH:MM:SS", "HH.MM") -> minutes after midnight, "24:00" -> 1440."""
     if not isinstance(value, str):
         return None
+    if len(value) == 5 and value[2] == ":" and value[:2].isdigit() and value[3:].isdigit():
+        hours, minutes = int(value[:2]), int(value[3:])  # fast path for canonical "HH:MM"
+        if minutes > 59 or hours > 24 or (hours == 24 and minutes):
+            return None
+        return hours * 60 + minutes
     match = _TIME.match(value)
     if not match:
         return None
@@ -262,17 +268,36 @@ def _answer_body(text: str) -> str:
 # ---------------------------------------------------------------- JSON -> Plan
 
 
-def _norm_key(key: Any) -> str:
-    if not isinstance(key, str):
-        return str(key)
+@lru_cache(maxsize=8192)
+def _norm_str_key(key: str) -> str:
     snake = _NON_WORD.sub("_", _CAMEL.sub("_", key.strip()).lower()).strip("_")
     return _KEY_SYNONYMS.get(snake, snake)
 
 
+def _norm_key(key: Any) -> str:
+    return _norm_str_key(key) if isinstance(key, str) and len(key) < 100 else str(key)
+
+
+@lru_cache(maxsize=4096)
+def _type_key(raw: str) -> str:
+    return _NON_WORD.sub("_", raw.strip().lower()).strip("_")
+
+
+_KEY_CACHE: dict[str, str] = {}
+
+
 def _norm_keys(obj: dict) -> dict:
+    """Keys normalised (first spelling of a key wins); hot path, hence the plain dict cache."""
     out: dict[str, Any] = {}
+    cache = _KEY_CACHE
     for key, value in obj.items():
-        out.setdefault(_norm_key(key), value)
+        norm = cache.get(key) if isinstance(key, str) else None
+        if norm is None:
+            norm = _norm_key(key)
+            if isinstance(key, str) and len(cache) < 8192:
+                cache[key] = norm
+        if norm not in out:
+            out[norm] = value
     return out
 
 
@@ -325,8 +350,7 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
         raise _FormatError(f"{where} must be an object, got {type(raw).__name__}")
     obj = _norm_keys(raw)
     raw_type = obj.get("type")
-    type_key = _NON_WORD.sub("_", raw_type.strip().lower()).strip("_") if isinstance(
-        raw_type, str) else None
+    type_key = _type_key(raw_type) if isinstance(raw_type, str) and len(raw_type) < 100 else None
     kind = _TYPE_SYNONYMS.get(type_key, type_key) if type_key else None
     if kind not in ACTIVITY_TYPES:
         raise _FormatError(f"{where} has unknown type {raw_type!r}; use one of "
@@ -347,7 +371,8 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
     if kind == "intercity_transport":
         mode = _intercity_mode(obj.get("mode"), type_key, number)
     return Activity(
-        index=index, type=kind, start_time=minutes_to_time(start), end_time=minutes_to_time(end),
+        index=index, type=kind, start_time=_canonical_time(obj["start_time"], start),
+        end_time=_canonical_time(obj["end_time"], end),
         start=start, end=end,
         name=_as_text(obj.get("name")),
         price=_as_price(obj.get("price")),
@@ -364,9 +389,13 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
     )
 
 
+def _canonical_time(text: str, minutes: int) -> str:
+    return text if len(text) == 5 and text[2] == ":" else minutes_to_time(minutes)
+
+
 def _intercity_mode(raw_mode: Any, type_key: str | None, number: str | None) -> str | None:
-    if isinstance(raw_mode, str):
-        key = _NON_WORD.sub("_", raw_mode.strip().lower()).strip("_")
+    if isinstance(raw_mode, str) and len(raw_mode) < 100:
+        key = _type_key(raw_mode)
         if key in _INTERCITY_MODE_SYNONYMS:
             return _INTERCITY_MODE_SYNONYMS[key]
     if type_key in ("train", "flight"):
@@ -386,8 +415,8 @@ def _to_transport(raw: Any) -> LocalTransport | None:
         return None
     obj = _norm_keys(raw)
     mode = _as_text(obj.get("mode"))
-    if mode:
-        mode = _LOCAL_MODE_SYNONYMS.get(_NON_WORD.sub("_", mode.lower()).strip("_"), mode)
+    if mode and len(mode) < 100:
+        mode = _LOCAL_MODE_SYNONYMS.get(_type_key(mode), mode)
     return LocalTransport(mode=mode, duration_min=_as_number(obj.get("duration_min")),
                           distance_km=_as_number(obj.get("distance_km")))
 
@@ -404,23 +433,23 @@ def _to_weather(raw: Any) -> Weather | None:
 
 
 def _as_text(value: Any) -> str | None:
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return value.strip() or None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if kind is int or kind is float:
         return str(value)
     return None
 
 
 def _as_number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
+    kind = type(value)
+    if kind is int or kind is float:
         try:
             number = float(value)
         except OverflowError:
             return None
         return number if number == number and abs(number) != float("inf") else None
-    if isinstance(value, str):
+    if kind is str:
         match = _NUMBER.search(value.replace(",", ""))
         return float(match.group()) if match else None
     return None

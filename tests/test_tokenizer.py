@@ -287,7 +287,7 @@ def test_spm_conversion_matches_sentencepiece_on_random_text(spm_tok, spm_as_hf,
 
 
 @pytest.fixture(scope="module")
-def spm_as_hf(spm_tok, tmp_path_factory) -> HFTokenizer:
+def spm_as_hf(spm_tok) -> HFTokenizer:
     from models.spm import sentencepiece_to_hf
 
     return HFTokenizer(sentencepiece_to_hf(spm_tok.model_path), name="converted")

@@ -1,0 +1,1 @@
+"""Package data: Qwen3 tokenizer_config.json (reference copy of the spec file, used offline)."""

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sandbox import geo
 from sandbox.evaluator.lookup import CityInfo, Poi, WorldIndex
 from sandbox.plan import LOCAL_TYPES, Activity, Day, Plan, normalize_name
+
+# Routes between store places repeat across plans of a world: compute each once.
+_local_route = lru_cache(maxsize=65536)(geo.local_route)
 
 POI_KIND = {"meal": "restaurant", "attraction": "attraction", "entertainment": "entertainment",
             "hotel": "hotel"}
@@ -177,7 +181,7 @@ class EvalContext:
             if act.transport is not None:
                 expected = None
                 if place and here and act.transport.mode in geo.LOCAL_MODES:
-                    expected = geo.local_route(act.transport.mode, *place, *here)
+                    expected = _local_route(act.transport.mode, *place, *here)
                 legs.append(Leg(act, place, here, expected))
             place = here
         arrive = min((a.end for a in outbound), default=0) if is_first else 0

@@ -60,13 +60,18 @@ class EvalResult:
                             for r in self.results}}
 
 
-def _undelivered(reason: str, instance: dict,
-                 ungated: list[ConstraintResult] | None = None) -> EvalResult:
+def _constraints():
+    """The registry in order (imported late: the package imports this module first)."""
     from sandbox.evaluator import CONSTRAINTS
 
+    return CONSTRAINTS
+
+
+def _undelivered(reason: str, instance: dict,
+                 ungated: list[ConstraintResult] | None = None) -> EvalResult:
     results = [ConstraintResult(c.name, c.category, c.group, False,
                                 reason if c.category == "Format" else "plan not delivered")
-               for c in CONSTRAINTS]
+               for c in _constraints()]
     return EvalResult(False, results, reason, *_ids(instance), ungated=ungated)
 
 
@@ -83,8 +88,6 @@ def evaluate_plan(answer: Any, instance: dict | None, ground_truth: dict, world:
     hidden query + profile, `world` a World, a store path or a DATA directory. Never raises on
     bad answers; a bad world or ground truth is a programming error and does raise.
     """
-    from sandbox.evaluator import CONSTRAINTS
-
     if isinstance(answer, Plan):
         plan, reason = answer, ""
     else:
@@ -94,7 +97,7 @@ def evaluate_plan(answer: Any, instance: dict | None, ground_truth: dict, world:
         return _undelivered(reason, instance)
     ctx = EvalContext(plan, parse_query(ground_truth), Profile(ground_truth), index_for(world))
     results = []
-    for c in CONSTRAINTS:
+    for c in _constraints():
         violations = c.check(ctx)
         results.append(ConstraintResult(c.name, c.category, c.group, not violations,
                                         summarize(violations)))

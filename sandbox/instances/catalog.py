@@ -27,6 +27,9 @@ _POI_COLUMNS = {
 _TABLE = {"hotel": "hotels", "restaurant": "restaurants", "attraction": "attractions",
           "entertainment": "entertainment"}
 _JSON_COLUMNS = {"facilities", "environment", "room_info"}
+# The column each preference category's main attribute filters on.
+CATEGORY_COLUMN = {"hotel": "secondary_category", "restaurant": "secondary_category",
+                   "attraction": "attraction_type"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class TransportOption:
     price: float       # per person, CNY
     origin_station: str
     destination_station: str
+    departure_min: int  # departure_time in minutes after midnight
+    arrival_min: int
 
     def details(self) -> dict[str, Any]:
         """The fields a trajectory event shows for this option."""
@@ -67,6 +72,8 @@ class Catalog:
     date_end: str
     _conn: sqlite3.Connection
     _transport_cache: dict[tuple[str, str, str], list[TransportOption]] = field(default_factory=dict)
+    _train_cache: dict[tuple[str, str], list[TransportOption]] = field(default_factory=dict)
+    _by_category: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> "Catalog":
@@ -86,6 +93,7 @@ class Catalog:
                 for col in _JSON_COLUMNS.intersection(rec):
                     rec[col] = json.loads(rec[col])
                 rec["kind"] = kind
+                rec["_pos"] = len(by_city.get(rec["city"], ()))
                 by_city.setdefault(rec["city"], []).append(rec)
             pois[kind] = by_city
         date_start, date_end = _calendar(conn, meta)
@@ -94,6 +102,20 @@ class Catalog:
 
     def city_names(self) -> list[str]:
         return sorted(self.cities)
+
+    @staticmethod
+    def position(record: dict[str, Any]) -> int:
+        """A record's index in its (kind, city) list: the store order."""
+        return record["_pos"]
+
+    def by_category(self, kind: str, city: str, value: str) -> list[dict[str, Any]]:
+        """Records of `kind` in `city` whose main category (cuisine, star, type) is `value`."""
+        if not self._by_category:
+            for k, column in CATEGORY_COLUMN.items():
+                for c, rows in self.pois[k].items():
+                    for row in rows:
+                        self._by_category.setdefault((k, c, row[column]), []).append(row)
+        return self._by_category.get((kind, city, value), [])
 
     def transport(self, origin: str, destination: str, date: str) -> list[TransportOption]:
         """Every train seat and flight cabin from `origin` to `destination` departing on `date`."""
@@ -104,6 +126,8 @@ class Catalog:
         return self._transport_cache[key]
 
     def _trains(self, origin: str, destination: str) -> list[TransportOption]:
+        if (origin, destination) in self._train_cache:
+            return self._train_cache[(origin, destination)]
         out = []
         rows = self._conn.execute(
             "SELECT * FROM trains WHERE origin_city = ? AND destination_city = ? ORDER BY "
@@ -115,7 +139,9 @@ class Catalog:
                     origin=origin, destination=destination, departure_time=r["departure_time"],
                     arrival_time=r["arrival_time"], day_offset=int(r["arrival_day_offset"]),
                     duration_min=int(r["duration_min"]), price=float(fare),
-                    origin_station=r["origin_station"], destination_station=r["destination_station"]))
+                    origin_station=r["origin_station"], destination_station=r["destination_station"],
+                    departure_min=_minutes(r["departure_time"]), arrival_min=_minutes(r["arrival_time"])))
+        self._train_cache[(origin, destination)] = out
         return out
 
     def _flights(self, origin: str, destination: str, date: str) -> list[TransportOption]:
@@ -132,7 +158,8 @@ class Catalog:
                 departure_time=r["departure_time"], arrival_time=r["arrival_time"],
                 day_offset=offset, duration_min=int(r["duration_min"]),
                 price=float(r["total_price"]), origin_station=r["origin_airport"],
-                destination_station=r["destination_airport"]))
+                destination_station=r["destination_airport"],
+                departure_min=_minutes(r["departure_time"]), arrival_min=_minutes(r["arrival_time"])))
         return out
 
 
@@ -144,3 +171,8 @@ def _calendar(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[str, str]
     if row[0] is None:
         raise ValueError("world store has no weather dates; cannot choose trip dates")
     return row[0], row[1]
+
+
+def _minutes(hhmm: str) -> int:
+    hours, minutes = hhmm.split(":")
+    return int(hours) * 60 + int(minutes)

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.instances.catalog import Catalog, TransportOption
-from sandbox.instances.matching import record_matches
-from sandbox.plan import time_to_minutes
+from sandbox.instances.matching import matching_pois, record_matches
 
 # Intercity legs a plan can build full days around (minutes after midnight).
 # No intercity travel overlaps 23:00-06:00; the first night's hotel check-in follows the arrival.
@@ -35,13 +34,13 @@ def rooms_for(people: int) -> int:
 
 
 def outbound_ok(option: TransportOption) -> bool:
-    dep, arr = time_to_minutes(option.departure_time), time_to_minutes(option.arrival_time)
+    dep, arr = option.departure_min, option.arrival_min
     return option.day_offset == 0 and dep >= OUTBOUND_EARLIEST_DEPARTURE and \
         arr <= OUTBOUND_LATEST_ARRIVAL and arr > dep
 
 
 def return_ok(option: TransportOption) -> bool:
-    dep, arr = time_to_minutes(option.departure_time), time_to_minutes(option.arrival_time)
+    dep, arr = option.departure_min, option.arrival_min
     return option.day_offset == 0 and dep >= RETURN_EARLIEST_DEPARTURE and \
         arr <= RETURN_LATEST_ARRIVAL and arr > dep
 
@@ -72,22 +71,22 @@ def check(catalog: Catalog, profile: dict[str, Any], query: dict[str, Any],
     cost = (min(o.price for o in out) + min(o.price for o in back)) * people
 
     visited_hotels = set(history.get("accommodations", []))
-    hotels = [h["avg_price"] for h in catalog.pois["hotel"].get(city, [])
-              if h["name"] not in visited_hotels and record_matches(profile, "hotel", h)]
+    hotels = [h["avg_price"] for h in matching_pois(catalog, profile, "hotel", city)
+              if h["name"] not in visited_hotels]
     if not hotels:
         return Feasibility(False, "no matching hotel")
     cost += min(hotels) * (days - 1) * rooms_for(people)
 
     visited_restaurants = set(history.get("restaurants", []))
-    meals = sorted(r["avg_price"] for r in catalog.pois["restaurant"].get(city, [])
-                   if r["name"] not in visited_restaurants and record_matches(profile, "restaurant", r))
+    meals = sorted(r["avg_price"] for r in matching_pois(catalog, profile, "restaurant", city)
+                   if r["name"] not in visited_restaurants)
     if len(meals) < meals_needed(days):
         return Feasibility(False, f"only {len(meals)} matching restaurants for {meals_needed(days)} meals")
     cost += sum(meals[:meals_needed(days)]) * people
 
     visited_attractions = set(history.get("attractions", []))
-    sights = sorted(a["avg_price"] for a in catalog.pois["attraction"].get(city, [])
-                    if a["name"] not in visited_attractions and record_matches(profile, "attraction", a))
+    sights = sorted(a["avg_price"] for a in matching_pois(catalog, profile, "attraction", city)
+                    if a["name"] not in visited_attractions)
     if len(sights) < days:
         return Feasibility(False, f"only {len(sights)} matching attractions for {days} days")
     cost += sum(sights[:days]) * people

@@ -54,9 +54,9 @@ def _budget(rng: random.Random, cheapest: float) -> int:
     return int(math.ceil(cheapest * rng.uniform(1.35, 1.8) / 100.0) * 100)
 
 
-def _sample_query(rng: random.Random, catalog: Catalog, profile: dict[str, Any]) -> dict[str, Any] | None:
-    """Trip shape, dates and cities; the destination is one the preferred transport reaches."""
-    days = rng.choices(TRIP_DAYS, weights=TRIP_DAY_WEIGHTS)[0]
+def _sample_query(rng: random.Random, catalog: Catalog, profile: dict[str, Any], days: int,
+                  people: int) -> dict[str, Any] | None:
+    """Dates and cities of a trip; the destination is one the preferred transport reaches."""
     first = dt.date.fromisoformat(catalog.date_start)
     last = dt.date.fromisoformat(catalog.date_end) - dt.timedelta(days=days - 1)
     start = first + dt.timedelta(days=rng.randrange((last - first).days + 1))
@@ -68,7 +68,7 @@ def _sample_query(rng: random.Random, catalog: Catalog, profile: dict[str, Any])
     if not reachable:
         return None
     return {"origin": origin, "destination": rng.choice(reachable), "start_date": start.isoformat(),
-            "days": days, "people": rng.choices(PARTY_SIZES, weights=PARTY_WEIGHTS)[0]}
+            "days": days, "people": people}
 
 
 def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, seed: int,
@@ -77,13 +77,17 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
     """One solvable instance; `reasons` counts why rejected attempts were rejected."""
     rng = random.Random(f"b2t:{seed}:{split}:{difficulty}:{index}:{salt}")
     reasons = reasons if reasons is not None else Counter()
+    # Trip length and party size are drawn once, so that rejecting hard-to-serve attempts does
+    # not shift their distribution (Table 2).
+    days = rng.choices(TRIP_DAYS, weights=TRIP_DAY_WEIGHTS)[0]
+    people = rng.choices(PARTY_SIZES, weights=PARTY_WEIGHTS)[0]
     for _ in range(MAX_ATTEMPTS):
         profile = sample_profile(rng, difficulty)
         problems = consistency_problems(profile)
         if problems:
             reasons["inconsistent profile: " + problems[0]] += 1
             continue
-        query = _sample_query(rng, catalog, profile)
+        query = _sample_query(rng, catalog, profile, days, people)
         if query is None:
             reasons["no city reachable in the preferred transport mode and class"] += 1
             continue

@@ -9,7 +9,7 @@ the preference attributes as the evaluator's personalization checks, so "aligned
 from typing import Any
 
 from sandbox import vocab
-from sandbox.instances.catalog import TransportOption
+from sandbox.instances.catalog import Catalog, TransportOption
 
 # Category of the profile that judges each record kind.
 KIND_CATEGORY = {"hotel": "hotel", "attraction": "attraction", "restaurant": "dining",
@@ -67,3 +67,20 @@ def record_matches(profile: dict[str, Any], kind: str, record: Any) -> bool:
     if kind == "transport":
         return transport_matches(pref, record)
     return True
+
+
+# The profile attribute that selects each kind's main category (see Catalog.by_category).
+_MAIN_ATTRIBUTE = {"hotel": "star_requirement", "restaurant": "cuisine_preferences",
+                   "attraction": "preferred_attraction_types"}
+
+
+def matching_pois(catalog: Catalog, profile: dict[str, Any], kind: str, city: str) -> list[dict[str, Any]]:
+    """Store records of a POI kind in `city` that fit the profile, in store order."""
+    pref = profile.get(KIND_CATEGORY.get(kind, ""))
+    values = (pref or {}).get(_MAIN_ATTRIBUTE.get(kind, "")) or []
+    if values:
+        rows = [r for v in values for r in catalog.by_category(kind, city, v)]
+        rows.sort(key=lambda r: catalog.position(r))
+    else:
+        rows = catalog.pois[kind].get(city, [])
+    return [r for r in rows if record_matches(profile, kind, r)]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.instances.catalog import Catalog, TransportOption
-from sandbox.instances.matching import KIND_CATEGORY, record_matches
+from sandbox.instances.matching import KIND_CATEGORY, matching_pois, record_matches
 from sandbox.instances.profiles import constrained_categories, empty_history
 
 # Record kinds per preference category, in the order a session browses them.
@@ -108,15 +108,14 @@ def poi_details(kind: str, record: Any) -> dict[str, Any]:
 
 def _pools(catalog: Catalog, profile: dict[str, Any], kind: str, origin: str,
            city: str) -> tuple[list[Any], list[Any]]:
-    """Preference-matched and mismatched (noise) records of one kind in one city.
+    """Preference-matched records of one kind in one city, and the candidates for noise.
 
-    Transport is keyed by train/flight number: a number offered in a matching seat class is
-    matched (in that class); numbers without one are noise candidates.
+    Noise candidates may include matching records (noise is drawn by rejection, see
+    `_draw_noise`). Transport is keyed by train/flight number: a number offered in a matching
+    seat class is matched (in that class); numbers without one are noise candidates.
     """
     if kind != "transport":
-        rows = catalog.pois[kind].get(city, [])
-        matched = [r for r in rows if record_matches(profile, kind, r)]
-        return matched, [r for r in rows if not record_matches(profile, kind, r)]
+        return matching_pois(catalog, profile, kind, city), catalog.pois[kind].get(city, [])
     options = catalog.transport(origin, city, catalog.date_start) + catalog.transport(
         city, origin, catalog.date_start)
     matched: dict[str, TransportOption] = {}
@@ -200,16 +199,17 @@ def build_trajectory(rng: random.Random, catalog: Catalog, profile: dict[str, An
             pois.append(poi)
     noise: list[_Poi] = []
     noise_groups = [i for i, p in enumerate(noise_pools) if p]
-    if n_noise and not noise_groups:
-        raise TrajectoryError("no mismatched records to use as noise")
-    for _ in range(n_noise):
-        for _attempt in range(20):
-            i = rng.choice(noise_groups)
-            poi = _Poi(CATEGORY_KIND[groups[i][1]], rng.choice(noise_pools[i]), groups[i][0], True)
-            if poi.poi_id not in used:
-                used.add(poi.poi_id)
-                noise.append(poi)
-                break
+    for _ in range(n_noise * 20):
+        if len(noise) == n_noise or not noise_groups:
+            break
+        i = rng.choice(noise_groups)
+        (city, cat), record = groups[i], rng.choice(noise_pools[i])
+        poi = _Poi(CATEGORY_KIND[cat], record, city, noise=True)
+        if not record_matches(profile, poi.kind, record) and poi.poi_id not in used:
+            used.add(poi.poi_id)
+            noise.append(poi)
+    if len(noise) < n_noise:
+        raise TrajectoryError("too few mismatched records to use as noise")
 
     sessions_per_city = _sessions_per_city(rng, shape, cities, pois)
     _assign_funnel(rng, shape, pois, sessions_per_city)
@@ -242,18 +242,27 @@ def _assign_funnel(rng: random.Random, shape: Shape, pois: list[_Poi],
     by_group: dict[tuple[str, str], list[_Poi]] = {}
     for p in pois:
         by_group.setdefault((p.city, p.kind), []).append(p)
+    booked_any = False
     for (city, kind), members in by_group.items():
         n_sessions = sessions_per_city[city]
-        n_fav = min(len(members), max(1, round(len(members) * shape.favorite_rate + rng.uniform(-0.5, 0.5))))
-        n_book = min(n_fav, BOOK_CAP[kind], max(1, round(n_fav * shape.book_rate + rng.uniform(-0.5, 0.5))))
+        # Stochastic rounding keeps the means at the rates, also for small groups.
+        n_fav = min(len(members), int(len(members) * shape.favorite_rate + rng.random()))
+        n_book = min(n_fav, BOOK_CAP[kind], int(n_fav * shape.book_rate + rng.random()))
         favorites = rng.sample(members, n_fav)
-        for i, p in enumerate(members):
+        for p in members:
             # Early sessions explore: clicks lean towards the first sessions.
             p.click_session = min(int(rng.random() ** 1.6 * n_sessions), n_sessions - 1)
         for i, p in enumerate(favorites):
             p.favorite_session = rng.randint(p.click_session, n_sessions - 1)
             if i < n_book:   # bookings happen in the city's last session: the decision point
                 p.book_session = n_sessions - 1
+                booked_any = True
+    if not booked_any and pois:   # every trajectory ends in at least one decision
+        p = rng.choice(pois)
+        last = sessions_per_city[p.city] - 1
+        p.favorite_session = p.favorite_session if p.favorite_session is not None else \
+            rng.randint(p.click_session, last)
+        p.book_session = last
 
 
 def _quiet_slots(blocks: list[list[tuple[_Poi, str]]], b: int) -> list[int]:

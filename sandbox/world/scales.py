@@ -23,7 +23,7 @@ class Scale:
 
 
 SCALES: dict[str, Scale] = {
-    "small": Scale("small", restaurants=102, hotels=50, attractions=45, entertainment=32,
+    "small": Scale("small", restaurants=400, hotels=50, attractions=45, entertainment=32,
                    date_start="2026-03-01", date_end="2026-08-31",
                    flights_hub_routes_only=True, flights_per_route=(2, 1, 0), trains_per_pair=(3, 1)),
     "full": Scale("full", restaurants=1233, hotels=938, attractions=342, entertainment=846,

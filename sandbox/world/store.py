@@ -42,6 +42,7 @@ class World:
         self._local = threading.local()
         self._python_tool = python_tool
         self._python_lock = threading.Lock()
+        self._name_index: dict[tuple[str, str], dict[str, str]] = {}  # filled lazily; dict writes are atomic
         self.meta = {r["key"]: r["value"] for r in self.query("SELECT key, value FROM meta")}
         if self.meta.get("schema_version") != str(SCHEMA_VERSION):
             raise ValueError(f"{self.path}: schema version {self.meta.get('schema_version')!r}, "
@@ -93,7 +94,7 @@ class World:
     def find_poi(self, kind: str, city: str, name: str) -> dict[str, Any] | None:
         """The POI of `kind` (restaurant/hotel/attraction/entertainment) named `name` in `city`.
 
-        Exact name first, then a case/space/apostrophe-insensitive match; None when absent.
+        Exact name first (indexed), then a case/space/apostrophe-insensitive match; None when absent.
         """
         table = POI_TABLES.get(kind)
         canonical = self.resolve_city(city)
@@ -101,18 +102,31 @@ class World:
             return None
         rows = self.query(f"SELECT * FROM {table} WHERE city = ? AND name = ?", (canonical, name))
         if not rows:
-            wanted = _normalize(name)
-            rows = [r for r in self.query(f"SELECT * FROM {table} WHERE city = ? AND name = ? COLLATE NOCASE",
-                                          (canonical, name.strip()))]
-            if not rows:
-                rows = [r for r in self.query(f"SELECT * FROM {table} WHERE city = ?", (canonical,))
-                        if _normalize(r["name"]) == wanted]
+            poi_id = self._normalized_names(table, canonical).get(_normalize(name))
+            rows = self.query(f"SELECT * FROM {table} WHERE id = ?", (poi_id,)) if poi_id else []
         return decode_row(rows[0]) if rows else None
 
+    def _normalized_names(self, table: str, city: str) -> dict[str, str]:
+        """normalized name -> id for one table and city, built on first use (names are unique per city)."""
+        key = (table, city)
+        index = self._name_index.get(key)
+        if index is None:
+            rows = self.query(f"SELECT id, name FROM {table} WHERE city = ? ORDER BY id DESC", (city,))
+            index = {_normalize(r["name"]): r["id"] for r in rows}
+            self._name_index[key] = index
+        return index
+
     def find_any_poi(self, city: str, name: str) -> tuple[str, dict[str, Any]] | None:
-        """(kind, POI) for a name of any kind in the city, kinds tried in POI_TABLES order."""
+        """(kind, POI) for a name of any kind in the city: exact matches in every kind before loose ones."""
+        canonical = self.resolve_city(city)
+        if canonical is None or not isinstance(name, str):
+            return None
+        for kind, table in POI_TABLES.items():
+            rows = self.query(f"SELECT * FROM {table} WHERE city = ? AND name = ?", (canonical, name))
+            if rows:
+                return kind, decode_row(rows[0])
         for kind in POI_TABLES:
-            poi = self.find_poi(kind, city, name)
+            poi = self.find_poi(kind, canonical, name)
             if poi is not None:
                 return kind, poi
         return None

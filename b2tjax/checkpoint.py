@@ -1,0 +1,115 @@
+"""Run checkpoints: an Orbax CheckpointManager over params / opt_state / train_state / config items.
+
+Layout (docs/ARCHITECTURE.md): OUT/checkpoints/<step>/{params,opt_state,train_state,config} and
+OUT/checkpoints/config.json (the HF-style model config), so `models.checkpoint.load_model(OUT/checkpoints)`
+and launch/export_hf.py read a training run directly. `params` is the `nnx.to_pure_dict` tree.
+
+Saves are asynchronous (the train loop continues while tensorstore writes); Orbax writes into a
+temporary directory and renames it when complete, so a run killed mid-save leaves the previous
+checkpoint intact. A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
+and exits, see `PreemptionGuard`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+from b2tjax.train_step import TrainState
+
+ITEMS = ("params", "opt_state", "train_state", "config")
+
+
+class RunCheckpointer:
+    """Save every `every_steps` steps (and on demand), keep the last `keep`."""
+
+    def __init__(self, directory: str | Path, *, every_steps: int, keep: int, async_save: bool = True,
+                 model_config_json: dict | None = None):
+        self.directory = Path(directory).absolute()
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            save_interval_steps=every_steps,
+            enable_async_checkpointing=async_save,
+            create=True,
+        )
+        self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
+        if model_config_json is not None and jax.process_index() == 0:
+            (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def save(self, step: int, state: TrainState, train_state: dict, config: dict, *, force: bool = False) -> bool:
+        """Start an (async) save if `step` is due or `force`; returns whether one was started."""
+        if not force and not self.manager.should_save(step):
+            return False
+        if force and step in self.manager.all_steps():
+            return False
+        args = ocp.args.Composite(
+            params=ocp.args.StandardSave(state.params),
+            opt_state=ocp.args.StandardSave({"opt": state.opt_state, "step": state.step, "skipped": state.skipped}),
+            train_state=ocp.args.JsonSave(train_state),
+            config=ocp.args.JsonSave(config),
+        )
+        return bool(self.manager.save(step, args=args, force=force))
+
+    def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict, dict]:
+        """Restore `step` into the shapes/shardings of `abstract_state` (arrays or ShapeDtypeStructs)."""
+        target = jax.tree.map(_abstract, abstract_state)
+        restored = self.manager.restore(step, args=ocp.args.Composite(
+            params=ocp.args.StandardRestore(target.params),
+            opt_state=ocp.args.StandardRestore({"opt": target.opt_state, "step": target.step,
+                                                "skipped": target.skipped}),
+            train_state=ocp.args.JsonRestore(),
+            config=ocp.args.JsonRestore(),
+        ))
+        opt = restored["opt_state"]
+        state = TrainState(restored["params"], opt["opt"], opt["step"], opt["skipped"])
+        return state, restored["train_state"], restored["config"]
+
+    def reached_preemption(self, step: int) -> bool:
+        """Multi-host preemption notice (JAX's coordination service); False on a single process."""
+        try:
+            return bool(self.manager.reached_preemption(step))
+        except Exception:  # no distributed runtime: only the local SIGTERM flag applies
+            return False
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()
+
+
+def _abstract(x: Any) -> Any:
+    if isinstance(x, jax.Array):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+    return x
+
+
+class PreemptionGuard:
+    """Turns SIGTERM into a flag so the train loop can checkpoint and stop between steps."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> "PreemptionGuard":
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread: no handler, the flag stays False
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)

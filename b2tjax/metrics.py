@@ -1,0 +1,102 @@
+"""Run metrics: OUT/metrics.jsonl (one object per step), TensorBoard events in OUT/tb/, a progress bar.
+
+Only process 0 writes. The progress bar shows the quantities a person watches during RL (reward,
+pass rates, tokens/s); tqdm adds the rate and ETA.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+from tqdm.auto import tqdm
+
+# Postfix keys shown on the bar, in order, with short labels.
+_BAR_KEYS = (("loss", "loss"), ("reward", "R"), ("final_pass", "final"), ("micro_pass_c", "C"),
+             ("micro_pass_upc", "UPC"), ("tokens_per_s", "tok/s"))
+
+
+def _plain(value: Any) -> Any:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return value
+    return value if math.isfinite(value) else None if math.isnan(value) else value
+
+
+class MetricsWriter:
+    def __init__(self, out_dir: str | Path, *, total_steps: int, initial_step: int = 0, desc: str = "train",
+                 enabled: bool | None = None, progress: bool = True):
+        self.enabled = jax.process_index() == 0 if enabled is None else enabled
+        self.out_dir = Path(out_dir)
+        self._bar = None
+        self._tb = None
+        self._jsonl = None
+        if not self.enabled:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(self.out_dir / "metrics.jsonl", "a")
+        try:
+            from tensorboardX import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.out_dir / "tb"))
+        except ImportError:  # tensorboardX is a dependency; stay usable without it
+            self._tb = None
+        if progress:
+            self._bar = tqdm(total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True,
+                             mininterval=0.5)
+
+    def set_phase(self, desc: str, total_steps: int, initial_step: int = 0) -> None:
+        if self._bar is not None:
+            self._bar.reset(total=total_steps)
+            self._bar.update(initial_step)
+            self._bar.set_description(desc)
+
+    def log(self, step: int, metrics: dict[str, Any], *, phase: str = "") -> None:
+        """Append one record and advance the bar by one step."""
+        if not self.enabled:
+            return
+        record = {"step": int(step), "phase": phase, "time": time.time()}
+        record.update({k: _plain(v) for k, v in metrics.items()})
+        self._jsonl.write(json.dumps(record) + "\n")
+        self._jsonl.flush()
+        if self._tb is not None:
+            for key, value in record.items():
+                if key not in ("step", "time") and isinstance(value, float):
+                    self._tb.add_scalar(f"{phase}/{key}" if phase else key, value, step)
+        if self._bar is not None:
+            shown = {label: f"{record[k]:.3g}" for k, label in _BAR_KEYS if isinstance(record.get(k), float)}
+            self._bar.set_postfix(shown, refresh=False)
+            self._bar.update(1)
+
+    def write(self, text: str) -> None:
+        """Print a line without breaking the progress bar."""
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.write(text)
+        else:
+            print(text, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._jsonl is not None:
+            self._jsonl.close()
+
+
+def read_metrics(path: str | Path) -> dict[int, dict]:
+    """Last record per step of a metrics.jsonl (a resumed run re-logs steps after its checkpoint)."""
+    out: dict[int, dict] = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                out[row["step"]] = row
+    return out

@@ -1,0 +1,346 @@
+"""The training loop: an optional SFT warm start, then GRPO on rollouts of a task, with checkpoints.
+
+One global step counter runs through both phases (SFT steps 1..S, GRPO steps S+1..S+N), so a run
+has one CheckpointManager and `--resume` continues wherever it stopped. What is task-specific
+(sampling episodes, rewards, SFT examples, the final evaluation) sits behind the `Task` protocol:
+the travel task (b2tjax/travel.py) and the toy digit task (b2tjax/toy.py) share this loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+
+from b2tjax import grpo
+from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
+from b2tjax.config import TrainConfig
+from b2tjax.data import BatchIterator, example_dataset
+from b2tjax.mesh import build_mesh
+from b2tjax.metrics import MetricsWriter
+from b2tjax.optim import learning_rate_schedule, make_optimizer
+from b2tjax.train_step import (BoundModel, StepFns, TrainState, init_train_state, make_step_fns, pad_length,
+                               stack_rows, state_shardings, to_micro)
+from rollout.record import EpisodeRecord
+
+
+@dataclasses.dataclass
+class RolloutBatch:
+    """G records per prompt, groups contiguous, `reward` filled; plus task metrics (pass rates...)."""
+
+    records: list[EpisodeRecord]
+    metrics: dict[str, float]
+
+
+class Task(Protocol):
+    def train_examples(self) -> Sequence[Any]:
+        """What the GRPO prompt pipeline shuffles (instances)."""
+
+    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int) -> RolloutBatch:
+        """Sample `group_size` episodes per prompt with `model` and score them."""
+
+    def sft_examples(self) -> list[dict] | None:
+        """Tokenised traces {"ids": [...], "mask": [...]} (mask 1 on assistant tokens), or None."""
+
+    def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
+        """Final evaluation: (metrics, printable table)."""
+
+
+class Preempted(Exception):
+    """Raised after the final checkpoint of a SIGTERM'd run; launch/train.py exits with 143."""
+
+
+@dataclasses.dataclass
+class RunResult:
+    final_step: int
+    last_metrics: dict
+    eval_metrics: dict | None
+    eval_table: str | None
+
+
+def _dtype(name: str):
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[name]
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, task: Task, model: nnx.Module, *, resume: bool = False,
+                 progress: bool = True):
+        self.cfg = cfg
+        self.task = task
+        self.out = Path(cfg.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.mesh = build_mesh(cfg.mesh)
+        self.model_fn, params = BoundModel.from_model(model)
+        self.model_config = model.config
+        self.params0 = params
+        sft_data = task.sft_examples() if cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0 else None
+        self.sft_examples = sft_data or []
+        self.sft_steps = cfg.sft.steps if self.sft_examples else 0
+        self.grpo_steps = cfg.steps if cfg.mode in ("sft_grpo", "grpo") else 0
+        self.total_steps = self.sft_steps + self.grpo_steps
+        self.fixed_length = cfg.grpo.fixed_length or cfg.rollout.max_seq_len
+        self.ckpt = RunCheckpointer(self.out / "checkpoints", every_steps=cfg.checkpoint.every_steps,
+                                    keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save,
+                                    model_config_json=model.config.to_hf(cfg.model.param_dtype))
+        self.resume = resume
+        self.progress = progress
+        self.ref_params = None
+
+    # ------------------------------------------------------------------------------------------
+    def _phase_fns(self, phase: str, params) -> tuple[StepFns, TrainState]:
+        optim_cfg = self.cfg.sft.optim if phase == "sft" else self.cfg.optim
+        steps = self.sft_steps if phase == "sft" else self.grpo_steps * self.cfg.grpo.mini_batches * self.cfg.grpo.epochs
+        optimizer = make_optimizer(optim_cfg, max(steps, 1))
+        state = init_train_state(params, optimizer)
+        fns = make_step_fns(self.model_fn, optimizer, learning_rate_schedule(optim_cfg, max(steps, 1)), self.cfg.grpo,
+                            temperature=self.cfg.rollout.temperature, fixed_length=self.fixed_length,
+                            state_sharding=state_shardings(state) if self.mesh is not None else None, mesh=self.mesh)
+        return fns, state
+
+    def _place_params(self, params):
+        if self.mesh is None:
+            return params
+        from models.sharding import state_shardings as param_shardings
+
+        shardings = param_shardings(self.model_fn.abstract_params, self.mesh)
+        return jax.device_put(params, shardings)
+
+    def _train_state_json(self, phase: str, phase_step: int, key: jax.Array, data: BatchIterator, counters: dict) -> dict:
+        return {"phase": phase, "phase_step": phase_step, "rng": np.asarray(jax.random.key_data(key)).tolist(),
+                "data": data.get_state(), "counters": counters}
+
+    # ------------------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        cfg = self.cfg
+        key = jax.random.key(cfg.seed)
+        params = self._place_params(self.params0)
+        start = {"phase": "sft" if self.sft_steps else "grpo", "phase_step": 0, "data": None, "counters": {}}
+        restored_state = None
+        latest = self.ckpt.latest_step() if self.resume else None
+        if latest is not None:
+            fns, abstract = self._phase_fns("grpo", params)
+            restored_state, start, _ = self.ckpt.restore(latest, abstract)
+            key = jax.random.wrap_key_data(jnp.asarray(start["rng"], jnp.uint32))
+            params = restored_state.params
+        elif self.resume:
+            print(f"--resume: no checkpoint in {self.out / 'checkpoints'}, starting fresh", flush=True)
+
+        writer = MetricsWriter(self.out, total_steps=max(self.total_steps, 1), initial_step=latest or 0,
+                               progress=self.progress)
+        last: dict = {}
+        try:
+            with PreemptionGuard() as guard:
+                if start["phase"] == "sft" and self.sft_steps:
+                    resume_state = restored_state if restored_state is not None else None
+                    params, last, key = self._run_sft(params, key, start, resume_state, writer, guard)
+                    start = {"phase": "grpo", "phase_step": 0, "data": None, "counters": {}}
+                    restored_state = None
+                if self.grpo_steps and start["phase"] == "grpo":
+                    params, last, key = self._run_grpo(params, key, start, restored_state, writer, guard)
+            self.ckpt.wait()
+            eval_metrics, table = None, None
+            if cfg.eval_at_end:
+                writer.write("evaluating ...")
+                eval_metrics, table = self.task.evaluate(self.model_fn(params))
+                writer.log(self.total_steps, {f"eval/{k}": v for k, v in _flat(eval_metrics).items()}, phase="eval")
+                if jax.process_index() == 0:
+                    (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
+                    writer.write(table)
+            return RunResult(self.total_steps, last, eval_metrics, table)
+        finally:
+            writer.close()
+            self.ckpt.close()
+
+    # ------------------------------------------------------------------------------------------
+    def _maybe_stop(self, guard: PreemptionGuard, global_step: int, state: TrainState, train_state: dict,
+                    writer: MetricsWriter) -> None:
+        if guard.requested or self.ckpt.reached_preemption(global_step):
+            self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=True)
+            self.ckpt.wait()
+            writer.write(f"preempted: saved step {global_step}, exiting")
+            raise Preempted(global_step)
+
+    def _save(self, global_step: int, state: TrainState, train_state: dict, final: bool) -> None:
+        self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=final)
+
+    # ------------------------------------------------------------------------------------------
+    def _run_sft(self, params, key, start, restored_state, writer, guard):
+        cfg = self.cfg
+        fns, state = self._phase_fns("sft", params)
+        if restored_state is not None:
+            state = restored_state
+        data = BatchIterator(example_dataset(self.sft_examples, cfg.data.shuffle_seed))
+        if start.get("data"):
+            data.set_state(start["data"])
+        counters = dict(start.get("counters") or {})
+        writer.set_phase("sft", self.total_steps, start["phase_step"])
+        micro = (cfg.sft.batch_size // cfg.sft.micro_batch_size) if cfg.sft.micro_batch_size else 1
+        last = {}
+        for phase_step in range(start["phase_step"] + 1, self.sft_steps + 1):
+            t0 = time.perf_counter()
+            rows = data.next_batch(cfg.sft.batch_size)
+            length = pad_length(min(max(len(r["ids"]) for r in rows), cfg.sft.max_seq_len))
+            batch = {"ids": stack_rows([r["ids"] for r in rows], length, np.int32),
+                     "mask": stack_rows([r["mask"] for r in rows], length, np.float32)}
+            batch["mask"][:, 0] = 0.0  # position 0 has no prediction
+            tokens = int(batch["mask"].sum())
+            state, metrics = fns.sft_step(state, fns.shard_batch({k: to_micro(v, micro) for k, v in batch.items()}))
+            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+            dt = time.perf_counter() - t0
+            counters["sft_tokens"] = counters.get("sft_tokens", 0) + tokens
+            metrics.update(tokens_per_s=tokens / dt, step_time_s=dt, skipped=int(state.skipped))
+            last = metrics
+            global_step = phase_step
+            writer.log(global_step, metrics, phase="sft")
+            train_state = self._train_state_json("sft", phase_step, key, data, counters)
+            self._save(global_step, state, train_state, final=phase_step == self.sft_steps)
+            if phase_step < self.sft_steps:
+                self._maybe_stop(guard, global_step, state, train_state, writer)
+        return state.params, last, key
+
+    # ------------------------------------------------------------------------------------------
+    def _reference_params(self, params, fresh: bool):
+        """Frozen reference for the KL term: the policy at the start of GRPO, saved once on disk."""
+        path = (self.out / "reference").absolute()
+        checkpointer = ocp.StandardCheckpointer()
+        if fresh or not path.exists():
+            if path.exists():
+                import shutil
+
+                shutil.rmtree(path)
+            checkpointer.save(path, params)
+            checkpointer.wait_until_finished()
+            return jax.tree.map(jnp.copy, params)
+        target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
+        return checkpointer.restore(path, target)
+
+    def _run_grpo(self, params, key, start, restored_state, writer, guard):
+        cfg, g = self.cfg, self.cfg.grpo
+        fns, state = self._phase_fns("grpo", params)
+        if restored_state is not None:
+            state = restored_state
+        if g.beta > 0:
+            self.ref_params = self._reference_params(state.params, fresh=restored_state is None)
+        data = BatchIterator(example_dataset(self.task.train_examples(), cfg.data.shuffle_seed))
+        if start.get("data"):
+            data.set_state(start["data"])
+        counters = dict(start.get("counters") or {})
+        writer.set_phase("grpo", self.total_steps, self.sft_steps + start["phase_step"])
+        last = {}
+        for phase_step in range(start["phase_step"] + 1, self.grpo_steps + 1):
+            global_step = self.sft_steps + phase_step
+            step_key = jax.random.fold_in(key, global_step)
+            t0 = time.perf_counter()
+            prompts = data.next_batch(cfg.rollout.prompts_per_step)
+            seed = int(jax.random.randint(step_key, (), 0, 2**31 - 1))
+            batch = self.task.rollout(self.model_fn(state.params), prompts, cfg.rollout.group_size, seed)
+            t_rollout = time.perf_counter() - t0
+            state, metrics = self._grpo_update(fns, state, batch, seed)
+            dt = time.perf_counter() - t0
+            tokens = sum(len(r.ids) for r in batch.records)
+            counters["samples"] = counters.get("samples", 0) + len(batch.records)
+            metrics.update(batch.metrics)
+            metrics.update(tokens_per_s=tokens / dt, rollout_time_s=t_rollout, step_time_s=dt,
+                           skipped=int(state.skipped), samples=counters["samples"])
+            last = metrics
+            writer.log(global_step, metrics, phase="grpo")
+            train_state = self._train_state_json("grpo", phase_step, key, data, counters)
+            self._save(global_step, state, train_state, final=phase_step == self.grpo_steps)
+            if phase_step < self.grpo_steps:
+                self._maybe_stop(guard, global_step, state, train_state, writer)
+        return state.params, last, key
+
+    def _grpo_update(self, fns: StepFns, state: TrainState, batch: RolloutBatch, seed: int):
+        """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps."""
+        cfg, g = self.cfg, self.cfg.grpo
+        records = batch.records
+        n = len(records)
+        rewards = np.array([r.reward for r in records], np.float32)
+        adv = np.asarray(grpo.group_advantages(jnp.asarray(rewards), cfg.rollout.group_size, g.adv_eps, g.scale_by_std))
+        length = pad_length(max(len(r.ids) for r in records))
+        ids = stack_rows([r.ids for r in records], length, np.int32)
+        sampled = stack_rows([r.loss_mask for r in records], length, np.float32)
+        sampler_lp = stack_rows([r.logprobs for r in records], length, np.float32)
+        if g.loss_mask:
+            mask = sampled
+        else:  # ablation: every token after the prompt, environment replies included
+            mask = stack_rows([[0] * r.prompt_len + [1] * (len(r.ids) - r.prompt_len) for r in records], length, np.float32)
+        mask[:, 0] = 0.0
+
+        rows_per_micro = g.micro_batch_size or (n // g.mini_batches)
+        micro_all = n // rows_per_micro
+        ids_dev = fns.shard_batch({"ids": to_micro(ids, micro_all)})["ids"]
+        trainer_lp = np.asarray(fns.logprobs(state.params, ids_dev)).reshape(n, length)
+        token_count = max(float(sampled.sum()), 1.0)
+        gap = np.abs(trainer_lp - sampler_lp) * sampled
+        metrics = {"logprob_gap_mean": float(gap.sum() / token_count), "logprob_gap_max": float(gap.max()),
+                   "reward": float(rewards.mean()), "reward_std": float(rewards.std()),
+                   "response_tokens": float(sampled.sum() / n),
+                   "groups_all_equal": float(np.mean(rewards.reshape(-1, cfg.rollout.group_size).std(1) == 0))}
+        if g.recompute_old_logprobs:
+            old = trainer_lp
+        else:  # sampler's, except where the sampler recorded none (environment tokens in the ablation)
+            old = np.where(sampled > 0, sampler_lp, trainer_lp)
+        arrays = {"ids": ids, "mask": mask, "old_logprobs": old.astype(np.float32), "advantages": adv}
+        if g.beta > 0:
+            arrays["ref_logprobs"] = np.asarray(fns.logprobs(self.ref_params, ids_dev)).reshape(n, length)
+
+        rng = np.random.default_rng(seed)
+        sums: dict[str, float] = {}
+        updates = 0
+        mini = n // g.mini_batches
+        for _ in range(g.epochs):
+            order = rng.permutation(n)
+            for m in range(g.mini_batches):
+                rows = order[m * mini:(m + 1) * mini]
+                micro = {k: to_micro(v[rows], mini // rows_per_micro) for k, v in arrays.items()}
+                state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
+                for k, v in jax.device_get(step_metrics).items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                updates += 1
+        metrics.update({k: v / updates for k, v in sums.items()})
+        return state, metrics
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, float]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}/"))
+        elif isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
+            out[f"{prefix}{k}"] = float(v)
+    return out
+
+
+def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
+    """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights."""
+    from models.config import get_config
+
+    dtype, param_dtype = _dtype(cfg.model.compute_dtype), _dtype(cfg.model.param_dtype)
+    init = cfg.model.init
+    if init.startswith("hf:"):
+        from models.hf import load_pretrained
+
+        return load_pretrained(init[3:], dtype=dtype, param_dtype=param_dtype)
+    if init.startswith("ckpt:"):
+        from models.checkpoint import load_model
+
+        return load_model(init[5:], dtype=dtype, param_dtype=param_dtype)
+    if init:
+        raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
+    overrides = dict(cfg.model.overrides)
+    if vocab_size is not None and "vocab_size" not in overrides:
+        overrides["vocab_size"] = vocab_size
+    model_cfg = get_config(cfg.model.preset, **overrides)
+    from models.sharding import create_model
+
+    mesh = build_mesh(cfg.mesh)
+    return create_model(model_cfg, mesh, seed=cfg.seed, dtype=dtype, param_dtype=param_dtype)
