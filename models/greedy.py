@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -25,6 +26,7 @@ def greedy_generate(model, prompt: jax.Array, prompt_lens: jax.Array, max_new_to
     return run(state, jnp.asarray(prompt, jnp.int32), jnp.asarray(prompt_lens, jnp.int32))
 
 
+@functools.lru_cache(maxsize=16)
 def _compiled(graphdef, batch: int, max_len: int, max_new: int, cache_dtype: Any):
     @jax.jit
     def run(state, prompt, prompt_lens):

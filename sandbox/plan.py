@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -145,12 +145,12 @@ class Activity:
     seat_class: str | None = None
     description: str | None = None
     tips: str | None = None
-    keys: frozenset[str] = field(default_factory=frozenset)  # normalised keys the plan gave
 
     @property
     def label(self) -> str:
         """How reasons name this activity, e.g. "lunch 'Spicy House' 12:20-13:20"."""
-        kind = self.meal or self.type
+        kind = self.meal or (self.mode if self.type == "intercity_transport" and self.mode
+                             else self.type)
         what = self.number if self.type == "intercity_transport" else self.name
         return f"{kind} {what!r} {self.start_time}-{self.end_time}" if what else (
             f"{kind} {self.start_time}-{self.end_time}")
@@ -164,7 +164,6 @@ class Day:
     weather: Weather | None
     city_info: str | None
     activities: list[Activity]
-    keys: frozenset[str] = field(default_factory=frozenset)
 
 
 @dataclass
@@ -340,7 +339,6 @@ def _to_day(position: int, raw: Any) -> Day:
         weather=_to_weather(obj.get("weather")),
         city_info=_as_text(obj.get("city_info")),
         activities=[_to_activity(f"day {number}", i, a) for i, a in enumerate(activities)],
-        keys=frozenset(obj),
     )
 
 
@@ -385,7 +383,6 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
         seat_class=_as_text(obj.get("seat_class")),
         description=_as_text(obj.get("description")),
         tips=_as_text(obj.get("tips")),
-        keys=frozenset(obj),
     )
 
 

@@ -212,11 +212,10 @@ def visit(kind: str, name: str, start: str, end: str, mode: str = "Taxi", meal: 
         price = ENTERTAINMENT[name][3] * PEOPLE
     else:
         price = HOTELS[name][4] * math.ceil(PEOPLE / 2)
-    act = {"type": kind, "name": name, "start_time": start, "end_time": end, "price": price,
-           "transport": {"mode": mode}, "description": f"{name}: a local favourite worth the trip.",
+    act = {"type": kind, **({"meal": meal} if meal else {}), "name": name, "start_time": start,
+           "end_time": end, "price": price, "transport": {"mode": mode},
+           "description": f"{name}: a local favourite worth the trip.",
            "tips": "Arrive a little early to avoid queues."}
-    if meal:
-        act["meal"] = meal
     return act
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from sandbox.evaluator import C_NAMES, CONSTRAINT_NAMES, CONSTRAINTS, UPC_NAMES, evaluate_plan
 from sandbox.evaluator.lookup import index_for
+from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
 from tests.evaluator_fixtures import (GROUND_TRUTH, INSTANCE, _train, build_mini_world, find,
                                       route_plan, valid_plan, visit)
 
@@ -457,3 +458,107 @@ def test_random_field_edits_of_a_valid_plan_never_crash(world, day, index, key, 
     acts[index % len(acts)][key] = value
     result = evaluate(plan, world)
     assert len(result.results) == 32
+
+
+# ---------------------------------------------------------------- the generated world
+
+
+def _mapguide_minutes(world, origin: str, destination: str, mode: str) -> tuple[int, float]:
+    result = world.call_tool("MapGuide", {"origin_cityName": "Chengdu", "origin": origin,
+                                          "destination_cityName": "Chengdu",
+                                          "destination": destination})
+    assert not result.is_error, result.text
+    route = next(json.loads(line) for line in result.text.splitlines()[1:]
+                 if json.loads(line)["mode"] == mode)
+    return route["duration_min"], route["distance_km"]
+
+
+def test_plan_from_generated_store_rows_is_authentic(small_world):
+    """Rows of the generated small world + MapGuide legs satisfy the store-backed checks."""
+    import sqlite3
+
+    db = sqlite3.connect(small_world.path)
+    db.row_factory = sqlite3.Row
+    go = db.execute("SELECT * FROM trains WHERE origin_city='Chongqing' AND destination_city="
+                    "'Chengdu' AND arrival_day_offset=0 AND arrival_time<='13:00' "
+                    "ORDER BY departure_time LIMIT 1").fetchone()
+    back = db.execute("SELECT * FROM trains WHERE origin_city='Chengdu' AND destination_city="
+                      "'Chongqing' AND departure_time>='16:00' AND arrival_day_offset=0 "
+                      "ORDER BY departure_time LIMIT 1").fetchone()
+    lunch, breakfast = db.execute("SELECT name FROM restaurants WHERE city='Chengdu' AND "
+                                  "open_time<='07:00' AND close_time>='15:00' LIMIT 2").fetchall()
+    sight = db.execute("SELECT name FROM attractions WHERE city='Chengdu' AND open_time<='09:00' "
+                       "AND close_time>='18:00' LIMIT 1").fetchone()
+    hotel = db.execute("SELECT name FROM hotels WHERE city='Chengdu' LIMIT 1").fetchone()
+    weather = {r["date"]: r for r in db.execute(
+        "SELECT * FROM weather WHERE city='Chengdu' AND date IN ('2026-05-01','2026-05-02')")}
+    assert go and back and sight and hotel and len(weather) == 2
+
+    def train(row):
+        seat = next(iter(json.loads(row["fares"])))
+        return {"type": "intercity_transport", "mode": "train", "number": row["train_number"],
+                "from_city": row["origin_city"], "to_city": row["destination_city"],
+                "start_time": row["departure_time"], "end_time": row["arrival_time"],
+                "seat_class": seat, "price": 2 * json.loads(row["fares"])[seat]}
+
+    def stop(kind, name, start, end, origin, **extra):
+        minutes, km = _mapguide_minutes(small_world, origin, name, "Taxi")
+        return {"type": kind, "name": name, "start_time": start, "end_time": end, "price": 100,
+                "transport": {"mode": "Taxi", "duration_min": minutes, "distance_km": km}, **extra}
+
+    def day(n, date, acts):
+        w = weather[date]
+        return {"day": n, "date": date, "city": "Chengdu", "city_info": "Capital of Sichuan.",
+                "weather": {"condition": w["weather"], "max_temp": w["max_temp"],
+                            "min_temp": w["min_temp"]}, "activities": acts}
+
+    plan = [
+        day(1, "2026-05-01", [
+            train(go),
+            stop("meal", lunch["name"], "14:00", "14:30", go["destination_station"], meal="lunch"),
+            stop("attraction", sight["name"], "15:30", "17:00", lunch["name"]),
+            stop("hotel", hotel["name"], "19:00", "19:30", sight["name"])]),
+        day(2, "2026-05-02", [
+            stop("meal", breakfast["name"], "08:00", "08:30", hotel["name"], meal="breakfast"),
+            train(back)]),
+    ]
+    gt = {"query": {"origin": "Chongqing", "destination": "Chengdu", "start_date": "2026-05-01",
+                    "days": 2, "people": 2, "budget": 50000}, "profile": {}}
+    store_backed = ("poi_authenticity", "intercity_transport_authenticity",
+                    "local_transport_authenticity", "business_hours", "weather_and_city_info")
+    result = evaluate_plan(json.dumps(plan), None, gt, small_world)
+    assert result.delivered
+    for name in store_backed:
+        assert result[name].passed, (name, result[name].reason)
+    plan[0]["activities"][3]["transport"]["duration_min"] += 30  # hotel leg
+    plan[1]["activities"][1]["start_time"] = "03:00"  # return train
+    plan[0]["activities"][1]["name"] += " Annex"  # lunch
+    result = evaluate_plan(json.dumps(plan), None, gt, small_world)
+    for name, text in zip(store_backed[:3], (" Annex", "03:00", "plan says")):
+        assert not result[name].passed and text in result[name].reason, result[name].reason
+
+
+# ---------------------------------------------------------------- the documentation stays true
+
+
+def _readme_section(title: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "sandbox" / "README.md").read_text()
+    start = text.index(f"## {title}\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_readme_plan_example_passes_all_32(world):
+    section = _readme_section("Plan format")
+    example = section[section.index("```json\n") + 8:section.index("\n```", section.index("```json"))]
+    gt = copy.deepcopy(GROUND_TRUTH)
+    gt["query"]["days"] = 2
+    result = evaluate_plan(example, INSTANCE, gt, world)
+    assert result.all_passed, [(r.name, r.reason) for r in result.failed]
+
+
+def test_readme_lists_every_constraint():
+    section = _readme_section("Constraints, metrics and reward")
+    for c in CONSTRAINTS:
+        assert f"| `{c.name}` | {c.category} | {c.group} | {c.description} |" in section

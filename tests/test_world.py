@@ -3,6 +3,7 @@
 import csv
 import hashlib
 import json
+import pickle
 import sqlite3
 
 import pytest
@@ -176,6 +177,8 @@ def test_weather_covers_every_city_and_day(db):
 def test_store_lookups(store, db):
     world = open_world(store.parent)
     assert len(world.cities()) == 24 and world.city("成都")["name"] == "Chengdu"
+    clone = pickle.loads(pickle.dumps(world))  # worker processes receive the world by path
+    assert clone.path == world.path and clone.city("Chengdu") == world.city("Chengdu")
     row = db.execute("SELECT name, id FROM hotels WHERE city = 'Chengdu' LIMIT 1").fetchone()
     poi = world.find_poi("hotel", "chengdu", row["name"].upper())
     assert poi["id"] == row["id"] and isinstance(poi["facilities"], list)
@@ -201,9 +204,8 @@ def _export(store, directory):
 
 def test_loader_round_trip_reproduces_every_row(store, tmp_path):
     _export(store, tmp_path / "tables")
-    rebuilt = tmp_path / "rebuilt.sqlite"
-    counts = build_store_from_files(tmp_path / "tables", rebuilt)
-    assert counts["hotels"] == 24 * SCALES["small"].hotels and counts["flights"] == FLIGHTS_KEPT
+    assert make_data_main(["--out", str(tmp_path / "data"), "--from-jsonl", str(tmp_path / "tables")]) == 0
+    rebuilt = tmp_path / "data" / "world.sqlite"
     a, b = sqlite3.connect(store), sqlite3.connect(rebuilt)
     for table in TABLES:
         limit = f" LIMIT {FLIGHTS_KEPT}" if table == "flights" else ""

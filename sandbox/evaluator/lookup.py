@@ -177,7 +177,7 @@ class WorldIndex:
         return WeatherRecord(*rows[0]) if rows else None
 
 
-_INDEXES: dict[tuple[str, float], WorldIndex] = {}
+_INDEXES: dict[tuple[str, float, int], WorldIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 
 
@@ -199,11 +199,12 @@ def store_path(world: Any) -> str:
 
 
 def index_for(world: Any) -> WorldIndex:
-    """The cached index of a world (rebuilt when the store file changes on disk)."""
+    """The cached index of a world (rebuilt when the store file changes on disk, and per process:
+    an SQLite connection must not cross a fork)."""
     if isinstance(world, WorldIndex):
         return world
     path = store_path(world)
-    key = (path, os.path.getmtime(path))
+    key = (path, os.path.getmtime(path), os.getpid())
     index = _INDEXES.get(key)
     if index is None:
         with _INDEXES_LOCK:

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator
 from sandbox.instances import feasibility
 from sandbox.instances.catalog import Catalog
 from sandbox.instances.instructions import make_instruction
-from sandbox.instances.profiles import DIFFICULTIES, consistency_problems, sample_profile
+from sandbox.instances.profiles import (DIFFICULTIES, category_count, consistency_problems,
+                                       sample_profile)
 from sandbox.instances.trajectories import TrajectoryError, build_trajectory
 
 SPLIT_SIZES = {
@@ -77,12 +78,13 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
     """One solvable instance; `reasons` counts why rejected attempts were rejected."""
     rng = random.Random(f"b2t:{seed}:{split}:{difficulty}:{index}:{salt}")
     reasons = reasons if reasons is not None else Counter()
-    # Trip length and party size are drawn once, so that rejecting hard-to-serve attempts does
+    # Trip length, party size and how many categories are constrained are drawn once, so that rejecting hard-to-serve attempts does
     # not shift their distribution (Table 2).
     days = rng.choices(TRIP_DAYS, weights=TRIP_DAY_WEIGHTS)[0]
     people = rng.choices(PARTY_SIZES, weights=PARTY_WEIGHTS)[0]
+    n_categories = category_count(difficulty, rng)
     for _ in range(MAX_ATTEMPTS):
-        profile = sample_profile(rng, difficulty)
+        profile = sample_profile(rng, difficulty, n_categories)
         problems = consistency_problems(profile)
         if problems:
             reasons["inconsistent profile: " + problems[0]] += 1

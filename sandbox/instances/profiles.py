@@ -36,18 +36,15 @@ def empty_history() -> dict[str, list[str]]:
     return {key: [] for key in vocab.PROFILE_DIMENSIONS["history"]}
 
 
-def categories_for(difficulty: str, rng: random.Random) -> list[str]:
-    """Which preference categories a profile of this difficulty constrains (in CATEGORIES order)."""
+def category_count(difficulty: str, rng: random.Random) -> int:
+    """How many preference categories a profile of this difficulty constrains."""
     if difficulty == "easy":
-        count = 1
-    elif difficulty == "medium":
-        count = 2 if rng.random() < 0.6 else 3   # mean 2.4 as in Table 2
-    elif difficulty == "hard":
-        count = len(CATEGORIES)
-    else:
-        raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
-    chosen = set(rng.sample(CATEGORIES, count))
-    return [c for c in CATEGORIES if c in chosen]
+        return 1
+    if difficulty == "medium":
+        return 2 if rng.random() < 0.6 else 3   # mean 2.4 as in Table 2
+    if difficulty == "hard":
+        return len(CATEGORIES)
+    raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
 
 
 def _near_tier(rng: random.Random, tiers: dict[str, int], tier: int) -> str:
@@ -97,10 +94,12 @@ def sample_transportation(rng: random.Random, tier: int) -> dict[str, Any]:
             "seat_class": seat}
 
 
-def sample_profile(rng: random.Random, difficulty: str) -> dict[str, Any]:
-    """A profile with `difficulty`'s number of constrained categories and an empty history."""
+def sample_profile(rng: random.Random, difficulty: str, count: int | None = None) -> dict[str, Any]:
+    """A profile constraining `count` categories (default: drawn for `difficulty`), no history."""
     tier = rng.choices((0, 1, 2, 3), weights=(2, 4, 3, 1))[0]
-    chosen = categories_for(difficulty, rng)
+    count = category_count(difficulty, rng) if count is None else count
+    picked = set(rng.sample(CATEGORIES, count))
+    chosen = [c for c in CATEGORIES if c in picked]
     profile: dict[str, Any] = {c: None for c in CATEGORIES}
     for category in chosen:
         if category == "hotel":

@@ -50,7 +50,7 @@ class Shape:
 
 SHAPES = {
     "easy": Shape(10.3, 2.0, (6, 15), 0.27, 0.5, (1, 2), (2, 4), (14, 28)),
-    "medium": Shape(27.2, 4.0, (18, 36), 0.28, 0.48, (2, 3), (4, 7), (21, 42)),
+    "medium": Shape(27.2, 4.0, (19, 36), 0.3, 0.5, (2, 3), (4, 7), (21, 42)),
     "hard": Shape(47.8, 6.0, (36, 60), 0.34, 0.5, (3, 4), (7, 11), (28, 63)),
 }
 # How many bookings one city visit plausibly has per kind.

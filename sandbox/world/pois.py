@@ -84,9 +84,9 @@ def _rating(rng: random.Random, mean: float = 4.3) -> float:
     return round(min(5.0, max(3.0, rng.gauss(mean, 0.35))), 1)
 
 
-def _weighted(rng: random.Random, options: tuple, weight_index: int = -1):
-    weights = [o[weight_index] for o in options]
-    return rng.choices(options, weights=weights, k=1)[0]
+def _weighted(rng: random.Random, options: tuple):
+    """One of `options`, tuples whose last element is the weight."""
+    return rng.choices(options, weights=[o[-1] for o in options], k=1)[0]
 
 
 def _reviews(rng: random.Random, kind: str) -> str:

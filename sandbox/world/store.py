@@ -54,6 +54,13 @@ class World:
             self._city_alias[_normalize(name)] = name
             self._city_alias[_normalize(city["name_zh"])] = name
 
+    def __reduce__(self):
+        """Pickles as its path, so a World can be sent to worker processes (which reopen the file)."""
+        return (World, (self.path,))
+
+    def __repr__(self) -> str:
+        return f"World({str(self.path)!r}, scale={self.meta.get('scale')!r}, seed={self.meta.get('seed')!r})"
+
     # -- connections -------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -7,6 +7,7 @@ that avoids travelling between 23:00 and 06:00 when the trip is shorter than abo
 """
 
 import datetime as dt
+import json
 import random
 from collections.abc import Iterator
 
@@ -101,12 +102,8 @@ def trains(scale: Scale, seed: int) -> list[tuple]:
             fares = {"Second Class Seat": second, "First Class Seat": float(round(second * first_ratio, 1))}
             rows.append((len(rows) + 1, number, train_type, a.name, rng.choice(a.stations), b.name,
                          rng.choice(b.stations), hhmm(dep), hhmm(arrive), arrive // (24 * 60),
-                         duration_text(minutes), minutes, _json_fares(fares)))
+                         duration_text(minutes), minutes, json.dumps(fares)))
     return rows
-
-
-def _json_fares(fares: dict[str, float]) -> str:
-    return "{" + ", ".join(f'"{k}": {v}' for k, v in fares.items()) + "}"
 
 
 def _train_minutes(letter: str, rail_km: float, rng: random.Random) -> int:

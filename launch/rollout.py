@@ -1,0 +1,144 @@
+"""Roll out the B2T agent on a benchmark split and write one JSON object per episode.
+
+    python launch/rollout.py --checkpoint CKPT_OR_HF_DIR --data DATA --split test --num 16 --out rollouts.jsonl
+    python launch/rollout.py --model tiny --data DATA --num 4 --out /tmp/r.jsonl   # random tiny model
+
+`--model tiny` builds a random 2-layer Qwen3; its tokenizer is a SentencePiece model trained on the
+spot on the data (saved beside --out) unless `--tokenizer` names one (e.g. `qwen3`). Each line
+holds instance_id, ids, loss_mask, logprobs (0.0 where the mask is 0), turns, errors, answer,
+stop_reason, truncated, timings and `tokenizer` (what `models.tokenizer.load_tokenizer` reloads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+log = logging.getLogger("rollout")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", type=Path, help="Orbax model checkpoint, training run checkpoints/ or HF dir")
+    src.add_argument("--model", choices=["tiny"], help="random-init model preset")
+    p.add_argument("--tokenizer", default=None, help="'qwen3', a HF dir or a SentencePiece .model")
+    p.add_argument("--data", type=Path, required=True, help="data directory (world.sqlite, instances/)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--num", type=int, default=8, help="number of instances (first N of the split)")
+    p.add_argument("--out", type=Path, required=True, help="output JSONL file")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--max-turns", type=int, default=10)
+    p.add_argument("--max-turn-tokens", type=int, default=1024)
+    p.add_argument("--max-total-tokens", type=int, default=16384)
+    p.add_argument("--max-prompt-tokens", type=int, default=None, help="default: half of --max-total-tokens")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--turn-cap", choices=["stop", "close"], default="stop",
+                   help="at --max-turn-tokens: end the episode, or close the turn and continue")
+    p.add_argument("--variant", choices=["b2t", "react"], default="b2t")
+    p.add_argument("--no-memory", action="store_true", help="ablation: no memory module")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
+    from flax import nnx
+
+    if args.checkpoint is not None:
+        ckpt = args.checkpoint
+        if not ckpt.is_dir():
+            raise SystemExit(f"--checkpoint {ckpt} is not a directory")
+        if any(ckpt.glob("*.safetensors")):
+            from models.hf import load_pretrained
+
+            return load_pretrained(ckpt)
+        from models.checkpoint import load_model as load_orbax
+
+        return load_orbax(ckpt)
+    from models.config import get_config
+    from models.qwen3 import Qwen3ForCausalLM
+
+    cfg = dataclasses.replace(get_config("tiny"), vocab_size=vocab_size)
+    return Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(args.seed))
+
+
+def tokenizer_spec(args: argparse.Namespace, world: Any, instances: list[dict]) -> str:
+    """What to load: --tokenizer, else the checkpoint's own, else (tiny) a SentencePiece model trained now."""
+    if args.tokenizer:
+        return args.tokenizer
+    if args.checkpoint is not None:
+        has_own = (args.checkpoint / "tokenizer.json").exists() or len(list(args.checkpoint.glob("*.model"))) == 1
+        return str(args.checkpoint) if has_own else "qwen3"
+    from models.spm import train_sentencepiece
+    from rollout.prompt import build_prompt
+
+    corpus = [build_prompt(inst, world.tool_schemas()).text() for inst in instances]
+    prefix = args.out.with_suffix("").as_posix() + ".spm"
+    path = train_sentencepiece(corpus, prefix, vocab_size=2048)
+    log.info("trained a SentencePiece tokenizer on %d prompts: %s", len(corpus), path)
+    return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    import sandbox
+    from models.tokenizer import load_tokenizer
+    from rollout import RolloutConfig, RolloutEngine, agent_episode
+    from sandbox.instances.loader import load_split
+
+    if not (args.data / "world.sqlite").exists():
+        raise SystemExit(f"{args.data} has no world.sqlite; build it with launch/make_data.py --out {args.data}")
+    world = sandbox.open_world(args.data)
+    instances = [x.visible for x in load_split(args.data, args.split, with_ground_truth=False)][: args.num]
+    if not instances:
+        raise SystemExit(f"no instances in {args.data}/instances/{args.split}.jsonl")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    spec = tokenizer_spec(args, world, instances)
+    tok = load_tokenizer(spec)
+    model = load_model(args, tok.vocab_size)
+    if model.config.vocab_size < tok.vocab_size:
+        raise SystemExit(f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}")
+
+    config = RolloutConfig(batch_size=args.batch_size, max_turns=args.max_turns, max_turn_tokens=args.max_turn_tokens,
+                           max_total_tokens=args.max_total_tokens, temperature=args.temperature, top_p=args.top_p,
+                           top_k=args.top_k, turn_cap=args.turn_cap)
+    max_prompt = args.max_prompt_tokens or args.max_total_tokens // 2
+    python_tool = world.python_tool()
+    episodes = [agent_episode(inst, world, tok, max_turns=args.max_turns, max_prompt_tokens=max_prompt,
+                              memory=not args.no_memory, variant=args.variant, python_tool=python_tool)
+                for inst in instances]
+    engine = RolloutEngine(model, tok, config)
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(episodes), desc="episodes", unit="ep")
+    engine.progress = lambda done, total: bar.update(done - bar.n)
+    started = time.perf_counter()
+    records = engine.run(episodes, rng=args.seed)
+    bar.close()
+    with open(args.out, "w") as f:
+        for record in records:
+            record.tokenizer = spec
+            f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+    stats = engine.stats
+    reasons = collections.Counter(r.stop_reason for r in records)
+    log.info("%d episodes in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, stop reasons %s -> %s",
+             len(records), time.perf_counter() - started, stats.generated_tokens,
+             stats.generated_tokens / max(stats.wall_s, 1e-9), 100 * stats.host_share, dict(reasons), args.out)
+    python_tool.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
