@@ -21,11 +21,12 @@ _BAR_KEYS = (("loss", "loss"), ("reward", "R"), ("final_pass", "final"), ("micro
 
 
 def _plain(value: Any) -> Any:
+    """JSON-safe scalar: floats stay floats, NaN/inf become None, non-numbers pass through."""
     try:
         value = float(value)
     except (TypeError, ValueError):
         return value
-    return value if math.isfinite(value) else None if math.isnan(value) else value
+    return value if math.isfinite(value) else None
 
 
 class MetricsWriter:
@@ -91,12 +92,16 @@ class MetricsWriter:
             self._jsonl.close()
 
 
-def read_metrics(path: str | Path) -> dict[int, dict]:
-    """Last record per step of a metrics.jsonl (a resumed run re-logs steps after its checkpoint)."""
+def read_metrics(path: str | Path, phase: str | None = None) -> dict[int, dict]:
+    """Last record per step of a metrics.jsonl (a resumed run re-logs steps after its checkpoint).
+
+    `phase` keeps only that phase's records ("sft", "grpo", "eval"); None keeps the training ones.
+    """
     out: dict[int, dict] = {}
     with open(path) as f:
         for line in f:
             if line.strip():
                 row = json.loads(line)
-                out[row["step"]] = row
+                if (phase is None and row.get("phase") != "eval") or row.get("phase") == phase:
+                    out[row["step"]] = row
     return out

@@ -113,14 +113,18 @@ class Trainer:
         shardings = param_shardings(self.model_fn.abstract_params, self.mesh)
         return jax.device_put(params, shardings)
 
-    def _train_state_json(self, phase: str, phase_step: int, key: jax.Array, data: BatchIterator, counters: dict) -> dict:
-        return {"phase": phase, "phase_step": phase_step, "rng": np.asarray(jax.random.key_data(key)).tolist(),
-                "data": data.get_state(), "counters": counters}
+    def _train_state_json(self, phase: str, phase_step: int, data: BatchIterator, counters: dict) -> dict:
+        """The host-side state a resume needs. Randomness is a pure function of (seed, step), so the
+        seed is all the RNG state there is."""
+        return {"phase": phase, "phase_step": phase_step, "seed": self.cfg.seed, "data": data.get_state(),
+                "counters": counters}
+
+    def _step_seed(self, global_step: int) -> int:
+        return int(np.random.default_rng([self.cfg.seed, global_step]).integers(2**31 - 1))
 
     # ------------------------------------------------------------------------------------------
     def run(self) -> RunResult:
         cfg = self.cfg
-        key = jax.random.key(cfg.seed)
         params = self._place_params(self.params0)
         start = {"phase": "sft" if self.sft_steps else "grpo", "phase_step": 0, "data": None, "counters": {}}
         restored_state = None
@@ -128,7 +132,6 @@ class Trainer:
         if latest is not None:
             fns, abstract = self._phase_fns("grpo", params)
             restored_state, start, _ = self.ckpt.restore(latest, abstract)
-            key = jax.random.wrap_key_data(jnp.asarray(start["rng"], jnp.uint32))
             params = restored_state.params
         elif self.resume:
             print(f"--resume: no checkpoint in {self.out / 'checkpoints'}, starting fresh", flush=True)
@@ -140,11 +143,11 @@ class Trainer:
             with PreemptionGuard() as guard:
                 if start["phase"] == "sft" and self.sft_steps:
                     resume_state = restored_state if restored_state is not None else None
-                    params, last, key = self._run_sft(params, key, start, resume_state, writer, guard)
+                    params, last = self._run_sft(params, start, resume_state, writer, guard)
                     start = {"phase": "grpo", "phase_step": 0, "data": None, "counters": {}}
                     restored_state = None
                 if self.grpo_steps and start["phase"] == "grpo":
-                    params, last, key = self._run_grpo(params, key, start, restored_state, writer, guard)
+                    params, last = self._run_grpo(params, start, restored_state, writer, guard)
             self.ckpt.wait()
             eval_metrics, table = None, None
             if cfg.eval_at_end:
@@ -172,7 +175,7 @@ class Trainer:
         self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=final)
 
     # ------------------------------------------------------------------------------------------
-    def _run_sft(self, params, key, start, restored_state, writer, guard):
+    def _run_sft(self, params, start, restored_state, writer, guard):
         cfg = self.cfg
         fns, state = self._phase_fns("sft", params)
         if restored_state is not None:
@@ -200,11 +203,11 @@ class Trainer:
             last = metrics
             global_step = phase_step
             writer.log(global_step, metrics, phase="sft")
-            train_state = self._train_state_json("sft", phase_step, key, data, counters)
+            train_state = self._train_state_json("sft", phase_step, data, counters)
             self._save(global_step, state, train_state, final=phase_step == self.sft_steps)
             if phase_step < self.sft_steps:
                 self._maybe_stop(guard, global_step, state, train_state, writer)
-        return state.params, last, key
+        return state.params, last
 
     # ------------------------------------------------------------------------------------------
     def _reference_params(self, params, fresh: bool):
@@ -222,7 +225,7 @@ class Trainer:
         target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
         return checkpointer.restore(path, target)
 
-    def _run_grpo(self, params, key, start, restored_state, writer, guard):
+    def _run_grpo(self, params, start, restored_state, writer, guard):
         cfg, g = self.cfg, self.cfg.grpo
         fns, state = self._phase_fns("grpo", params)
         if restored_state is not None:
@@ -237,10 +240,9 @@ class Trainer:
         last = {}
         for phase_step in range(start["phase_step"] + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
-            step_key = jax.random.fold_in(key, global_step)
             t0 = time.perf_counter()
             prompts = data.next_batch(cfg.rollout.prompts_per_step)
-            seed = int(jax.random.randint(step_key, (), 0, 2**31 - 1))
+            seed = self._step_seed(global_step)
             batch = self.task.rollout(self.model_fn(state.params), prompts, cfg.rollout.group_size, seed)
             t_rollout = time.perf_counter() - t0
             state, metrics = self._grpo_update(fns, state, batch, seed)
@@ -252,11 +254,11 @@ class Trainer:
                            skipped=int(state.skipped), samples=counters["samples"])
             last = metrics
             writer.log(global_step, metrics, phase="grpo")
-            train_state = self._train_state_json("grpo", phase_step, key, data, counters)
+            train_state = self._train_state_json("grpo", phase_step, data, counters)
             self._save(global_step, state, train_state, final=phase_step == self.grpo_steps)
             if phase_step < self.grpo_steps:
                 self._maybe_stop(guard, global_step, state, train_state, writer)
-        return state.params, last, key
+        return state.params, last
 
     def _grpo_update(self, fns: StepFns, state: TrainState, batch: RolloutBatch, seed: int):
         """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps."""
@@ -264,7 +266,7 @@ class Trainer:
         records = batch.records
         n = len(records)
         rewards = np.array([r.reward for r in records], np.float32)
-        adv = np.asarray(grpo.group_advantages(jnp.asarray(rewards), cfg.rollout.group_size, g.adv_eps, g.scale_by_std))
+        adv = np.asarray(_advantages(rewards, cfg.rollout.group_size, g.adv_eps, g.scale_by_std))
         length = pad_length(max(len(r.ids) for r in records))
         ids = stack_rows([r.ids for r in records], length, np.int32)
         sampled = stack_rows([r.loss_mask for r in records], length, np.float32)
@@ -308,6 +310,9 @@ class Trainer:
                 updates += 1
         metrics.update({k: v / updates for k, v in sums.items()})
         return state, metrics
+
+
+_advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, float]:

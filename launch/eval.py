@@ -32,6 +32,15 @@ AGENTS: dict[str, Callable[[list[Pair], Path, argparse.Namespace], Iterable[tupl
 NO_PLAN = "no plan was given for this instance"
 
 
+def _expert_agent(pairs: list[Pair], data: Path, args: argparse.Namespace) -> Iterable[tuple[str, Any]]:
+    """The expert planner (sandbox/expert): solves each instance through the real tools."""
+    from sandbox.expert import expert_answers
+    return expert_answers(pairs, data / "world.sqlite")
+
+
+AGENTS["expert"] = _expert_agent
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     model = load_model(args.checkpoint)
     dtype = DTYPES[args.dtype] if args.dtype else None
-    save_pretrained(model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype)
+    save_pretrained(model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype,
+                    progress=True)
     print(f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s")
     return 0
 

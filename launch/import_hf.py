@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.hf):
         parser.error(f"--hf {args.hf!r} is not a directory")
     start = time.time()
-    model = load_pretrained(args.hf, dtype=DTYPES[args.dtype])
+    model = load_pretrained(args.hf, dtype=DTYPES[args.dtype], progress=True)
     print(f"loaded {model.config.num_params() / 1e6:.1f}M params from {args.hf} in {time.time() - start:.1f}s")
     out = save_model(model, args.out)
     print(f"wrote checkpoint {out} in {time.time() - start:.1f}s total")

@@ -15,6 +15,7 @@ from pathlib import Path
 from sandbox.world.generator import build_world
 from sandbox.world.loader import build_store_from_files
 from sandbox.world.scales import SCALES
+from sandbox.instances.build import build_benchmark
 
 log = logging.getLogger("make_data")
 
@@ -26,6 +27,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", default=0, type=int, help="generator seed (default 0)")
     parser.add_argument("--from-jsonl", type=Path, default=None, metavar="DIR",
                         help="build the store from DIR/<table>.jsonl or .csv files instead of generating it")
+    parser.add_argument("--language", default="en", choices=("en", "zh"), help="instruction language")
+    parser.add_argument("--workers", default=2, type=int, help="processes for instances (default 2)")
+    parser.add_argument("--no-expert", action="store_true",
+                        help="skip expert validation and SFT traces (instances are not checked solvable)")
     return parser.parse_args(argv)
 
 
@@ -42,11 +47,33 @@ def step_world(args: argparse.Namespace) -> Path:
     return store
 
 
+def step_instances(args: argparse.Namespace, store: Path) -> None:
+    """Step 2: instances/, ground_truth/, stats.json and (expert) sft/train.jsonl."""
+    prompt_builder = None
+    if not args.no_expert:
+        # The agent's own prompt frames the SFT traces. launch/rollout.py would shadow the
+        # `rollout` package, so this script's folder is off the import path for this import.
+        here = Path(__file__).resolve().parent
+        saved = list(sys.path)
+        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+        try:
+            from rollout.prompt import build_prompt
+        finally:
+            sys.path[:] = saved
+        prompt_builder = build_prompt
+    started = time.perf_counter()
+    build_benchmark(store, args.out, scale=args.scale, seed=args.seed, language=args.language,
+                    workers=args.workers, use_expert=not args.no_expert, log=log.info,
+                    prompt_builder=prompt_builder)
+    log.info("instances: done (%.1fs)", time.perf_counter() - started)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    step_world(args)
+    store = step_world(args)
+    step_instances(args, store)
     return 0
 
 

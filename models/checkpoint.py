@@ -44,9 +44,11 @@ def save_model(model, directory: str | os.PathLike) -> str:
     return directory
 
 
-def restore_target(cfg: Qwen3Config, dtype: Any, param_dtype: Any, mesh: Mesh | None, remat: str = "none"):
+def restore_target(cfg: Qwen3Config, dtype: Any, param_dtype: Any, mesh: Mesh | None, remat: str = "none",
+                   attention_block: int | None = 1024):
     """(graphdef, abstract Param state, pure dict of ShapeDtypeStructs carrying target shardings)."""
-    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat)
+    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat,
+                              attention_block=attention_block)
     graphdef, state = nnx.split(abstract)
     device = SingleDeviceSharding(jax.devices()[0])
 
@@ -74,7 +76,7 @@ def _params_location(directory: str) -> tuple[str, int | None]:
 
 
 def load_model(directory: str | os.PathLike, dtype: Any = jnp.float32, param_dtype: Any = None,
-               mesh: Mesh | None = None, remat: str = "none"):
+               mesh: Mesh | None = None, remat: str = "none", attention_block: int | None = 1024):
     """Qwen3ForCausalLM from a model checkpoint or the latest step of a CheckpointManager directory.
     `param_dtype` defaults to `dtype`; with `mesh`, params are restored already sharded."""
     directory = os.path.abspath(os.fspath(directory))
@@ -82,7 +84,7 @@ def load_model(directory: str | os.PathLike, dtype: Any = jnp.float32, param_dty
         raise FileNotFoundError(f"no {CONFIG_FILE} in checkpoint directory {directory}")
     cfg = Qwen3Config.from_hf(directory)
     param_dtype = dtype if param_dtype is None else param_dtype
-    graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat)
+    graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat, attention_block)
     kind, step = _params_location(directory)
     if kind == "model":
         with ocp.StandardCheckpointer() as ckptr:

@@ -32,14 +32,14 @@ def _compiled(graphdef, batch: int, max_len: int, max_new: int, cache_dtype: Any
     def run(state, prompt, prompt_lens):
         model = nnx.merge(graphdef, state)
         cache = init_cache(model.config, batch, max_len, cache_dtype)
-        logits, cache = model.forward_cached(prompt, prompt_lens, cache)
-        first = jnp.argmax(logits[jnp.arange(batch), prompt_lens - 1], axis=-1).astype(jnp.int32)
+        logits, cache = model.forward_cached(prompt, prompt_lens, cache, last_only=True)  # [B, V]
+        first = jnp.argmax(logits, axis=-1).astype(jnp.int32)
         ones = jnp.ones((batch,), jnp.int32)
 
         def step(carry, _):
             token, cache = carry
-            logits, cache = model.forward_cached(token[:, None], ones, cache)
-            return (jnp.argmax(logits[:, 0], axis=-1).astype(jnp.int32), cache), token
+            logits, cache = model.forward_cached(token[:, None], ones, cache, last_only=True)
+            return (jnp.argmax(logits, axis=-1).astype(jnp.int32), cache), token
 
         _, tokens = jax.lax.scan(step, (first, cache), None, length=max_new)
         return tokens.T  # [B, max_new]

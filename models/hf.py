@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
+from tqdm.auto import tqdm
 
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
 from models.sharding import abstract_model, logical_to_spec
@@ -104,12 +105,12 @@ def _set_path(tree: dict, path: Path, value: Any) -> None:
 # HF tensors -> our params
 
 def params_from_hf(get_tensor: Callable[[str], np.ndarray], cfg: Qwen3Config, param_dtype: Any = jnp.float32,
-                   shardings: dict | None = None) -> dict:
+                   shardings: dict | None = None, progress: bool = False) -> dict:
     """Our pure param dict from HF tensors fetched one at a time by `get_tensor(name)` (numpy, HF
     layout). Peak host memory is one stacked leaf; each leaf goes straight to its sharding."""
     np_dtype = np.dtype(param_dtype)
     pure: dict = {}
-    for m in tensor_maps(cfg):
+    for m in tqdm(tensor_maps(cfg), desc="loading HF tensors", unit="leaf", disable=not progress):
         if m.stacked:
             first = m.to_ours(np.asarray(get_tensor(m.hf_name.format(i=0))))
             leaf = np.empty((cfg.num_hidden_layers, *first.shape), np_dtype)
@@ -195,16 +196,16 @@ class _SafetensorsReader(contextlib.AbstractContextManager):
 
 
 def load_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, param_dtype: Any = None,
-                    mesh: Mesh | None = None, remat: str = "none"):
+                    mesh: Mesh | None = None, remat: str = "none", attention_block: int | None = 1024,
+                    progress: bool = False):
     """Qwen3ForCausalLM from a local HF directory (config.json + safetensors), streamed tensor by
     tensor into arrays placed (and sharded, given `mesh`) as they are read. `param_dtype` defaults
-    to `dtype`."""
-    from models.qwen3 import Qwen3ForCausalLM  # noqa: F401  (abstract_model builds it)
-
+    to `dtype`; `progress` shows a tqdm bar (use it for real checkpoints)."""
     path = os.fspath(path)
     cfg = Qwen3Config.from_hf(path)
     param_dtype = dtype if param_dtype is None else param_dtype
-    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat)
+    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat,
+                              attention_block=attention_block)
     graphdef, state = nnx.split(abstract)
     shardings = None
     if mesh is not None:
@@ -221,7 +222,7 @@ def load_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, param_dty
         missing = sorted(expected - set(reader.weight_map))
         if missing:
             raise ValueError(f"{path} is missing {len(missing)} Qwen3 tensors, e.g. {missing[:5]}")
-        pure = params_from_hf(reader.get, cfg, param_dtype, shardings)
+        pure = params_from_hf(reader.get, cfg, param_dtype, shardings, progress)
     nnx.replace_by_pure_dict(state, pure)
     return nnx.merge(graphdef, state)
 
@@ -259,7 +260,7 @@ def generation_config(cfg: Qwen3Config, tokenizer: Any = None) -> dict[str, Any]
 
 
 def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
-                    max_shard_size: int | str = "5GB", dtype: Any = None) -> None:
+                    max_shard_size: int | str = "5GB", dtype: Any = None, progress: bool = False) -> None:
     """Write a transformers-loadable directory: model-XXXXX-of-YYYYY.safetensors shards + index,
     config.json, generation_config.json, and the tokenizer files when `tokenizer` is given.
     `dtype` defaults to the model's param dtype. Tied models write no lm_head.weight."""
@@ -272,8 +273,12 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
     limit = _parse_size(max_shard_size)
     pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
 
-    # Plan shards from shapes alone, then stream tensors into them.
-    sizes = {name: int(np.prod(shape)) * dtype.itemsize for name, shape in _hf_shapes(cfg).items()}
+    # Plan shards from sizes alone (a layout change keeps the size), then stream tensors into them.
+    sizes = {}
+    for m in tensor_maps(cfg):
+        shape = _get_path(pure, m.path).shape[1 if m.stacked else 0:]
+        for i in (range(cfg.num_hidden_layers) if m.stacked else [None]):
+            sizes[m.hf_name.format(i=i)] = int(np.prod(shape)) * dtype.itemsize
     shards: list[list[str]] = [[]]
     used = 0
     for name in hf_names(cfg):
@@ -287,7 +292,7 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
 
     stream = params_to_hf(pure, cfg, dtype)
     pending: dict[str, np.ndarray] = {}
-    for i, names in enumerate(shards):
+    for i, names in enumerate(tqdm(shards, desc="writing safetensors shards", unit="shard", disable=not progress)):
         want = set(names)
         # params_to_hf yields in hf_names order, so each shard is a contiguous run.
         while want - set(pending):
@@ -305,22 +310,3 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
     if tokenizer is not None:
         tokenizer.save_hf(out_dir)
 
-
-def _hf_shapes(cfg: Qwen3Config) -> dict[str, tuple[int, ...]]:
-    h, i, v, d = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.head_dim
-    nh, kvh = cfg.num_attention_heads, cfg.num_key_value_heads
-    per_layer = {
-        "input_layernorm.weight": (h,), "post_attention_layernorm.weight": (h,),
-        "self_attn.q_proj.weight": (nh * d, h), "self_attn.k_proj.weight": (kvh * d, h),
-        "self_attn.v_proj.weight": (kvh * d, h), "self_attn.o_proj.weight": (h, nh * d),
-        "self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,),
-        "mlp.gate_proj.weight": (i, h), "mlp.up_proj.weight": (i, h), "mlp.down_proj.weight": (h, i),
-        "self_attn.q_proj.bias": (nh * d,), "self_attn.k_proj.bias": (kvh * d,),
-        "self_attn.v_proj.bias": (kvh * d,), "self_attn.o_proj.bias": (h,),
-    }
-    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,), "lm_head.weight": (v, h)}
-    for name in hf_names(cfg):
-        m = re.fullmatch(r"model\.layers\.\d+\.(.+)", name)
-        if m:
-            shapes[name] = per_layer[m.group(1)]
-    return {n: shapes[n] for n in hf_names(cfg)}

@@ -55,12 +55,7 @@ def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     return out.astype(x.dtype)
 
 
-def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """GQA without repeating K/V. q: [B, T, NH, D]; k, v: [B, S, KVH, D]; mask: [B|1, T, S] bool.
-
-    Query heads are grouped as [B, T, KVH, G, D] (head h uses KV head h // G, as HF repeat_kv).
-    Masked slots get the most negative finite fp32, so a fully masked row is uniform, not NaN.
-    """
+def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
     b, t, nh, d = q.shape
     kvh = k.shape[2]
     qg = q.reshape(b, t, kvh, nh // kvh, d)
@@ -72,10 +67,31 @@ def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array)
     return out.reshape(b, t, nh, d)
 
 
+def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array,
+                      block: int | None = None) -> jax.Array:
+    """GQA without repeating K/V. q: [B, T, NH, D]; k, v: [B, S, KVH, D]; mask: [B|1, T, S] bool.
+
+    Query heads are grouped as [B, T, KVH, G, D] (head h uses KV head h // G, as HF repeat_kv).
+    Masked slots get the most negative finite fp32, so a fully masked row is uniform, not NaN.
+    With `block` dividing T (< T), queries run in blocks under lax.map + checkpoint, so the fp32
+    score tensor is [.., block, S] instead of [.., T, S] in the forward and the backward pass.
+    """
+    b, t, nh, d = q.shape
+    if block is None or t <= block or t % block:
+        return _attend(q, k, v, mask)
+    n = t // block
+    q_blocks = q.reshape(b, n, block, nh, d).swapaxes(0, 1)  # [n, B, block, NH, D]
+    mask_blocks = mask.reshape(mask.shape[0], n, block, mask.shape[-1]).swapaxes(0, 1)
+    attend_block = jax.checkpoint(lambda qm: _attend(qm[0], k, v, qm[1]))
+    out = jax.lax.map(attend_block, (q_blocks, mask_blocks))  # [n, B, block, NH, D]
+    return out.swapaxes(0, 1).reshape(b, t, nh, d)
+
+
 class Attention(nnx.Module):
     """Qwen3 self-attention: q/k/v projections, per-head q_norm/k_norm before RoPE, GQA, o_proj."""
 
-    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any,
+                 attention_block: int | None = None):
         h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         init = nnx.initializers.normal(cfg.initializer_range)
         self.q_proj = make_param(rngs, (h, nh, d), ("embed", "heads", "head_dim"), init, param_dtype)
@@ -92,6 +108,7 @@ class Attention(nnx.Module):
         self.k_norm = RMSNorm(d, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.rope_theta = cfg.rope_theta
         self.use_bias = cfg.attention_bias
+        self.attention_block = attention_block
         self.dtype = dtype
 
     def _project(self, x: jax.Array, name: str) -> jax.Array:
@@ -139,9 +156,11 @@ class MLP(nnx.Module):
 class DecoderLayer(nnx.Module):
     """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any,
+                 attention_block: int | None = None):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
-        self.attn = Attention(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.attn = Attention(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype,
+                              attention_block=attention_block)
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 
@@ -158,7 +177,7 @@ class DecoderLayer(nnx.Module):
             keys = scatter_rows(kv[0], k, slots)
             values = scatter_rows(kv[1], v, slots)
             new_kv = (keys, values)
-        x = x + self.attn.out(grouped_attention(q, keys, values, mask))
+        x = x + self.attn.out(grouped_attention(q, keys, values, mask, self.attn.attention_block))
         x = constrain(x, ("batch", "seq", "act_embed"))
         x = x + self.mlp(self.post_attn_norm(x))
         return constrain(x, ("batch", "seq", "act_embed")), new_kv

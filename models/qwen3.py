@@ -44,10 +44,12 @@ class LMHead(nnx.Module):
 
 
 class Qwen3ForCausalLM(nnx.Module):
-    """Qwen3 decoder-only LM. `dtype` is the compute dtype (e.g. bf16), `param_dtype` the stored one."""
+    """Qwen3 decoder-only LM. `dtype` is the compute dtype (e.g. bf16), `param_dtype` the stored one;
+    `remat` a key of REMAT_POLICIES or "none"; `attention_block` the query block size used when a
+    call has more tokens than it (bounds attention-score memory; None = never block)."""
 
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any = jnp.float32,
-                 param_dtype: Any = jnp.float32, remat: str = "none"):
+                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
         if remat != "none" and remat not in REMAT_POLICIES:
             raise ValueError(f"unknown remat policy {remat!r}; choose from {['none', *REMAT_POLICIES]}")
         self.config = cfg
@@ -59,7 +61,8 @@ class Qwen3ForCausalLM(nnx.Module):
         @nnx.split_rngs(splits=cfg.num_hidden_layers)
         @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
         def make_layers(layer_rngs: nnx.Rngs) -> DecoderLayer:
-            return DecoderLayer(cfg, rngs=layer_rngs, dtype=dtype, param_dtype=param_dtype)
+            return DecoderLayer(cfg, rngs=layer_rngs, dtype=dtype, param_dtype=param_dtype,
+                                attention_block=attention_block)
 
         self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
@@ -112,7 +115,7 @@ class Qwen3ForCausalLM(nnx.Module):
         """int32 [B, T] -> fp32 logits [B, T, V], causal."""
         return self.logits(self.hidden_states(input_ids, positions))
 
-    def forward_cached(self, tokens: jax.Array, num_new: jax.Array, cache: KVCache
+    def forward_cached(self, tokens: jax.Array, num_new: jax.Array, cache: KVCache, last_only: bool = False
                        ) -> tuple[jax.Array, KVCache]:
         """Append tokens[b, :num_new[b]] to row b of `cache` (at positions cache.lengths[b]...).
 
@@ -120,7 +123,9 @@ class Qwen3ForCausalLM(nnx.Module):
         num_new int32 [B] in [0, T]. Returns fp32 logits [B, T, V] (row b's next-token logits at
         index num_new[b] - 1; entries past num_new[b] are meaningless) and the new cache. Rows with
         num_new 0 are untouched; tokens that would land past the cache end are dropped and the
-        length saturates at max_len.
+        length saturates at max_len. `last_only=True` returns only each row's next-token logits,
+        fp32 [B, V] (index num_new[b] - 1; row 0's for num_new 0), which saves the [B, T, V] tensor
+        when prefilling long prompts with a large vocabulary.
         """
         b, t = tokens.shape
         if b != cache.batch_size:
@@ -132,6 +137,11 @@ class Qwen3ForCausalLM(nnx.Module):
         mask = cached_attention_mask(cache.lengths, num_new, t, s)
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
         x, (k, v) = self._run_layers(x, positions, mask, (cache.k, cache.v), slots)
-        logits = self.logits(self.norm(x))
+        hidden = self.norm(x)
+        if last_only:
+            last = jnp.maximum(num_new - 1, 0)
+            logits = self.logits(hidden[jnp.arange(b), last][:, None])[:, 0]  # [B, V]
+        else:
+            logits = self.logits(hidden)
         lengths = jnp.minimum(cache.lengths + num_new, s)
         return logits, KVCache(k=k, v=v, lengths=lengths)

@@ -111,14 +111,14 @@ def state_shardings(state: nnx.State, mesh: Mesh) -> Any:
 
 
 def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = jnp.float32,
-                 param_dtype: Any = jnp.float32, remat: str = "none"):
+                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
     """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
     (jit with out_shardings; nothing is materialised whole on one device first)."""
     from models.qwen3 import Qwen3ForCausalLM
 
     def build() -> Qwen3ForCausalLM:
         return Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype,
-                                remat=remat)
+                                remat=remat, attention_block=attention_block)
 
     if mesh is None:
         return build()
@@ -135,9 +135,11 @@ def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = j
     return nnx.merge(graphdef, abs_state)
 
 
-def abstract_model(config, dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, remat: str = "none"):
+def abstract_model(config, dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, remat: str = "none",
+                   attention_block: int | None = 1024):
     """Shape-only model (no memory): used to build shardings / restore targets."""
     from models.qwen3 import Qwen3ForCausalLM
 
     return nnx.eval_shape(lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(0), dtype=dtype,
-                                                   param_dtype=param_dtype, remat=remat))
+                                                   param_dtype=param_dtype, remat=remat,
+                                                   attention_block=attention_block))

@@ -46,10 +46,14 @@ def test_cli_round_trip_sharded_untied(model_pair, tmp_path):
     assert (src / "model.safetensors.index.json").exists()
     _run_cli("launch/import_hf.py", "--hf", str(src), "--out", str(ckpt))
     assert (ckpt / "config.json").exists() and (ckpt / "params").is_dir()
-    _run_cli("launch/export_hf.py", "--checkpoint", str(ckpt), "--out", str(out), "--max-shard-size", "200KB")
+    _run_cli("launch/export_hf.py", "--checkpoint", str(ckpt), "--out", str(out), "--max-shard-size", "200KB",
+             "--tokenizer", "qwen3")
     index = json.loads((out / "model.safetensors.index.json").read_text())
     assert len(set(index["weight_map"].values())) > 1 and "lm_head.weight" in index["weight_map"]
-    assert json.loads((out / "generation_config.json").read_text())["do_sample"] is True
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert generation["do_sample"] is True and generation["pad_token_id"] == 151643
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert tok("<|im_start|>user\nHello world<|im_end|>")["input_ids"] == [151644, 872, 198, 9707, 1879, 151645]
     back = _load_clean(str(out))
     assert back.config.rope_parameters["rope_theta"] == cfg.rope_theta
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, (2, 64), dtype=np.int32)

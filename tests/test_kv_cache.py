@@ -64,6 +64,17 @@ def test_append_past_cache_end_is_dropped(model_pair):
     np.testing.assert_allclose(np.asarray(logits)[1, :5], expected[1, :5], atol=1e-4)
 
 
+def test_last_only_returns_each_rows_next_token_logits(model_pair):
+    cfg, _, model = model_pair("tiny")
+    tokens = jnp.asarray(np.random.default_rng(3).integers(0, cfg.vocab_size, (3, 8), dtype=np.int32))
+    num_new = jnp.asarray([8, 3, 1], jnp.int32)
+    step = nnx.jit(lambda m, t, n, c: m.forward_cached(t, n, c, last_only=True))
+    last, cache = step(model, tokens, num_new, init_cache(cfg, 3, 16))
+    full, _ = cached_step(model, tokens, num_new, init_cache(cfg, 3, 16))
+    assert last.shape == (3, cfg.vocab_size) and cache.lengths.tolist() == [8, 3, 1]
+    np.testing.assert_allclose(last, np.asarray(full)[[0, 1, 2], [7, 2, 0]], atol=1e-5)
+
+
 def test_greedy_generation_matches_transformers_generate(model_pair):
     cfg, hf, model = model_pair("tiny")
     rng = np.random.default_rng(2)

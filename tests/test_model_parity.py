@@ -12,7 +12,7 @@ import torch
 from flax import nnx
 
 from models.hf import model_to_state_dict, state_dict_to_model
-from models.qwen3 import Qwen3ForCausalLM
+from models.qwen3 import Qwen3ForCausalLM, init_cache
 
 SEQ_LEN = 512
 
@@ -62,21 +62,26 @@ def test_state_dict_round_trip_is_exact(model_pair):
     assert set(back) == set(hf.state_dict())
 
 
-@pytest.mark.parametrize("remat", ["dots"])
-def test_remat_policies_same_loss_and_grads(model_pair, remat):
+def test_remat_and_query_blocks_keep_loss_and_grads(model_pair):
+    """remat='dots' + attention in query blocks of 8 == the plain model (value and gradient)."""
     cfg, hf, ours = model_pair("tiny")
-    other = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), remat=remat)
+    other = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), remat="dots", attention_block=8)
     nnx.update(other, nnx.state(ours, nnx.Param))
-    ids = jnp.asarray(np.random.default_rng(3).integers(0, cfg.vocab_size, (2, 32), dtype=np.int32))
+    ids = jnp.asarray(np.random.default_rng(3).integers(0, cfg.vocab_size, (2, 33), dtype=np.int32))
 
     def loss(model):
-        logp = jax.nn.log_softmax(model(ids[:, :-1]))
+        logp = jax.nn.log_softmax(model(ids[:, :-1]))  # T = 32: four query blocks
         return -jnp.take_along_axis(logp, ids[:, 1:, None], -1).mean()
 
     l0, g0 = nnx.jit(nnx.value_and_grad(loss))(ours)
     l1, g1 = nnx.jit(nnx.value_and_grad(loss))(other)
     np.testing.assert_allclose(l0, l1, rtol=1e-6)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), g0, g1)
+    # Blocked attention over a per-row cache mask, too.
+    step = nnx.jit(lambda m, t, n, c: m.forward_cached(t, n, c))
+    num_new = jnp.asarray([32, 20], jnp.int32)
+    blocked, _ = step(other, ids[:, :32], num_new, init_cache(cfg, 2, 40))
+    np.testing.assert_allclose(blocked[1, :20], ours(ids[:, :20])[1], atol=1e-5)
 
 
 def test_bf16_compute_with_fp32_params_is_close(model_pair):
@@ -90,6 +95,28 @@ def test_bf16_compute_with_fp32_params_is_close(model_pair):
     assert got.dtype == jnp.float32
     rel = float(jnp.abs(got - ref).max() / jnp.abs(ref).max())
     assert 0 < rel < 0.05  # bf16 really used (not bit-equal) yet close
+
+
+def test_config_round_trips_and_counts_params(model_pair):
+    import transformers
+
+    from models.config import PRESETS, Qwen3Config
+
+    for cfg in PRESETS.values():
+        assert Qwen3Config.from_hf(cfg.to_hf()) == cfg
+        # transformers 5 moves rope_theta into rope_parameters; both forms must read back.
+        assert Qwen3Config.from_hf(transformers.Qwen3Config(**cfg.to_hf()).to_dict()) == cfg
+    old_style = {k: v for k, v in PRESETS["qwen3-8b"].to_hf().items() if k != "rope_parameters"}
+    assert Qwen3Config.from_hf({**old_style, "rope_theta": 5e5}).rope_theta == 5e5
+    # Model-card numbers: Qwen3-0.6B has 0.44B and Qwen3-8B 6.95B non-embedding parameters.
+    for name, non_embedding in (("qwen3-0.6b", 0.44e9), ("qwen3-8b", 6.95e9)):
+        cfg = PRESETS[name]
+        embeddings = cfg.vocab_size * cfg.hidden_size * (1 if cfg.tie_word_embeddings else 2)
+        assert abs(cfg.num_params() - embeddings - non_embedding) / non_embedding < 0.01
+    for name in ("tiny", "tiny-untied"):
+        cfg, hf, ours = model_pair(name)
+        assert cfg.num_params() == sum(p.numel() for p in hf.parameters())
+        assert cfg.num_params() == sum(x.size for x in jax.tree.leaves(nnx.state(ours, nnx.Param)))
 
 
 def test_bad_config_is_rejected():

@@ -111,16 +111,21 @@ def sequences(frame: DayFrame, max_attractions: int = 2) -> Iterator[list[str]]:
     for extra in _subsets(optional):
         meals = [m for m in MEALS if m in owed or m in extra]
         for n in counts:
-            # Attractions go into the gaps between meals; prefer the afternoon gap.
-            slots = sorted(range(len(meals) + 1), key=lambda i: (-(i >= 2) if len(meals) > 1 else 0,
-                                                                 -i))
-            for where in itertools.combinations_with_replacement(slots, n):
+            for where in itertools.combinations_with_replacement(_slot_order(meals), n):
                 seq: list[str] = []
                 for i in range(len(meals) + 1):
                     seq += ["attraction"] * where.count(i)
                     if i < len(meals):
                         seq.append(meals[i])
                 yield seq + tail
+
+
+def _slot_order(meals: list[str]) -> list[int]:
+    """Gaps for attractions (index i = before meals[i]), the afternoon gap first."""
+    def rank(i: int) -> tuple[int, int]:
+        after = meals[i - 1] if i > 0 else None
+        return (0 if after == "lunch" else 1 if i < len(meals) and meals[i] == "lunch" else 2, -i)
+    return sorted(range(len(meals) + 1), key=rank)
 
 
 def _subsets(items: list[str]) -> Iterator[tuple[str, ...]]:

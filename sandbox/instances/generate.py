@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from sandbox.instances import feasibility
 from sandbox.instances.catalog import Catalog
@@ -31,10 +31,6 @@ TRIP_DAY_WEIGHTS = (0.12, 0.2, 0.36, 0.2, 0.12)      # mean 5.0 days (Table 2: 4
 PARTY_SIZES = (1, 2, 3, 4)
 PARTY_WEIGHTS = (0.24, 0.42, 0.2, 0.14)              # mean 2.24 travellers (Table 2: 2.1-2.3)
 MAX_ATTEMPTS = 400
-
-# A validator gets (visible, hidden) and says whether the instance is usable.
-Validator = Callable[[dict[str, Any], dict[str, Any]], bool]
-
 
 @dataclass
 class Instance:
@@ -119,26 +115,21 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
 
 
 def generate_split(catalog: Catalog, split: str, per_difficulty: int, seed: int,
-                   language: str = "en", validator: Validator | None = None,
-                   max_retries: int = 5, progress: Callable[[int, int], None] | None = None,
-                   ) -> tuple[list[Instance], dict[str, int]]:
-    """All instances of a split (difficulty-major order) and counts of what was regenerated."""
+                   language: str = "en", progress: Callable[[int, int], None] | None = None,
+                   ) -> tuple[list[Instance], Counter]:
+    """All instances of a split (difficulty-major order) and why rejected attempts failed.
+
+    Instances are not checked by the expert here; `sandbox.instances.build` does that.
+    """
     out: list[Instance] = []
-    report = {"regenerated": 0, "dropped": 0}
+    reasons: Counter = Counter()
     total = per_difficulty * len(DIFFICULTIES)
     for difficulty in DIFFICULTIES:
         for index in range(per_difficulty):
-            for salt in range(max_retries + 1):
-                inst = make_instance(catalog, split, difficulty, index, seed, language, salt)
-                if validator is None or validator(inst.visible, inst.hidden):
-                    out.append(inst)
-                    break
-                report["regenerated"] += 1
-            else:
-                report["dropped"] += 1
+            out.append(make_instance(catalog, split, difficulty, index, seed, language, 0, reasons))
             if progress:
-                progress(len(out) + report["dropped"], total)
-    return out, report
+                progress(len(out), total)
+    return out, reasons
 
 
 def write_split(out_dir: str | Path, split: str, instances: list[Instance]) -> None:
@@ -166,10 +157,3 @@ class Progress:
         rate = done / max(now - self.start, 1e-9)
         eta = (total - done) / rate if rate > 0 else float("inf")
         self.log(f"[{self.label}] {done}/{total} instances, {rate:.1f}/s, ETA {eta:.0f}s")
-
-
-def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)

@@ -1,0 +1,94 @@
+"""Train a Qwen3 travel-planning agent: SFT warm start on expert traces, then GRPO with the sandbox reward.
+
+    python launch/train.py                                  # tiny CPU run, builds everything it needs
+    python launch/train.py --config configs/qwen3_8b.yaml --out gs://.../run1
+    python launch/train.py --resume --out runs/tiny         # continue exactly where the run stopped
+    python launch/train.py --init hf:/models/Qwen3-0.6B --config configs/qwen3_0.6b.yaml
+    python launch/train.py grpo.loss_mask=false rollout.memory_enabled=false   # ablations
+    python launch/train.py mode=sft_only                    # SFT baseline; mode=eval with
+                                                            # rollout.prompt_style=react: ReAct baseline
+
+`key=value` arguments override the config (dotted paths, YAML values). A SIGTERM (TPU preemption)
+saves a checkpoint and exits with status 143; run again with --resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # runnable as a script from any directory
+    sys.path.insert(0, str(ROOT))
+
+from b2tjax.config import dump_config, load_config  # noqa: E402
+
+DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
+PREEMPTED_EXIT = 143
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=None, help=f"YAML recipe (default {DEFAULT_CONFIG.name})")
+    parser.add_argument("--out", default=None, help="run directory (overrides the config's `out`)")
+    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    parser.add_argument("--init", default=None, help="initial weights: hf:DIR (Hugging Face) or ckpt:DIR")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (log files only)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    config_path = args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    overrides = list(args.overrides)
+    if args.out is not None:
+        overrides.append(f"out={args.out}")
+    if args.init is not None:
+        overrides.append(f"model.init={args.init}")
+    try:
+        cfg = load_config(config_path, overrides)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    from b2tjax.mesh import maybe_initialize_distributed
+
+    maybe_initialize_distributed(cfg.distributed)  # before any other JAX call
+
+    import jax
+
+    from b2tjax.trainer import Preempted, Trainer, build_model
+
+    started = time.perf_counter()
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    if jax.process_index() == 0:
+        dump_config(cfg, Path(cfg.out) / "config.yaml")
+    if cfg.task == "toy":
+        from b2tjax.toy import DigitTask
+
+        task, vocab = DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
+    else:
+        from b2tjax.travel import TravelTask
+
+        task = TravelTask.prepare(cfg)
+        vocab = task.vocab_size
+    model = build_model(cfg, vocab_size=vocab)
+    print(f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
+          f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
+          f"devices: {jax.device_count()} x {jax.devices()[0].platform}", flush=True)
+    trainer = Trainer(cfg, task, model, resume=args.resume, progress=not args.no_progress)
+    try:
+        result = trainer.run()
+    except Preempted as stop:
+        print(f"preempted at step {stop.args[0]}; resume with --resume --out {cfg.out}", flush=True)
+        return PREEMPTED_EXIT
+    print(f"done: {result.final_step} steps in {time.perf_counter() - started:.0f}s; run directory {cfg.out}",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
