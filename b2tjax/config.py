@@ -45,6 +45,7 @@ class RolloutConfig:
     max_turns: int = 4
     max_new_tokens: int = 96  # per assistant turn
     max_seq_len: int = 1024  # whole episode (prompt + all turns)
+    max_prompt_tokens: int = 0  # trajectory events are dropped to fit; 0 = max_seq_len // 2
     temperature: float = 1.0
     top_p: float = 1.0
     memory_enabled: bool = True  # ablation: memory module off

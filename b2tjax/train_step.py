@@ -160,10 +160,17 @@ def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(None, rows))
 
 
-def init_train_state(params: Params, optimizer: optax.GradientTransformation) -> TrainState:
-    """Optimizer state created under jit so it inherits the parameters' shardings."""
+def init_train_state(params: Params, optimizer: optax.GradientTransformation, mesh: Mesh | None = None) -> TrainState:
+    """Optimizer state created under jit so moment buffers inherit the parameters' shardings;
+    with a mesh, leaves that would sit on one device (step counters) are replicated over it."""
     opt_state = jax.jit(optimizer.init)(params)
-    return TrainState(params, opt_state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    state = TrainState(params, opt_state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    if mesh is None:
+        return state
+    replicated = NamedSharding(mesh, PartitionSpec())
+    mesh_devices = set(mesh.devices.flat)
+    return jax.tree.map(lambda x: x if x.sharding.device_set == mesh_devices else jax.device_put(x, replicated),
+                        state)
 
 
 def state_shardings(state: TrainState) -> Any:

@@ -99,7 +99,7 @@ class Trainer:
         optim_cfg = self.cfg.sft.optim if phase == "sft" else self.cfg.optim
         steps = self.sft_steps if phase == "sft" else self.grpo_steps * self.cfg.grpo.mini_batches * self.cfg.grpo.epochs
         optimizer = make_optimizer(optim_cfg, max(steps, 1))
-        state = init_train_state(params, optimizer)
+        state = init_train_state(params, optimizer, self.mesh)
         fns = make_step_fns(self.model_fn, optimizer, learning_rate_schedule(optim_cfg, max(steps, 1)), self.cfg.grpo,
                             temperature=self.cfg.rollout.temperature, fixed_length=self.fixed_length,
                             state_sharding=state_shardings(state) if self.mesh is not None else None, mesh=self.mesh)

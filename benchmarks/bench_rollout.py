@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SEARCH = ('<think>\nlook up sights\n</think>\n\n<tool_call>\n{{"name": "AttractionSearch", "arguments": '
-          '{{"city": "{city}", "n": 3}}}}\n</tool_call>')
+          '{{"city": "{city}", "n": 2}}}}\n</tool_call>')
 ANSWER = '<think>\ndone\n</think>\n\n<answer>[]</answer><|im_end|>'
 CITIES = ("Chengdu", "Beijing", "Shanghai", "Hangzhou")
 
@@ -71,7 +71,7 @@ def episodes(world, tok, prompt_ids):
         turns = 4 + i % 3
         script = {k: SEARCH.format(city=CITIES[(i + k) % len(CITIES)]) for k in range(turns)}
         script[turns] = ANSWER
-        env = EpisodeEnv(world, max_turns=turns + 1, max_response_chars=1500)
+        env = EpisodeEnv(world, max_turns=turns + 1, max_response_chars=800)
         out.append(ForcedTokens(f"bench-{i}", ids, env, tok, forced_turns=script))
     return out
 

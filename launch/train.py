@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # runnable as a script from any directory
-    sys.path.insert(0, str(ROOT))
+# Runnable as a script from any directory; launch/ itself leaves the path, or launch/rollout.py
+# would shadow the `rollout` package.
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
 from b2tjax.config import dump_config, load_config  # noqa: E402
 

@@ -7,8 +7,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax.sharding import Mesh, NamedSharding
 
 from models.config import Qwen3Config
+from models.sharding import constrain, logical_to_spec
+
+# Logical axes of KVCache.k / .v: batch over (data, fsdp), KV heads over tensor.
+CACHE_AXES = ("layers", "batch", "cache_seq", "act_kv_heads", "head_dim")
 
 
 @struct.dataclass
@@ -28,13 +33,24 @@ class KVCache:
         return self.k.shape[1]
 
 
-def init_cache(cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.float32) -> KVCache:
-    """An empty cache for `batch` rows of up to `max_len` tokens each."""
+def init_cache(cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.float32,
+               mesh: Mesh | None = None) -> KVCache:
+    """An empty cache for `batch` rows of up to `max_len` tokens each; with `mesh`, created sharded
+    (rows over data x fsdp, KV heads over tensor, where they divide)."""
     if batch <= 0 or max_len <= 0:
         raise ValueError(f"cache batch and max_len must be positive, got batch={batch} max_len={max_len}")
     shape = (cfg.num_hidden_layers, batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
-    return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
-                   lengths=jnp.zeros((batch,), jnp.int32))
+
+    def empty() -> KVCache:
+        return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
+                       lengths=jnp.zeros((batch,), jnp.int32))
+
+    if mesh is None:
+        return empty()
+    mesh_shape = dict(mesh.shape)
+    kv = NamedSharding(mesh, logical_to_spec(CACHE_AXES, shape, mesh_shape))
+    rows = NamedSharding(mesh, logical_to_spec(("batch",), (batch,), mesh_shape))
+    return jax.jit(empty, out_shardings=KVCache(k=kv, v=kv, lengths=rows))()
 
 
 def write_slots(lengths: jax.Array, num_new: jax.Array, num_tokens: int, max_len: int) -> jax.Array:
@@ -48,7 +64,8 @@ def write_slots(lengths: jax.Array, num_new: jax.Array, num_tokens: int, max_len
 def scatter_rows(cache_layer: jax.Array, new: jax.Array, slots: jax.Array) -> jax.Array:
     """cache_layer [B, S, KVH, D] with new [B, T, KVH, D] written at slots [B, T] (mode='drop')."""
     rows = jnp.broadcast_to(jnp.arange(new.shape[0], dtype=jnp.int32)[:, None], slots.shape)
-    return cache_layer.at[rows, slots].set(new.astype(cache_layer.dtype), mode="drop")
+    updated = cache_layer.at[rows, slots].set(new.astype(cache_layer.dtype), mode="drop")
+    return constrain(updated, CACHE_AXES[1:])
 
 
 def cached_attention_mask(lengths: jax.Array, num_new: jax.Array, num_tokens: int, max_len: int) -> jax.Array:

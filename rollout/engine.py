@@ -213,7 +213,7 @@ class _Run:
         except Exception as exc:  # a broken episode must not take the run down
             self._fail_episode(index, f"start() raised {type(exc).__name__}: {exc}")
             return
-        self._apply(index, None, actions)
+        self._apply(index, actions)
 
     # -- record updates ------------------------------------------------------------------------
     def _new_stream(self, index: int, name: str) -> _Stream:
@@ -224,8 +224,8 @@ class _Run:
         self.streams[index][name] = stream
         return stream
 
-    def _apply(self, index: int, source: _Stream | None, actions: list[Continue | Stop]) -> None:
-        """Apply an episode's actions (after `source`'s turn, or at start when source is None)."""
+    def _apply(self, index: int, actions: list[Continue | Stop]) -> None:
+        """Apply an episode's actions (at start, after a turn, or after a limit)."""
         for action in actions:
             stream = self.streams[index].get(action.stream)
             if isinstance(action, Stop):
@@ -244,6 +244,9 @@ class _Run:
                 continue
             if not stream.live:
                 continue
+            if stream.sampling:
+                self._fail_episode(index, f"Continue for stream {action.stream!r} while it is generating")
+                return
             if stream.turns_done >= self.cfg.max_turns:
                 self._stop(stream, STOP_MAX_TURNS, notify=True)
             elif len(stream.record.ids) + len(action.tokens) + len(action.forced) >= self.cfg.max_total_tokens:
@@ -294,7 +297,7 @@ class _Run:
             except Exception as exc:
                 self._fail_episode(stream.episode_index, f"on_limit() raised {type(exc).__name__}: {exc}")
                 return
-            self._apply(stream.episode_index, stream, actions)
+            self._apply(stream.episode_index, actions)
 
     def _fail_episode(self, index: int, message: str) -> None:
         streams = self.streams[index]
@@ -329,7 +332,7 @@ class _Run:
                 self._fail_episode(index, f"on_turn_end() raised {type(outcome).__name__}: {outcome}")
                 continue
             stream.record.errors.extend(outcome.errors)
-            self._apply(index, stream, outcome.actions)
+            self._apply(index, outcome.actions)
 
     def _call_turn_end(self, stream: _Stream) -> tuple[TurnOutcome | Exception, float]:
         t0 = time.perf_counter()
@@ -349,19 +352,26 @@ class _Run:
 
     # -- device phase --------------------------------------------------------------------------
     def _prefill(self) -> None:
+        """Feed pending tokens, computing only the rows that have some (row count bucketed)."""
         chunk_cap = self.cfg.prefill_chunk
-        while any(s is not None and s.pending for s in self.rows):
-            takes = [s.pending[:chunk_cap] if s is not None else [] for s in self.rows]
+        while True:
+            pending = [r for r, s in enumerate(self.rows) if s is not None and s.pending]
+            if not pending:
+                return
+            num_rows = min(_bucket(len(pending), 1), len(self.rows))
+            rows = pending + [r for r in range(len(self.rows)) if r not in pending][: num_rows - len(pending)]
+            takes = [self.rows[r].pending[:chunk_cap] if r in pending else [] for r in rows]
             width = _bucket(max(len(t) for t in takes), self.cfg.prefill_min_bucket)
-            tokens = np.zeros((len(self.rows), width), np.int32)
-            num_new = np.zeros((len(self.rows),), np.int32)
-            reset = np.zeros((len(self.rows),), bool)
-            for r, (stream, take) in enumerate(zip(self.rows, takes)):
-                if stream is None or not take:
+            tokens = np.zeros((num_rows, width), np.int32)
+            num_new = np.zeros((num_rows,), np.int32)
+            reset = np.zeros((num_rows,), bool)
+            for i, (r, take) in enumerate(zip(rows, takes)):
+                if not take:
                     continue
-                tokens[r, :len(take)] = take
-                num_new[r] = len(take)
-                reset[r] = stream.reset
+                stream = self.rows[r]
+                tokens[i, :len(take)] = take
+                num_new[i] = len(take)
+                reset[i] = stream.reset
                 if stream.reset:
                     stream.reset, stream.cached = False, 0
                 if self.engine.trace is not None:
@@ -370,8 +380,8 @@ class _Run:
                 stream.pending = stream.pending[len(take):]
             t0 = time.perf_counter()
             self.next_logits, self.cache = self.engine.runner.prefill(
-                self.engine.runner.state, jnp.asarray(tokens), jnp.asarray(num_new), self.cache,
-                self.next_logits, jnp.asarray(reset))
+                self.engine.runner.state, jnp.asarray(rows, jnp.int32), jnp.asarray(tokens), jnp.asarray(num_new),
+                self.cache, self.next_logits, jnp.asarray(reset))
             self.next_logits.block_until_ready()
             self.stats.device_s += time.perf_counter() - t0
             self.stats.prefill_tokens += int(num_new.sum())

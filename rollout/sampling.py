@@ -81,12 +81,6 @@ def _row_keys(key: jax.Array, seeds: jax.Array, positions: jax.Array) -> jax.Arr
     return jax.vmap(lambda s, p: jax.random.fold_in(jax.random.fold_in(key, s), p))(seeds, positions)
 
 
-def _with_lengths(cache: Any, lengths: jax.Array) -> Any:
-    if hasattr(cache, "_replace"):
-        return cache._replace(lengths=lengths)
-    return dataclasses.replace(cache, lengths=lengths)
-
-
 class ModelRunner:
     """Holds the split NNX model and the jitted prefill / decode functions (compiled per bucket)."""
 
@@ -102,23 +96,29 @@ class ModelRunner:
 @functools.lru_cache(maxsize=16)
 def _compiled(graphdef: Any) -> tuple[Any, Any]:
     """Jitted (prefill, decode) per model graph, shared by every engine on that architecture."""
-    prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(3, 4))
+    prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
     decode = jax.jit(functools.partial(_decode, graphdef), static_argnames=("max_steps",), donate_argnums=(1, 2))
     return prefill, decode
 
 
-def _prefill(graphdef, state, tokens, num_new, cache, next_logits, reset):
-    """Append tokens[b, :num_new[b]] to row b (after resetting rows where `reset`).
+def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
+    """Append tokens[i, :num_new[i]] to cache row rows[i] (after resetting it where reset[i]).
 
-    tokens int32 [B, T]; num_new int32 [B]; next_logits fp32 [B, V] (kept for rows with num_new 0);
-    reset bool [B]. Returns (next_logits [B, V], cache).
+    Only the R selected rows are computed: their cache slices are gathered, extended and scattered
+    back, so refilling one row of a large batch costs one row. rows int32 [R] (distinct);
+    tokens int32 [R, T]; num_new int32 [R] (0 leaves a row untouched); reset bool [R];
+    next_logits fp32 [B, V]. Returns (next_logits [B, V], cache).
     """
     model = nnx.merge(graphdef, state)
-    cache = _with_lengths(cache, jnp.where(reset, 0, cache.lengths))
-    logits, cache = model.forward_cached(tokens, num_new, cache)        # [B, T, V]
+    lengths = jnp.where(reset, 0, cache.lengths[rows])
+    sub = dataclasses.replace(cache, k=cache.k[:, rows], v=cache.v[:, rows], lengths=lengths)
+    logits, sub = model.forward_cached(tokens, num_new, sub)            # [R, T, V]
     last_index = jnp.maximum(num_new - 1, 0)[:, None, None]
     last = jnp.take_along_axis(logits, last_index, axis=1)[:, 0].astype(jnp.float32)
-    return jnp.where((num_new > 0)[:, None], last, next_logits), cache
+    cache = dataclasses.replace(cache, k=cache.k.at[:, rows].set(sub.k), v=cache.v.at[:, rows].set(sub.v),
+                                lengths=cache.lengths.at[rows].set(sub.lengths))
+    updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
+    return next_logits.at[rows].set(updated), cache
 
 
 def _decode(graphdef, state, cache, next_logits, active, budget, params, stop_ids, key, *, max_steps):

@@ -174,3 +174,59 @@ def test_continuous_batching_equals_static(rollout_setup):
     assert any(first_seen[b] < last_seen[a] and first_seen[b] > first_seen[a] and b >= 3
                for a in first_seen for b in first_seen if a != b)
     assert engine.stats.decode_steps < static_engine.stats.decode_steps
+
+
+class TwoDayEpisode:
+    """A HiMAP-shaped episode: a coordinator turn spawns two day streams; the coordinator waits
+    (keeping its row) until both report, then continues with their reports and finishes."""
+
+    def __init__(self, setup):
+        from rollout import Continue, Episode, Stop, TurnOutcome
+        from rollout.render import render_env_reply
+        from tests.rollout_fixtures import user_prompt
+
+        tok = setup.tokenizer
+        outer = self
+
+        class _Episode(Episode):
+            instance_id = "two-day"
+
+            def start(self):
+                return [Continue("coordinator", user_prompt(tok, "Split the trip into two days.")[1])]
+
+            def on_turn_end(self, stream, text, eos):
+                if stream == "coordinator" and not outer.reports:
+                    outer.reports["pending"] = ""
+                    return TurnOutcome([Continue(f"day{d}", user_prompt(tok, f"Plan day {d}.")[1]) for d in (1, 2)])
+                if stream.startswith("day"):
+                    outer.reports[stream] = text
+                    actions = [Stop(stream, "answer", text)]
+                    if "day1" in outer.reports and "day2" in outer.reports:
+                        outer.reply = f"day1: {outer.reports['day1']}\nday2: {outer.reports['day2']}"
+                        actions.append(Continue("coordinator", render_env_reply(tok, outer.reply)))
+                    return TurnOutcome(actions)
+                return TurnOutcome([Stop(stream, "answer", text)])
+
+        self.reports: dict[str, str] = {}
+        self.reply = ""
+        self.episode = _Episode()
+
+
+def test_multi_stream_episode_shares_state_and_waits(rollout_setup):
+    from rollout.render import render_env_reply
+
+    two_day = TwoDayEpisode(rollout_setup)
+    engine, events = _tracing_engine(rollout_setup)
+    records = engine.run([two_day.episode], rng=0)
+    assert [r.stream for r in records] == ["coordinator", "day1", "day2"]
+    coordinator, day1, day2 = records
+    assert all(r.stop_reason == "answer" for r in records)
+    assert len(coordinator.turns) == 2 and len(day1.turns) == len(day2.turns) == 1
+    reply = render_env_reply(rollout_setup.tokenizer, two_day.reply)
+    start = coordinator.turns[0][1]
+    assert coordinator.ids[start:start + len(reply)] == reply          # the days' reports, mask 0
+    assert not any(coordinator.loss_mask[start:start + len(reply)])
+    # the two days decoded in the same segments (parallel rows), while the coordinator waited
+    day_segments = [{i for i, (key, kind, _, _) in enumerate(events) if key == (0, d) and kind == "decode"}
+                    for d in ("day1", "day2")]
+    assert day_segments[0] and len(day_segments[0]) == len(day_segments[1])

@@ -36,8 +36,12 @@ CHILD = textwrap.dedent("""
     sharded = create_model(cfg, mesh, seed=0)
     single = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
 
+    def spec(x):  # padded to x.ndim: P('a') and P('a', None) are the same placement
+        axes = list(x.sharding.spec) + [None] * (x.ndim - len(x.sharding.spec))
+        return [list(a) if isinstance(a, tuple) else a for a in axes]
+
     def describe(x):
-        return {"spec": [list(a) if isinstance(a, tuple) else a for a in x.sharding.spec],
+        return {"spec": spec(x),
                 "shard_shape": list(x.addressable_shards[0].data.shape), "shape": list(x.shape)}
 
     out["q_proj"] = describe(sharded.layers.attn.q_proj[...])
@@ -53,11 +57,13 @@ CHILD = textwrap.dedent("""
     ref = np.asarray(forward(single, ids))
     with jax.set_mesh(mesh):
         got = forward(sharded, ids)
-        out["logits_spec"] = [list(a) if isinstance(a, tuple) else a for a in got.sharding.spec]
+        out["logits_spec"] = spec(got)
         out["forward_diff"] = float(np.abs(np.asarray(got) - ref).max())
         step = nnx.jit(lambda m, t, n, c: m.forward_cached(t, n, c))
-        cache = init_cache(cfg, 4, 80)
+        cache = init_cache(cfg, 4, 80, mesh=mesh)
+        out["cache_spec"] = spec(cache.k)
         logits, cache = step(sharded, ids, jnp.asarray([64, 10, 0, 33], jnp.int32), cache)
+        out["cache_spec_after"] = spec(cache.k)
         logits = np.asarray(logits)
         out["cached_diff"] = float(max(np.abs(logits[0] - ref[0]).max(), np.abs(logits[1, :10] - ref[1, :10]).max(),
                                        np.abs(logits[3, :33] - ref[3, :33]).max()))
@@ -111,6 +117,8 @@ def test_sharded_forward_equals_single_device(child_result):
     assert child_result["logits_spec"][0] == ["data", "fsdp"]  # batch sharded over data x fsdp
     assert child_result["forward_diff"] <= 1e-5
     assert child_result["cached_diff"] <= 1e-4
+    assert child_result["cache_spec"] == [None, ["data", "fsdp"], None, "tensor", None]
+    assert child_result["cache_spec_after"] == child_result["cache_spec"]
 
 
 def test_import_and_restore_into_sharded_arrays(child_result):

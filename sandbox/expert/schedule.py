@@ -105,8 +105,8 @@ def sequences(frame: DayFrame, max_attractions: int = 2) -> Iterator[list[str]]:
     owed = [m for m in MEALS if meal_owed(frame, m)]
     optional = [m for m in MEALS if m not in owed and meal_possible(frame, m)]
     need = needs_attraction(frame)
-    counts = [1, 0, 2] if sightseeing_allowed(frame) else [0]
-    counts = [c for c in counts if c <= max_attractions and (c > 0 or not need)]
+    counts = ([1, 2] if need else [0, 1, 2]) if sightseeing_allowed(frame) else [0]
+    counts = [c for c in counts if c <= max_attractions]
     tail = [] if frame.depart else ["hotel"]
     for extra in _subsets(optional):
         meals = [m for m in MEALS if m in owed or m in extra]

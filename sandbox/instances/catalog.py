@@ -117,13 +117,19 @@ class Catalog:
                         self._by_category.setdefault((k, c, row[column]), []).append(row)
         return self._by_category.get((kind, city, value), [])
 
-    def transport(self, origin: str, destination: str, date: str) -> list[TransportOption]:
-        """Every train seat and flight cabin from `origin` to `destination` departing on `date`."""
-        key = (origin, destination, date)
-        if key not in self._transport_cache:
-            self._transport_cache[key] = self._trains(origin, destination) + self._flights(
-                origin, destination, date)
-        return self._transport_cache[key]
+    def transport(self, origin: str, destination: str, date: str,
+                  modes: tuple[str, ...] | None = None) -> list[TransportOption]:
+        """Train seats and flight cabins from `origin` to `destination` departing on `date`
+        (only of the intercity `modes` given, e.g. ("Airplane",); default all)."""
+        trains = modes is None or any(m != "Airplane" for m in modes)
+        flights = modes is None or "Airplane" in modes
+        out = self._trains(origin, destination) if trains else []
+        if flights:
+            key = (origin, destination, date)
+            if key not in self._transport_cache:
+                self._transport_cache[key] = self._flights(origin, destination, date)
+            out = out + self._transport_cache[key]
+        return out
 
     def _trains(self, origin: str, destination: str) -> list[TransportOption]:
         if (origin, destination) in self._train_cache:

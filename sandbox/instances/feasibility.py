@@ -49,13 +49,21 @@ def usable_legs(catalog: Catalog, profile: dict[str, Any], origin: str, destinat
                 date: str, outbound: bool) -> list[TransportOption]:
     """Preference-matched legs on `date` that travel by day (taking a train again is no fault)."""
     fits = outbound_ok if outbound else return_ok
-    return [o for o in catalog.transport(origin, destination, date)
+    mode = (profile.get("transportation") or {}).get("intercity_transport")
+    options = catalog.transport(origin, destination, date, (mode,) if mode else None)
+    return [o for o in options
             if fits(o) and record_matches(profile, "transport", o)]
 
 
 def meals_needed(days: int) -> int:
     """Meals a trip of `days` days can owe at most (three a day)."""
     return 3 * days
+
+
+def choice_margin(days: int) -> int:
+    """Spare matching places a trip needs beyond the minimum: with none, one far-off restaurant
+    or an early-closing sight makes a day impossible to time (local transport <= 2 h a day)."""
+    return 2 + days // 3
 
 
 def check(catalog: Catalog, profile: dict[str, Any], query: dict[str, Any],
@@ -80,14 +88,14 @@ def check(catalog: Catalog, profile: dict[str, Any], query: dict[str, Any],
     visited_restaurants = set(history.get("restaurants", []))
     meals = sorted(r["avg_price"] for r in matching_pois(catalog, profile, "restaurant", city)
                    if r["name"] not in visited_restaurants)
-    if len(meals) < meals_needed(days):
+    if len(meals) < meals_needed(days) + choice_margin(days):
         return Feasibility(False, f"only {len(meals)} matching restaurants for {meals_needed(days)} meals")
     cost += sum(meals[:meals_needed(days)]) * people
 
     visited_attractions = set(history.get("attractions", []))
     sights = sorted(a["avg_price"] for a in matching_pois(catalog, profile, "attraction", city)
                     if a["name"] not in visited_attractions)
-    if len(sights) < days:
+    if len(sights) < days + choice_margin(days):
         return Feasibility(False, f"only {len(sights)} matching attractions for {days} days")
     cost += sum(sights[:days]) * people
     return Feasibility(True, cheapest_cost=cost)

@@ -30,7 +30,8 @@ TRIP_DAYS = (3, 4, 5, 6, 7)
 TRIP_DAY_WEIGHTS = (0.12, 0.2, 0.36, 0.2, 0.12)      # mean 5.0 days (Table 2: 4.9-5.0)
 PARTY_SIZES = (1, 2, 3, 4)
 PARTY_WEIGHTS = (0.24, 0.42, 0.2, 0.14)              # mean 2.24 travellers (Table 2: 2.1-2.3)
-MAX_ATTEMPTS = 400
+MAX_ATTEMPTS = 600
+REDRAW_EVERY = 150
 
 @dataclass
 class Instance:
@@ -59,13 +60,14 @@ def _sample_query(rng: random.Random, catalog: Catalog, profile: dict[str, Any],
     start = first + dt.timedelta(days=rng.randrange((last - first).days + 1))
     end = (start + dt.timedelta(days=days - 1)).isoformat()
     origin = rng.choice(catalog.city_names())
-    reachable = [c for c in catalog.city_names() if c != origin
-                 and feasibility.usable_legs(catalog, profile, origin, c, start.isoformat(), True)
-                 and feasibility.usable_legs(catalog, profile, c, origin, end, False)]
-    if not reachable:
-        return None
-    return {"origin": origin, "destination": rng.choice(reachable), "start_date": start.isoformat(),
-            "days": days, "people": people}
+    candidates = [c for c in catalog.city_names() if c != origin]
+    rng.shuffle(candidates)
+    for city in candidates:   # the first reachable one of a random order: uniform over them
+        if feasibility.usable_legs(catalog, profile, origin, city, start.isoformat(), True) and \
+                feasibility.usable_legs(catalog, profile, city, origin, end, False):
+            return {"origin": origin, "destination": city, "start_date": start.isoformat(),
+                    "days": days, "people": people}
+    return None
 
 
 def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, seed: int,
@@ -79,7 +81,9 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
     days = rng.choices(TRIP_DAYS, weights=TRIP_DAY_WEIGHTS)[0]
     people = rng.choices(PARTY_SIZES, weights=PARTY_WEIGHTS)[0]
     n_categories = category_count(difficulty, rng)
-    for _ in range(MAX_ATTEMPTS):
+    for attempt in range(MAX_ATTEMPTS):
+        if attempt and attempt % REDRAW_EVERY == 0:   # a sparse store may not serve this trip length
+            days = rng.choices(TRIP_DAYS, weights=TRIP_DAY_WEIGHTS)[0]
         profile = sample_profile(rng, difficulty, n_categories)
         problems = consistency_problems(profile)
         if problems:
@@ -92,6 +96,10 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
         start = dt.date.fromisoformat(query["start_date"])
         return_date = (start + dt.timedelta(days=query["days"] - 1)).isoformat()
         request_date = start - dt.timedelta(days=rng.randint(3, 30))
+        verdict = feasibility.check(catalog, profile, query, return_date)   # before any history
+        if not verdict.ok:
+            reasons[verdict.reason] += 1
+            continue
         try:
             events, history = build_trajectory(rng, catalog, profile, query, difficulty, request_date)
         except TrajectoryError as err:

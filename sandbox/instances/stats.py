@@ -41,7 +41,7 @@ def split_stats(visible: list[dict[str, Any]], hidden: list[dict[str, Any]]) -> 
 def format_table(stats: dict[str, dict[str, Any]]) -> str:
     """A text table like the paper's Table 2, with the paper's values in brackets."""
     columns = [(split, d) for split in stats for d in DIFFICULTIES if d in stats[split]]
-    header = f"{'Statistic':<14}" + "".join(f"{split[:5]}-{d[0].upper():<9}" for split, d in columns)
+    header = f"{'Statistic':<14}" + "".join(f"{split}-{d[0].upper()}".ljust(16) for split, d in columns)
     lines = [header, "-" * len(header)]
     labels = {"samples": "Samples", "actions": "Actions", "preferences": "Preferences",
               "pois": "POIs", "trip_days": "Trip days", "companions": "Companions"}

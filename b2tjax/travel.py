@@ -1,0 +1,191 @@
+"""The travel-planning task behind the trainer's Task protocol: data, tokenizer, rollouts, reward, evaluation.
+
+`TravelTask.prepare(cfg)` makes a fresh machine ready: it builds DATA with launch/make_data.py when
+absent, trains the SentencePiece tokenizer of the tiny recipe on the generated corpus (or loads the
+Qwen3 / a checkpoint tokenizer), and opens the world. Rollouts run through the RolloutEngine;
+rewards are `sandbox.compute_reward` of `sandbox.evaluate_plan` (action penalty and format gate
+switchable for the ablations).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from flax import nnx
+
+from b2tjax.config import TrainConfig
+from b2tjax.data import read_jsonl
+from b2tjax.sft import sft_examples
+from b2tjax.trainer import RolloutBatch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ensure_data(data_dir: Path, scale: str) -> None:
+    """Run launch/make_data.py's main() unless DATA already holds the world and the instances."""
+    needed = [data_dir / "world.sqlite", data_dir / "instances" / "train.jsonl", data_dir / "ground_truth" / "train.jsonl"]
+    if all(p.exists() for p in needed):
+        return
+    print(f"building the {scale} world and benchmark in {data_dir} ...", flush=True)
+    started = time.perf_counter()
+    sys.path.insert(0, str(ROOT / "launch"))
+    try:
+        import make_data
+    finally:
+        sys.path.pop(0)
+    code = make_data.main(["--out", str(data_dir), "--scale", scale])
+    if code:
+        raise RuntimeError(f"launch/make_data.py failed with status {code}")
+    print(f"data ready ({time.perf_counter() - started:.0f}s)", flush=True)
+
+
+def _corpus(data_dir: Path, tool_schemas: Sequence[dict]) -> list[str]:
+    """Text the tiny tokenizer is trained on: expert traces, instances and the tool schemas."""
+    texts = [json.dumps(tool_schemas)]
+    sft = data_dir / "sft" / "train.jsonl"
+    if sft.exists():
+        texts += [m["content"] for trace in read_jsonl(sft) for m in trace["messages"]]
+    for inst in read_jsonl(data_dir / "instances" / "train.jsonl"):
+        texts.append(inst["instruction"])
+        texts += [json.dumps(e, ensure_ascii=False) for e in inst.get("trajectory", [])]
+    return texts
+
+
+def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, tool_schemas: Sequence[dict]):
+    from models.tokenizer import load_tokenizer
+
+    spec = cfg.model.tokenizer
+    if spec != "sentencepiece":
+        return load_tokenizer(spec)
+    path = data_dir / "tokenizer" / f"sp{cfg.model.sp_vocab_size}.model"
+    if not path.exists():
+        from models.spm import train_sentencepiece
+
+        print(f"training a {cfg.model.sp_vocab_size}-piece SentencePiece tokenizer on the corpus ...", flush=True)
+        train_sentencepiece(_corpus(data_dir, tool_schemas), path.with_suffix(""), vocab_size=cfg.model.sp_vocab_size)
+    return load_tokenizer(path)
+
+
+class TravelTask:
+    def __init__(self, cfg: TrainConfig, data_dir: Path, world: Any, tokenizer: Any):
+        self.cfg = cfg
+        self.data_dir = data_dir
+        self.world = world
+        self.tokenizer = tokenizer
+        self.vocab_size = tokenizer.vocab_size
+        self._train = self._load_split(cfg.data.train_split, cfg.data.max_train_instances)
+        self._eval = self._load_split(cfg.data.eval_split, cfg.data.eval_instances)
+        self._engine = None
+        self._python_pool = None
+
+    @classmethod
+    def prepare(cls, cfg: TrainConfig) -> "TravelTask":
+        import sandbox
+
+        data_dir = Path(cfg.data.data_dir)
+        ensure_data(data_dir, cfg.data.world_scale)
+        world = sandbox.open_world(data_dir / "world.sqlite")
+        tokenizer = load_or_train_tokenizer(cfg, data_dir, world.tool_schemas())
+        return cls(cfg, data_dir, world, tokenizer)
+
+    def _load_split(self, split: str, limit: int) -> list[tuple[dict, dict]]:
+        path = self.data_dir / "instances" / f"{split}.jsonl"
+        if not path.exists():
+            raise FileNotFoundError(f"no {path}; build the data with launch/make_data.py --out {self.data_dir}")
+        truth = {g["id"]: g for g in read_jsonl(self.data_dir / "ground_truth" / f"{split}.jsonl")}
+        wanted = set(self.cfg.data.difficulties)
+        pairs = [(inst, truth[inst["id"]]) for inst in read_jsonl(path)
+                 if inst.get("difficulty", "easy") in wanted and inst["id"] in truth]
+        return pairs[:limit] if limit else pairs
+
+    # -- Task protocol --------------------------------------------------------------------------
+    def train_examples(self) -> Sequence[Any]:
+        return self._train
+
+    def sft_examples(self) -> list[dict] | None:
+        path = self.data_dir / "sft" / "train.jsonl"
+        if not path.exists():
+            return None
+        traces = read_jsonl(path, self.cfg.sft.max_examples)
+        return sft_examples(traces, self.tokenizer, self.cfg.sft.max_seq_len, self.world.tool_schemas())
+
+    def _engine_for(self, model: nnx.Module, rows: int, temperature: float):
+        from rollout.engine import RolloutConfig, RolloutEngine
+
+        r = self.cfg.rollout
+        config = RolloutConfig(batch_size=rows, max_turns=r.max_turns, max_turn_tokens=r.max_new_tokens,
+                               max_total_tokens=r.max_seq_len, temperature=temperature, top_p=r.top_p,
+                               cache_dtype=self.cfg.model.compute_dtype)
+        return RolloutEngine(model, self.tokenizer, config)
+
+    def _episodes(self, pairs: Sequence[tuple[dict, dict]]):
+        from rollout.episodes import agent_episode
+
+        r = self.cfg.rollout
+        return [agent_episode(inst, self.world, self.tokenizer, max_turns=r.max_turns,
+                              max_prompt_tokens=r.max_prompt_tokens or r.max_seq_len // 2, memory=r.memory_enabled,
+                              variant=r.prompt_style, python_tool=self._python_tool())
+                for inst, _ in pairs]
+
+    def _python_tool(self):
+        if not self.cfg.rollout.python_tool:
+            return None
+        if self._python_pool is None:
+            from sandbox.python_tool import PythonSandbox
+
+            self._python_pool = PythonSandbox()
+        return self._python_pool
+
+    def _score(self, records, pairs) -> tuple[list, list]:
+        import sandbox
+
+        g = self.cfg.grpo
+        evals, rewards = [], []
+        for rec, (inst, truth) in zip(records, pairs):
+            result = sandbox.evaluate_plan(rec.answer or "", inst, truth, self.world)
+            reward = sandbox.compute_reward(result if rec.answer is not None else None, rec.any_error,
+                                            action_penalty=g.action_penalty, format_gate=g.format_gate)
+            rec.reward = reward.total
+            evals.append(result)
+            rewards.append(reward)
+        return evals, rewards
+
+    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int) -> RolloutBatch:
+        from sandbox.metrics import compute_metrics
+
+        pairs = [p for p in prompts for _ in range(group_size)]
+        if self._engine is None:
+            self._engine = self._engine_for(model, len(pairs), self.cfg.rollout.temperature)
+        else:
+            self._engine.update_weights(model)
+        records = self._engine.run(self._episodes(pairs), seed)
+        evals, rewards = self._score(records, pairs)
+        summary = compute_metrics(evals)
+        metrics = {
+            "final_pass": summary["final_pass_rate"], "delivery": summary["delivery_rate"],
+            "micro_pass_c": summary["c_micro"], "micro_pass_upc": summary["upc_micro"],
+            "r_format": float(np.mean([r.r_format for r in rewards])),
+            "p_action": float(np.mean([r.p_action for r in rewards])),
+            "action_error_rate": float(np.mean([rec.any_error for rec in records])),
+            "truncated_rate": float(np.mean([rec.truncated for rec in records])),
+            "turns": float(np.mean([len(rec.turns) for rec in records])),
+        }
+        return RolloutBatch(records, metrics)
+
+    def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
+        from sandbox.metrics import compute_metrics, format_table
+
+        engine = self._engine_for(model, max(1, min(len(self._eval), 16)), temperature=0.0)  # greedy
+        records = engine.run(self._episodes(self._eval), 0)
+        evals, rewards = self._score(records, self._eval)
+        metrics = compute_metrics(evals)
+        metrics["mean_reward"] = float(np.mean([r.total for r in rewards])) if rewards else 0.0
+        header = (f"evaluation on {len(self._eval)} {self.cfg.data.eval_split} instances "
+                  f"(greedy, prompt {self.cfg.rollout.prompt_style}, memory {self.cfg.rollout.memory_enabled}); "
+                  f"mean reward {metrics['mean_reward']:.3f}")
+        return metrics, header + "\n" + format_table(metrics)

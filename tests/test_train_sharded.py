@@ -1,0 +1,86 @@
+"""One GRPO step on an 8-device (fsdp=4 x tensor=2) CPU mesh equals the same step on one device.
+
+The comparison runs in a subprocess started with XLA_FLAGS=--xla_force_host_platform_device_count=8
+(the device count is fixed when JAX starts). The sharded step is the jitted step with explicit
+in/out shardings, parameters FSDP x tensor sharded, the batch split over (data, fsdp).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _compare() -> dict:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+
+    from b2tjax.config import GRPOConfig
+    from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, state_shardings, to_micro
+    from models.config import get_config
+    from models.sharding import create_model, make_mesh
+
+    assert jax.device_count() == 8
+    cfg = get_config("tiny")
+    gcfg = GRPOConfig(aggregation="token_mean", beta=0.05, logprob_chunk=16)
+    rng = np.random.default_rng(0)
+    n, t = 8, 32
+    ids = rng.integers(0, cfg.vocab_size, size=(n, t)).astype(np.int32)
+    mask = (rng.random((n, t)) < 0.7).astype(np.float32)
+    mask[:, :4] = 0
+    adv = rng.normal(size=n).astype(np.float32)
+    old = rng.normal(scale=0.1, size=(n, t)).astype(np.float32) - 7.0
+    ref = old + rng.normal(scale=0.1, size=(n, t)).astype(np.float32)
+    flat = dict(ids=ids, mask=mask, old_logprobs=old, ref_logprobs=ref, advantages=adv)
+    batch = {k: to_micro(v, 2) for k, v in flat.items()}
+    # SGD with momentum: a sharded optimizer state, and an update linear in the gradient, so the
+    # comparison is at float precision (Adam's first step, ~lr * sign(g), amplifies rounding noise).
+    optimizer = optax.sgd(1.0, momentum=0.9)
+
+    results = {}
+    for name, mesh in (("single", None), ("sharded", make_mesh(data=1, fsdp=4, tensor=2))):
+        model = create_model(cfg, mesh, seed=0)
+        model_fn, params = BoundModel.from_model(model)
+        state = init_train_state(params, optimizer, mesh)
+        fns = make_step_fns(model_fn, optimizer, lambda s: 1.0, gcfg, temperature=1.0, fixed_length=t,
+                            state_sharding=state_shardings(state) if mesh is not None else None, mesh=mesh)
+        new_state, metrics = fns.grpo_step(state, fns.shard_batch(batch))
+        leaves = jax.tree_util.tree_leaves_with_path(new_state.params)
+        results[name] = {
+            "loss": float(metrics["loss"]),
+            "kl": float(metrics["kl"]),
+            "params": {jax.tree_util.keystr(p): np.asarray(v).tolist() for p, v in leaves},
+            "sharded_leaves": sum(len(v.sharding.device_set) > 1 and not v.sharding.is_fully_replicated
+                                  for _, v in leaves),
+            "devices": sorted({d.id for _, v in leaves for d in v.sharding.device_set}),
+        }
+    return results
+
+
+def test_sharded_step_equals_single_device_step():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    import numpy as np
+
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    single, sharded = res["single"], res["sharded"]
+    assert sharded["devices"] == list(range(8))
+    assert sharded["sharded_leaves"] >= 5  # embeddings, attention and MLP weights really are split
+    assert single["sharded_leaves"] == 0
+    np.testing.assert_allclose(sharded["loss"], single["loss"], rtol=1e-5)
+    np.testing.assert_allclose(sharded["kl"], single["kl"], rtol=1e-4, atol=1e-7)
+    for key, value in single["params"].items():
+        np.testing.assert_allclose(np.asarray(sharded["params"][key]), np.asarray(value), rtol=1e-4, atol=1e-6,
+                                   err_msg=key)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    print(json.dumps(_compare()))
