@@ -52,6 +52,8 @@ class Qwen3ForCausalLM(nnx.Module):
                  param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
         if remat != "none" and remat not in REMAT_POLICIES:
             raise ValueError(f"unknown remat policy {remat!r}; choose from {['none', *REMAT_POLICIES]}")
+        if attention_block is not None and attention_block <= 0:
+            raise ValueError(f"attention_block must be positive or None, got {attention_block}")
         self.config = cfg
         self.dtype = dtype
         self.param_dtype = param_dtype
@@ -102,6 +104,8 @@ class Qwen3ForCausalLM(nnx.Module):
     def hidden_states(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
         """Causal forward without cache: int32 [B, T] -> final-normed hidden [B, T, H] (compute dtype).
         `positions` [B, T] only change RoPE; attention is causal by index."""
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
         b, t = input_ids.shape
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
@@ -127,6 +131,8 @@ class Qwen3ForCausalLM(nnx.Module):
         fp32 [B, V] (index num_new[b] - 1; row 0's for num_new 0), which saves the [B, T, V] tensor
         when prefilling long prompts with a large vocabulary.
         """
+        if tokens.ndim != 2:
+            raise ValueError(f"tokens must be [batch, seq], got shape {tokens.shape}")
         b, t = tokens.shape
         if b != cache.batch_size:
             raise ValueError(f"tokens batch {b} != cache batch {cache.batch_size}")

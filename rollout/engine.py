@@ -392,14 +392,19 @@ class _Run:
         active = np.zeros(n, bool)
         budget = np.zeros(n, np.int32)
         seeds = np.zeros(n, np.int32)
+        stopped = False
         for r, s in enumerate(self.rows):
             if s is None or not s.live or not s.sampling or s in self.ready:
                 continue
-            active[r] = True
-            budget[r] = min(cfg.max_turn_tokens - s.turn_sampled, cfg.max_total_tokens - len(s.record.ids))
+            room = min(cfg.max_turn_tokens - s.turn_sampled, cfg.max_total_tokens - len(s.record.ids))
+            if room <= 0:                            # cannot happen by construction; never spin on it
+                self._stop(s, STOP_MAX_TOTAL_TOKENS, notify=True)
+                stopped = True
+                continue
+            active[r], budget[r] = True, room
             seeds[r] = (s.episode_index * 64 + s.ordinal) % (2**31 - 1)
         if not active.any():
-            return bool(self.ready) or bool(self.queue and self._free_rows())
+            return stopped or bool(self.ready) or bool(self.queue and self._free_rows())
         params = SamplingArrays(
             temperature=jnp.full((n,), cfg.temperature, jnp.float32),
             top_p=jnp.full((n,), cfg.top_p, jnp.float32),
