@@ -24,6 +24,7 @@ class ModelConfig:
     param_dtype: str = "float32"
     tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
     sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
+    remat: str = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
 
 
 @dataclass

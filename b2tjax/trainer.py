@@ -334,11 +334,13 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     if init.startswith("hf:"):
         from models.hf import load_pretrained
 
-        return load_pretrained(init[3:], dtype=dtype, param_dtype=param_dtype)
+        return load_pretrained(init[3:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh),
+                               remat=cfg.model.remat)
     if init.startswith("ckpt:"):
         from models.checkpoint import load_model
 
-        return load_model(init[5:], dtype=dtype, param_dtype=param_dtype)
+        return load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh),
+                          remat=cfg.model.remat)
     if init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
     overrides = dict(cfg.model.overrides)
@@ -348,4 +350,4 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     from models.sharding import create_model
 
     mesh = build_mesh(cfg.mesh)
-    return create_model(model_cfg, mesh, seed=cfg.seed, dtype=dtype, param_dtype=param_dtype)
+    return create_model(model_cfg, mesh, seed=cfg.seed, dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat)

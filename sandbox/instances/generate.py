@@ -33,6 +33,7 @@ PARTY_WEIGHTS = (0.24, 0.42, 0.2, 0.14)              # mean 2.24 travellers (Tab
 MAX_ATTEMPTS = 600
 REDRAW_EVERY = 150
 
+
 @dataclass
 class Instance:
     visible: dict[str, Any]   # id, split, difficulty, instruction, trajectory
@@ -40,7 +41,7 @@ class Instance:
 
 
 class GenerationError(RuntimeError):
-    pass
+    """No attempt produced a valid instance (the message names the commonest reasons)."""
 
 
 def instance_id(split: str, difficulty: str, index: int) -> str:
