@@ -51,14 +51,13 @@ class MetricsWriter:
             self._bar = tqdm(total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True,
                              mininterval=0.5)
 
-    def set_phase(self, desc: str, total_steps: int, initial_step: int = 0) -> None:
+    def set_phase(self, desc: str) -> None:
+        """Relabel the bar (one bar runs through SFT and GRPO: one global step counter)."""
         if self._bar is not None:
-            self._bar.reset(total=total_steps)
-            self._bar.update(initial_step)
             self._bar.set_description(desc)
 
-    def log(self, step: int, metrics: dict[str, Any], *, phase: str = "") -> None:
-        """Append one record and advance the bar by one step."""
+    def log(self, step: int, metrics: dict[str, Any], *, phase: str = "", advance: bool = True) -> None:
+        """Append one record and (for a train step) advance the bar by one step."""
         if not self.enabled:
             return
         record = {"step": int(step), "phase": phase, "time": time.time()}
@@ -72,7 +71,7 @@ class MetricsWriter:
         if self._bar is not None:
             shown = {label: f"{record[k]:.3g}" for k, label in _BAR_KEYS if isinstance(record.get(k), float)}
             self._bar.set_postfix(shown, refresh=False)
-            self._bar.update(1)
+            self._bar.update(1 if advance else 0)
 
     def write(self, text: str) -> None:
         """Print a line without breaking the progress bar."""

@@ -153,7 +153,7 @@ class Trainer:
             if cfg.eval_at_end:
                 writer.write("evaluating ...")
                 eval_metrics, table = self.task.evaluate(self.model_fn(params))
-                writer.log(self.total_steps, {f"eval/{k}": v for k, v in _flat(eval_metrics).items()}, phase="eval")
+                writer.log(self.total_steps, {f"eval/{k}": v for k, v in _flat(eval_metrics).items()}, phase="eval", advance=False)
                 if jax.process_index() == 0:
                     (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.write(table)
@@ -184,7 +184,7 @@ class Trainer:
         if start.get("data"):
             data.set_state(start["data"])
         counters = dict(start.get("counters") or {})
-        writer.set_phase("sft", self.total_steps, start["phase_step"])
+        writer.set_phase("sft")
         micro = (cfg.sft.batch_size // cfg.sft.micro_batch_size) if cfg.sft.micro_batch_size else 1
         last = {}
         for phase_step in range(start["phase_step"] + 1, self.sft_steps + 1):
@@ -236,7 +236,7 @@ class Trainer:
         if start.get("data"):
             data.set_state(start["data"])
         counters = dict(start.get("counters") or {})
-        writer.set_phase("grpo", self.total_steps, self.sft_steps + start["phase_step"])
+        writer.set_phase("grpo")
         last = {}
         for phase_step in range(start["phase_step"] + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step

@@ -332,6 +332,7 @@ class _Run:
                 self._fail_episode(index, f"on_turn_end() raised {type(outcome).__name__}: {outcome}")
                 continue
             stream.record.errors.extend(outcome.errors)
+            stream.record.calls.extend(outcome.call_names)
             self._apply(index, outcome.actions)
 
     def _call_turn_end(self, stream: _Stream) -> tuple[TurnOutcome | Exception, float]:

@@ -42,6 +42,7 @@ class EpisodeRecord:
     logprobs: list[float] = dataclasses.field(default_factory=list)
     turns: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     errors: list[bool] = dataclasses.field(default_factory=list)
+    calls: list[str] = dataclasses.field(default_factory=list)    # name of each call, parallel to errors
     answer: str | None = None
     stop_reason: str = ""
     reward: float | None = None

@@ -98,3 +98,26 @@ def test_non_finite_loss_skips_step_and_counts_it():
     batch["advantages"] = jnp.asarray(np.array([[0.3, 1.0, -1.0, 0.5]], np.float32))
     newer, metrics = fns.grpo_step(new_state, batch)
     assert float(metrics["applied"]) == 1.0 and int(newer.skipped) == 1
+
+
+def test_bf16_compute_keeps_fp32_master_weights():
+    cfg = get_config("tiny")
+    ids, mask, _ = _batch(cfg.vocab_size)
+    adv = np.array([1.0, -0.5, 2.0, -1.5], np.float32)
+    losses = {}
+    for name, dtype in (("fp32", jnp.float32), ("bf16", jnp.bfloat16)):
+        model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=jnp.float32)
+        model_fn, params = BoundModel.from_model(model)
+        opt = optax.sgd(1e-2)
+        fns = make_step_fns(model_fn, opt, lambda s: 1e-2, GRPOConfig(logprob_chunk=8), temperature=1.0,
+                            fixed_length=FIXED)
+        old = np.asarray(fns.logprobs(params, ids[None]))[0]  # on-policy: ratio 1 at the first step
+        batch = fns.shard_batch({k: v[None] for k, v in dict(ids=ids, mask=mask, old_logprobs=old,
+                                                              advantages=adv).items()})
+        new_state, metrics = fns.grpo_step(init_train_state(params, opt), batch)
+        assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(new_state.params))
+        losses[name] = (float(metrics["loss"]), float(metrics["ratio_mean"]))
+    np.testing.assert_allclose(losses["fp32"][1], 1.0, rtol=1e-6)
+    # bf16 forward: same loss to bf16 precision, ratios within bf16 rounding of 1.
+    np.testing.assert_allclose(losses["bf16"][0], losses["fp32"][0], rtol=0.05, atol=0.02)
+    np.testing.assert_allclose(losses["bf16"][1], 1.0, atol=0.02)

@@ -22,16 +22,21 @@ POI_CATEGORY = {"hotel": "hotel", "restaurant": "dining", "attraction": "attract
                 "train": "transportation", "flight": "transportation"}
 
 
+_BUILT: dict[str, object] = {}   # shared by test_expert.py, which imports this fixture
+
+
 @pytest.fixture(scope="session")
 def small_benchmark(tmp_path_factory, small_world_path):  # noqa: F811
-    """The default small benchmark, expert-validated, with SFT traces (built once)."""
-    from rollout.prompt import build_prompt
+    """The default small benchmark, expert-validated, with SFT traces (built once per session)."""
+    if "dir" not in _BUILT:
+        from rollout.prompt import build_prompt
 
-    out = tmp_path_factory.mktemp("bench")
-    shutil.copy(small_world_path, out / "world.sqlite")
-    build_benchmark(out / "world.sqlite", out, scale="small", seed=0, workers=1,
-                    log=lambda _: None, prompt_builder=build_prompt)
-    return out
+        out = tmp_path_factory.mktemp("bench")
+        shutil.copy(small_world_path, out / "world.sqlite")
+        build_benchmark(out / "world.sqlite", out, scale="small", seed=0, workers=1,
+                        log=lambda _: None, prompt_builder=build_prompt)
+        _BUILT["dir"] = out
+    return _BUILT["dir"]
 
 
 def _pairs(data_dir, split):

@@ -50,6 +50,7 @@ def test_records_are_complete_and_answered(sampled_run):
         assert episode.steps[0].responses[0].name == "AttractionSearch"
         assert not episode.steps[0].responses[0].is_error
         assert record.errors == [r.is_error for s in episode.steps for r in s.responses]
+        assert record.calls == [r.name for s in episode.steps for r in s.responses]
 
 
 def test_prefix_invariance(sampled_run):

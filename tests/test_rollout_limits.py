@@ -120,3 +120,15 @@ def test_crashing_environment_is_recorded_not_raised(limit_run):
     crash = records["crash"]
     assert crash.stop_reason == "error" and "environment crashed" in crash.error_message
     assert crash.any_error and len(crash.turns) == 1
+
+
+def test_records_round_trip_through_json(limit_run):
+    import json
+
+    from rollout import EpisodeRecord
+
+    _, records, capped = limit_run
+    for record in [*records.values(), capped]:
+        obj = json.loads(json.dumps(record.to_json()))
+        assert obj["truncated"] == record.truncated
+        assert EpisodeRecord.from_json(obj) == record
