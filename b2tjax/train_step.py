@@ -148,9 +148,32 @@ class StepFns:
     mesh: Mesh | None
 
     def shard_batch(self, batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-        """Put [M, b, ...] host arrays on devices with rows split over (data, fsdp)."""
-        return {k: jax.device_put(v, batch_sharding(self.mesh, v.shape)) if self.mesh is not None else jnp.asarray(v)
-                for k, v in batch.items()}
+        """Put [M, b, ...] host arrays on devices with rows split over (data, fsdp).
+
+        With several JAX processes each passes its own rows; the global batch is their
+        concatenation along the row axis (process order), and every normaliser covers all of it.
+        """
+        if self.mesh is None:
+            return {k: jnp.asarray(v) for k, v in batch.items()}
+        procs = jax.process_count()
+        out = {}
+        for k, v in batch.items():
+            global_shape = (v.shape[0], v.shape[1] * procs, *v.shape[2:])
+            sharding = batch_sharding(self.mesh, global_shape)
+            out[k] = (jax.device_put(v, sharding) if procs == 1
+                      else jax.make_array_from_process_local_data(sharding, v, global_shape))
+        return out
+
+    def local_rows(self, x: jax.Array) -> np.ndarray:
+        """This process' rows of a [M, b_global, ...] array made by `shard_batch`, as NumPy."""
+        procs = jax.process_count()
+        if procs == 1:
+            return np.asarray(x)
+        from jax.experimental import multihost_utils
+
+        full = np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        local = full.shape[1] // procs
+        return full[:, jax.process_index() * local:(jax.process_index() + 1) * local]
 
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:

@@ -280,7 +280,7 @@ class Trainer:
         rows_per_micro = g.micro_batch_size or (n // g.mini_batches)
         micro_all = n // rows_per_micro
         ids_dev = fns.shard_batch({"ids": to_micro(ids, micro_all)})["ids"]
-        trainer_lp = np.asarray(fns.logprobs(state.params, ids_dev)).reshape(n, length)
+        trainer_lp = fns.local_rows(fns.logprobs(state.params, ids_dev)).reshape(n, length)
         token_count = max(float(sampled.sum()), 1.0)
         gap = np.abs(trainer_lp - sampler_lp) * sampled
         metrics = {"logprob_gap_mean": float(gap.sum() / token_count), "logprob_gap_max": float(gap.max()),
@@ -293,7 +293,7 @@ class Trainer:
             old = np.where(sampled > 0, sampler_lp, trainer_lp)
         arrays = {"ids": ids, "mask": mask, "old_logprobs": old.astype(np.float32), "advantages": adv}
         if g.beta > 0:
-            arrays["ref_logprobs"] = np.asarray(fns.logprobs(self.ref_params, ids_dev)).reshape(n, length)
+            arrays["ref_logprobs"] = fns.local_rows(fns.logprobs(self.ref_params, ids_dev)).reshape(n, length)
 
         rng = np.random.default_rng(seed)
         sums: dict[str, float] = {}

@@ -10,8 +10,6 @@ switchable for the ablations).
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,29 +18,9 @@ from flax import nnx
 
 from b2tjax.config import TrainConfig
 from b2tjax.data import read_jsonl
+from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
 from b2tjax.trainer import RolloutBatch
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def ensure_data(data_dir: Path, scale: str) -> None:
-    """Run launch/make_data.py's main() unless DATA already holds the world and the instances."""
-    needed = [data_dir / "world.sqlite", data_dir / "instances" / "train.jsonl", data_dir / "ground_truth" / "train.jsonl"]
-    if all(p.exists() for p in needed):
-        return
-    print(f"building the {scale} world and benchmark in {data_dir} ...", flush=True)
-    started = time.perf_counter()
-    sys.path.insert(0, str(ROOT / "launch"))
-    try:
-        import make_data
-    finally:
-        sys.path.pop(0)
-    code = make_data.main(["--out", str(data_dir), "--scale", scale])
-    if code:
-        raise RuntimeError(f"launch/make_data.py failed with status {code}")
-    print(f"data ready ({time.perf_counter() - started:.0f}s)", flush=True)
-
 
 def _corpus(data_dir: Path, tool_schemas: Sequence[dict]) -> list[str]:
     """Text the tiny tokenizer is trained on: expert traces, instances and the tool schemas."""

@@ -5,7 +5,7 @@ Modes, measured in the same run on the same episodes:
   (b) re-prefill  : same engine, but the whole record is fed again every turn (no cache reuse);
   (c) static      : KV cache kept, but a new wave of episodes starts only when the whole batch is done.
 Episodes use the agent prompt (three tool schemas + trajectory), call a real sandbox tool every turn
-(teacher-forced call text, then sampled continuation) and answer after 4..6 turns, so lengths differ.
+(teacher-forced call text, then sampled continuation) and answer after 3..7 turns, so lengths differ.
 Reports generated tokens/s, episodes/s, host share of wall time, and ratios against (a).
 
     python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48]
@@ -58,7 +58,8 @@ def build(args: argparse.Namespace):
     schemas = [t for t in world.tool_schemas() if t["function"]["name"] in ("AttractionSearch", "RestaurantSearch",
                                                                             "AccommodationSearch")]
     prompts = [build_prompt(inst, schemas) for inst in instances]
-    corpus = [p.text() for p in prompts] + [world.call_tool("AttractionSearch", {"city": c, "n": 3}).text for c in CITIES]
+    corpus = [p.text() for p in prompts]
+    corpus += [world.call_tool("AttractionSearch", {"city": c, "n": 3}).text for c in CITIES]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, root / "spm", vocab_size=2048))
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size)
     model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
@@ -71,7 +72,7 @@ def episodes(world, tok, prompt_ids):
 
     out = []
     for i, ids in enumerate(prompt_ids):
-        turns = 4 + i % 3
+        turns = 2 + (i * 3) % 5                 # 2..6 tool turns, then the answer turn
         script = {k: SEARCH.format(city=CITIES[(i + k) % len(CITIES)]) for k in range(turns)}
         script[turns] = ANSWER
         env = EpisodeEnv(world, max_turns=turns + 1, max_response_chars=300)
@@ -93,6 +94,7 @@ def measure(name, model, tok, world, prompt_ids, config):
     print(f"  {name}: timed run {wall:.1f}s", flush=True)
     return {"mode": name, "tok_s": s.generated_tokens / wall, "ep_s": len(records) / wall, "wall": wall,
             "host_share": s.host_share, "prefill_tokens": s.prefill_tokens, "generated": s.generated_tokens,
+            "decode_steps": s.decode_steps, "device_s": s.device_s,
             "turns": sum(len(r.turns) for r in records) / len(records),
             "answered": sum(r.stop_reason == "answer" for r in records) / len(records)}
 
@@ -112,14 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, batch {args.batch}, "
           f"prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, {args.turn_tokens} tokens/turn")
     rows = [measure("(a) engine", model, tok, world, prompt_ids, RolloutConfig(**base)),
-            measure("(b) re-prefill each turn", model, tok, world, prompt_ids, RolloutConfig(**base, reprefill=True)),
-            measure("(c) static batching", model, tok, world, prompt_ids, RolloutConfig(**base, refill=False))]
+            measure("(c) static batching", model, tok, world, prompt_ids, RolloutConfig(**base, refill=False)),
+            measure("(b) re-prefill each turn", model, tok, world, prompt_ids, RolloutConfig(**base, reprefill=True))]
     ref = rows[0]
     print(f"{'mode':26s} {'gen tok/s':>10s} {'ep/s':>7s} {'wall s':>7s} {'host %':>7s} {'prefill tok':>12s} "
-          f"{'turns/ep':>8s} {'answered':>8s} {'(a)/mode':>9s}")
+          f"{'decode steps':>12s} {'turns/ep':>8s} {'answered':>8s} {'(a)/mode':>9s}")
     for r in rows:
         print(f"{r['mode']:26s} {r['tok_s']:10.1f} {r['ep_s']:7.2f} {r['wall']:7.2f} {100 * r['host_share']:7.1f} "
-              f"{r['prefill_tokens']:12d} {r['turns']:8.1f} {r['answered']:8.0%} {ref['tok_s'] / r['tok_s']:9.2f}x")
+              f"{r['prefill_tokens']:12d} {r['decode_steps']:12d} {r['turns']:8.1f} {r['answered']:8.0%} "
+              f"{ref['tok_s'] / r['tok_s']:9.2f}x")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
+    if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
+        from b2tjax.prepare import ensure_data
+
+        ensure_data(Path(cfg.data.data_dir), cfg.data.world_scale)
+
     from b2tjax.mesh import maybe_initialize_distributed
 
     maybe_initialize_distributed(cfg.distributed)  # before any other JAX call

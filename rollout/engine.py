@@ -5,6 +5,7 @@ One run loops over three phases until every episode has finished:
      `refill=False` a new wave starts only when every row is free: static batching);
   2. prefill: only tokens not yet in a row's cache are fed (prompt of a new stream, environment
      reply + forced tokens of a continuing one), in chunks of at most `prefill_chunk` per row;
+     only rows with pending tokens are computed (a refill of one row costs one row);
   3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn;
   then the host hands finished turns to their episodes (tool calls run in a thread pool for the
   whole batch), appends the replies with mask 0 and enforces the limits.
@@ -13,6 +14,10 @@ Limits (per stream): `max_turns`, `max_turn_tokens` (sampled tokens in one turn;
 ends the episode, `"close"` appends a forced <|im_end|> with mask 0 and lets the environment answer),
 `max_total_tokens` (record length, prompt included). Each limit sets its stop reason; such
 records are `truncated`. Episode callbacks that raise are recorded as STOP_ERROR, never re-raised.
+
+Sampling keys derive from (run rng, episode index, stream, position), never from the batch row,
+so continuous and static batching produce the same episodes. `run` returns one EpisodeRecord per
+stream (one per episode for single-agent episodes), in episode order.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from models.kv_cache import init_cache
+from models.qwen3 import init_cache
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.record import (STOP_ERROR, STOP_MAX_TOTAL_TOKENS, STOP_MAX_TURN_TOKENS, STOP_MAX_TURNS,
                             EpisodeRecord)
@@ -376,7 +381,8 @@ class _Run:
                 if stream.reset:
                     stream.reset, stream.cached = False, 0
                 if self.engine.trace is not None:
-                    self.engine.trace((stream.episode_index, stream.record.stream), "prefill", list(take), stream.cached)
+                    key = (stream.episode_index, stream.record.stream)
+                    self.engine.trace(key, "prefill", list(take), stream.cached)
                 stream.cached += len(take)
                 stream.pending = stream.pending[len(take):]
             t0 = time.perf_counter()

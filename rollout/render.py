@@ -7,15 +7,17 @@ The record after a turn ends with the sampled `<|im_end|>`; the reply appended (
 so that record text == Qwen3 chat template text: the template closes every turn with
 "<|im_end|>\n" and renders consecutive tool results as one user turn of "\n"-joined
 `<tool_response>\n...\n</tool_response>` blocks (sandbox.EpisodeEnv's `step.rendered`). Memory
-results use the same framing with `<memory_response>` tags. Tokens are built piecewise around the special tokens, which equals
-tokenising the whole template text because special tokens always split the text.
+results use the same framing with `<memory_response>` tags. Tokens are built piecewise around the
+special tokens, which equals tokenising the whole template text (special tokens split the text).
 
-Documented differences from re-rendering the same messages with the template (tested in
-tests/test_rollout_render.py): (1) earlier assistant turns keep their `<think>` text verbatim
-(the template drops reasoning before the last real user query, which a memory reply counts as);
-(2) the template adds an empty `<think>\n\n</think>\n\n` to a *final* assistant turn without
-reasoning; (3) the template normalises whitespace around `<think>` blocks. Our record keeps exactly
-what the model sampled.
+Documented differences from `models.chat.render` on the same messages (tested in
+tests/test_rollout_engine.py::test_record_text_equals_chat_template): (1) the record ends at the
+final sampled <|im_end|> (the template adds "\n"); (2) earlier assistant turns keep their
+`<think>` text: the record equals `render(..., keep_reasoning=True)`, while the official template
+drops reasoning before the last real user query, which a `<memory_response>` user turn counts as;
+(3) the template would add an empty `<think>\n\n</think>\n\n` to a final assistant turn without
+reasoning and normalise whitespace around `<think>` blocks. The record keeps exactly what the
+model sampled.
 """
 
 from __future__ import annotations

@@ -30,8 +30,10 @@ def _cmd(out: Path, *extra: str) -> list[str]:
     return [sys.executable, str(ROOT / "launch" / "train.py"), *ARGS, "--out", str(out), *extra]
 
 
-def _env() -> dict:
-    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+def _env(cache: Path) -> dict:
+    # A shared persistent compilation cache: the resumed run reuses the first runs' executables.
+    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", JAX_COMPILATION_CACHE_DIR=str(cache),
+                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 
 def _committed_steps(ckpt_dir: Path) -> list[int]:
@@ -42,9 +44,10 @@ def _committed_steps(ckpt_dir: Path) -> list[int]:
 
 def test_sigterm_then_resume_matches_straight_run(tmp_path):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    first = subprocess.Popen(_cmd(straight), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = _env(tmp_path / "jax_cache")
+    first = subprocess.Popen(_cmd(straight), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    second = subprocess.Popen(_cmd(interrupted), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    second = subprocess.Popen(_cmd(interrupted), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     deadline = time.time() + 240
     while not _committed_steps(interrupted / "checkpoints") and second.poll() is None and time.time() < deadline:
@@ -55,7 +58,7 @@ def test_sigterm_then_resume_matches_straight_run(tmp_path):
     stopped_at = max(_committed_steps(interrupted / "checkpoints"))
     assert 2 <= stopped_at < STEPS, stopped_at
 
-    resumed = subprocess.run(_cmd(interrupted, "--resume"), env=_env(), capture_output=True, text=True, timeout=240)
+    resumed = subprocess.run(_cmd(interrupted, "--resume"), env=env, capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     out1, _ = first.communicate(timeout=240)
     assert first.returncode == 0, out1[-3000:]

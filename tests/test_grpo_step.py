@@ -1,5 +1,7 @@
 """The jitted GRPO step on the tiny Qwen3: micro-batch accumulation, non-finite skip, log-prob pass."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,9 +21,15 @@ N, T = 4, 24
 FIXED = 32
 
 
+@functools.lru_cache(maxsize=None)
+def _model(dtype=jnp.float32):
+    """One tiny model per compute dtype for the whole module (eager init is slow on CPU)."""
+    return Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=jnp.float32)
+
+
 def _setup(aggregation="seq_mean_token_mean", beta=0.04, sgd=False):
     cfg = get_config("tiny")
-    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
+    model = _model()
     model_fn, params = BoundModel.from_model(model)
     gcfg = GRPOConfig(aggregation=aggregation, beta=beta, clip_low=0.2, clip_high=0.28, logprob_chunk=8)
     ocfg = OptimConfig(lr=1e-2, warmup_steps=0)
@@ -106,7 +114,7 @@ def test_bf16_compute_keeps_fp32_master_weights():
     adv = np.array([1.0, -0.5, 2.0, -1.5], np.float32)
     losses = {}
     for name, dtype in (("fp32", jnp.float32), ("bf16", jnp.bfloat16)):
-        model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=jnp.float32)
+        model = _model(dtype)
         model_fn, params = BoundModel.from_model(model)
         opt = optax.sgd(1e-2)
         fns = make_step_fns(model_fn, opt, lambda s: 1e-2, GRPOConfig(logprob_chunk=8), temperature=1.0,

@@ -231,5 +231,18 @@ def test_multi_stream_episode_shares_state_and_waits(rollout_setup):
     # (one decode call traces its rows in row order, so same-segment rows are adjacent events)
     day1_decodes = [i for i, (key, kind, _, _) in enumerate(events) if key == (0, "day1") and kind == "decode"]
     assert day1_decodes and all(events[i + 1][:2] == ((0, "day2"), "decode") for i in day1_decodes)
-    coordinator_decodes = [i for i, (key, kind, _, _) in enumerate(events) if key == (0, "coordinator") and kind == "decode"]
+    coordinator_decodes = [i for i, (key, kind, _, _) in enumerate(events)
+                           if key == (0, "coordinator") and kind == "decode"]
     assert len(coordinator_decodes) == 2 and coordinator_decodes[0] < day1_decodes[0] < coordinator_decodes[1]
+
+
+def test_sampled_episodes_do_not_depend_on_batch_placement(rollout_setup):
+    """Keys come from (rng, episode, position), not the row: T=1 sampling gives the same episodes
+    with continuous and static batching, and a different rng gives different ones."""
+    runs = [_greedy_ids(rollout_setup, _multi_turn_episodes(rollout_setup, 5), temperature=1.0, refill=refill)[0]
+            for refill in (True, False)]
+    assert runs[0] == runs[1]
+    from rollout import RolloutEngine
+
+    other = RolloutEngine(rollout_setup.model, rollout_setup.tokenizer, engine_config(temperature=1.0))
+    assert [r.ids for r in other.run(_multi_turn_episodes(rollout_setup, 5), rng=1)] != runs[0]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rollout_fixtures import ANSWER, SEARCH, engine_config, forced_episode, rollout_setup, user_prompt  # noqa: F401
+from tests.rollout_fixtures import (ANSWER, SEARCH, engine_config, forced_episode, rollout_setup,  # noqa: F401
+                                    user_prompt)
 
 
 def _padded_prompt(tokenizer, length: int) -> list[int]:
