@@ -162,8 +162,9 @@ class TravelTask:
         records = engine.run(self._episodes(self._eval), 0)
         evals, rewards = self._score(records, self._eval)
         metrics = compute_metrics(evals)
-        metrics["mean_reward"] = float(np.mean([r.total for r in rewards])) if rewards else 0.0
+        metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
+        r = self.cfg.rollout
         header = (f"evaluation on {len(self._eval)} {self.cfg.data.eval_split} instances "
-                  f"(greedy, prompt {self.cfg.rollout.prompt_style}, memory {self.cfg.rollout.memory_enabled}); "
+                  f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
                   f"mean reward {metrics['mean_reward']:.3f}")
         return metrics, header + "\n" + format_table(metrics)

@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         task = TravelTask.prepare(cfg)
         vocab = task.vocab_size
     model = build_model(cfg, vocab_size=vocab)
+    if vocab > model.config.vocab_size:
+        print(f"error: the tokenizer has {vocab} ids but the model only {model.config.vocab_size} embeddings "
+              f"(model.init={cfg.model.init!r}, model.tokenizer={cfg.model.tokenizer!r})", file=sys.stderr)
+        return 2
     print(f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
           f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
           f"devices: {jax.device_count()} x {jax.devices()[0].platform}", flush=True)
