@@ -29,6 +29,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="build the store from DIR/<table>.jsonl or .csv files instead of generating it")
     parser.add_argument("--language", default="en", choices=("en", "zh"), help="instruction language")
     parser.add_argument("--workers", default=2, type=int, help="processes for instances (default 2)")
+    parser.add_argument("--world-only", action="store_true", help="write world.sqlite only (no instances)")
     parser.add_argument("--no-expert", action="store_true",
                         help="skip expert validation and SFT traces (instances are not checked solvable)")
     return parser.parse_args(argv)
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     store = step_world(args)
-    step_instances(args, store)
+    if not args.world_only:
+        step_instances(args, store)
     return 0
 
 

@@ -8,6 +8,7 @@ answered in place with error blocks. The episode ends when an `<answer>` is give
 """
 
 import concurrent.futures as cf
+import os
 import threading
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,6 +27,15 @@ _NO_ACTION_MESSAGE = (
 
 _default_pool: cf.ThreadPoolExecutor | None = None
 _default_pool_lock = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    """A forked child inherits the pool object but none of its threads: start afresh there."""
+    global _default_pool, _default_pool_lock
+    _default_pool, _default_pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def _shared_pool() -> cf.ThreadPoolExecutor:

@@ -27,7 +27,7 @@ def _sha256(path) -> str:
 def store(tmp_path_factory):
     """The small world built through the CLI, as instance and evaluator code will build it."""
     out = tmp_path_factory.mktemp("data")
-    assert make_data_main(["--out", str(out), "--scale", "small", "--seed", "0"]) == 0
+    assert make_data_main(["--out", str(out), "--scale", "small", "--seed", "0", "--world-only"]) == 0
     return out / "world.sqlite"
 
 

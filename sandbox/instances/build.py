@@ -72,7 +72,8 @@ def build_benchmark(store: str | Path, out_dir: str | Path, scale: str = "small"
     sizes = sizes or SPLIT_SIZES[scale]
     stats: dict[str, Any] = {}
     report: dict[str, Any] = {}
-    ctx = mp.get_context("fork") if workers > 1 else None
+    # forkserver: never fork the caller, which may be a multi-threaded JAX process (launch/train.py)
+    ctx = mp.get_context("forkserver") if workers > 1 else None
     pool = ctx.Pool(workers, _init_worker, (str(store), use_expert)) if ctx else None
     if pool is None:
         _init_worker(str(store), use_expert)
