@@ -20,6 +20,7 @@ from b2tjax.config import TrainConfig
 from b2tjax.data import read_jsonl
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
+from sandbox.instances.loader import interleave_difficulties
 from b2tjax.trainer import RolloutBatch
 
 def _corpus(data_dir: Path, tool_schemas: Sequence[dict]) -> list[str]:
@@ -79,7 +80,7 @@ class TravelTask:
         wanted = set(self.cfg.data.difficulties)
         pairs = [(inst, truth[inst["id"]]) for inst in read_jsonl(path)
                  if inst.get("difficulty", "easy") in wanted and inst["id"] in truth]
-        return pairs[:limit] if limit else pairs
+        return interleave_difficulties(pairs)[:limit] if limit else pairs
 
     # -- Task protocol --------------------------------------------------------------------------
     def train_examples(self) -> Sequence[Any]:

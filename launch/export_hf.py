@@ -24,17 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="model checkpoint or OUT/checkpoints directory")
     parser.add_argument("--out", required=True, help="output HF directory")
-    parser.add_argument("--tokenizer", default=None, help="'qwen3', a HF dir or a SentencePiece model")
+    parser.add_argument("--tokenizer", default=None,
+                        help="'qwen3', a HF dir or a SentencePiece model (default: the checkpoint's own, if saved)")
     parser.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)")
     parser.add_argument("--max-shard-size", default="5GB")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         parser.error(f"--checkpoint {args.checkpoint!r} is not a directory")
     tokenizer = None
-    if args.tokenizer:
+    spec = args.tokenizer
+    if spec is None and os.path.exists(os.path.join(args.checkpoint, "tokenizer.json")):
+        spec = args.checkpoint  # a training run saves its tokenizer beside the checkpoints
+    if spec:
         from models.tokenizer import load_tokenizer
 
-        tokenizer = load_tokenizer(args.tokenizer)
+        tokenizer = load_tokenizer(spec)
     start = time.time()
     model = load_model(args.checkpoint)
     dtype = DTYPES[args.dtype] if args.dtype else None

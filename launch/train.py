@@ -15,6 +15,7 @@ saves a checkpoint and exits with status 143; run again with --resume.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from pathlib import Path
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
+    logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every file it writes at INFO
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
         from b2tjax.prepare import ensure_data
 
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
         task = TravelTask.prepare(cfg)
         vocab = task.vocab_size
+        if jax.process_index() == 0:  # export_hf, rollout and the notebook find it beside the weights
+            task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
     model = build_model(cfg, vocab_size=vocab)
     if vocab > model.config.vocab_size:
         print(f"error: the tokenizer has {vocab} ids but the model only {model.config.vocab_size} embeddings "

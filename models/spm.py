@@ -32,7 +32,7 @@ from sentencepiece import sentencepiece_model_pb2 as spm_pb
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
 from models.bpe_from_ranks import last_merge
-from models.tokenizer import ENDOFTEXT, IM_END, IM_START, decode_padded, qwen3_reference_config
+from models.tokenizer import ENDOFTEXT, IM_END, IM_START, ChatTokenIds, decode_padded, qwen3_reference_config
 
 CHAT_SYMBOLS: tuple[str, ...] = (
     ENDOFTEXT,
@@ -120,7 +120,7 @@ def train_sentencepiece(
     return path
 
 
-class SentencePieceTokenizer:
+class SentencePieceTokenizer(ChatTokenIds):
     """A SentencePiece model behind the b2tjax tokenizer interface."""
 
     def __init__(self, model_path: str | Path):
@@ -138,22 +138,6 @@ class SentencePieceTokenizer:
     @property
     def vocab_size(self) -> int:
         return self._sp.get_piece_size()
-
-    @property
-    def im_start_id(self) -> int:
-        return self._im_start
-
-    @property
-    def im_end_id(self) -> int:
-        return self._im_end
-
-    @property
-    def eos_id(self) -> int:
-        return self._eos
-
-    @property
-    def pad_id(self) -> int:
-        return self._eos
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):

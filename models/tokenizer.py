@@ -83,7 +83,34 @@ def _chat_ids(token_to_id, name: str) -> tuple[int, int, int]:
     return ids[0], ids[1], ids[2]
 
 
-class HFTokenizer:
+class ChatTokenIds:
+    """The chat-control ids both tokenizers expose; subclasses set `_im_start`, `_im_end`, `_eos`.
+
+    Padding uses `<|endoftext|>`, as Qwen3 does.
+    """
+
+    _im_start: int
+    _im_end: int
+    _eos: int
+
+    @property
+    def im_start_id(self) -> int:
+        return self._im_start
+
+    @property
+    def im_end_id(self) -> int:
+        return self._im_end
+
+    @property
+    def eos_id(self) -> int:
+        return self._eos
+
+    @property
+    def pad_id(self) -> int:
+        return self._eos
+
+
+class HFTokenizer(ChatTokenIds):
     """A ``tokenizers.Tokenizer`` (Rust, fast) behind the b2tjax interface."""
 
     def __init__(self, tokenizer: Tokenizer, name: str, hf_config: dict | None = None):
@@ -101,22 +128,6 @@ class HFTokenizer:
     @property
     def vocab_size(self) -> int:
         return self._vocab_size
-
-    @property
-    def im_start_id(self) -> int:
-        return self._im_start
-
-    @property
-    def im_end_id(self) -> int:
-        return self._im_end
-
-    @property
-    def eos_id(self) -> int:
-        return self._eos
-
-    @property
-    def pad_id(self) -> int:
-        return self._eos
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):

@@ -112,9 +112,7 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
     model = nnx.merge(graphdef, state)
     lengths = jnp.where(reset, 0, cache.lengths[rows])
     sub = dataclasses.replace(cache, k=cache.k[:, rows], v=cache.v[:, rows], lengths=lengths)
-    logits, sub = model.forward_cached(tokens, num_new, sub)            # [R, T, V]
-    last_index = jnp.maximum(num_new - 1, 0)[:, None, None]
-    last = jnp.take_along_axis(logits, last_index, axis=1)[:, 0].astype(jnp.float32)
+    last, sub = model.forward_cached(tokens, num_new, sub, last_only=True)  # fp32 [R, V], never [R, T, V]
     cache = dataclasses.replace(cache, k=cache.k.at[:, rows].set(sub.k), v=cache.v.at[:, rows].set(sub.v),
                                 lengths=cache.lengths.at[rows].set(sub.lengths))
     updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
