@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from sandbox.evaluator import evaluate_plan
+from sandbox.jsonl import read_jsonl_objects
 from sandbox.metrics import compute_metrics, format_table
 
 log = logging.getLogger("eval")
@@ -42,6 +43,7 @@ AGENTS["expert"] = _expert_agent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Options: the plans come either from a file (--plans) or from a registered agent (--agent)."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, type=Path, help="data directory (world.sqlite, "
@@ -58,18 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _read_jsonl(path: Path) -> list[dict]:
+    """The file's objects; a bad line or one without a string 'id' ends the run with its line."""
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SystemExit(f"{path}:{number}: not JSON ({err.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-                raise SystemExit(f"{path}:{number}: expected an object with a string 'id'")
-            rows.append(row)
+    for number, row in read_jsonl_objects(path, SystemExit):
+        if not isinstance(row.get("id"), str):
+            raise SystemExit(f"{path}:{number}: expected an object with a string 'id'")
+        rows.append(row)
     return rows
 
 
@@ -91,6 +87,7 @@ def load_pairs(data: Path, split: str, difficulties: list[str] | None) -> list[P
 
 
 def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
+    """id -> plan for the selected instances; plans for other ids are counted and ignored."""
     wanted = {instance["id"] for instance, _ in pairs}
     plans, unknown = {}, 0
     for row in _read_jsonl(path):
@@ -119,6 +116,7 @@ def score(pairs: list[Pair], plans: dict[str, Any], world: Path) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Score one split's plans, print the metrics table and write the optional JSON outputs."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
     pairs = load_pairs(args.data, args.split, args.difficulty)

@@ -21,6 +21,7 @@ log = logging.getLogger("make_data")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Options: where to write, and whether the store is generated or loaded from user files."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, type=Path, help="data directory to write")
     parser.add_argument("--scale", default="small", choices=sorted(SCALES), help="world size (default small)")
@@ -70,6 +71,7 @@ def step_instances(args: argparse.Namespace, store: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Build DATA step by step: the store first, then (unless --world-only) the benchmark."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -206,3 +206,6 @@ def test_loader_reads_generated_files_and_reports_bad_user_files(small_benchmark
     write(user_v, dict(hidden, id="someone-else"))
     with pytest.raises(InstanceFormatError, match="no ground truth"):
         load_split(tmp_path, "user")
+    (tmp_path / "instances" / "user.jsonl").write_text(json.dumps(user_v) + "\nnot json\n")
+    with pytest.raises(InstanceFormatError, match=r"user.jsonl:2: not valid JSON"):
+        load_split(tmp_path, "user")

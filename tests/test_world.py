@@ -237,9 +237,24 @@ def test_loader_reads_csv_and_reports_bad_files(store, tmp_path):
         writer.writerows(broken)
     with pytest.raises(DataFileError, match=r"cities.csv:5: column 'latitude': expected real, got ''"):
         build_store_from_files(tmp_path, tmp_path / "bad.sqlite")
+    # A row with more fields than the header is named, not a crash.
+    with (tmp_path / "cities.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(lines[0]))
+        writer.writeheader()
+        writer.writerows(lines)
+        csv.writer(f).writerow([*lines[0].values(), "extra"])
+    with pytest.raises(DataFileError, match=r"cities.csv:26: 1 more field\(s\) than the header row"):
+        build_store_from_files(tmp_path, tmp_path / "bad.sqlite")
     (tmp_path / "cities.csv").unlink()
     with pytest.raises(DataFileError, match="missing data file for table 'cities'"):
         build_store_from_files(tmp_path, tmp_path / "bad.sqlite")
     (tmp_path / "cities.jsonl").write_text(json.dumps({"name": "X"}) + "\n")
     with pytest.raises(DataFileError, match=r"cities.jsonl:1: missing columns \['name_zh'"):
+        build_store_from_files(tmp_path, tmp_path / "bad.sqlite")
+    # A line that is not a JSON object is named by file and line (blank lines still count).
+    (tmp_path / "cities.jsonl").write_text("\n{oops\n")
+    with pytest.raises(DataFileError, match=r"cities.jsonl:2: not valid JSON"):
+        build_store_from_files(tmp_path, tmp_path / "bad.sqlite")
+    (tmp_path / "cities.jsonl").write_text("[1, 2]\n")
+    with pytest.raises(DataFileError, match=r"cities.jsonl:1: expected a JSON object, got list"):
         build_store_from_files(tmp_path, tmp_path / "bad.sqlite")

@@ -15,6 +15,7 @@ Conventions every check follows (documented in sandbox/README.md):
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -191,14 +192,15 @@ class EvalContext:
 
     # ---- helpers shared by checks
 
-    def local_activities(self):
+    def local_activities(self) -> Iterator[tuple[DayView, Activity, Poi | None]]:
         """(day view, activity, store record or None) for every meal/attraction/entertainment/hotel."""
         for view in self.days:
             for act in view.day.activities:
                 if act.type in LOCAL_TYPES:
                     yield view, act, view.pois.get(act.index)
 
-    def intercity(self):
+    def intercity(self) -> Iterator[tuple[DayView, Activity]]:
+        """(day view, activity) for every train/flight of the plan, in day order."""
         for view in self.days:
             for act in view.day.activities:
                 if act.type == "intercity_transport":

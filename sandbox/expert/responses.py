@@ -37,6 +37,7 @@ def hours(text: str) -> tuple[int, int]:
 
 
 def coords(text: str) -> tuple[float, float]:
+    """A result's "lat,lon" text (sandbox/tools/format.py) -> (lat, lon)."""
     lat, lon = text.split(",")
     return float(lat), float(lon)
 

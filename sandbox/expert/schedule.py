@@ -12,19 +12,19 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-MEAL_WINDOWS = {"breakfast": (7 * 60, 9 * 60 + 30), "lunch": (11 * 60, 14 * 60),
-                "dinner": (17 * 60, 20 * 60 + 30)}
+# The limits are the evaluator's own, imported so that the expert cannot drift from what it scores.
+from sandbox.evaluator.reasonableness import (DAY_END, DAY_START, LATE_ARRIVAL, MAX_IDLE, MAX_LEG,
+                                              MEAL_WINDOWS, MIN_DAY_FOR_ATTRACTION, MIN_GAP,
+                                              NIGHT_END, NIGHT_START)
+from sandbox.evaluator.reasonableness import HOTEL_CHECKIN_EARLIEST as CHECKIN_EARLIEST
+from sandbox.evaluator.reasonableness import MAX_DAILY_LOCAL_TRANSPORT as MAX_DAILY_LEGS
+from sandbox.evaluator.reasonableness import MEAL_MIN_PRESENCE as MIN_PRESENCE_FOR_MEAL
+from sandbox.plan import MEALS
+
 MEAL_MINUTES = {"breakfast": 40, "lunch": 60, "dinner": 60}
 MEAL_TARGET = {"breakfast": 8 * 60 + 20, "lunch": 11 * 60, "dinner": 17 * 60}
-MEALS = ("breakfast", "lunch", "dinner")
-DAY_START, DAY_END = 9 * 60, 21 * 60
-CHECKIN_EARLIEST, CHECKIN_MINUTES = 18 * 60, 30
-LATE_ARRIVAL = 18 * 60
-NIGHT_END, NIGHT_START = 6 * 60, 23 * 60
-MIN_GAP, MAX_IDLE, MAX_LEG, MAX_DAILY_LEGS = 30, 120, 60, 120
+CHECKIN_MINUTES = 30
 ATTRACTION_MIN, ATTRACTION_MAX = 45, 330
-MIN_PRESENCE_FOR_MEAL = 90
-MIN_DAY_FOR_ATTRACTION = 240
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ line and field at fault, before any long job starts.
 
 import datetime as dt
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from sandbox import vocab
+from sandbox.jsonl import read_jsonl_objects
 from sandbox.instances.profiles import CATEGORIES, constrained_categories, empty_history
 
 ACTIONS = ("click", "add_to_favorites", "book")
@@ -96,17 +96,10 @@ def difficulty_of(profile: dict[str, Any]) -> str:
     return "easy" if n <= 1 else "hard" if n == len(CATEGORIES) else "medium"
 
 
-def _read(path: Path) -> Iterable[tuple[int, Any]]:
+def _read(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise InstanceFormatError(f"{path} not found")
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InstanceFormatError(f"{path}:{n}: not valid JSON ({err.msg})") from None
+    return read_jsonl_objects(path, InstanceFormatError)
 
 
 def _fail(where: str, message: str) -> None:

@@ -55,18 +55,15 @@ def transport_matches(pref: dict[str, Any] | None, option: TransportOption) -> b
     return (not mode or option.mode == mode) and (not seat or option.seat_class == seat)
 
 
+_MATCHERS = {"hotel": hotel_matches, "attraction": attraction_matches, "restaurant": restaurant_matches,
+             "transport": transport_matches}
+
+
 def record_matches(profile: dict[str, Any], kind: str, record: Any) -> bool:
-    """Whether a record of `kind` ("hotel", "attraction", "restaurant", "transport") fits."""
-    pref = profile.get(KIND_CATEGORY[kind]) if kind in KIND_CATEGORY else None
-    if kind == "hotel":
-        return hotel_matches(pref, record)
-    if kind == "attraction":
-        return attraction_matches(pref, record)
-    if kind == "restaurant":
-        return restaurant_matches(pref, record)
-    if kind == "transport":
-        return transport_matches(pref, record)
-    return True
+    """Whether a record of `kind` ("hotel", "attraction", "restaurant", "transport") fits;
+    records of other kinds (entertainment) are not judged by any preference."""
+    matcher = _MATCHERS.get(kind)
+    return matcher is None or matcher(profile.get(KIND_CATEGORY[kind]), record)
 
 
 # The profile attribute that selects each kind's main category (see Catalog.by_category).

@@ -11,6 +11,7 @@ RESPONSE_CHAR_BUDGET = 5000  # ~1.3k tokens: room for about 15 POIs
 
 
 def compact_json(obj: Any) -> str:
+    """One-line JSON that keeps non-ASCII names readable (and short) for the agent."""
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
 
 
@@ -30,6 +31,7 @@ def render(header: str, items: list[dict[str, Any]], budget: int = RESPONSE_CHAR
 
 
 def coords(lat: float, lon: float) -> str:
+    """"lat,lon" to 5 decimals (about 1 m): the form MapGuide and `near` accept back."""
     return f"{lat:.5f},{lon:.5f}"
 
 

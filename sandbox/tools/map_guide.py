@@ -8,9 +8,9 @@ against. Between cities: a summary of the trains and flights on the route and th
 from typing import Any
 
 from sandbox import geo
-from sandbox.tools.args import Param, ToolArgError
+from sandbox.tools.args import Param
 from sandbox.tools.format import compact_json, price
-from sandbox.tools.places import resolve_place
+from sandbox.tools.places import resolve_city_arg, resolve_place
 from sandbox.world.store import World
 
 MAP_PARAMS = (
@@ -21,15 +21,10 @@ MAP_PARAMS = (
 )
 
 
-def _city(world: World, args: dict[str, Any], key: str) -> str:
-    city = world.resolve_city(args[key])
-    if city is None:
-        raise ToolArgError(f"unknown {key} {args[key]!r}; available cities: {world.city_names()}")
-    return city
-
-
 def map_guide(world: World, args: dict[str, Any]) -> str:
-    origin_city, dest_city = _city(world, args, "origin_cityName"), _city(world, args, "destination_cityName")
+    """MapGuide: local routes between two places of one city, or the intercity options."""
+    origin_city = resolve_city_arg(world, args, "origin_cityName")
+    dest_city = resolve_city_arg(world, args, "destination_cityName")
     origin = resolve_place(world, origin_city, args["origin"])
     dest = resolve_place(world, dest_city, args["destination"])
     if origin_city == dest_city:

@@ -3,6 +3,7 @@
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sandbox.geo import haversine_km
 from sandbox.tools.args import ToolArgError
@@ -29,6 +30,15 @@ def transport_hubs(city: dict) -> list[Place]:
     here = (city["latitude"], city["longitude"])
     return [Place(s, "station", *here) for s in city["stations"]] + \
         [Place(a["name"], "airport", *here) for a in city["airports"]]
+
+
+def resolve_city_arg(world: World, args: dict[str, Any], key: str, label: str | None = None) -> str:
+    """The store's name of the city in `args[key]`; an unknown one is an argument error that lists
+    the cities, so the agent can retry with a valid name."""
+    city = world.resolve_city(args[key])
+    if city is None:
+        raise ToolArgError(f"unknown {label or key} {args[key]!r}; available cities: {world.city_names()}")
+    return city
 
 
 def resolve_place(world: World, city_name: str, text: str) -> Place:

@@ -17,7 +17,7 @@ from sandbox.geo import haversine_km
 from sandbox.tools.args import (N_MAX, N_MIN, Param, ToolArgError, check_n, check_preferences, check_range,
                                 check_time)
 from sandbox.tools.format import coords, price, render
-from sandbox.tools.places import resolve_place
+from sandbox.tools.places import resolve_city_arg, resolve_place
 from sandbox.world.store import World
 
 DEFAULT_RADIUS_KM = 3.0
@@ -78,9 +78,7 @@ class PoiSearch:
         )
 
     def run(self, world: World, args: dict[str, Any]) -> str:
-        city = world.resolve_city(args["city"])
-        if city is None:
-            raise ToolArgError(f"unknown city {args['city']!r}; available cities: {world.city_names()}")
+        city = resolve_city_arg(world, args, "city")
         n = check_n(args["n"])
         prefs = check_preferences(self.tool, args["preferences"], {k: v[0] for k, v in self.preferences.items()})
         where, params = ["city = ?"], [city]

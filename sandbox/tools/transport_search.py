@@ -11,6 +11,7 @@ from sandbox import vocab
 from sandbox.tools.args import (N_MAX, N_MIN, Param, ToolArgError, check_date, check_n, check_preferences,
                                 check_range, check_time)
 from sandbox.tools.format import price, render
+from sandbox.tools.places import resolve_city_arg
 from sandbox.world.store import World
 
 TRAIN_TYPES = ("High-speed Rail", "Regular Train")
@@ -23,25 +24,25 @@ _WINDOW_PARAMS = (
 
 
 def _route(world: World, args: dict[str, Any]) -> tuple[str, str]:
-    cities = []
-    for key in ("origin", "destination"):
-        city = world.resolve_city(args[key])
-        if city is None:
-            raise ToolArgError(f"unknown {key} city {args[key]!r}; available cities: {world.city_names()}")
-        cities.append(city)
+    cities = [resolve_city_arg(world, args, key, f"{key} city") for key in ("origin", "destination")]
     if cities[0] == cities[1]:
         raise ToolArgError(f"origin and destination are both {cities[0]}; use MapGuide inside a city")
     return cities[0], cities[1]
 
 
-def _window(args: dict[str, Any], column: str) -> tuple[list[str], list[Any]]:
+def _filters(args: dict[str, Any], prefs: dict[str, list[str]], pref_column: str) -> tuple[list[str], list[Any]]:
+    """SQL conditions (and their parameters) for the preference list and the departure window."""
+    where: list[str] = []
+    params: list[Any] = []
+    if pref_column in prefs:
+        where.append(f"{pref_column} IN ({', '.join('?' * len(prefs[pref_column]))})")
+        params += prefs[pref_column]
     after, before = check_time(args["depart_after"], "depart_after"), check_time(args["depart_before"], "depart_before")
-    where, params = [], []
     if after is not None:
-        where.append(f"{column} >= ?")
+        where.append("departure_time >= ?")
         params.append(after)
     if before is not None:
-        where.append(f"{column} <= ?")
+        where.append("departure_time <= ?")
         params.append(before)
     return where, params
 
@@ -59,18 +60,16 @@ FLIGHT_PARAMS = (
 
 
 def flight_search(world: World, args: dict[str, Any]) -> str:
+    """FlightSearch: one date's flights on a route, filtered, with a hint when nothing matches."""
     origin, destination = _route(world, args)
     date = check_date(args["departure_date"], "departure_date", world.date_start, world.date_end)
     n = check_n(args["n"])
     prefs = check_preferences("FlightSearch", args["preferences"], {"cabin_class": vocab.FLIGHT_CABINS})
     where = ["origin_city = ?", "destination_city = ?", "departure_date = ?"]
     params: list[Any] = [origin, destination, date]
-    if "cabin_class" in prefs:
-        where.append(f"cabin_class IN ({', '.join('?' * len(prefs['cabin_class']))})")
-        params += prefs["cabin_class"]
-    window, window_params = _window(args, "departure_time")
-    where += window
-    params += window_params
+    filters, filter_params = _filters(args, prefs, "cabin_class")
+    where += filters
+    params += filter_params
     high = check_range(args["max_price"], "max_price", 0, 1e6)
     if high is not None:
         where.append("total_price <= ?")
@@ -107,17 +106,15 @@ TRAIN_PARAMS = (
 
 
 def train_search(world: World, args: dict[str, Any]) -> str:
+    """TrainSearch: the route's daily trains, filtered; the price filter uses the cheapest seat."""
     origin, destination = _route(world, args)
     n = check_n(args["n"])
     prefs = check_preferences("TrainSearch", args["preferences"], {"train_type": TRAIN_TYPES})
     where = ["origin_city = ?", "destination_city = ?"]
     params: list[Any] = [origin, destination]
-    if "train_type" in prefs:
-        where.append(f"train_type IN ({', '.join('?' * len(prefs['train_type']))})")
-        params += prefs["train_type"]
-    window, window_params = _window(args, "departure_time")
-    where += window
-    params += window_params
+    filters, filter_params = _filters(args, prefs, "train_type")
+    where += filters
+    params += filter_params
     rows = world.query(f"SELECT * FROM trains WHERE {' AND '.join(where)} ORDER BY departure_time, train_number",
                        params)
     high = check_range(args["max_price"], "max_price", 0, 1e6)

@@ -3,8 +3,9 @@
 import datetime as dt
 from typing import Any
 
-from sandbox.tools.args import N_MAX, N_MIN, Param, ToolArgError, check_date, check_n
+from sandbox.tools.args import N_MAX, N_MIN, Param, check_date, check_n
 from sandbox.tools.format import render
+from sandbox.tools.places import resolve_city_arg
 from sandbox.world.store import World
 
 WEATHER_PARAMS = (
@@ -15,9 +16,8 @@ WEATHER_PARAMS = (
 
 
 def weather_search(world: World, args: dict[str, Any]) -> str:
-    city = world.resolve_city(args["city"])
-    if city is None:
-        raise ToolArgError(f"unknown city {args['city']!r}; available cities: {world.city_names()}")
+    """WeatherSearch: n consecutive days of a city's forecast, noting where the store's dates end."""
+    city = resolve_city_arg(world, args, "city")
     n = check_n(args["n"])
     start = world.date_start if args["date"] is None else \
         check_date(args["date"], "date", world.date_start, world.date_end)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sandbox.jsonl import read_jsonl_objects
 from sandbox.schema import SCHEMA_VERSION, TABLES
 from sandbox.world.generator import create_empty_store, finish_store, insert_rows
 from sandbox.world.tables import column_types, required_columns, table_columns
@@ -23,23 +24,11 @@ class DataFileError(ValueError):
     """A user data file is missing, malformed, or does not match the schema."""
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFileError(f"{path}:{line_no}: invalid JSON ({e.msg})") from None
-            if not isinstance(record, dict):
-                raise DataFileError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
-            yield line_no, record
-
-
 def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8", newline="") as f:
         for line_no, record in enumerate(csv.DictReader(f), start=2):
+            if None in record:  # DictReader's key for fields beyond the header
+                raise DataFileError(f"{path}:{line_no}: {len(record[None])} more field(s) than the header row")
             yield line_no, record
 
 
@@ -73,16 +62,17 @@ def read_table_file(directory: Path, table: str) -> list[tuple]:
     """Rows of one table from DIR/<table>.jsonl or .csv, validated, in schema column order."""
     jsonl, csv_path = directory / f"{table}.jsonl", directory / f"{table}.csv"
     if jsonl.exists():
-        path, records = jsonl, _read_jsonl(jsonl)
+        path, records = jsonl, read_jsonl_objects(jsonl, DataFileError)
     elif csv_path.exists():
         path, records = csv_path, _read_csv(csv_path)
     else:
         raise DataFileError(f"missing data file for table {table!r}: expected {jsonl} or {csv_path}")
     columns, types, required = table_columns(table), column_types(table), set(required_columns(table))
+    known = set(columns)
     rows = []
     for line_no, record in records:
         missing = [c for c in columns if c in required and c not in record]
-        unknown = sorted(set(record) - set(columns))
+        unknown = sorted(record.keys() - known)
         if missing or unknown:
             problems = []
             if missing:

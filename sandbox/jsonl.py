@@ -1,0 +1,26 @@
+"""Read a JSONL file of objects, reporting a bad line as `path:line: reason`.
+
+The data files a user may write (store tables, instances, ground truth, plans) are all JSONL of
+objects; one reader keeps their error reports alike while each caller raises its own error type.
+"""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def read_jsonl_objects(path: Path, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number from 1, object) for each non-blank line; a line that is not a JSON object
+    raises `error("path:line: ...")`, so a long job stops at the exact line at fault."""
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise error(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise error(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+            yield line_no, record
