@@ -3,8 +3,8 @@
 `TravelTask.prepare(cfg)` makes a fresh machine ready: it builds DATA with launch/make_data.py when
 absent, trains the SentencePiece tokenizer of the tiny recipe on the generated corpus (or loads the
 Qwen3 / a checkpoint tokenizer), and opens the world. Rollouts run through the RolloutEngine;
-rewards are `sandbox.compute_reward` of `sandbox.evaluate_plan` (action penalty and format gate
-switchable for the ablations).
+rewards are `rollout.scoring.score_records`: `sandbox.compute_reward` of `sandbox.evaluate_plan`
+(action penalty and format gate switchable for the ablations).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def _corpus(data_dir: Path, tool_schemas: Sequence[dict]) -> list[str]:
     return texts
 
 
-def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, tool_schemas: Sequence[dict]):
+def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, tool_schemas: Sequence[dict]) -> Any:
+    """The run's tokenizer: `cfg.model.tokenizer`, or for "sentencepiece" the tiny recipe's model in
+    DATA/tokenizer/, trained once on the corpus so later runs and resumes reuse the same ids."""
     from models.tokenizer import load_tokenizer
 
     spec = cfg.model.tokenizer
@@ -51,6 +53,8 @@ def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, tool_schemas: Sequ
 
 
 class TravelTask:
+    """The trainer's Task for Behavior2Trip: instances as prompts, sandbox rollouts, evaluator rewards."""
+
     def __init__(self, cfg: TrainConfig, data_dir: Path, world: Any, tokenizer: Any):
         self.cfg = cfg
         self.data_dir = data_dir
@@ -121,18 +125,10 @@ class TravelTask:
         return self._python_pool
 
     def _score(self, records, pairs) -> tuple[list, list]:
-        import sandbox
+        from rollout.scoring import score_records
 
         g = self.cfg.grpo
-        evals, rewards = [], []
-        for rec, (inst, truth) in zip(records, pairs):
-            result = sandbox.evaluate_plan(rec.answer or "", inst, truth, self.world)
-            reward = sandbox.compute_reward(result if rec.answer is not None else None, rec.any_error,
-                                            action_penalty=g.action_penalty, format_gate=g.format_gate)
-            rec.reward = reward.total
-            evals.append(result)
-            rewards.append(reward)
-        return evals, rewards
+        return score_records(records, pairs, self.world, action_penalty=g.action_penalty, format_gate=g.format_gate)
 
     def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int) -> RolloutBatch:
         from sandbox.metrics import compute_metrics

@@ -53,6 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
+    """The policy: --checkpoint (Hugging Face safetensors or Orbax), else a random tiny Qwen3 sized to the tokenizer."""
     from flax import nnx
 
     if args.checkpoint is not None:
