@@ -79,17 +79,12 @@ def main() -> None:
     start = time.perf_counter()
     ours_generate()
     compile_s = time.perf_counter() - start
-    rows = []
-    for phase, tokens, fns in (("prefill", b * p, (ours_prefill, hf_prefill)),
-                               ("prefill+decode", b * n, (ours_generate, hf_generate))):
-        t_ours, t_hf = (best_time(fn, args.repeats) for fn in fns)
-        rows.append((phase, tokens / t_ours, tokens / t_hf))
-    # Decode alone: subtract the prefill time from prefill+decode.
-    t_pre_ours = b * p / rows[0][1]
-    t_pre_hf = b * p / rows[0][2]
-    t_gen_ours = b * n / rows[1][1]
-    t_gen_hf = b * n / rows[1][2]
-    rows.append(("decode only", b * n / max(t_gen_ours - t_pre_ours, 1e-9), b * n / max(t_gen_hf - t_pre_hf, 1e-9)))
+    prefill_s = [best_time(fn, args.repeats) for fn in (ours_prefill, hf_prefill)]  # [ours, transformers]
+    generate_s = [best_time(fn, args.repeats) for fn in (ours_generate, hf_generate)]
+    decode_s = [max(gen - pre, 1e-9) for gen, pre in zip(generate_s, prefill_s)]  # decode alone
+    rows = [(phase, tokens / seconds[0], tokens / seconds[1])
+            for phase, tokens, seconds in (("prefill", b * p, prefill_s), ("prefill+decode", b * n, generate_s),
+                                           ("decode only", b * n, decode_s))]
 
     print(f"\nQwen3 '{args.config}' ({cfg.num_params() / 1e6:.2f}M params, {cfg.num_hidden_layers} layers), "
           f"batch {b}, prompt {p}, {n} new tokens, fp32, {jax.devices()[0].platform}, "

@@ -12,12 +12,9 @@ import os
 import sys
 import time
 
-import jax.numpy as jnp
-
 from models.checkpoint import load_model
+from models.config import DTYPES
 from models.hf import save_pretrained
-
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def main(argv: list[str] | None = None) -> int:

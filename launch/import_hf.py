@@ -10,12 +10,9 @@ import os
 import sys
 import time
 
-import jax.numpy as jnp
-
 from models.checkpoint import save_model
+from models.config import DTYPES
 from models.hf import load_pretrained
-
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def main(argv: list[str] | None = None) -> int:

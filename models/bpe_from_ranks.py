@@ -35,6 +35,7 @@ def byte_to_unicode() -> dict[int, str]:
 
 
 def bytes_to_symbol(token: bytes) -> str:
+    """A token's bytes spelled in the ByteLevel alphabet, as tokenizer.json vocabularies store them."""
     table = byte_to_unicode()
     return "".join(table[b] for b in token)
 

@@ -116,7 +116,7 @@ def _render_assistant(message: Mapping[str, Any], content: str, show_reasoning: 
     else:
         text = f"{IM_START}assistant\n{content}"
     for i, call in enumerate(message.get("tool_calls") or []):
-        if (i == 0 and content) or i > 0:
+        if content or i > 0:
             text += "\n"
         fn = call.get("function") or call
         text += render_tool_call(fn["name"], fn["arguments"])

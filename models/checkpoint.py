@@ -17,10 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+from jax.sharding import Mesh, SingleDeviceSharding
 
 from models.config import Qwen3Config
-from models.sharding import abstract_model, logical_to_spec
+from models.sharding import abstract_model, variable_sharding
 
 PARAMS_ITEM = "params"
 CONFIG_FILE = "config.json"
@@ -53,11 +53,7 @@ def restore_target(cfg: Qwen3Config, dtype: Any, param_dtype: Any, mesh: Mesh | 
     device = SingleDeviceSharding(jax.devices()[0])
 
     def target(v: nnx.Variable) -> jax.ShapeDtypeStruct:
-        if mesh is None:
-            sharding = device
-        else:
-            spec = logical_to_spec(v.get_metadata().get("out_sharding"), v.shape, dict(mesh.shape))
-            sharding = NamedSharding(mesh, spec)
+        sharding = device if mesh is None else variable_sharding(v, mesh)
         return jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding)
 
     targets = nnx.to_pure_dict(jax.tree.map(target, state, is_leaf=lambda x: isinstance(x, nnx.Variable)))

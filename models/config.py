@@ -7,6 +7,11 @@ import json
 import os
 from typing import Any
 
+import jax.numpy as jnp
+
+# Parameter / compute dtypes selectable by name (command lines, config.json "torch_dtype").
+DTYPES: dict[str, Any] = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
 # Qwen3 special-token ids (Qwen3 tokenizer_config.json): <|endoftext|> and <|im_end|>.
 QWEN3_BOS_ID = 151643
 QWEN3_EOS_ID = 151645

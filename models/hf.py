@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import logging
 import os
 import re
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding
 from tqdm.auto import tqdm
 
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
-from models.sharding import abstract_model, logical_to_spec
+from models.sharding import abstract_model, state_shardings
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,10 @@ class TensorMap:
     @property
     def stacked(self) -> bool:
         return "{i}" in self.hf_name
+
+    def layer_indices(self, num_layers: int) -> Sequence[int | None]:
+        """The layer index of each HF tensor of this leaf (None for an unstacked leaf)."""
+        return range(num_layers) if self.stacked else [None]
 
 
 def tensor_maps(cfg: Qwen3Config) -> list[TensorMap]:
@@ -85,8 +90,7 @@ def tensor_maps(cfg: Qwen3Config) -> list[TensorMap]:
 
 def hf_names(cfg: Qwen3Config) -> list[str]:
     """Every HF tensor name of `cfg`, in export order."""
-    return [m.hf_name.format(i=i) for m in tensor_maps(cfg)
-            for i in (range(cfg.num_hidden_layers) if m.stacked else [None])]
+    return [m.hf_name.format(i=i) for m in tensor_maps(cfg) for i in m.layer_indices(cfg.num_hidden_layers)]
 
 
 def _get_path(tree: dict, path: Path) -> Any:
@@ -136,7 +140,7 @@ def params_to_hf(pure: dict, cfg: Qwen3Config, dtype: Any = None) -> Iterator[tu
     """(HF name, numpy tensor in HF layout) one at a time; only one layer slice is on host at once."""
     for m in tensor_maps(cfg):
         leaf = _get_path(pure, m.path)
-        for i in (range(cfg.num_hidden_layers) if m.stacked else [None]):
+        for i in m.layer_indices(cfg.num_hidden_layers):
             value = np.asarray(jax.device_get(leaf if i is None else leaf[i]))
             out = np.ascontiguousarray(m.to_hf(value))
             yield m.hf_name.format(i=i), out if dtype is None else out.astype(np.dtype(dtype))
@@ -207,12 +211,7 @@ def load_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, param_dty
     abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat,
                               attention_block=attention_block)
     graphdef, state = nnx.split(abstract)
-    shardings = None
-    if mesh is not None:
-        shardings = nnx.to_pure_dict(jax.tree.map(
-            lambda v: NamedSharding(mesh, logical_to_spec(v.get_metadata().get("out_sharding"), v.shape,
-                                                          dict(mesh.shape))),
-            state, is_leaf=lambda x: isinstance(x, nnx.Variable)))
+    shardings = None if mesh is None else state_shardings(state, mesh)
     with _SafetensorsReader(path) as reader:
         expected = set(hf_names(cfg))
         ignored = sorted(n for n in set(reader.weight_map) - expected
@@ -277,7 +276,7 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
     sizes = {}
     for m in tensor_maps(cfg):
         shape = _get_path(pure, m.path).shape[1 if m.stacked else 0:]
-        for i in (range(cfg.num_hidden_layers) if m.stacked else [None]):
+        for i in m.layer_indices(cfg.num_hidden_layers):
             sizes[m.hf_name.format(i=i)] = int(np.prod(shape)) * dtype.itemsize
     shards: list[list[str]] = [[]]
     used = 0
@@ -290,15 +289,10 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
     files = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
     shard_of = {name: files[i] for i, names in enumerate(shards) for name in names}
 
+    # params_to_hf yields in hf_names order, so each shard is the next contiguous run of the stream.
     stream = params_to_hf(pure, cfg, dtype)
-    pending: dict[str, np.ndarray] = {}
     for i, names in enumerate(tqdm(shards, desc="writing safetensors shards", unit="shard", disable=not progress)):
-        want = set(names)
-        # params_to_hf yields in hf_names order, so each shard is a contiguous run.
-        while want - set(pending):
-            name, tensor = next(stream)
-            pending[name] = tensor
-        save_file({n: pending.pop(n) for n in names}, os.path.join(out_dir, files[i]),
+        save_file(dict(itertools.islice(stream, len(names))), os.path.join(out_dir, files[i]),
                   metadata={"format": "pt"})
     index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": shard_of}
     with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:

@@ -53,12 +53,12 @@ def init_cache(cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.floa
     return jax.jit(empty, out_shardings=KVCache(k=kv, v=kv, lengths=rows))()
 
 
-def write_slots(lengths: jax.Array, num_new: jax.Array, num_tokens: int, max_len: int) -> jax.Array:
-    """Cache slot of each new token, [B, T] int32; tokens t >= num_new[b] get `max_len` (out of range),
-    so a scatter with mode='drop' leaves those slots (and anything past the end) untouched."""
-    t = jnp.arange(num_tokens, dtype=jnp.int32)[None, :]
-    slots = lengths[:, None] + t
-    return jnp.where(t < num_new[:, None], slots, max_len)
+def write_slots(positions: jax.Array, num_new: jax.Array, max_len: int) -> jax.Array:
+    """Cache slot of each new token, [B, T] int32 (its position, [B, T]); tokens t >= num_new[b] get
+    `max_len` (out of range), so a scatter with mode='drop' leaves those slots (and anything past the
+    end) untouched."""
+    t = jnp.arange(positions.shape[1], dtype=jnp.int32)[None, :]
+    return jnp.where(t < num_new[:, None], positions, max_len)
 
 
 def scatter_rows(cache_layer: jax.Array, new: jax.Array, slots: jax.Array) -> jax.Array:
@@ -68,10 +68,8 @@ def scatter_rows(cache_layer: jax.Array, new: jax.Array, slots: jax.Array) -> ja
     return constrain(updated, CACHE_AXES[1:])
 
 
-def cached_attention_mask(lengths: jax.Array, num_new: jax.Array, num_tokens: int, max_len: int) -> jax.Array:
-    """[B, T, S] bool: query t of row b (at position lengths[b] + t) sees slot s iff s is written by
-    the end of this call (s < lengths + num_new) and causal (s <= lengths + t)."""
-    pos = lengths[:, None] + jnp.arange(num_tokens, dtype=jnp.int32)[None, :]  # [B, T]
+def cached_attention_mask(positions: jax.Array, filled: jax.Array, max_len: int) -> jax.Array:
+    """[B, T, S] bool: query t of row b (at positions[b, t] = lengths[b] + t) sees slot s iff s is
+    written by the end of this call (s < filled[b] = lengths[b] + num_new[b]) and causal (s <= position)."""
     s = jnp.arange(max_len, dtype=jnp.int32)[None, None, :]
-    filled = (lengths + num_new)[:, None, None]
-    return (s <= pos[:, :, None]) & (s < filled)
+    return (s <= positions[:, :, None]) & (s < filled[:, None, None])

@@ -26,6 +26,8 @@ REMAT_POLICIES: dict[str, Callable[..., bool] | None] = {
 
 
 class Embedder(nnx.Module):
+    """Token embedding table [V, H]; also the output projection when embeddings are tied."""
+
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
         init = nnx.initializers.normal(cfg.initializer_range)
         self.embedding = make_param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), init,
@@ -37,6 +39,8 @@ class Embedder(nnx.Module):
 
 
 class LMHead(nnx.Module):
+    """Untied output projection [H, V] (applied by Qwen3ForCausalLM.logits)."""
+
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, param_dtype: Any):
         init = nnx.initializers.normal(cfg.initializer_range)
         self.kernel = make_param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"), init,
@@ -139,8 +143,9 @@ class Qwen3ForCausalLM(nnx.Module):
         num_new = jnp.asarray(num_new, jnp.int32)
         s = cache.max_len
         positions = cache.lengths[:, None] + jnp.arange(t, dtype=jnp.int32)[None, :]
-        slots = write_slots(cache.lengths, num_new, t, s)
-        mask = cached_attention_mask(cache.lengths, num_new, t, s)
+        filled = cache.lengths + num_new  # [B] slots written once this call is done
+        slots = write_slots(positions, num_new, s)
+        mask = cached_attention_mask(positions, filled, s)
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
         x, (k, v) = self._run_layers(x, positions, mask, (cache.k, cache.v), slots)
         hidden = self.norm(x)
@@ -149,5 +154,4 @@ class Qwen3ForCausalLM(nnx.Module):
             logits = self.logits(hidden[jnp.arange(b), last][:, None])[:, 0]  # [B, V]
         else:
             logits = self.logits(hidden)
-        lengths = jnp.minimum(cache.lengths + num_new, s)
-        return logits, KVCache(k=k, v=v, lengths=lengths)
+        return logits, KVCache(k=k, v=v, lengths=jnp.minimum(filled, s))

@@ -7,7 +7,7 @@ are constrained with `constrain`, which is a no-op unless a mesh is set with `ja
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -98,39 +98,37 @@ def constrain(x: jax.Array, names: Logical) -> jax.Array:
     return jax.lax.with_sharding_constraint(x, spec)
 
 
-def _variable_spec(var: nnx.Variable, mesh: Mesh) -> PartitionSpec:
+def variable_sharding(var: nnx.Variable, mesh: Mesh) -> NamedSharding:
+    """Where a parameter lives on `mesh`, from the logical names in its `out_sharding` metadata."""
     names = var.get_metadata().get("out_sharding")
-    return logical_to_spec(names, var.shape, dict(mesh.shape))
+    return NamedSharding(mesh, logical_to_spec(names, var.shape, dict(mesh.shape)))
 
 
 def state_shardings(state: nnx.State, mesh: Mesh) -> Any:
     """A pure-dict tree of NamedShardings matching `nnx.to_pure_dict(state)`."""
-    specs = jax.tree.map(lambda v: NamedSharding(mesh, _variable_spec(v, mesh)), state,
-                         is_leaf=lambda x: isinstance(x, nnx.Variable))
-    return nnx.to_pure_dict(specs)
+    shardings = jax.tree.map(lambda v: variable_sharding(v, mesh), state,
+                             is_leaf=lambda x: isinstance(x, nnx.Variable))
+    return nnx.to_pure_dict(shardings)
+
+
+def _model_builder(config, seed: int, dtype: Any, param_dtype: Any, remat: str,
+                   attention_block: int | None) -> Callable[[], Any]:
+    """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
+    from models.qwen3 import Qwen3ForCausalLM
+
+    return lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype,
+                                    remat=remat, attention_block=attention_block)
 
 
 def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = jnp.float32,
                  param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
     """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
     (jit with out_shardings; nothing is materialised whole on one device first)."""
-    from models.qwen3 import Qwen3ForCausalLM
-
-    def build() -> Qwen3ForCausalLM:
-        return Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype,
-                                remat=remat, attention_block=attention_block)
-
+    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block)
     if mesh is None:
         return build()
-    abstract = nnx.eval_shape(build)
-    graphdef, abs_state = nnx.split(abstract)
-    shardings = state_shardings(abs_state, mesh)
-
-    @jax.jit
-    def init_pure():
-        return nnx.to_pure_dict(nnx.state(build()))
-
-    pure = jax.jit(init_pure, out_shardings=shardings)()
+    graphdef, abs_state = nnx.split(nnx.eval_shape(build))
+    pure = jax.jit(lambda: nnx.to_pure_dict(nnx.state(build())), out_shardings=state_shardings(abs_state, mesh))()
     nnx.replace_by_pure_dict(abs_state, pure)
     return nnx.merge(graphdef, abs_state)
 
@@ -138,8 +136,4 @@ def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = j
 def abstract_model(config, dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, remat: str = "none",
                    attention_block: int | None = 1024):
     """Shape-only model (no memory): used to build shardings / restore targets."""
-    from models.qwen3 import Qwen3ForCausalLM
-
-    return nnx.eval_shape(lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(0), dtype=dtype,
-                                                   param_dtype=param_dtype, remat=remat,
-                                                   attention_block=attention_block))
+    return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block))

@@ -127,13 +127,7 @@ class SentencePieceTokenizer(ChatTokenIds):
         self.model_path = Path(model_path)
         self._sp = spm.SentencePieceProcessor(model_file=str(self.model_path))
         self.name = self.model_path.stem
-        ids = {}
-        for tok in (IM_START, IM_END, ENDOFTEXT):
-            i = self._sp.piece_to_id(tok)
-            if self._sp.id_to_piece(i) != tok:
-                raise ValueError(f"{self.model_path} lacks the {tok!r} symbol; train it with train_sentencepiece")
-            ids[tok] = i
-        self._im_start, self._im_end, self._eos = ids[IM_START], ids[IM_END], ids[ENDOFTEXT]
+        self._find_chat_ids(f"train {self.model_path} with train_sentencepiece")
 
     @property
     def vocab_size(self) -> int:

