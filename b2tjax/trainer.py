@@ -29,6 +29,7 @@ from b2tjax.metrics import MetricsWriter
 from b2tjax.optim import learning_rate_schedule, make_optimizer
 from b2tjax.train_step import (BoundModel, StepFns, TrainState, init_train_state, make_step_fns, pad_length,
                                stack_rows, state_shardings, to_micro)
+from models.config import DTYPES
 from rollout.record import EpisodeRecord
 
 
@@ -64,10 +65,6 @@ class RunResult:
     last_metrics: dict
     eval_metrics: dict | None
     eval_table: str | None
-
-
-def _dtype(name: str):
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[name]
 
 
 class Trainer:
@@ -329,7 +326,7 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights."""
     from models.config import get_config
 
-    dtype, param_dtype = _dtype(cfg.model.compute_dtype), _dtype(cfg.model.param_dtype)
+    dtype, param_dtype = DTYPES[cfg.model.compute_dtype], DTYPES[cfg.model.param_dtype]
     init = cfg.model.init
     if init.startswith("hf:"):
         from models.hf import load_pretrained

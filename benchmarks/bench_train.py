@@ -28,7 +28,7 @@ import optax  # noqa: E402
 
 from b2tjax.config import GRPOConfig  # noqa: E402
 from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro  # noqa: E402
-from models.config import get_config  # noqa: E402
+from models.config import DTYPES, get_config  # noqa: E402
 from models.sharding import create_model  # noqa: E402
 
 
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
 
     platform = jax.devices()[0].platform
     dtype_name = args.dtype or ("float32" if platform == "cpu" else "bfloat16")
-    dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[dtype_name]
+    dtype = DTYPES[dtype_name]
     size = args.matmul or (1024 if platform == "cpu" else 8192)
     cfg = get_config(args.preset)
     model = create_model(cfg, None, seed=0, dtype=dtype, param_dtype=jnp.float32)
