@@ -199,12 +199,18 @@ class Trainer:
             metrics.update(tokens_per_s=tokens / dt, step_time_s=dt, skipped=int(state.skipped))
             last = metrics
             global_step = phase_step
-            writer.log(global_step, metrics, phase="sft")
-            train_state = self._train_state_json("sft", phase_step, data, counters)
-            self._save(global_step, state, train_state, final=phase_step == self.sft_steps)
-            if phase_step < self.sft_steps:
-                self._maybe_stop(guard, global_step, state, train_state, writer)
+            self._end_step("sft", phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
+
+    def _end_step(self, phase: str, phase_step: int, global_step: int, metrics: dict, state: TrainState,
+                  data: BatchIterator, counters: dict, writer: MetricsWriter, guard: PreemptionGuard) -> None:
+        """Every step of either phase ends alike: log, checkpoint (always after the last), honour SIGTERM."""
+        last_step = self.sft_steps if phase == "sft" else self.grpo_steps
+        writer.log(global_step, metrics, phase=phase)
+        train_state = self._train_state_json(phase, phase_step, data, counters)
+        self._save(global_step, state, train_state, final=phase_step == last_step)
+        if phase_step < last_step:
+            self._maybe_stop(guard, global_step, state, train_state, writer)
 
     # ------------------------------------------------------------------------------------------
     def _reference_params(self, params, fresh: bool):
@@ -250,11 +256,7 @@ class Trainer:
             metrics.update(tokens_per_s=tokens / dt, rollout_time_s=t_rollout, step_time_s=dt,
                            skipped=int(state.skipped), samples=counters["samples"])
             last = metrics
-            writer.log(global_step, metrics, phase="grpo")
-            train_state = self._train_state_json("grpo", phase_step, data, counters)
-            self._save(global_step, state, train_state, final=phase_step == self.grpo_steps)
-            if phase_step < self.grpo_steps:
-                self._maybe_stop(guard, global_step, state, train_state, writer)
+            self._end_step("grpo", phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
 
     def _grpo_update(self, fns: StepFns, state: TrainState, batch: RolloutBatch, seed: int):
