@@ -52,6 +52,12 @@ class RolloutConfig:
     memory_enabled: bool = True  # ablation: memory module off
     python_tool: bool = False
     prompt_style: str = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
+    # Device memory of the sampler (sized with launch/plan.py): episodes stream through `batch_rows`
+    # rows of KV cache (continuous batching), each `cache_len` tokens long (0 = max_seq_len), fed
+    # at most `prefill_chunk` tokens per row per prefill call.
+    batch_rows: int = 8
+    cache_len: int = 0
+    prefill_chunk: int = 1024
 
 
 @dataclass
@@ -110,6 +116,15 @@ class MeshConfig:
 
 
 @dataclass
+class HardwareConfig:
+    """The machine a recipe is sized for; launch/plan.py checks every program fits it."""
+
+    device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
+    devices: int = 1  # accelerator chips in the whole job
+    hbm_gib: float = 0.0  # memory per device in GiB; 0 = not stated (the plan then reports only)
+
+
+@dataclass
 class ToyConfig:
     """The digit task: prompt [BOS, k] -> the reward is 1 iff the answer token is digit k."""
 
@@ -136,6 +151,7 @@ class TrainConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     mesh: MeshConfig = field(default_factory=MeshConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
     toy: ToyConfig = field(default_factory=ToyConfig)
 
     def validate(self) -> "TrainConfig":
@@ -160,6 +176,13 @@ class TrainConfig:
             (self.rollout.temperature > 0, "rollout.temperature must be > 0"),
             (self.rollout.prompt_style in ("b2t", "react"), "rollout.prompt_style must be 'b2t' or 'react'"),
             (self.model.compute_dtype in ("float32", "bfloat16"), "model.compute_dtype must be float32 or bfloat16"),
+            (self.rollout.batch_rows >= 1 and self.rollout.prefill_chunk >= 1,
+             "rollout.batch_rows and rollout.prefill_chunk must be >= 1"),
+            (self.rollout.cache_len == 0 or self.rollout.cache_len >= self.rollout.max_seq_len,
+             f"rollout.cache_len ({self.rollout.cache_len}) must be 0 or >= rollout.max_seq_len "
+             f"({self.rollout.max_seq_len}): an episode's record lives in one cache row"),
+            (self.hardware.devices >= 1 and self.hardware.hbm_gib >= 0,
+             "hardware.devices must be >= 1 and hardware.hbm_gib >= 0"),
             (self.checkpoint.every_steps >= 1 and self.checkpoint.keep >= 1, "checkpoint.every_steps/keep must be >= 1"),
         ]
         errors = [msg for ok, msg in checks if not ok]
@@ -170,6 +193,11 @@ class TrainConfig:
     @property
     def rollout_batch(self) -> int:
         return self.rollout.prompts_per_step * self.rollout.group_size
+
+    @property
+    def cache_len(self) -> int:
+        """Slots per KV-cache row of the sampler."""
+        return self.rollout.cache_len or self.rollout.max_seq_len
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -164,6 +164,12 @@ class StepFns:
                       else jax.make_array_from_process_local_data(sharding, v, global_shape))
         return out
 
+    def abstract_batch(self, shapes: dict[str, tuple[tuple[int, ...], Any]]) -> dict[str, jax.ShapeDtypeStruct]:
+        """What `shard_batch` would make of arrays of these global (shape, dtype)s, without data."""
+        return {k: jax.ShapeDtypeStruct(shape, dtype, sharding=None if self.mesh is None
+                                        else batch_sharding(self.mesh, shape))
+                for k, (shape, dtype) in shapes.items()}
+
     def local_rows(self, x: jax.Array) -> np.ndarray:
         """This process' rows of a [M, b_global, ...] array made by `shard_batch`, as NumPy."""
         procs = jax.process_count()
@@ -183,17 +189,40 @@ def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(None, rows))
 
 
-def init_train_state(params: Params, optimizer: optax.GradientTransformation, mesh: Mesh | None = None) -> TrainState:
-    """Optimizer state created under jit so moment buffers inherit the parameters' shardings;
-    with a mesh, leaves that would sit on one device (step counters) are replicated over it."""
-    opt_state = jax.jit(optimizer.init)(params)
-    state = TrainState(params, opt_state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-    if mesh is None:
-        return state
+def opt_state_shardings(optimizer: optax.GradientTransformation, params: Any, mesh: Mesh) -> Any:
+    """Optimizer-state shardings: moments sharded like the parameters they follow, everything else
+    (step counters) replicated. Left to itself, a jitted `optimizer.init` replicates the moments:
+    zeros carry no data dependence on the sharded parameters."""
     replicated = NamedSharding(mesh, PartitionSpec())
-    mesh_devices = set(mesh.devices.flat)
-    return jax.tree.map(lambda x: x if x.sharding.device_set == mesh_devices else jax.device_put(x, replicated),
-                        state)
+    shapes = jax.eval_shape(optimizer.init, params)
+    param_shardings = jax.tree.map(lambda x: x.sharding, params)
+    return optax.tree_map_params(optimizer, lambda _, sharding: sharding, shapes, param_shardings,
+                                 transform_non_params=lambda _: replicated,
+                                 is_leaf=lambda x: isinstance(x, NamedSharding))
+
+
+def init_train_state(params: Params, optimizer: optax.GradientTransformation, mesh: Mesh | None = None) -> TrainState:
+    """Optimizer state created under jit, its moment buffers sharded like the parameters; with a
+    mesh, step counters are replicated over it."""
+    if mesh is None:
+        return TrainState(params, jax.jit(optimizer.init)(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    opt_state = jax.jit(optimizer.init, out_shardings=opt_state_shardings(optimizer, params, mesh))(params)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    step, skipped = (jax.device_put(jnp.zeros((), jnp.int32), replicated) for _ in range(2))  # donated: 2 buffers
+    return TrainState(params, opt_state, step, skipped)
+
+
+def abstract_train_state(params: Any, optimizer: optax.GradientTransformation,
+                         mesh: Mesh | None = None) -> TrainState:
+    """`init_train_state` in shapes only (params: ShapeDtypeStructs, with shardings on a mesh)."""
+    opt_shapes = jax.eval_shape(optimizer.init, params)
+    if mesh is None:
+        scalar = jax.ShapeDtypeStruct((), jnp.int32)
+        return TrainState(params, opt_shapes, scalar, scalar)
+    shardings = opt_state_shardings(optimizer, params, mesh)
+    opt_state = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), opt_shapes, shardings)
+    scalar = jax.ShapeDtypeStruct((), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec()))
+    return TrainState(params, opt_state, scalar, scalar)
 
 
 def state_shardings(state: TrainState) -> Any:
@@ -254,14 +283,22 @@ def make_step_fns(
     )
 
 
+class MeshBound:
+    """A jitted function that runs, and lowers, with `mesh` set, so the model's activation sharding
+    constraints apply. `lower` lets launch/plan.py compile the very program the trainer runs."""
+
+    def __init__(self, fn: Callable, mesh: Mesh):
+        self.fn, self.mesh = fn, mesh
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        with jax.set_mesh(self.mesh):
+            return self.fn(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        with jax.set_mesh(self.mesh):
+            return self.fn.lower(*args, **kwargs)
+
+
 def _with_mesh(mesh: Mesh | None, fn: Callable) -> Callable:
-    """Run `fn` with `mesh` set, so the model's activation sharding constraints apply."""
-    if mesh is None:
-        return fn
-
-    @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
-        with jax.set_mesh(mesh):
-            return fn(*args, **kwargs)
-
-    return wrapped
+    return fn if mesh is None else MeshBound(fn, mesh)

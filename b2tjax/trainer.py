@@ -83,7 +83,6 @@ class Trainer:
         self.sft_steps = cfg.sft.steps if self.sft_examples else 0
         self.grpo_steps = cfg.steps if cfg.mode in ("sft_grpo", "grpo") else 0
         self.total_steps = self.sft_steps + self.grpo_steps
-        self.fixed_length = cfg.grpo.fixed_length or cfg.rollout.max_seq_len
         self.ckpt = RunCheckpointer(self.out / "checkpoints", every_steps=cfg.checkpoint.every_steps,
                                     keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save,
                                     model_config_json=model.config.to_hf(cfg.model.param_dtype))
@@ -93,13 +92,11 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------
     def _phase_fns(self, phase: str, params) -> tuple[StepFns, TrainState]:
-        optim_cfg = self.cfg.sft.optim if phase == "sft" else self.cfg.optim
         steps = self.sft_steps if phase == "sft" else self.grpo_steps * self.cfg.grpo.mini_batches * self.cfg.grpo.epochs
-        optimizer = make_optimizer(optim_cfg, max(steps, 1))
+        optimizer, schedule = phase_optimizer(self.cfg, phase, steps)
         state = init_train_state(params, optimizer, self.mesh)
-        fns = make_step_fns(self.model_fn, optimizer, learning_rate_schedule(optim_cfg, max(steps, 1)), self.cfg.grpo,
-                            temperature=self.cfg.rollout.temperature, fixed_length=self.fixed_length,
-                            state_sharding=state_shardings(state) if self.mesh is not None else None, mesh=self.mesh)
+        fns = phase_step_fns(self.cfg, self.model_fn, optimizer, schedule,
+                             state_shardings(state) if self.mesh is not None else None, self.mesh)
         return fns, state
 
     def _place_params(self, params):
@@ -309,6 +306,20 @@ class Trainer:
                 updates += 1
         metrics.update({k: v / updates for k, v in sums.items()})
         return state, metrics
+
+
+def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]:
+    """(optimizer, schedule) of the "sft" or "grpo" phase, decaying over `steps` optimizer steps."""
+    optim_cfg = cfg.sft.optim if phase == "sft" else cfg.optim
+    return make_optimizer(optim_cfg, max(steps, 1)), learning_rate_schedule(optim_cfg, max(steps, 1))
+
+
+def phase_step_fns(cfg: TrainConfig, model_fn: BoundModel, optimizer, schedule, state_sharding,
+                   mesh) -> StepFns:
+    """The jitted steps of a run; launch/plan.py compiles these same functions ahead of time."""
+    return make_step_fns(model_fn, optimizer, schedule, cfg.grpo, temperature=cfg.rollout.temperature,
+                         fixed_length=cfg.grpo.fixed_length or cfg.rollout.max_seq_len,
+                         state_sharding=state_sharding, mesh=mesh)
 
 
 _advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))

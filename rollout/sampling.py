@@ -86,15 +86,23 @@ class ModelRunner:
 
     def __init__(self, model: nnx.Module):
         self.graphdef, self.state = nnx.split(model)
-        self.prefill, self.decode = _compiled(self.graphdef)
+        self.prefill, self.decode = compiled_functions(self.graphdef)
 
     def update_state(self, model: nnx.Module) -> None:
         """New weights, same graph (e.g. after a training step); no recompilation."""
         self.state = nnx.state(model)
 
 
+def decode_bucket(max_turn_tokens: int) -> int:
+    """Static length of a decode segment: a power of two >= the turn budget (few compiles)."""
+    size = 16
+    while size < max_turn_tokens:
+        size *= 2
+    return size
+
+
 @functools.lru_cache(maxsize=16)
-def _compiled(graphdef: Any) -> tuple[Any, Any]:
+def compiled_functions(graphdef: Any) -> tuple[Any, Any]:
     """Jitted (prefill, decode) per model graph, shared by every engine on that architecture."""
     prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
     decode = jax.jit(functools.partial(_decode, graphdef), static_argnames=("max_steps",), donate_argnums=(1, 2))

@@ -58,6 +58,8 @@ def _compare() -> dict:
             "sharded_leaves": sum(len(v.sharding.device_set) > 1 and not v.sharding.is_fully_replicated
                                   for _, v in leaves),
             "devices": sorted({d.id for _, v in leaves for d in v.sharding.device_set}),
+            # momentum buffers follow their parameters' layout (not replicated on every device)
+            "sharded_opt_leaves": sum(not v.sharding.is_fully_replicated for v in jax.tree.leaves(new_state.opt_state)),
         }
     return results
 
@@ -74,6 +76,7 @@ def test_sharded_step_equals_single_device_step():
     assert sharded["devices"] == list(range(8))
     assert sharded["sharded_leaves"] >= 5  # embeddings, attention and MLP weights really are split
     assert single["sharded_leaves"] == 0
+    assert sharded["sharded_opt_leaves"] == sharded["sharded_leaves"]
     np.testing.assert_allclose(sharded["loss"], single["loss"], rtol=1e-5)
     np.testing.assert_allclose(sharded["kl"], single["kl"], rtol=1e-4, atol=1e-7)
     for key, value in single["params"].items():

@@ -1,0 +1,318 @@
+"""A recipe's device memory, computed by compiling its programs ahead of time (launch/plan.py).
+
+The SFT step, the GRPO step and the sampler's prefill and decode are the very jitted functions a
+run executes (b2tjax.trainer.phase_step_fns, rollout.sampling's compiled prefill / decode). They
+are lowered with abstract arguments (jax.ShapeDtypeStruct carrying the run's shardings) and
+compiled for the mesh; nothing is allocated. `compiled.memory_analysis()` gives per-device bytes
+of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that stay alive while a
+program runs without being its arguments (the train state during a rollout, the sampler weights
+and the KL reference during a train step) are added as "resident".
+
+The compile is for the host's backend (CPU, with N fake devices standing in for the N chips), so
+buffer sizes follow XLA's CPU buffer assignment: the shapes, shardings and what is alive at once
+are the real program's; a GPU/TPU compile may fuse differently and differ by some percent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh
+
+from b2tjax.config import TrainConfig
+from models.config import DTYPES, Qwen3Config, get_config
+
+GIB = 1024**3
+HEADROOM = 0.10  # a program must leave this share of device memory free
+
+
+@dataclasses.dataclass
+class ProgramMemory:
+    """Per-device bytes of one compiled program and of what is resident beside it."""
+
+    name: str
+    arguments: dict[str, int]  # argument group -> bytes of its shards on one device (from shardings)
+    argument_bytes: int  # the compiler's figures from here on
+    output_bytes: int
+    alias_bytes: int  # outputs written into donated argument buffers
+    temp_bytes: int
+    resident: dict[str, int]
+    analytic: dict[str, int]  # closed-form sizes of the same groups, as a cross-check
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.argument_bytes + self.output_bytes - self.alias_bytes + self.temp_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.peak_bytes + sum(self.resident.values())
+
+
+# ----------------------------------------------------------------------------------------------
+# Model and abstract arrays
+
+
+def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
+    """The model the run builds: the checkpoint's config.json for hf:/ckpt: inits when present,
+    else the preset; the tiny recipe's vocabulary is its SentencePiece size, as in the trainer."""
+    overrides = dict(cfg.model.overrides)
+    init = cfg.model.init
+    if init.startswith(("hf:", "ckpt:")):
+        path = Path(init.split(":", 1)[1]) / "config.json"
+        if path.exists():
+            base = Qwen3Config.from_hf(json.loads(path.read_text()))
+            return dataclasses.replace(base, **overrides) if overrides else base
+    if cfg.task == "travel" and cfg.model.tokenizer == "sentencepiece":
+        overrides.setdefault("vocab_size", cfg.model.sp_vocab_size)
+    return get_config(cfg.model.preset, **overrides)
+
+
+def with_shardings(shapes: Any, shardings: Any) -> Any:
+    """ShapeDtypeStructs of `shapes` carrying `shardings` (a tree of the same structure, whose
+    NamedShardings may stand where `shapes` has an nnx.Variable; None = unplaced)."""
+    if shardings is None:
+        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), shapes)
+
+    def place(sharding, shape):
+        if isinstance(shape, nnx.Variable):
+            return shape.replace(place(sharding, shape.get_value()))
+        return jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=sharding)
+
+    return jax.tree.map(place, shardings, shapes)
+
+
+def abstract_outputs(fn: Callable, *args: Any, mesh: Mesh | None = None) -> Any:
+    """What jitted `fn(*args)` returns, as ShapeDtypeStructs with the shardings the compiler gives
+    them. Compiles (cheaply: initialisers and casts), allocates nothing."""
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    shapes = jax.eval_shape(jitted, *args)
+    if mesh is None:
+        return with_shardings(shapes, None)
+    with jax.set_mesh(mesh):
+        shardings = jitted.lower(*args).compile().output_shardings
+    return with_shardings(shapes, shardings)
+
+
+def shard_bytes(tree: Any) -> int:
+    """Bytes one device holds of the arrays in `tree` (ShapeDtypeStructs or arrays)."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        shape = leaf.shape
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None:
+            shape = sharding.shard_shape(shape)
+        total += math.prod(shape) * jnp.dtype(leaf.dtype).itemsize
+    return total
+
+
+def memory_of(name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int],
+              analytic: dict[str, int]) -> ProgramMemory:
+    """Compile `lowered` and read its memory analysis."""
+    stats = lowered.compile().memory_analysis()
+    return ProgramMemory(
+        name=name, arguments={k: shard_bytes(v) for k, v in arguments.items()},
+        argument_bytes=int(stats.argument_size_in_bytes), output_bytes=int(stats.output_size_in_bytes),
+        alias_bytes=int(stats.alias_size_in_bytes), temp_bytes=int(stats.temp_size_in_bytes),
+        resident=resident, analytic=analytic)
+
+
+def shards(mesh: Mesh | None, *axes: str) -> int:
+    return 1 if mesh is None else math.prod(mesh.shape[a] for a in axes)
+
+
+def analytic_sizes(cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None) -> dict[str, int]:
+    """Closed-form per-device bytes: fp32 params and Adam moments over all devices (FSDP x tensor),
+    the sampler's compute-dtype weights over `tensor`, the KV cache over rows and KV heads."""
+    devices = shards(mesh, "data", "fsdp", "tensor")
+    param_bytes = model.num_params() * jnp.dtype(DTYPES[cfg.model.param_dtype]).itemsize
+    compute = jnp.dtype(DTYPES[cfg.model.compute_dtype]).itemsize
+    row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
+    head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
+    kv = (2 * model.num_hidden_layers * cfg.rollout.batch_rows * cfg.cache_len * model.num_key_value_heads
+          * model.head_dim * compute)
+    return {"params": param_bytes // devices, "optimizer state": 2 * param_bytes // devices,
+            "sampler weights": model.num_params() * compute // shards(mesh, "tensor"),
+            "KV cache": kv // (row_shards * head_shards)}
+
+
+# ----------------------------------------------------------------------------------------------
+# The programs
+
+
+@dataclasses.dataclass
+class PlanContext:
+    """What every program's plan needs: config, mesh, the abstract model and train state."""
+
+    cfg: TrainConfig
+    mesh: Mesh | None
+    model: Qwen3Config
+    model_fn: Any  # b2tjax.train_step.BoundModel
+    graphdef: Any  # the whole model's graph, as the sampler splits it
+    params: Any  # abstract fp32 params (pure dict) with the trainer's shardings
+    sampler_state: Any  # abstract sampler weights (nnx.State) with the sampler's shardings
+    analytic: dict[str, int]
+
+    @classmethod
+    def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> "PlanContext":
+        from b2tjax.train_step import BoundModel
+        from models.sharding import abstract_model, state_shardings
+        from rollout.placement import SamplerWeights
+
+        model_cfg = plan_model_config(cfg)
+        model = abstract_model(model_cfg, dtype=DTYPES[cfg.model.compute_dtype],
+                               param_dtype=DTYPES[cfg.model.param_dtype], remat=cfg.model.remat)
+        model_fn, params = BoundModel.from_model(model)
+        params = with_shardings(params, None if mesh is None else state_shardings(model_fn.abstract_params, mesh))
+        graphdef, full_state = nnx.split(model)
+        train_layout = with_shardings(full_state, None if mesh is None else _state_shardings(full_state, mesh))
+        weights = SamplerWeights(full_state, DTYPES[cfg.model.compute_dtype], mesh)
+        sampler_state = abstract_outputs(weights.create, train_layout, mesh=mesh)
+        return cls(cfg, mesh, model_cfg, model_fn, graphdef, params, sampler_state,
+                   analytic_sizes(cfg, model_cfg, mesh))
+
+    def reference_bytes(self) -> int:
+        """The frozen KL reference: a second copy of the fp32 params when grpo.beta > 0."""
+        return shard_bytes(self.params) if self.cfg.grpo.beta > 0 else 0
+
+
+def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
+    from models.sharding import variable_sharding
+
+    return jax.tree.map(lambda v: variable_sharding(v, mesh), state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
+    """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
+    from b2tjax.train_step import abstract_train_state, pad_length, state_shardings
+    from b2tjax.trainer import phase_optimizer, phase_step_fns
+
+    cfg = ctx.cfg
+    optimizer, schedule = phase_optimizer(cfg, phase, 1)
+    state = abstract_train_state(ctx.params, optimizer, ctx.mesh)
+    fns = phase_step_fns(cfg, ctx.model_fn, optimizer, schedule,
+                         state_shardings(state) if ctx.mesh is not None else None, ctx.mesh)
+    if phase == "sft":
+        rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
+        keys = {"ids": jnp.int32, "mask": jnp.float32}
+    else:
+        rows = cfg.rollout_batch // cfg.grpo.mini_batches
+        micro_rows, length = cfg.grpo.micro_batch_size, cfg.rollout.max_seq_len
+        keys = {"ids": jnp.int32, "mask": jnp.float32, "old_logprobs": jnp.float32}
+        if cfg.grpo.beta > 0:
+            keys["ref_logprobs"] = jnp.float32
+    micro_rows = micro_rows or rows
+    shape = (rows // micro_rows, micro_rows, pad_length(length))
+    spec = {k: (shape, dtype) for k, dtype in keys.items()}
+    if phase == "grpo":
+        spec["advantages"] = (shape[:2], jnp.float32)
+    batch = fns.abstract_batch(spec)
+    step = fns.sft_step if phase == "sft" else fns.grpo_step
+    resident = {"sampler weights": shard_bytes(ctx.sampler_state)} if phase == "grpo" else {}
+    if phase == "grpo" and cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state")}
+    return memory_of(f"{phase}_step", step.lower(state, batch),
+                     {"params": state.params, "optimizer state": state.opt_state, "batch": batch},
+                     resident, analytic)
+
+
+def _rollout_programs(ctx: PlanContext) -> list[ProgramMemory]:
+    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
+    from rollout.placement import new_rollout_arrays
+    from rollout.sampling import compiled_functions, decode_bucket
+
+    cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
+    prefill, decode = compiled_functions(ctx.graphdef)
+    cache, next_logits = abstract_outputs(
+        lambda: new_rollout_arrays(ctx.model, rows, ctx.cfg.cache_len, DTYPES[cfg.model.compute_dtype], mesh),
+        mesh=mesh)
+    i32, f32 = jnp.int32, jnp.float32
+    sds = jax.ShapeDtypeStruct
+    vec = lambda dtype: sds((rows,), dtype)  # noqa: E731
+    from rollout.sampling import SamplingArrays
+
+    params = SamplingArrays(temperature=vec(f32), top_p=vec(f32), top_k=vec(i32), seed=vec(i32))
+    key = jax.eval_shape(lambda: jax.random.key(0))
+    prefill_args = (vec(i32), sds((rows, cfg.rollout.prefill_chunk), i32), vec(i32), cache, next_logits,
+                    vec(jnp.bool_))
+    decode_args = (cache, next_logits, vec(jnp.bool_), vec(i32), params, sds((2,), i32), key)
+    with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
+        low_prefill = prefill.lower(ctx.sampler_state, *prefill_args)
+        low_decode = decode.lower(ctx.sampler_state, *decode_args,
+                                  max_steps=decode_bucket(cfg.rollout.max_new_tokens))
+    resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
+    if cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    analytic = {k: ctx.analytic[k] for k in ("sampler weights", "KV cache")}
+    groups = {"sampler weights": ctx.sampler_state, "KV cache": cache}
+    return [memory_of("rollout_prefill", low_prefill, groups, resident, analytic),
+            memory_of("rollout_decode", low_decode, groups, resident, analytic)]
+
+
+def plan_programs(cfg: TrainConfig, mesh: Mesh | None) -> list[ProgramMemory]:
+    """Memory of every program the run executes (SFT only with SFT data, rollout for the travel task)."""
+    ctx = PlanContext.build(cfg, mesh)
+    out = []
+    if cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
+        out.append(_train_step(ctx, "sft"))
+    if cfg.mode in ("sft_grpo", "grpo"):
+        out.append(_train_step(ctx, "grpo"))
+    if cfg.task == "travel":
+        out.extend(_rollout_programs(ctx))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Report
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:9.3f}"
+
+
+def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
+    """One program's per-device memory as a Markdown table."""
+    rows = [(f"argument: {k}", v, p.analytic.get(k)) for k, v in p.arguments.items()]
+    rows += [("arguments (compiled)", p.argument_bytes, None), ("outputs", p.output_bytes, None),
+             ("donated (outputs reuse arguments)", -p.alias_bytes, None),
+             ("temporaries", p.temp_bytes, None), ("program peak", p.peak_bytes, None)]
+    rows += [(f"resident: {k}", v, p.analytic.get(k)) for k, v in p.resident.items()]
+    rows.append(("total", p.total_bytes, None))
+    lines = [f"{p.name} (per device)", f"| {'':<40} | {'GiB':>9} | {'analytic GiB':>12} |",
+             f"|{'-' * 42}|{'-' * 11}|{'-' * 14}|"]
+    for label, value, analytic in rows:
+        extra = _gib(analytic) if analytic is not None else ""
+        lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
+    if hbm_bytes:
+        share = p.total_bytes / hbm_bytes
+        verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
+        lines.append(f"| {'device memory':<40} | {_gib(hbm_bytes)} | {f'{share:.0%} used':>12} |")
+        lines.append(f"{verdict} with {HEADROOM:.0%} headroom")
+    return "\n".join(lines)
+
+
+def fits(p: ProgramMemory, hbm_bytes: int) -> bool:
+    return p.total_bytes <= (1 - HEADROOM) * hbm_bytes
+
+
+def failures(programs: list[ProgramMemory], hbm_bytes: int) -> list[str]:
+    """One line per program that does not fit `hbm_bytes` with the headroom."""
+    limit = int((1 - HEADROOM) * hbm_bytes)
+    return [f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
+            f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
+            for p in programs if hbm_bytes and not fits(p, hbm_bytes)]
+
+
+def mesh_summary(mesh: Mesh | None) -> str:
+    if mesh is None:
+        return "1 device, no mesh"
+    return " x ".join(f"{k} {v}" for k, v in mesh.shape.items()) + f" ({np.prod(list(mesh.shape.values()))} devices)"

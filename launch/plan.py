@@ -1,0 +1,83 @@
+"""Memory plan of a recipe: compile its programs ahead of time for N devices and check they fit.
+
+    python launch/plan.py --config configs/qwen3_8b.yaml                 # the recipe's stated hardware
+    python launch/plan.py --config configs/qwen3_0.6b.yaml --devices 8 --hbm-gib 80
+    python launch/plan.py --config configs/qwen3_8b.yaml rollout.batch_rows=64 rollout.cache_len=20480
+
+The SFT step, GRPO step, rollout prefill and rollout decode of the recipe are lowered with abstract
+arrays and compiled on a mesh of N fake CPU devices (nothing is allocated), and one table per program
+shows per-device bytes of its arguments, outputs, temporaries and what stays resident beside it,
+against the device memory. Exits with status 1, naming program and bytes, when one does not fit
+with 10% headroom; `key=value` overrides work as in launch/train.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Runnable as a script from any directory; launch/ itself leaves the path (launch/rollout.py would
+# shadow the `rollout` package).
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+
+from b2tjax.config import load_config  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, required=True, help="YAML recipe")
+    parser.add_argument("--devices", type=int, default=None, help="devices (default: the recipe's hardware.devices)")
+    parser.add_argument("--hbm-gib", type=float, default=None,
+                        help="memory per device in GiB (default: the recipe's hardware.hbm_gib)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except (ValueError, FileNotFoundError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    devices = args.devices or cfg.hardware.devices
+    hbm_gib = cfg.hardware.hbm_gib if args.hbm_gib is None else args.hbm_gib
+    if devices < 1 or hbm_gib < 0:
+        print(f"error: --devices must be >= 1 and --hbm-gib >= 0, got {devices} and {hbm_gib}", file=sys.stderr)
+        return 2
+    # The device count is fixed when JAX starts: fake CPU devices stand in for the accelerators.
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={devices}"])
+
+    from b2tjax import memory_plan
+    from b2tjax.mesh import build_mesh
+
+    try:
+        mesh = build_mesh(cfg.mesh)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    model = memory_plan.plan_model_config(cfg)
+    hbm = int(hbm_gib * memory_plan.GIB)
+    print(f"memory plan of {args.config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
+          f"{model.num_hidden_layers} layers), {memory_plan.mesh_summary(mesh)}, "
+          f"{hbm_gib:g} GiB per device ({cfg.hardware.device_kind}); rollout {cfg.rollout.batch_rows} rows x "
+          f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}", flush=True)
+    started = time.perf_counter()
+    programs = memory_plan.plan_programs(cfg, mesh)
+    for program in programs:
+        print("\n" + memory_plan.format_table(program, hbm))
+    print(f"\ncompiled {len(programs)} programs in {time.perf_counter() - started:.0f}s")
+    problems = memory_plan.failures(programs, hbm)
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
