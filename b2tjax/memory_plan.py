@@ -225,7 +225,7 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
                      resident, analytic)
 
 
-def _rollout_programs(ctx: PlanContext) -> list[ProgramMemory]:
+def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
     from rollout.sampling import compiled_functions, decode_bucket
@@ -245,29 +245,35 @@ def _rollout_programs(ctx: PlanContext) -> list[ProgramMemory]:
     prefill_args = (vec(i32), sds((rows, cfg.rollout.prefill_chunk), i32), vec(i32), cache, next_logits,
                     vec(jnp.bool_))
     decode_args = (cache, next_logits, vec(jnp.bool_), vec(i32), params, sds((2,), i32), key)
+    lowered = {}
     with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
-        low_prefill = prefill.lower(ctx.sampler_state, *prefill_args)
-        low_decode = decode.lower(ctx.sampler_state, *decode_args,
-                                  max_steps=decode_bucket(cfg.rollout.max_new_tokens))
+        if "rollout_prefill" in only:
+            lowered["rollout_prefill"] = prefill.lower(ctx.sampler_state, *prefill_args)
+        if "rollout_decode" in only:
+            lowered["rollout_decode"] = decode.lower(ctx.sampler_state, *decode_args,
+                                                     max_steps=decode_bucket(cfg.rollout.max_new_tokens))
     resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
     if cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
     analytic = {k: ctx.analytic[k] for k in ("sampler weights", "KV cache")}
     groups = {"sampler weights": ctx.sampler_state, "KV cache": cache}
-    return [memory_of("rollout_prefill", low_prefill, groups, resident, analytic),
-            memory_of("rollout_decode", low_decode, groups, resident, analytic)]
+    return [memory_of(name, low, groups, resident, analytic) for name, low in lowered.items()]
 
 
-def plan_programs(cfg: TrainConfig, mesh: Mesh | None) -> list[ProgramMemory]:
-    """Memory of every program the run executes (SFT only with SFT data, rollout for the travel task)."""
+PROGRAMS = ("sft_step", "grpo_step", "rollout_prefill", "rollout_decode")
+
+
+def plan_programs(cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS) -> list[ProgramMemory]:
+    """Memory of the programs the run executes (SFT only with an SFT phase, rollout for the
+    travel task), restricted to the names in `only`."""
     ctx = PlanContext.build(cfg, mesh)
     out = []
-    if cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
+    if "sft_step" in only and cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
         out.append(_train_step(ctx, "sft"))
-    if cfg.mode in ("sft_grpo", "grpo"):
+    if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
         out.append(_train_step(ctx, "grpo"))
-    if cfg.task == "travel":
-        out.extend(_rollout_programs(ctx))
+    if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
+        out.extend(p for p in _rollout_programs(ctx, only) if p.name in only)
     return out
 
 
@@ -298,6 +304,11 @@ def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
         lines.append(f"| {'device memory':<40} | {_gib(hbm_bytes)} | {f'{share:.0%} used':>12} |")
         lines.append(f"{verdict} with {HEADROOM:.0%} headroom")
     return "\n".join(lines)
+
+
+def as_dict(p: ProgramMemory) -> dict:
+    """The figures of one program, bytes per device (for --json)."""
+    return dict(dataclasses.asdict(p), peak_bytes=p.peak_bytes, total_bytes=p.total_bytes)
 
 
 def fits(p: ProgramMemory, hbm_bytes: int) -> bool:

@@ -14,6 +14,7 @@ with 10% headroom; `key=value` overrides work as in launch/train.py.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -26,6 +27,8 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not
 
 from b2tjax.config import load_config  # noqa: E402
 
+PROGRAMS = ("sft_step", "grpo_step", "rollout_prefill", "rollout_decode")  # b2tjax.memory_plan.PROGRAMS
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -33,6 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--devices", type=int, default=None, help="devices (default: the recipe's hardware.devices)")
     parser.add_argument("--hbm-gib", type=float, default=None,
                         help="memory per device in GiB (default: the recipe's hardware.hbm_gib)")
+    parser.add_argument("--programs", default=",".join(PROGRAMS),
+                        help=f"comma-separated subset of {','.join(PROGRAMS)} (default: all)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures (bytes) to this file")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser.parse_args(argv)
 
@@ -43,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
     except (ValueError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    only = tuple(p.strip() for p in args.programs.split(",") if p.strip())
+    unknown = sorted(set(only) - set(PROGRAMS))
+    if unknown or not only:
+        print(f"error: --programs takes names from {', '.join(PROGRAMS)}; got {args.programs!r}", file=sys.stderr)
         return 2
     devices = args.devices or cfg.hardware.devices
     hbm_gib = cfg.hardware.hbm_gib if args.hbm_gib is None else args.hbm_gib
@@ -69,10 +80,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{hbm_gib:g} GiB per device ({cfg.hardware.device_kind}); rollout {cfg.rollout.batch_rows} rows x "
           f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}", flush=True)
     started = time.perf_counter()
-    programs = memory_plan.plan_programs(cfg, mesh)
+    programs = memory_plan.plan_programs(cfg, mesh, only)
     for program in programs:
         print("\n" + memory_plan.format_table(program, hbm))
     print(f"\ncompiled {len(programs)} programs in {time.perf_counter() - started:.0f}s")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"devices": devices, "hbm_bytes": hbm,
+                                         "programs": [memory_plan.as_dict(p) for p in programs]}, indent=1))
     problems = memory_plan.failures(programs, hbm)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)

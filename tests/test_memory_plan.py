@@ -1,0 +1,62 @@
+"""launch/plan.py compiles a recipe's real programs for 8 fake devices and checks the fit.
+
+Runs in subprocesses (the device count is fixed when JAX starts). The Qwen3-0.6B recipe keeps every
+shape but 2 of its 28 layers, so the compiles stay within the CI budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TWO_LAYERS = "model.overrides={num_hidden_layers: 2}"
+GIB = 1024**3
+
+
+def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    out = tmp_path / "plan.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    proc = subprocess.run([sys.executable, str(ROOT / "launch" / "plan.py"), "--config",
+                           str(ROOT / "configs" / "qwen3_0.6b.yaml"), "--devices", "8", "--json", str(out), *args],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=str(ROOT))
+    return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
+    proc, plan = _plan(tmp_path, "--hbm-gib", "80", TWO_LAYERS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    programs = {p["name"]: p for p in plan["programs"]}
+    assert list(programs) == ["sft_step", "grpo_step", "rollout_prefill", "rollout_decode"]
+    # Hand-computed: 2 layers of Qwen3-0.6B + the tied 151936 x 1024 embedding, fp32, split over 8.
+    layer = 1024 * 128 * (16 + 2 * 8) + 16 * 128 * 1024 + 2 * 128 + 3 * 1024 * 3072 + 2 * 1024
+    params = (151936 * 1024 + 2 * layer + 1024) * 4
+    grpo = programs["grpo_step"]
+    assert abs(grpo["arguments"]["params"] - params / 8) < 0.01 * params / 8
+    # AdamW's two moments are sharded like the parameters, not replicated.
+    assert abs(grpo["arguments"]["optimizer state"] - 2 * params / 8) < 0.01 * params / 8
+    # KV cache: K and V, 2 layers x 8 rows x 16384 slots x 8 KV heads x 128 dims in bf16, rows over 8.
+    kv = 2 * 2 * 8 * 16384 * 8 * 128 * 2 / 8
+    assert programs["rollout_decode"]["arguments"]["KV cache"] == kv
+    assert programs["rollout_decode"]["resident"]["train state (params + Adam)"] >= 3 * params / 8 * 0.99
+    for p in programs.values():
+        assert p["temp_bytes"] > 0 and p["total_bytes"] < 0.9 * 80 * GIB
+    assert proc.stdout.count("fits with 10% headroom") == 4
+
+
+def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
+    proc, plan = _plan(tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS,
+                       "rollout.batch_rows=4096")
+    assert proc.returncode == 1
+    decode = plan["programs"][0]
+    assert decode["arguments"]["KV cache"] == 2 * 2 * 4096 * 16384 * 8 * 128 * 2 / 8  # 32 GiB per device
+    assert f"rollout_decode needs {decode['total_bytes']:,} bytes" in proc.stderr
+    assert "DOES NOT FIT" in proc.stdout
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path):
+    proc, _ = _plan(tmp_path, "--programs", "decode")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --programs") and "Traceback" not in proc.stderr
