@@ -47,6 +47,7 @@ class ProgramMemory:
     temp_bytes: int
     resident: dict[str, int]
     analytic: dict[str, int]  # closed-form sizes of the same groups, as a cross-check
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def peak_bytes(self) -> int:
@@ -220,9 +221,14 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     if phase == "grpo" and cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
     analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state")}
-    return memory_of(f"{phase}_step", step.lower(state, batch),
+    plan = memory_of(f"{phase}_step", step.lower(state, batch),
                      {"params": state.params, "optimizer state": state.opt_state, "batch": batch},
                      resident, analytic)
+    row_devices = shards(ctx.mesh, "data", "fsdp")
+    if micro_rows % row_devices:
+        plan.notes.append(f"{micro_rows} rows per micro-batch do not split over {row_devices} row devices "
+                          f"(data x fsdp): every device computes all of them; use a multiple of {row_devices}")
+    return plan
 
 
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
@@ -298,6 +304,7 @@ def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
     for label, value, analytic in rows:
         extra = _gib(analytic) if analytic is not None else ""
         lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
+    lines += [f"note: {note}" for note in p.notes]
     if hbm_bytes:
         share = p.total_bytes / hbm_bytes
         verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"

@@ -40,7 +40,7 @@ def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
     assert abs(grpo["arguments"]["optimizer state"] - 2 * params / 8) < 0.01 * params / 8
     # KV cache: K and V, 2 layers x 8 rows x 16384 slots x 8 KV heads x 128 dims in bf16, rows over 8.
     kv = 2 * 2 * 8 * 16384 * 8 * 128 * 2 / 8
-    assert programs["rollout_decode"]["arguments"]["KV cache"] == kv
+    assert abs(programs["rollout_decode"]["arguments"]["KV cache"] - kv) < 1e-4 * kv  # + the row lengths
     assert programs["rollout_decode"]["resident"]["train state (params + Adam)"] >= 3 * params / 8 * 0.99
     for p in programs.values():
         assert p["temp_bytes"] > 0 and p["total_bytes"] < 0.9 * 80 * GIB
@@ -52,7 +52,9 @@ def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
                        "rollout.batch_rows=4096")
     assert proc.returncode == 1
     decode = plan["programs"][0]
-    assert decode["arguments"]["KV cache"] == 2 * 2 * 4096 * 16384 * 8 * 128 * 2 / 8  # 32 GiB per device
+    kv = 2 * 2 * 4096 * 16384 * 8 * 128 * 2 / 8  # 32 GiB per device
+    assert abs(decode["arguments"]["KV cache"] - kv) < 1e-4 * kv
+    assert decode["total_bytes"] > 80 * GIB
     assert f"rollout_decode needs {decode['total_bytes']:,} bytes" in proc.stderr
     assert "DOES NOT FIT" in proc.stdout
 
