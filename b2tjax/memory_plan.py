@@ -15,7 +15,6 @@ are the real program's; a GPU/TPU compile may fuse differently and differ by som
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -30,6 +29,7 @@ from jax.sharding import Mesh
 
 from b2tjax.config import TrainConfig
 from models.config import DTYPES, Qwen3Config, get_config
+from models.sharding import on_mesh
 
 GIB = 1024**3
 HEADROOM = 0.10  # a program must leave this share of device memory free
@@ -98,9 +98,7 @@ def abstract_outputs(fn: Callable, *args: Any, mesh: Mesh | None = None) -> Any:
     shapes = jax.eval_shape(jitted, *args)
     if mesh is None:
         return with_shardings(shapes, None)
-    with jax.set_mesh(mesh):
-        shardings = jitted.lower(*args).compile().output_shardings
-    return with_shardings(shapes, shardings)
+    return with_shardings(shapes, on_mesh(jitted, mesh).lower(*args).compile().output_shardings)
 
 
 def shard_bytes(tree: Any) -> int:
@@ -159,7 +157,9 @@ class PlanContext:
     model_fn: Any  # b2tjax.train_step.BoundModel
     graphdef: Any  # the whole model's graph, as the sampler splits it
     params: Any  # abstract fp32 params (pure dict) with the trainer's shardings
+    train_layout: Any  # the whole model state (nnx.State) as the trainer holds it
     sampler_state: Any  # abstract sampler weights (nnx.State) with the sampler's shardings
+    sampler_weights: Any  # rollout.placement.SamplerWeights: create / refresh
     analytic: dict[str, int]
 
     @classmethod
@@ -177,7 +177,7 @@ class PlanContext:
         train_layout = with_shardings(full_state, None if mesh is None else _state_shardings(full_state, mesh))
         weights = SamplerWeights(full_state, DTYPES[cfg.model.compute_dtype], mesh)
         sampler_state = abstract_outputs(weights.create, train_layout, mesh=mesh)
-        return cls(cfg, mesh, model_cfg, model_fn, graphdef, params, sampler_state,
+        return cls(cfg, mesh, model_cfg, model_fn, graphdef, params, train_layout, sampler_state, weights,
                    analytic_sizes(cfg, model_cfg, mesh))
 
     def reference_bytes(self) -> int:
@@ -231,6 +231,16 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     return plan
 
 
+def _refresh(ctx: PlanContext) -> ProgramMemory:
+    """The jitted cast + reshard of the training weights into the sampler's (donated) copy."""
+    low = ctx.sampler_weights.refresh.lower(ctx.train_layout, ctx.sampler_state)
+    resident = {"optimizer state": ctx.analytic["optimizer state"]}
+    if ctx.cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    return memory_of("sampler_refresh", low, {"params": ctx.train_layout, "sampler weights": ctx.sampler_state},
+                     resident, {k: ctx.analytic[k] for k in ("params", "sampler weights")})
+
+
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
@@ -252,12 +262,11 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
                     vec(jnp.bool_))
     decode_args = (cache, next_logits, vec(jnp.bool_), vec(i32), params, sds((2,), i32), key)
     lowered = {}
-    with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
-        if "rollout_prefill" in only:
-            lowered["rollout_prefill"] = prefill.lower(ctx.sampler_state, *prefill_args)
-        if "rollout_decode" in only:
-            lowered["rollout_decode"] = decode.lower(ctx.sampler_state, *decode_args,
-                                                     max_steps=decode_bucket(cfg.rollout.max_new_tokens))
+    if "rollout_prefill" in only:
+        lowered["rollout_prefill"] = on_mesh(prefill, mesh).lower(ctx.sampler_state, *prefill_args)
+    if "rollout_decode" in only:
+        lowered["rollout_decode"] = on_mesh(decode, mesh).lower(ctx.sampler_state, *decode_args,
+                                                                max_steps=decode_bucket(cfg.rollout.max_new_tokens))
     resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
     if cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
@@ -266,7 +275,7 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
     return [memory_of(name, low, groups, resident, analytic) for name, low in lowered.items()]
 
 
-PROGRAMS = ("sft_step", "grpo_step", "rollout_prefill", "rollout_decode")
+PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")
 
 
 def plan_programs(cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS) -> list[ProgramMemory]:
@@ -278,6 +287,8 @@ def plan_programs(cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = P
         out.append(_train_step(ctx, "sft"))
     if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
         out.append(_train_step(ctx, "grpo"))
+    if cfg.task == "travel" and "sampler_refresh" in only and cfg.mode != "sft_only":
+        out.append(_refresh(ctx))
     if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
         out.extend(p for p in _rollout_programs(ctx, only) if p.name in only)
     return out

@@ -25,6 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from b2tjax import grpo
 from b2tjax.logprobs import sequence_logprobs
 from b2tjax.optim import apply_if_finite
+from models.sharding import on_mesh
 
 Params = dict  # nnx.to_pure_dict layout
 
@@ -276,29 +277,10 @@ def make_step_fns(
         jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None))
 
     return StepFns(
-        grpo_step=_with_mesh(mesh, jit_step(grpo_step)),
-        sft_step=_with_mesh(mesh, jit_step(sft_step)),
-        logprobs=_with_mesh(mesh, jit_lp),
+        grpo_step=on_mesh(jit_step(grpo_step), mesh),
+        sft_step=on_mesh(jit_step(sft_step), mesh),
+        logprobs=on_mesh(jit_lp, mesh),
         mesh=mesh,
     )
 
 
-class MeshBound:
-    """A jitted function that runs, and lowers, with `mesh` set, so the model's activation sharding
-    constraints apply. `lower` lets launch/plan.py compile the very program the trainer runs."""
-
-    def __init__(self, fn: Callable, mesh: Mesh):
-        self.fn, self.mesh = fn, mesh
-        functools.update_wrapper(self, fn)
-
-    def __call__(self, *args, **kwargs):
-        with jax.set_mesh(self.mesh):
-            return self.fn(*args, **kwargs)
-
-    def lower(self, *args, **kwargs):
-        with jax.set_mesh(self.mesh):
-            return self.fn.lower(*args, **kwargs)
-
-
-def _with_mesh(mesh: Mesh | None, fn: Callable) -> Callable:
-    return fn if mesh is None else MeshBound(fn, mesh)

@@ -97,14 +97,18 @@ class TravelTask:
         traces = read_jsonl(path, self.cfg.sft.max_examples)
         return sft_examples(traces, self.tokenizer, self.cfg.sft.max_seq_len, self.world.tool_schemas())
 
-    def _engine_for(self, model: nnx.Module, rows: int, temperature: float):
+    def _engine_for(self, model: nnx.Module, temperature: float):
+        """An engine with the recipe's memory plan: `batch_rows` rows of `cache_len` slots on the
+        run's mesh, whatever the number of episodes (they stream through the rows)."""
+        from b2tjax.mesh import build_mesh
         from rollout.engine import RolloutConfig, RolloutEngine
 
         r = self.cfg.rollout
-        config = RolloutConfig(batch_size=rows, max_turns=r.max_turns, max_turn_tokens=r.max_new_tokens,
-                               max_total_tokens=r.max_seq_len, temperature=temperature, top_p=r.top_p,
+        config = RolloutConfig(batch_size=r.batch_rows, max_turns=r.max_turns, max_turn_tokens=r.max_new_tokens,
+                               max_total_tokens=r.max_seq_len, cache_len=self.cfg.cache_len,
+                               prefill_chunk=r.prefill_chunk, temperature=temperature, top_p=r.top_p,
                                cache_dtype=self.cfg.model.compute_dtype)
-        return RolloutEngine(model, self.tokenizer, config)
+        return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
 
     def _episodes(self, pairs: Sequence[tuple[dict, dict]]):
         from rollout.episodes import agent_episode
@@ -135,7 +139,7 @@ class TravelTask:
 
         pairs = [p for p in prompts for _ in range(group_size)]
         if self._engine is None:
-            self._engine = self._engine_for(model, len(pairs), self.cfg.rollout.temperature)
+            self._engine = self._engine_for(model, self.cfg.rollout.temperature)
         else:
             self._engine.update_weights(model)
         records = self._engine.run(self._episodes(pairs), seed)
@@ -155,7 +159,8 @@ class TravelTask:
     def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
         from sandbox.metrics import compute_metrics, format_table
 
-        engine = self._engine_for(model, max(1, min(len(self._eval), 16)), temperature=0.0)  # greedy
+        self._engine = None  # the training sampler's weights make room for the greedy one's
+        engine = self._engine_for(model, temperature=0.0)
         records = engine.run(self._episodes(self._eval), 0)
         evals, rewards = self._score(records, self._eval)
         metrics = compute_metrics(evals)

@@ -4,7 +4,7 @@
     python launch/plan.py --config configs/qwen3_0.6b.yaml --devices 8 --hbm-gib 80
     python launch/plan.py --config configs/qwen3_8b.yaml rollout.batch_rows=64 rollout.cache_len=20480
 
-The SFT step, GRPO step, rollout prefill and rollout decode of the recipe are lowered with abstract
+The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout decode of the recipe are lowered with abstract
 arrays and compiled on a mesh of N fake CPU devices (nothing is allocated), and one table per program
 shows per-device bytes of its arguments, outputs, temporaries and what stays resident beside it,
 against the device memory. Exits with status 1, naming program and bytes, when one does not fit
@@ -27,7 +27,7 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not
 
 from b2tjax.config import load_config  # noqa: E402
 
-PROGRAMS = ("sft_step", "grpo_step", "rollout_prefill", "rollout_decode")  # b2tjax.memory_plan.PROGRAMS
+PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")  # = memory_plan's
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -6,6 +6,7 @@ are constrained with `constrain`, which is a no-op unless a mesh is set with `ja
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Sequence
 
@@ -96,6 +97,28 @@ def constrain(x: jax.Array, names: Logical) -> jax.Array:
         return x
     spec = logical_to_spec(names, x.shape, dict(mesh.shape))
     return jax.lax.with_sharding_constraint(x, spec)
+
+
+class MeshBound:
+    """A jitted function that runs, and lowers, with `mesh` set, so the model's activation sharding
+    constraints apply. `lower` lets launch/plan.py compile the very program a run executes."""
+
+    def __init__(self, fn: Callable, mesh: Mesh):
+        self.fn, self.mesh = fn, mesh
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        with jax.set_mesh(self.mesh):
+            return self.fn(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        with jax.set_mesh(self.mesh):
+            return self.fn.lower(*args, **kwargs)
+
+
+def on_mesh(fn: Callable, mesh: Mesh | None) -> Callable:
+    """`fn` bound to `mesh` (MeshBound), or `fn` itself without one."""
+    return fn if mesh is None else MeshBound(fn, mesh)
 
 
 def variable_sharding(var: nnx.Variable, mesh: Mesh) -> NamedSharding:

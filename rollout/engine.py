@@ -32,12 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
-from models.qwen3 import init_cache
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
+from rollout.placement import new_rollout_arrays
 from rollout.record import (STOP_ERROR, STOP_MAX_TOTAL_TOKENS, STOP_MAX_TURN_TOKENS, STOP_MAX_TURNS,
                             EpisodeRecord)
-from rollout.sampling import FINISH_BUDGET, FINISH_STOP, ModelRunner, SamplingArrays
+from rollout.sampling import FINISH_BUDGET, FINISH_STOP, ModelRunner, SamplingArrays, decode_bucket
 
 TURN_CAP_POLICIES = ("stop", "close")
 
@@ -47,7 +48,8 @@ class RolloutConfig:
     batch_size: int = 8              # rows of the static batch
     max_turns: int = 10
     max_turn_tokens: int = 1024      # also the static decode segment length
-    max_total_tokens: int = 8192     # per stream, prompt included; also the cache length
+    max_total_tokens: int = 8192     # per stream, prompt included
+    cache_len: int = 0               # KV slots per row (>= max_total_tokens); 0 = its power-of-two bucket
     temperature: float = 1.0         # <= 0: greedy
     top_p: float = 1.0
     top_k: int = 0
@@ -65,6 +67,9 @@ class RolloutConfig:
                      "prefill_min_bucket", "tool_workers"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"RolloutConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.cache_len and self.cache_len < self.max_total_tokens:
+            raise ValueError(f"RolloutConfig.cache_len ({self.cache_len}) must be >= max_total_tokens "
+                             f"({self.max_total_tokens}): a stream's record lives in one cache row")
         if self.turn_cap not in TURN_CAP_POLICIES:
             raise ValueError(f"RolloutConfig.turn_cap must be one of {TURN_CAP_POLICIES}, got {self.turn_cap!r}")
         if not 0.0 < self.top_p <= 1.0:
@@ -124,11 +129,13 @@ def _bucket(n: int, floor: int = 16) -> int:
 class RolloutEngine:
     """Runs episodes on a model; see the module docstring."""
 
-    def __init__(self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None):
+    def __init__(self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None,
+                 mesh: Mesh | None = None):
         self.config = config or RolloutConfig()
         self.model_config = model.config
         self.tokenizer = tokenizer
-        self.runner = ModelRunner(model)
+        self.mesh = mesh  # rows of the KV cache over (data, fsdp), KV heads and weights over tensor
+        self.runner = ModelRunner(model, mesh)
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()
         # Debug hook, called as trace(stream_key, event, fed_ids, position) for every chunk fed to
@@ -169,9 +176,9 @@ class _Run:
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
         mc = engine.model_config
         # Static shapes come from power-of-two buckets, so nearby limits share compiled code.
-        self.cache = init_cache(mc, self.cfg.batch_size, _bucket(self.cfg.max_total_tokens),
-                                jnp.dtype(self.cfg.cache_dtype))
-        self.next_logits = jnp.zeros((self.cfg.batch_size, mc.vocab_size), jnp.float32)
+        cache_len = self.cfg.cache_len or _bucket(self.cfg.max_total_tokens)
+        self.cache, self.next_logits = new_rollout_arrays(mc, self.cfg.batch_size, cache_len, self.cfg.cache_dtype,
+                                                          engine.mesh)
 
     # -- main loop -----------------------------------------------------------------------------
     def loop(self, pool: concurrent.futures.Executor) -> None:
@@ -420,7 +427,7 @@ class _Run:
         t0 = time.perf_counter()
         out = self.engine.runner.decode(
             self.engine.runner.state, self.cache, self.next_logits, jnp.asarray(active),
-            jnp.asarray(budget), params, self.engine.stop_ids, self.key, max_steps=_bucket(cfg.max_turn_tokens))
+            jnp.asarray(budget), params, self.engine.stop_ids, self.key, max_steps=decode_bucket(cfg.max_turn_tokens))
         ids, logprobs, count, finish, self.cache, self.next_logits = out
         ids, logprobs, count, finish = (np.asarray(x) for x in (ids, logprobs, count, finish))
         self.stats.device_s += time.perf_counter() - t0

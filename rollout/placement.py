@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from models.sharding import LOGICAL_RULES, logical_to_spec
+from models.sharding import LOGICAL_RULES, logical_to_spec, variable_sharding
 
 # The training rules without FSDP: parameters keep their tensor-parallel split only.
 SAMPLER_RULES: tuple[tuple[str, Any], ...] = tuple(
@@ -55,10 +55,21 @@ class SamplerWeights:
     def __init__(self, abstract_state: nnx.State, dtype: Any, mesh: Mesh | None = None):
         self.dtype, self.mesh = jnp.dtype(dtype), mesh
         self.shardings = None if mesh is None else sampler_shardings(abstract_state, mesh)
-        cast = lambda state: cast_floats(state, self.dtype)  # noqa: E731
-        self.create = jax.jit(cast, out_shardings=self.shardings)
-        self.refresh = jax.jit(lambda state, old: cast(state), out_shardings=self.shardings,
-                               donate_argnums=(1,))
+        self.create = jax.jit(self._cast, out_shardings=self.shardings)
+        # keep_unused: `old` is never read, only donated so the new copy is written into its buffers.
+        self.refresh = jax.jit(lambda state, old: self._cast(state), out_shardings=self.shardings,
+                               donate_argnums=(1,), keep_unused=True)
+
+    def _cast(self, state: nnx.State) -> nnx.State:
+        if self.mesh is None:
+            return cast_floats(state, self.dtype)
+        # Cast each shard where it lies (training layout), then gather: the all-gather moves
+        # compute-dtype bytes and no fp32 copy of the whole model is ever materialised.
+        def cast_in_place(var: nnx.Variable) -> nnx.Variable:
+            value = cast_floats(var.get_value(), self.dtype)
+            return var.replace(jax.lax.with_sharding_constraint(value, variable_sharding(var, self.mesh)))
+
+        return jax.tree.map(cast_in_place, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
 def new_rollout_arrays(model_config: Any, rows: int, cache_len: int, cache_dtype: Any,

@@ -20,6 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
+
+from models.sharding import on_mesh
 
 FINISH_NONE = 0     # row inactive or still running
 FINISH_STOP = 1     # sampled a stop token (<|im_end|> / <|endoftext|>)
@@ -82,15 +85,22 @@ def _row_keys(key: jax.Array, seeds: jax.Array, positions: jax.Array) -> jax.Arr
 
 
 class ModelRunner:
-    """Holds the split NNX model and the jitted prefill / decode functions (compiled per bucket)."""
+    """The sampler's own copy of the weights (compute dtype, laid out for sampling on `mesh`: see
+    rollout/placement.py) and the jitted prefill / decode functions (compiled per bucket)."""
 
-    def __init__(self, model: nnx.Module):
-        self.graphdef, self.state = nnx.split(model)
-        self.prefill, self.decode = compiled_functions(self.graphdef)
+    def __init__(self, model: nnx.Module, mesh: Mesh | None = None):
+        from rollout.placement import SamplerWeights
+
+        self.graphdef, state = nnx.split(model)
+        self.weights = SamplerWeights(state, model.dtype, mesh)
+        self.state = self.weights.create(state)
+        prefill, decode = compiled_functions(self.graphdef)
+        self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
 
     def update_state(self, model: nnx.Module) -> None:
-        """New weights, same graph (e.g. after a training step); no recompilation."""
-        self.state = nnx.state(model)
+        """New weights, same graph (e.g. after a training step): cast and resharded on the devices
+        into the previous copy's buffers; no recompilation."""
+        self.state = self.weights.refresh(nnx.state(model), self.state)
 
 
 def decode_bucket(max_turn_tokens: int) -> int:
