@@ -40,7 +40,8 @@ def benchmark_class(name: str) -> type[Benchmark]:
     return getattr(module, class_name)
 
 
-def get_benchmark(name: str = DEFAULT_BENCHMARK, data_dir: str | Path | None = None, **options: Any) -> Benchmark:
+def get_benchmark(name: str = DEFAULT_BENCHMARK, data_dir: str | Path | None = None,
+                  **options: Any) -> Benchmark:
     """An instance of benchmark `name` over `data_dir` with its keyword `options`."""
     return benchmark_class(name)(data_dir, **options)
 

@@ -94,6 +94,16 @@ class Benchmark(abc.ABC):
             raise BenchmarkError(f"benchmark {self.name!r} takes no option(s) {sorted(options)}")
         self.data_dir = Path(data_dir) if data_dir is not None else None
 
+    # -- command-line options (launch/eval.py, launch/rollout.py) --------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this benchmark's options (e.g. a tool mode) to the eval and rollout scripts."""
+
+    @classmethod
+    def options_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        """The constructor's keyword options, from the arguments `add_arguments` added."""
+        return {}
+
     # -- data preparation (launch/make_data.py) ----------------------------------------------------
     @classmethod
     def add_data_arguments(cls, parser: argparse.ArgumentParser) -> None:
