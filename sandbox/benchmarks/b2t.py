@@ -133,6 +133,9 @@ class B2TBenchmark(Benchmark):
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         return format_table(metrics)
 
+    def checks(self, verdict: EvalResult) -> list[tuple[str, bool, str]]:
+        return [(r.name, r.passed, r.reason) for r in verdict.results]
+
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         return {**super().headline(metrics), "micro_pass_c": metrics["c_micro"],
                 "micro_pass_upc": metrics["upc_micro"]}

@@ -156,6 +156,11 @@ class Benchmark(abc.ABC):
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         """`metrics` as the plain-text table launch/eval.py prints."""
 
+    def checks(self, verdict: Verdict) -> list[tuple[str, bool, str]]:
+        """(check name, passed, reason) per check of a verdict, in a fixed order, for per-episode
+        views (the notebook); an empty list when the benchmark has no such listing."""
+        return []
+
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         """The few scalars logged at every training step."""
         return {"final_pass": metrics["final_pass_rate"], "delivery": metrics["delivery_rate"]}
