@@ -103,10 +103,16 @@ class B2TBenchmark(Benchmark):
     # -- instances, world, prompt ---------------------------------------------------------------
     def load_split(self, split: str) -> list[Pair]:
         """The split, validated (sandbox.instances.loader): a bad line is a one-line error."""
+        return [(x.visible, x.hidden) for x in self._load(split, with_ground_truth=True)]
+
+    def load_visible(self, split: str) -> list[dict[str, Any]]:
+        return [x.visible for x in self._load(split, with_ground_truth=False)]
+
+    def _load(self, split: str, with_ground_truth: bool) -> list[Any]:
         from sandbox.instances.loader import InstanceFormatError, load_split
 
         try:
-            return [(x.visible, x.hidden) for x in load_split(self._path(), split)]
+            return load_split(self._path(), split, with_ground_truth=with_ground_truth)
         except InstanceFormatError as err:
             raise BenchmarkError(f"{err} (build the data with launch/make_data.py)") from None
 

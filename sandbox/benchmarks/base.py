@@ -124,6 +124,10 @@ class Benchmark(abc.ABC):
     def load_split(self, split: str) -> list[Pair]:
         """The split's (visible, truth) pairs in file order; BenchmarkError if it is missing/bad."""
 
+    def load_visible(self, split: str) -> list[dict[str, Any]]:
+        """The split's visible instances only: rollouts need no ground truth, which a user may lack."""
+        return [visible for visible, _ in self.load_split(split)]
+
     # -- the agent's world and prompt -----------------------------------------------------------
     @abc.abstractmethod
     def world_for(self, visible: dict[str, Any]) -> World:
