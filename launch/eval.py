@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable
 ROOT = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
     # (launch/rollout.py would shadow the `rollout` package)
-    sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+    sys.path[:] = [str(ROOT)] + [p for p in sys.path
+                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair  # noqa: E402
 from sandbox.benchmarks import benchmark_class  # noqa: E402
