@@ -25,7 +25,7 @@ def mem(obj: dict) -> str:
 
 @pytest.fixture(scope="module")
 def python_pool():
-    with PythonSandbox(num_workers=2, limits=PythonLimits(timeout_s=2.0)) as pool:
+    with PythonSandbox(num_workers=2, limits=PythonLimits(timeout_s=2.0), isolation="unsafe-ok") as pool:
         yield pool
 
 
