@@ -242,6 +242,15 @@ def test_invalid_calls_return_errors_without_raising(world, name, args, message)
     assert message in res.text, res.text
 
 
+def test_arguments_nested_past_the_recursion_limit_are_an_error(world):
+    deep: list = []
+    for _ in range(10_000):
+        deep = [deep]
+    for args in ({"city": deep}, {"city": "Chengdu", "preferences": {"cuisine": deep}}):
+        res = world.call_tool("RestaurantSearch", args)
+        assert res.is_error and "nested more than 32 levels deep" in res.text
+
+
 def test_lenient_but_exact_vocabulary_matching(world):
     a = world.call_tool("RestaurantSearch", {"city": "beijing", "preferences": {"price_level": "luxury"}})
     b = world.call_tool("RestaurantSearch", {"city": "北京", "preferences": {
