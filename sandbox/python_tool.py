@@ -6,8 +6,8 @@ jailed child per call, so a call costs a fork rather than an interpreter start-u
 scratch directory, a separate uid, rlimits, an audit hook) is described in the worker's docstring
 and in sandbox/README.md; `PythonSandbox.isolation` says which layers applied on this machine.
 Without the kernel layer the code is not contained, so the pool refuses to start in that case
-unless the caller opts in with `isolation="unsafe-ok"`. `run` is thread-safe: the episode environment calls it
-from a thread pool, and each call holds one slot.
+unless the caller opts in with `isolation="unsafe-ok"`. `run` is thread-safe: the episode
+environment calls it from a thread pool, and each call holds one slot.
 """
 
 import json
@@ -132,7 +132,8 @@ class PythonSandbox:
         if num_workers < 1:
             raise ValueError("num_workers must be >= 1")
         if isolation not in ISOLATION_MODES:
-            raise ValueError(f"Python tool isolation must be one of {list(ISOLATION_MODES)}, got {isolation!r}")
+            raise ValueError(f"Python tool isolation must be one of {list(ISOLATION_MODES)}, "
+                             f"got {isolation!r}")
         self.limits = limits
         self._kernel_isolation = kernel_isolation
         self._audit_guard = audit_guard
@@ -147,10 +148,11 @@ class PythonSandbox:
         if isolation == "full" and not self.isolation.get("kernel"):
             self.close()
             raise PythonIsolationError(
-                f"the Python tool cannot be jailed here: {self.isolation.get('kernel_error')}; its jail needs "
-                "root with mount and network namespaces (user namespaces alone are not used). Without it "
-                "model-written code can read and change this machine: set rollout.python_tool_isolation="
-                "unsafe-ok (PythonSandbox(isolation='unsafe-ok')) to accept that, or disable the tool")
+                f"the Python tool cannot be jailed here: {self.isolation.get('kernel_error')}; its jail "
+                "needs root with mount and network namespaces (user namespaces alone are not used). "
+                "Without it model-written code can read and change this machine: set "
+                "rollout.python_tool_isolation=unsafe-ok (PythonSandbox(isolation='unsafe-ok')) to accept "
+                "that, or disable the tool")
         for _ in range(num_workers - 1):
             self._idle.put(self._spawn())
 

@@ -311,5 +311,6 @@ def test_store_errors_in_a_tool_call_are_environment_faults_not_agent_errors(sto
     assert faulty and not any(r.is_error for r in results.values())
     assert "could not read the travel database" in results[faulty[0]].text
     env = EpisodeEnv(world)
-    step = env.step(f'<tool_call>{{"name": "RestaurantSearch", "arguments": {{"city": "{faulty[0]}"}}}}</tool_call>')
+    call = {"name": "RestaurantSearch", "arguments": {"city": faulty[0]}}
+    step = env.step(f"<tool_call>{json.dumps(call)}</tool_call>")
     assert step.responses[0].env_fault and step.any_env_fault and not step.any_error

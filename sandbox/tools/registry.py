@@ -73,7 +73,8 @@ def call_tool(world: Any, name: Any, arguments: Any) -> ToolResult:
         return ToolResult.error(str(e))
     except sqlite3.Error as e:  # a corrupt or unreadable store: the environment's fault, not the agent's
         log.error("tool %s: store error (%s) on %s", name, e, reprlib.repr(arguments))
-        return ToolResult.environment_fault(f"{name} could not read the travel database ({type(e).__name__}: {e})")
+        return ToolResult.environment_fault(
+            f"{name} could not read the travel database ({type(e).__name__}: {e})")
     except Exception as e:  # a bug here must not kill a rollout; it is logged and surfaced
         log.exception("tool %s failed on %s", name, reprlib.repr(arguments))
         return ToolResult.error(f"{name} failed internally ({type(e).__name__}: {e})")
