@@ -258,8 +258,9 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
 
     params = SamplingArrays(temperature=vec(f32), top_p=vec(f32), top_k=vec(i32), seed=vec(i32))
     key = jax.eval_shape(lambda: jax.random.key(0))
-    prefill_args = (vec(i32), sds((rows, cfg.rollout.prefill_chunk), i32), vec(i32), cache, next_logits,
-                    vec(jnp.bool_))
+    # Every row takes a full chunk (the first admission); on a mesh the engine passes rows=None.
+    prefill_args = (None if mesh is not None else vec(i32), sds((rows, cfg.rollout.prefill_chunk), i32), vec(i32),
+                    cache, next_logits, vec(jnp.bool_))
     decode_args = (cache, next_logits, vec(jnp.bool_), vec(i32), params, sds((2,), i32), key)
     lowered = {}
     if "rollout_prefill" in only:

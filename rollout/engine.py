@@ -371,13 +371,16 @@ class _Run:
             pending = [r for r, s in enumerate(self.rows) if s is not None and s.pending]
             if not pending:
                 return
-            num_rows = min(_bucket(len(pending), 1), len(self.rows))
-            rows = pending + [r for r in range(len(self.rows)) if r not in pending][: num_rows - len(pending)]
+            if self.engine.mesh is None:
+                num_rows = min(_bucket(len(pending), 1), len(self.rows))
+                rows = pending + [r for r in range(len(self.rows)) if r not in pending][: num_rows - len(pending)]
+            else:  # rows are split over devices: every device extends its own rows, nothing moves
+                rows = list(range(len(self.rows)))
             takes = [self.rows[r].pending[:chunk_cap] if r in pending else [] for r in rows]
             width = _bucket(max(len(t) for t in takes), self.cfg.prefill_min_bucket)
-            tokens = np.zeros((num_rows, width), np.int32)
-            num_new = np.zeros((num_rows,), np.int32)
-            reset = np.zeros((num_rows,), bool)
+            tokens = np.zeros((len(rows), width), np.int32)
+            num_new = np.zeros((len(rows),), np.int32)
+            reset = np.zeros((len(rows),), bool)
             for i, (r, take) in enumerate(zip(rows, takes)):
                 if not take:
                     continue
@@ -393,8 +396,9 @@ class _Run:
                 stream.cached += len(take)
                 stream.pending = stream.pending[len(take):]
             t0 = time.perf_counter()
+            rows_arg = None if self.engine.mesh is not None else jnp.asarray(rows, jnp.int32)
             self.next_logits, self.cache = self.engine.runner.prefill(
-                self.engine.runner.state, jnp.asarray(rows, jnp.int32), jnp.asarray(tokens), jnp.asarray(num_new),
+                self.engine.runner.state, rows_arg, jnp.asarray(tokens), jnp.asarray(num_new),
                 self.cache, self.next_logits, jnp.asarray(reset))
             self.next_logits.block_until_ready()
             self.stats.device_s += time.perf_counter() - t0

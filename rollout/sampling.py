@@ -125,9 +125,14 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
     Only the R selected rows are computed: their cache slices are gathered, extended and scattered
     back, so refilling one row of a large batch costs one row. rows int32 [R] (distinct);
     tokens int32 [R, T]; num_new int32 [R] (0 leaves a row untouched); reset bool [R];
-    next_logits fp32 [B, V]. Returns (next_logits [B, V], cache).
+    next_logits fp32 [B, V]. Returns (next_logits [B, V], cache). `rows=None` means every row in
+    order (R = B): nothing is gathered, so on a mesh each device extends only its own rows.
     """
     model = nnx.merge(graphdef, state)
+    if rows is None:
+        cache = dataclasses.replace(cache, lengths=jnp.where(reset, 0, cache.lengths))
+        last, cache = model.forward_cached(tokens, num_new, cache, last_only=True)
+        return jnp.where((num_new > 0)[:, None], last, next_logits), cache
     lengths = jnp.where(reset, 0, cache.lengths[rows])
     sub = dataclasses.replace(cache, k=cache.k[:, rows], v=cache.v[:, rows], lengths=lengths)
     last, sub = model.forward_cached(tokens, num_new, sub, last_only=True)  # fp32 [R, V], never [R, T, V]
