@@ -135,7 +135,8 @@ class RolloutEngine:
         self.model_config = model.config
         self.tokenizer = tokenizer
         self.mesh = mesh  # rows of the KV cache over (data, fsdp), KV heads and weights over tensor
-        self.runner = ModelRunner(model, mesh)
+        # The model's padded embedding rows past the tokenizer's ids are never sampled.
+        self.runner = ModelRunner(model, valid_vocab=min(tokenizer.vocab_size, model.config.vocab_size), mesh=mesh)
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()
         # Debug hook, called as trace(stream_key, event, fed_ids, position) for every chunk fed to
