@@ -98,15 +98,8 @@ class Trainer:
         steps = self.sft_steps if phase == "sft" else self.grpo_steps * self.cfg.grpo.mini_batches * self.cfg.grpo.epochs
         optimizer, schedule = phase_optimizer(self.cfg, phase, steps)
         state = init_train_state(params, optimizer, self.mesh)
-<<<<<<< HEAD
         fns = phase_step_fns(self.cfg, self.model_fn, optimizer, schedule,
-                             state_shardings(state) if self.mesh is not None else None, self.mesh)
-=======
-        fns = make_step_fns(self.model_fn, optimizer, learning_rate_schedule(optim_cfg, max(steps, 1)), self.cfg.grpo,
-                            temperature=self.cfg.rollout.temperature, fixed_length=self.fixed_length,
-                            state_sharding=state_shardings(state) if self.mesh is not None else None, mesh=self.mesh,
-                            valid_vocab=self.valid_vocab)
->>>>>>> scale-models
+                             state_shardings(state) if self.mesh is not None else None, self.mesh, self.valid_vocab)
         return fns, state
 
     def _place_params(self, params):
@@ -325,11 +318,11 @@ def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]
 
 
 def phase_step_fns(cfg: TrainConfig, model_fn: BoundModel, optimizer, schedule, state_sharding,
-                   mesh) -> StepFns:
+                   mesh, valid_vocab: int | None = None) -> StepFns:
     """The jitted steps of a run; launch/plan.py compiles these same functions ahead of time."""
     return make_step_fns(model_fn, optimizer, schedule, cfg.grpo, temperature=cfg.rollout.temperature,
                          fixed_length=cfg.grpo.fixed_length or cfg.rollout.max_seq_len,
-                         state_sharding=state_sharding, mesh=mesh)
+                         state_sharding=state_sharding, mesh=mesh, valid_vocab=valid_vocab)
 
 
 _advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))
