@@ -27,7 +27,7 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
 
 
 def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
-    proc, plan = _plan(tmp_path, "--hbm-gib", "80", TWO_LAYERS)
+    proc, plan = _plan(tmp_path, "--hbm-gib", "80", TWO_LAYERS, "rollout.batch_rows=8")  # 1 row per device
     assert proc.returncode == 0, proc.stderr[-3000:]
     programs = {p["name"]: p for p in plan["programs"]}
     assert list(programs) == ["sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode"]
