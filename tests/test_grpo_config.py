@@ -18,8 +18,10 @@ def test_every_recipe_loads_and_round_trips(path):
 def test_qwen3_recipes_state_hardware_and_use_bf16():
     for path in sorted((ROOT / "configs").glob("qwen3_*.yaml")):
         text = path.read_text()
-        assert "Assumed hardware:" in text and "Mesh:" in text, path.name
+        assert "Hardware" in text and "Mesh:" in text, path.name
         cfg = load_config(path)
+        # the machine launch/plan.py checks the recipe against
+        assert cfg.hardware.devices >= 1 and cfg.hardware.hbm_gib > 0, path.name
         assert cfg.model.compute_dtype == "bfloat16" and cfg.model.param_dtype == "float32"
         assert cfg.model.preset.startswith("qwen3-")
 
