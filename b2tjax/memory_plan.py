@@ -113,15 +113,21 @@ def shard_bytes(tree: Any) -> int:
     return total
 
 
-def memory_of(name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int],
-              analytic: dict[str, int]) -> ProgramMemory:
+def memory_of(
+    name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int], analytic: dict[str, int]
+) -> ProgramMemory:
     """Compile `lowered` and read its memory analysis."""
     stats = lowered.compile().memory_analysis()
     return ProgramMemory(
-        name=name, arguments={k: shard_bytes(v) for k, v in arguments.items()},
-        argument_bytes=int(stats.argument_size_in_bytes), output_bytes=int(stats.output_size_in_bytes),
-        alias_bytes=int(stats.alias_size_in_bytes), temp_bytes=int(stats.temp_size_in_bytes),
-        resident=resident, analytic=analytic)
+        name=name,
+        arguments={k: shard_bytes(v) for k, v in arguments.items()},
+        argument_bytes=int(stats.argument_size_in_bytes),
+        output_bytes=int(stats.output_size_in_bytes),
+        alias_bytes=int(stats.alias_size_in_bytes),
+        temp_bytes=int(stats.temp_size_in_bytes),
+        resident=resident,
+        analytic=analytic,
+    )
 
 
 def shards(mesh: Mesh | None, *axes: str) -> int:
@@ -136,11 +142,21 @@ def analytic_sizes(cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None) -> d
     compute = jnp.dtype(DTYPES[cfg.model.compute_dtype]).itemsize
     row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
     head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
-    kv = (2 * model.num_hidden_layers * cfg.rollout.batch_rows * cfg.cache_len * model.num_key_value_heads
-          * model.head_dim * compute)
-    return {"params": param_bytes // devices, "optimizer state": 2 * param_bytes // devices,
-            "sampler weights": model.num_params() * compute // shards(mesh, "tensor"),
-            "KV cache": kv // (row_shards * head_shards)}
+    kv = (
+        2
+        * model.num_hidden_layers
+        * cfg.rollout.batch_rows
+        * cfg.cache_len
+        * model.num_key_value_heads
+        * model.head_dim
+        * compute
+    )
+    return {
+        "params": param_bytes // devices,
+        "optimizer state": 2 * param_bytes // devices,
+        "sampler weights": model.num_params() * compute // shards(mesh, "tensor"),
+        "KV cache": kv // (row_shards * head_shards),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -169,16 +185,34 @@ class PlanContext:
         from rollout.placement import SamplerWeights
 
         model_cfg = plan_model_config(cfg)
-        model = abstract_model(model_cfg, dtype=DTYPES[cfg.model.compute_dtype],
-                               param_dtype=DTYPES[cfg.model.param_dtype], remat=cfg.model.remat)
+        model = abstract_model(
+            model_cfg,
+            dtype=DTYPES[cfg.model.compute_dtype],
+            param_dtype=DTYPES[cfg.model.param_dtype],
+            remat=cfg.model.remat,
+        )
         model_fn, params = BoundModel.from_model(model)
-        params = with_shardings(params, None if mesh is None else state_shardings(model_fn.abstract_params, mesh))
+        params = with_shardings(
+            params, None if mesh is None else state_shardings(model_fn.abstract_params, mesh)
+        )
         graphdef, full_state = nnx.split(model)
-        train_layout = with_shardings(full_state, None if mesh is None else _state_shardings(full_state, mesh))
+        train_layout = with_shardings(
+            full_state, None if mesh is None else _state_shardings(full_state, mesh)
+        )
         weights = SamplerWeights(full_state, DTYPES[cfg.model.compute_dtype], mesh)
         sampler_state = abstract_outputs(weights.create, train_layout, mesh=mesh)
-        return cls(cfg, mesh, model_cfg, model_fn, graphdef, params, train_layout, sampler_state, weights,
-                   analytic_sizes(cfg, model_cfg, mesh))
+        return cls(
+            cfg,
+            mesh,
+            model_cfg,
+            model_fn,
+            graphdef,
+            params,
+            train_layout,
+            sampler_state,
+            weights,
+            analytic_sizes(cfg, model_cfg, mesh),
+        )
 
     def reference_bytes(self) -> int:
         """The frozen KL reference: a second copy of the fp32 params when grpo.beta > 0."""
@@ -188,7 +222,9 @@ class PlanContext:
 def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
     from models.sharding import variable_sharding
 
-    return jax.tree.map(lambda v: variable_sharding(v, mesh), state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+    return jax.tree.map(
+        lambda v: variable_sharding(v, mesh), state, is_leaf=lambda x: isinstance(x, nnx.Variable)
+    )
 
 
 def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
@@ -199,8 +235,14 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     cfg = ctx.cfg
     optimizer, schedule = phase_optimizer(cfg, phase, 1)
     state = abstract_train_state(ctx.params, optimizer, ctx.mesh)
-    fns = phase_step_fns(cfg, ctx.model_fn, optimizer, schedule,
-                         state_shardings(state) if ctx.mesh is not None else None, ctx.mesh)
+    fns = phase_step_fns(
+        cfg,
+        ctx.model_fn,
+        optimizer,
+        schedule,
+        state_shardings(state) if ctx.mesh is not None else None,
+        ctx.mesh,
+    )
     if phase == "sft":
         rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
         keys = {"ids": jnp.int32, "mask": jnp.float32}
@@ -221,13 +263,19 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     if phase == "grpo" and cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
     analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state")}
-    plan = memory_of(f"{phase}_step", step.lower(state, batch),
-                     {"params": state.params, "optimizer state": state.opt_state, "batch": batch},
-                     resident, analytic)
+    plan = memory_of(
+        f"{phase}_step",
+        step.lower(state, batch),
+        {"params": state.params, "optimizer state": state.opt_state, "batch": batch},
+        resident,
+        analytic,
+    )
     row_devices = shards(ctx.mesh, "data", "fsdp")
     if micro_rows % row_devices:
-        plan.notes.append(f"{micro_rows} rows per micro-batch do not split over {row_devices} row devices "
-                          f"(data x fsdp): every device computes all of them; use a multiple of {row_devices}")
+        plan.notes.append(
+            f"{micro_rows} rows per micro-batch do not split over {row_devices} row devices "
+            f"(data x fsdp): every device computes all of them; use a multiple of {row_devices}"
+        )
     return plan
 
 
@@ -237,8 +285,13 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
     resident = {"optimizer state": ctx.analytic["optimizer state"]}
     if ctx.cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
-    return memory_of("sampler_refresh", low, {"params": ctx.train_layout, "sampler weights": ctx.sampler_state},
-                     resident, {k: ctx.analytic[k] for k in ("params", "sampler weights")})
+    return memory_of(
+        "sampler_refresh",
+        low,
+        {"params": ctx.train_layout, "sampler weights": ctx.sampler_state},
+        resident,
+        {k: ctx.analytic[k] for k in ("params", "sampler weights")},
+    )
 
 
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
@@ -250,7 +303,8 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
     prefill, decode = compiled_functions(ctx.graphdef)
     cache, next_logits = abstract_outputs(
         lambda: new_rollout_arrays(ctx.model, rows, ctx.cfg.cache_len, DTYPES[cfg.model.compute_dtype], mesh),
-        mesh=mesh)
+        mesh=mesh,
+    )
     i32, f32 = jnp.int32, jnp.float32
     sds = jax.ShapeDtypeStruct
     vec = lambda dtype: sds((rows,), dtype)  # noqa: E731
@@ -259,15 +313,22 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
     params = SamplingArrays(temperature=vec(f32), top_p=vec(f32), top_k=vec(i32), seed=vec(i32))
     key = jax.eval_shape(lambda: jax.random.key(0))
     # Every row takes a full chunk (the first admission); on a mesh the engine passes rows=None.
-    prefill_args = (None if mesh is not None else vec(i32), sds((rows, cfg.rollout.prefill_chunk), i32), vec(i32),
-                    cache, next_logits, vec(jnp.bool_))
+    prefill_args = (
+        None if mesh is not None else vec(i32),
+        sds((rows, cfg.rollout.prefill_chunk), i32),
+        vec(i32),
+        cache,
+        next_logits,
+        vec(jnp.bool_),
+    )
     decode_args = (cache, next_logits, vec(jnp.bool_), vec(i32), params, sds((2,), i32), key)
     lowered = {}
     if "rollout_prefill" in only:
         lowered["rollout_prefill"] = on_mesh(prefill, mesh).lower(ctx.sampler_state, *prefill_args)
     if "rollout_decode" in only:
-        lowered["rollout_decode"] = on_mesh(decode, mesh).lower(ctx.sampler_state, *decode_args,
-                                                                max_steps=decode_bucket(cfg.rollout.max_new_tokens))
+        lowered["rollout_decode"] = on_mesh(decode, mesh).lower(
+            ctx.sampler_state, *decode_args, max_steps=decode_bucket(cfg.rollout.max_new_tokens)
+        )
     resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
     if cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
@@ -279,7 +340,9 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
 PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")
 
 
-def plan_programs(cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS) -> list[ProgramMemory]:
+def plan_programs(
+    cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS
+) -> list[ProgramMemory]:
     """Memory of the programs the run executes (SFT only with an SFT phase, rollout for the
     travel task), restricted to the names in `only`."""
     ctx = PlanContext.build(cfg, mesh)
@@ -306,13 +369,20 @@ def _gib(n: int) -> str:
 def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
     """One program's per-device memory as a Markdown table."""
     rows = [(f"argument: {k}", v, p.analytic.get(k)) for k, v in p.arguments.items()]
-    rows += [("arguments (compiled)", p.argument_bytes, None), ("outputs", p.output_bytes, None),
-             ("donated (outputs reuse arguments)", -p.alias_bytes, None),
-             ("temporaries", p.temp_bytes, None), ("program peak", p.peak_bytes, None)]
+    rows += [
+        ("arguments (compiled)", p.argument_bytes, None),
+        ("outputs", p.output_bytes, None),
+        ("donated (outputs reuse arguments)", -p.alias_bytes, None),
+        ("temporaries", p.temp_bytes, None),
+        ("program peak", p.peak_bytes, None),
+    ]
     rows += [(f"resident: {k}", v, p.analytic.get(k)) for k, v in p.resident.items()]
     rows.append(("total", p.total_bytes, None))
-    lines = [f"{p.name} (per device)", f"| {'':<40} | {'GiB':>9} | {'analytic GiB':>12} |",
-             f"|{'-' * 42}|{'-' * 11}|{'-' * 14}|"]
+    lines = [
+        f"{p.name} (per device)",
+        f"| {'':<40} | {'GiB':>9} | {'analytic GiB':>12} |",
+        f"|{'-' * 42}|{'-' * 11}|{'-' * 14}|",
+    ]
     for label, value, analytic in rows:
         extra = _gib(analytic) if analytic is not None else ""
         lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
@@ -337,12 +407,18 @@ def fits(p: ProgramMemory, hbm_bytes: int) -> bool:
 def failures(programs: list[ProgramMemory], hbm_bytes: int) -> list[str]:
     """One line per program that does not fit `hbm_bytes` with the headroom."""
     limit = int((1 - HEADROOM) * hbm_bytes)
-    return [f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
-            f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
-            for p in programs if hbm_bytes and not fits(p, hbm_bytes)]
+    return [
+        f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
+        f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
+        for p in programs
+        if hbm_bytes and not fits(p, hbm_bytes)
+    ]
 
 
 def mesh_summary(mesh: Mesh | None) -> str:
     if mesh is None:
         return "1 device, no mesh"
-    return " x ".join(f"{k} {v}" for k, v in mesh.shape.items()) + f" ({np.prod(list(mesh.shape.values()))} devices)"
+    return (
+        " x ".join(f"{k} {v}" for k, v in mesh.shape.items())
+        + f" ({np.prod(list(mesh.shape.values()))} devices)"
+    )

@@ -77,8 +77,11 @@ def check_parity(cfg, seq: int) -> dict:
         state_dict_to_model(ours, hf.state_dict())
         got = np.asarray(nnx.jit(lambda m, x: m(x))(ours, jnp.asarray(ids, jnp.int32)))
         err = np.abs(got - ref)
-        out[name] = {"max_abs": float(err.max()), "rel": float(err.mean() / ref.std()),
-                     "top1": float((got.argmax(-1) == ref.argmax(-1)).mean())}
+        out[name] = {
+            "max_abs": float(err.max()),
+            "rel": float(err.mean() / ref.std()),
+            "top1": float((got.argmax(-1) == ref.argmax(-1)).mean()),
+        }
     del hf
     return out
 
@@ -93,13 +96,21 @@ def check_generation(model, batch: int, prompt: int, new: int, bandwidth: float)
     cache = init_cache(cfg, batch, prompt + new, jnp.bfloat16)
     prefill = nnx.jit(lambda m, t, n, c: m.forward_cached(t, n, c, last_only=True)[0])
     prefill_s = timed(lambda: prefill(model, ids, lens, cache).block_until_ready())
-    generate_s = timed(lambda: greedy_generate(model, ids, lens, new, cache_dtype=jnp.bfloat16).block_until_ready())
+    generate_s = timed(
+        lambda: greedy_generate(model, ids, lens, new, cache_dtype=jnp.bfloat16).block_until_ready()
+    )
     step_s = max(generate_s - prefill_s, 1e-9) / new
     weight_bytes = cfg.num_params() * 2  # the bf16 copy a sampler reads per step
     kv_bytes = 2 * cfg.num_hidden_layers * batch * (prompt + new) * cfg.num_key_value_heads * cfg.head_dim * 2
     bound_s = (weight_bytes + kv_bytes) / bandwidth
-    return {"prefill_tok_s": batch * prompt / prefill_s, "decode_tok_s": batch / step_s, "step_s": step_s,
-            "bound_s": bound_s, "weight_gb": weight_bytes / 1e9, "kv_gb": kv_bytes / 1e9}
+    return {
+        "prefill_tok_s": batch * prompt / prefill_s,
+        "decode_tok_s": batch / step_s,
+        "step_s": step_s,
+        "bound_s": bound_s,
+        "weight_gb": weight_bytes / 1e9,
+        "kv_gb": kv_bytes / 1e9,
+    }
 
 
 def check_train(cfg, batch: int, seq: int) -> dict:
@@ -113,19 +124,31 @@ def check_train(cfg, batch: int, seq: int) -> dict:
     model = create_model(cfg, None, seed=0, dtype=jnp.bfloat16, param_dtype=jnp.float32, remat="full")
     model_fn, params = BoundModel.from_model(model)
     optimizer = optax.adamw(1e-6)
-    fns = make_step_fns(model_fn, optimizer, lambda s: 1e-6, GRPOConfig(aggregation="token_mean", logprob_chunk=512),
-                        temperature=1.0, fixed_length=seq)
+    fns = make_step_fns(
+        model_fn,
+        optimizer,
+        lambda s: 1e-6,
+        GRPOConfig(aggregation="token_mean", logprob_chunk=512),
+        temperature=1.0,
+        fixed_length=seq,
+    )
     rng = np.random.default_rng(0)
-    flat = {"ids": rng.integers(0, cfg.vocab_size, (batch, seq)).astype(np.int32),
-            "mask": np.ones((batch, seq), np.float32),
-            "old_logprobs": np.full((batch, seq), -np.log(cfg.vocab_size), np.float32),
-            "advantages": rng.normal(size=batch).astype(np.float32)}
+    flat = {
+        "ids": rng.integers(0, cfg.vocab_size, (batch, seq)).astype(np.int32),
+        "mask": np.ones((batch, seq), np.float32),
+        "old_logprobs": np.full((batch, seq), -np.log(cfg.vocab_size), np.float32),
+        "advantages": rng.normal(size=batch).astype(np.float32),
+    }
     state = init_train_state(params, optimizer)
     seconds, _ = time_step(fns, state, fns.shard_batch({k: to_micro(v, 1) for k, v in flat.items()}), 3)
     peak = matmul_peak(jnp.bfloat16, 1024 if jax.devices()[0].platform == "cpu" else 8192, 3)
     flops = model_flops_per_token(cfg, seq) * batch * seq
-    return {"tok_s": batch * seq / seconds, "tflops": flops / seconds / 1e12, "peak_tflops": peak / 1e12,
-            "mfu": flops / seconds / peak}
+    return {
+        "tok_s": batch * seq / seconds,
+        "tflops": flops / seconds / 1e12,
+        "peak_tflops": peak / 1e12,
+        "mfu": flops / seconds / peak,
+    }
 
 
 class _Ids:
@@ -164,15 +187,26 @@ def check_rollout(model, rows: int, episodes: int, prompt: int, turns: int, turn
                 return TurnOutcome([Stop(stream, STOP_DONE)])
             return TurnOutcome([Continue(stream, rng.integers(0, vocab - 2, 32).tolist())])
 
-    config = RolloutConfig(batch_size=rows, max_turns=turns, max_turn_tokens=turn_tokens,
-                           max_total_tokens=prompt + turns * (turn_tokens + 40), temperature=1.0, turn_cap="close",
-                           prefill_chunk=512, cache_dtype="bfloat16")
+    config = RolloutConfig(
+        batch_size=rows,
+        max_turns=turns,
+        max_turn_tokens=turn_tokens,
+        max_total_tokens=prompt + turns * (turn_tokens + 40),
+        temperature=1.0,
+        turn_cap="close",
+        prefill_chunk=512,
+        cache_dtype="bfloat16",
+    )
     engine = RolloutEngine(model, _Ids(vocab), config)
     engine.run([Synthetic(i) for i in range(rows)], 0)  # compile every shape
     start = time.perf_counter()
     engine.run([Synthetic(i) for i in range(episodes)], 1)
     wall = time.perf_counter() - start
-    return {"tok_s": engine.stats.generated_tokens / wall, "wall": wall, "host_share": engine.stats.host_share}
+    return {
+        "tok_s": engine.stats.generated_tokens / wall,
+        "wall": wall,
+        "host_share": engine.stats.host_share,
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -198,15 +232,21 @@ def main(argv: list[str] | None = None) -> int:
         overrides.update(bos_token_id=None, eos_token_id=None)
     cfg = dataclasses.replace(base, **overrides)
     dev = jax.devices()[0]
-    print(f"device: {jax.device_count()} x {dev.device_kind} ({dev.platform}); model: Qwen3-0.6B shape, "
-          f"{cfg.num_hidden_layers} layers, vocab {cfg.vocab_size}, {cfg.num_params() / 1e6:.0f}M params, "
-          f"random weights", flush=True)
+    print(
+        f"device: {jax.device_count()} x {dev.device_kind} ({dev.platform}); model: Qwen3-0.6B shape, "
+        f"{cfg.num_hidden_layers} layers, vocab {cfg.vocab_size}, {cfg.num_params() / 1e6:.0f}M params, "
+        f"random weights",
+        flush=True,
+    )
     started = time.perf_counter()
 
     parity = check_parity(cfg, seq=128 if not cpu else 32)
     for name, r in parity.items():
-        print(f"parity vs transformers fp32, ours {name:8s}: max |diff| {r['max_abs']:.2e}, "
-              f"mean |diff| / logit std {r['rel']:.2e}, top-1 agreement {r['top1']:.1%}", flush=True)
+        print(
+            f"parity vs transformers fp32, ours {name:8s}: max |diff| {r['max_abs']:.2e}, "
+            f"mean |diff| / logit std {r['rel']:.2e}, top-1 agreement {r['top1']:.1%}",
+            flush=True,
+        )
 
     from models.qwen3 import Qwen3ForCausalLM
 
@@ -214,19 +254,31 @@ def main(argv: list[str] | None = None) -> int:
     bandwidth = copy_bandwidth(0.25 if cpu else 4.0)
     gen = check_generation(model, args.batch, args.prompt, args.new, bandwidth)
     print(f"prefill: {gen['prefill_tok_s']:,.0f} tokens/s (batch {args.batch} x {args.prompt})", flush=True)
-    print(f"decode:  {gen['decode_tok_s']:,.0f} tokens/s, {gen['step_s'] * 1e3:.2f} ms/step; bandwidth bound "
-          f"{gen['bound_s'] * 1e3:.2f} ms/step ({gen['weight_gb']:.2f} GB weights + {gen['kv_gb']:.2f} GB KV at "
-          f"{bandwidth / 1e9:.0f} GB/s measured copy bandwidth) -> {gen['bound_s'] / gen['step_s']:.0%} of bound",
-          flush=True)
+    print(
+        f"decode:  {gen['decode_tok_s']:,.0f} tokens/s, {gen['step_s'] * 1e3:.2f} ms/step; bandwidth bound "
+        f"{gen['bound_s'] * 1e3:.2f} ms/step ({gen['weight_gb']:.2f} GB weights + "
+        f"{gen['kv_gb']:.2f} GB KV at {bandwidth / 1e9:.0f} GB/s measured copy bandwidth) "
+        f"-> {gen['bound_s'] / gen['step_s']:.0%} of bound",
+        flush=True,
+    )
 
     train = check_train(cfg, args.train_batch, args.train_seq)
-    print(f"GRPO train step: {train['tok_s']:,.0f} tokens/s, {train['tflops']:.3g} TFLOP/s, MFU {train['mfu']:.1%} "
-          f"of the measured bf16 matmul peak {train['peak_tflops']:.3g} TFLOP/s "
-          f"(batch {args.train_batch} x {args.train_seq})", flush=True)
+    print(
+        f"GRPO train step: {train['tok_s']:,.0f} tokens/s, {train['tflops']:.3g} TFLOP/s, "
+        f"MFU {train['mfu']:.1%} "
+        f"of the measured bf16 matmul peak {train['peak_tflops']:.3g} TFLOP/s "
+        f"(batch {args.train_batch} x {args.train_seq})",
+        flush=True,
+    )
 
-    roll = check_rollout(model, args.rows, args.episodes, prompt=args.prompt // 2, turns=3, turn_tokens=args.new)
-    print(f"rollout engine: {roll['tok_s']:,.0f} generated tokens/s ({args.episodes} episodes x 3 turns x "
-          f"{args.new} tokens through {args.rows} rows, {roll['wall']:.1f}s, host share {roll['host_share']:.0%})")
+    roll = check_rollout(
+        model, args.rows, args.episodes, prompt=args.prompt // 2, turns=3, turn_tokens=args.new
+    )
+    print(
+        f"rollout engine: {roll['tok_s']:,.0f} generated tokens/s ({args.episodes} episodes x 3 turns x "
+        f"{args.new} tokens through {args.rows} rows, {roll['wall']:.1f}s, "
+        f"host share {roll['host_share']:.0%})"
+    )
     print(f"gpu_check done in {time.perf_counter() - started:.0f}s")
     return 0
 

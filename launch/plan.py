@@ -4,7 +4,8 @@
     python launch/plan.py --config configs/qwen3_0.6b.yaml --devices 8 --hbm-gib 80
     python launch/plan.py --config configs/qwen3_8b.yaml rollout.batch_rows=64 rollout.cache_len=20480
 
-The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout decode of the recipe are lowered with abstract
+The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout decode of the recipe
+are lowered with abstract
 arrays and compiled on a mesh of N fake CPU devices (nothing is allocated), and one table per program
 shows per-device bytes of its arguments, outputs, temporaries and what stays resident beside it,
 against the device memory. Exits with status 1, naming program and bytes, when one does not fit
@@ -27,17 +28,34 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not
 
 from b2tjax.config import load_config  # noqa: E402
 
-PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")  # = memory_plan's
+PROGRAMS = (
+    "sft_step",
+    "grpo_step",
+    "sampler_refresh",
+    "rollout_prefill",
+    "rollout_decode",
+)  # = memory_plan's
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", type=Path, required=True, help="YAML recipe")
-    parser.add_argument("--devices", type=int, default=None, help="devices (default: the recipe's hardware.devices)")
-    parser.add_argument("--hbm-gib", type=float, default=None,
-                        help="memory per device in GiB (default: the recipe's hardware.hbm_gib)")
-    parser.add_argument("--programs", default=",".join(PROGRAMS),
-                        help=f"comma-separated subset of {','.join(PROGRAMS)} (default: all)")
+    parser.add_argument(
+        "--devices", type=int, default=None, help="devices (default: the recipe's hardware.devices)"
+    )
+    parser.add_argument(
+        "--hbm-gib",
+        type=float,
+        default=None,
+        help="memory per device in GiB (default: the recipe's hardware.hbm_gib)",
+    )
+    parser.add_argument(
+        "--programs",
+        default=",".join(PROGRAMS),
+        help=f"comma-separated subset of {','.join(PROGRAMS)} (default: all)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures (bytes) to this file")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser.parse_args(argv)
@@ -53,12 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     only = tuple(p.strip() for p in args.programs.split(",") if p.strip())
     unknown = sorted(set(only) - set(PROGRAMS))
     if unknown or not only:
-        print(f"error: --programs takes names from {', '.join(PROGRAMS)}; got {args.programs!r}", file=sys.stderr)
+        print(
+            f"error: --programs takes names from {', '.join(PROGRAMS)}; got {args.programs!r}",
+            file=sys.stderr,
+        )
         return 2
     devices = args.devices or cfg.hardware.devices
     hbm_gib = cfg.hardware.hbm_gib if args.hbm_gib is None else args.hbm_gib
     if devices < 1 or hbm_gib < 0:
-        print(f"error: --devices must be >= 1 and --hbm-gib >= 0, got {devices} and {hbm_gib}", file=sys.stderr)
+        print(
+            f"error: --devices must be >= 1 and --hbm-gib >= 0, got {devices} and {hbm_gib}", file=sys.stderr
+        )
         return 2
     # The device count is fixed when JAX starts: fake CPU devices stand in for the accelerators.
     os.environ["JAX_PLATFORMS"] = "cpu"
@@ -75,18 +98,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     model = memory_plan.plan_model_config(cfg)
     hbm = int(hbm_gib * memory_plan.GIB)
-    print(f"memory plan of {args.config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
-          f"{model.num_hidden_layers} layers), {memory_plan.mesh_summary(mesh)}, "
-          f"{hbm_gib:g} GiB per device ({cfg.hardware.device_kind}); rollout {cfg.rollout.batch_rows} rows x "
-          f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}", flush=True)
+    print(
+        f"memory plan of {args.config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
+        f"{model.num_hidden_layers} layers), {memory_plan.mesh_summary(mesh)}, "
+        f"{hbm_gib:g} GiB per device ({cfg.hardware.device_kind}); rollout {cfg.rollout.batch_rows} rows x "
+        f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}",
+        flush=True,
+    )
     started = time.perf_counter()
     programs = memory_plan.plan_programs(cfg, mesh, only)
     for program in programs:
         print("\n" + memory_plan.format_table(program, hbm))
     print(f"\ncompiled {len(programs)} programs in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
-        args.json.write_text(json.dumps({"devices": devices, "hbm_bytes": hbm,
-                                         "programs": [memory_plan.as_dict(p) for p in programs]}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "devices": devices,
+                    "hbm_bytes": hbm,
+                    "programs": [memory_plan.as_dict(p) for p in programs],
+                },
+                indent=1,
+            )
+        )
     problems = memory_plan.failures(programs, hbm)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)

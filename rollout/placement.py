@@ -25,7 +25,8 @@ from models.sharding import LOGICAL_RULES, logical_to_spec, variable_sharding
 
 # The training rules without FSDP: parameters keep their tensor-parallel split only.
 SAMPLER_RULES: tuple[tuple[str, Any], ...] = tuple(
-    (name, None if name == "embed" else axes) for name, axes in LOGICAL_RULES)
+    (name, None if name == "embed" else axes) for name, axes in LOGICAL_RULES
+)
 
 
 def sampler_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
@@ -57,12 +58,17 @@ class SamplerWeights:
         self.shardings = None if mesh is None else sampler_shardings(abstract_state, mesh)
         self.create = jax.jit(self._cast, out_shardings=self.shardings)
         # keep_unused: `old` is never read, only donated so the new copy is written into its buffers.
-        self.refresh = jax.jit(lambda state, old: self._cast(state), out_shardings=self.shardings,
-                               donate_argnums=(1,), keep_unused=True)
+        self.refresh = jax.jit(
+            lambda state, old: self._cast(state),
+            out_shardings=self.shardings,
+            donate_argnums=(1,),
+            keep_unused=True,
+        )
 
     def _cast(self, state: nnx.State) -> nnx.State:
         if self.mesh is None:
             return cast_floats(state, self.dtype)
+
         # Cast each shard where it lies (training layout), then gather: the all-gather moves
         # compute-dtype bytes and no fp32 copy of the whole model is ever materialised.
         def cast_in_place(var: nnx.Variable) -> nnx.Variable:
@@ -72,8 +78,9 @@ class SamplerWeights:
         return jax.tree.map(cast_in_place, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
-def new_rollout_arrays(model_config: Any, rows: int, cache_len: int, cache_dtype: Any,
-                       mesh: Mesh | None = None) -> tuple[Any, jax.Array]:
+def new_rollout_arrays(
+    model_config: Any, rows: int, cache_len: int, cache_dtype: Any, mesh: Mesh | None = None
+) -> tuple[Any, jax.Array]:
     """The sampler's device state for `rows` rows: an empty KV cache of `cache_len` slots per row
     and the next-token logits fp32 [rows, V], both split by rows over (data, fsdp) on a mesh."""
     from models.kv_cache import init_cache

@@ -20,9 +20,24 @@ GIB = 1024**3
 def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
     out = tmp_path / "plan.json"
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    proc = subprocess.run([sys.executable, str(ROOT / "launch" / "plan.py"), "--config",
-                           str(ROOT / "configs" / "qwen3_0.6b.yaml"), "--devices", "8", "--json", str(out), *args],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=str(ROOT))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "launch" / "plan.py"),
+            "--config",
+            str(ROOT / "configs" / "qwen3_0.6b.yaml"),
+            "--devices",
+            "8",
+            "--json",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=str(ROOT),
+    )
     return proc, json.loads(out.read_text()) if out.exists() else None
 
 
@@ -48,8 +63,9 @@ def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
 
 
 def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
-    proc, plan = _plan(tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS,
-                       "rollout.batch_rows=4096")
+    proc, plan = _plan(
+        tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS, "rollout.batch_rows=4096"
+    )
     assert proc.returncode == 1
     decode = plan["programs"][0]
     kv = 2 * 2 * 4096 * 16384 * 8 * 128 * 2 / 8  # 32 GiB per device
@@ -61,4 +77,8 @@ def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
 
 def test_bad_arguments_are_one_line_errors(tmp_path):
     proc, _ = _plan(tmp_path, "--programs", "decode")
-    assert proc.returncode == 2 and proc.stderr.startswith("error: --programs") and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("error: --programs")
+        and "Traceback" not in proc.stderr
+    )

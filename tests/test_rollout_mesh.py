@@ -38,15 +38,20 @@ def _child(tmp: str) -> dict:
     build_world(Path(tmp) / "world.sqlite", scale="small", seed=0)
     world = sandbox.open_world(Path(tmp) / "world.sqlite")
     corpus = [json.dumps(world.tool_schemas())] * 3 + [
-        "Plan a 3-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20]
+        "Plan a 3-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20
+    ]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, Path(tmp) / "spm", vocab_size=1000))
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size, initializer_range=0.1)
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
     out: dict = {}
 
     def episodes(setup):
-        return [forced_episode(setup, f"ep{i}", f"Plan trip number {i} to Chengdu.",
-                               {0: SEARCH, 1 + i % 3: ANSWER}) for i in range(6)]
+        return [
+            forced_episode(
+                setup, f"ep{i}", f"Plan trip number {i} to Chengdu.", {0: SEARCH, 1 + i % 3: ANSWER}
+            )
+            for i in range(6)
+        ]
 
     # 4 rows (divisible over data x fsdp = 4) for 6 episodes: rows are refilled.
     config = engine_config(batch_size=4, temperature=0.0)
@@ -54,9 +59,13 @@ def _child(tmp: str) -> dict:
     for name, m in (("single", None), ("sharded", mesh)):
         model = create_model(cfg, m, seed=0)
         engine = RolloutEngine(model, tok, config, mesh=m)
-        records[name] = [(r.ids, r.loss_mask, r.stop_reason) for r in engine.run(episodes(Setup(world, tok, model)))]
+        records[name] = [
+            (r.ids, r.loss_mask, r.stop_reason) for r in engine.run(episodes(Setup(world, tok, model)))
+        ]
         if m is not None:
-            out["sampler_specs"] = sorted({str(x.sharding.spec) for x in jax.tree.leaves(engine.runner.state)})
+            out["sampler_specs"] = sorted(
+                {str(x.sharding.spec) for x in jax.tree.leaves(engine.runner.state)}
+            )
     out["records_equal"] = records["single"] == records["sharded"]
     out["num_records"] = len(records["single"])
     out["tokens"] = sum(len(ids) for ids, _, _ in records["single"])
@@ -64,8 +73,11 @@ def _child(tmp: str) -> dict:
     # bf16 sampler of fp32 FSDP-sharded training weights; "train" = move the weights, then refresh.
     model = create_model(cfg, mesh, seed=1, dtype=jnp.bfloat16)
     engine = RolloutEngine(model, tok, config, mesh=mesh)
-    pointers = lambda tree: [s.data.unsafe_buffer_pointer() for x in jax.tree.leaves(tree)  # noqa: E731
-                             for s in x.addressable_shards]
+    pointers = lambda tree: [
+        s.data.unsafe_buffer_pointer()
+        for x in jax.tree.leaves(tree)  # noqa: E731
+        for s in x.addressable_shards
+    ]
     before = pointers(engine.runner.state)
     graphdef, params = nnx.split(model)
     trained = jax.jit(lambda p: jax.tree.map(lambda x: x * 1.5 + 0.01, p))(params)
@@ -76,8 +88,9 @@ def _child(tmp: str) -> dict:
     got = jax.tree.leaves(engine.runner.state)
     want = jax.tree.leaves(trained)
     out["refresh_dtypes"] = sorted({str(x.dtype) for x in got})
-    out["refresh_exact"] = all(bool(np.array_equal(np.asarray(g), np.asarray(w.astype(jnp.bfloat16))))
-                               for g, w in zip(got, want))
+    out["refresh_exact"] = all(
+        bool(np.array_equal(np.asarray(g), np.asarray(w.astype(jnp.bfloat16)))) for g, w in zip(got, want)
+    )
     out["train_specs_have_fsdp"] = any("fsdp" in str(x.sharding.spec) for x in want)
     out["refresh_specs"] = sorted({str(x.sharding.spec) for x in got})
     out["refresh_devices"] = sorted({len(x.sharding.device_set) for x in got})
@@ -87,14 +100,22 @@ def _child(tmp: str) -> dict:
 
 def test_sharded_rollout_and_weight_refresh(tmp_path):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, __file__, str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, __file__, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(ROOT),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["num_records"] == 6 and res["tokens"] > 600
     assert res["records_equal"]
     # The sampler's weights: tensor-parallel only (no fsdp), on all 8 devices.
-    assert not any("fsdp" in s for s in res["sampler_specs"]) and any("tensor" in s for s in res["sampler_specs"])
+    assert not any("fsdp" in s for s in res["sampler_specs"]) and any(
+        "tensor" in s for s in res["sampler_specs"]
+    )
     assert res["refresh_dtypes"] == ["bfloat16"]
     assert res["refresh_exact"]
     assert res["train_specs_have_fsdp"] and not any("fsdp" in s for s in res["refresh_specs"])
