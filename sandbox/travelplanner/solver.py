@@ -22,7 +22,7 @@ from typing import Any, Sequence
 NIGHTS_PER_CITY = 2
 ATTRACTIONS_PER_STAY_DAY = 2
 ROOM_TYPES = {"entire room": "Entire home/apt", "private room": "Private room", "shared room": "Shared room"}
-_UNSAFE_NAME_CHARS = (";", "|", "\n")     # would break the plan's item lists or the tool tables
+_UNSAFE_NAME_CHARS = (";", "\t", "\n")    # would break the plan's item lists or the tool tables
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ notebook is the agent's `<memory>` (sandbox.memory), so NotebookWrite is not a t
 error result that tells the agent what to fix, exactly as `sandbox.tools.registry` does for B2T.
 
 Replies are tables: a header line, a column line, then one row per record with the columns
-joined by " | " (compact enough that the largest city, 65 restaurants, fits one reply). Names
-are the database's names verbatim, because the evaluator looks a plan's names up by substring.
+separated by tabs (compact enough that the largest city, 65 restaurants, fits one reply; names
+hold "|" and "," but never a tab). Names are the database's names verbatim, because the evaluator
+looks a plan's names up by substring.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from sandbox.types import ToolResult
 
 log = logging.getLogger(__name__)
 
-COLUMN_SEP = " | "
+COLUMN_SEP = "\t"
 DRIVE_MODES = ("self-driving", "taxi")
 # Per kind: (reply column, database column); names first, the city is in the header.
 PLACE_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -41,10 +42,10 @@ FLIGHT_COLUMNS = (("flight number", "Flight Number"), ("price", "Price"), ("depa
 
 
 def cell(value: Any) -> str:
-    """A table cell: whole floats without ".0" (prices 120.0 -> 120), separators kept out."""
+    """A table cell: whole floats without ".0" (prices 120.0 -> 120), tabs and newlines as spaces."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return str(value).replace(COLUMN_SEP, " / ").replace("\n", " ")
+    return str(value).replace("\t", " ").replace("\n", " ")
 
 
 def table(header: str, columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> str:
