@@ -5,5 +5,7 @@ verdicts; `mode="strict"` fixes its quirks (see README.md in this package).
 """
 
 from sandbox.travelplanner.database import Database, DatabaseError, Route
+from sandbox.travelplanner.evaluator import Evaluation, evaluate
+from sandbox.travelplanner.query import QueryError, normalize_query
 
-__all__ = ["Database", "DatabaseError", "Route"]
+__all__ = ["Database", "DatabaseError", "Evaluation", "QueryError", "Route", "evaluate", "normalize_query"]
