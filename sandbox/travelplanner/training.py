@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox.travelplanner.query import normalize_query
 from sandbox.travelplanner.query_text import parse_query_text
 
 CHAT_FILE = "std_travelplanner.jsonl"
 REF_FILE = "train_ref_info.jsonl"
 STRUCTURED_DIR = "structured"
-LOCAL_KEYS = ("house rule", "cuisine", "room type", "transportation")
 _QUERY_MARK = "Query:"
 
 
@@ -42,27 +42,6 @@ class TrainingExample:
     def reference_cities(self) -> list[str]:
         """Cities with place blocks in the reference information, in its order."""
         return [k.split(" in ", 1)[1] for k in self.reference_info if k.startswith("Accommodations in ")]
-
-
-def normalize_query(raw: dict[str, Any]) -> dict[str, Any]:
-    """A structured query in the official field names, whichever spelling the file uses."""
-    def get(*keys: str) -> Any:
-        return next((raw[k] for k in keys if k in raw), None)
-
-    local = raw.get("local_constraint")
-    if isinstance(local, str):
-        local = ast.literal_eval(local)
-    if not isinstance(local, dict):
-        local = {k: raw.get(k) for k in LOCAL_KEYS}
-    local = {k: (None if local.get(k) in ("None", "", []) else local.get(k)) for k in LOCAL_KEYS}
-    date = get("date")
-    level = get("level")
-    return {"org": get("org"), "dest": get("dest"), "days": int(get("days")),
-            "visiting_city_number": int(get("visiting_city_number", "visiting city number")),
-            "date": ast.literal_eval(date) if isinstance(date, str) else list(date),
-            "people_number": int(get("people_number", "people number")),
-            "local_constraint": local, "budget": int(get("budget")), "query": get("query"),
-            "level": "medium" if level == "middle" else level}
 
 
 def _read_jsonl(path: Path) -> list[Any]:
