@@ -33,7 +33,8 @@ _SEARCHES = (("AccommodationSearch", "accommodations"), ("RestaurantSearch", "re
 def parse_table(text: str, columns: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     """Rows of a tool table (sandbox.travelplanner.tools.table) under the database's column names.
 
-    Numbers come back as floats (what the solver compares); names stay verbatim."""
+    Numbers come back as floats (what the solver compares); the first column (the name or flight
+    number) stays verbatim, even when it looks like a number (a restaurant is called "12212")."""
     lines = text.split("\n")
     if len(lines) < 2 or lines[1] != COLUMN_SEP.join(c for c, _ in columns):
         return []
@@ -41,7 +42,8 @@ def parse_table(text: str, columns: Sequence[tuple[str, str]]) -> list[dict[str,
     for line in lines[2:]:
         cells = line.split(COLUMN_SEP)
         if len(cells) == len(columns):
-            rows.append({src: _number_or_text(value) for (_, src), value in zip(columns, cells)})
+            row = {src: _number_or_text(value) for (_, src), value in zip(columns[1:], cells[1:])}
+            rows.append({columns[0][1]: cells[0], **row})
     return rows
 
 

@@ -79,7 +79,7 @@ def _date_range(text: str) -> tuple[dt.date, dt.date | None]:
     The official texts keep a trip inside one month ("between March 9th and 13th, 2022").
     """
     year_match = re.search(r"\b(20\d\d)\b", text)
-    month_match = re.search("|".join(_MONTHS), text)
+    month_match = re.search(r"\b(?:" + "|".join(_MONTHS) + r")\b", text)
     day_numbers = [int(d) for d in re.findall(r"\b(\d{1,2})(?:st|nd|rd|th)\b", text)]
     if not (year_match and month_match and day_numbers):
         raise QueryTextError("no start date (\"March 16th, 2022\") in the query text")
