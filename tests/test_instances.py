@@ -29,7 +29,7 @@ _BUILT: dict[str, object] = {}   # shared by test_expert.py, which imports this 
 def small_benchmark(tmp_path_factory, small_world_path):  # noqa: F811
     """The default small benchmark, expert-validated, with SFT traces (built once per session)."""
     if "dir" not in _BUILT:
-        from rollout.prompt import build_prompt
+        from sandbox.benchmarks.b2t_prompt import build_prompt
 
         out = tmp_path_factory.mktemp("bench")
         shutil.copy(small_world_path, out / "world.sqlite")
