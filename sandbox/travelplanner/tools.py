@@ -178,3 +178,14 @@ class TravelPlannerWorld:
         except Exception as err:  # a bug must not kill a rollout; logged, surfaced as an error result
             log.exception("tool %s failed on %r", name, arguments)
             return ToolResult.error(f"{name} failed internally ({type(err).__name__}: {err})")
+
+
+class NoToolWorld:
+    """The sole-planning world: everything is in the prompt, so every tool call is an error."""
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return []
+
+    def call_tool(self, name: Any, arguments: Any) -> ToolResult:
+        return ToolResult.error("no tools in the sole-planning setting; use the reference information "
+                                "in the prompt and answer")
