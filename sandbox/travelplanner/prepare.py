@@ -68,8 +68,7 @@ def build_pairs(db: Database, source: Path, n_generated: int, seed: int) -> tupl
         refs.append({"id": ident, "reference_info": info})
 
     for example in load_training(source):
-        query = {k: v for k, v in example.query.items() if k != "annotated_plan"}
-        add(f"train-{example.index:02d}", query, example.reference_cities, example.reference_info, "official")
+        add(f"train-{example.index:02d}", example.query, example.reference_cities, example.reference_info, "official")
     for i, generated in enumerate(generate_queries(db, n_generated, seed=seed)):
         add(f"gen-{i:05d}", generated.query, generated.cities,
             reference_info(db, generated.query, generated.cities), "generated")

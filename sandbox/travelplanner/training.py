@@ -82,6 +82,7 @@ def load_training(data_dir: str | Path) -> list[TrainingExample]:
         plan = [day for day in ast.literal_eval(assistant) if day]
         if i in structured:
             query = normalize_query(structured[i])
+            query.pop("annotated_plan", None)          # the plan is `human_plan`, not part of the query
         else:
             query = parse_query_text(user.rsplit(_QUERY_MARK, 1)[1].strip(), city_states)
         examples.append(TrainingExample(i, query, ref, plan, i in structured))
