@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -77,34 +78,37 @@ class Harness:
         self._modules = (commonsense, hard)
         self._full = {(m.__name__, name): getattr(m, name).data for m in self._modules
                       for name in _CITY_COLUMNS}
-        self._cities = sorted(set(self._full[(commonsense.__name__, "restaurants")]["City"])
-                              | set(self._full[(commonsense.__name__, "accommodation")]["city"])
-                              | set(self._full[(commonsense.__name__, "attractions")]["City"])
-                              | set(self._full[(commonsense.__name__, "googleDistanceMatrix")]["origin"]))
+        # Row positions of each city per table (for a route: of each pair), in file order.
+        self._positions: dict[tuple[str, str], dict[Any, np.ndarray]] = {}
+        for key, frame in self._full.items():
+            columns = list(_CITY_COLUMNS[key[1]])
+            groups = frame.reset_index(drop=True).groupby(columns, sort=False).indices
+            self._positions[key] = {k if isinstance(k, tuple) else (k,): v for k, v in groups.items()}
+        self._cities = sorted({city for groups in self._positions.values() for k in groups for city in k})
 
     @contextlib.contextmanager
     def _narrowed(self, plan: Any) -> Iterator[None]:
         """Keep only the table rows of cities whose name occurs in the plan's texts.
 
         Every harness lookup of a place or route filters on a city taken from a plan text (a
-        substring of it), so rows of other cities can never match: the verdicts are unchanged and
-        the pandas scans get ~100x shorter. Flights (313 rows) are kept whole: their cost lookup
-        is by number only."""
+        substring of it), so rows of other cities can never match and the order of the kept rows is
+        the file order: the verdicts are unchanged and the pandas scans get ~100x shorter. Flights
+        (313 rows) are kept whole: their cost lookup is by number only."""
         text = "\n".join(_strings(plan))
         cities = {city for city in self._cities if city in text}
         try:
-            for (module, name), frame in self._full.items():
-                mask = frame[_CITY_COLUMNS[name][0]].isin(cities)
-                for column in _CITY_COLUMNS[name][1:]:
-                    mask &= frame[column].isin(cities)
-                getattr(self._module(module), name).data = frame[mask]
+            for key, frame in self._full.items():
+                chosen = [pos for k, pos in self._positions[key].items() if set(k) <= cities]
+                rows = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=int)
+                setattr(self._table(key), "data", frame.iloc[rows])
             yield
         finally:
-            for (module, name), frame in self._full.items():
-                getattr(self._module(module), name).data = frame
+            for key, frame in self._full.items():
+                setattr(self._table(key), "data", frame)
 
-    def _module(self, name: str) -> types.ModuleType:
-        return next(m for m in self._modules if m.__name__ == name)
+    def _table(self, key: tuple[str, str]) -> Any:
+        module = next(m for m in self._modules if m.__name__ == key[0])
+        return getattr(module, key[1])
 
     def verdicts(self, query: dict, plan: list, narrow: bool = True) -> Verdicts:
         """Official verdicts of a delivered plan; HarnessRaised where the harness raises.
