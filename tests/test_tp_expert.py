@@ -7,6 +7,7 @@ queries also the official harness itself (tests/tp_harness.py).
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -37,7 +38,8 @@ def generated(db):
     return generate_queries(db, N_GENERATED, seed=7)
 
 
-def test_expert_solves_all_45_training_queries_and_the_harness_agrees_on_the_9(db, expert, tp_harness):
+def test_expert_solves_all_45_training_queries_and_the_harness_agrees_on_the_9(db, expert,
+                                                                              tp_harness):  # noqa: F811
     from sandbox.travelplanner.training import load_training
 
     for example in load_training(DATA_DIR):
@@ -118,8 +120,10 @@ def test_make_data_and_the_plugin_end_to_end(data_dir):
     assert bench.reward(bench.evaluate(None, *pairs[0]), False).total == 0.0
     broken = bench.evaluate("[{\"days\": 1}]", *pairs[0])
     assert not broken.all_passed and bench.reward(broken, True).total < 0
-    applicable = sum(v.applicable_hard for v in verdicts[:45])
-    assert applicable == 105                                   # the official train constant
+    from sandbox.travelplanner.metrics import applicable_hard
+
+    assert sum(applicable_hard(v.query) for v in verdicts[:45]) == 105   # the official train constant
+    assert "hard-7" in metrics["per_level_days"] and "final_pass_rate" in bench.format_metrics(metrics)
 
 
 def test_sft_traces_replay_and_prompts_of_both_modes(data_dir):
@@ -142,3 +146,25 @@ def test_sft_traces_replay_and_prompts_of_both_modes(data_dir):
     assert "Accommodations in" in sole_prompt.messages[1]["content"]
     assert sole_prompt.messages[1]["content"].endswith(visible["query"])
     assert sole.world_for(visible).tool_schemas() == []
+
+
+def test_a_user_query_file_is_a_split_with_its_reference_information(data_dir, tmp_path):
+    from sandbox.benchmarks import BenchmarkError, get_benchmark
+    from sandbox.travelplanner.training import load_training
+
+    examples = load_training(DATA_DIR)[:3]
+    rows = [{**{k: str(v) if k in ("date", "local_constraint") else v for k, v in e.query.items()},
+             "reference_information": str(e.reference_info)} for e in examples]   # official literals
+    path = tmp_path / "validation.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bench = get_benchmark("travelplanner", data_dir, planning="sole-planning", queries=path)
+    pairs = bench.load_split("validation")
+    assert [v["id"] for v, _ in pairs] == ["validation-0000", "validation-0001", "validation-0002"]
+    assert pairs[1][0]["query"] == examples[1].query["query"]
+    assert pairs[1][1]["query"]["date"] == examples[1].query["date"]
+    assert "Restaurants in Pensacola" in bench.prompt(pairs[1][0]).messages[1]["content"]
+    verdict = bench.evaluate(json.dumps(examples[0].human_plan), *pairs[0])
+    assert verdict.all_passed                                   # the 9 structured human plans pass
+    assert list(bench.expert_answers(pairs[:1])) == [("validation-0000", None)]   # never on user queries
+    with pytest.raises(BenchmarkError, match="pass the official file"):
+        get_benchmark("travelplanner", data_dir).load_split("test")

@@ -69,8 +69,10 @@ def test_flight_and_distance_answers_equal_the_reference_information(world):
     assert flights == [["F3573659", "474", "15:40", "17:04", "2 hours 24 minutes", "2022-03-16", "1049"]]
     none = world.call_tool("FlightSearch", {"origin": "Kansas City", "destination": "Pensacola",
                                             "date": "2022-03-27"})
-    assert not none.is_error and none.text == "There is no flight from Kansas City to Pensacola on 2022-03-27."
-    taxi = world.call_tool("DistanceMatrix", {"origin": "Kansas City", "destination": "Pensacola", "mode": "taxi"})
+    assert not none.is_error
+    assert none.text == "There is no flight from Kansas City to Pensacola on 2022-03-27."
+    taxi = world.call_tool("DistanceMatrix", {"origin": "Kansas City", "destination": "Pensacola",
+                                              "mode": "taxi"})
     # train_ref_info.jsonl line 2: "taxi, from Kansas City to Pensacola, duration: 14 hours 4 mins,
     # distance: 1,433 km, cost: 1433"
     assert taxi.text.startswith("taxi, from Kansas City to Pensacola, duration: 14 hours 4 mins, "
@@ -100,10 +102,12 @@ def test_invalid_calls_are_error_results(world, name, args, fragment):
 def test_tools_run_through_the_episode_env_and_sole_planning_has_none(world):
     env = EpisodeEnv(world)
     step = env.step('<think>x</think><tool_call>{"name": "CitySearch", "arguments": {"state": "Utah"}}'
-                    '</tool_call><tool_call>{"name": "CitySearch", "arguments": {"state": "Mars"}}</tool_call>')
+                    '</tool_call><tool_call>{"name": "CitySearch", "arguments": {"state": "Mars"}}'
+                    '</tool_call>')
     assert [r.is_error for r in step.responses] == [False, True] and step.any_error
     assert [s["function"]["name"] for s in world.tool_schemas()] == [
-        "FlightSearch", "DistanceMatrix", "AccommodationSearch", "RestaurantSearch", "AttractionSearch", "CitySearch"]
+        "FlightSearch", "DistanceMatrix", "AccommodationSearch", "RestaurantSearch", "AttractionSearch",
+        "CitySearch"]
     assert NoToolWorld().tool_schemas() == [] and NoToolWorld().call_tool("CitySearch", {}).is_error
 
 
@@ -145,7 +149,8 @@ def test_parsed_queries_agree_with_human_plans_and_reference_info(training, db):
 def test_parser_reads_phrasings_and_reports_missing_fields(db):
     q = parse_query_text("Could you create a travel plan starting from Provo to Phoenix for 2 people, from "
                          "March 24th to March 26th, 2022? Our budget is set at $1,400.", db.city_states)
-    assert (q["org"], q["dest"], q["days"], q["people_number"], q["budget"]) == ("Provo", "Phoenix", 3, 2, 1400)
+    assert (q["org"], q["dest"], q["days"], q["people_number"], q["budget"]) == \
+        ("Provo", "Phoenix", 3, 2, 1400)
     q = parse_query_text("A week-long trip for a party of 5 from Kansas City to 3 cities in Texas, from the "
                          "2nd of March, 2022, budget $9,000. We want to hold a party.", db.city_states)
     assert (q["dest"], q["days"], q["people_number"], q["local_constraint"]["house rule"]) == \

@@ -28,7 +28,10 @@ from sandbox.reward import Reward
 from sandbox.travelplanner import prompt as tp_prompt
 from sandbox.travelplanner.database import Database, DatabaseError
 from sandbox.travelplanner.evaluator import MODES, Evaluation, evaluate
-from sandbox.travelplanner.query import QueryError, normalize_query
+from sandbox.travelplanner.loader import LoaderError, read_queries
+from sandbox.travelplanner.metrics import breakdown, compute_metrics, format_table
+from sandbox.travelplanner.plan_reader import read_plan
+from sandbox.travelplanner.query import normalize_query
 from sandbox.travelplanner.reference import render_reference_info
 from sandbox.travelplanner.reward import compute_reward, shaped_like_trip
 from sandbox.travelplanner.tools import NoToolWorld, TravelPlannerWorld
@@ -40,9 +43,7 @@ class TravelPlannerVerdict:
 
     evaluation: Evaluation
     shaped: bool            # delivered with exactly `days` day entries (the reward's R_format)
-    level: str | None
-    days: int
-    applicable_hard: int    # the budget plus each local constraint the query states
+    query: dict[str, Any]   # normalised (metrics group by level and days)
 
     @property
     def delivered(self) -> bool:
@@ -56,21 +57,8 @@ class TravelPlannerVerdict:
         e = self.evaluation
         return {"delivered": e.delivered, "shaped": self.shaped, "final_pass": e.final_pass,
                 "commonsense": e.commonsense, "hard": e.hard, "official_raises": e.official_raises,
-                "mode": e.mode, "error": e.error, "level": self.level, "days": self.days}
-
-
-def read_answer(answer: Any) -> list[dict[str, Any]] | None:
-    """The plan of an `<answer>` body: a JSON list, or the official files' Python literal."""
-    if answer is None or isinstance(answer, list):
-        return answer
-    text = str(answer).strip()
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            plan = parse(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        return plan if isinstance(plan, list) else None
-    return None
+                "mode": e.mode, "error": e.error, "level": self.query.get("level"),
+                "days": self.query["days"]}
 
 
 class TravelPlannerBenchmark(Benchmark):
@@ -131,7 +119,8 @@ class TravelPlannerBenchmark(Benchmark):
         if self._db is None:
             path = self._path("database")
             if not path.is_dir():
-                raise BenchmarkError(f"missing {path} (build it with launch/make_data.py --benchmark travelplanner)")
+                raise BenchmarkError(f"missing {path} (build it with launch/make_data.py "
+                                     "--benchmark travelplanner)")
             self._db = Database.from_dir(path)
         return self._db
 
@@ -153,21 +142,20 @@ class TravelPlannerBenchmark(Benchmark):
         return [(v, truth[v["id"]]) for v in visible]
 
     def _user_queries(self, split: str) -> list[Pair]:
-        """An official-format query file: one structured query per line, reference information in
-        `reference_information` (a Python literal in the official files) when present."""
+        """An official dataset file (CSV or JSONL): its structured queries, and the reference
+        information of each (`reference_information`, a Python literal there) when present."""
+        try:
+            queries = read_queries(self.queries)
+        except LoaderError as err:
+            raise BenchmarkError(str(err)) from None
         pairs = []
-        for i, row in enumerate(_read_jsonl(self.queries)):
-            try:
-                query = normalize_query(row)
-            except QueryError as err:
-                raise BenchmarkError(f"{self.queries}:{i + 1}: {err}") from None
+        for i, query in enumerate(queries):
             ident = f"{split}-{i:04d}"
-            ref = row.get("reference_information")
+            ref = query.pop("reference_information", None)
             if ref is not None:
                 ref = ast.literal_eval(ref) if isinstance(ref, str) else ref
                 self._references[ident] = _reference_dict(ref)
                 self.db.add_reference_block(self._references[ident])
-            query.pop("reference_information", None)
             pairs.append(({"id": ident, "split": split, "difficulty": query.get("level"),
                            "query": query.get("query") or "", "days": query["days"]},
                           {"id": ident, "query": query, "cities": None}))
@@ -191,12 +179,10 @@ class TravelPlannerBenchmark(Benchmark):
 
     # -- judging --------------------------------------------------------------------------------
     def evaluate(self, answer: Any, visible: dict[str, Any], truth: dict[str, Any]) -> TravelPlannerVerdict:
-        plan = read_answer(answer)
-        query = truth["query"]
+        plan = answer if answer is None or isinstance(answer, list) else read_plan(str(answer))
+        query = normalize_query(truth["query"])
         evaluation = evaluate(query, plan, self.db, mode=self.eval_mode)
-        local = normalize_query(query)["local_constraint"]
-        return TravelPlannerVerdict(evaluation, shaped_like_trip(plan, int(query["days"])), query.get("level"),
-                                    int(query["days"]), 1 + sum(v is not None for v in local.values()))
+        return TravelPlannerVerdict(evaluation, shaped_like_trip(plan, query["days"]), query)
 
     def reward(self, verdict: TravelPlannerVerdict | None, any_action_error: bool, *,
                action_penalty: bool = True, format_gate: bool = True) -> Reward:
@@ -205,14 +191,17 @@ class TravelPlannerBenchmark(Benchmark):
                               action_penalty=action_penalty, format_gate=format_gate)
 
     def metrics(self, verdicts: Sequence[TravelPlannerVerdict]) -> dict[str, Any]:
-        from sandbox.travelplanner.scores import compute_metrics
-
-        return compute_metrics(verdicts)
+        """The official rates over these verdicts (N and the hard denominator derived from their
+        queries, which equal the official constants on a whole official split), plus
+        "per_level_days" {"hard-5": rates, ...}."""
+        queries, results = [v.query for v in verdicts], [v.evaluation for v in verdicts]
+        groups = {f"{level}-{days}": row for (level, days), row in breakdown(queries, results).items()}
+        return {**compute_metrics(queries, results), "n": len(verdicts), "per_level_days": groups}
 
     def format_metrics(self, metrics: dict[str, Any]) -> str:
-        from sandbox.travelplanner.scores import format_metrics
-
-        return format_metrics(metrics)
+        groups = {(key.rsplit("-", 1)[0], int(key.rsplit("-", 1)[1])): row
+                  for key, row in metrics.get("per_level_days", {}).items()}
+        return f"n = {metrics['n']}\n" + format_table(metrics, groups)
 
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         return {**super().headline(metrics), "commonsense_micro": metrics["commonsense_micro"],

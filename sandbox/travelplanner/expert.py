@@ -128,7 +128,8 @@ class _Solver:
     def run(self) -> Solution:
         self._ask_legs(self.cities, first=True)
         rows = self._ask_places()
-        orders = [tuple(self.cities)] + [o for o in itertools.permutations(self.cities) if list(o) != self.cities]
+        orders = [tuple(self.cities)]
+        orders += [o for o in itertools.permutations(self.cities) if list(o) != self.cities]
         solution = self._solve(orders[0], rows)
         if solution is None and len(orders) > 1:
             for order in orders[1:]:
@@ -192,7 +193,8 @@ class _Solver:
                   "total_cost": round(solution.cost)}
         self.s.act(f"Cheapest allowed transport is {solution.mode}; the stays respect the house rule, room "
                    f"type and minimum nights; meals are distinct and cover the cuisines asked for. Total "
-                   f"{solution.cost:.0f} USD of {self.q['budget']}. Noting the choice, then reading memory back.",
+                   f"{solution.cost:.0f} USD of {self.q['budget']}. Noting the choice, then reading "
+                   "memory back.",
                    memory=[{"action": "write", "key": "choice", "value": choice},
                            {"action": "read", "key": "all"}])
 

@@ -97,7 +97,8 @@ class _RouteGraph:
         return cities
 
 
-def _draw(graph: _RouteGraph, rng: random.Random, level: str, days: int) -> tuple[dict[str, Any], list[str]] | None:
+def _draw(graph: _RouteGraph, rng: random.Random, level: str,
+          days: int) -> tuple[dict[str, Any], list[str]] | None:
     """One candidate query (budget not yet set) and its cities, or None for a dead draw."""
     db = graph.db
     org = rng.choice(db.cities)
@@ -168,7 +169,8 @@ def _and(items: Sequence[str]) -> str:
 
 _HOUSE_TEXT = {"smoking": "Our accommodation must allow smoking.",
                "parties": "We want to hold a small party, so the accommodation must allow parties.",
-               "children under 10": "We travel with children under 10, so the accommodation must accept them.",
+               "children under 10": "We travel with children under 10, so the accommodation must "
+                                    "accept them.",
                "visitors": "Friends will drop by, so the accommodation must allow visitors.",
                "pets": "We are bringing our pets, so we need pet-friendly accommodation."}
 _ROOM_TEXT = {"entire room": "We would like entire rooms.", "private room": "We would like private rooms.",
@@ -192,11 +194,14 @@ def query_text(query: dict[str, Any], rng: random.Random) -> str:
     """The natural-language query of a generated structured query (one of a few phrasings)."""
     people = query["people_number"]
     first, last = (dt.date.fromisoformat(query["date"][i]) for i in (0, -1))
-    dest = query["dest"] if query["days"] == 3 else f"{query['visiting_city_number']} cities in {query['dest']}"
+    dest = query["dest"]
+    if query["days"] > 3:
+        dest = f"{query['visiting_city_number']} cities in {dest}"
     text = rng.choice(_TEMPLATES).format(
         days=query["days"], org=query["org"], dest=dest, year=first.year, budget=query["budget"],
         people="one person" if people == 1 else rng.choice([f"{people} people", f"a group of {people}"]),
-        start=f"{first.strftime('%B')} {_ordinal(first.day)}", end=f"{last.strftime('%B')} {_ordinal(last.day)}")
+        start=f"{first.strftime('%B')} {_ordinal(first.day)}",
+        end=f"{last.strftime('%B')} {_ordinal(last.day)}")
     local = query["local_constraint"]
     extra = []
     if local["house rule"]:

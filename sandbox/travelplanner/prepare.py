@@ -24,7 +24,8 @@ from sandbox.travelplanner.generator import generate_queries
 from sandbox.travelplanner.prompt import build_prompt
 from sandbox.travelplanner.reference import reference_info
 from sandbox.travelplanner.tools import TravelPlannerWorld
-from sandbox.travelplanner.training import TrainingDataError, load_training
+from sandbox.travelplanner.loader import LoaderError
+from sandbox.travelplanner.training import load_training
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "travelplanner"
 GENERATED = {"small": 60, "full": 3000}
@@ -68,7 +69,8 @@ def build_pairs(db: Database, source: Path, n_generated: int, seed: int) -> tupl
         refs.append({"id": ident, "reference_info": info})
 
     for example in load_training(source):
-        add(f"train-{example.index:02d}", example.query, example.reference_cities, example.reference_info, "official")
+        add(f"train-{example.index:02d}", example.query, example.reference_cities, example.reference_info,
+            "official")
     for i, generated in enumerate(generate_queries(db, n_generated, seed=seed)):
         add(f"gen-{i:05d}", generated.query, generated.cities,
             reference_info(db, generated.query, generated.cities), "generated")
@@ -97,13 +99,14 @@ def make_data(out_dir: Path, args: argparse.Namespace, log: Callable[[str], None
                            "pass --tp-data DIR")
     n_generated = args.generated if args.generated is not None else GENERATED.get(args.scale)
     if n_generated is None or n_generated < 0:
-        raise PrepareError(f"unknown --scale {args.scale!r} for travelplanner; choose from {sorted(GENERATED)} "
+        raise PrepareError(f"unknown --scale {args.scale!r} for travelplanner; choose from "
+                           f"{sorted(GENERATED)} "
                            "or give --generated N")
     started = time.perf_counter()
     db = _copy_database(source / "database", out_dir)
     try:
         visible, truth, refs = build_pairs(db, source, n_generated, args.seed)
-    except TrainingDataError as err:
+    except LoaderError as err:
         raise PrepareError(str(err)) from None
     log(f"train split: {len(visible)} queries ({n_generated} generated requested) "
         f"({time.perf_counter() - started:.1f}s)")
@@ -118,5 +121,6 @@ def make_data(out_dir: Path, args: argparse.Namespace, log: Callable[[str], None
     _write_jsonl(out_dir / "instances" / "train.jsonl", visible)
     _write_jsonl(out_dir / "ground_truth" / "train.jsonl", truth)
     _write_jsonl(out_dir / "reference" / "train.jsonl", refs)
-    stats["train"] = dict(sorted(Counter(f"{v['source']}:{v['difficulty']}-{v['days']}" for v in visible).items()))
+    groups = Counter(f"{v['source']}:{v['difficulty']}-{v['days']}" for v in visible)
+    stats["train"] = dict(sorted(groups.items()))
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")

@@ -101,8 +101,10 @@ def stay_cost(row: dict[str, Any], people: int, nights: int) -> float:
     return float(row["price"]) * math.ceil(people / max(1, int(float(row["maximum occupancy"])))) * nights
 
 
-def choose_transport(legs: Sequence[LegOptions], query: dict[str, Any]) -> tuple[str, list[tuple[str, float]]] | None:
-    """The cheapest allowed transport for every leg: ("self-driving" | "taxi/flight", [(text, party cost)])."""
+def choose_transport(legs: Sequence[LegOptions],
+                     query: dict[str, Any]) -> tuple[str, list[tuple[str, float]]] | None:
+    """The cheapest allowed transport for every leg: ("self-driving" | "taxi/flight",
+    [(plan text, cost for the party)])."""
     people, banned = people_of(query), constraint(query, "transportation")
     families = []
     if banned != "no self-driving" and all(leg.self_driving for leg in legs):
@@ -216,7 +218,8 @@ def solve(query: dict[str, Any], cities: Sequence[str], city_rows: dict[str, Cit
     slots = _meal_slots(cities)
     if not _assign_meals(slots, restaurants, constraint(query, "cuisine") or [], people):
         return None
-    fixed = sum(c for _, c in transport[1]) + sum(stay_cost(stays[c], people, NIGHTS_PER_CITY) for c in cities)
+    fixed = sum(c for _, c in transport[1])
+    fixed += sum(stay_cost(stays[c], people, NIGHTS_PER_CITY) for c in cities)
 
     def total() -> float:
         return fixed + sum(float(s.row["Average Cost"]) * people for s in slots)
