@@ -89,6 +89,18 @@ def test_generated_text_reads_back_and_generation_is_deterministic(db, generated
     assert [g.query for g in generate_queries(db, 6, seed=8)] != [g.query for g in again]
 
 
+def test_expert_avoids_names_it_cannot_write_on_one_line(db, expert):
+    # Phoenix's cheapest fitting stay for 7 people has newlines in its name (a failure found at scale)
+    query = {"org": "Stockton", "dest": "Arizona", "days": 7, "visiting_city_number": 3,
+             "date": [f"2022-03-0{d}" for d in range(2, 9)], "people_number": 7,
+             "local_constraint": {"house rule": "pets", "cuisine": None, "room type": "not shared room",
+                                  "transportation": "no self-driving"},
+             "budget": 17300, "query": "", "level": "hard"}
+    result = expert.solve({"id": "q"}, {"query": query, "cities": ["Phoenix", "Flagstaff", "Tucson"]})
+    assert result.ok and evaluate(query, result.plan, db).final_pass
+    assert "BEDSTUY" not in json.dumps(result.plan)
+
+
 def test_unsolvable_query_is_a_failed_result_not_an_exception(expert, generated):
     query = dict(generated[0].query, budget=10)
     result = expert.solve({"id": "g"}, {"query": query, "cities": generated[0].cities})

@@ -58,6 +58,9 @@ def test_accommodation_search_keeps_names_verbatim_and_drops_rows_with_empty_fie
                        "No visitors & No smoking & No children under 10", "29", "9", "3"]
     denver = _rows(world.call_tool("AccommodationSearch", {"city": "denver"}).text)   # case forgiven
     assert "Peaceful, beautiful home away " in [r[0] for r in denver]   # trailing space kept
+    # CSV row 821 has newlines inside its quoted name: shown escaped, never silently changed
+    phoenix = world.call_tool("AccommodationSearch", {"city": "Phoenix"}).text
+    assert "\nBEDSTUY BK - PAD\\nSHORT/ LONG TERM STAYS\\nNO EVENTS\t1188\t" in phoenix
     # Row 11 (Springfield, empty house_rules) is filtered like the official loader does.
     springfield = [r[0] for r in _rows(world.call_tool("AccommodationSearch", {"city": "Springfield"}).text)]
     assert "Luxury large Penthouse /Fireplace / City views.." not in springfield

@@ -43,7 +43,8 @@ def parse_table(text: str, columns: Sequence[tuple[str, str]]) -> list[dict[str,
         cells = line.split(COLUMN_SEP)
         if len(cells) == len(columns):
             row = {src: _number_or_text(value) for (_, src), value in zip(columns[1:], cells[1:])}
-            rows.append({columns[0][1]: cells[0], **row})
+            name = cells[0].replace("\\n", "\n").replace("\\t", "\t")   # tools.cell escapes them
+            rows.append({columns[0][1]: name, **row})
     return rows
 
 

@@ -42,10 +42,11 @@ FLIGHT_COLUMNS = (("flight number", "Flight Number"), ("price", "Price"), ("depa
 
 
 def cell(value: Any) -> str:
-    """A table cell: whole floats without ".0" (prices 120.0 -> 120), tabs and newlines as spaces."""
+    """A table cell: whole floats without ".0" (prices 120.0 -> 120); the few names with a tab or
+    newline show it escaped ("\\n"), so a cell never changes a name silently."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return str(value).replace("\t", " ").replace("\n", " ")
+    return str(value).replace("\t", "\\t").replace("\n", "\\n")
 
 
 def table(header: str, columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> str:
