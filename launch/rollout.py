@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     cls = benchmark_class(args.benchmark)
     try:
         bench = cls(args.data, **cls.options_from_args(args))
-        instances = [visible for visible, _ in bench.load_split(args.split)][: args.num]
+        instances = bench.load_visible(args.split)[: args.num]
         if args.variant not in bench.prompt_variants:
             raise BenchmarkError(f"--variant must be one of {bench.prompt_variants} for {bench.name}")
     except BenchmarkError as err:

@@ -103,10 +103,16 @@ class B2TBenchmark(Benchmark):
     # -- instances, world, prompt ---------------------------------------------------------------
     def load_split(self, split: str) -> list[Pair]:
         """The split, validated (sandbox.instances.loader): a bad line is a one-line error."""
+        return [(x.visible, x.hidden) for x in self._load(split, with_ground_truth=True)]
+
+    def load_visible(self, split: str) -> list[dict[str, Any]]:
+        return [x.visible for x in self._load(split, with_ground_truth=False)]
+
+    def _load(self, split: str, with_ground_truth: bool) -> list[Any]:
         from sandbox.instances.loader import InstanceFormatError, load_split
 
         try:
-            return [(x.visible, x.hidden) for x in load_split(self._path(), split)]
+            return load_split(self._path(), split, with_ground_truth=with_ground_truth)
         except InstanceFormatError as err:
             raise BenchmarkError(f"{err} (build the data with launch/make_data.py)") from None
 
@@ -132,6 +138,9 @@ class B2TBenchmark(Benchmark):
 
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         return format_table(metrics)
+
+    def checks(self, verdict: EvalResult) -> list[tuple[str, bool, str]]:
+        return [(r.name, r.passed, r.reason) for r in verdict.results]
 
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         return {**super().headline(metrics), "micro_pass_c": metrics["c_micro"],

@@ -124,6 +124,10 @@ class Benchmark(abc.ABC):
     def load_split(self, split: str) -> list[Pair]:
         """The split's (visible, truth) pairs in file order; BenchmarkError if it is missing/bad."""
 
+    def load_visible(self, split: str) -> list[dict[str, Any]]:
+        """The split's visible instances only: rollouts need no ground truth, which a user may lack."""
+        return [visible for visible, _ in self.load_split(split)]
+
     # -- the agent's world and prompt -----------------------------------------------------------
     @abc.abstractmethod
     def world_for(self, visible: dict[str, Any]) -> World:
@@ -155,6 +159,11 @@ class Benchmark(abc.ABC):
     @abc.abstractmethod
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         """`metrics` as the plain-text table launch/eval.py prints."""
+
+    def checks(self, verdict: Verdict) -> list[tuple[str, bool, str]]:
+        """(check name, passed, reason) per check of a verdict, in a fixed order, for per-episode
+        views (the notebook); an empty list when the benchmark has no such listing."""
+        return []
 
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         """The few scalars logged at every training step."""
