@@ -7,7 +7,8 @@ edits of them, and seeded random queries + plans from the database. Where the ha
 
 import copy
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

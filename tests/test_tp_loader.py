@@ -6,8 +6,14 @@ import json
 import pytest
 
 from sandbox.travelplanner import Database, DatabaseError, normalize_query
-from sandbox.travelplanner.loader import (LoaderError, check_split, read_queries, read_reference_info,
-                                          read_structured, read_training_chats)
+from sandbox.travelplanner.loader import (
+    LoaderError,
+    check_split,
+    read_queries,
+    read_reference_info,
+    read_structured,
+    read_training_chats,
+)
 from sandbox.travelplanner.plan_reader import read_plan
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import DATA_DIR

@@ -13,9 +13,10 @@ import os
 import shutil
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,11 +101,11 @@ class Harness:
             for key, frame in self._full.items():
                 chosen = [pos for k, pos in self._positions[key].items() if set(k) <= cities]
                 rows = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=int)
-                setattr(self._table(key), "data", frame.iloc[rows])
+                self._table(key).data = frame.iloc[rows]
             yield
         finally:
             for key, frame in self._full.items():
-                setattr(self._table(key), "data", frame)
+                self._table(key).data = frame
 
     def _table(self, key: tuple[str, str]) -> Any:
         module = next(m for m in self._modules if m.__name__ == key[0])
@@ -120,7 +121,7 @@ class Harness:
                 hard = None
                 if box["is_not_absent"][0] and box["is_valid_information_in_sandbox"][0]:
                     hard = self._modules[1].evaluation(query, plan)
-        except Exception as err:  # noqa: BLE001 - any error is "the harness raises"
+        except Exception as err:
             raise HarnessRaised(f"{type(err).__name__}: {err}") from err
         common = {k: _plain(v[0]) for k, v in box.items()}
         # A hard check may return a bare None instead of a tuple (cuisine listed twice).

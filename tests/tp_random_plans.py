@@ -163,7 +163,7 @@ def _edit(rng: random.Random, db: Database, query: dict, plan: list[Any]) -> Non
         day[key] = value.replace("Flight Number: ", rng.choice(("flight number: ", "Flight ", "flight ")))
     elif choice == 7:
         a, b = rng.choice(db.cities), rng.choice(db.cities)
-        day["transportation"] = rng.choice((f"Taxi", f"Self-driving from {a} to {b}", "flight",
+        day["transportation"] = rng.choice(("Taxi", f"Self-driving from {a} to {b}", "flight",
                                             f"Taxi, from {a} to {b}", f"Flight Number: F0000000, from {a} to {b}"))
     elif choice == 8:
         day["current_city"] = rng.choice((f"from {rng.choice(db.cities)} to {query['org']}", rng.choice(db.cities),

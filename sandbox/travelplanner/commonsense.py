@@ -11,8 +11,14 @@ from typing import Any
 
 from sandbox.travelplanner.database import ACCOMMODATIONS, ATTRACTIONS, RESTAURANTS
 from sandbox.travelplanner.lookup import Lookup
-from sandbox.travelplanner.text import (attraction_items, before_parenthesis, flight_number, from_to,
-                                        is_filled, transport_mode)
+from sandbox.travelplanner.text import (
+    attraction_items,
+    before_parenthesis,
+    flight_number,
+    from_to,
+    is_filled,
+    transport_mode,
+)
 
 MEALS = ("breakfast", "lunch", "dinner")
 DAY_KEYS = ("transportation", "breakfast", "lunch", "dinner", "attraction", "accommodation")

@@ -25,6 +25,9 @@ ATTRACTIONS = "attractions"
 RESTAURANTS = "restaurants"
 PLACE_KINDS = (ACCOMMODATIONS, ATTRACTIONS, RESTAURANTS)
 
+# The offline copy of the official database beside a checkout (../shared), the default for tools.
+DEFAULT_DATABASE_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "travelplanner" / "database"
+
 # Official file names inside a database directory.
 FILE_NAMES = {
     ACCOMMODATIONS: "clean_accommodations_2022.csv",

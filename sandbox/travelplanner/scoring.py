@@ -4,14 +4,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.travelplanner.database import Database
+from sandbox.travelplanner.database import DEFAULT_DATABASE_DIR, Database
 from sandbox.travelplanner.evaluator import Evaluation, evaluate
 from sandbox.travelplanner.loader import LoaderError, check_split, read_queries
 from sandbox.travelplanner.metrics import breakdown, compute_metrics, format_table
 from sandbox.travelplanner.submission import read_submission
-
-# The offline copy of the official database, beside a checkout of this repository.
-DEFAULT_DATABASE_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "travelplanner" / "database"
 
 
 @dataclass(frozen=True)
