@@ -17,7 +17,7 @@ from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - 
 from tests.tp_harness import HarnessRaised, tp_harness  # noqa: F401 - fixture
 from tests.tp_random_plans import random_plan, random_query
 
-RANDOM_CASES = 1200
+RANDOM_CASES = 1000
 
 # Hard verdicts of the 45 human plans, in order valid_cost, valid_room_rule, valid_cuisine,
 # valid_room_type, valid_transportation ("T" pass, "-" not applicable); every commonsense check passes.
