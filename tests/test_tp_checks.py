@@ -248,3 +248,42 @@ def test_structured_examples_pass_all_13_checks(tp_db):
         result = evaluate(query, plan, tp_db)
         assert result.final_pass, file.name
         assert sum(v is not None for v in result.hard.values()) == 1 + {"easy": 0, "medium": 1, "hard": 3}[query["level"]]
+
+
+# ---------------------------------------------------------------- strict-only fixes
+def test_strict_needs_exact_names(case, tp_db):
+    query, plan = case(0)
+    plan[0]["dinner"] = "Coco, Rockford"  # contained in "Coco Bambu"
+    assert evaluate(query, plan, tp_db).commonsense["is_valid_information_in_sandbox"] is True
+    assert evaluate(query, plan, tp_db, mode="strict").commonsense["is_valid_information_in_sandbox"] is False
+
+
+def test_minimum_nights_with_several_matching_rows_only_in_strict(case, tp_db):
+    query, plan = case(0)
+    matches = tp_db.find_places("accommodations", "Park", "Rockford")
+    assert len(matches) >= 2 and matches[0]["minimum nights"] > 2  # two nights in the plan
+    _replace_stay(plan, plan[0]["accommodation"], "Park, Rockford")
+    assert evaluate(query, plan, tp_db).commonsense["is_valid_accommodation"] is True
+    strict = evaluate(query, plan, tp_db, mode="strict")
+    assert strict.commonsense["is_valid_accommodation"] is True  # strict: "Park" is no exact name ...
+    assert strict.commonsense["is_valid_information_in_sandbox"] is False  # ... so it is not in the sandbox
+    exact = matches[0]["NAME"].strip()
+    _replace_stay(plan, "Park, Rockford", f"{exact}, Rockford")
+    assert "is_valid_accommodation" in failed(evaluate(query, plan, tp_db, mode="strict"))
+
+
+def test_state_suffix_breaks_the_official_route_but_not_the_strict_one(case, tp_db):
+    query, plan = case(0)
+    plan[1]["current_city"] = "Rockford (Illinois)"  # officially "Rockford " (space kept)
+    assert failed(evaluate(query, plan, tp_db)) == {"is_reasonable_visiting_city", "is_not_absent", "GATE"}
+    assert failed(evaluate(query, plan, tp_db, mode="strict")) == set()
+
+
+def test_strict_mode_catches_a_wrong_city_in_a_human_plan(train_queries, human_plans, tp_db):
+    # Human plan 41 lists San Angelo and Houston attractions on San Antonio stay days; officially they
+    # pass (the letters of "San Antonio" occur in them). Every other human plan passes strict mode.
+    failing = [i for i, (q, p) in enumerate(zip(train_queries, human_plans))
+               if not evaluate(q, p, tp_db, mode="strict").final_pass]
+    assert failing == [41]
+    assert failed(evaluate(train_queries[41], human_plans[41], tp_db, mode="strict")) == {
+        "is_valid_information_in_current_city"}
