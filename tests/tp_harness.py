@@ -68,8 +68,12 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 # Per harness table object: the columns holding the city names its lookups filter on.
-_CITY_COLUMNS = {"accommodation": ("city",), "restaurants": ("City",), "attractions": ("City",),
-                 "googleDistanceMatrix": ("origin", "destination")}
+_CITY_COLUMNS = {
+    "accommodation": ("city",),
+    "restaurants": ("City",),
+    "attractions": ("City",),
+    "googleDistanceMatrix": ("origin", "destination"),
+}
 
 
 class Harness:
@@ -77,8 +81,9 @@ class Harness:
 
     def __init__(self, commonsense: types.ModuleType, hard: types.ModuleType):
         self._modules = (commonsense, hard)
-        self._full = {(m.__name__, name): getattr(m, name).data for m in self._modules
-                      for name in _CITY_COLUMNS}
+        self._full = {
+            (m.__name__, name): getattr(m, name).data for m in self._modules for name in _CITY_COLUMNS
+        }
         # Row positions of each city per table (for a route: of each pair), in file order.
         self._positions: dict[tuple[str, str], dict[Any, np.ndarray]] = {}
         for key, frame in self._full.items():
@@ -115,8 +120,10 @@ class Harness:
         """Official verdicts of a delivered plan; HarnessRaised where the harness raises.
         `narrow` speeds the lookups up without changing a verdict (see `_narrowed`)."""
         try:
-            with contextlib.redirect_stdout(io.StringIO()), \
-                    (self._narrowed(plan) if narrow else contextlib.nullcontext()):
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                self._narrowed(plan) if narrow else contextlib.nullcontext(),
+            ):
                 box = self._modules[0].evaluation(query, plan)
                 hard = None
                 if box["is_not_absent"][0] and box["is_valid_information_in_sandbox"][0]:
@@ -125,8 +132,11 @@ class Harness:
             raise HarnessRaised(f"{type(err).__name__}: {err}") from err
         common = {k: _plain(v[0]) for k, v in box.items()}
         # A hard check may return a bare None instead of a tuple (cuisine listed twice).
-        hard_out = None if hard is None else {k: _plain(v[0] if isinstance(v, tuple) else v)
-                                              for k, v in hard.items()}
+        hard_out = (
+            None
+            if hard is None
+            else {k: _plain(v[0] if isinstance(v, tuple) else v) for k, v in hard.items()}
+        )
         return Verdicts(common, hard_out)
 
 

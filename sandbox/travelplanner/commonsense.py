@@ -168,8 +168,9 @@ def _transport_exists(day: dict, lookup: Lookup) -> bool:
         if origin is None or destination is None:
             origin = destination = "-"  # officially looked up as "-" (never found)
         mode = "self-driving" if "self-driving" in lowered else "taxi"
-        return lookup.drive_cost(before_parenthesis(origin), before_parenthesis(destination), mode) \
-            is not None
+        return (
+            lookup.drive_cost(before_parenthesis(origin), before_parenthesis(destination), mode) is not None
+        )
     return True
 
 
