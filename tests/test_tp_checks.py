@@ -82,9 +82,13 @@ def test_lowercase_flight_beside_self_driving_fails_transportation_only(case, tp
 
 def test_short_stay_fails_minimum_nights(case, tp_db):
     query, plan = case(0)
-    stay = next(r for r in tp_db.accommodations("Rockford") if r["minimum nights"] > 2
-                and len(tp_db.find_places("accommodations", r["NAME"].strip(), "Rockford")) == 1
-                and r["price"] <= 300)
+    stay = next(
+        r
+        for r in tp_db.accommodations("Rockford")
+        if r["minimum nights"] > 2
+        and len(tp_db.find_places("accommodations", r["NAME"].strip(), "Rockford")) == 1
+        and r["price"] <= 300
+    )
     _replace_stay(plan, plan[0]["accommodation"], f"{stay['NAME'].strip()}, Rockford")
     assert failed(evaluate(query, plan, tp_db)) == {"is_valid_accommodation"}
 
@@ -110,7 +114,9 @@ def test_no_parties_stay_fails_room_rule(case, tp_db):
 
 def test_entire_home_fails_private_room_type(case, tp_db):
     query, plan = case(24)
-    _replace_stay(plan, plan[0]["accommodation"], "Light-filled Apartment in great area, close 2 all!, Minneapolis")
+    _replace_stay(
+        plan, plan[0]["accommodation"], "Light-filled Apartment in great area, close 2 all!, Minneapolis"
+    )
     assert failed(evaluate(query, plan, tp_db)) == {"valid_room_type"}
 
 
@@ -163,21 +169,41 @@ def _all_routes() -> list[Route]:
     import csv
 
     from tests.tp_harness import DATABASE_DIR
+
     with (DATABASE_DIR / "distance.csv").open(encoding="utf-8", newline="") as handle:
-        return [Route(r["origin"], r["destination"], r["duration"], r["distance"]) for r in csv.DictReader(handle)]
+        return [
+            Route(r["origin"], r["destination"], r["duration"], r["distance"]) for r in csv.DictReader(handle)
+        ]
 
 
 def test_completeness_counts_every_key_but_not_none(tp_db):
     # 3 days: at least 9 of 18 values. Counted per day: every key whose value is given, `days`,
     # `current_city` and extra keys included; a None meal passes the per-day test but is not counted.
-    query = {"org": "St. Petersburg", "dest": "Rockford", "days": 3, "visiting_city_number": 1,
-             "people_number": 1, "budget": 5000, "local_constraint": {}}
+    query = {
+        "org": "St. Petersburg",
+        "dest": "Rockford",
+        "days": 3,
+        "visiting_city_number": 1,
+        "people_number": 1,
+        "budget": 5000,
+        "local_constraint": {},
+    }
     stay = "Pure luxury one bdrm + sofa bed on Central Park, Rockford"
     travel = {"transportation": "flight", "breakfast": "-", "lunch": "-", "dinner": "-", "attraction": "-"}
-    plan = [{"days": 1, "current_city": "from St. Petersburg to Rockford", **travel, "accommodation": stay},
-            {"days": 2, "current_city": "Rockford", "transportation": "-", "breakfast": "Subway, Rockford",
-             "lunch": None, "dinner": None, "attraction": None, "accommodation": stay},
-            {"days": 3, "current_city": "from Rockford to St. Petersburg", **travel, "accommodation": "-"}]
+    plan = [
+        {"days": 1, "current_city": "from St. Petersburg to Rockford", **travel, "accommodation": stay},
+        {
+            "days": 2,
+            "current_city": "Rockford",
+            "transportation": "-",
+            "breakfast": "Subway, Rockford",
+            "lunch": None,
+            "dinner": None,
+            "attraction": None,
+            "accommodation": stay,
+        },
+        {"days": 3, "current_city": "from Rockford to St. Petersburg", **travel, "accommodation": "-"},
+    ]
     assert evaluate(query, plan, tp_db).commonsense["is_not_absent"] is True  # 4 + 4 + 3 = 11
     for day in plan:
         day.pop("days")
@@ -211,13 +237,18 @@ def test_bare_taxi_takes_its_route_from_current_city(case, tp_db):
     assert "is_valid_information_in_current_city" in failed(result)  # the city names are not in "Taxi"
 
 
-@pytest.mark.parametrize("edit", [
-    lambda p: p[0].__setitem__("transportation", p[0]["transportation"].replace("Flight Number: ", "flight number: ")),
-    lambda p: p[1].__setitem__("current_city", "from Rockford"),
-    lambda p: p[0].pop("transportation"),
-    lambda p: p.__setitem__(1, None),
-    lambda p: [day.__setitem__("accommodation", None) for day in p[:2]],
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda p: p[0].__setitem__(
+            "transportation", p[0]["transportation"].replace("Flight Number: ", "flight number: ")
+        ),
+        lambda p: p[1].__setitem__("current_city", "from Rockford"),
+        lambda p: p[0].pop("transportation"),
+        lambda p: p.__setitem__(1, None),
+        lambda p: [day.__setitem__("accommodation", None) for day in p[:2]],
+    ],
+)
 def test_where_the_harness_raises_the_check_fails_and_is_flagged(case, tp_db, tp_harness, edit):
     query, plan = case(0)
     edit(plan)
@@ -241,10 +272,57 @@ def test_undelivered_and_unreadable_inputs_never_raise(case, tp_db):
 def test_structured_examples_pass_all_13_checks(tp_db):
     from sandbox.travelplanner.loader import read_structured
     from tests.tp_harness import DATA_DIR
+
     files = sorted((DATA_DIR / "structured").glob("plan_*.json"))
     assert len(files) == 9
     for file in files:
         query, plan = read_structured(file)
         result = evaluate(query, plan, tp_db)
         assert result.final_pass, file.name
-        assert sum(v is not None for v in result.hard.values()) == 1 + {"easy": 0, "medium": 1, "hard": 3}[query["level"]]
+        assert (
+            sum(v is not None for v in result.hard.values())
+            == 1 + {"easy": 0, "medium": 1, "hard": 3}[query["level"]]
+        )
+
+
+# ---------------------------------------------------------------- strict-only fixes
+def test_strict_needs_exact_names(case, tp_db):
+    query, plan = case(0)
+    plan[0]["dinner"] = "Coco, Rockford"  # contained in "Coco Bambu"
+    assert evaluate(query, plan, tp_db).commonsense["is_valid_information_in_sandbox"] is True
+    assert evaluate(query, plan, tp_db, mode="strict").commonsense["is_valid_information_in_sandbox"] is False
+
+
+def test_minimum_nights_with_several_matching_rows_only_in_strict(case, tp_db):
+    query, plan = case(0)
+    matches = tp_db.find_places("accommodations", "Park", "Rockford")
+    assert len(matches) >= 2 and matches[0]["minimum nights"] > 2  # two nights in the plan
+    _replace_stay(plan, plan[0]["accommodation"], "Park, Rockford")
+    assert evaluate(query, plan, tp_db).commonsense["is_valid_accommodation"] is True
+    strict = evaluate(query, plan, tp_db, mode="strict")
+    assert strict.commonsense["is_valid_accommodation"] is True  # strict: "Park" is no exact name ...
+    assert strict.commonsense["is_valid_information_in_sandbox"] is False  # ... so it is not in the sandbox
+    exact = matches[0]["NAME"].strip()
+    _replace_stay(plan, "Park, Rockford", f"{exact}, Rockford")
+    assert "is_valid_accommodation" in failed(evaluate(query, plan, tp_db, mode="strict"))
+
+
+def test_state_suffix_breaks_the_official_route_but_not_the_strict_one(case, tp_db):
+    query, plan = case(0)
+    plan[1]["current_city"] = "Rockford (Illinois)"  # officially "Rockford " (space kept)
+    assert failed(evaluate(query, plan, tp_db)) == {"is_reasonable_visiting_city", "is_not_absent", "GATE"}
+    assert failed(evaluate(query, plan, tp_db, mode="strict")) == set()
+
+
+def test_strict_mode_catches_a_wrong_city_in_a_human_plan(train_queries, human_plans, tp_db):
+    # Human plan 41 lists San Angelo and Houston attractions on San Antonio stay days; officially they
+    # pass (the letters of "San Antonio" occur in them). Every other human plan passes strict mode.
+    failing = [
+        i
+        for i, (q, p) in enumerate(zip(train_queries, human_plans))
+        if not evaluate(q, p, tp_db, mode="strict").final_pass
+    ]
+    assert failing == [41]
+    assert failed(evaluate(train_queries[41], human_plans[41], tp_db, mode="strict")) == {
+        "is_valid_information_in_current_city"
+    }

@@ -6,8 +6,14 @@ import json
 import pytest
 
 from sandbox.travelplanner import Database, DatabaseError, normalize_query
-from sandbox.travelplanner.loader import (LoaderError, check_split, read_queries, read_reference_info,
-                                          read_structured, read_training_chats)
+from sandbox.travelplanner.loader import (
+    LoaderError,
+    check_split,
+    read_queries,
+    read_reference_info,
+    read_structured,
+    read_training_chats,
+)
 from sandbox.travelplanner.plan_reader import read_plan
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import DATA_DIR
@@ -29,8 +35,9 @@ def test_reference_information_equals_the_database_rows_of_its_cities(tp_db):
     for kind, by_city in ref.places.items():
         for city, rows in by_city.items():
             assert rows == tp_db.rows(kind, city), (kind, city)
-    assert {json.dumps(r, sort_keys=True) for r in ref.flight_rows} == \
-        {json.dumps(r, sort_keys=True) for r in tp_db.flight_rows}
+    assert {json.dumps(r, sort_keys=True) for r in ref.flight_rows} == {
+        json.dumps(r, sort_keys=True) for r in tp_db.flight_rows
+    }
     for pair, route in ref.routes.items():
         assert route == tp_db.route(*pair)
     # Adding the same information again changes nothing.
@@ -65,15 +72,43 @@ def test_official_dataset_rows_are_normalised(tmp_path, train_queries):
     path = tmp_path / "validation.csv"
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["org", "dest", "days", "visiting_city_number", "date", "people_number",
-                         "local_constraint", "budget", "query", "level"])
-        writer.writerow(["Houston", "Fayetteville", "3", "1", "['2022-03-20', '2022-03-21', '2022-03-22']", "2",
-                         "{'house rule': 'children under 10', 'cuisine': ['American', 'Chinese'], "
-                         "'room type': None, 'transportation': 'None'}", "1500", "text", "middle"])
+        writer.writerow(
+            [
+                "org",
+                "dest",
+                "days",
+                "visiting_city_number",
+                "date",
+                "people_number",
+                "local_constraint",
+                "budget",
+                "query",
+                "level",
+            ]
+        )
+        writer.writerow(
+            [
+                "Houston",
+                "Fayetteville",
+                "3",
+                "1",
+                "['2022-03-20', '2022-03-21', '2022-03-22']",
+                "2",
+                "{'house rule': 'children under 10', 'cuisine': ['American', 'Chinese'], "
+                "'room type': None, 'transportation': 'None'}",
+                "1500",
+                "text",
+                "middle",
+            ]
+        )
     [query] = read_queries(path)
     assert query["date"][1] == "2022-03-21" and query["days"] == 3 and query["budget"] == 1500
-    assert query["local_constraint"] == {"house rule": "children under 10", "cuisine": ["American", "Chinese"],
-                                         "room type": None, "transportation": None}
+    assert query["local_constraint"] == {
+        "house rule": "children under 10",
+        "cuisine": ["American", "Chinese"],
+        "room type": None,
+        "transportation": None,
+    }
     assert query["level"] == "medium"
     with pytest.raises(LoaderError, match="test split has 1000"):
         check_split([query], "test")
@@ -85,8 +120,18 @@ def test_structured_files_and_spellings_agree_with_the_training_queries(train_qu
         index = int(file.stem.split("_")[1]) - 1
         assert query == train_queries[index]
         assert plan[0]["days"] == 1
-    spaced = normalize_query({"org": "A", "dest": "B", "days": 3, "visiting city number": 1,
-                              "people number": 2, "budget": 100, "house rule": "None", "cuisine": None})
+    spaced = normalize_query(
+        {
+            "org": "A",
+            "dest": "B",
+            "days": 3,
+            "visiting city number": 1,
+            "people number": 2,
+            "budget": 100,
+            "house rule": "None",
+            "cuisine": None,
+        }
+    )
     assert spaced["visiting_city_number"] == 1 and spaced["local_constraint"]["house rule"] is None
 
 
@@ -101,10 +146,17 @@ def _as_text(plan: list) -> str:
     """The official prompt's text format, written by hand from a plan."""
     lines = []
     for day in plan:
-        lines += [f"Day {day['days']}:", f"Current City: {day['current_city']}",
-                  f"Transportation: {day['transportation']}", f"Breakfast: {day['breakfast']}",
-                  f"Attraction: {day['attraction']}", f"Lunch: {day['lunch']}", f"Dinner: {day['dinner']}",
-                  f"Accommodation: {day['accommodation']}", ""]
+        lines += [
+            f"Day {day['days']}:",
+            f"Current City: {day['current_city']}",
+            f"Transportation: {day['transportation']}",
+            f"Breakfast: {day['breakfast']}",
+            f"Attraction: {day['attraction']}",
+            f"Lunch: {day['lunch']}",
+            f"Dinner: {day['dinner']}",
+            f"Accommodation: {day['accommodation']}",
+            "",
+        ]
     return "\n".join(lines)
 
 

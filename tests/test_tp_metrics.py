@@ -20,8 +20,18 @@ def _query(level: str, days: int, **constraints) -> dict:
 
 def _result(common_false: tuple = (), hard: dict | None = None, delivered: bool = True) -> Evaluation:
     common = {name: delivered and name not in common_false for name in COMMONSENSE_NAMES}
-    full = None if hard is None else {"valid_cost": None, "valid_room_rule": None, "valid_cuisine": None,
-                                      "valid_room_type": None, "valid_transportation": None, **hard}
+    full = (
+        None
+        if hard is None
+        else {
+            "valid_cost": None,
+            "valid_room_rule": None,
+            "valid_cuisine": None,
+            "valid_room_type": None,
+            "valid_transportation": None,
+            **hard,
+        }
+    )
     return Evaluation(common, full, delivered=delivered)
 
 
@@ -38,8 +48,14 @@ MIXED_RESULTS = [
     _result(hard={"valid_cost": False, "valid_room_rule": True}),
     _result(hard={"valid_cost": True, "valid_transportation": True}),
     _result(common_false=("is_valid_information_in_sandbox",)),  # gate closed
-    _result(hard={"valid_cost": True, "valid_cuisine": False, "valid_room_type": True,
-                  "valid_transportation": True}),
+    _result(
+        hard={
+            "valid_cost": True,
+            "valid_cuisine": False,
+            "valid_room_type": True,
+            "valid_transportation": True,
+        }
+    ),
     _result(delivered=False),
 ]
 
@@ -49,9 +65,16 @@ def test_metrics_of_a_mixed_set_equal_the_hand_computation():
     # Delivered 5 of 6. Commonsense passes 8+8+8+7+8+0 = 39 of 48; all 8: plans 1, 2, 3, 5.
     # Hard denominator 1+2+1+4+4+1 = 13; passes 1+1+2+0+3 = 7 (the medium transportation pass
     # counts though not in the denominator); all applicable: plans 1 and 3, also the final passes.
-    assert metrics == pytest.approx({"delivery_rate": 5 / 6, "commonsense_micro": 39 / 48,
-                                     "commonsense_macro": 4 / 6, "hard_micro": 7 / 13,
-                                     "hard_macro": 2 / 6, "final_pass_rate": 2 / 6})
+    assert metrics == pytest.approx(
+        {
+            "delivery_rate": 5 / 6,
+            "commonsense_micro": 39 / 48,
+            "commonsense_macro": 4 / 6,
+            "hard_micro": 7 / 13,
+            "hard_macro": 2 / 6,
+            "final_pass_rate": 2 / 6,
+        }
+    )
 
 
 def test_breakdown_and_table_group_by_level_and_days():

@@ -13,9 +13,10 @@ import os
 import shutil
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,8 +68,12 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 # Per harness table object: the columns holding the city names its lookups filter on.
-_CITY_COLUMNS = {"accommodation": ("city",), "restaurants": ("City",), "attractions": ("City",),
-                 "googleDistanceMatrix": ("origin", "destination")}
+_CITY_COLUMNS = {
+    "accommodation": ("city",),
+    "restaurants": ("City",),
+    "attractions": ("City",),
+    "googleDistanceMatrix": ("origin", "destination"),
+}
 
 
 class Harness:
@@ -76,8 +81,9 @@ class Harness:
 
     def __init__(self, commonsense: types.ModuleType, hard: types.ModuleType):
         self._modules = (commonsense, hard)
-        self._full = {(m.__name__, name): getattr(m, name).data for m in self._modules
-                      for name in _CITY_COLUMNS}
+        self._full = {
+            (m.__name__, name): getattr(m, name).data for m in self._modules for name in _CITY_COLUMNS
+        }
         # Row positions of each city per table (for a route: of each pair), in file order.
         self._positions: dict[tuple[str, str], dict[Any, np.ndarray]] = {}
         for key, frame in self._full.items():
@@ -100,11 +106,11 @@ class Harness:
             for key, frame in self._full.items():
                 chosen = [pos for k, pos in self._positions[key].items() if set(k) <= cities]
                 rows = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=int)
-                setattr(self._table(key), "data", frame.iloc[rows])
+                self._table(key).data = frame.iloc[rows]
             yield
         finally:
             for key, frame in self._full.items():
-                setattr(self._table(key), "data", frame)
+                self._table(key).data = frame
 
     def _table(self, key: tuple[str, str]) -> Any:
         module = next(m for m in self._modules if m.__name__ == key[0])
@@ -114,18 +120,23 @@ class Harness:
         """Official verdicts of a delivered plan; HarnessRaised where the harness raises.
         `narrow` speeds the lookups up without changing a verdict (see `_narrowed`)."""
         try:
-            with contextlib.redirect_stdout(io.StringIO()), \
-                    (self._narrowed(plan) if narrow else contextlib.nullcontext()):
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                self._narrowed(plan) if narrow else contextlib.nullcontext(),
+            ):
                 box = self._modules[0].evaluation(query, plan)
                 hard = None
                 if box["is_not_absent"][0] and box["is_valid_information_in_sandbox"][0]:
                     hard = self._modules[1].evaluation(query, plan)
-        except Exception as err:  # noqa: BLE001 - any error is "the harness raises"
+        except Exception as err:
             raise HarnessRaised(f"{type(err).__name__}: {err}") from err
         common = {k: _plain(v[0]) for k, v in box.items()}
         # A hard check may return a bare None instead of a tuple (cuisine listed twice).
-        hard_out = None if hard is None else {k: _plain(v[0] if isinstance(v, tuple) else v)
-                                              for k, v in hard.items()}
+        hard_out = (
+            None
+            if hard is None
+            else {k: _plain(v[0] if isinstance(v, tuple) else v) for k, v in hard.items()}
+        )
         return Verdicts(common, hard_out)
 
 

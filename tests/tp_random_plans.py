@@ -50,25 +50,40 @@ def random_query(rng: random.Random, db: Database) -> dict[str, Any]:
     org = rng.choice(linked if linked and rng.random() < 0.8 else db.cities)
     constraints = {"house rule": None, "cuisine": None, "room type": None, "transportation": None}
     for key in rng.sample(list(constraints), rng.choice((0, 0, 1, 3, 4))):
-        constraints[key] = {"house rule": lambda: rng.choice(HOUSE_RULES),
-                            "cuisine": lambda: rng.sample(CUISINES, rng.randint(1, 4)),
-                            "room type": lambda: rng.choice(list(ROOM_TYPES)),
-                            "transportation": lambda: rng.choice(("no flight", "no self-driving"))}[key]()
-    return {"org": org, "dest": dest, "days": days, "visiting_city_number": visit,
-            "date": [f"2022-03-{10 + d:02d}" for d in range(days)], "people_number": rng.randint(1, 8),
-            "local_constraint": constraints, "budget": rng.choice((500, 1500, 3000, 6000, 12000, 30000)),
-            "query": "random", "level": rng.choice(("easy", "medium", "hard"))}
+        constraints[key] = {
+            "house rule": lambda: rng.choice(HOUSE_RULES),
+            "cuisine": lambda: rng.sample(CUISINES, rng.randint(1, 4)),
+            "room type": lambda: rng.choice(list(ROOM_TYPES)),
+            "transportation": lambda: rng.choice(("no flight", "no self-driving")),
+        }[key]()
+    return {
+        "org": org,
+        "dest": dest,
+        "days": days,
+        "visiting_city_number": visit,
+        "date": [f"2022-03-{10 + d:02d}" for d in range(days)],
+        "people_number": rng.randint(1, 8),
+        "local_constraint": constraints,
+        "budget": rng.choice((500, 1500, 3000, 6000, 12000, 30000)),
+        "query": "random",
+        "level": rng.choice(("easy", "medium", "hard")),
+    }
 
 
-def _item(rng: random.Random, db: Database, kind: str, city: str, used: set[str] | None = None,
-          nights: int = 99) -> str:
-    """"Name, City" of a random row; mostly a fresh name (`used`) and a stay whose minimum nights
+def _item(
+    rng: random.Random, db: Database, kind: str, city: str, used: set[str] | None = None, nights: int = 99
+) -> str:
+    """ "Name, City" of a random row; mostly a fresh name (`used`) and a stay whose minimum nights
     fit `nights`, so that base plans often pass."""
     column = "NAME" if kind == "accommodations" else "Name"
     rows = db.rows(kind, city)
     if rng.random() < 0.9:
-        rows = [r for r in rows if (used is None or str(r[column]).strip() not in used)
-                and (kind != "accommodations" or r["minimum nights"] <= nights)]
+        rows = [
+            r
+            for r in rows
+            if (used is None or str(r[column]).strip() not in used)
+            and (kind != "accommodations" or r["minimum nights"] <= nights)
+        ]
     if not rows:
         return "-"
     name = str(rng.choice(rows)[column]).strip()
@@ -83,13 +98,17 @@ def _transport(rng: random.Random, db: Database, origin: str, dest: str, mode: s
     flights = db.flights(origin, dest)
     if mode == "flight" and flights:
         f = rng.choice(flights)
-        return (f"Flight Number: {f['Flight Number']}, from {origin} to {dest}, "
-                f"Departure Time: {f['DepTime']}, Arrival Time: {f['ArrTime']}")
+        return (
+            f"Flight Number: {f['Flight Number']}, from {origin} to {dest}, "
+            f"Departure Time: {f['DepTime']}, Arrival Time: {f['ArrTime']}"
+        )
     route = db.route(origin, dest)
     label = "Taxi" if mode == "taxi" else "Self-driving"
     if route is None:
         return f"{label}, from {origin} to {dest}, no valid information."
-    return f"{label}, from {origin} to {dest}, duration: {route.duration}, distance: {route.distance}, cost: 1"
+    return (
+        f"{label}, from {origin} to {dest}, duration: {route.duration}, distance: {route.distance}, cost: 1"
+    )
 
 
 def _route(rng: random.Random, db: Database, query: dict) -> list[str]:
@@ -117,14 +136,17 @@ def random_plan(rng: random.Random, db: Database, query: dict) -> list[Any]:
         before, after = where[d], where[d + 1]
         travel = before != after
         city = after
-        day = {"days": d + 1, "current_city": f"from {before} to {after}" if travel else city,
-               "transportation": _transport(rng, db, before, after, mode) if travel else "-"}
+        day = {
+            "days": d + 1,
+            "current_city": f"from {before} to {after}" if travel else city,
+            "transportation": _transport(rng, db, before, after, mode) if travel else "-",
+        }
         for meal in MEALS:
             day[meal] = _item(rng, db, "restaurants", rng.choice((before, after)) if travel else city, used)
         n = rng.randint(1, 3)
         day["attraction"] = "".join(_item(rng, db, "attractions", city, used) + ";" for _ in range(n))
         last = d == query["days"] - 1
-        nights = sum(1 for c in where[d + 1:-1] if c == city) if not last else 0
+        nights = sum(1 for c in where[d + 1 : -1] if c == city) if not last else 0
         day["accommodation"] = "-" if last else _item(rng, db, "accommodations", city, nights=nights)
         if d > 0 and not travel and not last and rng.random() < 0.8:
             day["accommodation"] = plan[-1]["accommodation"]  # a stay of several nights
@@ -163,11 +185,25 @@ def _edit(rng: random.Random, db: Database, query: dict, plan: list[Any]) -> Non
         day[key] = value.replace("Flight Number: ", rng.choice(("flight number: ", "Flight ", "flight ")))
     elif choice == 7:
         a, b = rng.choice(db.cities), rng.choice(db.cities)
-        day["transportation"] = rng.choice((f"Taxi", f"Self-driving from {a} to {b}", "flight",
-                                            f"Taxi, from {a} to {b}", f"Flight Number: F0000000, from {a} to {b}"))
+        day["transportation"] = rng.choice(
+            (
+                "Taxi",
+                f"Self-driving from {a} to {b}",
+                "flight",
+                f"Taxi, from {a} to {b}",
+                f"Flight Number: F0000000, from {a} to {b}",
+            )
+        )
     elif choice == 8:
-        day["current_city"] = rng.choice((f"from {rng.choice(db.cities)} to {query['org']}", rng.choice(db.cities),
-                                          f"{rng.choice(db.cities)} (Some State)", "from Nowhere", "Atlantis"))
+        day["current_city"] = rng.choice(
+            (
+                f"from {rng.choice(db.cities)} to {query['org']}",
+                rng.choice(db.cities),
+                f"{rng.choice(db.cities)} (Some State)",
+                "from Nowhere",
+                "Atlantis",
+            )
+        )
     elif choice == 9:
         plan.extend({} for _ in range(rng.randint(1, 3)))
     elif choice == 10 and len(plan) > 1:
@@ -182,4 +218,6 @@ def _edit(rng: random.Random, db: Database, query: dict, plan: list[Any]) -> Non
     elif choice == 14 and key in MEALS:
         day[key] = _item(rng, db, "restaurants", query["org"])
     elif choice == 15:
-        day["accommodation"] = _item(rng, db, "accommodations", rng.choice((query["org"], day.get("current_city", ""))))
+        day["accommodation"] = _item(
+            rng, db, "accommodations", rng.choice((query["org"], day.get("current_city", "")))
+        )

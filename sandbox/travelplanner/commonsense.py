@@ -11,8 +11,14 @@ from typing import Any
 
 from sandbox.travelplanner.database import ACCOMMODATIONS, ATTRACTIONS, RESTAURANTS
 from sandbox.travelplanner.lookup import Lookup
-from sandbox.travelplanner.text import (attraction_items, before_parenthesis, flight_number, from_to,
-                                        is_filled, transport_mode)
+from sandbox.travelplanner.text import (
+    attraction_items,
+    before_parenthesis,
+    flight_number,
+    from_to,
+    is_filled,
+    transport_mode,
+)
 
 MEALS = ("breakfast", "lunch", "dinner")
 DAY_KEYS = ("transportation", "breakfast", "lunch", "dinner", "attraction", "accommodation")
@@ -162,8 +168,9 @@ def _transport_exists(day: dict, lookup: Lookup) -> bool:
         if origin is None or destination is None:
             origin = destination = "-"  # officially looked up as "-" (never found)
         mode = "self-driving" if "self-driving" in lowered else "taxi"
-        return lookup.drive_cost(before_parenthesis(origin), before_parenthesis(destination), mode) \
-            is not None
+        return (
+            lookup.drive_cost(before_parenthesis(origin), before_parenthesis(destination), mode) is not None
+        )
     return True
 
 

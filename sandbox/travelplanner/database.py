@@ -25,6 +25,9 @@ ATTRACTIONS = "attractions"
 RESTAURANTS = "restaurants"
 PLACE_KINDS = (ACCOMMODATIONS, ATTRACTIONS, RESTAURANTS)
 
+# The offline copy of the official database beside a checkout (../shared), the default for tools.
+DEFAULT_DATABASE_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "travelplanner" / "database"
+
 # Official file names inside a database directory.
 FILE_NAMES = {
     ACCOMMODATIONS: "clean_accommodations_2022.csv",
@@ -46,24 +49,54 @@ def _int_or_float(text: str) -> int | float:
 
 # Columns the official loader keeps, with the type it infers for each (str unless listed).
 _COLUMNS: dict[str, dict[str, _Converter]] = {
-    ACCOMMODATIONS: {"NAME": str, "price": float, "room type": str, "house_rules": str,
-                     "minimum nights": float, "maximum occupancy": _int_or_float,
-                     "review rate number": float, "city": str},
-    ATTRACTIONS: {"Name": str, "Latitude": float, "Longitude": float, "Address": str, "Phone": str,
-                  "Website": str, "City": str},
-    RESTAURANTS: {"Name": str, "Average Cost": _int_or_float, "Cuisines": str,
-                  "Aggregate Rating": float, "City": str},
-    "flights": {"Flight Number": str, "Price": _int_or_float, "DepTime": str, "ArrTime": str,
-                "ActualElapsedTime": str, "FlightDate": str, "OriginCityName": str,
-                "DestCityName": str, "Distance": float},
+    ACCOMMODATIONS: {
+        "NAME": str,
+        "price": float,
+        "room type": str,
+        "house_rules": str,
+        "minimum nights": float,
+        "maximum occupancy": _int_or_float,
+        "review rate number": float,
+        "city": str,
+    },
+    ATTRACTIONS: {
+        "Name": str,
+        "Latitude": float,
+        "Longitude": float,
+        "Address": str,
+        "Phone": str,
+        "Website": str,
+        "City": str,
+    },
+    RESTAURANTS: {
+        "Name": str,
+        "Average Cost": _int_or_float,
+        "Cuisines": str,
+        "Aggregate Rating": float,
+        "City": str,
+    },
+    "flights": {
+        "Flight Number": str,
+        "Price": _int_or_float,
+        "DepTime": str,
+        "ArrTime": str,
+        "ActualElapsedTime": str,
+        "FlightDate": str,
+        "OriginCityName": str,
+        "DestCityName": str,
+        "Distance": float,
+    },
 }
 # The column holding the city of a place row, and the one holding its name.
 CITY_COLUMN = {ACCOMMODATIONS: "city", ATTRACTIONS: "City", RESTAURANTS: "City"}
 NAME_COLUMN = {ACCOMMODATIONS: "NAME", ATTRACTIONS: "Name", RESTAURANTS: "Name"}
 
 # Reference-information keys: "Attractions in X", "Flight from A to B on D", "Taxi from A to B", ...
-_REF_PLACE_PREFIX = {"Attractions in ": ATTRACTIONS, "Restaurants in ": RESTAURANTS,
-                     "Accommodations in ": ACCOMMODATIONS}
+_REF_PLACE_PREFIX = {
+    "Attractions in ": ATTRACTIONS,
+    "Restaurants in ": RESTAURANTS,
+    "Accommodations in ": ACCOMMODATIONS,
+}
 
 
 class DatabaseError(ValueError):
@@ -106,7 +139,8 @@ class Database:
     Accessors never raise for an unknown city or pair: they return an empty list or None."""
 
     places: dict[str, dict[str, list[dict[str, Any]]]] = field(
-        default_factory=lambda: {kind: {} for kind in PLACE_KINDS})
+        default_factory=lambda: {kind: {} for kind in PLACE_KINDS}
+    )
     flight_rows: list[dict[str, Any]] = field(default_factory=list)
     routes: dict[tuple[str, str], Route] = field(default_factory=dict)
     city_states: dict[str, str] = field(default_factory=dict)
@@ -213,9 +247,13 @@ class Database:
 
     def flights(self, origin: str, destination: str, date: str | None = None) -> list[dict[str, Any]]:
         """Flights from `origin` to `destination` (on `date` "YYYY-MM-DD" when given), in file order."""
-        return [row for row in self.flight_rows
-                if row["OriginCityName"] == origin and row["DestCityName"] == destination
-                and (date is None or row["FlightDate"] == date)]
+        return [
+            row
+            for row in self.flight_rows
+            if row["OriginCityName"] == origin
+            and row["DestCityName"] == destination
+            and (date is None or row["FlightDate"] == date)
+        ]
 
     def flights_numbered(self, number: str) -> list[dict[str, Any]]:
         """Every flight row with this flight number, in file order."""
@@ -281,8 +319,10 @@ def _read_table(path: Path, kind: str) -> list[dict[str, Any]]:
 
 def _read_routes(path: Path) -> list[Route]:
     with path.open(encoding="utf-8", newline="") as handle:
-        return [Route(r["origin"], r["destination"], r["duration"] or "", r["distance"] or "")
-                for r in csv.DictReader(handle)]
+        return [
+            Route(r["origin"], r["destination"], r["duration"] or "", r["distance"] or "")
+            for r in csv.DictReader(handle)
+        ]
 
 
 def _read_city_states(path: Path) -> dict[str, str]:

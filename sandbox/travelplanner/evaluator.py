@@ -51,6 +51,19 @@ class Evaluation:
     def final_pass(self) -> bool:
         return self.commonsense_pass and self.hard_pass
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready verdicts (for per-plan detail files)."""
+        return {
+            "mode": self.mode,
+            "delivered": self.delivered,
+            "final_pass": self.final_pass,
+            "commonsense": dict(self.commonsense),
+            "hard": None if self.hard is None else dict(self.hard),
+            "official_raises": self.official_raises,
+            "raised_in": list(self.raised_in),
+            "error": self.error,
+        }
+
 
 def _failed(mode: str, delivered: bool, raises: bool = False, error: str | None = None) -> Evaluation:
     return Evaluation({name: False for name in COMMONSENSE_NAMES}, None, raises, delivered, mode, error)
@@ -70,8 +83,9 @@ def _run(checks: dict[str, Any], args: tuple) -> tuple[dict[str, bool | None], l
     return verdicts, raised
 
 
-def evaluate(query: dict[str, Any], plan: list[dict[str, Any]] | None, db: Database,
-             mode: str = "official") -> Evaluation:
+def evaluate(
+    query: dict[str, Any], plan: list[dict[str, Any]] | None, db: Database, mode: str = "official"
+) -> Evaluation:
     """Judge `plan` (a list of day dicts; None or [] = not delivered) for the structured `query`
     (as the official files give it, either key spelling). Never raises for any query or plan;
     an unknown `mode` is a programming error (ValueError)."""
@@ -79,7 +93,7 @@ def evaluate(query: dict[str, Any], plan: list[dict[str, Any]] | None, db: Datab
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     try:
         query = normalize_query(query)
-    except QueryError as err:
+    except (QueryError, AttributeError, TypeError) as err:  # e.g. a non-string constraint key
         return _failed(mode, bool(plan), error=f"query: {err}")
     if not plan:
         return _failed(mode, delivered=False)
@@ -94,5 +108,11 @@ def evaluate(query: dict[str, Any], plan: list[dict[str, Any]] | None, db: Datab
         hard_verdicts, hard_raised = _run(hard.CHECKS, (query, days, lookup))
         raised += hard_raised
     official = mode == "official"
-    return Evaluation(verdicts, hard_verdicts, official and bool(raised), True, mode,
-                      raised_in=tuple(raised) if official else ())
+    return Evaluation(
+        verdicts,
+        hard_verdicts,
+        official and bool(raised),
+        True,
+        mode,
+        raised_in=tuple(raised) if official else (),
+    )

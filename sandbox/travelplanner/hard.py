@@ -14,8 +14,12 @@ from sandbox.travelplanner.text import flight_number, from_to, is_filled, name_a
 
 HOUSE_RULES = ("smoking", "parties", "children under 10", "visitors", "pets")
 # Room-type constraint -> (room type of the database, whether the stay must have it or avoid it).
-ROOM_TYPES = {"not shared room": ("Shared room", False), "shared room": ("Shared room", True),
-              "private room": ("Private room", True), "entire room": ("Entire home/apt", True)}
+ROOM_TYPES = {
+    "not shared room": ("Shared room", False),
+    "shared room": ("Shared room", True),
+    "private room": ("Private room", True),
+    "entire room": ("Entire home/apt", True),
+}
 
 
 def _transport_cost(day: dict, people: int, lookup: Lookup) -> float:

@@ -84,7 +84,7 @@ def parse_python_plan(text: str) -> list[Any]:
     """A plan written as a Python literal (single quotes, None) -> list of day dicts."""
     value = ast.literal_eval(text.strip())
     if not isinstance(value, list):
-        raise ValueError(f"expected a list of days, got {type(value).__name__}")
+        raise TypeError(f"expected a list of days, got {type(value).__name__}")
     return value
 
 

@@ -28,8 +28,10 @@ class Lookup:
 
     def flight_on_route(self, number: str, origin: str, destination: str) -> bool:
         """A flight with this number flies origin -> destination (its date is not checked)."""
-        return any(row["OriginCityName"] == origin and row["DestCityName"] == destination
-                   for row in self.db.flights_numbered(number))
+        return any(
+            row["OriginCityName"] == origin and row["DestCityName"] == destination
+            for row in self.db.flights_numbered(number)
+        )
 
     def flight_price(self, number: str, origin: str, destination: str) -> float | None:
         """Ticket price of a flight: official, the first row with that number whatever its route;

@@ -19,20 +19,35 @@ from sandbox.travelplanner.evaluator import COMMONSENSE_NAMES, HARD_NAMES, Evalu
 from sandbox.travelplanner.loader import SPLIT_SIZES
 
 HARD_DENOMINATORS = {"train": 105, "validation": 420, "test": 2290}
-METRIC_NAMES = ("delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro",
-                "final_pass_rate")
+METRIC_NAMES = (
+    "delivery_rate",
+    "commonsense_micro",
+    "commonsense_macro",
+    "hard_micro",
+    "hard_macro",
+    "final_pass_rate",
+)
 # Which hard checks a query of each level contributes to the official denominator.
-_COUNTED_HARD = {"easy": ("valid_cost",),
-                 "medium": ("valid_cost", "valid_room_rule", "valid_cuisine", "valid_room_type"),
-                 "hard": HARD_NAMES}
-_CONSTRAINT_OF = {"valid_room_rule": "house rule", "valid_cuisine": "cuisine",
-                  "valid_room_type": "room type", "valid_transportation": "transportation"}
+_COUNTED_HARD = {
+    "easy": ("valid_cost",),
+    "medium": ("valid_cost", "valid_room_rule", "valid_cuisine", "valid_room_type"),
+    "hard": HARD_NAMES,
+}
+_CONSTRAINT_OF = {
+    "valid_room_rule": "house rule",
+    "valid_cuisine": "cuisine",
+    "valid_room_type": "room type",
+    "valid_transportation": "transportation",
+}
 
 
 def applicable_hard(query: dict[str, Any]) -> int:
     """How many hard checks of this query the official denominator counts."""
-    return sum(1 for name in _COUNTED_HARD[query["level"]]
-               if name == "valid_cost" or query["local_constraint"][_CONSTRAINT_OF[name]] is not None)
+    return sum(
+        1
+        for name in _COUNTED_HARD[query["level"]]
+        if name == "valid_cost" or query["local_constraint"][_CONSTRAINT_OF[name]] is not None
+    )
 
 
 def _counts(queries: list[dict[str, Any]], results: list[Evaluation]) -> dict[str, int]:
@@ -54,16 +69,20 @@ def _counts(queries: list[dict[str, Any]], results: list[Evaluation]) -> dict[st
 def _rates(counts: dict[str, int], n: int, hard_total: int) -> dict[str, float]:
     def ratio(a: int, b: int) -> float:
         return a / b if b else 0.0
-    return {"delivery_rate": ratio(counts["delivered"], n),
-            "commonsense_micro": ratio(counts["commonsense_passed"], len(COMMONSENSE_NAMES) * n),
-            "commonsense_macro": ratio(counts["commonsense_macro"], n),
-            "hard_micro": ratio(counts["hard_passed"], hard_total),
-            "hard_macro": ratio(counts["hard_macro"], n),
-            "final_pass_rate": ratio(counts["final"], n)}
+
+    return {
+        "delivery_rate": ratio(counts["delivered"], n),
+        "commonsense_micro": ratio(counts["commonsense_passed"], len(COMMONSENSE_NAMES) * n),
+        "commonsense_macro": ratio(counts["commonsense_macro"], n),
+        "hard_micro": ratio(counts["hard_passed"], hard_total),
+        "hard_macro": ratio(counts["hard_macro"], n),
+        "final_pass_rate": ratio(counts["final"], n),
+    }
 
 
-def compute_metrics(queries: list[dict[str, Any]], results: list[Evaluation],
-                    split: str | None = None) -> dict[str, float]:
+def compute_metrics(
+    queries: list[dict[str, Any]], results: list[Evaluation], split: str | None = None
+) -> dict[str, float]:
     """The six official rates; `split` fixes N and the hard denominator to the official constants."""
     counts = _counts(queries, results)
     n = SPLIT_SIZES[split] if split else counts["n"]
@@ -84,8 +103,11 @@ def breakdown(queries: list[dict[str, Any]], results: list[Evaluation]) -> dict[
         counts = _counts(qs, rs)
         passed = {name: sum(r.commonsense.get(name) is True for r in rs) for name in COMMONSENSE_NAMES}
         passed.update({name: sum((r.hard or {}).get(name) is True for r in rs) for name in HARD_NAMES})
-        table[key] = {**_rates(counts, counts["n"], counts["applicable_hard"]),
-                      "n": counts["n"], "passed": passed}
+        table[key] = {
+            **_rates(counts, counts["n"], counts["applicable_hard"]),
+            "n": counts["n"],
+            "passed": passed,
+        }
     return table
 
 

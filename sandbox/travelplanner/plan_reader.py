@@ -21,12 +21,27 @@ import json
 import re
 from typing import Any
 
-FIELD_KEYS = {"current city": "current_city", "current_city": "current_city",
-              "transportation": "transportation", "breakfast": "breakfast", "attraction": "attraction",
-              "attractions": "attraction", "lunch": "lunch", "dinner": "dinner",
-              "accommodation": "accommodation", "accommodations": "accommodation"}
-PLAN_FIELDS = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner",
-               "accommodation")
+FIELD_KEYS = {
+    "current city": "current_city",
+    "current_city": "current_city",
+    "transportation": "transportation",
+    "breakfast": "breakfast",
+    "attraction": "attraction",
+    "attractions": "attraction",
+    "lunch": "lunch",
+    "dinner": "dinner",
+    "accommodation": "accommodation",
+    "accommodations": "accommodation",
+}
+PLAN_FIELDS = (
+    "current_city",
+    "transportation",
+    "breakfast",
+    "attraction",
+    "lunch",
+    "dinner",
+    "accommodation",
+)
 
 _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.DOTALL)
 _DAY_HEADER = re.compile(r"^[\s*#>-]*day\s*(\d+)\s*[*:]*\s*(.*)$", re.IGNORECASE)
@@ -47,7 +62,7 @@ def _structured(text: str) -> list[Any] | None:
     for opener, closer in (("[", "]"), ("{", "}")):
         start, end = text.find(opener), text.rfind(closer)
         if 0 <= start < end:
-            candidates.append(text[start:end + 1])
+            candidates.append(text[start : end + 1])
     for candidate in candidates:
         for parse in (json.loads, ast.literal_eval):
             try:

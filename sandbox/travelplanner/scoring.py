@@ -4,14 +4,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.travelplanner.database import Database
+from sandbox.travelplanner.database import DEFAULT_DATABASE_DIR, Database
 from sandbox.travelplanner.evaluator import Evaluation, evaluate
 from sandbox.travelplanner.loader import LoaderError, check_split, read_queries
 from sandbox.travelplanner.metrics import breakdown, compute_metrics, format_table
 from sandbox.travelplanner.submission import read_submission
-
-# The offline copy of the official database, beside a checkout of this repository.
-DEFAULT_DATABASE_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "travelplanner" / "database"
 
 
 @dataclass(frozen=True)
@@ -23,11 +20,18 @@ class FileScore:
     split: str | None
 
     def table(self) -> str:
-        return f"TravelPlanner {self.split or ''} ({self.mode} mode)\n" + format_table(self.metrics, self.groups)
+        return f"TravelPlanner {self.split or ''} ({self.mode} mode)\n" + format_table(
+            self.metrics, self.groups
+        )
 
 
-def evaluate_files(queries_path: str | Path, plans_path: str | Path, split: str | None = None,
-                   mode: str = "official", database: Database | str | Path | None = None) -> FileScore:
+def evaluate_files(
+    queries_path: str | Path,
+    plans_path: str | Path,
+    split: str | None = None,
+    mode: str = "official",
+    database: Database | str | Path | None = None,
+) -> FileScore:
     """Evaluate every plan of a submission file against the queries file (same order).
 
     `split` ("train" / "validation" / "test") checks the official size and uses the official metric
@@ -41,12 +45,20 @@ def evaluate_files(queries_path: str | Path, plans_path: str | Path, split: str 
         raise LoaderError(f"{plans_path}: {len(plans)} plans for {len(queries)} queries in {queries_path}")
     db = database if isinstance(database, Database) else Database.from_dir(database or DEFAULT_DATABASE_DIR)
     results = [evaluate(q, p, db, mode=mode) for q, p in zip(queries, plans)]
-    return FileScore(compute_metrics(queries, results, split), breakdown(queries, results), results, mode, split)
+    return FileScore(
+        compute_metrics(queries, results, split), breakdown(queries, results), results, mode, split
+    )
 
 
 def score_summary(score: FileScore) -> dict[str, Any]:
     """A JSON-ready summary (metrics, per-group rates, how many plans the harness would raise on)."""
-    return {"split": score.split, "mode": score.mode, **score.metrics,
-            "official_raises": sum(e.official_raises for e in score.evaluations),
-            "groups": {f"{level}-{days}": {k: v for k, v in row.items() if k != "passed"}
-                       for (level, days), row in score.groups.items()}}
+    return {
+        "split": score.split,
+        "mode": score.mode,
+        **score.metrics,
+        "official_raises": sum(e.official_raises for e in score.evaluations),
+        "groups": {
+            f"{level}-{days}": {k: v for k, v in row.items() if k != "passed"}
+            for (level, days), row in score.groups.items()
+        },
+    }

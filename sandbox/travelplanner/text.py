@@ -23,7 +23,7 @@ def before_parenthesis(text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"expected a string, got {type(text).__name__}")
     start = text.find("(")
-    if start < 0 or "\n" in text[:start] or ")" not in text[start + 1:]:
+    if start < 0 or "\n" in text[:start] or ")" not in text[start + 1 :]:
         return text
     return text[:start]
 
@@ -52,7 +52,7 @@ def attraction_items(text: str, strict: bool) -> list[str]:
 
 
 def transport_mode(text: str) -> str | None:
-    """"Taxi", "Self-driving" or "Flight" by case-insensitive search in that order; None otherwise."""
+    """ "Taxi", "Self-driving" or "Flight" by case-insensitive search in that order; None otherwise."""
     lowered = text.lower()
     for needle, mode in (("taxi", "Taxi"), ("self-driving", "Self-driving"), ("flight", "Flight")):
         if needle in lowered:
