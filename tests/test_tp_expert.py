@@ -132,6 +132,9 @@ def test_make_data_and_the_plugin_end_to_end(data_dir):
     assert bench.reward(bench.evaluate(None, *pairs[0]), False).total == 0.0
     broken = bench.evaluate("[{\"days\": 1}]", *pairs[0])
     assert not broken.all_passed and bench.reward(broken, True).total < 0
+    assert len(bench.checks(verdicts[0])) == 13 and all(ok for _, ok, _ in bench.checks(verdicts[0]))
+    assert [ok for _, ok, _ in bench.checks(broken)][8:] == [False] * 5        # gate failed
+    assert json.loads(json.dumps(broken.to_dict()))["shaped"] is False
     from sandbox.travelplanner.metrics import applicable_hard
 
     assert sum(applicable_hard(v.query) for v in verdicts[:45]) == 105   # the official train constant

@@ -27,7 +27,7 @@ from sandbox.benchmarks.base import Benchmark, BenchmarkError, Log, Pair, Prompt
 from sandbox.reward import Reward
 from sandbox.travelplanner import prompt as tp_prompt
 from sandbox.travelplanner.database import Database, DatabaseError
-from sandbox.travelplanner.evaluator import MODES, Evaluation, evaluate
+from sandbox.travelplanner.evaluator import COMMONSENSE_NAMES, HARD_NAMES, MODES, Evaluation, evaluate
 from sandbox.travelplanner.loader import LoaderError, read_queries
 from sandbox.travelplanner.metrics import breakdown, compute_metrics, format_table
 from sandbox.travelplanner.plan_reader import read_plan
@@ -54,10 +54,7 @@ class TravelPlannerVerdict:
         return self.evaluation.final_pass
 
     def to_dict(self) -> dict[str, Any]:
-        e = self.evaluation
-        return {"delivered": e.delivered, "shaped": self.shaped, "final_pass": e.final_pass,
-                "commonsense": e.commonsense, "hard": e.hard, "official_raises": e.official_raises,
-                "mode": e.mode, "error": e.error, "level": self.query.get("level"),
+        return {**self.evaluation.to_dict(), "shaped": self.shaped, "level": self.query.get("level"),
                 "days": self.query["days"]}
 
 
@@ -202,6 +199,19 @@ class TravelPlannerBenchmark(Benchmark):
         groups = {(key.rsplit("-", 1)[0], int(key.rsplit("-", 1)[1])): row
                   for key, row in metrics.get("per_level_days", {}).items()}
         return f"n = {metrics['n']}\n" + format_table(metrics, groups)
+
+    def checks(self, verdict: TravelPlannerVerdict) -> list[tuple[str, bool, str]]:
+        """The 8 commonsense then the 5 hard checks; a hard check not applicable passes, and every
+        hard check fails when the sandbox/completeness gate did."""
+        e = verdict.evaluation
+        rows = [(name, e.commonsense.get(name) is not False, "commonsense") for name in COMMONSENSE_NAMES]
+        for name in HARD_NAMES:
+            if e.hard is None:
+                rows.append((name, False, "hard; not judged: the sandbox/completeness gate failed"))
+            else:
+                value = e.hard.get(name)
+                rows.append((name, value is not False, "hard; not applicable" if value is None else "hard"))
+        return rows
 
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         return {**super().headline(metrics), "commonsense_micro": metrics["commonsense_micro"],
