@@ -19,7 +19,9 @@ import re
 from typing import Any, Sequence
 
 from sandbox.env import EpisodeEnv
-from sandbox.expert.planner import ExpertFailure, ExpertResult
+# The B2T expert's episode driver (assistant text in the action format, transcript, errors as
+# ExpertFailure) serves here unchanged.
+from sandbox.expert.planner import ExpertFailure, ExpertResult, _call, _Session
 from sandbox.travelplanner.solver import (CityRows, LegOptions, Solution, constraint, drive_plan_text,
                                           people_of, solve)
 from sandbox.travelplanner.tools import COLUMN_SEP, FLIGHT_COLUMNS, PLACE_COLUMNS
@@ -59,40 +61,6 @@ def _drive(text: str) -> tuple[str, int] | None:
     """(plan text, cost per vehicle) from a DistanceMatrix reply; None for "no valid route"."""
     match = _COST.search(text)
     return (drive_plan_text(text), int(match.group(1))) if match and "no valid route" not in text else None
-
-
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-class _Session:
-    """The running episode: environment and transcript (assistant and user turns)."""
-
-    def __init__(self, env: EpisodeEnv) -> None:
-        self.env = env
-        self.turns: list[dict[str, str]] = []
-
-    def act(self, think: str, memory: Sequence[dict] = (), calls: Sequence[dict] = ()) -> list[str]:
-        if self.env.done:
-            raise ExpertFailure("ran out of turns before finishing the plan")
-        parts = [f"<think>{think}</think>"]
-        parts += [f"<memory>{json.dumps(m, ensure_ascii=False)}</memory>" for m in memory]
-        parts += ["<tool_call>\n" + json.dumps(c, ensure_ascii=False) + "\n</tool_call>" for c in calls]
-        text = "\n".join(parts)
-        step = self.env.step(text)
-        self.turns += [{"role": "assistant", "content": text}, {"role": "user", "content": step.rendered}]
-        errors = [r.text for r in step.responses if r.is_error]
-        if errors:
-            raise ExpertFailure(f"environment reported an error: {errors[0][:200]}")
-        return [r.text for r in step.responses if r.kind == "tool"]
-
-    def answer(self, think: str, plan: list[dict[str, Any]]) -> str:
-        text = f"<think>{think}</think>\n<answer>{json.dumps(plan, ensure_ascii=False)}</answer>"
-        step = self.env.step(text)
-        self.turns.append({"role": "assistant", "content": text})
-        if not step.done or step.answer is None:
-            raise ExpertFailure("the environment did not accept the answer")
-        return step.answer
 
 
 class TravelPlannerExpert:

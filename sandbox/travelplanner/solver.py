@@ -16,7 +16,7 @@ every leg, or per leg the cheaper of taxi and flight (never self-driving mixed w
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 NIGHTS_PER_CITY = 2
@@ -52,7 +52,6 @@ class Solution:
     cost: float
     cities: list[str]
     mode: str                               # "self-driving" | "taxi/flight"
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 def constraint(query: dict[str, Any], key: str) -> Any:
@@ -162,7 +161,7 @@ def _meal_slots(cities: Sequence[str]) -> list[_MealSlot]:
 
 
 def _assign_meals(slots: list[_MealSlot], restaurants: dict[str, list[dict[str, Any]]],
-                  cuisines: Sequence[str], people: int) -> bool:
+                  cuisines: Sequence[str]) -> bool:
     """Cheapest distinct restaurants per slot, after covering each required cuisine once."""
     used: dict[str, set[str]] = {city: set() for city in restaurants}
     for cuisine in cuisines:
@@ -216,7 +215,7 @@ def solve(query: dict[str, Any], cities: Sequence[str], city_rows: dict[str, Cit
             return None
         stays[city] = min(options, key=lambda r: stay_cost(r, people, NIGHTS_PER_CITY))
     slots = _meal_slots(cities)
-    if not _assign_meals(slots, restaurants, constraint(query, "cuisine") or [], people):
+    if not _assign_meals(slots, restaurants, constraint(query, "cuisine") or []):
         return None
     fixed = sum(c for _, c in transport[1])
     fixed += sum(stay_cost(stays[c], people, NIGHTS_PER_CITY) for c in cities)
