@@ -123,6 +123,10 @@ def test_make_data_and_the_plugin_end_to_end(data_dir):
     bench = get_benchmark("travelplanner", data_dir)
     pairs = bench.load_split("train")
     assert len(pairs) == 45 + 9 and [v["id"] for v, _ in pairs][:2] == ["train-00", "train-01"]
+    dev = bench.load_split("dev")                              # held out: another random stream
+    assert len(dev) == 12
+    assert not {t["query"]["query"] for _, t in dev} & {t["query"]["query"] for _, t in pairs}
+    assert {v["id"] for v, _ in dev}.isdisjoint(t["id"] for t in bench.sft_traces())
     assert all(v["query"] and "budget" not in v for v, _ in pairs)  # the structured query stays hidden
     answers = dict(bench.expert_answers(pairs))
     verdicts = [bench.evaluate(answers[v["id"]], v, t) for v, t in pairs]

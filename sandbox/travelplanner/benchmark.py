@@ -3,13 +3,14 @@ reward, metrics and expert to the interface that rollout, training, eval and the
 
 DATA layout (written by `launch/make_data.py --benchmark travelplanner`, see prepare.py):
     DATA/database/                     the official database files (self-contained copy)
-    DATA/instances/train.jsonl         visible: id, split, difficulty (= level), query (text), days
-    DATA/ground_truth/train.jsonl      hidden: id, query (structured), cities (reference, route order)
-    DATA/reference/train.jsonl         id, reference_info (the official blocks; sole-planning prompt)
-    DATA/sft/train.jsonl               expert traces {id, messages, tools}
+    DATA/instances/{train,dev}.jsonl     visible: id, split, difficulty (= level), query (text), days
+    DATA/ground_truth/{train,dev}.jsonl  hidden: id, query (structured), cities (reference, route order)
+    DATA/reference/{train,dev}.jsonl     id, reference_info (the official blocks; sole-planning prompt)
+    DATA/sft/train.jsonl                 expert traces {id, messages, tools}
     DATA/stats.json
-The train split is the 45 official training queries plus generated ones. Validation and test
-queries are never written here: a user passes the official file with `queries=` (`--queries`).
+The train split is the 45 official training queries plus generated ones; dev is generated only
+(held out, for evaluation during training). Validation and test queries are never written here: a
+user passes the official file with `queries=` (`--queries`).
 Options: `planning` two-stage | sole-planning, `mode` official | strict (evaluator),
 `queries` (an official-format query file, read as the split being evaluated).
 """
@@ -60,7 +61,8 @@ class TravelPlannerVerdict:
 
 class TravelPlannerBenchmark(Benchmark):
     name = "travelplanner"
-    splits = ("train", "validation", "test")
+    splits = ("train", "dev", "validation", "test")
+    data_splits = ("train", "dev")              # written by make_data; the official ones come from users
 
     def __init__(self, data_dir: str | Path | None, *, planning: str = "two-stage", mode: str = "official",
                  queries: str | Path | None = None, **options: Any) -> None:
@@ -107,8 +109,9 @@ class TravelPlannerBenchmark(Benchmark):
 
     @classmethod
     def data_ready(cls, data_dir: Path) -> bool:
-        return all((data_dir / p).exists() for p in
-                   ("database", "instances/train.jsonl", "ground_truth/train.jsonl", "reference/train.jsonl"))
+        files = [data_dir / folder / f"{split}.jsonl" for split in cls.data_splits
+                 for folder in ("instances", "ground_truth", "reference")]
+        return (data_dir / "database").is_dir() and all(f.exists() for f in files)
 
     # -- database, instances ----------------------------------------------------------------------
     @property
@@ -126,16 +129,16 @@ class TravelPlannerBenchmark(Benchmark):
             raise BenchmarkError(f"unknown split {split!r}; choose from {self.splits}")
         if self.queries is not None:
             return self._user_queries(split)
-        if split != "train":
+        if split not in self.data_splits:
             raise BenchmarkError(f"the {split} queries are not in the data directory; pass the official "
-                                 f"file with --queries")
-        visible = _read_jsonl(self._path("instances", "train.jsonl"))
-        truth = {row["id"]: row for row in _read_jsonl(self._path("ground_truth", "train.jsonl"))}
-        for row in _read_jsonl(self._path("reference", "train.jsonl")):
+                                 f"file with --queries (training evaluates on the generated dev split)")
+        visible = _read_jsonl(self._path("instances", f"{split}.jsonl"))
+        truth = {row["id"]: row for row in _read_jsonl(self._path("ground_truth", f"{split}.jsonl"))}
+        for row in _read_jsonl(self._path("reference", f"{split}.jsonl")):
             self._references[row["id"]] = row["reference_info"]
         missing = [v["id"] for v in visible if v["id"] not in truth]
         if missing:
-            raise BenchmarkError(f"ground_truth/train.jsonl lacks instance {missing[0]!r}")
+            raise BenchmarkError(f"ground_truth/{split}.jsonl lacks instance {missing[0]!r}")
         return [(v, truth[v["id"]]) for v in visible]
 
     def _user_queries(self, split: str) -> list[Pair]:

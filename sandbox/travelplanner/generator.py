@@ -126,11 +126,12 @@ def _draw(graph: _RouteGraph, rng: random.Random, level: str,
 
 
 def generate_query(db: Database, seed: int, index: int, level: str, days: int,
-                   graph: _RouteGraph | None = None) -> GeneratedQuery | None:
-    """The index-th generated query of a seed (None when MAX_ATTEMPTS draws found no plan)."""
+                   graph: _RouteGraph | None = None, stream: str = "train") -> GeneratedQuery | None:
+    """The index-th generated query of a seed and stream (None when MAX_ATTEMPTS draws found no
+    plan); different streams ("train", "dev") never share random draws."""
     graph = graph or _RouteGraph(db)
     for attempt in range(MAX_ATTEMPTS):
-        rng = random.Random(f"travelplanner-{seed}-{index}-{attempt}")
+        rng = random.Random(f"travelplanner-{stream}-{seed}-{index}-{attempt}")
         drawn = _draw(graph, rng, level, days)
         if drawn is None:
             continue
@@ -145,12 +146,12 @@ def generate_query(db: Database, seed: int, index: int, level: str, days: int,
 
 
 def generate_queries(db: Database, n: int, seed: int = 0, levels: Sequence[str] = LEVELS,
-                     days: Sequence[int] = DAYS) -> list[GeneratedQuery]:
+                     days: Sequence[int] = DAYS, stream: str = "train") -> list[GeneratedQuery]:
     """n queries cycling through levels x durations (balanced), skipping the rare unplannable slot."""
     out, graph = [], _RouteGraph(db)
     for i in range(n):
         generated = generate_query(db, seed, i, levels[i % len(levels)], days[(i // len(levels)) % len(days)],
-                                   graph)
+                                   graph, stream)
         if generated is not None:
             out.append(generated)
     return out

@@ -1,9 +1,11 @@
 """`launch/make_data.py --benchmark travelplanner --out DATA`: the TravelPlanner training data.
 
 Writes (layout in benchmark.py) the database copy, the train split = the 45 official training
-queries + generated ones, their reference information, and the expert's SFT traces framed by the
-two-stage agent prompt. Only expert plans that pass all 13 checks under `official` become traces;
-a generated query the expert cannot solve is dropped (counted in stats.json). Validation and test
+queries + generated ones, a dev split of generated queries from another random stream (what
+training evaluates on: `data.eval_split=dev`), their reference information, and the expert's SFT
+traces of the train split, framed by the two-stage agent prompt. Only expert plans that pass all
+13 checks under `official` become traces; a generated query the expert cannot solve is dropped
+(counted in stats.json). Validation and test
 queries are never read here.
 """
 
@@ -29,6 +31,7 @@ from sandbox.travelplanner.training import load_training
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "travelplanner"
 GENERATED = {"small": 60, "full": 3000}
+DEV = {"small": 12, "full": 300}          # generated held-out queries for evaluation during training
 
 
 class PrepareError(ValueError):
@@ -58,23 +61,45 @@ def _copy_database(source: Path, out_dir: Path) -> Database:
     return Database.from_dir(target)
 
 
-def build_pairs(db: Database, source: Path, n_generated: int, seed: int) -> tuple[list, list, list]:
-    """(visible, truth, reference) rows of the train split: the 45 official queries, then generated."""
-    visible, truth, refs = [], [], []
+class _Split:
+    """The three row lists of one split, written side by side."""
 
-    def add(ident: str, query: dict[str, Any], cities: list[str], info: dict[str, Any], origin: str) -> None:
-        visible.append({"id": ident, "split": "train", "difficulty": query["level"], "query": query["query"],
-                        "days": query["days"], "source": origin})
-        truth.append({"id": ident, "query": query, "cities": cities})
-        refs.append({"id": ident, "reference_info": info})
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.visible: list[dict[str, Any]] = []
+        self.truth: list[dict[str, Any]] = []
+        self.refs: list[dict[str, Any]] = []
 
+    def add(self, ident: str, query: dict[str, Any], cities: list[str], info: dict[str, Any],
+            source: str) -> None:
+        self.visible.append({"id": ident, "split": self.name, "difficulty": query["level"],
+                             "query": query["query"], "days": query["days"], "source": source})
+        self.truth.append({"id": ident, "query": query, "cities": cities})
+        self.refs.append({"id": ident, "reference_info": info})
+
+    def drop(self, ids: set[str]) -> None:
+        keep = [i for i, v in enumerate(self.visible) if v["id"] not in ids]
+        self.visible, self.truth, self.refs = ([rows[i] for i in keep]
+                                               for rows in (self.visible, self.truth, self.refs))
+
+    def write(self, out_dir: Path) -> None:
+        folders = (("instances", self.visible), ("ground_truth", self.truth), ("reference", self.refs))
+        for folder, rows in folders:
+            _write_jsonl(out_dir / folder / f"{self.name}.jsonl", rows)
+
+
+def build_splits(db: Database, source: Path, n_generated: int, n_dev: int,
+                 seed: int) -> tuple[_Split, _Split]:
+    """train: the 45 official queries, then generated ones; dev: generated from another random stream."""
+    train, dev = _Split("train"), _Split("dev")
     for example in load_training(source):
-        add(f"train-{example.index:02d}", example.query, example.reference_cities, example.reference_info,
-            "official")
-    for i, generated in enumerate(generate_queries(db, n_generated, seed=seed)):
-        add(f"gen-{i:05d}", generated.query, generated.cities,
-            reference_info(db, generated.query, generated.cities), "generated")
-    return visible, truth, refs
+        train.add(f"train-{example.index:02d}", example.query, example.reference_cities,
+                  example.reference_info, "official")
+    for split, n, prefix in ((train, n_generated, "gen"), (dev, n_dev, "dev")):
+        for i, generated in enumerate(generate_queries(db, n, seed=seed, stream=split.name)):
+            split.add(f"{prefix}-{i:05d}", generated.query, generated.cities,
+                      reference_info(db, generated.query, generated.cities), "generated")
+    return train, dev
 
 
 def expert_traces(db: Database, visible: list[dict], truth: list[dict]) -> tuple[list[dict], set[str]]:
@@ -105,22 +130,22 @@ def make_data(out_dir: Path, args: argparse.Namespace, log: Callable[[str], None
     started = time.perf_counter()
     db = _copy_database(source / "database", out_dir)
     try:
-        visible, truth, refs = build_pairs(db, source, n_generated, args.seed)
+        train, dev = build_splits(db, source, n_generated, DEV.get(args.scale, 0), args.seed)
     except LoaderError as err:
         raise PrepareError(str(err)) from None
-    log(f"train split: {len(visible)} queries ({n_generated} generated requested) "
-        f"({time.perf_counter() - started:.1f}s)")
+    log(f"train split: {len(train.visible)} queries ({n_generated} generated requested), dev split: "
+        f"{len(dev.visible)} ({time.perf_counter() - started:.1f}s)")
     stats: dict[str, Any] = {}
     if not args.no_expert:
-        traces, failed = expert_traces(db, visible, truth)
-        keep = [i for i, v in enumerate(visible) if v["source"] == "official" or v["id"] not in failed]
-        visible, truth, refs = ([rows[i] for i in keep] for rows in (visible, truth, refs))
-        _write_jsonl(out_dir / "sft" / "train.jsonl", traces)
+        traces, failed = expert_traces(db, train.visible + dev.visible, train.truth + dev.truth)
+        train.drop({i for i in failed if not i.startswith("train-")})   # the official 45 always stay
+        dev.drop(failed)
+        dev_ids = {v["id"] for v in dev.visible}
+        _write_jsonl(out_dir / "sft" / "train.jsonl", [t for t in traces if t["id"] not in dev_ids])
         stats["expert"] = {"solved": len(traces), "failed": sorted(failed)}
-        log(f"expert: {len(traces)} traces, {len(failed)} unsolved ({time.perf_counter() - started:.1f}s)")
-    _write_jsonl(out_dir / "instances" / "train.jsonl", visible)
-    _write_jsonl(out_dir / "ground_truth" / "train.jsonl", truth)
-    _write_jsonl(out_dir / "reference" / "train.jsonl", refs)
-    groups = Counter(f"{v['source']}:{v['difficulty']}-{v['days']}" for v in visible)
-    stats["train"] = dict(sorted(groups.items()))
+        log(f"expert: {len(traces)} solved, {len(failed)} unsolved ({time.perf_counter() - started:.1f}s)")
+    for split in (train, dev):
+        split.write(out_dir)
+        groups = Counter(f"{v['source']}:{v['difficulty']}-{v['days']}" for v in split.visible)
+        stats[split.name] = dict(sorted(groups.items()))
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
