@@ -27,6 +27,8 @@ METRIC_NAMES = (
     "hard_macro",
     "final_pass_rate",
 )
+_SHORT = {"delivery_rate": "delivery", "commonsense_micro": "cs micro", "commonsense_macro": "cs macro",
+          "hard_micro": "hard micro", "hard_macro": "hard macro", "final_pass_rate": "final pass"}
 # Which hard checks a query of each level contributes to the official denominator.
 _COUNTED_HARD = {
     "easy": ("valid_cost",),
@@ -115,7 +117,7 @@ def format_table(metrics: dict[str, float], groups: dict[tuple[str, int], dict] 
     """Metrics as percentages, then one line per level x days group."""
     lines = [f"{name:<20} {100 * metrics[name]:6.2f}%" for name in METRIC_NAMES]
     if groups:
-        head = "level   days    n " + " ".join(f"{n[:11]:>11}" for n in METRIC_NAMES)
+        head = "level   days    n " + " ".join(f"{_SHORT[n]:>11}" for n in METRIC_NAMES)
         lines += ["", head]
         for (level, days), row in groups.items():
             rates = " ".join(f"{100 * row[n]:10.1f}%" for n in METRIC_NAMES)
