@@ -82,6 +82,9 @@ def test_breakdown_and_table_group_by_level_and_days():
     assert list(groups) == [("easy", 3), ("easy", 5), ("medium", 3), ("medium", 5), ("hard", 3), ("hard", 7)]
     assert groups[("medium", 3)]["final_pass_rate"] == 1.0 and groups[("medium", 3)]["n"] == 1
     assert groups[("hard", 3)]["hard_micro"] == pytest.approx(3 / 4)
+    # Per group, every applicable hard check is in the denominator: the medium transportation pass
+    # gives 2/2, not the official 2/1.
+    assert groups[("medium", 3)]["hard_micro"] == 1.0
     assert groups[("hard", 3)]["passed"]["valid_room_type"] == 1
     table = format_table(compute_metrics(MIXED_QUERIES, MIXED_RESULTS), groups)
     assert "final_pass_rate       33.33%" in table and "hard       7" in table
