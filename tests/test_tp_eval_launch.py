@@ -24,6 +24,8 @@ def _launch_main():
 def test_official_submission_is_scored_with_the_official_constants(tmp_path, train_queries, human_plans,
                                                                    capsys):
     require_shared()
+    # --queries and --mode are the TravelPlanner plugin's options (branch tp-agent).
+    pytest.importorskip("sandbox.travelplanner.benchmark", reason="the TravelPlanner plugin is not merged yet")
     data = tmp_path / "data"
     data.mkdir()
     (data / "database").symlink_to(DATABASE_DIR, target_is_directory=True)
