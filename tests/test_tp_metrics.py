@@ -8,7 +8,7 @@ from sandbox.travelplanner.evaluator import COMMONSENSE_NAMES, Evaluation
 from sandbox.travelplanner.loader import LoaderError
 from sandbox.travelplanner.metrics import applicable_hard, breakdown, compute_metrics, format_table
 from sandbox.travelplanner.scoring import evaluate_files
-from sandbox.travelplanner.submission import read_submission, write_submission
+from sandbox.travelplanner.submission import SubmissionError, read_submission, write_submission
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 
 
@@ -102,6 +102,12 @@ def test_submission_round_trips(tmp_path, train_queries, human_plans):
     assert [r["idx"] for r in records] == [1, 2, 3]
     assert records[1] == {"idx": 2, "query": train_queries[1]["query"], "plan": None}
     assert read_submission(path) == plans
+    # A plan written as a Python literal string (as some tools do) is read back as the same list.
+    path.write_text(json.dumps({"idx": 1, "query": "q", "plan": repr(human_plans[0])}) + "\n")
+    assert read_submission(path) == [human_plans[0]]
+    path.write_text('{"idx": 1, "query": "q"}\n')
+    with pytest.raises(SubmissionError, match="sub.jsonl:1"):
+        read_submission(path)
 
 
 def test_evaluate_files_scores_the_human_plans_fully(tmp_path, tp_db, train_queries, human_plans):
