@@ -51,6 +51,9 @@ class RolloutConfig:
     top_p: float = 1.0
     memory_enabled: bool = True  # ablation: memory module off
     python_tool: bool = False
+    # "full": refuse to start the Python tool without its kernel jail (root, mount/network namespaces);
+    # "unsafe-ok": run it anyway with only an in-process audit hook, which model-written code can escape.
+    python_tool_isolation: str = "full"
     prompt_style: str = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
 
 

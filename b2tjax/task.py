@@ -53,6 +53,7 @@ class BenchmarkTask:
         self._eval = self._load_split(cfg.data.eval_split, cfg.data.eval_instances)
         self._engine = None
         self._python_pool = None
+        self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
 
     @classmethod
     def prepare(cls, cfg: TrainConfig) -> "BenchmarkTask":
@@ -101,7 +102,7 @@ class BenchmarkTask:
         if self._python_pool is None:
             from sandbox.python_tool import PythonSandbox
 
-            self._python_pool = PythonSandbox()
+            self._python_pool = PythonSandbox(isolation=self.cfg.rollout.python_tool_isolation)
         return self._python_pool
 
     def _score(self, records, pairs) -> tuple[list, list]:

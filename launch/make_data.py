@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Runnable as a script from any directory, with this checkout's packages first; launch/ itself
-# leaves the path, or launch/rollout.py would shadow the `rollout` package.
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
+    # (launch/rollout.py would shadow the `rollout` package)
+    sys.path[:] = [str(ROOT)] + [p for p in sys.path
+                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class  # noqa: E402
 

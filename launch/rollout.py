@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# This checkout's packages first; launch/ itself leaves the path (this file would shadow `rollout`).
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
+    # (launch/rollout.py would shadow the `rollout` package)
+    sys.path[:] = [str(ROOT)] + [p for p in sys.path
+                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class  # noqa: E402
 

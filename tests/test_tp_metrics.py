@@ -8,7 +8,7 @@ from sandbox.travelplanner.evaluator import COMMONSENSE_NAMES, Evaluation
 from sandbox.travelplanner.loader import LoaderError
 from sandbox.travelplanner.metrics import applicable_hard, breakdown, compute_metrics, format_table
 from sandbox.travelplanner.scoring import evaluate_files
-from sandbox.travelplanner.submission import read_submission, write_submission
+from sandbox.travelplanner.submission import SubmissionError, read_submission, write_submission
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 
 
@@ -82,6 +82,9 @@ def test_breakdown_and_table_group_by_level_and_days():
     assert list(groups) == [("easy", 3), ("easy", 5), ("medium", 3), ("medium", 5), ("hard", 3), ("hard", 7)]
     assert groups[("medium", 3)]["final_pass_rate"] == 1.0 and groups[("medium", 3)]["n"] == 1
     assert groups[("hard", 3)]["hard_micro"] == pytest.approx(3 / 4)
+    # Per group, every applicable hard check is in the denominator: the medium transportation pass
+    # gives 2/2, not the official 2/1.
+    assert groups[("medium", 3)]["hard_micro"] == 1.0
     assert groups[("hard", 3)]["passed"]["valid_room_type"] == 1
     table = format_table(compute_metrics(MIXED_QUERIES, MIXED_RESULTS), groups)
     assert "final_pass_rate       33.33%" in table and "hard       7" in table
@@ -99,6 +102,12 @@ def test_submission_round_trips(tmp_path, train_queries, human_plans):
     assert [r["idx"] for r in records] == [1, 2, 3]
     assert records[1] == {"idx": 2, "query": train_queries[1]["query"], "plan": None}
     assert read_submission(path) == plans
+    # A plan written as a Python literal string (as some tools do) is read back as the same list.
+    path.write_text(json.dumps({"idx": 1, "query": "q", "plan": repr(human_plans[0])}) + "\n")
+    assert read_submission(path) == [human_plans[0]]
+    path.write_text('{"idx": 1, "query": "q"}\n')
+    with pytest.raises(SubmissionError, match="sub.jsonl:1"):
+        read_submission(path)
 
 
 def test_evaluate_files_scores_the_human_plans_fully(tmp_path, tp_db, train_queries, human_plans):

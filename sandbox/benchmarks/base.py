@@ -31,6 +31,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator, Protocol, Sequence
 
+from sandbox.jsonl import read_jsonl_objects
 from sandbox.reward import Reward
 from sandbox.types import ToolResult
 
@@ -83,7 +84,7 @@ class Benchmark(abc.ABC):
     """One benchmark over one data directory. Subclasses are registered in sandbox.benchmarks."""
 
     name: ClassVar[str]
-    splits: ClassVar[tuple[str, ...]]            # split names load_split accepts
+    splits: ClassVar[tuple[str, ...]]            # split names load_split accepts; first = training split
     prompt_variants: ClassVar[tuple[str, ...]] = ("b2t", "react")   # first = default
     # "b2t": the framework's agent prompt (memory module, tools); "react": plain ReAct baseline.
 
@@ -180,12 +181,10 @@ class Benchmark(abc.ABC):
         if not path.exists():
             return None
         traces = []
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    traces.append(json.loads(line))
-                    if limit and len(traces) >= limit:
-                        break
+        for _, trace in read_jsonl_objects(path, BenchmarkError):
+            traces.append(trace)
+            if limit and len(traces) >= limit:
+                break
         return traces
 
     def tokenizer_corpus(self) -> list[str]:
