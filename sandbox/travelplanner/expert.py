@@ -21,7 +21,8 @@ from typing import Any, Sequence
 from sandbox.env import EpisodeEnv
 # The B2T expert's episode driver (assistant text in the action format, transcript, errors as
 # ExpertFailure) serves here unchanged.
-from sandbox.expert.planner import ExpertFailure, ExpertResult, _call, _Session
+from sandbox.expert.planner import ExpertFailure, ExpertResult
+from sandbox.expert.session import ExpertSession, tool_call
 from sandbox.travelplanner.solver import (CityRows, LegOptions, Solution, constraint, drive_plan_text,
                                           people_of, solve)
 from sandbox.travelplanner.tools import COLUMN_SEP, FLIGHT_COLUMNS, PLACE_COLUMNS
@@ -71,7 +72,7 @@ class TravelPlannerExpert:
         self.max_turns = max_turns
 
     def solve(self, visible: dict[str, Any], truth: dict[str, Any]) -> ExpertResult:
-        session = _Session(EpisodeEnv(self.world, memory_enabled=True, max_turns=self.max_turns))
+        session = ExpertSession(EpisodeEnv(self.world, memory_enabled=True, max_turns=self.max_turns))
         try:
             solution = _Solver(session, truth).run()
         except ExpertFailure as err:
@@ -87,7 +88,7 @@ class TravelPlannerExpert:
 
 
 class _Solver:
-    def __init__(self, session: _Session, truth: dict[str, Any]) -> None:
+    def __init__(self, session: ExpertSession, truth: dict[str, Any]) -> None:
         self.s = session
         self.q = truth["query"]
         self.cities = list(truth["cities"])
@@ -121,13 +122,13 @@ class _Solver:
         if not legs:
             return
         banned = constraint(self.q, "transportation")
-        calls = [_call("CitySearch", state=self.q["dest"])] if first and int(self.q["days"]) > 3 else []
+        calls = [tool_call("CitySearch", state=self.q["dest"])] if first and int(self.q["days"]) > 3 else []
         for origin, dest, date in legs:
             if banned != "no self-driving":
-                calls.append(_call("DistanceMatrix", origin=origin, destination=dest, mode="self-driving"))
-            calls.append(_call("DistanceMatrix", origin=origin, destination=dest, mode="taxi"))
+                calls.append(tool_call("DistanceMatrix", origin=origin, destination=dest, mode="self-driving"))
+            calls.append(tool_call("DistanceMatrix", origin=origin, destination=dest, mode="taxi"))
             if banned != "no flight":
-                calls.append(_call("FlightSearch", origin=origin, destination=dest, date=date))
+                calls.append(tool_call("FlightSearch", origin=origin, destination=dest, date=date))
         think = (self._trip_summary() + " First the cities and the ways to travel each leg." if first else
                  f"No plan fits the order {' -> '.join(self.cities)}; checking the legs of "
                  f"{' -> '.join(order)}.")
@@ -142,7 +143,7 @@ class _Solver:
             self.legs[(origin, dest, date)] = LegOptions(origin, dest, date, drive, taxi, tuple(flights))
 
     def _ask_places(self) -> dict[str, CityRows]:
-        calls = [_call(tool, city=city) for city in self.cities for tool, _ in _SEARCHES]
+        calls = [tool_call(tool, city=city) for city in self.cities for tool, _ in _SEARCHES]
         replies = iter(self.s.act(f"Now the accommodations, restaurants and attractions of "
                                   f"{', '.join(self.cities)}.", calls=calls))
         rows = {}
