@@ -3,10 +3,15 @@
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
     python launch/eval.py --data DATA --agent expert --split test
+    python launch/eval.py --benchmark travelplanner --queries validation.jsonl --plans submission.jsonl \
+                          --split validation [--mode official|strict] [--data DATA]
 
 PLANS.jsonl holds one JSON object per line: {"id": <instance id>, "plan": <list of days, or the
 answer text>}. An instance of the split without a plan counts as undelivered (it fails every
-constraint); plans for ids outside the split are reported and ignored.
+constraint); plans for ids outside the split are reported and ignored. For TravelPlanner, a file in
+the official submission format ({"idx", "query", "plan"} per line, in the order of --queries) is
+scored against the official query file directly, with the official metric constants of --split
+(the database: DATA/database when --data is given, else the offline copy in ../shared).
 
 Plans can also come from an agent (`--agent NAME`) registered in `AGENTS` below: a function
 (benchmark, pairs, args) -> iterable of (id, answer). A benchmark's own options (see --help with
@@ -55,8 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_benchmark_argument(parser)
-    parser.add_argument("--data", required=True, type=Path, help="the benchmark's data directory "
-                        "(launch/make_data.py)")
+    parser.add_argument("--data", type=Path, help="the benchmark's data directory (launch/make_data.py); "
+                        "required except for a TravelPlanner official submission file")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plans", type=Path, help="JSONL file of {id, plan} objects")
     source.add_argument("--agent", choices=sorted(AGENTS), help="agent that writes the plans")
@@ -69,7 +74,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         benchmark_class(name).add_arguments(parser)
     except BenchmarkError as err:
         parser.error(str(err))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.data is None and not is_official_submission(args):
+        parser.error("the following arguments are required: --data")
+    return args
+
+
+def is_official_submission(args: argparse.Namespace) -> bool:
+    """TravelPlanner plans in the official submission format ({"idx", "query", "plan"} lines, matched
+    to --queries by position) rather than {"id", "plan"} lines."""
+    if args.benchmark != "travelplanner" or getattr(args, "queries", None) is None or args.plans is None:
+        return False
+    try:
+        with args.plans.open(encoding="utf-8") as handle:
+            first = next((line for line in handle if line.strip()), "{}")
+        row = json.loads(first)
+    except (OSError, ValueError):
+        return False  # the generic reader reports the problem with its line number
+    return isinstance(row, dict) and "idx" in row and "id" not in row
+
+
+def score_official_submission(args: argparse.Namespace) -> int:
+    """Score an official TravelPlanner submission file against the official query file, with the
+    official metric constants of --split (train / validation / test)."""
+    from sandbox.travelplanner import DatabaseError
+    from sandbox.travelplanner.loader import SPLIT_SIZES, LoaderError
+    from sandbox.travelplanner.scoring import evaluate_files, score_summary
+    from sandbox.travelplanner.submission import SubmissionError
+
+    split = args.split if args.split in SPLIT_SIZES else None
+    database = args.data / "database" if args.data is not None else None
+    try:
+        score = evaluate_files(args.queries, args.plans, split=split, mode=args.mode, database=database)
+    except (LoaderError, SubmissionError, DatabaseError) as err:
+        raise SystemExit(f"error: {err}") from None
+    print(score.table())
+    raised = sum(e.official_raises for e in score.evaluations)
+    if raised:
+        log.warning("the official harness would raise on %d plan(s); they count as failed", raised)
+    write_outputs(args, score_summary(score), score.evaluations)
+    return 0
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -132,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     """Score one split's plans, print the metrics table and write the optional JSON outputs."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    if is_official_submission(args):
+        return score_official_submission(args)
     try:
         cls = benchmark_class(args.benchmark)
         bench = cls(args.data, **cls.options_from_args(args))
