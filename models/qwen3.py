@@ -111,7 +111,7 @@ class Qwen3ForCausalLM(nnx.Module):
             return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
 
         layers = jnp.arange(self.config.num_hidden_layers, dtype=jnp.int32)
-        return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers), unroll=True)[0]
+        return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers))[0]
 
     def lm_head_weight(self) -> jax.Array:
         """[H, V] in param dtype: the transposed embedding when tied."""
