@@ -102,8 +102,8 @@ class Trainer:
         state = init_train_state(params, optimizer, self.mesh)
         fns = make_step_fns(self.model_fn, optimizer, learning_rate_schedule(optim_cfg, max(steps, 1)), self.cfg.grpo,
                             temperature=self.cfg.rollout.temperature, fixed_length=self.fixed_length,
-                            state_sharding=state_shardings(state) if self.mesh is not None else None, mesh=self.mesh,
-                            valid_vocab=self.valid_vocab)
+                            state_sharding=state_shardings(state) if self.mesh is not None else None,
+                            mesh=self.mesh, valid_vocab=self.valid_vocab)
         return fns, state
 
     def _place_params(self, params):

@@ -116,14 +116,16 @@ def decode_vs_allocated(model: Qwen3ForCausalLM, batch: int, live: int, lengths:
     def decode(state, token, cache):
         def step(carry, _):
             token, cache = carry
-            logits, cache = nnx.merge(graphdef, state).forward_cached(token[:, None], ones, cache, last_only=True)
+            model = nnx.merge(graphdef, state)
+            logits, cache = model.forward_cached(token[:, None], ones, cache, last_only=True)
             return (jnp.argmax(logits, -1).astype(jnp.int32), cache), None
 
         return jax.lax.scan(step, (token, cache), None, length=steps)[0]
 
     prefill = jax.jit(lambda state, ids, cache: nnx.merge(graphdef, state).forward_cached(
         ids, jnp.full((batch,), live, jnp.int32), cache, last_only=True), donate_argnums=(2,))
-    ids = jnp.asarray(np.random.default_rng(1).integers(0, model.config.vocab_size, (batch, live), dtype=np.int32))
+    rng = np.random.default_rng(1)
+    ids = jnp.asarray(rng.integers(0, model.config.vocab_size, (batch, live), dtype=np.int32))
     times = []
     for length in lengths:
         logits, cache = prefill(state, ids, init_cache(model.config, batch, length))

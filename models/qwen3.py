@@ -167,7 +167,8 @@ class Qwen3ForCausalLM(nnx.Module):
         lengths = cache.lengths if rows is None else cache.lengths[rows]
         positions = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)[None, :]
         filled = lengths + num_new  # [R] slots written once this call is done
-        call = CachedCall(positions=positions, filled=filled, slots=write_slots(positions, num_new, s), rows=rows)
+        slots = write_slots(positions, num_new, s)
+        call = CachedCall(positions=positions, filled=filled, slots=slots, rows=rows)
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
         x, k, v = self._run_layers_cached(x, call, cache)
         hidden = self.norm(x)
