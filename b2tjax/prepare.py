@@ -1,7 +1,8 @@
 """Make a fresh machine ready to train: build DATA with launch/make_data.py when it is absent.
 
 Kept free of JAX imports: make_data forks worker processes, which must happen before JAX starts
-its threads (launch/train.py calls this first).
+its threads (launch/train.py calls this first). Only an absent or empty directory is built: a
+directory that lacks some pieces is the user's (another seed, another scale) and is never rebuilt.
 """
 
 from __future__ import annotations
@@ -10,13 +11,21 @@ import sys
 import time
 from pathlib import Path
 
+from b2tjax.cli import UserError
+
 ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = ("world.sqlite", "instances/train.jsonl", "ground_truth/train.jsonl")
 
 
 def ensure_data(data_dir: Path, scale: str) -> None:
-    """Run launch/make_data.py's main() unless DATA already holds the world and the instances."""
-    needed = [data_dir / "world.sqlite", data_dir / "instances" / "train.jsonl", data_dir / "ground_truth" / "train.jsonl"]
-    if all(p.exists() for p in needed):
+    """Run launch/make_data.py's main() when DATA is absent or empty; UserError when it is partial."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise UserError(f"data directory {data_dir} is a file")
+    if data_dir.is_dir() and any(data_dir.iterdir()):
+        missing = [name for name in REQUIRED if not (data_dir / name).exists()]
+        if missing:
+            raise UserError(f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with "
+                            f"launch/make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)")
         return
     print(f"building the {scale} world and benchmark in {data_dir} ...", flush=True)
     started = time.perf_counter()
@@ -27,5 +36,5 @@ def ensure_data(data_dir: Path, scale: str) -> None:
         sys.path.pop(0)
     code = make_data.main(["--out", str(data_dir), "--scale", scale])
     if code:
-        raise RuntimeError(f"launch/make_data.py failed with status {code}")
+        raise UserError(f"launch/make_data.py --out {data_dir} failed with status {code}")
     print(f"data ready ({time.perf_counter() - started:.0f}s)", flush=True)

@@ -1,0 +1,67 @@
+"""What every launch script shares: a user mistake ends the run with one clear line, never a traceback.
+
+`run_main(main)` runs a script's `main(argv)` and turns the errors a user can cause (a missing or
+unreadable file, a full disk, a malformed file, a bad option) into `error: ...` on stderr and exit
+status 2. Set `B2T_TRACEBACK=1` to see the full traceback instead. Kept free of JAX imports: the
+data scripts must start without it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+USER_ERROR_EXIT = 2
+
+
+class UserError(Exception):
+    """A mistake the user can fix; its message is the whole report (name the file or key at fault)."""
+
+
+def describe_os_error(err: OSError) -> str:
+    """One line for a file-system error, naming the path: 'no space left on device writing X'."""
+    path = err.filename if err.filename is not None else "?"
+    if err.errno == errno.ENOSPC:
+        return f"no space left on the device while writing {path}"
+    if err.errno == errno.EROFS:
+        return f"{path} is on a read-only file system"
+    reason = err.strerror or type(err).__name__
+    return f"{path}: {reason[0].lower() + reason[1:]}"
+
+
+def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+    """`main(argv)`, with user errors reported in one line (exit 2) instead of a traceback."""
+    if os.environ.get("B2T_TRACEBACK"):
+        return main(argv)
+    try:
+        return main(argv)
+    except UserError as err:
+        message = str(err)
+    except OSError as err:  # missing, unreadable or unwritable paths, a full disk
+        message = describe_os_error(err)
+    except UnicodeDecodeError as err:
+        message = f"a file is not UTF-8 text ({err.reason} at byte {err.start})"
+    except RecursionError:
+        message = "an input is nested too deeply to read"
+    print(f"error: {message}", file=sys.stderr)
+    return USER_ERROR_EXIT
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Fail before any work when `path` cannot be written (a run must not end by losing its result)."""
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a directory, expected a file path")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"{option} {path} is not writable")
+    probe = parent / f".b2t-write-probe-{os.getpid()}"
+    try:  # access() ignores read-only mounts; a real create does not
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"{option} {path} is not writable ({describe_os_error(err)})") from None
