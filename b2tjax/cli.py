@@ -12,7 +12,7 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 USER_ERROR_EXIT = 2
 
@@ -23,7 +23,9 @@ class UserError(Exception):
 
 def describe_os_error(err: OSError) -> str:
     """One line for a file-system error, naming the path: 'no space left on device writing X'."""
-    path = err.filename if err.filename is not None else "?"
+    if err.filename is None:  # raised with a message of its own
+        return str(err)
+    path = err.filename
     if err.errno == errno.ENOSPC:
         return f"no space left on the device while writing {path}"
     if err.errno == errno.EROFS:
@@ -64,4 +66,19 @@ def check_output_file(path: Path, option: str) -> None:
         probe.touch()
         probe.unlink()
     except OSError as err:
-        raise UserError(f"{option} {path} is not writable ({describe_os_error(err)})") from None
+        raise UserError(f"{option} {path} is not writable ({(err.strerror or type(err).__name__).lower()})") from None
+
+
+def open_world(data_or_store: Path) -> Any:
+    """`sandbox.open_world` for a script: a missing or damaged store is one line naming the file."""
+    import sandbox
+
+    store = data_or_store / "world.sqlite" if data_or_store.is_dir() else data_or_store
+    if not store.is_file():
+        raise UserError(f"{store} does not exist; build it with launch/make_data.py --out {store.parent}")
+    try:
+        return sandbox.open_world(store)
+    except Exception as err:  # sqlite3 or the store's own checks: either way the file is unusable
+        first = (str(err).splitlines() or [""])[0]
+        raise UserError(f"{store} cannot be opened as a world store ({type(err).__name__}: {first}); "
+                        "rebuild it with launch/make_data.py") from None

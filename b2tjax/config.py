@@ -159,6 +159,9 @@ class TrainConfig:
             (self.grpo.clip_low >= 0 and self.grpo.clip_high >= 0, "clip epsilons must be >= 0"),
             (self.grpo.beta >= 0, "grpo.beta must be >= 0"),
             (self.rollout.temperature > 0, "rollout.temperature must be > 0"),
+            (self.rollout.max_prompt_tokens < self.rollout.max_seq_len,
+             f"rollout.max_prompt_tokens must be < rollout.max_seq_len ({self.rollout.max_seq_len}), "
+             f"got {self.rollout.max_prompt_tokens}"),
             (self.rollout.prompt_style in ("b2t", "react"), "rollout.prompt_style must be 'b2t' or 'react'"),
             (self.model.compute_dtype in ("float32", "bfloat16"), "model.compute_dtype must be float32 or bfloat16"),
             (self.checkpoint.every_steps >= 1 and self.checkpoint.keep >= 1, "checkpoint.every_steps/keep must be >= 1"),

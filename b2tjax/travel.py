@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from flax import nnx
 
+from b2tjax.cli import UserError, open_world
 from b2tjax.config import TrainConfig
 from b2tjax.data import read_jsonl
 from b2tjax.prepare import ensure_data
@@ -63,16 +64,15 @@ class TravelTask:
         self.vocab_size = tokenizer.vocab_size
         self._train = self._load_split(cfg.data.train_split, cfg.data.max_train_instances)
         self._eval = self._load_split(cfg.data.eval_split, cfg.data.eval_instances)
+        self._check_prompt_budget()
         self._engine = None
         self._python_pool = None
 
     @classmethod
     def prepare(cls, cfg: TrainConfig) -> "TravelTask":
-        import sandbox
-
         data_dir = Path(cfg.data.data_dir)
         ensure_data(data_dir, cfg.data.world_scale)
-        world = sandbox.open_world(data_dir / "world.sqlite")
+        world = open_world(data_dir / "world.sqlite")
         tokenizer = load_or_train_tokenizer(cfg, data_dir, world.tool_schemas())
         return cls(cfg, data_dir, world, tokenizer)
 
@@ -80,11 +80,34 @@ class TravelTask:
         path = self.data_dir / "instances" / f"{split}.jsonl"
         if not path.exists():
             raise FileNotFoundError(f"no {path}; build the data with launch/make_data.py --out {self.data_dir}")
-        truth = {g["id"]: g for g in read_jsonl(self.data_dir / "ground_truth" / f"{split}.jsonl")}
+        truth_path = self.data_dir / "ground_truth" / f"{split}.jsonl"
+        truth = {g["id"]: g for g in read_jsonl(truth_path)}
+        instances = read_jsonl(path)
+        missing = [inst["id"] for inst in instances if inst["id"] not in truth]
+        if missing:  # the evaluator could not score them: never train or evaluate on a silent subset
+            raise UserError(f"{truth_path} has no ground truth for {len(missing)} instance(s) of {path}: "
+                            + ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else ""))
         wanted = set(self.cfg.data.difficulties)
-        pairs = [(inst, truth[inst["id"]]) for inst in read_jsonl(path)
-                 if inst.get("difficulty", "easy") in wanted and inst["id"] in truth]
+        pairs = [(inst, truth[inst["id"]]) for inst in instances if inst.get("difficulty", "easy") in wanted]
         return interleave_difficulties(pairs)[:limit] if limit else pairs
+
+    def _check_prompt_budget(self) -> None:
+        """At start-up, not after SFT: even without its trajectory, the instance with the longest
+        instruction must fit rollout.max_prompt_tokens with the system prompt and tool schemas."""
+        from rollout.prompt import build_prompt
+
+        r = self.cfg.rollout
+        budget = r.max_prompt_tokens or r.max_seq_len // 2
+        instances = [inst for inst, _ in self._train + self._eval]
+        if not instances:
+            return
+        longest = max(instances, key=lambda inst: len(inst.get("instruction", "")))
+        bare = build_prompt({**longest, "trajectory": []}, self.world.tool_schemas(), memory=r.memory_enabled,
+                            variant=r.prompt_style)
+        needed = len(bare.ids(self.tokenizer))
+        if needed > budget:
+            raise UserError(f"rollout.max_prompt_tokens={budget} is too small: the system prompt, tool schemas "
+                            f"and instruction of {longest['id']!r} alone take {needed} tokens")
 
     # -- Task protocol --------------------------------------------------------------------------
     def train_examples(self) -> Sequence[Any]:
@@ -130,7 +153,8 @@ class TravelTask:
         g = self.cfg.grpo
         return score_records(records, pairs, self.world, action_penalty=g.action_penalty, format_gate=g.format_gate)
 
-    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int) -> RolloutBatch:
+    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int,
+                should_stop: Callable[[], bool] | None = None) -> RolloutBatch:
         from sandbox.metrics import compute_metrics
 
         pairs = [p for p in prompts for _ in range(group_size)]
@@ -138,7 +162,7 @@ class TravelTask:
             self._engine = self._engine_for(model, len(pairs), self.cfg.rollout.temperature)
         else:
             self._engine.update_weights(model)
-        records = self._engine.run(self._episodes(pairs), seed)
+        records = self._engine.run(self._episodes(pairs), seed, should_stop=should_stop)
         evals, rewards = self._score(records, pairs)
         summary = compute_metrics(evals)
         metrics = {

@@ -14,6 +14,7 @@ Plans can also come from an agent (`--agent NAME`) registered in `AGENTS` below:
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import logging
 import sys
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from b2tjax.cli import UserError, check_output_file, open_world, run_main
 from sandbox.evaluator import evaluate_plan
 from sandbox.jsonl import read_jsonl_objects
 from sandbox.metrics import compute_metrics, format_table
@@ -62,9 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _read_jsonl(path: Path) -> list[dict]:
     """The file's objects; a bad line or one without a string 'id' ends the run with its line."""
     rows = []
-    for number, row in read_jsonl_objects(path, SystemExit):
+    for number, row in read_jsonl_objects(path, UserError):
         if not isinstance(row.get("id"), str):
-            raise SystemExit(f"{path}:{number}: expected an object with a string 'id'")
+            raise UserError(f"{path}:{number}: expected an object with a string 'id'")
         rows.append(row)
     return rows
 
@@ -75,33 +77,42 @@ def load_pairs(data: Path, split: str, difficulties: list[str] | None) -> list[P
     truth_path = data / "ground_truth" / f"{split}.jsonl"
     for path in (visible_path, truth_path, data / "world.sqlite"):
         if not path.exists():
-            raise SystemExit(f"missing {path} (build it with launch/make_data.py)")
+            raise UserError(f"missing {path} (build it with launch/make_data.py)")
     truth = {row["id"]: row for row in _read_jsonl(truth_path)}
     pairs = []
     for instance in _read_jsonl(visible_path):
         if instance["id"] not in truth:
-            raise SystemExit(f"{truth_path}: no ground truth for {instance['id']!r}")
+            raise UserError(f"{truth_path}: no ground truth for {instance['id']!r}")
         if difficulties is None or instance.get("difficulty") in difficulties:
             pairs.append((instance, truth[instance["id"]]))
     return pairs
 
 
 def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
-    """id -> plan for the selected instances; plans for other ids are counted and ignored."""
+    """id -> plan for the selected instances; plans for other ids are counted and ignored.
+    An id with two plans is an error: which one to score is the user's choice, not ours."""
     wanted = {instance["id"] for instance, _ in pairs}
-    plans, unknown = {}, 0
-    for row in _read_jsonl(path):
+    plans, unknown, seen = {}, 0, collections.Counter()
+    rows = _read_jsonl(path)
+    if not rows:
+        log.warning("%s holds no plans: every instance counts as undelivered", path)
+    for row in rows:
+        seen[row["id"]] += 1
         if row["id"] in wanted:
             plans[row["id"]] = row.get("plan")
         else:
             unknown += 1
+    duplicates = sorted(i for i, n in seen.items() if n > 1)
+    if duplicates:
+        shown = ", ".join(duplicates[:5]) + (", ..." if len(duplicates) > 5 else "")
+        raise UserError(f"{path}: {len(duplicates)} id(s) have more than one plan: {shown}")
     if unknown:
         log.warning("%d plan(s) in %s are for instances outside the selection; ignored",
                     unknown, path)
     return plans
 
 
-def score(pairs: list[Pair], plans: dict[str, Any], world: Path) -> list:
+def score(pairs: list[Pair], plans: dict[str, Any], world: Any) -> list:
     """Evaluate every instance's plan (missing plans are undelivered), logging progress."""
     results, started = [], time.perf_counter()
     for k, (instance, truth) in enumerate(pairs, start=1):
@@ -115,18 +126,31 @@ def score(pairs: list[Pair], plans: dict[str, Any], world: Path) -> list:
     return results
 
 
+def check_inputs_and_outputs(args: argparse.Namespace) -> None:
+    """Fail before the (possibly long) scoring when a path given on the command line cannot work."""
+    if not args.data.is_dir():
+        raise UserError(f"--data {args.data} is not a directory")
+    if args.plans is not None and not args.plans.is_file():
+        raise UserError(f"--plans {args.plans} " + ("is a directory" if args.plans.is_dir() else "does not exist"))
+    for option, path in (("--json", args.json), ("--details", args.details)):
+        if path is not None:
+            check_output_file(path, option)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Score one split's plans, print the metrics table and write the optional JSON outputs."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    check_inputs_and_outputs(args)
     pairs = load_pairs(args.data, args.split, args.difficulty)
+    world = open_world(args.data)
     if not pairs:
-        raise SystemExit(f"no instances in split {args.split!r} for the chosen difficulty")
+        raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
     if args.agent:
         plans = dict(AGENTS[args.agent](pairs, args.data, args))
     else:
         plans = plans_from_file(args.plans, pairs)
-    results = score(pairs, plans, args.data / "world.sqlite")
+    results = score(pairs, plans, world)
     metrics = compute_metrics(results)
     print(format_table(metrics))
     if args.json:
@@ -141,4 +165,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -23,6 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from b2tjax.cli import UserError, check_output_file, open_world, run_main  # noqa: E402
+
 log = logging.getLogger("rollout")
 
 
@@ -58,8 +60,6 @@ def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
 
     if args.checkpoint is not None:
         ckpt = args.checkpoint
-        if not ckpt.is_dir():
-            raise SystemExit(f"--checkpoint {ckpt} is not a directory")
         if any(ckpt.glob("*.safetensors")):
             from models.hf import load_pretrained
 
@@ -91,26 +91,42 @@ def tokenizer_spec(args: argparse.Namespace, world: Any, instances: list[dict]) 
     return str(path)
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Fail before loading anything when a path or the split on the command line cannot work."""
+    if not args.data.is_dir():
+        raise UserError(f"--data {args.data} is not a directory")
+    split_file = args.data / "instances" / f"{args.split}.jsonl"
+    if not split_file.is_file():
+        known = sorted(p.stem for p in (args.data / "instances").glob("*.jsonl"))
+        raise UserError(f"unknown split {args.split!r}: no {split_file} (splits here: {', '.join(known) or 'none'})")
+    ckpt = args.checkpoint
+    if ckpt is not None:
+        if not ckpt.is_dir():
+            raise UserError(f"--checkpoint {ckpt} is not a directory")
+        if not (ckpt / "config.json").is_file():
+            raise UserError(f"--checkpoint {ckpt} holds no config.json: it is no model checkpoint, run "
+                            "checkpoints/ or Hugging Face directory")
+    check_output_file(args.out, "--out")
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
-    import sandbox
+    check_arguments(args)
     from models.tokenizer import load_tokenizer
     from rollout import RolloutConfig, RolloutEngine, agent_episode
     from sandbox.instances.loader import load_split
 
-    if not (args.data / "world.sqlite").exists():
-        raise SystemExit(f"{args.data} has no world.sqlite; build it with launch/make_data.py --out {args.data}")
-    world = sandbox.open_world(args.data)
+    world = open_world(args.data)
     instances = [x.visible for x in load_split(args.data, args.split, with_ground_truth=False)][: args.num]
     if not instances:
-        raise SystemExit(f"no instances in {args.data}/instances/{args.split}.jsonl")
+        raise UserError(f"no instances in {args.data}/instances/{args.split}.jsonl")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     spec = tokenizer_spec(args, world, instances)
     tok = load_tokenizer(spec)
     model = load_model(args, tok.vocab_size)
     if model.config.vocab_size < tok.vocab_size:
-        raise SystemExit(f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}")
+        raise UserError(f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}")
 
     config = RolloutConfig(batch_size=args.batch_size, max_turns=args.max_turns, max_turn_tokens=args.max_turn_tokens,
                            max_total_tokens=args.max_total_tokens, temperature=args.temperature, top_p=args.top_p,
@@ -142,4 +158,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
