@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -92,8 +93,11 @@ def staging_dir(out: Path, force: bool) -> Path:
         raise UserError(f"--out {out} is a file, expected a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise UserError(f"--out {out} is not empty; pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    except OSError as err:
+        raise UserError(f"--out {out} cannot be created ({(err.strerror or str(err)).lower()})") from None
     umask = os.umask(0)
     os.umask(umask)
     staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would otherwise become DATA's mode
@@ -125,6 +129,12 @@ def build(args: argparse.Namespace) -> int:
                 "seconds": timings}
         (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
         publish(staging, args.out)
+    except sqlite3.OperationalError as err:  # SQLite reports a full disk in its own words
+        raise UserError(f"writing {args.out / 'world.sqlite'} failed: {err}") from None
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise UserError(f"writing {args.out} failed: {(err.strerror or str(err)).lower()}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already after a successful publish
     log.info("wrote %s", args.out)
