@@ -43,9 +43,6 @@ class RunCheckpointer:
         if model_config_json is not None and jax.process_index() == 0:
             (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
 
-    def latest_step(self) -> int | None:
-        return self.manager.latest_step()
-
     def save(self, step: int, state: TrainState, train_state: dict, config: dict, *, force: bool = False) -> bool:
         """Start an (async) save if `step` is due or `force`; returns whether one was started."""
         if not force and not self.manager.should_save(step):
