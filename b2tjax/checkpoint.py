@@ -7,7 +7,8 @@ and launch/export_hf.py read a training run directly. `params` is the `nnx.to_pu
 Saves are asynchronous (the train loop continues while tensorstore writes); Orbax writes into a
 temporary directory and renames it when complete, so a run killed mid-save leaves the previous
 checkpoint intact. A resume takes the newest step that restores; damaged newer steps are reported
-and set aside, never deleted (`RunCheckpointer.restore_newest`). A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
+and set aside, never deleted (`RunCheckpointer.restore_newest`).
+A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
 and exits, see `PreemptionGuard`.
 """
 

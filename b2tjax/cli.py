@@ -59,14 +59,17 @@ def check_output_file(path: Path, option: str) -> None:
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    writable = (parent.is_dir() and os.access(parent, os.W_OK)
+                and (not path.exists() or os.access(path, os.W_OK)))
+    if not writable:
         raise UserError(f"{option} {path} is not writable")
     probe = parent / f".b2t-write-probe-{os.getpid()}"
     try:  # access() ignores read-only mounts; a real create does not
         probe.touch()
         probe.unlink()
     except OSError as err:
-        raise UserError(f"{option} {path} is not writable ({(err.strerror or type(err).__name__).lower()})") from None
+        reason = (err.strerror or type(err).__name__).lower()
+        raise UserError(f"{option} {path} is not writable ({reason})") from None
 
 
 def open_world(data_or_store: Path) -> Any:

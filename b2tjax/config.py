@@ -152,7 +152,8 @@ class TrainConfig:
             (self.grpo.mini_batches >= 1 and self.grpo.epochs >= 1, "grpo.mini_batches and grpo.epochs must be >= 1"),
             (self.rollout_batch % mini_batches == 0,
              f"rollout batch {self.rollout_batch} (prompts_per_step * group_size) must divide into grpo.mini_batches"),
-            (self.grpo.micro_batch_size <= 0 or (self.rollout_batch // mini_batches) % self.grpo.micro_batch_size == 0,
+            (self.grpo.micro_batch_size <= 0
+             or (self.rollout_batch // mini_batches) % self.grpo.micro_batch_size == 0,
              "grpo.micro_batch_size must divide the mini-batch size"),
             (self.sft.micro_batch_size <= 0 or self.sft.batch_size % self.sft.micro_batch_size == 0,
              "sft.micro_batch_size must divide sft.batch_size"),

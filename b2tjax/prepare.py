@@ -24,8 +24,8 @@ def ensure_data(data_dir: Path, scale: str) -> None:
     if data_dir.is_dir() and any(data_dir.iterdir()):
         missing = [name for name in REQUIRED if not (data_dir / name).exists()]
         if missing:
-            raise UserError(f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with "
-                            f"launch/make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)")
+            raise UserError(f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with launch/"
+                            f"make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)")
         return
     print(f"building the {scale} world and benchmark in {data_dir} ...", flush=True)
     started = time.perf_counter()

@@ -106,8 +106,8 @@ class TravelTask:
                             variant=r.prompt_style)
         needed = len(bare.ids(self.tokenizer))
         if needed > budget:
-            raise UserError(f"rollout.max_prompt_tokens={budget} is too small: the system prompt, tool schemas "
-                            f"and instruction of {longest['id']!r} alone take {needed} tokens")
+            raise UserError(f"rollout.max_prompt_tokens={budget} is too small: the system prompt, tool "
+                            f"schemas and instruction of {longest['id']!r} alone take {needed} tokens")
 
     # -- Task protocol --------------------------------------------------------------------------
     def train_examples(self) -> Sequence[Any]:

@@ -131,7 +131,8 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     if not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
     if args.plans is not None and not args.plans.is_file():
-        raise UserError(f"--plans {args.plans} " + ("is a directory" if args.plans.is_dir() else "does not exist"))
+        problem = "is a directory" if args.plans.is_dir() else "does not exist"
+        raise UserError(f"--plans {args.plans} {problem}")
     for option, path in (("--json", args.json), ("--details", args.details)):
         if path is not None:
             check_output_file(path, option)

@@ -98,7 +98,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     split_file = args.data / "instances" / f"{args.split}.jsonl"
     if not split_file.is_file():
         known = sorted(p.stem for p in (args.data / "instances").glob("*.jsonl"))
-        raise UserError(f"unknown split {args.split!r}: no {split_file} (splits here: {', '.join(known) or 'none'})")
+        raise UserError(f"unknown split {args.split!r}: no {split_file} "
+                        f"(splits here: {', '.join(known) or 'none'})")
     ckpt = args.checkpoint
     if ckpt is not None:
         if not ckpt.is_dir():
@@ -126,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     tok = load_tokenizer(spec)
     model = load_model(args, tok.vocab_size)
     if model.config.vocab_size < tok.vocab_size:
-        raise UserError(f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}")
+        raise UserError(f"tokenizer {spec} has {tok.vocab_size} ids but the model only "
+                        f"{model.config.vocab_size}")
 
     config = RolloutConfig(batch_size=args.batch_size, max_turns=args.max_turns, max_turn_tokens=args.max_turn_tokens,
                            max_total_tokens=args.max_total_tokens, temperature=args.temperature, top_p=args.top_p,

@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
     model = build_model(cfg, vocab_size=vocab)
     if vocab > model.config.vocab_size:
-        raise UserError(f"the tokenizer has {vocab} ids but the model only {model.config.vocab_size} embeddings "
-                        f"(model.init={cfg.model.init!r}, model.tokenizer={cfg.model.tokenizer!r})")
+        raise UserError(f"the tokenizer has {vocab} ids but the model only {model.config.vocab_size} "
+                        f"embeddings (model.init={cfg.model.init!r}, "
+                        f"model.tokenizer={cfg.model.tokenizer!r})")
     print(f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
           f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
           f"devices: {jax.device_count()} x {jax.devices()[0].platform}", flush=True)

@@ -83,7 +83,8 @@ def restore_newest(steps: Sequence[int], restore: Callable[[int], T], where: str
         try:
             return step, restore(step), skipped
         except Exception as err:  # whatever the damage, this step cannot serve; an older one may
-            report(f"warning: skipping checkpoint step {step} of {where}, it does not restore ({_reason(err)})")
+            report(f"warning: skipping checkpoint step {step} of {where}, it does not restore "
+                   f"({_reason(err)})")
             skipped.append(step)
     if not steps:
         raise CheckpointError(f"{where} holds no checkpoint step")

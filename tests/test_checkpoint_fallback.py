@@ -31,8 +31,8 @@ def _train(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
     from tests.test_checkpoint_resume import _env
 
     env = dict(_env(cache), PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, str(ROOT / "launch" / "train.py"), *ARGS, "--out", str(out), *extra],
-                          env=env, capture_output=True, text=True, timeout=600)
+    command = [sys.executable, str(ROOT / "launch" / "train.py"), *ARGS, "--out", str(out), *extra]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
 def _params(directory: Path, step: int | None = None) -> dict:

@@ -73,7 +73,7 @@ def test_eval_checks_outputs_before_scoring(tmp_path, data_dir):
 def test_eval_duplicate_and_empty_plans(tmp_path, data_dir):
     first_id = json.loads((data_dir / "instances" / "test.jsonl").read_text().splitlines()[0])["id"]
     plans = tmp_path / "plans.jsonl"
-    plans.write_text(json.dumps({"id": first_id, "plan": []}) + "\n" + json.dumps({"id": first_id, "plan": "x"}) + "\n")
+    plans.write_text("".join(json.dumps({"id": first_id, "plan": p}) + "\n" for p in ([], "x")))
     assert_one_clear_line(run_script("eval.py", "--data", data_dir, "--plans", plans), str(plans), first_id)
     plans.write_text("\n")
     empty = run_script("eval.py", "--data", data_dir, "--plans", plans)
@@ -101,7 +101,8 @@ def test_make_data_bad_out(tmp_path, data_dir):
     assert_one_clear_line(run_script("make_data.py", "--out", a_file / "data", "--world-only"),
                           str(a_file / "data"))
     before = sorted(p.name for p in data_dir.iterdir())
-    assert_one_clear_line(run_script("make_data.py", "--out", data_dir, "--world-only"), str(data_dir), "--force")
+    result = run_script("make_data.py", "--out", data_dir, "--world-only")
+    assert_one_clear_line(result, str(data_dir), "--force")
     assert sorted(p.name for p in data_dir.iterdir()) == before
 
 
@@ -134,7 +135,8 @@ def test_make_data_full_disk(tmp_path):
 def test_yaml_syntax_error_names_the_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("steps: 3\nrollout: {group_size: 4\n")
-    assert_one_clear_line(run_script("train.py", "--config", bad, "--out", tmp_path / "run"), str(bad), "line")
+    result = run_script("train.py", "--config", bad, "--out", tmp_path / "run")
+    assert_one_clear_line(result, str(bad), "line")
 
 
 def test_config_out_of_range_is_rejected(tmp_path):
@@ -160,4 +162,5 @@ def test_export_hf_run_without_steps(tmp_path):
     ckpt = tmp_path / "run" / "checkpoints"
     ckpt.mkdir(parents=True)
     (ckpt / "config.json").write_text(json.dumps(get_config("tiny").to_hf()))
-    assert_one_clear_line(run_script("export_hf.py", "--checkpoint", ckpt, "--out", tmp_path / "hf"), str(ckpt))
+    result = run_script("export_hf.py", "--checkpoint", ckpt, "--out", tmp_path / "hf")
+    assert_one_clear_line(result, str(ckpt))

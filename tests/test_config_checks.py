@@ -41,7 +41,8 @@ def test_overrides_on_both_sides_of_options(tmp_path):
     """`steps=-3 --out X sft.steps=-5`: both overrides reach the config (and both are reported)."""
     result = subprocess.run([sys.executable, str(ROOT / "launch" / "train.py"), "steps=-3", "--out",
                              str(tmp_path / "run"), "sft.steps=-5", "--no-progress"],
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120)
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "steps must be >= 0, got -3" in result.stderr and "sft.steps must be >= 0, got -5" in result.stderr

@@ -66,8 +66,8 @@ def test_force_replaces_and_no_staging_dir_is_left(built, tmp_path):
 
 def test_killed_build_leaves_no_data_dir(tmp_path):
     out = tmp_path / "data"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "launch" / "make_data.py"), "--out", str(out)], env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "launch" / "make_data.py"), "--out", str(out)],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not list(tmp_path.glob(".data.building-*/world.sqlite")) and time.time() < deadline:
         time.sleep(0.02)
@@ -78,8 +78,8 @@ def test_killed_build_leaves_no_data_dir(tmp_path):
 
 
 def _train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "launch" / "train.py"), *args], env=ENV, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run([sys.executable, str(ROOT / "launch" / "train.py"), *args], env=ENV,
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_train_refuses_a_partial_data_dir(built, tmp_path):

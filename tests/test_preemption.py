@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 
-from tests.rollout_fixtures import ANSWER, forced_episode, engine_config, rollout_setup  # noqa: F401
+from tests.rollout_fixtures import ANSWER, engine_config, forced_episode, rollout_setup  # noqa: F401, F811
 from tests.test_checkpoint_resume import _env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,8 +53,8 @@ def _steps(ckpt: Path) -> list[int]:
 
 
 def _train_cmd(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, str(ROOT / "launch" / "train.py"), "--config", CONFIG, "--no-progress", *OVERRIDES,
-            "--out", str(out), *extra]
+    return [sys.executable, str(ROOT / "launch" / "train.py"), "--config", CONFIG, "--no-progress",
+            *OVERRIDES, "--out", str(out), *extra]
 
 
 def test_sigterm_mid_step_saves_last_completed_step(tmp_path):
@@ -71,7 +71,8 @@ def test_sigterm_mid_step_saves_last_completed_step(tmp_path):
     assert [line for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()][-1].startswith(
         '{"step": 1,')
 
-    resumed = subprocess.run(_train_cmd(run, "--resume"), env=env, capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(_train_cmd(run, "--resume"), env=env, capture_output=True, text=True,
+                             timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert "resuming from step 1" in resumed.stdout
     out, _ = straight.communicate(timeout=600)
@@ -81,8 +82,10 @@ def test_sigterm_mid_step_saves_last_completed_step(tmp_path):
 
     from models.checkpoint import load_model
 
-    a, b = (nnx.to_pure_dict(nnx.state(load_model(d / "checkpoints"), nnx.Param)) for d in (tmp_path / "straight", run))
-    jax.tree.map(lambda x, y: np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6), a, b)
+    a, b = (nnx.to_pure_dict(nnx.state(load_model(d / "checkpoints"), nnx.Param))
+            for d in (tmp_path / "straight", run))
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6),
+                 a, b)
 
 
 def test_engine_stops_between_segments(rollout_setup):
