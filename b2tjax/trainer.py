@@ -178,8 +178,10 @@ class Trainer:
     def _stop_mid_step(self, guard: PreemptionGuard, global_step: int, state: TrainState, train_state: dict,
                        writer: MetricsWriter) -> None:
         """On SIGTERM inside a GRPO step (rollout, or before its first update), give up the step and save
-        the last completed one: `state` is still that step's, as no update has consumed it yet."""
-        if not guard.requested:
+        the last completed one: `state` is still that step's, as no update has consumed it yet.
+        Single process only: hosts that noticed the signal at different points of a step would part
+        ways inside collectives, so multi-host runs stop at step ends (`reached_preemption`)."""
+        if not guard.requested or jax.process_count() > 1:
             return
         done = global_step - 1
         if done >= 1:
@@ -270,7 +272,7 @@ class Trainer:
             seed = self._step_seed(global_step)
             try:
                 batch = self.task.rollout(self.model_fn(state.params), prompts, cfg.rollout.group_size, seed,
-                                          should_stop=lambda: guard.requested)
+                                          should_stop=lambda: guard.requested and jax.process_count() == 1)
             except RolloutStopped:
                 stop_here()
                 raise
