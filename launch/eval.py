@@ -17,12 +17,13 @@ import argparse
 import collections
 import json
 import logging
+import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from b2tjax.cli import UserError, check_output_file, open_world, run_main
+from b2tjax.cli import UserError, check_output_file, run_main
 from sandbox.evaluator import evaluate_plan
 from sandbox.jsonl import read_jsonl_objects
 from sandbox.metrics import compute_metrics, format_table
@@ -112,7 +113,7 @@ def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
     return plans
 
 
-def score(pairs: list[Pair], plans: dict[str, Any], world: Any) -> list:
+def score(pairs: list[Pair], plans: dict[str, Any], world: Path) -> list:
     """Evaluate every instance's plan (missing plans are undelivered), logging progress."""
     results, started = [], time.perf_counter()
     for k, (instance, truth) in enumerate(pairs, start=1):
@@ -144,14 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_inputs_and_outputs(args)
     pairs = load_pairs(args.data, args.split, args.difficulty)
-    world = open_world(args.data)
     if not pairs:
         raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
-    if args.agent:
-        plans = dict(AGENTS[args.agent](pairs, args.data, args))
-    else:
-        plans = plans_from_file(args.plans, pairs)
-    results = score(pairs, plans, world)
+    store = args.data / "world.sqlite"
+    try:  # the store is read lazily: damage shows at the first query, as an SQLite error
+        if args.agent:
+            plans = dict(AGENTS[args.agent](pairs, args.data, args))
+        else:
+            plans = plans_from_file(args.plans, pairs)
+        results = score(pairs, plans, store)
+    except sqlite3.DatabaseError as err:
+        raise UserError(f"{store} is damaged ({err}); rebuild it with launch/make_data.py") from None
     metrics = compute_metrics(results)
     print(format_table(metrics))
     if args.json:

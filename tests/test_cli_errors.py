@@ -86,9 +86,7 @@ def test_truncated_world_store(tmp_path, data_dir):
     shutil.copytree(data_dir, data)
     store = data / "world.sqlite"
     store.write_bytes(store.read_bytes()[:100_000])
-    plans = tmp_path / "plans.jsonl"
-    plans.write_text("")
-    assert_one_clear_line(run_script("eval.py", "--data", data, "--plans", plans), str(store))
+    assert_one_clear_line(run_script("eval.py", "--data", data, "--agent", "expert"), str(store))
     assert_one_clear_line(run_script("rollout.py", "--model", "tiny", "--data", data, "--out",
                                      tmp_path / "r.jsonl"), str(store))
 
