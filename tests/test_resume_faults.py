@@ -1,10 +1,15 @@
-"""A damaged newest checkpoint does not block resume (issue 10, item 5; item 8's metrics and log line).
+"""Resume after faults (issue 10, items 5, 8 and 12), on a real toy run (launch/train.py, Orbax on disk).
 
-Fault injection on a real toy run (launch/train.py, Orbax on disk): of the steps 3..6 it keeps, step 6
-loses a file, step 5 gets its array data truncated and step 4 loses its `params` item directory.
-`load_model` (what export_hf and rollout use) must then restore step 3, with the parameters of the
-straight run's step 3, and `--resume` must report the three skipped steps, keep them on disk, continue
-from step 3 and end with the straight run's parameters and metrics, each step logged once.
+Damaged checkpoints: of the steps 3..6 the straight run keeps, step 6 loses a file, step 5 gets its
+array data truncated and step 4 loses its `params` item directory. `load_model` (what export_hf and
+rollout use) must then restore step 3, with the parameters of the straight run's step 3, and
+`--resume` must report the three skipped steps, keep them on disk, continue from step 3 and end with
+the straight run's parameters and metrics, each step logged once.
+
+SIGTERM inside a step: a driver process runs the real trainer on the digit task, whose rollout of
+step 2 sends the process a real SIGTERM. The step must be abandoned before its update, step 1 kept
+as the last checkpoint, and `--resume` must end where the straight run ends. The rollout engine's
+own check between decode segments is tested on the real engine with a tiny model.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 import pytest
 
 from b2tjax.metrics import read_metrics
+from tests.rollout_fixtures import ANSWER, engine_config, forced_episode, rollout_setup  # noqa: F401, F811
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -97,3 +103,68 @@ def test_resume_continues_from_newest_intact_step(tmp_path, straight_run):
     expected, got = read_metrics(straight / "metrics.jsonl"), read_metrics(damaged / "metrics.jsonl")
     for step in range(1, STEPS + 1):
         np.testing.assert_allclose(got[step]["loss"], expected[step]["loss"], rtol=1e-6, atol=1e-7)
+
+
+DRIVER = """
+import os, signal, sys
+from b2tjax.config import load_config
+from b2tjax.toy import DigitTask
+from b2tjax.trainer import Preempted, Trainer, build_model
+
+class SignalDuringRollout(DigitTask):
+    calls = 0
+
+    def rollout(self, *args, **kwargs):
+        SignalDuringRollout.calls += 1
+        if SignalDuringRollout.calls == 2:  # a preemption notice in the middle of step 2
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().rollout(*args, **kwargs)
+
+cfg = load_config(sys.argv[1], sys.argv[2:])
+task = SignalDuringRollout(cfg.toy, cfg.rollout.temperature)
+try:
+    Trainer(cfg, task, build_model(cfg, cfg.toy.vocab_size), progress=False).run()
+except Preempted:
+    sys.exit(143)
+"""
+
+
+def test_sigterm_mid_step_saves_last_completed_step(tmp_path, straight_run):
+    from tests.test_checkpoint_resume import _env
+
+    straight, cache = straight_run
+    run = tmp_path / "run"
+    overrides = [a for a in ARGS[2:] if "=" in a]
+    stopped = subprocess.run([sys.executable, "-c", DRIVER, ARGS[1], *overrides, f"out={run}"],
+                             env=dict(_env(cache), PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                             timeout=600)
+    assert stopped.returncode == 143, (stopped.stdout + stopped.stderr)[-3000:]
+    assert "preempted during step 2: saved step 1" in stopped.stdout, stopped.stdout[-3000:]
+    assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [1]
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
+
+    resumed = _train(run, cache, "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert "resuming from step 1" in resumed.stdout.splitlines()
+    _assert_same(_params(run / "checkpoints"), _params(straight / "checkpoints"))
+
+
+def test_engine_stops_between_segments(rollout_setup):  # noqa: F811
+    from rollout import RolloutEngine
+    from rollout.engine import RolloutStopped
+
+    def episodes():  # two sampled turns each, then an answer: several decode segments
+        return [forced_episode(rollout_setup, f"ep{i}", f"Plan trip {i}.", {2: ANSWER}) for i in range(2)]
+
+    engine = RolloutEngine(rollout_setup.model, rollout_setup.tokenizer, engine_config())
+    engine.run(episodes(), rng=0)
+    assert engine.stats.segments >= 2
+    polls = []
+
+    def stop_now() -> bool:
+        polls.append(1)
+        return True
+
+    with pytest.raises(RolloutStopped):
+        engine.run(episodes(), rng=0, should_stop=stop_now)
+    assert len(polls) == 1  # stopped after the first segment, not at the end of the rollout
