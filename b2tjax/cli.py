@@ -12,7 +12,10 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
+
+from sandbox.benchmarks.base import BenchmarkError
+from sandbox.world.integrity import StoreCorruptError
 
 USER_ERROR_EXIT = 2
 
@@ -40,7 +43,7 @@ def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | 
         return main(argv)
     try:
         return main(argv)
-    except UserError as err:
+    except (UserError, BenchmarkError, StoreCorruptError) as err:  # their messages name what is at fault
         message = str(err)
     except OSError as err:  # missing, unreadable or unwritable paths, a full disk
         message = describe_os_error(err)
@@ -72,16 +75,8 @@ def check_output_file(path: Path, option: str) -> None:
         raise UserError(f"{option} {path} is not writable ({reason})") from None
 
 
-def open_world(data_or_store: Path) -> Any:
-    """`sandbox.open_world` for a script: a missing or damaged store is one line naming the file."""
-    import sandbox
 
-    store = data_or_store / "world.sqlite" if data_or_store.is_dir() else data_or_store
-    if not store.is_file():
-        raise UserError(f"{store} does not exist; build it with launch/make_data.py --out {store.parent}")
-    try:
-        return sandbox.open_world(store)
-    except Exception as err:  # sqlite3 or the store's own checks: either way the file is unusable
-        first = (str(err).splitlines() or [""])[0]
-        raise UserError(f"{store} cannot be opened as a world store ({type(err).__name__}: {first}); "
-                        "rebuild it with launch/make_data.py") from None
+def damaged_store(data_dir: Path, err: Exception) -> UserError:
+    """The one line for an SQLite store that cannot be read (truncated, overwritten), naming it."""
+    store = data_dir / "world.sqlite" if (data_dir / "world.sqlite").exists() else data_dir
+    return UserError(f"{store} is damaged ({err}); rebuild it with launch/make_data.py")

@@ -12,29 +12,30 @@ import time
 from pathlib import Path
 
 from b2tjax.cli import UserError
+from sandbox.benchmarks import DEFAULT_BENCHMARK, benchmark_class
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = ("world.sqlite", "instances/train.jsonl", "ground_truth/train.jsonl")
 
 
-def ensure_data(data_dir: Path, scale: str) -> None:
-    """Run launch/make_data.py's main() when DATA is absent or empty; UserError when it is partial."""
+def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) -> None:
+    """Run launch/make_data.py's main() for `benchmark` when DATA is absent or empty; UserError when
+    it is partial."""
     if data_dir.exists() and not data_dir.is_dir():
         raise UserError(f"data directory {data_dir} is a file")
     if data_dir.is_dir() and any(data_dir.iterdir()):
-        missing = [name for name in REQUIRED if not (data_dir / name).exists()]
+        missing = benchmark_class(benchmark).missing_data(data_dir)
         if missing:
             raise UserError(f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with launch/"
                             f"make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)")
         return
-    print(f"building the {scale} world and benchmark in {data_dir} ...", flush=True)
+    print(f"building the {scale} {benchmark} data in {data_dir} ...", flush=True)
     started = time.perf_counter()
     sys.path.insert(0, str(ROOT / "launch"))
     try:
         import make_data
     finally:
         sys.path.pop(0)
-    code = make_data.main(["--out", str(data_dir), "--scale", scale])
+    code = make_data.main(["--benchmark", benchmark, "--out", str(data_dir), "--scale", scale])
     if code:
         raise UserError(f"launch/make_data.py --out {data_dir} failed with status {code}")
     print(f"data ready ({time.perf_counter() - started:.0f}s)", flush=True)

@@ -1,9 +1,10 @@
-"""Build the data directory: the world store and the benchmark instances.
+"""Build a benchmark's data directory (for B2T: the world store, instances, ground truth, SFT traces).
 
     python launch/make_data.py --out DATA [--scale small|full] [--seed 0] [--force]
     python launch/make_data.py --out DATA --from-jsonl MY_TABLES/   # user data in the store schema
+    python launch/make_data.py --benchmark travelplanner --out DATA ...   # its own options: --help
 
-Layout of DATA is fixed by docs/ARCHITECTURE.md; the store goes to DATA/world.sqlite. A non-empty
+Layout of DATA is fixed by docs/ARCHITECTURE.md; each benchmark's `make_data` writes it. A non-empty
 --out is replaced only with --force. The build writes into a hidden temporary sibling of --out and
 renames it at the end, so an interrupted build never leaves a half-written DATA. The same seed and
 scale give the same bytes in every file except DATA/build_info.json (timings of this build).
@@ -20,71 +21,41 @@ import tempfile
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, run_main
-from sandbox.world.generator import build_world
-from sandbox.world.loader import build_store_from_files
-from sandbox.world.scales import SCALES
-from sandbox.instances.build import build_benchmark
+ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
+    # (launch/rollout.py would shadow the `rollout` package)
+    sys.path[:] = [str(ROOT)] + [p for p in sys.path
+                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+
+from b2tjax.cli import UserError, run_main  # noqa: E402
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class  # noqa: E402
 
 log = logging.getLogger("make_data")
 
 
+def add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=sorted(BENCHMARKS),
+                        help=f"benchmark to build (default {DEFAULT_BENCHMARK})")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Options: where to write, and whether the store is generated or loaded from user files."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Common options, then those of the chosen benchmark (known only once --benchmark is read)."""
+    first = argparse.ArgumentParser(add_help=False)
+    add_benchmark_argument(first)
+    name = first.parse_known_args(argv)[0].benchmark
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_benchmark_argument(parser)
     parser.add_argument("--out", required=True, type=Path, help="data directory to write")
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES), help="world size (default small)")
-    parser.add_argument("--seed", default=0, type=int, help="generator seed (default 0)")
-    parser.add_argument("--from-jsonl", type=Path, default=None, metavar="DIR",
-                        help="build the store from DIR/<table>.jsonl or .csv files instead of generating it")
-    parser.add_argument("--language", default="en", choices=("en", "zh"), help="instruction language")
-    parser.add_argument("--workers", default=2, type=int, help="processes for instances (default 2)")
-    parser.add_argument("--world-only", action="store_true", help="write world.sqlite only (no instances)")
-    parser.add_argument("--no-expert", action="store_true",
-                        help="skip expert validation and SFT traces (instances are not checked solvable)")
-    parser.add_argument("--instances", type=int, default=None, metavar="N",
-                        help="instances per split and difficulty (default: the scale's)")
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
-    args = parser.parse_args(argv)
-    if args.instances is not None and args.instances < 1:
-        parser.error("--instances must be >= 1")
-    return args
-
-
-def step_world(args: argparse.Namespace, out: Path, timings: dict[str, float]) -> Path:
-    """Step 1: DATA/world.sqlite, generated or loaded from user files."""
-    store = out / "world.sqlite"
-    started = time.perf_counter()
-    if args.from_jsonl is not None:
-        counts = build_store_from_files(args.from_jsonl, store)
-    else:
-        counts = build_world(store, scale=args.scale, seed=args.seed)
-    timings["world"] = round(time.perf_counter() - started, 1)
-    log.info("world.sqlite: %s (%.1fs)", ", ".join(f"{k}={v}" for k, v in counts.items()), timings["world"])
-    return store
-
-
-def step_instances(args: argparse.Namespace, store: Path, out: Path, timings: dict[str, float]) -> None:
-    """Step 2: instances/, ground_truth/, stats.json and (expert) sft/train.jsonl."""
-    prompt_builder = None
-    if not args.no_expert:
-        # The agent's own prompt frames the SFT traces. launch/rollout.py would shadow the
-        # `rollout` package, so this script's folder is off the import path for this import.
-        here = Path(__file__).resolve().parent
-        saved = list(sys.path)
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-        try:
-            from rollout.prompt import build_prompt
-        finally:
-            sys.path[:] = saved
-        prompt_builder = build_prompt
-    started = time.perf_counter()
-    sizes = None if args.instances is None else {"train": args.instances, "test": args.instances}
-    result = build_benchmark(store, out, scale=args.scale, seed=args.seed, language=args.language,
-                             workers=args.workers, use_expert=not args.no_expert, log=log.info,
-                             prompt_builder=prompt_builder, sizes=sizes)
-    timings.update(result["timings"])
-    log.info("instances: done (%.1fs)", time.perf_counter() - started)
+    parser.add_argument("--scale", default="small", help="data size, e.g. small|full (default small)")
+    parser.add_argument("--seed", default=0, type=int, help="generator seed (default 0)")
+    parser.add_argument("--workers", default=2, type=int, help="processes for instances (default 2)")
+    try:
+        benchmark_class(name).add_data_arguments(parser)
+    except BenchmarkError as err:
+        parser.error(str(err))
+    return parser.parse_args(argv)
 
 
 def staging_dir(out: Path, force: bool) -> Path:
@@ -116,21 +87,19 @@ def publish(staging: Path, out: Path) -> None:
 
 
 def build(args: argparse.Namespace) -> int:
-    """Build DATA step by step: the store first, then (unless --world-only) the benchmark."""
-    if args.from_jsonl is not None and not args.from_jsonl.is_dir():
-        raise UserError(f"--from-jsonl {args.from_jsonl} is not a directory")
+    """The benchmark's make_data into a staging directory, published by one rename when complete."""
     staging = staging_dir(args.out, args.force)
-    timings: dict[str, float] = {}
+    started = time.perf_counter()
     try:
-        store = step_world(args, staging, timings)
-        if not args.world_only:
-            step_instances(args, store, staging, timings)
+        benchmark_class(args.benchmark).make_data(staging, args, log.info)
         info = {"note": "timings of this build; the only file that differs between two builds of a seed",
-                "seconds": timings}
+                "seconds": round(time.perf_counter() - started, 1)}
         (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
         publish(staging, args.out)
+    except BenchmarkError as err:
+        raise UserError(str(err)) from None
     except sqlite3.OperationalError as err:  # SQLite reports a full disk in its own words
-        raise UserError(f"writing {args.out / 'world.sqlite'} failed: {err}") from None
+        raise UserError(f"writing {args.out} failed: {err}") from None
     except OSError as err:
         if err.filename is not None:
             raise
@@ -142,6 +111,7 @@ def build(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Build DATA with the chosen benchmark's make_data; a user mistake is a one-line error."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     return run_main(lambda a: build(parse_args(a)), argv)
 
