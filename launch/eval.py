@@ -110,7 +110,7 @@ def score_official_submission(args: argparse.Namespace) -> int:
     try:
         score = evaluate_files(args.queries, args.plans, split=split, mode=args.mode, database=database)
     except (LoaderError, SubmissionError, DatabaseError) as err:
-        raise UserError(str(err)) from None
+        raise SystemExit(f"error: {err}") from None
     print(score.table())
     raised = sum(e.official_raises for e in score.evaluations)
     if raised:
