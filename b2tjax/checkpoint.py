@@ -6,7 +6,9 @@ and launch/export_hf.py read a training run directly. `params` is the `nnx.to_pu
 
 Saves are asynchronous (the train loop continues while tensorstore writes); Orbax writes into a
 temporary directory and renames it when complete, so a run killed mid-save leaves the previous
-checkpoint intact. A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
+checkpoint intact. A resume takes the newest step that restores; damaged newer steps are reported
+and set aside, never deleted (`RunCheckpointer.restore_newest`).
+A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
 and exits, see `PreemptionGuard`.
 """
 
@@ -15,12 +17,13 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import orbax.checkpoint as ocp
 
 from b2tjax.train_step import TrainState
+from models.checkpoint import restore_newest
 
 ITEMS = ("params", "opt_state", "train_state", "config")
 
@@ -40,9 +43,6 @@ class RunCheckpointer:
         self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
         if model_config_json is not None and jax.process_index() == 0:
             (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
-
-    def latest_step(self) -> int | None:
-        return self.manager.latest_step()
 
     def save(self, step: int, state: TrainState, train_state: dict, config: dict, *, force: bool = False) -> bool:
         """Start an (async) save if `step` is due or `force`; returns whether one was started."""
@@ -71,6 +71,34 @@ class RunCheckpointer:
         opt = restored["opt_state"]
         state = TrainState(restored["params"], opt["opt"], opt["step"], opt["skipped"])
         return state, restored["train_state"], restored["config"]
+
+    def restore_newest(self, abstract_state: TrainState,
+                       report: Callable[[str], None]) -> tuple[int, TrainState, dict, dict] | None:
+        """Restore the newest step that restores, or None when there is no step at all.
+
+        Steps that fail are reported and moved to `checkpoints.unrestorable/` beside this
+        directory (never deleted): the resumed run will save those step numbers again.
+        """
+        steps = self.manager.all_steps()
+        if not steps:
+            return None
+        step, (state, train_state, config), skipped = restore_newest(
+            steps, lambda s: self.restore(s, abstract_state), str(self.directory), report)
+        if skipped:
+            self._set_aside(skipped, report)
+        return step, state, train_state, config
+
+    def _set_aside(self, steps: list[int], report: Callable[[str], None]) -> None:
+        aside = self.directory.with_name(self.directory.name + ".unrestorable")
+        if jax.process_index() == 0:
+            aside.mkdir(exist_ok=True)
+            for step in steps:
+                target = aside / str(step)
+                while target.exists():  # an earlier resume set the same step number aside
+                    target = target.with_name(target.name + "+")
+                (self.directory / str(step)).rename(target)
+                report(f"kept the unrestorable step {step} as {target}")
+        self.manager.reload()
 
     def reached_preemption(self, step: int) -> bool:
         """Multi-host preemption notice (JAX's coordination service); False on a single process."""

@@ -162,6 +162,7 @@ class TrainConfig:
         """Reject settings that would only fail deep inside a long run."""
         from b2tjax.grpo import AGGREGATION_MODES
 
+        mini_batches = max(self.grpo.mini_batches, 1)  # < 1 is reported below; no division by zero here
         checks = [
             (self.task in ("travel", "toy"), f"task must be 'travel' or 'toy', got {self.task!r}"),
             (self.mode in ("sft_grpo", "grpo", "sft_only", "eval"), f"unknown mode {self.mode!r}"),
@@ -169,15 +170,19 @@ class TrainConfig:
             (self.rollout.group_size >= 2, "rollout.group_size must be >= 2 (advantages are relative to the group)"),
             (self.rollout.prompts_per_step >= 1, "rollout.prompts_per_step must be >= 1"),
             (self.grpo.mini_batches >= 1 and self.grpo.epochs >= 1, "grpo.mini_batches and grpo.epochs must be >= 1"),
-            (self.rollout_batch % self.grpo.mini_batches == 0,
+            (self.rollout_batch % mini_batches == 0,
              f"rollout batch {self.rollout_batch} (prompts_per_step * group_size) must divide into grpo.mini_batches"),
-            (self.grpo.micro_batch_size == 0 or (self.rollout_batch // self.grpo.mini_batches) % self.grpo.micro_batch_size == 0,
+            (self.grpo.micro_batch_size <= 0
+             or (self.rollout_batch // mini_batches) % self.grpo.micro_batch_size == 0,
              "grpo.micro_batch_size must divide the mini-batch size"),
-            (self.sft.micro_batch_size == 0 or self.sft.batch_size % self.sft.micro_batch_size == 0,
+            (self.sft.micro_batch_size <= 0 or self.sft.batch_size % self.sft.micro_batch_size == 0,
              "sft.micro_batch_size must divide sft.batch_size"),
             (self.grpo.clip_low >= 0 and self.grpo.clip_high >= 0, "clip epsilons must be >= 0"),
             (self.grpo.beta >= 0, "grpo.beta must be >= 0"),
             (self.rollout.temperature > 0, "rollout.temperature must be > 0"),
+            (self.rollout.max_prompt_tokens < self.rollout.max_seq_len,
+             f"rollout.max_prompt_tokens must be < rollout.max_seq_len ({self.rollout.max_seq_len}), "
+             f"got {self.rollout.max_prompt_tokens}"),
             *self._benchmark_checks(),
             (self.model.compute_dtype in ("float32", "bfloat16"), "model.compute_dtype must be float32 or bfloat16"),
             (self.rollout.batch_rows >= 1 and self.rollout.prefill_chunk >= 1,
@@ -189,10 +194,26 @@ class TrainConfig:
              "hardware.devices must be >= 1 and hardware.hbm_gib >= 0"),
             (self.checkpoint.every_steps >= 1 and self.checkpoint.keep >= 1, "checkpoint.every_steps/keep must be >= 1"),
         ]
-        errors = [msg for ok, msg in checks if not ok]
+        errors = [msg for ok, msg in checks if not ok] + self._range_errors()
         if errors:
             raise ValueError("invalid training config:\n  " + "\n  ".join(errors))
         return self
+
+    def _range_errors(self) -> list[str]:
+        """Numbers outside their meaningful range, each reported with its key and the allowed range."""
+        errors = []
+        for key, allowed, ok in _RANGES:
+            value = self.get(key)
+            if not ok(value):
+                errors.append(f"{key} must be {allowed}, got {value!r}")
+        return errors
+
+    def get(self, dotted: str) -> Any:
+        """The value at a dotted key such as 'sft.optim.lr'."""
+        value: Any = self
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        return value
 
     def _benchmark_checks(self) -> list[tuple[bool, str]]:
         """The benchmark exists (and is installed) and offers the prompt style."""
@@ -218,6 +239,47 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _at_least(low: float) -> Any:
+    return lambda v: v >= low
+
+
+def _positive(v: float) -> bool:
+    return v > 0
+
+
+# (dotted key, allowed range in words, predicate): checked when a config loads.
+_RANGES: list[tuple[str, str, Any]] = [
+    ("steps", ">= 0", _at_least(0)),
+    ("sft.steps", ">= 0", _at_least(0)),
+    ("sft.batch_size", ">= 1", _at_least(1)),
+    ("sft.micro_batch_size", ">= 0 (0 = whole batch)", _at_least(0)),
+    ("sft.max_seq_len", ">= 2", _at_least(2)),
+    ("sft.max_examples", ">= 0 (0 = all)", _at_least(0)),
+    ("log_every", ">= 1", _at_least(1)),
+    ("rollout.max_turns", ">= 1", _at_least(1)),
+    ("rollout.max_new_tokens", ">= 1", _at_least(1)),
+    ("rollout.max_seq_len", ">= 2", _at_least(2)),
+    ("rollout.max_prompt_tokens", ">= 0 (0 = max_seq_len // 2)", _at_least(0)),
+    ("rollout.top_p", "in (0, 1]", lambda v: 0 < v <= 1),
+    ("grpo.micro_batch_size", ">= 0 (0 = whole mini-batch)", _at_least(0)),
+    ("grpo.fixed_length", ">= 0 (0 = rollout.max_seq_len)", _at_least(0)),
+    ("grpo.logprob_chunk", ">= 1", _at_least(1)),
+    ("grpo.adv_eps", "> 0", _positive),
+    ("data.max_train_instances", ">= 0 (0 = all)", _at_least(0)),
+    ("data.eval_instances", ">= 0 (0 = whole split)", _at_least(0)),
+    ("model.sp_vocab_size", ">= 64", _at_least(64)),
+] + [(f"{prefix}{key}", allowed, ok) for prefix in ("optim.", "sft.optim.") for key, allowed, ok in [
+    ("lr", "> 0", _positive),
+    ("warmup_steps", ">= 0", _at_least(0)),
+    ("final_lr_ratio", "in [0, 1]", lambda v: 0 <= v <= 1),
+    ("weight_decay", ">= 0", _at_least(0)),
+    ("b1", "in [0, 1)", lambda v: 0 <= v < 1),
+    ("b2", "in [0, 1)", lambda v: 0 <= v < 1),
+    ("eps", "> 0", _positive),
+    ("max_grad_norm", "> 0", _positive),
+]]
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:
@@ -286,7 +348,10 @@ def apply_overrides(cfg: TrainConfig, overrides: Iterable[str]) -> TrainConfig:
         if "=" not in item:
             raise ValueError(f"override {item!r} is not of the form key=value")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw != "" else ""
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            raise ValueError(f"override {item!r}: the value is not valid YAML") from None
         nested: Any = value
         for part in reversed(key.strip().split(".")):
             nested = {part: nested}
@@ -298,13 +363,27 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
     """Defaults <- YAML file (if any) <- overrides, then validated."""
     cfg = TrainConfig()
     if path is not None:
-        text = Path(path).read_text()
-        data = yaml.safe_load(text) or {}
-        try:
-            _merge(cfg, data)
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+        _merge_file(cfg, Path(path))
     return apply_overrides(cfg, overrides).validate()
+
+
+def _merge_file(cfg: TrainConfig, path: Path) -> None:
+    """Merge a YAML recipe; every problem with the file is a ValueError naming it."""
+    if not path.is_file():
+        raise ValueError(f"config file {path} " + ("is a directory" if path.is_dir() else "does not exist"))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"{path}:{where}: YAML syntax error ({problem})") from None
+    try:
+        _merge(cfg, data)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
 
 
 def config_from_dict(data: dict) -> TrainConfig:

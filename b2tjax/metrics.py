@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ def _plain(value: Any) -> Any:
 
 class MetricsWriter:
     def __init__(self, out_dir: str | Path, *, total_steps: int, initial_step: int = 0, desc: str = "train",
-                 enabled: bool | None = None, progress: bool = True):
+                 enabled: bool | None = None, progress: bool = True, keep_until: int | None = None):
+        """`keep_until`: drop the records of later steps already in metrics.jsonl (a resumed run
+        redoes the steps after its checkpoint, which must not appear twice)."""
         self.enabled = jax.process_index() == 0 if enabled is None else enabled
         self.out_dir = Path(out_dir)
         self._bar = None
@@ -40,6 +43,8 @@ class MetricsWriter:
         if not self.enabled:
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        if keep_until is not None:
+            _truncate_after(self.out_dir / "metrics.jsonl", keep_until)
         self._jsonl = open(self.out_dir / "metrics.jsonl", "a")
         try:
             from tensorboardX import SummaryWriter
@@ -91,8 +96,29 @@ class MetricsWriter:
             self._jsonl.close()
 
 
+def _truncate_after(path: Path, step: int) -> None:
+    """Keep the records of steps <= `step`; rewritten beside and renamed, so a crash loses nothing."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
+    if len(kept) == len(lines):
+        return
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("".join(kept))
+    os.replace(partial, path)
+
+
+def _step_of(line: str) -> int | None:
+    """The record's step; None for a blank line or one torn by a killed writer."""
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def read_metrics(path: str | Path, phase: str | None = None) -> dict[int, dict]:
-    """Last record per step of a metrics.jsonl (a resumed run re-logs steps after its checkpoint).
+    """Last record per step of a metrics.jsonl.
 
     `phase` keeps only that phase's records ("sft", "grpo", "eval"); None keeps the training ones.
     """

@@ -1,7 +1,8 @@
 """Make a fresh machine ready to train: build DATA with launch/make_data.py when it is absent.
 
 Kept free of JAX imports: make_data forks worker processes, which must happen before JAX starts
-its threads (launch/train.py calls this first).
+its threads (launch/train.py calls this first). Only an absent or empty directory is built: a
+directory that lacks some pieces is the user's (another seed, another scale) and is never rebuilt.
 """
 
 from __future__ import annotations
@@ -10,14 +11,22 @@ import sys
 import time
 from pathlib import Path
 
+from b2tjax.cli import UserError
 from sandbox.benchmarks import DEFAULT_BENCHMARK, benchmark_class
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) -> None:
-    """Run launch/make_data.py's main() for `benchmark` unless DATA already holds what it needs."""
-    if benchmark_class(benchmark).data_ready(data_dir):
+    """Run launch/make_data.py's main() for `benchmark` when DATA is absent or empty; UserError when
+    it is partial."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise UserError(f"data directory {data_dir} is a file")
+    if data_dir.is_dir() and any(data_dir.iterdir()):
+        missing = benchmark_class(benchmark).missing_data(data_dir)
+        if missing:
+            raise UserError(f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with launch/"
+                            f"make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)")
         return
     print(f"building the {scale} {benchmark} data in {data_dir} ...", flush=True)
     started = time.perf_counter()
@@ -28,5 +37,5 @@ def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) 
         sys.path.pop(0)
     code = make_data.main(["--benchmark", benchmark, "--out", str(data_dir), "--scale", scale])
     if code:
-        raise RuntimeError(f"launch/make_data.py failed with status {code}")
+        raise UserError(f"launch/make_data.py --out {data_dir} failed with status {code}")
     print(f"data ready ({time.perf_counter() - started:.0f}s)", flush=True)

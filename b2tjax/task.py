@@ -9,17 +9,19 @@ i.e. the benchmark's judge and reward (action penalty and format gate switchable
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from flax import nnx
 
+from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
 from b2tjax.trainer import RolloutBatch
-from sandbox.benchmarks import Benchmark, Pair, get_benchmark
+from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark
 from sandbox.instances.loader import interleave_difficulties
 
 
@@ -51,6 +53,7 @@ class BenchmarkTask:
         self.vocab_size = tokenizer.vocab_size
         self._train = self._load_split(cfg.data.train_split, cfg.data.max_train_instances)
         self._eval = self._load_split(cfg.data.eval_split, cfg.data.eval_instances)
+        self._check_prompt_budget()
         self._engine = None
         self._python_pool = None
         self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
@@ -67,6 +70,23 @@ class BenchmarkTask:
         wanted = set(self.cfg.data.difficulties)
         pairs = [p for p in self.benchmark.load_split(split) if (p[0].get("difficulty") or "easy") in wanted]
         return interleave_difficulties(pairs)[:limit] if limit else pairs
+
+    def _check_prompt_budget(self) -> None:
+        """At start-up, not after SFT: the prompt of the largest instance, compacted as far as the
+        benchmark can (a B2T trajectory is dropped), must fit rollout.max_prompt_tokens."""
+        from rollout.prompt import token_counter
+
+        r = self.cfg.rollout
+        budget = r.max_prompt_tokens or r.max_seq_len // 2
+        instances = [visible for visible, _ in self._train + self._eval]
+        if not instances:
+            return
+        largest = max(instances, key=lambda visible: len(json.dumps(visible)))
+        try:
+            self.benchmark.prompt(largest, variant=r.prompt_style, memory=r.memory_enabled, max_tokens=budget,
+                                  count_tokens=token_counter(self.tokenizer))
+        except BenchmarkError as err:
+            raise UserError(f"rollout.max_prompt_tokens={budget} is too small: {err}") from None
 
     # -- Task protocol --------------------------------------------------------------------------
     def train_examples(self) -> Sequence[Any]:
@@ -116,13 +136,14 @@ class BenchmarkTask:
         return score_records(records, pairs, self.benchmark, action_penalty=g.action_penalty,
                              format_gate=g.format_gate)
 
-    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int) -> RolloutBatch:
+    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int,
+                should_stop: Callable[[], bool] | None = None) -> RolloutBatch:
         pairs = [p for p in prompts for _ in range(group_size)]
         if self._engine is None:
             self._engine = self._engine_for(model, self.cfg.rollout.temperature)
         else:
             self._engine.update_weights(model)
-        records = self._engine.run(self._episodes(pairs), seed)
+        records = self._engine.run(self._episodes(pairs), seed, should_stop=should_stop)
         evals, rewards = self._score(records, pairs)
         metrics = {
             **self.benchmark.headline(self.benchmark.metrics(evals)),

@@ -70,7 +70,9 @@ class DigitTask:
                                jnp.float32(temperature))
         return np.asarray(answers), np.asarray(lps)
 
-    def rollout(self, model: nnx.Module, prompts: list[int], group_size: int, seed: int) -> RolloutBatch:
+    def rollout(self, model: nnx.Module, prompts: list[int], group_size: int, seed: int,
+                should_stop: Any = None) -> RolloutBatch:
+        """One jitted sampling call: nothing to interrupt, so `should_stop` is not polled."""
         digits = [k for k in prompts for _ in range(group_size)]
         answers, lps = self.sample(model, digits, seed, self.temperature)
         records = []

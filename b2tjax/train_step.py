@@ -252,7 +252,8 @@ def make_step_fns(
     the sampler does.
     """
     grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, valid_vocab, temperature=temperature)
-    sft_loss = functools.partial(_sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab, temperature=1.0)
+    sft_loss = functools.partial(_sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab,
+                                 temperature=1.0)
 
     def grpo_step(state: TrainState, batch: dict):
         norm = grpo.batch_normaliser(batch["mask"], fixed_length)
@@ -267,8 +268,8 @@ def make_step_fns(
     def logprobs(params: Params, ids: jax.Array) -> jax.Array:
         def body(_, micro_ids):
             model = model_fn(params)  # built inside the scan body: NNX forbids crossing trace levels
-            lp, _ = sequence_logprobs(model, micro_ids, temperature=temperature, chunk_size=grpo_cfg.logprob_chunk,
-                                      valid_vocab=valid_vocab)
+            lp, _ = sequence_logprobs(model, micro_ids, temperature=temperature,
+                                      chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab)
             return None, lp
 
         return jax.lax.scan(body, None, ids)[1]

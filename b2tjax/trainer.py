@@ -9,10 +9,11 @@ the agent task on a benchmark (b2tjax/task.py) and the toy digit task (b2tjax/to
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +31,7 @@ from b2tjax.optim import learning_rate_schedule, make_optimizer
 from b2tjax.train_step import (BoundModel, StepFns, TrainState, init_train_state, make_step_fns, pad_length,
                                stack_rows, state_shardings, to_micro)
 from models.config import DTYPES
+from rollout.engine import RolloutStopped
 from rollout.record import EpisodeRecord
 
 
@@ -45,8 +47,10 @@ class Task(Protocol):
     def train_examples(self) -> Sequence[Any]:
         """What the GRPO prompt pipeline shuffles (instances)."""
 
-    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int) -> RolloutBatch:
-        """Sample `group_size` episodes per prompt with `model` and score them."""
+    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int,
+                should_stop: Callable[[], bool] | None = None) -> RolloutBatch:
+        """Sample `group_size` episodes per prompt with `model` and score them. A long rollout polls
+        `should_stop` between its segments and raises `rollout.engine.RolloutStopped` when it is true."""
 
     def sft_examples(self) -> list[dict] | None:
         """Tokenised traces {"ids": [...], "mask": [...]} (mask 1 on assistant tokens), or None."""
@@ -99,7 +103,8 @@ class Trainer:
         optimizer, schedule = phase_optimizer(self.cfg, phase, steps)
         state = init_train_state(params, optimizer, self.mesh)
         fns = phase_step_fns(self.cfg, self.model_fn, optimizer, schedule,
-                             state_shardings(state) if self.mesh is not None else None, self.mesh, self.valid_vocab)
+                             state_shardings(state) if self.mesh is not None else None, self.mesh,
+                             self.valid_vocab)
         return fns, state
 
     def _place_params(self, params):
@@ -124,17 +129,20 @@ class Trainer:
         cfg = self.cfg
         params = self._place_params(self.params0)
         start = {"phase": "sft" if self.sft_steps else "grpo", "phase_step": 0, "data": None, "counters": {}}
-        restored_state = None
-        latest = self.ckpt.latest_step() if self.resume else None
-        if latest is not None:
-            fns, abstract = self._phase_fns("grpo", params)
-            restored_state, start, _ = self.ckpt.restore(latest, abstract)
-            params = restored_state.params
-        elif self.resume:
-            print(f"--resume: no checkpoint in {self.out / 'checkpoints'}, starting fresh", flush=True)
+        restored_state, latest = None, None
+        if self.resume:
+            _, abstract = self._phase_fns("grpo", params)
+            found = self.ckpt.restore_newest(abstract, report=lambda line: print(line, flush=True))
+            if found is None:
+                print(f"--resume: no checkpoint in {self.out / 'checkpoints'}, starting fresh", flush=True)
+            else:
+                latest, restored_state, start, _ = found
+                params = restored_state.params
+                print(f"resuming from step {latest}", flush=True)
 
+        # metrics.jsonl keeps only the steps before the restored one: a killed run's later steps are redone
         writer = MetricsWriter(self.out, total_steps=max(self.total_steps, 1), initial_step=latest or 0,
-                               progress=self.progress)
+                               progress=self.progress, keep_until=latest or 0)
         last: dict = {}
         try:
             with PreemptionGuard() as guard:
@@ -167,6 +175,21 @@ class Trainer:
             self.ckpt.wait()
             writer.write(f"preempted: saved step {global_step}, exiting")
             raise Preempted(global_step)
+
+    def _stop_mid_step(self, guard: PreemptionGuard, global_step: int, state: TrainState, train_state: dict,
+                       writer: MetricsWriter) -> None:
+        """On SIGTERM inside a GRPO step (rollout, or before its first update), give up the step and save
+        the last completed one: `state` is still that step's, as no update has consumed it yet.
+        Single process only: hosts that noticed the signal at different points of a step would part
+        ways inside collectives, so multi-host runs stop at step ends (`reached_preemption`)."""
+        if not guard.requested or jax.process_count() > 1:
+            return
+        done = global_step - 1
+        if done >= 1:
+            self.ckpt.save(done, state, train_state, self.cfg.to_dict(), force=True)
+            self.ckpt.wait()
+        writer.write(f"preempted during step {global_step}: saved step {done}, exiting")
+        raise Preempted(done)
 
     def _save(self, global_step: int, state: TrainState, train_state: dict, final: bool) -> None:
         self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=final)
@@ -244,11 +267,18 @@ class Trainer:
         for phase_step in range(start["phase_step"] + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
             t0 = time.perf_counter()
+            completed = self._train_state_json("grpo", phase_step - 1, data, counters)  # before next_batch
+            stop_here = functools.partial(self._stop_mid_step, guard, global_step, state, completed, writer)
             prompts = data.next_batch(cfg.rollout.prompts_per_step)
             seed = self._step_seed(global_step)
-            batch = self.task.rollout(self.model_fn(state.params), prompts, cfg.rollout.group_size, seed)
+            try:
+                batch = self.task.rollout(self.model_fn(state.params), prompts, cfg.rollout.group_size, seed,
+                                          should_stop=lambda: guard.requested and jax.process_count() == 1)
+            except RolloutStopped:
+                stop_here()
+                raise
             t_rollout = time.perf_counter() - t0
-            state, metrics = self._grpo_update(fns, state, batch, seed)
+            state, metrics = self._grpo_update(fns, state, batch, seed, before_update=stop_here)
             dt = time.perf_counter() - t0
             tokens = sum(len(r.ids) for r in batch.records)
             counters["samples"] = counters.get("samples", 0) + len(batch.records)
@@ -259,8 +289,10 @@ class Trainer:
             self._end_step("grpo", phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
 
-    def _grpo_update(self, fns: StepFns, state: TrainState, batch: RolloutBatch, seed: int):
-        """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps."""
+    def _grpo_update(self, fns: StepFns, state: TrainState, batch: RolloutBatch, seed: int,
+                     before_update: Callable[[], None] = lambda: None):
+        """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps. `before_update`
+        runs last before the first step, which donates `state`: from there on the step must finish."""
         cfg, g = self.cfg, self.cfg.grpo
         records = batch.records
         n = len(records)
@@ -294,6 +326,7 @@ class Trainer:
         if g.beta > 0:
             arrays["ref_logprobs"] = fns.local_rows(fns.logprobs(self.ref_params, ids_dev)).reshape(n, length)
 
+        before_update()
         rng = np.random.default_rng(seed)
         sums: dict[str, float] = {}
         updates = 0

@@ -21,8 +21,10 @@ Plans can also come from an agent (`--agent NAME`) registered in `AGENTS` below:
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import logging
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -34,6 +36,7 @@ if __name__ == "__main__":  # as a script: this checkout's packages first, and l
     sys.path[:] = [str(ROOT)] + [p for p in sys.path
                                  if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
+from b2tjax.cli import UserError, check_output_file, damaged_store, run_main  # noqa: E402
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair  # noqa: E402
 from sandbox.benchmarks import benchmark_class  # noqa: E402
 from sandbox.jsonl import read_jsonl_objects  # noqa: E402
@@ -119,9 +122,9 @@ def score_official_submission(args: argparse.Namespace) -> int:
 def _read_jsonl(path: Path) -> list[dict]:
     """The file's objects; a bad line or one without a string 'id' ends the run with its line."""
     rows = []
-    for number, row in read_jsonl_objects(path, SystemExit):
+    for number, row in read_jsonl_objects(path, UserError):
         if not isinstance(row.get("id"), str):
-            raise SystemExit(f"{path}:{number}: expected an object with a string 'id'")
+            raise UserError(f"{path}:{number}: expected an object with a string 'id'")
         rows.append(row)
     return rows
 
@@ -133,14 +136,23 @@ def load_pairs(bench: Benchmark, split: str, difficulties: list[str] | None) -> 
 
 
 def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
-    """id -> plan for the selected instances; plans for other ids are counted and ignored."""
+    """id -> plan for the selected instances; plans for other ids are counted and ignored.
+    An id with two plans is an error: which one to score is the user's choice, not ours."""
     wanted = {instance["id"] for instance, _ in pairs}
-    plans, unknown = {}, 0
-    for row in _read_jsonl(path):
+    plans, unknown, seen = {}, 0, collections.Counter()
+    rows = _read_jsonl(path)
+    if not rows:
+        log.warning("%s holds no plans: every instance counts as undelivered", path)
+    for row in rows:
+        seen[row["id"]] += 1
         if row["id"] in wanted:
             plans[row["id"]] = row.get("plan")
         else:
             unknown += 1
+    duplicates = sorted(i for i, n in seen.items() if n > 1)
+    if duplicates:
+        shown = ", ".join(duplicates[:5]) + (", ..." if len(duplicates) > 5 else "")
+        raise UserError(f"{path}: {len(duplicates)} id(s) have more than one plan: {shown}")
     if unknown:
         log.warning("%d plan(s) in %s are for instances outside the selection; ignored",
                     unknown, path)
@@ -172,10 +184,23 @@ def write_outputs(args: argparse.Namespace, metrics: dict, results: list) -> Non
                 handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
 
 
+def check_inputs_and_outputs(args: argparse.Namespace) -> None:
+    """Fail before the (possibly long) scoring when a path given on the command line cannot work."""
+    if args.data is not None and not args.data.is_dir():
+        raise UserError(f"--data {args.data} is not a directory")
+    if args.plans is not None and not args.plans.is_file():
+        problem = "is a directory" if args.plans.is_dir() else "does not exist"
+        raise UserError(f"--plans {args.plans} {problem}")
+    for option, path in (("--json", args.json), ("--details", args.details)):
+        if path is not None:
+            check_output_file(path, option)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Score one split's plans, print the metrics table and write the optional JSON outputs."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    check_inputs_and_outputs(args)
     if is_official_submission(args):
         return score_official_submission(args)
     try:
@@ -183,14 +208,16 @@ def main(argv: list[str] | None = None) -> int:
         bench = cls(args.data, **cls.options_from_args(args))
         pairs = load_pairs(bench, args.split, args.difficulty)
         if not pairs:
-            raise SystemExit(f"no instances in split {args.split!r} for the chosen difficulty")
+            raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
         if args.agent:
             plans = dict(AGENTS[args.agent](bench, pairs, args))
         else:
             plans = plans_from_file(args.plans, pairs)
         results = score(bench, pairs, plans)
     except BenchmarkError as err:
-        raise SystemExit(f"error: {err}") from None
+        raise UserError(str(err)) from None
+    except sqlite3.DatabaseError as err:  # a store is read lazily: damage shows at the first query
+        raise damaged_store(args.data, err) from None
     metrics = bench.metrics(results)
     print(bench.format_metrics(metrics))
     write_outputs(args, metrics, results)
@@ -198,4 +225,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from b2tjax.cli import UserError, run_main
 from models.checkpoint import load_model
 from models.config import DTYPES
 from models.hf import save_pretrained
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-shard-size", default="5GB")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.checkpoint):
-        parser.error(f"--checkpoint {args.checkpoint!r} is not a directory")
+        raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
     tokenizer = None
     spec = args.tokenizer
     if spec is None and os.path.exists(os.path.join(args.checkpoint, "tokenizer.json")):
@@ -46,4 +47,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+from b2tjax.cli import UserError, run_main
 from models.checkpoint import save_model
 from models.config import DTYPES
 from models.hf import load_pretrained
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="stored param dtype")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.hf):
-        parser.error(f"--hf {args.hf!r} is not a directory")
+        raise UserError(f"--hf {args.hf} is not a directory")
     start = time.time()
     model = load_pretrained(args.hf, dtype=DTYPES[args.dtype], progress=True)
     print(f"loaded {model.config.num_params() / 1e6:.1f}M params from {args.hf} in {time.time() - start:.1f}s")
@@ -32,4 +33,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import json
 import logging
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ if __name__ == "__main__":  # as a script: this checkout's packages first, and l
     sys.path[:] = [str(ROOT)] + [p for p in sys.path
                                  if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
+from b2tjax.cli import UserError, check_output_file, damaged_store, run_main  # noqa: E402
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class  # noqa: E402
 
 log = logging.getLogger("rollout")
@@ -80,8 +82,6 @@ def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
 
     if args.checkpoint is not None:
         ckpt = args.checkpoint
-        if not ckpt.is_dir():
-            raise SystemExit(f"--checkpoint {ckpt} is not a directory")
         if any(ckpt.glob("*.safetensors")):
             from models.hf import load_pretrained
 
@@ -113,9 +113,24 @@ def tokenizer_spec(args: argparse.Namespace, bench: Any, instances: list[dict]) 
     return str(path)
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Fail before loading anything when a path on the command line cannot work."""
+    if not args.data.is_dir():
+        raise UserError(f"--data {args.data} is not a directory")
+    ckpt = args.checkpoint
+    if ckpt is not None:
+        if not ckpt.is_dir():
+            raise UserError(f"--checkpoint {ckpt} is not a directory")
+        if not (ckpt / "config.json").is_file():
+            raise UserError(f"--checkpoint {ckpt} holds no config.json: it is no model checkpoint, run "
+                            "checkpoints/ or Hugging Face directory")
+    check_output_file(args.out, "--out")
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    check_arguments(args)
     from models.tokenizer import load_tokenizer
     from rollout import RolloutConfig, RolloutEngine, agent_episode
     from sandbox.python_tool import PythonSandbox
@@ -126,16 +141,21 @@ def main(argv: list[str] | None = None) -> int:
         instances = bench.load_visible(args.split)[: args.num]
         if args.variant not in bench.prompt_variants:
             raise BenchmarkError(f"--variant must be one of {bench.prompt_variants} for {bench.name}")
+        if instances:
+            bench.world_for(instances[0])  # opened now: a damaged store is found before any work
     except BenchmarkError as err:
-        raise SystemExit(f"error: {err}") from None
+        raise UserError(str(err)) from None
+    except sqlite3.DatabaseError as err:
+        raise damaged_store(args.data, err) from None
     if not instances:
-        raise SystemExit(f"no instances in split {args.split!r} of {args.data}")
+        raise UserError(f"no instances in split {args.split!r} of {args.data}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     spec = tokenizer_spec(args, bench, instances)
     tok = load_tokenizer(spec)
     model = load_model(args, tok.vocab_size)
     if model.config.vocab_size < tok.vocab_size:
-        raise SystemExit(f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}")
+        raise UserError(f"tokenizer {spec} has {tok.vocab_size} ids but the model only "
+                        f"{model.config.vocab_size}")
 
     config = RolloutConfig(batch_size=args.batch_size, max_turns=args.max_turns, max_turn_tokens=args.max_turn_tokens,
                            max_total_tokens=args.max_total_tokens, temperature=args.temperature, top_p=args.top_p,
@@ -167,4 +187,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

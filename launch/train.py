@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # would shadow the `rollout` package.
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
+from b2tjax.cli import UserError, run_main  # noqa: E402
 from b2tjax.config import dump_config, load_config  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
@@ -42,7 +43,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--init", default=None, help="initial weights: hf:DIR (Hugging Face) or ckpt:DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (log files only)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # overrides may sit before and after the options
+
+
+def check_out_dir(out: Path, resume: bool) -> None:
+    """A run directory that holds checkpoints is continued with --resume, never trained over."""
+    ckpt = out / "checkpoints"
+    steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.is_dir() else []
+    if steps and not resume:
+        raise UserError(f"{out} already holds a run (checkpoint steps {steps}); pass --resume to continue it "
+                        "or choose another --out")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides.append(f"benchmark={args.benchmark}")
     try:
         cfg = load_config(config_path, overrides)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    check_out_dir(Path(cfg.out), args.resume)
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every file it writes at INFO
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
@@ -92,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
     model = build_model(cfg, vocab_size=vocab)
     if vocab > model.config.vocab_size:
-        print(f"error: the tokenizer has {vocab} ids but the model only {model.config.vocab_size} embeddings "
-              f"(model.init={cfg.model.init!r}, model.tokenizer={cfg.model.tokenizer!r})", file=sys.stderr)
-        return 2
+        raise UserError(f"the tokenizer has {vocab} ids but the model only {model.config.vocab_size} "
+                        f"embeddings (model.init={cfg.model.init!r}, "
+                        f"model.tokenizer={cfg.model.tokenizer!r})")
     print(f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
           f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
           f"devices: {jax.device_count()} x {jax.devices()[0].platform}", flush=True)
@@ -110,4 +120,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -3,14 +3,15 @@
 A model checkpoint is `DIR/config.json` (HF-style) + `DIR/params` (Orbax StandardSave of
 `nnx.to_pure_dict(nnx.state(model, nnx.Param))`). `load_model` also accepts a training run's
 CheckpointManager directory (`OUT/checkpoints`, config.json beside the step dirs) and restores the
-`params` item of the latest step. Restores go straight into the target dtype and sharding.
+`params` item of the newest step that restores. Restores go straight into the target dtype and sharding.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+import sys
+from typing import Any, Callable, Sequence, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,7 @@ from jax.sharding import Mesh, SingleDeviceSharding
 from models.config import Qwen3Config
 from models.sharding import abstract_model, variable_sharding
 
+T = TypeVar("T")
 PARAMS_ITEM = "params"
 CONFIG_FILE = "config.json"
 
@@ -60,35 +62,57 @@ def restore_target(cfg: Qwen3Config, dtype: Any, param_dtype: Any, mesh: Mesh | 
     return graphdef, state, targets
 
 
-def _params_location(directory: str) -> tuple[str, int | None]:
-    """('model', None) for a model checkpoint, ('manager', latest_step) for a CheckpointManager dir."""
-    if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
-        return "model", None
-    with ocp.CheckpointManager(directory) as manager:
-        step = manager.latest_step()
-    if step is None:
-        raise FileNotFoundError(f"{directory} holds neither '{PARAMS_ITEM}/' nor any CheckpointManager step")
-    return "manager", step
+class CheckpointError(FileNotFoundError):
+    """No checkpoint can be read from a directory; the message says which and why."""
+
+
+def _reason(err: BaseException) -> str:
+    """The first line of an error, short enough for a one-line report."""
+    first = (str(err).strip().splitlines() or [""])[0]
+    return f"{type(err).__name__}: {first[:160]}"
+
+
+def restore_newest(steps: Sequence[int], restore: Callable[[int], T], where: str,
+                   report: Callable[[str], None] | None = None) -> tuple[int, T, list[int]]:
+    """(step, restored, skipped steps) for the newest step that restores. A step that fails (a
+    missing or truncated file, a deleted item) is reported in one line and left on disk untouched:
+    it may hold the only copy of something worth recovering by hand."""
+    report = report or (lambda line: print(line, file=sys.stderr, flush=True))
+    skipped: list[int] = []
+    for step in sorted(steps, reverse=True):
+        try:
+            return step, restore(step), skipped
+        except Exception as err:  # whatever the damage, this step cannot serve; an older one may
+            report(f"warning: skipping checkpoint step {step} of {where}, it does not restore "
+                   f"({_reason(err)})")
+            skipped.append(step)
+    if not steps:
+        raise CheckpointError(f"{where} holds no checkpoint step")
+    raise CheckpointError(f"no checkpoint step of {where} restores (tried {sorted(steps, reverse=True)})")
 
 
 def load_model(directory: str | os.PathLike, dtype: Any = jnp.float32, param_dtype: Any = None,
-               mesh: Mesh | None = None, remat: str = "none", attention_block: int | None = 1024):
-    """Qwen3ForCausalLM from a model checkpoint or the latest step of a CheckpointManager directory.
-    `param_dtype` defaults to `dtype`; with `mesh`, params are restored already sharded."""
+               mesh: Mesh | None = None, remat: str = "none", attention_block: int | None = 1024,
+               step: int | None = None):
+    """Qwen3ForCausalLM from a model checkpoint or a CheckpointManager directory: `step`, or the
+    newest step that restores (damaged newer steps are reported and skipped). `param_dtype`
+    defaults to `dtype`; with `mesh`, params are restored already sharded."""
     directory = os.path.abspath(os.fspath(directory))
+    if not os.path.isdir(directory):
+        raise CheckpointError(f"checkpoint directory {directory} does not exist")
     if not os.path.exists(os.path.join(directory, CONFIG_FILE)):
-        raise FileNotFoundError(f"no {CONFIG_FILE} in checkpoint directory {directory}")
+        raise CheckpointError(f"no {CONFIG_FILE} in checkpoint directory {directory}")
     cfg = Qwen3Config.from_hf(directory)
     param_dtype = dtype if param_dtype is None else param_dtype
     graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat, attention_block)
-    kind, step = _params_location(directory)
-    if kind == "model":
+    if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
         with ocp.StandardCheckpointer() as ckptr:
             pure = ckptr.restore(os.path.join(directory, PARAMS_ITEM), targets)
     else:
+        args = ocp.args.Composite(**{PARAMS_ITEM: ocp.args.StandardRestore(targets)})
         with ocp.CheckpointManager(directory) as manager:
-            restored = manager.restore(step, args=ocp.args.Composite(
-                **{PARAMS_ITEM: ocp.args.StandardRestore(targets)}))
+            steps = manager.all_steps() if step is None else [step]
+            _, restored, _ = restore_newest(steps, lambda s: manager.restore(s, args=args), directory)
         pure = restored[PARAMS_ITEM]
     nnx.replace_by_pure_dict(state, pure)
     return nnx.merge(graphdef, state)

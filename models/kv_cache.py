@@ -133,7 +133,8 @@ def cached_attention(q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, layer
         update = jnp.einsum("rkgts,rskd->rkgtd", probs.astype(q.dtype), values, preferred_element_type=F32)
         return new_max, run_sum, acc * correction[..., None] + update
 
-    init = (jnp.full((r, kvh, g, t), neg, F32), jnp.zeros((r, kvh, g, t), F32), jnp.zeros((r, kvh, g, t, d), F32))
+    init = (jnp.full((r, kvh, g, t), neg, F32), jnp.zeros((r, kvh, g, t), F32),
+            jnp.zeros((r, kvh, g, t, d), F32))
     _, run_sum, acc = jax.lax.fori_loop(0, num_blocks, body, init)
     out = acc / run_sum[..., None]                       # [R, KVH, G, T, D]
     return out.transpose(0, 3, 1, 2, 4).reshape(r, t, nh, d).astype(q.dtype)

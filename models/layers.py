@@ -68,7 +68,8 @@ def resolve_attention(impl: str, dtype: Any) -> str:
         raise ValueError(f"unknown attention implementation {impl!r}; choose from {ATTENTION_IMPLS}")
     if impl != "auto":
         return impl
-    fused = jax.default_backend() == "gpu" and jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    fused = jax.default_backend() == "gpu" and half
     return "cudnn" if fused else "reference"
 
 
@@ -104,7 +105,8 @@ def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array,
     return out.swapaxes(0, 1).reshape(b, t, nh, d)
 
 
-def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, impl: str, block: int | None = None) -> jax.Array:
+def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, impl: str,
+                     block: int | None = None) -> jax.Array:
     """Causal GQA over this call's own tokens (q [B, T, NH, D]; k, v [B, T, KVH, D]) with a resolved
     `impl`. jax.nn.dot_product_attention takes grouped K/V heads as they are and keeps its
     logits and softmax in fp32 for 16-bit inputs, as the reference path does."""

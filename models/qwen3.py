@@ -111,7 +111,7 @@ class Qwen3ForCausalLM(nnx.Module):
             return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
 
         layers = jnp.arange(self.config.num_hidden_layers, dtype=jnp.int32)
-        return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers), unroll=True)[0]
+        return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers))[0]
 
     def lm_head_weight(self) -> jax.Array:
         """[H, V] in param dtype: the transposed embedding when tied."""
@@ -167,7 +167,8 @@ class Qwen3ForCausalLM(nnx.Module):
         lengths = cache.lengths if rows is None else cache.lengths[rows]
         positions = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)[None, :]
         filled = lengths + num_new  # [R] slots written once this call is done
-        call = CachedCall(positions=positions, filled=filled, slots=write_slots(positions, num_new, s), rows=rows)
+        slots = write_slots(positions, num_new, s)
+        call = CachedCall(positions=positions, filled=filled, slots=slots, rows=rows)
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
         x, k, v = self._run_layers_cached(x, call, cache)
         hidden = self.norm(x)

@@ -126,6 +126,10 @@ def _bucket(n: int, floor: int = 16) -> int:
     return size
 
 
+class RolloutStopped(Exception):
+    """`RolloutEngine.run` stopped between segments because its `should_stop` said so (a SIGTERM)."""
+
+
 class RolloutEngine:
     """Runs episodes on a model; see the module docstring."""
 
@@ -150,10 +154,13 @@ class RolloutEngine:
         self.runner.update_state(model)
 
     # ------------------------------------------------------------------------------------------
-    def run(self, episodes: Sequence[Episode], rng: jax.Array | int = 0) -> list[EpisodeRecord]:
-        """Roll out every episode; returns one record per stream, in episode order then stream order."""
+    def run(self, episodes: Sequence[Episode], rng: jax.Array | int = 0,
+            should_stop: Callable[[], bool] | None = None) -> list[EpisodeRecord]:
+        """Roll out every episode; returns one record per stream, in episode order then stream order.
+        `should_stop` is polled after every decode segment; when true, RolloutStopped is raised."""
         key = jax.random.key(rng) if isinstance(rng, int) else rng
         run = _Run(self, list(episodes), key)
+        run.should_stop = should_stop
         with concurrent.futures.ThreadPoolExecutor(self.config.tool_workers) as pool:
             run.loop(pool)
         self.stats = run.stats
@@ -174,6 +181,7 @@ class _Run:
         self.finished = 0
         self.done_episodes: set[int] = set()
         self.stats = EngineStats(episodes=len(episodes))
+        self.should_stop: Callable[[], bool] | None = None
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
         mc = engine.model_config
         # Static shapes come from power-of-two buckets, so nearby limits share compiled code.
@@ -194,6 +202,8 @@ class _Run:
             self._prefill()
             if not self._decode():
                 self._break_deadlock()
+            if self.should_stop is not None and self.should_stop():
+                raise RolloutStopped("the rollout was asked to stop; its partial records are dropped")
         self.stats.wall_s = time.perf_counter() - t0
 
     # -- admission -----------------------------------------------------------------------------

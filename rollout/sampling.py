@@ -48,7 +48,8 @@ def mask_padded_vocab(logits: jax.Array, valid_vocab: int | None) -> jax.Array:
     return jnp.where(valid, logits, jnp.finfo(jnp.float32).min)
 
 
-def tempered_logits(logits: jax.Array, temperature: jax.Array | float, valid_vocab: int | None = None) -> jax.Array:
+def tempered_logits(logits: jax.Array, temperature: jax.Array | float,
+                    valid_vocab: int | None = None) -> jax.Array:
     """logits / T in fp32 (T = 1 for greedy rows), padded ids masked. temperature scalar or [...]."""
     t = effective_temperature(temperature)
     scaled = logits.astype(jnp.float32) / (t[..., None] if t.ndim else t)
@@ -160,13 +161,15 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
         cache = dataclasses.replace(cache, lengths=jnp.where(reset, 0, cache.lengths))
         last, cache = model.forward_cached(tokens, num_new, cache, last_only=True)
         return jnp.where((num_new > 0)[:, None], last, next_logits), cache
-    cache = dataclasses.replace(cache, lengths=cache.lengths.at[rows].set(jnp.where(reset, 0, cache.lengths[rows])))
+    lengths = cache.lengths.at[rows].set(jnp.where(reset, 0, cache.lengths[rows]))
+    cache = dataclasses.replace(cache, lengths=lengths)
     last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, rows=rows)  # fp32 [R, V]
     updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
     return next_logits.at[rows].set(updated), cache
 
 
-def _decode(graphdef, valid_vocab, state, cache, next_logits, active, budget, params, stop_ids, key, *, max_steps):
+def _decode(graphdef, valid_vocab, state, cache, next_logits, active, budget, params, stop_ids, key, *,
+            max_steps):
     """Decode up to `max_steps` tokens for every active row, one token per row per step.
 
     Ids >= valid_vocab (padded embedding rows) are never sampled and excluded from the log-probs.

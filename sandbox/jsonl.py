@@ -14,13 +14,22 @@ def read_jsonl_objects(path: Path, error: type[Exception]) -> Iterator[tuple[int
     """(line number from 1, object) for each non-blank line; a line that is not a JSON object
     raises `error("path:line: ...")`, so a long job stops at the exact line at fault."""
     with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise error(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise error(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
-            yield line_no, record
+        try:
+            yield from _objects(path, handle, error)
+        except UnicodeDecodeError:  # the file decodes block by block: no exact line to name
+            raise error(f"{path}: not UTF-8 text") from None
+
+
+def _objects(path: Path, handle: Any, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for line_no, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise error(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+        except RecursionError:
+            raise error(f"{path}:{line_no}: JSON nested too deeply") from None
+        if not isinstance(record, dict):
+            raise error(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+        yield line_no, record

@@ -80,10 +80,12 @@ def test_engine_and_trainer_logprobs_agree_at_real_vocabulary_size():
     model.embed.embedding[...] = emb.at[TOKENS:].set(30.0 * emb[: ROWS - TOKENS])
     engine = RolloutEngine(model, tok, RolloutConfig(batch_size=2, max_turns=1, max_turn_tokens=24,
                                                      max_total_tokens=256, temperature=1.0, prefill_chunk=64))
-    prompt = tok.encode(render([{"role": "user", "content": "Plan a trip to Chengdu."}], add_generation_prompt=True))
+    messages = [{"role": "user", "content": "Plan a trip to Chengdu."}]
+    prompt = tok.encode(render(messages, add_generation_prompt=True))
     records = engine.run([_OneTurn("a", prompt), _OneTurn("b", prompt)], rng=0)
 
-    logprobs = jax.jit(lambda ids, valid: sequence_logprobs(model, ids, valid_vocab=valid)[0], static_argnums=1)
+    logprobs = jax.jit(lambda ids, valid: sequence_logprobs(model, ids, valid_vocab=valid)[0],
+                       static_argnums=1)
     full_logits = jax.jit(lambda ids: model(ids))
     for record in records:
         mask = np.asarray(record.loss_mask, bool)

@@ -67,6 +67,8 @@ class B2TBenchmark(Benchmark):
                             help="write world.sqlite only (no instances)")
         parser.add_argument("--no-expert", action="store_true",
                             help="skip expert validation and SFT traces (instances are not checked solvable)")
+        parser.add_argument("--instances", type=int, default=None, metavar="N",
+                            help="instances per split and difficulty (default: the scale's)")
 
     @classmethod
     def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> None:
@@ -89,16 +91,23 @@ class B2TBenchmark(Benchmark):
             f"({time.perf_counter() - started:.1f}s)")
         if args.world_only:
             return
+        if args.instances is not None and args.instances < 1:
+            raise BenchmarkError(f"--instances must be >= 1, got {args.instances}")
+        sizes = None if args.instances is None else {"train": args.instances, "test": args.instances}
         started = time.perf_counter()
-        build_benchmark(store, out_dir, scale=args.scale, seed=args.seed, language=args.language,
-                        workers=args.workers, use_expert=not args.no_expert, log=log,
-                        prompt_builder=None if args.no_expert else build_prompt)
-        log(f"instances: done ({time.perf_counter() - started:.1f}s)")
+        result = build_benchmark(store, out_dir, scale=args.scale, seed=args.seed, language=args.language,
+                                 workers=args.workers, use_expert=not args.no_expert, log=log,
+                                 prompt_builder=None if args.no_expert else build_prompt, sizes=sizes)
+        log(f"instances: done ({time.perf_counter() - started:.1f}s; seconds per split {result['timings']})")
 
     @classmethod
     def data_ready(cls, data_dir: Path) -> bool:
-        return all((data_dir / p).exists() for p in
-                   ("world.sqlite", "instances/train.jsonl", "ground_truth/train.jsonl"))
+        return not cls.missing_data(data_dir)
+
+    @classmethod
+    def missing_data(cls, data_dir: Path) -> list[str]:
+        return [p for p in ("world.sqlite", "instances/train.jsonl", "ground_truth/train.jsonl")
+                if not (data_dir / p).exists()]
 
     # -- instances, world, prompt ---------------------------------------------------------------
     def load_split(self, split: str) -> list[Pair]:

@@ -120,6 +120,12 @@ class Benchmark(abc.ABC):
     def data_ready(cls, data_dir: Path) -> bool:
         """True when `data_dir` holds what training needs, so make_data can be skipped."""
 
+    @classmethod
+    def missing_data(cls, data_dir: Path) -> list[str]:
+        """What `data_dir` lacks for training, as paths relative to it (empty when ready); an
+        incomplete directory is the user's and is reported, never rebuilt."""
+        return [] if cls.data_ready(data_dir) else ["some of the files make_data writes"]
+
     # -- instances -----------------------------------------------------------------------------
     @abc.abstractmethod
     def load_split(self, split: str) -> list[Pair]:

@@ -67,11 +67,13 @@ def build_benchmark(store: str | Path, out_dir: str | Path, scale: str = "small"
                     language: str = "en", workers: int = 1, use_expert: bool = True,
                     sizes: dict[str, int] | None = None, log: Callable[[str], None] = print,
                     prompt_builder: PromptBuilder | None = None) -> dict[str, Any]:
-    """Write instances/, ground_truth/, stats.json (and sft/train.jsonl); returns the stats."""
+    """Write instances/, ground_truth/, stats.json (and sft/train.jsonl); returns the stats plus
+    `timings` (seconds per split), which stay out of stats.json so that it is byte-reproducible."""
     out_dir = Path(out_dir)
     sizes = sizes or SPLIT_SIZES[scale]
     stats: dict[str, Any] = {}
     report: dict[str, Any] = {}
+    timings: dict[str, float] = {}
     # forkserver: never fork the caller, which may be a multi-threaded JAX process (launch/train.py)
     ctx = mp.get_context("forkserver") if workers > 1 else None
     pool = ctx.Pool(workers, _init_worker, (str(store), use_expert)) if ctx else None
@@ -91,8 +93,8 @@ def build_benchmark(store: str | Path, out_dir: str | Path, scale: str = "small"
             write_split(out_dir, split, instances)
             stats[split] = split_stats([i.visible for i in instances], [i.hidden for i in instances])
             failures = [f for b in built for f in b.failures]
+            timings[split] = round(time.monotonic() - started, 1)
             report[split] = {"instances": len(instances), "regenerated": len(failures),
-                             "seconds": round(time.monotonic() - started, 1),
                              "expert_failures": Counter(f.split(": ", 1)[1] for f in failures).most_common(5)}
             if failures:
                 log(f"[instances {split}] regenerated {len(failures)} instance(s) the expert could "
@@ -106,7 +108,7 @@ def build_benchmark(store: str | Path, out_dir: str | Path, scale: str = "small"
     (out_dir / "stats.json").write_text(json.dumps({"table2": stats, "generation": report},
                                                    indent=2, sort_keys=True) + "\n")
     log(format_table(stats))
-    return {"table2": stats, "generation": report}
+    return {"table2": stats, "generation": report, "timings": timings}
 
 
 def _write_sft(out_dir: Path, built: list[Built], prompt_builder: PromptBuilder | None,

@@ -109,9 +109,13 @@ class TravelPlannerBenchmark(Benchmark):
 
     @classmethod
     def data_ready(cls, data_dir: Path) -> bool:
-        files = [data_dir / folder / f"{split}.jsonl" for split in cls.data_splits
+        return not cls.missing_data(data_dir)
+
+    @classmethod
+    def missing_data(cls, data_dir: Path) -> list[str]:
+        files = [f"{folder}/{split}.jsonl" for split in cls.data_splits
                  for folder in ("instances", "ground_truth", "reference")]
-        return (data_dir / "database").is_dir() and all(f.exists() for f in files)
+        return [p for p in ("database", *files) if not (data_dir / p).exists()]
 
     # -- database, instances ----------------------------------------------------------------------
     @property

@@ -1,0 +1,82 @@
+"""What every launch script shares: a user mistake ends the run with one clear line, never a traceback.
+
+`run_main(main)` runs a script's `main(argv)` and turns the errors a user can cause (a missing or
+unreadable file, a full disk, a malformed file, a bad option) into `error: ...` on stderr and exit
+status 2. Set `B2T_TRACEBACK=1` to see the full traceback instead. Kept free of JAX imports: the
+data scripts must start without it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from sandbox.benchmarks.base import BenchmarkError
+from sandbox.world.integrity import StoreCorruptError
+
+USER_ERROR_EXIT = 2
+
+
+class UserError(Exception):
+    """A mistake the user can fix; its message is the whole report (name the file or key at fault)."""
+
+
+def describe_os_error(err: OSError) -> str:
+    """One line for a file-system error, naming the path: 'no space left on device writing X'."""
+    if err.filename is None:  # raised with a message of its own
+        return str(err)
+    path = err.filename
+    if err.errno == errno.ENOSPC:
+        return f"no space left on the device while writing {path}"
+    if err.errno == errno.EROFS:
+        return f"{path} is on a read-only file system"
+    reason = err.strerror or type(err).__name__
+    return f"{path}: {reason[0].lower() + reason[1:]}"
+
+
+def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+    """`main(argv)`, with user errors reported in one line (exit 2) instead of a traceback."""
+    if os.environ.get("B2T_TRACEBACK"):
+        return main(argv)
+    try:
+        return main(argv)
+    except (UserError, BenchmarkError, StoreCorruptError) as err:  # their messages name what is at fault
+        message = str(err)
+    except OSError as err:  # missing, unreadable or unwritable paths, a full disk
+        message = describe_os_error(err)
+    except UnicodeDecodeError as err:
+        message = f"a file is not UTF-8 text ({err.reason} at byte {err.start})"
+    except RecursionError:
+        message = "an input is nested too deeply to read"
+    print(f"error: {message}", file=sys.stderr)
+    return USER_ERROR_EXIT
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Fail before any work when `path` cannot be written (a run must not end by losing its result)."""
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a directory, expected a file path")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    writable = (parent.is_dir() and os.access(parent, os.W_OK)
+                and (not path.exists() or os.access(path, os.W_OK)))
+    if not writable:
+        raise UserError(f"{option} {path} is not writable")
+    probe = parent / f".b2t-write-probe-{os.getpid()}"
+    try:  # access() ignores read-only mounts; a real create does not
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        reason = (err.strerror or type(err).__name__).lower()
+        raise UserError(f"{option} {path} is not writable ({reason})") from None
+
+
+
+def damaged_store(data_dir: Path, err: Exception) -> UserError:
+    """The one line for an SQLite store that cannot be read (truncated, overwritten), naming it."""
+    store = data_dir / "world.sqlite" if (data_dir / "world.sqlite").exists() else data_dir
+    return UserError(f"{store} is damaged ({err}); rebuild it with launch/make_data.py")
