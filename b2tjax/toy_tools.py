@@ -156,22 +156,25 @@ class LookupTask:
         random value, so imitation alone stays at chance on the reward."""
         rng = np.random.default_rng(1234)
         c = self.cfg
-        return [demo_example(self.tokenizer, int(rng.integers(c.num_keys)), rng.integers(c.num_values, size=c.num_keys),
-                             int(rng.integers(c.num_values)))
-                for _ in range(c.sft_demos)]
+        demos = []
+        for _ in range(c.sft_demos):
+            key, table = int(rng.integers(c.num_keys)), rng.integers(c.num_values, size=c.num_keys)
+            demos.append(demo_example(self.tokenizer, key, table, answer=int(rng.integers(c.num_values))))
+        return demos
 
     def episodes(self, keys: Sequence[int], seed: int) -> list[LookupEpisode]:
         """One episode per key, each with its own table drawn from (seed, position)."""
-        return [LookupEpisode(f"lookup-{seed}-{i}", int(k),
-                              np.random.default_rng([seed, i]).integers(self.cfg.num_values, size=self.cfg.num_keys),
-                              self.tokenizer, self.cfg.blind)
-                for i, k in enumerate(keys)]
+        c = self.cfg
+        tables = [np.random.default_rng([seed, i]).integers(c.num_values, size=c.num_keys)
+                  for i in range(len(keys))]
+        return [LookupEpisode(f"lookup-{seed}-{i}", int(k), table, self.tokenizer, c.blind)
+                for i, (k, table) in enumerate(zip(keys, tables))]
 
     def _engine_config(self, rows: int, temperature: float) -> RolloutConfig:
         c = self.cfg
         return RolloutConfig(batch_size=rows, max_turns=c.max_turns, max_turn_tokens=c.max_turn_tokens,
-                             max_total_tokens=64, temperature=temperature, prefill_chunk=64, prefill_min_bucket=16,
-                             turn_cap="stop", tool_workers=1)
+                             max_total_tokens=64, temperature=temperature, prefill_chunk=64,
+                             prefill_min_bucket=16, turn_cap="stop", tool_workers=1)
 
     def run(self, engine: RolloutEngine, keys: Sequence[int], seed: int) -> tuple[list[EpisodeRecord], dict]:
         """Roll out one episode per key; records get their reward; returns (records, metrics)."""
@@ -190,7 +193,8 @@ class LookupTask:
     def rollout(self, model: nnx.Module, prompts: list[int], group_size: int, seed: int) -> RolloutBatch:
         keys = [k for k in prompts for _ in range(group_size)]
         if self._engine is None or self._engine.config.batch_size != len(keys):
-            self._engine = RolloutEngine(model, self.tokenizer, self._engine_config(len(keys), self.cfg.temperature))
+            config = self._engine_config(len(keys), self.cfg.temperature)
+            self._engine = RolloutEngine(model, self.tokenizer, config)
         else:
             self._engine.update_weights(model)
         records, metrics = self.run(self._engine, keys, seed)

@@ -15,54 +15,17 @@ import numpy as np
 import pytest
 
 from b2tjax import grpo
-from b2tjax.config import TrainConfig, apply_overrides
-from b2tjax.metrics import read_metrics
 from b2tjax.toy_tools import LookupConfig, LookupTask
-from b2tjax.trainer import Trainer, build_model
+from tests.lookup_fixtures import (GRPO_STEPS, NUM_VALUES, SHORT_RUN, shared_compilations,  # noqa: F401
+                                  train_lookup, xla_cache_dir)
 
-NUM_VALUES = 4
 CHANCE = 1 / NUM_VALUES
-GRPO_STEPS = 16
-# Measured recipe: SFT reaches the protocol's entropy floor in ~40 steps; GRPO with 16 samples per
-# prompt and 4 epochs per batch reaches ~1.0 success within ~10 steps for seeds 0-2.
-RECIPE = ["sft.steps=100", "sft.batch_size=16", "sft.optim.lr=1e-2", "sft.optim.warmup_steps=2",
-          "rollout.prompts_per_step=8", "rollout.group_size=16", "rollout.max_seq_len=64",
-          "optim.lr=3e-3", "optim.warmup_steps=2", "grpo.epochs=4",
-          "checkpoint.every_steps=1000", "checkpoint.async_save=false"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def shared_compilations(tmp_path_factory):
-    """Every Trainer jits its own step functions; a persistent compilation cache lets this module's
-    runs compile each program once (identical programs hit the cache). Restored afterwards."""
-    from jax.experimental.compilation_cache import compilation_cache
-
-    settings = {"jax_compilation_cache_dir": str(tmp_path_factory.mktemp("xla_cache")),
-                "jax_persistent_cache_min_compile_time_secs": 0.0,
-                "jax_persistent_cache_min_entry_size_bytes": 0}
-    before = {name: getattr(jax.config, name) for name in settings}
-    for name, value in settings.items():
-        jax.config.update(name, value)
-    compilation_cache.reset_cache()
-    yield
-    for name, value in before.items():
-        jax.config.update(name, value)
-    compilation_cache.reset_cache()
-
-
-def _train(out, task: LookupTask, seed: int, overrides=()):
-    """One SFT + GRPO run of the recipe; returns (GRPO metrics rows in step order, RunResult)."""
-    cfg = TrainConfig(task="toy", mode="sft_grpo", seed=seed, steps=GRPO_STEPS, out=str(out))
-    model_shape = f"model.overrides={{vocab_size: {task.tokenizer.vocab_size}, initializer_range: 0.1}}"
-    apply_overrides(cfg, [model_shape, *RECIPE, *overrides]).validate()
-    result = Trainer(cfg, task, build_model(cfg), progress=False).run()
-    rows = [row for _, row in sorted(read_metrics(out / "metrics.jsonl", phase="grpo").items())]
-    return rows, result
+pytestmark = pytest.mark.usefixtures("shared_compilations")
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_grpo_learns_to_use_the_tool(tmp_path, seed):
-    rows, result = _train(tmp_path, LookupTask(LookupConfig(num_values=NUM_VALUES)), seed)
+    rows, result = train_lookup(tmp_path, LookupTask(LookupConfig(num_values=NUM_VALUES)), seed)
     success = [row["success"] for row in rows]
     assert len(success) == GRPO_STEPS
     # After SFT the protocol is right (it looks the key up) but the answer is a guess: near chance.
@@ -76,18 +39,19 @@ def test_grpo_learns_to_use_the_tool(tmp_path, seed):
 
 def test_blind_policy_stays_at_chance(tmp_path):
     """Same task, same training, but the reply's tokens are padding in the policy's context."""
-    rows, result = _train(tmp_path, LookupTask(LookupConfig(num_values=NUM_VALUES, blind=True)), seed=0)
+    rows, result = train_lookup(tmp_path, LookupTask(LookupConfig(num_values=NUM_VALUES, blind=True)), seed=0)
     assert all(row["lookup_rate"] >= 0.9 for row in rows[-3:])  # it still follows the protocol ...
     assert np.mean([row["success"] for row in rows[-5:]]) < CHANCE + 0.1  # ... and cannot beat chance
     assert result.eval_metrics["success"] < 0.5
 
 
 class _KeepingTask(LookupTask):
-    """The lookup task, keeping the records of its last rollout for inspection."""
+    """The lookup task, keeping the records of its first rollout for inspection."""
 
     def rollout(self, *args, **kwargs):
-        self.last = super().rollout(*args, **kwargs)
-        return self.last
+        batch = super().rollout(*args, **kwargs)
+        self.first = getattr(self, "first", batch)
+        return batch
 
 
 @pytest.mark.parametrize("loss_mask", [True, False])
@@ -112,12 +76,11 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
 
     monkeypatch.setattr(b2tjax.trainer, "make_step_fns", recording_make_step_fns)
     task = _KeepingTask(LookupConfig(num_values=NUM_VALUES))
-    overrides = ["sft.steps=40", "steps=1", "grpo.epochs=1", f"grpo.loss_mask={str(loss_mask).lower()}"]
-    _train(tmp_path, task, seed=0, overrides=overrides)
+    train_lookup(tmp_path, task, seed=0, overrides=[*SHORT_RUN, f"grpo.loss_mask={str(loss_mask).lower()}"])
 
-    records = {tuple(r.ids): r for r in task.last.records}
+    records = {tuple(r.ids): r for r in task.first.records}
     assert sum(r.prompt_len < len(r.ids) - r.num_sampled for r in records.values()) > 0  # some replies exist
-    (batch,) = batches
+    batch = batches[0]  # the first optimizer step of the first GRPO step
     mask = batch["mask"]
     weights = np.asarray(grpo.token_weights(mask, "seq_mean_token_mean", grpo.batch_normaliser(mask, 64)))
     for ids, w in zip(batch["ids"].reshape(-1, mask.shape[-1]), weights.reshape(-1, mask.shape[-1])):
