@@ -51,6 +51,9 @@ class RolloutConfig:
     top_p: float = 1.0
     memory_enabled: bool = True  # ablation: memory module off
     python_tool: bool = False
+    # "full": refuse to start the Python tool without its kernel jail (root, mount/network namespaces);
+    # "unsafe-ok": run it anyway with only an in-process audit hook, which model-written code can escape.
+    python_tool_isolation: str = "full"
     prompt_style: str = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
 
 
@@ -120,7 +123,8 @@ class ToyConfig:
 
 @dataclass
 class TrainConfig:
-    task: str = "travel"  # "travel" | "toy"
+    task: str = "travel"  # "travel" (the agent task on `benchmark`) | "toy"
+    benchmark: str = "b2t"  # a name in sandbox.benchmarks.BENCHMARKS: "b2t" | "travelplanner"
     mode: str = "sft_grpo"  # "sft_grpo" | "grpo" | "sft_only" (baseline) | "eval" (e.g. ReAct baseline)
     seed: int = 0
     steps: int = 12  # GRPO steps (one rollout batch each)
@@ -158,7 +162,7 @@ class TrainConfig:
             (self.grpo.clip_low >= 0 and self.grpo.clip_high >= 0, "clip epsilons must be >= 0"),
             (self.grpo.beta >= 0, "grpo.beta must be >= 0"),
             (self.rollout.temperature > 0, "rollout.temperature must be > 0"),
-            (self.rollout.prompt_style in ("b2t", "react"), "rollout.prompt_style must be 'b2t' or 'react'"),
+            *self._benchmark_checks(),
             (self.model.compute_dtype in ("float32", "bfloat16"), "model.compute_dtype must be float32 or bfloat16"),
             (self.checkpoint.every_steps >= 1 and self.checkpoint.keep >= 1, "checkpoint.every_steps/keep must be >= 1"),
         ]
@@ -166,6 +170,19 @@ class TrainConfig:
         if errors:
             raise ValueError("invalid training config:\n  " + "\n  ".join(errors))
         return self
+
+    def _benchmark_checks(self) -> list[tuple[bool, str]]:
+        """The benchmark exists (and is installed) and offers the prompt style."""
+        from sandbox.benchmarks import BenchmarkError, benchmark_class
+
+        if self.task != "travel":
+            return []
+        try:
+            variants = benchmark_class(self.benchmark).prompt_variants
+        except BenchmarkError as err:
+            return [(False, str(err))]
+        return [(self.rollout.prompt_style in variants,
+                 f"rollout.prompt_style must be one of {variants} for benchmark {self.benchmark!r}")]
 
     @property
     def rollout_batch(self) -> int:

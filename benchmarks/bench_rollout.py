@@ -47,7 +47,8 @@ def build(args: argparse.Namespace):
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
     from models.spm import SentencePieceTokenizer, train_sentencepiece
-    from rollout.prompt import build_prompt
+    from rollout.prompt import prompt_ids, prompt_text
+    from sandbox.benchmarks.b2t_prompt import build_prompt
     from sandbox.world.generator import build_world
 
     root = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
@@ -58,12 +59,12 @@ def build(args: argparse.Namespace):
     schemas = [t for t in world.tool_schemas() if t["function"]["name"] in ("AttractionSearch", "RestaurantSearch",
                                                                             "AccommodationSearch")]
     prompts = [build_prompt(inst, schemas) for inst in instances]
-    corpus = [p.text() for p in prompts]
+    corpus = [prompt_text(p) for p in prompts]
     corpus += [world.call_tool("AttractionSearch", {"city": c, "n": 3}).text for c in CITIES]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, root / "spm", vocab_size=2048))
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size)
     model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
-    return world, tok, model, [p.ids(tok) for p in prompts]
+    return world, tok, model, [prompt_ids(p, tok) for p in prompts]
 
 
 def episodes(world, tok, prompt_ids):

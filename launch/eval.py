@@ -1,14 +1,21 @@
-"""Score travel plans on the 32 constraints and print the benchmark metrics.
+"""Score a benchmark's plans and print its metrics table.
 
-    python launch/eval.py --data DATA --plans PLANS.jsonl [--split test]
+    python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
+    python launch/eval.py --data DATA --agent expert --split test
+    python launch/eval.py --benchmark travelplanner --queries validation.jsonl --plans submission.jsonl \
+                          --split validation [--mode official|strict] [--data DATA]
 
 PLANS.jsonl holds one JSON object per line: {"id": <instance id>, "plan": <list of days, or the
 answer text>}. An instance of the split without a plan counts as undelivered (it fails every
-constraint); plans for ids outside the split are reported and ignored.
+constraint); plans for ids outside the split are reported and ignored. For TravelPlanner, a file in
+the official submission format ({"idx", "query", "plan"} per line, in the order of --queries) is
+scored against the official query file directly, with the official metric constants of --split
+(the database: DATA/database when --data is given, else the offline copy in ../shared).
 
 Plans can also come from an agent (`--agent NAME`) registered in `AGENTS` below: a function
-(instances, data_dir, args) -> iterable of (id, answer).
+(benchmark, pairs, args) -> iterable of (id, answer). A benchmark's own options (see --help with
+--benchmark NAME) are passed to it.
 """
 
 from __future__ import annotations
@@ -21,33 +28,40 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from sandbox.evaluator import evaluate_plan
-from sandbox.jsonl import read_jsonl_objects
-from sandbox.metrics import compute_metrics, format_table
+ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
+    # (launch/rollout.py would shadow the `rollout` package)
+    sys.path[:] = [str(ROOT)] + [p for p in sys.path
+                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair  # noqa: E402
+from sandbox.benchmarks import benchmark_class  # noqa: E402
+from sandbox.jsonl import read_jsonl_objects  # noqa: E402
 
 log = logging.getLogger("eval")
 
-Pair = tuple[dict, dict]  # (visible instance, ground truth)
-# Agents that produce plans: name -> (pairs, data_dir, args) -> iterable of (id, answer).
-AGENTS: dict[str, Callable[[list[Pair], Path, argparse.Namespace], Iterable[tuple[str, Any]]]] = {}
-NO_PLAN = "no plan was given for this instance"
+# Agents that produce plans: name -> (benchmark, pairs, args) -> iterable of (id, answer).
+AGENTS: dict[str, Callable[[Benchmark, list[Pair], argparse.Namespace], Iterable[tuple[str, Any]]]] = {
+    "expert": lambda bench, pairs, args: bench.expert_answers(pairs),   # solves through the real tools
+}
 
 
-def _expert_agent(pairs: list[Pair], data: Path, args: argparse.Namespace) -> Iterable[tuple[str, Any]]:
-    """The expert planner (sandbox/expert): solves each instance through the real tools."""
-    from sandbox.expert import expert_answers
-    return expert_answers(pairs, data / "world.sqlite")
-
-
-AGENTS["expert"] = _expert_agent
+def _add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=sorted(BENCHMARKS),
+                        help=f"benchmark of the plans (default {DEFAULT_BENCHMARK})")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Options: the plans come either from a file (--plans) or from a registered agent (--agent)."""
+    """Options: the plans come either from a file (--plans) or from a registered agent (--agent);
+    the chosen benchmark adds its own options (known only once --benchmark is read)."""
+    first = argparse.ArgumentParser(add_help=False)
+    _add_benchmark_argument(first)
+    name = first.parse_known_args(argv)[0].benchmark
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, type=Path, help="data directory (world.sqlite, "
-                        "instances/, ground_truth/)")
+    _add_benchmark_argument(parser)
+    parser.add_argument("--data", type=Path, help="the benchmark's data directory (launch/make_data.py); "
+                        "required except for a TravelPlanner official submission file")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plans", type=Path, help="JSONL file of {id, plan} objects")
     source.add_argument("--agent", choices=sorted(AGENTS), help="agent that writes the plans")
@@ -55,8 +69,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--difficulty", nargs="+", choices=("easy", "medium", "hard"),
                         help="only these difficulty levels")
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
-    parser.add_argument("--details", type=Path, help="write every plan's 32 results (JSONL)")
-    return parser.parse_args(argv)
+    parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
+    try:
+        benchmark_class(name).add_arguments(parser)
+    except BenchmarkError as err:
+        parser.error(str(err))
+    args = parser.parse_args(argv)
+    if args.data is None and not is_official_submission(args):
+        parser.error("the following arguments are required: --data")
+    return args
+
+
+def is_official_submission(args: argparse.Namespace) -> bool:
+    """TravelPlanner plans in the official submission format ({"idx", "query", "plan"} lines, matched
+    to --queries by position) rather than {"id", "plan"} lines."""
+    if args.benchmark != "travelplanner" or getattr(args, "queries", None) is None or args.plans is None:
+        return False
+    try:
+        with args.plans.open(encoding="utf-8") as handle:
+            first = next((line for line in handle if line.strip()), "{}")
+        row = json.loads(first)
+    except (OSError, ValueError):
+        return False  # the generic reader reports the problem with its line number
+    return isinstance(row, dict) and "idx" in row and "id" not in row
+
+
+def score_official_submission(args: argparse.Namespace) -> int:
+    """Score an official TravelPlanner submission file against the official query file, with the
+    official metric constants of --split (train / validation / test)."""
+    from sandbox.travelplanner import DatabaseError
+    from sandbox.travelplanner.loader import SPLIT_SIZES, LoaderError
+    from sandbox.travelplanner.scoring import evaluate_files, score_summary
+    from sandbox.travelplanner.submission import SubmissionError
+
+    split = args.split if args.split in SPLIT_SIZES else None
+    database = args.data / "database" if args.data is not None else None
+    try:
+        score = evaluate_files(args.queries, args.plans, split=split, mode=args.mode, database=database)
+    except (LoaderError, SubmissionError, DatabaseError) as err:
+        raise SystemExit(f"error: {err}") from None
+    print(score.table())
+    raised = sum(e.official_raises for e in score.evaluations)
+    if raised:
+        log.warning("the official harness would raise on %d plan(s); they count as failed", raised)
+    write_outputs(args, score_summary(score), score.evaluations)
+    return 0
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -69,21 +126,10 @@ def _read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def load_pairs(data: Path, split: str, difficulties: list[str] | None) -> list[Pair]:
+def load_pairs(bench: Benchmark, split: str, difficulties: list[str] | None) -> list[Pair]:
     """The split's (instance, ground truth) pairs, optionally of some difficulty levels only."""
-    visible_path = data / "instances" / f"{split}.jsonl"
-    truth_path = data / "ground_truth" / f"{split}.jsonl"
-    for path in (visible_path, truth_path, data / "world.sqlite"):
-        if not path.exists():
-            raise SystemExit(f"missing {path} (build it with launch/make_data.py)")
-    truth = {row["id"]: row for row in _read_jsonl(truth_path)}
-    pairs = []
-    for instance in _read_jsonl(visible_path):
-        if instance["id"] not in truth:
-            raise SystemExit(f"{truth_path}: no ground truth for {instance['id']!r}")
-        if difficulties is None or instance.get("difficulty") in difficulties:
-            pairs.append((instance, truth[instance["id"]]))
-    return pairs
+    pairs = bench.load_split(split)
+    return [p for p in pairs if difficulties is None or p[0].get("difficulty") in difficulties]
 
 
 def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
@@ -101,12 +147,11 @@ def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
     return plans
 
 
-def score(pairs: list[Pair], plans: dict[str, Any], world: Path) -> list:
-    """Evaluate every instance's plan (missing plans are undelivered), logging progress."""
+def score(bench: Benchmark, pairs: list[Pair], plans: dict[str, Any]) -> list:
+    """Judge every instance's plan (missing plans are undelivered), logging progress."""
     results, started = [], time.perf_counter()
     for k, (instance, truth) in enumerate(pairs, start=1):
-        answer = plans.get(instance["id"], NO_PLAN)
-        results.append(evaluate_plan(answer, instance, truth, world))
+        results.append(bench.evaluate(plans.get(instance["id"]), instance, truth))
         if k % 500 == 0 or k == len(pairs):
             elapsed = time.perf_counter() - started
             rate = k / max(elapsed, 1e-9)
@@ -115,20 +160,8 @@ def score(pairs: list[Pair], plans: dict[str, Any], world: Path) -> list:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Score one split's plans, print the metrics table and write the optional JSON outputs."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    args = parse_args(argv)
-    pairs = load_pairs(args.data, args.split, args.difficulty)
-    if not pairs:
-        raise SystemExit(f"no instances in split {args.split!r} for the chosen difficulty")
-    if args.agent:
-        plans = dict(AGENTS[args.agent](pairs, args.data, args))
-    else:
-        plans = plans_from_file(args.plans, pairs)
-    results = score(pairs, plans, args.data / "world.sqlite")
-    metrics = compute_metrics(results)
-    print(format_table(metrics))
+def write_outputs(args: argparse.Namespace, metrics: dict, results: list) -> None:
+    """The optional --json metrics file and --details verdicts file."""
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
@@ -137,6 +170,30 @@ def main(argv: list[str] | None = None) -> int:
         with args.details.open("w", encoding="utf-8") as handle:
             for result in results:
                 handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Score one split's plans, print the metrics table and write the optional JSON outputs."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    if is_official_submission(args):
+        return score_official_submission(args)
+    try:
+        cls = benchmark_class(args.benchmark)
+        bench = cls(args.data, **cls.options_from_args(args))
+        pairs = load_pairs(bench, args.split, args.difficulty)
+        if not pairs:
+            raise SystemExit(f"no instances in split {args.split!r} for the chosen difficulty")
+        if args.agent:
+            plans = dict(AGENTS[args.agent](bench, pairs, args))
+        else:
+            plans = plans_from_file(args.plans, pairs)
+        results = score(bench, pairs, plans)
+    except BenchmarkError as err:
+        raise SystemExit(f"error: {err}") from None
+    metrics = bench.metrics(results)
+    print(bench.format_metrics(metrics))
+    write_outputs(args, metrics, results)
     return 0
 
 

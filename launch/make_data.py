@@ -1,83 +1,62 @@
-"""Build the data directory: the world store (and, in later steps, the benchmark instances).
+"""Build a benchmark's data directory (for B2T: the world store, instances, ground truth, SFT traces).
 
     python launch/make_data.py --out DATA [--scale small|full] [--seed 0]
     python launch/make_data.py --out DATA --from-jsonl MY_TABLES/   # user data in the store schema
+    python launch/make_data.py --benchmark travelplanner --out DATA ...   # its own options: --help
 
-Layout of DATA is fixed by docs/ARCHITECTURE.md; the store goes to DATA/world.sqlite.
+Layout of DATA is fixed by docs/ARCHITECTURE.md; each benchmark's `make_data` writes it.
 """
 
 import argparse
 import logging
 import sys
-import time
 from pathlib import Path
 
-from sandbox.world.generator import build_world
-from sandbox.world.loader import build_store_from_files
-from sandbox.world.scales import SCALES
-from sandbox.instances.build import build_benchmark
+ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
+    # (launch/rollout.py would shadow the `rollout` package)
+    sys.path[:] = [str(ROOT)] + [p for p in sys.path
+                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class  # noqa: E402
 
 log = logging.getLogger("make_data")
 
 
+def add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=sorted(BENCHMARKS),
+                        help=f"benchmark to build (default {DEFAULT_BENCHMARK})")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Options: where to write, and whether the store is generated or loaded from user files."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Common options, then those of the chosen benchmark (known only once --benchmark is read)."""
+    first = argparse.ArgumentParser(add_help=False)
+    add_benchmark_argument(first)
+    name = first.parse_known_args(argv)[0].benchmark
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_benchmark_argument(parser)
     parser.add_argument("--out", required=True, type=Path, help="data directory to write")
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES), help="world size (default small)")
+    parser.add_argument("--scale", default="small", help="data size, e.g. small|full (default small)")
     parser.add_argument("--seed", default=0, type=int, help="generator seed (default 0)")
-    parser.add_argument("--from-jsonl", type=Path, default=None, metavar="DIR",
-                        help="build the store from DIR/<table>.jsonl or .csv files instead of generating it")
-    parser.add_argument("--language", default="en", choices=("en", "zh"), help="instruction language")
     parser.add_argument("--workers", default=2, type=int, help="processes for instances (default 2)")
-    parser.add_argument("--world-only", action="store_true", help="write world.sqlite only (no instances)")
-    parser.add_argument("--no-expert", action="store_true",
-                        help="skip expert validation and SFT traces (instances are not checked solvable)")
+    try:
+        benchmark_class(name).add_data_arguments(parser)
+    except BenchmarkError as err:
+        parser.error(str(err))
     return parser.parse_args(argv)
 
 
-def step_world(args: argparse.Namespace) -> Path:
-    """Step 1: DATA/world.sqlite, generated or loaded from user files."""
-    store = args.out / "world.sqlite"
-    started = time.perf_counter()
-    if args.from_jsonl is not None:
-        counts = build_store_from_files(args.from_jsonl, store)
-    else:
-        counts = build_world(store, scale=args.scale, seed=args.seed)
-    log.info("world.sqlite: %s (%.1fs)", ", ".join(f"{k}={v}" for k, v in counts.items()),
-             time.perf_counter() - started)
-    return store
-
-
-def step_instances(args: argparse.Namespace, store: Path) -> None:
-    """Step 2: instances/, ground_truth/, stats.json and (expert) sft/train.jsonl."""
-    prompt_builder = None
-    if not args.no_expert:
-        # The agent's own prompt frames the SFT traces. launch/rollout.py would shadow the
-        # `rollout` package, so this script's folder is off the import path for this import.
-        here = Path(__file__).resolve().parent
-        saved = list(sys.path)
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-        try:
-            from rollout.prompt import build_prompt
-        finally:
-            sys.path[:] = saved
-        prompt_builder = build_prompt
-    started = time.perf_counter()
-    build_benchmark(store, args.out, scale=args.scale, seed=args.seed, language=args.language,
-                    workers=args.workers, use_expert=not args.no_expert, log=log.info,
-                    prompt_builder=prompt_builder)
-    log.info("instances: done (%.1fs)", time.perf_counter() - started)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Build DATA step by step: the store first, then (unless --world-only) the benchmark."""
+    """Build DATA with the chosen benchmark's make_data; a user mistake is a one-line error."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    store = step_world(args)
-    if not args.world_only:
-        step_instances(args, store)
+    try:
+        benchmark_class(args.benchmark).make_data(args.out, args, log.info)
+    except BenchmarkError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

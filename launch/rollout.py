@@ -1,6 +1,7 @@
-"""Roll out the B2T agent on a benchmark split and write one JSON object per episode.
+"""Roll out the agent on a benchmark split and write one JSON object per episode.
 
     python launch/rollout.py --checkpoint CKPT_OR_HF_DIR --data DATA --split test --num 16 --out rollouts.jsonl
+    python launch/rollout.py --benchmark travelplanner --checkpoint CKPT --data TP_DATA --out r.jsonl
     python launch/rollout.py --model tiny --data DATA --num 4 --out /tmp/r.jsonl   # random tiny model
 
 `--model tiny` builds a random 2-layer Qwen3; its tokenizer is a SentencePiece model trained on the
@@ -21,18 +22,34 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
+    # (launch/rollout.py would shadow the `rollout` package)
+    sys.path[:] = [str(ROOT)] + [p for p in sys.path
+                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
+
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class  # noqa: E402
 
 log = logging.getLogger("rollout")
 
 
+def _add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=sorted(BENCHMARKS),
+                        help=f"benchmark to roll out on (default {DEFAULT_BENCHMARK})")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The script's options, then the chosen benchmark's own (known once --benchmark is read)."""
+    first = argparse.ArgumentParser(add_help=False)
+    _add_benchmark_argument(first)
+    name = first.parse_known_args(argv)[0].benchmark
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_benchmark_argument(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", type=Path, help="Orbax model checkpoint, training run checkpoints/ or HF dir")
     src.add_argument("--model", choices=["tiny"], help="random-init model preset")
     p.add_argument("--tokenizer", default=None, help="'qwen3', a HF dir or a SentencePiece .model")
-    p.add_argument("--data", type=Path, required=True, help="data directory (world.sqlite, instances/)")
+    p.add_argument("--data", type=Path, required=True, help="the benchmark's data directory (launch/make_data.py)")
     p.add_argument("--split", default="test")
     p.add_argument("--num", type=int, default=8, help="number of instances (first N of the split)")
     p.add_argument("--out", type=Path, required=True, help="output JSONL file")
@@ -46,9 +63,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--turn-cap", choices=["stop", "close"], default="stop",
                    help="at --max-turn-tokens: end the episode, or close the turn and continue")
-    p.add_argument("--variant", choices=["b2t", "react"], default="b2t")
+    p.add_argument("--variant", default="b2t", help="prompt variant of the benchmark (b2t: agent prompt, "
+                   "react: ReAct baseline)")
     p.add_argument("--no-memory", action="store_true", help="ablation: no memory module")
     p.add_argument("--seed", type=int, default=0)
+    try:
+        benchmark_class(name).add_arguments(p)
+    except BenchmarkError as err:
+        p.error(str(err))
     return p.parse_args(argv)
 
 
@@ -74,7 +96,7 @@ def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
     return Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(args.seed))
 
 
-def tokenizer_spec(args: argparse.Namespace, world: Any, instances: list[dict]) -> str:
+def tokenizer_spec(args: argparse.Namespace, bench: Any, instances: list[dict]) -> str:
     """What to load: --tokenizer, else the checkpoint's own, else (tiny) a SentencePiece model trained now."""
     if args.tokenizer:
         return args.tokenizer
@@ -82,9 +104,9 @@ def tokenizer_spec(args: argparse.Namespace, world: Any, instances: list[dict]) 
         has_own = (args.checkpoint / "tokenizer.json").exists() or len(list(args.checkpoint.glob("*.model"))) == 1
         return str(args.checkpoint) if has_own else "qwen3"
     from models.spm import train_sentencepiece
-    from rollout.prompt import build_prompt
+    from rollout.prompt import prompt_text
 
-    corpus = [build_prompt(inst, world.tool_schemas()).text() for inst in instances]
+    corpus = [prompt_text(bench.prompt(inst, variant=args.variant)) for inst in instances]
     prefix = args.out.with_suffix("").as_posix() + ".spm"
     path = train_sentencepiece(corpus, prefix, vocab_size=2048)
     log.info("trained a SentencePiece tokenizer on %d prompts: %s", len(corpus), path)
@@ -94,19 +116,22 @@ def tokenizer_spec(args: argparse.Namespace, world: Any, instances: list[dict]) 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
-    import sandbox
     from models.tokenizer import load_tokenizer
     from rollout import RolloutConfig, RolloutEngine, agent_episode
-    from sandbox.instances.loader import load_split
+    from sandbox.python_tool import PythonSandbox
 
-    if not (args.data / "world.sqlite").exists():
-        raise SystemExit(f"{args.data} has no world.sqlite; build it with launch/make_data.py --out {args.data}")
-    world = sandbox.open_world(args.data)
-    instances = [x.visible for x in load_split(args.data, args.split, with_ground_truth=False)][: args.num]
+    cls = benchmark_class(args.benchmark)
+    try:
+        bench = cls(args.data, **cls.options_from_args(args))
+        instances = bench.load_visible(args.split)[: args.num]
+        if args.variant not in bench.prompt_variants:
+            raise BenchmarkError(f"--variant must be one of {bench.prompt_variants} for {bench.name}")
+    except BenchmarkError as err:
+        raise SystemExit(f"error: {err}") from None
     if not instances:
-        raise SystemExit(f"no instances in {args.data}/instances/{args.split}.jsonl")
+        raise SystemExit(f"no instances in split {args.split!r} of {args.data}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    spec = tokenizer_spec(args, world, instances)
+    spec = tokenizer_spec(args, bench, instances)
     tok = load_tokenizer(spec)
     model = load_model(args, tok.vocab_size)
     if model.config.vocab_size < tok.vocab_size:
@@ -116,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                            max_total_tokens=args.max_total_tokens, temperature=args.temperature, top_p=args.top_p,
                            top_k=args.top_k, turn_cap=args.turn_cap)
     max_prompt = args.max_prompt_tokens or args.max_total_tokens // 2
-    python_tool = world.python_tool()
-    episodes = [agent_episode(inst, world, tok, max_turns=args.max_turns, max_prompt_tokens=max_prompt,
+    python_tool = PythonSandbox()
+    episodes = [agent_episode(inst, bench, tok, max_turns=args.max_turns, max_prompt_tokens=max_prompt,
                               memory=not args.no_memory, variant=args.variant, python_tool=python_tool)
                 for inst in instances]
     engine = RolloutEngine(model, tok, config)

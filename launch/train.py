@@ -4,6 +4,7 @@
     python launch/train.py --config configs/qwen3_8b.yaml --out gs://.../run1
     python launch/train.py --resume --out runs/tiny         # continue exactly where the run stopped
     python launch/train.py --init hf:/models/Qwen3-0.6B --config configs/qwen3_0.6b.yaml
+    python launch/train.py --benchmark travelplanner       # another benchmark (config key `benchmark`)
     python launch/train.py grpo.loss_mask=false rollout.memory_enabled=false   # ablations
     python launch/train.py mode=sft_only                    # SFT baseline; mode=eval with
                                                             # rollout.prompt_style=react: ReAct baseline
@@ -36,6 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, default=None, help=f"YAML recipe (default {DEFAULT_CONFIG.name})")
     parser.add_argument("--out", default=None, help="run directory (overrides the config's `out`)")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    parser.add_argument("--benchmark", default=None, help="benchmark to train on (overrides the config's "
+                        "`benchmark`; default b2t)")
     parser.add_argument("--init", default=None, help="initial weights: hf:DIR (Hugging Face) or ckpt:DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (log files only)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides.append(f"out={args.out}")
     if args.init is not None:
         overrides.append(f"model.init={args.init}")
+    if args.benchmark is not None:
+        overrides.append(f"benchmark={args.benchmark}")
     try:
         cfg = load_config(config_path, overrides)
     except (ValueError, FileNotFoundError) as err:
@@ -60,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
         from b2tjax.prepare import ensure_data
 
-        ensure_data(Path(cfg.data.data_dir), cfg.data.world_scale)
+        ensure_data(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark)
 
     from b2tjax.mesh import maybe_initialize_distributed
 
@@ -79,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
 
         task, vocab = DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
     else:
-        from b2tjax.travel import TravelTask
+        from b2tjax.task import BenchmarkTask
 
-        task = TravelTask.prepare(cfg)
+        task = BenchmarkTask.prepare(cfg)
         vocab = task.vocab_size
         if jax.process_index() == 0:  # export_hf, rollout and the notebook find it beside the weights
             task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")

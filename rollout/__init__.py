@@ -1,13 +1,16 @@
-"""Rollouts: a jitted batched sampler with a per-row KV cache and the agent loop around it."""
+"""Rollouts: a jitted batched sampler with a per-row KV cache and the agent loop around it.
+
+Generic over benchmarks: prompts, worlds and judging come from a sandbox.benchmarks.Benchmark.
+"""
 
 from rollout.engine import EngineStats, RolloutConfig, RolloutEngine
 from rollout.episodes import AgentEpisode, Continue, Episode, ForcedTokens, Stop, TurnOutcome, agent_episode
-from rollout.prompt import AgentPrompt, build_prompt
+from rollout.prompt import prompt_ids, prompt_text
 from rollout.record import EpisodeRecord
 from rollout.sampling import token_logprobs
 
 __all__ = [
-    "AgentEpisode", "AgentPrompt", "Continue", "EngineStats", "Episode", "EpisodeRecord", "ForcedTokens",
-    "RolloutConfig", "RolloutEngine", "Stop", "TurnOutcome", "agent_episode", "build_prompt",
+    "AgentEpisode", "Continue", "EngineStats", "Episode", "EpisodeRecord", "ForcedTokens",
+    "RolloutConfig", "RolloutEngine", "Stop", "TurnOutcome", "agent_episode", "prompt_ids", "prompt_text",
     "token_logprobs",
 ]

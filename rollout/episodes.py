@@ -1,7 +1,7 @@
 """Episodes: the "who speaks next" abstraction between the engine and an environment.
 
 An episode owns one or more token *streams* (a stream = one row of the batch = one EpisodeRecord).
-Single-agent B2T has one stream, "main". A hierarchical episode (HiMAP-Travel) can own a
+A single-agent episode has one stream, "main". A hierarchical episode (HiMAP-Travel) can own a
 coordinator stream and one executor stream per day that share the episode's environment state:
 after any stream's turn, the episode may resume that stream, start new streams, wake waiting
 streams, or stop streams. Streams neither resumed nor stopped wait (keeping their KV cache row).
@@ -71,7 +71,7 @@ class Episode(abc.ABC):
 
 
 class AgentEpisode(Episode):
-    """Single-agent B2T episode: one stream, a sandbox EpisodeEnv between turns.
+    """Single-agent tool-using episode: one stream, a sandbox EpisodeEnv between turns.
 
     `env` needs `step(text)` returning an object with `responses` (each with name and is_error),
     `rendered`, `done`, `answer` and `stop_reason` -- sandbox.EpisodeEnv's contract. The env's own
@@ -137,15 +137,20 @@ class ForcedTokens(AgentEpisode):
         return super().on_turn_end(stream, text, eos)
 
 
-def agent_episode(instance: dict[str, Any], world: Any, tokenizer: Any, *, max_turns: int = 10,
+def agent_episode(instance: dict[str, Any], benchmark: Any, tokenizer: Any, *, max_turns: int = 10,
                   max_prompt_tokens: int | None = None, memory: bool = True, variant: str = "b2t",
                   max_response_chars: int = 6000, python_tool: Any = None) -> AgentEpisode:
-    """A B2T episode for one visible instance: prompt from `build_prompt`, a fresh sandbox EpisodeEnv."""
-    from rollout.prompt import build_prompt
+    """A tool-using episode for one visible instance of `benchmark` (a sandbox Benchmark; a B2T
+    world is also accepted): the benchmark's prompt, a fresh EpisodeEnv on its world for the instance.
+
+    The env offers memory exactly when the prompt does (`Prompt.memory`)."""
+    from rollout.prompt import prompt_ids, token_counter
+    from sandbox.benchmarks import as_benchmark
     from sandbox.env import EpisodeEnv
 
-    prompt = build_prompt(instance, world.tool_schemas(), tokenizer=tokenizer, max_tokens=max_prompt_tokens,
-                          memory=memory, variant=variant)
-    env = EpisodeEnv(world, memory_enabled=memory and variant == "b2t", python_tool=python_tool,
+    bench = as_benchmark(benchmark)
+    prompt = bench.prompt(instance, variant=variant, memory=memory, max_tokens=max_prompt_tokens,
+                          count_tokens=token_counter(tokenizer))
+    env = EpisodeEnv(bench.world_for(instance), memory_enabled=prompt.memory, python_tool=python_tool,
                      max_turns=max_turns, max_response_chars=max_response_chars)
-    return AgentEpisode(str(instance["id"]), prompt.ids(tokenizer), env, tokenizer)
+    return AgentEpisode(str(instance["id"]), prompt_ids(prompt, tokenizer), env, tokenizer)

@@ -6,8 +6,12 @@ stdin/stdout is length-prefixed JSON frames (4-byte big-endian length, then UTF-
 
 Isolation, kernel layer (when the supervisor runs as root, which it tests at start-up):
   * the supervisor moves itself into a new network namespace (only a downed loopback: no
-    network) and a new mount namespace in which every mount is remounted read-only and a small
-    tmpfs holds the per-run working directories;
+    network) and a new mount namespace whose root is built from scratch: an empty read-only
+    tmpfs holding read-only bind mounts of the Python install (standard library, site-packages)
+    and the system library directories, `/etc/ld.so.cache`, four harmless devices (`/dev/null`,
+    `/dev/zero`, `/dev/random`, `/dev/urandom`) and a private tmpfs `/scratch` for the per-run
+    working directories. It pivots into that root and detaches the old one, so no other file
+    of the host (data directory, project checkout, /etc, /proc, /home) exists for the code;
   * each child gets its own uid (so it cannot signal or read the host, the supervisor or other
     runs; RLIMIT_NPROC counts only its own processes), a fresh 0700 working directory, its own
     session, PR_SET_PDEATHSIG, and the rlimits AS, CPU, NPROC, FSIZE, NOFILE, CORE;
@@ -15,7 +19,8 @@ Isolation, kernel layer (when the supervisor runs as root, which it tests at sta
     uid), which also catches children that left the process group.
 Python layer (always): an audit hook that refuses sockets, process creation, signals to other
 processes and writes outside the working directory with a clear message. Without root only the
-Python layer, the rlimits and the process-group kill apply; that is not a security boundary.
+Python layer, the rlimits and the process-group kill apply; that is not a security boundary,
+which is why the host refuses that mode unless the caller opts in (`isolation="unsafe-ok"`).
 """
 
 import ast
@@ -24,12 +29,14 @@ import io
 import json
 import linecache
 import os
+import platform
 import resource
 import select
 import shutil
 import signal
 import struct
 import sys
+import sysconfig
 import time
 import traceback
 
@@ -38,7 +45,6 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
-MS_NOEXEC = 0x8
 MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
@@ -46,9 +52,14 @@ MS_PRIVATE = 0x40000
 MNT_DETACH = 0x2
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}  # glibc has no wrapper
 CODE_FILENAME = "<python>"
 UID_BASE = 1_000_000  # far above any real account; uid = UID_BASE + supervisor pid (unique while alive)
-_MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+JAIL_SCRATCH = "/scratch"  # where the working directories live inside the jail
+# System library directories (a symlink such as /lib -> usr/lib is recreated as a symlink).
+_LIB_DIRS = ("/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
+_FILES = ("/etc/ld.so.cache",)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -64,69 +75,82 @@ def _mount(source, target, fstype, flags: int, data) -> None:
     _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
-def _mount_points() -> list[tuple[str, int]]:
-    """(mount point, per-mount flags to keep) for every mount, parents before children."""
-    points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            point = fields[4].encode().decode("unicode_escape")  # mountinfo escapes spaces as \040
-            keep = 0
-            for opt in fields[5].split(","):
-                keep |= _MOUNT_FLAGS.get(opt, 0)
-            points.append((point, keep))
-    return points
-
-
 def _python_dirs() -> list[str]:
-    """The directories the jailed interpreter reads from (install prefix and import path)."""
-    dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path)
-            if p and os.path.isdir(p)}
+    """The Python install's directories the jailed interpreter imports from.
+
+    Only paths inside the install prefixes: a `.pth` entry pointing elsewhere (an editable
+    install of the project checkout) is deliberately left out.
+    """
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths = sysconfig.get_paths()
+    candidates = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    candidates += [sysconfig.get_config_var("LIBDIR") or "", *sys.path]
+    dirs = {os.path.realpath(p) for p in candidates if p and os.path.isdir(p)}
+    return [d for d in dirs if any(d == p or d.startswith(p + os.sep) for p in prefixes)]
+
+
+def _outermost(dirs: set[str]) -> list[str]:
+    """`dirs` without those nested in another one (a bind mount already shows them)."""
     return sorted(d for d in dirs if not any(d != o and d.startswith(o + os.sep) for o in dirs))
 
 
-def _closed_ancestor(path: str) -> str | None:
-    """The highest ancestor of `path` that other users cannot traverse (e.g. a 0700 /root)."""
-    parts = path.strip(os.sep).split(os.sep)
-    for i in range(1, len(parts)):
-        ancestor = os.sep + os.sep.join(parts[:i])
-        if not os.stat(ancestor).st_mode & 0o001:
-            return ancestor
-    return None
+def _bind_read_only(source: str, root: str, flags: int = MS_NOSUID | MS_NODEV) -> None:
+    """Bind `source` at the same path under `root`, read-only."""
+    target = root + source
+    if os.path.isdir(source):
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        open(target, "a").close()
+    _mount(source, target, None, MS_BIND, None)
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
 
 
-def _expose(paths: list[str], stage: str) -> None:
-    """Make `paths` reachable by the jail uid when an ancestor is private to root.
+def _build_root(root: str) -> None:
+    """Fill the empty tmpfs at `root` with what the jail exposes (see the module docstring)."""
+    dirs = set(_python_dirs())
+    for d in _LIB_DIRS:
+        if os.path.islink(d):
+            os.makedirs(os.path.dirname(root + d), 0o755, exist_ok=True)
+            os.symlink(os.readlink(d), root + d)
+        elif os.path.isdir(d):
+            dirs.add(os.path.realpath(d))
+    for d in _outermost(dirs):
+        _bind_read_only(d, root)
+    for f in _FILES:
+        if os.path.isfile(f):
+            _bind_read_only(f, root)
+    for dev in _DEVICES:
+        if os.path.exists(dev):
+            _bind_read_only(dev, root, MS_NOSUID)
+    os.makedirs(root + JAIL_SCRATCH, 0o755)
+    _mount("tmpfs", root + JAIL_SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=0711")
+    _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
 
-    The private ancestor is replaced (in this mount namespace only) by an empty tmpfs holding just
-    bind mounts of the needed paths, so nothing else under it becomes visible.
-    """
-    by_ancestor: dict[str, list[str]] = {}
-    for p in paths:
-        a = _closed_ancestor(p)
-        if a is not None:
-            by_ancestor.setdefault(a, []).append(p)
-    for ancestor, needed in by_ancestor.items():
-        _mount(ancestor, stage, None, MS_BIND | MS_REC, None)
-        _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-        for p in needed:
-            os.makedirs(p, 0o755, exist_ok=True)
-            _mount(os.path.join(stage, os.path.relpath(p, ancestor)), p, None, MS_BIND | MS_REC, None)
-        _check(_libc.umount2(stage.encode(), MNT_DETACH), f"umount {stage}")
+
+def _pivot_into(root: str) -> None:
+    """Make `root` this mount namespace's `/` and detach the host's file system from it."""
+    number = SYS_PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise OSError(0, f"pivot_root: unknown system call number on {platform.machine()}")
+    os.chdir(root)
+    _check(_libc.syscall(number, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "umount old root")
+    os.chdir("/")
 
 
-def _enter_jail_namespaces(base_dir: str) -> None:
-    """New network + mount namespace; everything read-only except a tmpfs at `base_dir`."""
+def _enter_jail(root: str) -> str:
+    """New network + mount namespace rooted in a fresh tmpfs at `root`; returns the scratch dir."""
     _check(_libc.unshare(CLONE_NEWNET | CLONE_NEWNS), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    _expose(_python_dirs(), base_dir)
-    for point, keep in _mount_points():
-        try:
-            _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, None)
-        except OSError:
-            if point == "/":
-                raise  # the root file system must be read-only; others are best effort
-    _mount("tmpfs", base_dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=0711")
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    try:
+        _build_root(root)
+        _pivot_into(root)
+    except OSError:
+        _libc.umount2(root.encode(), MNT_DETACH)  # leave the host's directory usable (unsafe-ok)
+        raise
+    return JAIL_SCRATCH
 
 
 # ---------------------------------------------------------------- framing
@@ -306,17 +330,23 @@ class Supervisor:
         self.base_dir = cfg["base_dir"]
         self.guard = bool(cfg.get("audit_guard", True))
         self.uid = None
-        self.isolation = {"network": "audit hook only", "filesystem": "audit hook only",
+        self.isolation = {"kernel": False, "network": "audit hook only", "filesystem": "audit hook only",
                           "signals": "own session + process-group kill only", "uid": os.getuid()}
-        if os.geteuid() == 0 and cfg.get("kernel_isolation", True):
+        os.umask(0o022)  # the jail's directories must be traversable by the run's uid
+        if not cfg.get("kernel_isolation", True):
+            self.isolation["kernel_error"] = "kernel isolation was switched off (kernel_isolation=False)"
+        elif os.geteuid() != 0:
+            self.isolation["kernel_error"] = f"the process runs as uid {os.geteuid()}, not root"
+        else:
             try:
-                _enter_jail_namespaces(self.base_dir)
+                self.base_dir = _enter_jail(self.base_dir)
                 self.uid = UID_BASE + os.getpid()
-                self.isolation = {"network": "new network namespace (no interfaces up)",
-                                  "filesystem": "read-only mount namespace + private tmpfs workdir",
+                self.isolation = {"kernel": True, "network": "new network namespace (no interfaces up)",
+                                  "filesystem": "own root: Python install and libraries read-only, "
+                                                "private tmpfs working directory",
                                   "signals": "separate uid per supervisor", "uid": self.uid}
             except OSError as e:
-                self.isolation["kernel_error"] = str(e)
+                self.isolation["kernel_error"] = f"the kernel refused the jail ({e})"
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.runs = 0
 

@@ -4,7 +4,8 @@
 in one turn run in parallel on a thread pool — and its memory operations, and answers each, in
 the order they appear, with a `<tool_response>` or `<memory_response>` block. Parse errors are
 answered in place with error blocks. The episode ends when an `<answer>` is given or after
-`max_turns` turns. Nothing the agent writes makes `step` raise.
+`max_turns` turns. Nothing the agent writes makes `step` raise. One turn's responses together are
+capped (`max_turn_chars`); beyond the cap they are replaced by one error block saying what was cut.
 """
 
 import concurrent.futures as cf
@@ -83,6 +84,7 @@ class Response:
     name: str  # tool name, "memory", or "parse" for a malformed block
     text: str
     is_error: bool
+    env_fault: bool = False  # the environment failed (see ToolResult.env_fault); not an agent error
 
     def render(self) -> str:
         tag = "tool_response" if self.kind == "tool" else "memory_response"
@@ -98,6 +100,7 @@ class StepResult:
     any_error: bool  # cumulative over the episode
     stop_reason: str | None  # "answer" | "max_turns" | None while running
     parsed: ParsedTurn | None = None
+    any_env_fault: bool = False  # cumulative: some response of the episode was an environment fault
 
 
 class EpisodeEnv:
@@ -105,7 +108,8 @@ class EpisodeEnv:
 
     def __init__(self, world: World, *, memory_enabled: bool = True, python_tool: PythonRunner | None = None,
                  max_turns: int = 30, executor: cf.Executor | None = None,
-                 max_response_chars: int = 6000, memory: Memory | None = None) -> None:
+                 max_response_chars: int = 6000, max_turn_chars: int | None = None,
+                 memory: Memory | None = None) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be >= 1")
         self.world = world
@@ -114,9 +118,12 @@ class EpisodeEnv:
         self.python_tool = python_tool
         self.max_turns = max_turns
         self.max_response_chars = max_response_chars
+        # Default: room for 8 full responses (the expert's busiest turns use about 4).
+        self.max_turn_chars = max_turn_chars if max_turn_chars is not None else 8 * max_response_chars
         self._executor = executor
         self.turns = 0
         self.any_error = False
+        self.any_env_fault = False
         self.done = False
         self.answer: str | None = None
         self.stop_reason: str | None = None
@@ -158,7 +165,22 @@ class EpisodeEnv:
 
     def _respond(self, kind: str, name: str, result: ToolResult) -> Response:
         text = truncate_middle(result.text, self.max_response_chars)
-        return Response(kind=kind, name=name, text=text, is_error=bool(result.is_error))
+        return Response(kind=kind, name=name, text=text, is_error=bool(result.is_error),
+                        env_fault=bool(getattr(result, "env_fault", False)))
+
+    def _cap_turn(self, responses: list[Response]) -> list[Response]:
+        """The turn's responses up to `max_turn_chars` rendered characters, then one error block."""
+        total = 0
+        for i, response in enumerate(responses):
+            total += len(response.render()) + 1
+            if total > self.max_turn_chars:
+                cut = responses[i:]
+                chars = sum(len(r.render()) + 1 for r in cut)
+                return responses[:i] + [Response("tool", "limit", (
+                    f"Error: {len(cut)} more response(s) of this turn ({chars} characters) were cut: the "
+                    f"responses of one turn may total at most {self.max_turn_chars} characters; make fewer, "
+                    "narrower calls per turn"), is_error=True)]
+        return responses
 
     # ------------------------------------------------------------------ one turn
 
@@ -185,10 +207,12 @@ class EpisodeEnv:
             responses = self._execute(parsed)
         if not self.done and self.turns >= self.max_turns:
             self.done, self.stop_reason = True, STOP_MAX_TURNS
+        responses = self._cap_turn(responses)
         self.any_error = self.any_error or any(r.is_error for r in responses)
+        self.any_env_fault = self.any_env_fault or any(r.env_fault for r in responses)
         return StepResult(responses=responses, rendered="\n".join(r.render() for r in responses),
                           done=self.done, answer=self.answer, any_error=self.any_error,
-                          stop_reason=self.stop_reason, parsed=parsed)
+                          stop_reason=self.stop_reason, parsed=parsed, any_env_fault=self.any_env_fault)
 
     def _execute(self, parsed: ParsedTurn) -> list[Response]:
         """Run the turn's actions; tool calls in parallel, memory operations in order."""

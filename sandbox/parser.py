@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from sandbox.nesting import MAX_JSON_DEPTH, nested_deeper_than
+
 _TRAILERS = ("<|im_end|>", "<|endoftext|>")
 _TAG = re.compile(r"<(/?)([A-Za-z_][A-Za-z0-9_\-]*)>")
 _KNOWN = ("think", "tool_call", "memory", "answer")
@@ -60,11 +62,23 @@ def _snippet(text: str) -> str:
     return json.dumps(text if len(text) <= _SNIPPET else text[:_SNIPPET] + "...", ensure_ascii=False)
 
 
-def _parse_tool_call(body: str) -> Action:
+def _load_json(body: str, tag: str, kind: str) -> Any:
+    """The body's JSON value, or a ParseError (invalid, or nested too deeply to handle safely)."""
+    too_deep = ParseError(f"<{tag}> JSON is nested more than {MAX_JSON_DEPTH} levels deep", kind=kind)
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
-        return ParseError(f"<tool_call> body is not valid JSON ({e.msg} at position {e.pos}): {_snippet(body)}")
+        return ParseError(f"<{tag}> body is not valid JSON ({e.msg} at position {e.pos}): {_snippet(body)}",
+                          kind=kind)
+    except RecursionError:  # the decoder's own limit, around 1000 levels
+        return too_deep
+    return too_deep if nested_deeper_than(obj) else obj
+
+
+def _parse_tool_call(body: str) -> Action:
+    obj = _load_json(body, "tool_call", "tool")
+    if isinstance(obj, ParseError):
+        return obj
     if not isinstance(obj, dict):
         return ParseError('<tool_call> body must be a JSON object {"name": ..., "arguments": {...}}')
     name = obj.get("name")
@@ -81,11 +95,9 @@ def _parse_tool_call(body: str) -> Action:
 
 
 def _parse_memory(body: str) -> Action:
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as e:
-        return ParseError(f"<memory> body is not valid JSON ({e.msg} at position {e.pos}): {_snippet(body)}",
-                          kind="memory")
+    obj = _load_json(body, "memory", "memory")
+    if isinstance(obj, ParseError):
+        return obj
     if not isinstance(obj, dict):
         return ParseError('<memory> body must be a JSON object {"action": ..., "key": ...}', kind="memory")
     return obj
@@ -112,6 +124,9 @@ def parse_turn(text: str) -> ParsedTurn:
     text = _strip_trailers(text)
     pos = 0
     thinks: list[str] = []
+    # Closing tags known to be absent after a position: searching again for each of 100k unclosed
+    # tags would make the parser quadratic.
+    absent_after: dict[str, int] = {}
     while pos < len(text):
         m = _TAG.search(text, pos)
         stray = text[pos: m.start() if m else len(text)]
@@ -126,7 +141,12 @@ def parse_turn(text: str) -> ParsedTurn:
             turn._add(ParseError(f"closing tag {m.group(0)} without a matching opening tag"))
             pos = m.end()
             continue
-        close = text.find(end_tag, m.end())
+        if absent_after.get(end_tag, len(text) + 1) <= m.end():
+            close = -1
+        else:
+            close = text.find(end_tag, m.end())
+            if close < 0:
+                absent_after[end_tag] = m.end()
         if name not in _KNOWN:
             # An unclosed unknown tag consumes only itself, so later blocks are still parsed.
             pos = close + len(end_tag) if close >= 0 else m.end()

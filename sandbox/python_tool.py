@@ -2,10 +2,12 @@
 
 Each pool slot is a long-lived supervisor (`sandbox/_python_worker.py`) that forks a fresh,
 jailed child per call, so a call costs a fork rather than an interpreter start-up. The jail
-(network/mount namespaces, a separate uid, rlimits, a private working directory, an audit hook)
-is described in the worker's docstring and in sandbox/README.md; `PythonSandbox.isolation` says
-which layers applied on this machine. `run` is thread-safe: the episode environment calls it
-from a thread pool, and each call holds one slot.
+(network/mount namespaces with a root file system that holds only the Python install and a
+scratch directory, a separate uid, rlimits, an audit hook) is described in the worker's docstring
+and in sandbox/README.md; `PythonSandbox.isolation` says which layers applied on this machine.
+Without the kernel layer the code is not contained, so the pool refuses to start in that case
+unless the caller opts in with `isolation="unsafe-ok"`. `run` is thread-safe: the episode
+environment calls it from a thread pool, and each call holds one slot.
 """
 
 import json
@@ -28,6 +30,11 @@ from sandbox.types import ToolResult
 _WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_python_worker.py")
 _STARTUP_TIMEOUT_S = 20.0
 _PROTOCOL_SLACK_S = 5.0  # time a supervisor gets beyond the run's own timeout to answer
+ISOLATION_MODES = ("full", "unsafe-ok")
+
+
+class PythonIsolationError(RuntimeError):
+    """The kernel jail is unavailable and the caller did not accept running without it."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +121,19 @@ class PythonSandbox:
     `run(code)` returns a `ToolResult`: the combined stdout/stderr (a trailing expression's value
     is printed, as in a REPL) or an error result for exceptions, timeouts, limits and crashes.
     Never raises for anything the code does. `close()` (or the context manager) ends the pool.
+
+    `isolation="full"` (the default) raises `PythonIsolationError` when the kernel jail cannot be
+    set up here; `"unsafe-ok"` then runs with the audit hook and rlimits only, which hostile
+    code can escape. `kernel_isolation=False` skips the jail (as on a machine without it).
     """
 
     def __init__(self, num_workers: int = 2, limits: PythonLimits = PythonLimits(), *,
-                 kernel_isolation: bool = True, audit_guard: bool = True) -> None:
+                 isolation: str = "full", kernel_isolation: bool = True, audit_guard: bool = True) -> None:
         if num_workers < 1:
             raise ValueError("num_workers must be >= 1")
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"Python tool isolation must be one of {list(ISOLATION_MODES)}, "
+                             f"got {isolation!r}")
         self.limits = limits
         self._kernel_isolation = kernel_isolation
         self._audit_guard = audit_guard
@@ -129,9 +143,18 @@ class PythonSandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._finalizer = weakref.finalize(self, _shutdown, self._slots, self._base_dirs)
-        for _ in range(num_workers):
-            self._idle.put(self._spawn())
+        self._idle.put(self._spawn())
         self.isolation: dict = self._slots[0].isolation
+        if isolation == "full" and not self.isolation.get("kernel"):
+            self.close()
+            raise PythonIsolationError(
+                f"the Python tool cannot be jailed here: {self.isolation.get('kernel_error')}; its jail "
+                "needs root with mount and network namespaces (user namespaces alone are not used). "
+                "Without it model-written code can read and change this machine: set "
+                "rollout.python_tool_isolation=unsafe-ok (PythonSandbox(isolation='unsafe-ok')) to accept "
+                "that, or disable the tool")
+        for _ in range(num_workers - 1):
+            self._idle.put(self._spawn())
 
     def _spawn(self) -> _Slot:
         base_dir = tempfile.mkdtemp(prefix="b2t-python-")

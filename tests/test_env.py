@@ -25,7 +25,7 @@ def mem(obj: dict) -> str:
 
 @pytest.fixture(scope="module")
 def python_pool():
-    with PythonSandbox(num_workers=2, limits=PythonLimits(timeout_s=2.0)) as pool:
+    with PythonSandbox(num_workers=2, limits=PythonLimits(timeout_s=2.0), isolation="unsafe-ok") as pool:
         yield pool
 
 
@@ -195,3 +195,26 @@ def test_random_turns_never_raise_and_flag_errors_consistently(small_world, turn
         assert step.rendered == "\n".join(f"<{r.kind}_response>\n{r.text}\n</{r.kind}_response>"
                                            for r in step.responses)
         assert step.done == (step.stop_reason is not None)
+
+
+def test_deeply_nested_json_in_a_turn_is_answered_with_errors(small_world):
+    deep = "[" * 1000 + "]" * 1000
+    env = EpisodeEnv(small_world)
+    step = env.step(f'<tool_call>{{"name": "WeatherSearch", "arguments": {{"city": {deep}}}}}</tool_call>'
+                    f'<memory>{{"action": "write", "key": "k", "value": {deep}}}</memory>')
+    assert [(r.kind, r.is_error) for r in step.responses] == [("tool", True), ("memory", True)]
+    assert all("nested more than 32 levels" in r.text for r in step.responses)
+
+
+def test_one_turns_responses_are_capped_with_an_error_note(small_world):
+    search = call({"name": "RestaurantSearch", "arguments": {"city": "Chengdu", "n": 20}})
+    env = EpisodeEnv(small_world, max_response_chars=1000, max_turn_chars=5000)
+    step = env.step(search * 1000)
+    assert len(step.rendered) < 5000 + 300  # was 1000 full responses (about 1 MB here)
+    kept, note = step.responses[:-1], step.responses[-1]
+    assert 1 <= len(kept) <= 5 and all(r.name == "RestaurantSearch" for r in kept)
+    assert note.is_error and step.any_error and note.text.startswith(
+        f"Error: {1000 - len(kept)} more response(s) of this turn (")
+    assert "at most 5000 characters" in note.text
+    small = EpisodeEnv(small_world, max_response_chars=1000, max_turn_chars=5000).step(search * 2)
+    assert [r.name for r in small.responses] == ["RestaurantSearch"] * 2 and not small.any_error

@@ -12,7 +12,7 @@ from sandbox import vocab
 from sandbox.instances import feasibility
 from sandbox.instances.build import build_benchmark
 from sandbox.instances.catalog import Catalog
-from sandbox.instances.generate import generate_split, write_split
+from sandbox.instances.generate import generate_split, make_instance, write_split
 from sandbox.instances.instructions import make_instruction
 from sandbox.instances.loader import InstanceFormatError, load_split
 from sandbox.instances.profiles import consistency_problems, sample_profile
@@ -29,7 +29,7 @@ _BUILT: dict[str, object] = {}   # shared by test_expert.py, which imports this 
 def small_benchmark(tmp_path_factory, small_world_path):  # noqa: F811
     """The default small benchmark, expert-validated, with SFT traces (built once per session)."""
     if "dir" not in _BUILT:
-        from rollout.prompt import build_prompt
+        from sandbox.benchmarks.b2t_prompt import build_prompt
 
         out = tmp_path_factory.mktemp("bench")
         shutil.copy(small_world_path, out / "world.sqlite")
@@ -127,6 +127,23 @@ def test_same_seed_gives_identical_files(small_world_path, tmp_path):  # noqa: F
                         for sub in ("instances", "ground_truth")])
     assert outputs[0] == outputs[1]
     assert outputs[0] != outputs[2]
+
+
+def test_every_seed_builds_on_a_sparse_world(tmp_path):
+    # World seed 7 at small scale once had a hard instance (train, index 17 of seed 7) no attempt could
+    # serve: long trips of hard profiles need more matching restaurants than a city holds.
+    from sandbox.expert import Expert
+    from sandbox.world.generator import build_world
+    from sandbox.world.store import open_world
+
+    build_world(tmp_path / "world.sqlite", "small", seed=7)
+    catalog = Catalog.load(tmp_path / "world.sqlite")
+    failing = make_instance(catalog, "train", "hard", 17, seed=7)
+    assert Expert(open_world(tmp_path / "world.sqlite")).solve(failing.visible, failing.hidden).ok
+    for seed in range(16):
+        for index in range(3):
+            instance = make_instance(catalog, "train", "hard", index, seed)
+            assert len(instance.hidden["query"]) == 6
 
 
 def test_instructions_state_the_trip_but_never_the_preferences(small_benchmark):

@@ -160,7 +160,7 @@ def test_episode_view_shows_turns_responses_and_every_constraint(notebook_run):
     assert view.count(": assistant ---") == len(record["turns"]) >= 1
     assert view.count("  <- ") == len(summary["steps"][index]) >= 1   # TURN_CAP "close": the sandbox answered
     verdicts = [line for line in view.splitlines() if line.startswith(("PASS  ", "FAIL  "))]
-    assert [line.split()[2].rstrip(":") for line in verdicts] == list(CONSTRAINT_NAMES)
+    assert [line.split()[1].rstrip(":") for line in verdicts] == list(CONSTRAINT_NAMES)
     for line in verdicts:   # a failure carries its reason
         assert line.startswith("PASS") or len(line.split(": ", 1)) == 2 and line.split(": ", 1)[1].strip()
     if record["answer"] is None:

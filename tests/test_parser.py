@@ -1,5 +1,7 @@
 """Action parser: the SPEC section 6 turn format, its errors, and that it never raises."""
 
+import time
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +108,27 @@ def test_random_text_never_raises_and_every_action_is_typed(parts):
         assert isinstance(a, (ToolCall, ParseError, dict))
         if isinstance(a, ToolCall):
             assert isinstance(a.name, str) and isinstance(a.arguments, dict)
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def test_json_nested_past_the_recursion_limit_is_a_parse_error():
+    for levels in (33, 1000, 100_000):
+        turn = parse_turn(f'<tool_call>{{"name": "X", "arguments": {{"a": {_nested(levels)}}}}}</tool_call>'
+                          f'<memory>{{"action": "write", "key": "k", "value": {_nested(levels)}}}</memory>')
+        assert [(a.kind, a.message) for a in turn.actions] == [
+            ("tool", "<tool_call> JSON is nested more than 32 levels deep"),
+            ("memory", "<memory> JSON is nested more than 32 levels deep")]
+    ok = parse_turn(f'<tool_call>{{"name": "X", "arguments": {{"a": {_nested(30)}}}}}</tool_call>')
+    assert ok.errors == [] and len(ok.tool_calls) == 1
+
+
+def test_unclosed_tags_are_parsed_in_linear_time():
+    # Each unclosed tag used to search the rest of the text for its closing tag (quadratic: ~9 s here).
+    for tag in ("<foo>", "<memory_response>"):
+        start = time.perf_counter()
+        turn = parse_turn(tag * 50_000)
+        assert time.perf_counter() - start < 4.0
+        assert len(turn.errors) == 50_000 and turn.errors[0].startswith("unknown tag")

@@ -7,26 +7,28 @@ guard (the default) and without it, to show that the kernel layer alone contains
 
 import concurrent.futures as cf
 import os
+import shutil
 import socket
+import tempfile
 import time
 
 import pytest
 
-from sandbox.python_tool import PythonLimits, PythonSandbox
+from sandbox.python_tool import PythonIsolationError, PythonLimits, PythonSandbox
 
 LIMITS = PythonLimits(timeout_s=1.0, memory_mb=256, max_output_bytes=20000, max_output_chars=2000)
 
 
 @pytest.fixture(scope="module")
 def guarded():
-    with PythonSandbox(num_workers=2, limits=LIMITS) as sb:
+    with PythonSandbox(num_workers=2, limits=LIMITS, isolation="unsafe-ok") as sb:
         yield sb
 
 
 @pytest.fixture(scope="module")
 def kernel_only():
-    sb = PythonSandbox(num_workers=1, limits=LIMITS, audit_guard=False)
-    if "uid" not in sb.isolation or sb.isolation["signals"] != "separate uid per supervisor":
+    sb = PythonSandbox(num_workers=1, limits=LIMITS, isolation="unsafe-ok", audit_guard=False)
+    if not sb.isolation["kernel"]:
         sb.close()
         pytest.skip(f"kernel isolation unavailable here: {sb.isolation}")
     yield sb
@@ -154,7 +156,8 @@ def test_killing_its_parent_does_not_reach_the_supervisor_or_host(sandbox):
 def test_a_dead_supervisor_is_replaced_and_the_call_fails_cleanly():
     # Without any isolation the code runs as the supervisor's uid and can kill it: the host must
     # notice, report an error and restart the slot.
-    with PythonSandbox(num_workers=1, limits=LIMITS, kernel_isolation=False, audit_guard=False) as sb:
+    with PythonSandbox(num_workers=1, limits=LIMITS, isolation="unsafe-ok", kernel_isolation=False,
+                       audit_guard=False) as sb:
         res = sb.run("import os\nos.kill(os.getppid(), 9)\nimport time\ntime.sleep(5)")
         assert res.is_error and "restarted" in res.text
         _still_works(sb)
@@ -194,3 +197,54 @@ def test_bad_input_is_an_error_result(guarded):
     assert guarded.run(123).is_error  # type: ignore[arg-type]
     too_long = guarded.run("x = 1\n" * 5000)
     assert too_long.is_error and "limit is 20000" in too_long.text
+
+
+def _world_readable_data_dir() -> str:
+    """A data directory any uid could read on the host (mode 0755/0644), like a real DATA dir."""
+    root = tempfile.mkdtemp(prefix="b2t-jail-test-")
+    os.chmod(root, 0o755)
+    for rel, text in (("ground_truth/test.jsonl", '{"id": "test-easy-00000", "profile": "SECRET"}\n'),
+                      ("sft/train.jsonl", '{"messages": "SECRET"}\n'), ("world.sqlite", "SECRET")):
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+    return root
+
+
+def test_the_jail_exposes_only_the_python_runtime_and_its_scratch_dir(kernel_only):
+    # kernel_only runs without the audit hook: the file system view alone must hide the host.
+    data = _world_readable_data_dir()
+    checkout_file = os.path.abspath(__file__)
+    try:
+        for path in (f"{data}/ground_truth/test.jsonl", f"{data}/sft/train.jsonl", f"{data}/world.sqlite",
+                     checkout_file, "/etc/passwd", "/proc/self/environ", "/work/shared/spec/SPEC.md"):
+            assert os.path.exists(path) or path.startswith(("/work/shared", "/proc")), path
+            res = kernel_only.run(f"print(open({path!r}, 'rb').read(40))")
+            assert res.is_error and "FileNotFoundError" in res.text, (path, res.text)
+        for directory in (data, os.path.dirname(checkout_file), "/home", "/tmp", "/proc"):
+            res = kernel_only.run(f"import os\nprint(os.listdir({directory!r}))")
+            assert res.is_error and "FileNotFoundError" in res.text, (directory, res.text)
+        etc = kernel_only.run("import os\nprint(sorted(os.listdir('/etc')), sorted(os.listdir('/dev')))").text
+        assert etc.startswith("['ld.so.cache'] [") and "'null'" in etc and "'sda'" not in etc
+        assert kernel_only.run("import os\n'work' in os.listdir('/')").text == "False"
+        # ... while the runtime still works: standard library, numpy, files in the scratch dir.
+        res = kernel_only.run("import numpy as np, json, os\nopen('x.txt', 'w').write('7')\n"
+                              "print(int(np.arange(5).sum()) + int(open('x.txt').read()), os.getcwd())")
+        assert not res.is_error and res.text.startswith("17 /scratch/run-"), res.text
+    finally:
+        shutil.rmtree(data)
+
+
+def test_without_the_kernel_jail_the_pool_refuses_unless_the_user_opts_in():
+    # kernel_isolation=False makes the supervisor's capability probe fail, as without root.
+    with pytest.raises(PythonIsolationError) as refused:
+        PythonSandbox(num_workers=1, limits=LIMITS, kernel_isolation=False)
+    message = str(refused.value)
+    assert "\n" not in message and "root" in message and "unsafe-ok" in message
+    with PythonSandbox(num_workers=1, limits=LIMITS, isolation="unsafe-ok", kernel_isolation=False) as sb:
+        assert sb.isolation["kernel"] is False and "switched off" in sb.isolation["kernel_error"]
+        _still_works(sb)
+    with pytest.raises(ValueError, match="isolation must be one of"):
+        PythonSandbox(num_workers=1, isolation="off")

@@ -34,7 +34,7 @@ def limit_run(rollout_setup):
     from sandbox.python_tool import PythonLimits, PythonSandbox
 
     setup, tok = rollout_setup, rollout_setup.tokenizer
-    python = PythonSandbox(num_workers=1, limits=PythonLimits(timeout_s=0.5))
+    python = PythonSandbox(num_workers=1, limits=PythonLimits(timeout_s=0.5), isolation="unsafe-ok")
     episodes = {
         "malformed": forced_episode(setup, "malformed", "a", {
             0: '<tool_call>{"name": "AttractionSearch", "arguments": {city: Chengdu}</tool_call><|im_end|>',

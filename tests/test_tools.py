@@ -242,6 +242,15 @@ def test_invalid_calls_return_errors_without_raising(world, name, args, message)
     assert message in res.text, res.text
 
 
+def test_arguments_nested_past_the_recursion_limit_are_an_error(world):
+    deep: list = []
+    for _ in range(10_000):
+        deep = [deep]
+    for args in ({"city": deep}, {"city": "Chengdu", "preferences": {"cuisine": deep}}):
+        res = world.call_tool("RestaurantSearch", args)
+        assert res.is_error and "nested more than 32 levels deep" in res.text
+
+
 def test_lenient_but_exact_vocabulary_matching(world):
     a = world.call_tool("RestaurantSearch", {"city": "beijing", "preferences": {"price_level": "luxury"}})
     b = world.call_tool("RestaurantSearch", {"city": "北京", "preferences": {
@@ -260,11 +269,14 @@ def test_calls_from_a_thread_pool_match_serial_results(world):
     assert parallel == serial
 
 
-def test_python_tool_delegates_to_the_sandbox(world):
-    pytest.importorskip("sandbox.python_tool")
-    res = world.call_tool("Python", {"code": "print(sum(range(10)))"})
-    assert not res.is_error and res.text.strip().endswith("45")
-    assert world.call_tool("Python", {"code": "1/0"}).is_error
+def test_python_tool_delegates_to_the_sandbox(store):
+    from sandbox.python_tool import PythonSandbox
+
+    with PythonSandbox(num_workers=1, isolation="unsafe-ok") as pool:  # unsafe-ok: also runs without root
+        world = open_world(store, python_tool=pool)
+        res = world.call_tool("Python", {"code": "print(sum(range(10)))"})
+        assert not res.is_error and res.text.strip().endswith("45")
+        assert world.call_tool("Python", {"code": "1/0"}).is_error
 
 
 def test_search_prices_are_consistent_with_levels(world):

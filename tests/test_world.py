@@ -209,8 +209,10 @@ def test_loader_round_trip_reproduces_every_row(store, tmp_path):
     a, b = sqlite3.connect(store), sqlite3.connect(rebuilt)
     for table in TABLES:
         limit = f" LIMIT {FLIGHTS_KEPT}" if table == "flights" else ""
-        assert a.execute(f"SELECT * FROM {table} ORDER BY rowid{limit}").fetchall() == \
-            b.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall(), table
+        # Each store carries the content hash of its own file (checked when it is opened below).
+        where = " WHERE key != 'content_sha256'" if table == "meta" else ""
+        assert a.execute(f"SELECT * FROM {table}{where} ORDER BY rowid{limit}").fetchall() == \
+            b.execute(f"SELECT * FROM {table}{where} ORDER BY rowid").fetchall(), table
     assert open_world(rebuilt).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text == \
         open_world(store).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text
 
@@ -258,3 +260,57 @@ def test_loader_reads_csv_and_reports_bad_files(store, tmp_path):
     (tmp_path / "cities.jsonl").write_text("[1, 2]\n")
     with pytest.raises(DataFileError, match=r"cities.jsonl:1: expected a JSON object, got list"):
         build_store_from_files(tmp_path, tmp_path / "bad.sqlite")
+
+
+def _corrupt_copy(store, path, first_page: int = 40):
+    """A copy of the store with 1 MB of (seeded) random bytes written over its restaurant pages."""
+    import random
+    import shutil
+
+    shutil.copy(store, path)
+    with open(path, "r+b") as f:
+        f.seek(first_page * 4096)
+        f.write(random.Random(0).randbytes(1 << 20))
+    return path
+
+
+def test_a_damaged_store_is_refused_when_opened(store, tmp_path):
+    import shutil
+
+    from sandbox.world.integrity import StoreCorruptError
+
+    assert len(open_world(store).meta["content_sha256"]) == 64  # intact: opens
+    with pytest.raises(StoreCorruptError, match="content hash differs"):
+        open_world(_corrupt_copy(store, tmp_path / "random.sqlite"))
+    # One changed letter inside a value leaves SQLite's structure intact; the hash still sees it.
+    edited = tmp_path / "edited.sqlite"
+    shutil.copy(store, edited)
+    name = sqlite3.connect(store).execute("SELECT name FROM restaurants LIMIT 1").fetchone()[0].encode()
+    data = edited.read_bytes()
+    assert data.count(name) >= 1
+    edited.write_bytes(data.replace(name, name[:-1] + (b"X" if name[-1:] != b"X" else b"Y"), 1))
+    with pytest.raises(StoreCorruptError, match=f"{edited}.*content hash differs"):
+        open_world(edited)
+    # A store without the hash (built before it existed) gets SQLite's quick check instead.
+    old = tmp_path / "old.sqlite"
+    shutil.copy(store, old)
+    with sqlite3.connect(old) as conn:
+        conn.execute("DELETE FROM meta WHERE key = 'content_sha256'")
+    open_world(old)
+    damaged = _corrupt_copy(old, tmp_path / "old-random.sqlite")
+    with pytest.raises(StoreCorruptError, match=f"world store {damaged} is (corrupt|unreadable)"):
+        open_world(damaged)
+
+
+def test_store_errors_in_a_tool_call_are_environment_faults_not_agent_errors(store, tmp_path):
+    from sandbox.env import EpisodeEnv
+
+    world = open_world(_corrupt_copy(store, tmp_path / "random.sqlite"), verify=False)
+    results = {c: world.call_tool("RestaurantSearch", {"city": c}) for c in world.city_names()}
+    faulty = [c for c, r in results.items() if r.env_fault]
+    assert faulty and not any(r.is_error for r in results.values())
+    assert "could not read the travel database" in results[faulty[0]].text
+    env = EpisodeEnv(world)
+    call = {"name": "RestaurantSearch", "arguments": {"city": faulty[0]}}
+    step = env.step(f"<tool_call>{json.dumps(call)}</tool_call>")
+    assert step.responses[0].env_fault and step.any_env_fault and not step.any_error

@@ -15,12 +15,13 @@ answer with the plan.
 import datetime as dt
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox import geo
 from sandbox.env import EpisodeEnv
 from sandbox.expert import responses
+from sandbox.expert.session import ExpertFailure, ExpertSession, tool_call
 from sandbox.expert.schedule import (MEAL_WINDOWS, DayFrame, Leg, Place, Stop, problems, sequences,
                                      timeline)
 from sandbox.vocab import WALKING_LIMIT_KM
@@ -35,10 +36,6 @@ BRANCHING = 6
 MAX_DAY_LEG_MINUTES = 120       # the evaluator's daily local transport limit
 MIN_LEG_MINUTES = 5
 BREAKFAST_OPEN_BY, BREAKFAST_CLOSE_FROM = 7 * 60 + 40, 9 * 60 + 30
-
-
-class ExpertFailure(RuntimeError):
-    """The expert found no plan it can stand behind (the instance gets regenerated)."""
 
 
 @dataclass
@@ -67,44 +64,6 @@ class ExpertResult:
     plan: list[dict[str, Any]] | None = None
 
 
-@dataclass
-class _Session:
-    """The expert's running episode: environment, transcript and what it has learned."""
-
-    env: EpisodeEnv
-    turns: list[dict[str, str]] = field(default_factory=list)
-    legs: dict[tuple[str, str], dict[str, tuple[int, float]]] = field(default_factory=dict)
-
-    def act(self, think: str, memory: list[dict] = (), calls: list[dict] = ()) -> list[str]:
-        """One assistant turn; returns the reply text of each tool call, in order."""
-        if self.env.done:
-            raise ExpertFailure("ran out of turns before finishing the plan")
-        parts = [f"<think>{think}</think>"]
-        parts += [f"<memory>{json.dumps(m, ensure_ascii=False)}</memory>" for m in memory]
-        parts += ["<tool_call>\n" + json.dumps(c, ensure_ascii=False) + "\n</tool_call>" for c in calls]
-        text = "\n".join(parts)
-        step = self.env.step(text)
-        self.turns.append({"role": "assistant", "content": text})
-        self.turns.append({"role": "user", "content": step.rendered})
-        errors = [r.text for r in step.responses if r.is_error]
-        if errors:
-            raise ExpertFailure(f"environment reported an error: {errors[0][:200]}")
-        return [r.text for r in step.responses if r.kind == "tool"]
-
-    def answer(self, think: str, plan: list[dict[str, Any]]) -> str:
-        body = json.dumps(plan, ensure_ascii=False)
-        text = f"<think>{think}</think>\n<answer>{body}</answer>"
-        step = self.env.step(text)
-        self.turns.append({"role": "assistant", "content": text})
-        if not step.done or step.answer is None:
-            raise ExpertFailure("the environment did not accept the answer")
-        return step.answer
-
-
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": {k: v for k, v in arguments.items() if v is not None}}
-
-
 class Expert:
     """Solves instances of one world; `solve` never raises for an unsolvable instance."""
 
@@ -113,7 +72,7 @@ class Expert:
         self.max_turns = max_turns
 
     def solve(self, visible: dict[str, Any], hidden: dict[str, Any]) -> ExpertResult:
-        session = _Session(EpisodeEnv(self.world, memory_enabled=True, max_turns=self.max_turns))
+        session = ExpertSession(EpisodeEnv(self.world, memory_enabled=True, max_turns=self.max_turns))
         try:
             answer, plan = _Solver(session, visible, hidden).run()
         except ExpertFailure as err:
@@ -125,7 +84,7 @@ class Expert:
 
 
 class _Solver:
-    def __init__(self, session: _Session, visible: dict[str, Any], hidden: dict[str, Any]):
+    def __init__(self, session: ExpertSession, visible: dict[str, Any], hidden: dict[str, Any]):
         self.s = session
         self.q = hidden["query"]
         self.profile = hidden["profile"]
@@ -189,7 +148,7 @@ class _Solver:
             {"action": "write", "key": "preferences", "value": notes or "none stated"}]
         if seen:
             memory.append({"action": "write", "key": "visited_before", "value": seen})
-        calls = [_call("WeatherSearch", city=self.city, date=self.dates[0], n=self.days)]
+        calls = [tool_call("WeatherSearch", city=self.city, date=self.dates[0], n=self.days)]
         modes = [t["intercity_transport"]] if t.get("intercity_transport") else \
             ["High-speed Rail", "Regular Train", "Airplane"]
         legs = ((self.origin, self.city, self.dates[0]), (self.city, self.origin, self.dates[-1]))
@@ -197,13 +156,13 @@ class _Solver:
         for origin, dest, date in legs:
             if "Airplane" in modes:
                 cabin = [t["seat_class"]] if t.get("seat_class") else None
-                calls.append(_call("FlightSearch", origin=origin, destination=dest, departure_date=date,
+                calls.append(tool_call("FlightSearch", origin=origin, destination=dest, departure_date=date,
                                    n=SEARCH_N, preferences={"cabin_class": cabin} if cabin else None,
                                    depart_after="06:00"))
                 plan.append("flight")
             trains = [m for m in modes if m != "Airplane"]
             if trains:
-                calls.append(_call("TrainSearch", origin=origin, destination=dest, n=SEARCH_N,
+                calls.append(tool_call("TrainSearch", origin=origin, destination=dest, n=SEARCH_N,
                                    preferences={"train_type": trains}, depart_after="06:00"))
                 plan.append("train")
         replies = self.s.act(think, memory, calls)
@@ -269,7 +228,7 @@ class _Solver:
         attempts = [dict(near=self.city, radius_km=8, max_price=cap), dict(max_price=cap),
                     dict(near=self.city, radius_km=10), dict()]
         for i, extra in enumerate(attempts):
-            reply = self.s.act(think, memory if i == 0 else [], [_call(
+            reply = self.s.act(think, memory if i == 0 else [], [tool_call(
                 "AccommodationSearch", city=self.city, n=SEARCH_N, preferences=prefs or None, **extra)])[0]
             hotels = [h for h in responses.items(reply)
                       if h["name"].casefold() not in self.visited["accommodations"]]
@@ -304,12 +263,12 @@ class _Solver:
                                             ("environment", dp.get("dining_environment"))) if v}
                 max_price = None if dp.get("price_level") else 120
                 for open_at in (None, "07:30"):
-                    calls.append(_call("RestaurantSearch", city=self.city, n=SEARCH_N,
+                    calls.append(tool_call("RestaurantSearch", city=self.city, n=SEARCH_N,
                                        preferences=prefs or None, near=anchor, radius_km=RADIUS_KM,
                                        max_price=max_price, open_at=open_at))
             aprefs = {k: v for k, v in (("attraction_type", ap.get("preferred_attraction_types")),
                                          ("walk_tolerance", [ap["walking_tolerance"]] if ap.get("walking_tolerance") else None)) if v}
-            calls.append(_call("AttractionSearch", city=self.city, n=SEARCH_N, preferences=aprefs or None,
+            calls.append(tool_call("AttractionSearch", city=self.city, n=SEARCH_N, preferences=aprefs or None,
                                near=anchor, radius_km=RADIUS_KM, max_price=None if aprefs else 80))
             think = (f"Hotel {hotel.name} ({hotel.price:g} CNY/night). Now restaurants that fit (some open "
                      f"for breakfast) and attractions near it, skipping places visited before."
@@ -508,7 +467,7 @@ class _Solver:
                     here = s.place.name
             if not pairs:
                 return days
-            calls = [_call("MapGuide", origin_cityName=self.city, origin=a, destination_cityName=self.city,
+            calls = [tool_call("MapGuide", origin_cityName=self.city, origin=a, destination_cityName=self.city,
                            destination=b) for a, b in pairs]
             memory = [{"action": "read", "key": "all"}] if round_ == 0 else []
             think = ("Draft itinerary ready; checking every local trip with MapGuide and re-reading my "

@@ -24,7 +24,7 @@ from sandbox.instances.stats import format_table, split_stats
 MAX_RETRIES = 8
 
 # Builds the chat prompt of a visible instance: (instance, tool_schemas) -> object with
-# `.messages` (system + user) and `.tools` (rollout.prompt.build_prompt fits).
+# `.messages` (system + user) and `.tools` (sandbox.benchmarks.b2t_prompt.build_prompt fits).
 PromptBuilder = Callable[[dict[str, Any], list[dict[str, Any]]], Any]
 
 
@@ -129,5 +129,5 @@ def trace_record(visible: dict[str, Any], turns: list[dict[str, str]], schemas: 
         prompt = prompt_builder(visible, schemas)
         return {"id": visible["id"], "messages": list(prompt.messages) + list(turns),
                 "tools": prompt.tools}
-    return {"id": visible["id"], "prompt": "build with rollout.prompt.build_prompt(instance, tools)",
+    return {"id": visible["id"], "prompt": "build with sandbox.benchmarks.b2t_prompt.build_prompt(instance, tools)",
             "messages": list(turns), "tools": schemas}

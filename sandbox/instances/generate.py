@@ -31,7 +31,7 @@ TRIP_DAY_WEIGHTS = (0.12, 0.2, 0.36, 0.2, 0.12)      # mean 5.0 days (Table 2: 4
 PARTY_SIZES = (1, 2, 3, 4)
 PARTY_WEIGHTS = (0.24, 0.42, 0.2, 0.14)              # mean 2.24 travellers (Table 2: 2.1-2.3)
 MAX_ATTEMPTS = 600
-REDRAW_EVERY = 150
+SHORTEN_EVERY = 100  # failed attempts after which the trip loses a day (enough redraws to reach 3)
 
 
 @dataclass
@@ -83,8 +83,10 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
     people = rng.choices(PARTY_SIZES, weights=PARTY_WEIGHTS)[0]
     n_categories = category_count(difficulty, rng)
     for attempt in range(MAX_ATTEMPTS):
-        if attempt and attempt % REDRAW_EVERY == 0:   # a sparse store may not serve this trip length
-            days = rng.choices(TRIP_DAYS, weights=TRIP_DAY_WEIGHTS)[0]
+        if attempt and attempt % SHORTEN_EVERY == 0:
+            # A sparse store (small scale) may hold too few matching places for a long trip of a hard
+            # profile: shorter trips need fewer distinct restaurants and sights, so every seed builds.
+            days = max(TRIP_DAYS[0], days - 1)
         profile = sample_profile(rng, difficulty, n_categories)
         problems = consistency_problems(profile)
         if problems:

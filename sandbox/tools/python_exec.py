@@ -14,4 +14,6 @@ def python_run(world: World, args: dict[str, Any]) -> ToolResult:
         sandbox = world.python_tool()
     except ImportError as e:
         return ToolResult.error(f"the Python tool is not available in this installation ({e})")
+    except RuntimeError as e:  # PythonIsolationError: no jail on this machine and no opt-in
+        return ToolResult.error(f"the Python tool is disabled on this machine ({e})")
     return sandbox.run(args["code"])

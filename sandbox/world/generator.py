@@ -17,6 +17,7 @@ from pathlib import Path
 from sandbox.schema import INDEXES, SCHEMA_VERSION, TABLES
 from sandbox.world import pois, transport, weather
 from sandbox.world.cities import CITIES
+from sandbox.world.integrity import stamp_content_hash
 from sandbox.world.scales import SCALES, Scale
 from sandbox.world.tables import table_columns
 
@@ -100,6 +101,7 @@ def build_world(path: str | os.PathLike, scale: str | Scale = "small", seed: int
     meta = {"schema_version": str(SCHEMA_VERSION), "generator_version": GENERATOR_VERSION, "seed": str(seed),
             "scale": scale.name, "date_start": scale.date_start, "date_end": scale.date_end}
     finish_store(conn, meta)
+    stamp_content_hash(tmp)
     os.replace(tmp, path)
     log.info("world: built %s in %.1fs", path, time.perf_counter() - started)
     return counts

@@ -17,6 +17,7 @@ from typing import Any
 from sandbox.jsonl import read_jsonl_objects
 from sandbox.schema import SCHEMA_VERSION, TABLES
 from sandbox.world.generator import create_empty_store, finish_store, insert_rows
+from sandbox.world.integrity import stamp_content_hash
 from sandbox.world.tables import column_types, required_columns, table_columns
 
 
@@ -104,6 +105,7 @@ def build_store_from_files(directory: str | os.PathLike, out: str | os.PathLike)
     for table, rows in tables.items():
         counts[table] = insert_rows(conn, table, rows)
     finish_store(conn, meta)
+    stamp_content_hash(tmp)  # replaces a stale hash a meta file may carry
     os.replace(tmp, out)
     return counts
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from sandbox.schema import POI_TABLES, SCHEMA_VERSION
 from sandbox.types import ToolResult
+from sandbox.world.integrity import verify_store
 
 JSON_COLUMNS = frozenset({"environment", "reviews", "facilities", "room_info", "ticket_info", "fares",
                           "airports", "stations"})
@@ -32,9 +33,15 @@ def _normalize(name: str) -> str:
 
 
 class World:
-    """A world store opened read-only. Safe to share between threads; reopen after fork is automatic."""
+    """A world store opened read-only. Safe to share between threads; reopen after fork is automatic.
 
-    def __init__(self, path: str | os.PathLike, python_tool: Any = None):
+    Opening verifies the store (`sandbox.world.integrity`: the build-time content hash, or SQLite's
+    quick check for a store without one; 0.2 s small, 0.8 s full) and raises StoreCorruptError
+    naming the file.
+    `verify=False` skips that, e.g. in worker processes of a store the parent already checked.
+    """
+
+    def __init__(self, path: str | os.PathLike, python_tool: Any = None, verify: bool = True):
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"world store {self.path} not found; build it with "
@@ -43,6 +50,8 @@ class World:
         self._python_tool = python_tool
         self._python_lock = threading.Lock()
         self._name_index: dict[tuple[str, str], dict[str, str]] = {}  # filled lazily; dict writes are atomic
+        if verify:
+            verify_store(self.path)
         self.meta = {r["key"]: r["value"] for r in self.query("SELECT key, value FROM meta")}
         if self.meta.get("schema_version") != str(SCHEMA_VERSION):
             raise ValueError(f"{self.path}: schema version {self.meta.get('schema_version')!r}, "
@@ -55,8 +64,9 @@ class World:
             self._city_alias[_normalize(city["name_zh"])] = name
 
     def __reduce__(self):
-        """Pickles as its path, so a World can be sent to worker processes (which reopen the file)."""
-        return (World, (self.path,))
+        """Pickles as its path, so a World can be sent to worker processes (which reopen the file
+        without verifying it again)."""
+        return (World, (self.path, None, False))
 
     def __repr__(self) -> str:
         return f"World({str(self.path)!r}, scale={self.meta.get('scale')!r}, seed={self.meta.get('seed')!r})"
@@ -197,9 +207,9 @@ class World:
             return self._python_tool
 
 
-def open_world(path: str | os.PathLike, python_tool: Any = None) -> World:
+def open_world(path: str | os.PathLike, python_tool: Any = None, verify: bool = True) -> World:
     """Open a world store read-only. `path` is the .sqlite file or the data directory holding world.sqlite."""
     path = Path(path)
     if path.is_dir():
         path = path / "world.sqlite"
-    return World(path, python_tool=python_tool)
+    return World(path, python_tool=python_tool, verify=verify)

@@ -1,15 +1,14 @@
-"""The travel-planning task behind the trainer's Task protocol: data, tokenizer, rollouts, reward, evaluation.
+"""The trainer's Task over any benchmark: data, tokenizer, rollouts, reward, evaluation.
 
-`TravelTask.prepare(cfg)` makes a fresh machine ready: it builds DATA with launch/make_data.py when
-absent, trains the SentencePiece tokenizer of the tiny recipe on the generated corpus (or loads the
-Qwen3 / a checkpoint tokenizer), and opens the world. Rollouts run through the RolloutEngine;
-rewards are `rollout.scoring.score_records`: `sandbox.compute_reward` of `sandbox.evaluate_plan`
-(action penalty and format gate switchable for the ablations).
+`BenchmarkTask.prepare(cfg)` makes a fresh machine ready: it builds DATA with launch/make_data.py
+when absent (b2tjax.prepare), trains the SentencePiece tokenizer of the tiny recipe on the
+benchmark's corpus (or loads the Qwen3 / a checkpoint tokenizer), and opens the benchmark
+`cfg.benchmark`. Rollouts run through the RolloutEngine; rewards are `rollout.scoring.score_records`,
+i.e. the benchmark's judge and reward (action penalty and format gate switchable for the ablations).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,27 +16,16 @@ import numpy as np
 from flax import nnx
 
 from b2tjax.config import TrainConfig
-from b2tjax.data import read_jsonl
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
-from sandbox.instances.loader import interleave_difficulties
 from b2tjax.trainer import RolloutBatch
-
-def _corpus(data_dir: Path, tool_schemas: Sequence[dict]) -> list[str]:
-    """Text the tiny tokenizer is trained on: expert traces, instances and the tool schemas."""
-    texts = [json.dumps(tool_schemas)]
-    sft = data_dir / "sft" / "train.jsonl"
-    if sft.exists():
-        texts += [m["content"] for trace in read_jsonl(sft) for m in trace["messages"]]
-    for inst in read_jsonl(data_dir / "instances" / "train.jsonl"):
-        texts.append(inst["instruction"])
-        texts += [json.dumps(e, ensure_ascii=False) for e in inst.get("trajectory", [])]
-    return texts
+from sandbox.benchmarks import Benchmark, Pair, get_benchmark
+from sandbox.instances.loader import interleave_difficulties
 
 
-def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, tool_schemas: Sequence[dict]) -> Any:
+def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchmark) -> Any:
     """The run's tokenizer: `cfg.model.tokenizer`, or for "sentencepiece" the tiny recipe's model in
-    DATA/tokenizer/, trained once on the corpus so later runs and resumes reuse the same ids."""
+    DATA/tokenizer/, trained once on the benchmark's corpus so later runs and resumes reuse the same ids."""
     from models.tokenizer import load_tokenizer
 
     spec = cfg.model.tokenizer
@@ -47,43 +35,37 @@ def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, tool_schemas: Sequ
     if not path.exists():
         from models.spm import train_sentencepiece
 
-        print(f"training a {cfg.model.sp_vocab_size}-piece SentencePiece tokenizer on the corpus ...", flush=True)
-        train_sentencepiece(_corpus(data_dir, tool_schemas), path.with_suffix(""), vocab_size=cfg.model.sp_vocab_size)
+        vocab = cfg.model.sp_vocab_size
+        print(f"training a {vocab}-piece SentencePiece tokenizer on the corpus ...", flush=True)
+        train_sentencepiece(benchmark.tokenizer_corpus(), path.with_suffix(""), vocab_size=vocab)
     return load_tokenizer(path)
 
 
-class TravelTask:
-    """The trainer's Task for Behavior2Trip: instances as prompts, sandbox rollouts, evaluator rewards."""
+class BenchmarkTask:
+    """The trainer's Task for one benchmark: its instances as prompts, sandbox rollouts, its rewards."""
 
-    def __init__(self, cfg: TrainConfig, data_dir: Path, world: Any, tokenizer: Any):
+    def __init__(self, cfg: TrainConfig, benchmark: Benchmark, tokenizer: Any):
         self.cfg = cfg
-        self.data_dir = data_dir
-        self.world = world
+        self.benchmark = benchmark
         self.tokenizer = tokenizer
         self.vocab_size = tokenizer.vocab_size
         self._train = self._load_split(cfg.data.train_split, cfg.data.max_train_instances)
         self._eval = self._load_split(cfg.data.eval_split, cfg.data.eval_instances)
         self._engine = None
         self._python_pool = None
+        self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig) -> "TravelTask":
-        import sandbox
-
+    def prepare(cls, cfg: TrainConfig) -> "BenchmarkTask":
         data_dir = Path(cfg.data.data_dir)
-        ensure_data(data_dir, cfg.data.world_scale)
-        world = sandbox.open_world(data_dir / "world.sqlite")
-        tokenizer = load_or_train_tokenizer(cfg, data_dir, world.tool_schemas())
-        return cls(cfg, data_dir, world, tokenizer)
+        ensure_data(data_dir, cfg.data.world_scale, cfg.benchmark)
+        benchmark = get_benchmark(cfg.benchmark, data_dir)
+        return cls(cfg, benchmark, load_or_train_tokenizer(cfg, data_dir, benchmark))
 
-    def _load_split(self, split: str, limit: int) -> list[tuple[dict, dict]]:
-        path = self.data_dir / "instances" / f"{split}.jsonl"
-        if not path.exists():
-            raise FileNotFoundError(f"no {path}; build the data with launch/make_data.py --out {self.data_dir}")
-        truth = {g["id"]: g for g in read_jsonl(self.data_dir / "ground_truth" / f"{split}.jsonl")}
+    def _load_split(self, split: str, limit: int) -> list[Pair]:
+        """The split's pairs of the configured difficulties, levels interleaved, the first `limit`."""
         wanted = set(self.cfg.data.difficulties)
-        pairs = [(inst, truth[inst["id"]]) for inst in read_jsonl(path)
-                 if inst.get("difficulty", "easy") in wanted and inst["id"] in truth]
+        pairs = [p for p in self.benchmark.load_split(split) if (p[0].get("difficulty") or "easy") in wanted]
         return interleave_difficulties(pairs)[:limit] if limit else pairs
 
     # -- Task protocol --------------------------------------------------------------------------
@@ -91,11 +73,10 @@ class TravelTask:
         return self._train
 
     def sft_examples(self) -> list[dict] | None:
-        path = self.data_dir / "sft" / "train.jsonl"
-        if not path.exists():
+        traces = self.benchmark.sft_traces(self.cfg.sft.max_examples)
+        if traces is None:
             return None
-        traces = read_jsonl(path, self.cfg.sft.max_examples)
-        return sft_examples(traces, self.tokenizer, self.cfg.sft.max_seq_len, self.world.tool_schemas())
+        return sft_examples(traces, self.tokenizer, self.cfg.sft.max_seq_len)
 
     def _engine_for(self, model: nnx.Module, rows: int, temperature: float):
         from rollout.engine import RolloutConfig, RolloutEngine
@@ -110,7 +91,7 @@ class TravelTask:
         from rollout.episodes import agent_episode
 
         r = self.cfg.rollout
-        return [agent_episode(inst, self.world, self.tokenizer, max_turns=r.max_turns,
+        return [agent_episode(inst, self.benchmark, self.tokenizer, max_turns=r.max_turns,
                               max_prompt_tokens=r.max_prompt_tokens or r.max_seq_len // 2, memory=r.memory_enabled,
                               variant=r.prompt_style, python_tool=self._python_tool())
                 for inst, _ in pairs]
@@ -121,18 +102,17 @@ class TravelTask:
         if self._python_pool is None:
             from sandbox.python_tool import PythonSandbox
 
-            self._python_pool = PythonSandbox()
+            self._python_pool = PythonSandbox(isolation=self.cfg.rollout.python_tool_isolation)
         return self._python_pool
 
     def _score(self, records, pairs) -> tuple[list, list]:
         from rollout.scoring import score_records
 
         g = self.cfg.grpo
-        return score_records(records, pairs, self.world, action_penalty=g.action_penalty, format_gate=g.format_gate)
+        return score_records(records, pairs, self.benchmark, action_penalty=g.action_penalty,
+                             format_gate=g.format_gate)
 
     def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int) -> RolloutBatch:
-        from sandbox.metrics import compute_metrics
-
         pairs = [p for p in prompts for _ in range(group_size)]
         if self._engine is None:
             self._engine = self._engine_for(model, len(pairs), self.cfg.rollout.temperature)
@@ -140,10 +120,8 @@ class TravelTask:
             self._engine.update_weights(model)
         records = self._engine.run(self._episodes(pairs), seed)
         evals, rewards = self._score(records, pairs)
-        summary = compute_metrics(evals)
         metrics = {
-            "final_pass": summary["final_pass_rate"], "delivery": summary["delivery_rate"],
-            "micro_pass_c": summary["c_micro"], "micro_pass_upc": summary["upc_micro"],
+            **self.benchmark.headline(self.benchmark.metrics(evals)),
             "r_format": float(np.mean([r.r_format for r in rewards])),
             "p_action": float(np.mean([r.p_action for r in rewards])),
             "action_error_rate": float(np.mean([rec.any_error for rec in records])),
@@ -153,15 +131,13 @@ class TravelTask:
         return RolloutBatch(records, metrics)
 
     def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
-        from sandbox.metrics import compute_metrics, format_table
-
         engine = self._engine_for(model, max(1, min(len(self._eval), 16)), temperature=0.0)  # greedy
         records = engine.run(self._episodes(self._eval), 0)
         evals, rewards = self._score(records, self._eval)
-        metrics = compute_metrics(evals)
+        metrics = self.benchmark.metrics(evals)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         r = self.cfg.rollout
-        header = (f"evaluation on {len(self._eval)} {self.cfg.data.eval_split} instances "
+        header = (f"{self.benchmark.name} evaluation on {len(self._eval)} {self.cfg.data.eval_split} instances "
                   f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
                   f"mean reward {metrics['mean_reward']:.3f}")
-        return metrics, header + "\n" + format_table(metrics)
+        return metrics, header + "\n" + self.benchmark.format_metrics(metrics)

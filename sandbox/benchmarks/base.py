@@ -1,0 +1,201 @@
+"""The Benchmark interface: everything that makes a travel-planning benchmark, in one unit.
+
+A benchmark (Behaviour2Trip, TravelPlanner, ...) owns its data directory, instances and splits,
+the world its agent acts in, the agent prompt, the judge, the reward, the metrics table and an
+expert planner. Everything else -- the rollout engine, the agent episode, GRPO, the launch
+scripts and the notebook -- is generic and reaches the benchmark only through this class.
+
+Conventions shared by every benchmark:
+- An instance is a pair `(visible, truth)` of JSON-serialisable dicts. `visible` is what the agent
+  may see (it has a string "id"; prompts are built from it alone); `truth` is hidden ground truth
+  that only `evaluate` reads. Splits are lists of such pairs in a fixed order.
+- `visible.get("difficulty")` names the instance's level ("easy" | "medium" | "hard" where the
+  benchmark has levels); training and evaluation filter and interleave by it.
+- The world of an instance has `call_tool(name, arguments) -> sandbox.types.ToolResult` (never
+  raises) and `tool_schemas() -> list[dict]` (OpenAI-style); `sandbox.EpisodeEnv` drives it.
+- The prompt is pure data (`Prompt`: chat messages + tool schemas); rollout/ renders it to token
+  ids with models.chat, so this package never imports models or jax.
+- A verdict is the benchmark's own result object; it has `delivered: bool` (a readable plan
+  shaped like the trip), `all_passed: bool` and `to_dict() -> dict` (JSON for detail files).
+- Benchmark-specific settings are keyword options of the constructor (e.g. a tool mode).
+
+Pure Python; never imports jax.
+"""
+
+from __future__ import annotations
+
+import abc
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterator, Protocol, Sequence
+
+from sandbox.jsonl import read_jsonl_objects
+from sandbox.reward import Reward
+from sandbox.types import ToolResult
+
+Pair = tuple[dict[str, Any], dict[str, Any]]   # (visible instance, hidden ground truth)
+Log = Callable[[str], None]
+
+
+class BenchmarkError(ValueError):
+    """A user-facing problem with a benchmark's name, options or data; the message is one line."""
+
+
+class World(Protocol):
+    """The tools of one instance, as sandbox.EpisodeEnv and the prompt need them."""
+
+    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
+
+    def tool_schemas(self) -> list[dict[str, Any]]: ...
+
+
+class Verdict(Protocol):
+    """A benchmark's judgement of one answer (its own class; these members are what generic code reads)."""
+
+    delivered: bool
+
+    @property
+    def all_passed(self) -> bool: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclasses.dataclass
+class Prompt:
+    """The agent prompt of one instance as data: rollout.prompt renders it into the exact text.
+
+    `memory` says whether the prompt offers the memory module; the episode's EpisodeEnv enables
+    memory exactly when it does. `dropped` counts the items left out to fit a token budget.
+    """
+
+    messages: list[dict[str, str]]
+    tools: list[dict[str, Any]] | None
+    memory: bool = True
+    dropped: int = 0
+
+
+# Counts the tokens of a rendered prompt; rollout passes one built from the run's tokenizer.
+TokenCounter = Callable[[Prompt], int]
+
+
+class Benchmark(abc.ABC):
+    """One benchmark over one data directory. Subclasses are registered in sandbox.benchmarks."""
+
+    name: ClassVar[str]
+    splits: ClassVar[tuple[str, ...]]            # split names load_split accepts; first = training split
+    prompt_variants: ClassVar[tuple[str, ...]] = ("b2t", "react")   # first = default
+    # "b2t": the framework's agent prompt (memory module, tools); "react": plain ReAct baseline.
+
+    def __init__(self, data_dir: str | Path | None, **options: Any) -> None:
+        """`data_dir` is what `make_data` wrote; `options` are benchmark-specific settings.
+        Unknown options raise BenchmarkError."""
+        if options:
+            raise BenchmarkError(f"benchmark {self.name!r} takes no option(s) {sorted(options)}")
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+
+    # -- command-line options (launch/eval.py, launch/rollout.py) --------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this benchmark's options (e.g. a tool mode) to the eval and rollout scripts."""
+
+    @classmethod
+    def options_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        """The constructor's keyword options, from the arguments `add_arguments` added."""
+        return {}
+
+    # -- data preparation (launch/make_data.py) ----------------------------------------------------
+    @classmethod
+    def add_data_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this benchmark's own make_data options (beyond --out, --scale, --seed, --workers)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> None:
+        """Write the data directory (instances, ground truth, world, SFT traces) from parsed args."""
+
+    @classmethod
+    @abc.abstractmethod
+    def data_ready(cls, data_dir: Path) -> bool:
+        """True when `data_dir` holds what training needs, so make_data can be skipped."""
+
+    # -- instances -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load_split(self, split: str) -> list[Pair]:
+        """The split's (visible, truth) pairs in file order; BenchmarkError if it is missing/bad."""
+
+    def load_visible(self, split: str) -> list[dict[str, Any]]:
+        """The split's visible instances only: rollouts need no ground truth, which a user may lack."""
+        return [visible for visible, _ in self.load_split(split)]
+
+    # -- the agent's world and prompt -----------------------------------------------------------
+    @abc.abstractmethod
+    def world_for(self, visible: dict[str, Any]) -> World:
+        """The tools the agent uses on this instance (may be shared by all instances)."""
+
+    @abc.abstractmethod
+    def prompt(self, visible: dict[str, Any], *, variant: str = "b2t", memory: bool = True,
+               max_tokens: int | None = None, count_tokens: TokenCounter | None = None) -> Prompt:
+        """The agent prompt. With `max_tokens` (needs `count_tokens`), compact it to fit;
+        BenchmarkError if it cannot fit or `variant` is not in `prompt_variants`."""
+
+    # -- judging --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def evaluate(self, answer: Any, visible: dict[str, Any], truth: dict[str, Any]) -> Verdict:
+        """Judge an answer: the `<answer>` text, an already parsed plan, or None (no answer given,
+        which is undelivered). Never raises on a bad answer."""
+
+    @abc.abstractmethod
+    def reward(self, verdict: Verdict | None, any_action_error: bool, *, action_penalty: bool = True,
+               format_gate: bool = True) -> Reward:
+        """R = P_action + R_format * (group fractions); `verdict` None = no answer (SPEC section 7).
+        Reward.r_c / r_upc hold the benchmark's two constraint-group fractions."""
+
+    @abc.abstractmethod
+    def metrics(self, verdicts: Sequence[Verdict]) -> dict[str, Any]:
+        """Benchmark metrics over many verdicts; must hold "n", "delivery_rate" and
+        "final_pass_rate" (fractions in [0, 1]) plus any breakdowns the table shows."""
+
+    @abc.abstractmethod
+    def format_metrics(self, metrics: dict[str, Any]) -> str:
+        """`metrics` as the plain-text table launch/eval.py prints."""
+
+    def checks(self, verdict: Verdict) -> list[tuple[str, bool, str]]:
+        """(check name, passed, reason) per check of a verdict, in a fixed order, for per-episode
+        views (the notebook); an empty list when the benchmark has no such listing."""
+        return []
+
+    def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
+        """The few scalars logged at every training step."""
+        return {"final_pass": metrics["final_pass_rate"], "delivery": metrics["delivery_rate"]}
+
+    # -- expert and training data ----------------------------------------------------------------
+    @abc.abstractmethod
+    def expert_answers(self, pairs: Sequence[Pair]) -> Iterator[tuple[str, str | None]]:
+        """(id, answer text) per pair from the expert planner; None where it found no plan."""
+
+    def sft_traces(self, limit: int = 0) -> list[dict[str, Any]] | None:
+        """Expert chain-of-action traces ({"messages", "tools"}) in DATA/sft/train.jsonl, or None."""
+        path = self._path("sft", "train.jsonl")
+        if not path.exists():
+            return None
+        traces = []
+        for _, trace in read_jsonl_objects(path, BenchmarkError):
+            traces.append(trace)
+            if limit and len(traces) >= limit:
+                break
+        return traces
+
+    def tokenizer_corpus(self) -> list[str]:
+        """Text a small SentencePiece tokenizer is trained on: train prompts and expert traces."""
+        prompts = [self.prompt(visible) for visible, _ in self.load_split(self.splits[0])]
+        texts = [json.dumps(prompts[0].tools or [])] if prompts else []
+        texts += [m["content"] for prompt in prompts for m in prompt.messages]
+        texts += [m["content"] for trace in self.sft_traces() or [] for m in trace["messages"]]
+        return texts
+
+    def _path(self, *parts: str) -> Path:
+        if self.data_dir is None:
+            raise BenchmarkError(f"benchmark {self.name!r} was opened without a data directory")
+        return self.data_dir.joinpath(*parts)

@@ -1,0 +1,33 @@
+"""Shared TravelPlanner test data: the offline database, the 45 training queries and human plans."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.travelplanner import Database
+from sandbox.travelplanner.loader import read_training_chats
+from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared
+
+# The 45 training queries in structured form: the 9 structured files verbatim, the other 36
+# transcribed by hand from their query texts (org/dest/dates from the reference information).
+TRAIN_QUERIES_FILE = Path(__file__).parent / "data" / "tp_train_queries.jsonl"
+
+
+@pytest.fixture(scope="session")
+def tp_db() -> Database:
+    require_shared()
+    return Database.from_dir(DATABASE_DIR)
+
+
+@pytest.fixture(scope="session")
+def train_queries() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in TRAIN_QUERIES_FILE.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="session")
+def human_plans() -> list[list[Any]]:
+    """The human plans of the 45 training queries (padding `{}` entries included)."""
+    require_shared()
+    return [chat.plan for chat in read_training_chats(DATA_DIR / "std_travelplanner.jsonl")]
