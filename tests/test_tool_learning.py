@@ -15,12 +15,54 @@ import numpy as np
 import pytest
 
 from b2tjax import grpo
-from b2tjax.toy_tools import LookupConfig, LookupTask
+from b2tjax.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
+from rollout.episodes import Continue, Stop
 from tests.lookup_fixtures import (GRPO_STEPS, NUM_VALUES, SHORT_RUN, shared_compilations,  # noqa: F401
                                   train_lookup, xla_cache_dir)
 
 CHANCE = 1 / NUM_VALUES
 pytestmark = pytest.mark.usefixtures("shared_compilations")
+
+
+def _play(episode: LookupEpisode, *turns: str):
+    """Feed assistant turns to the episode as the engine would; returns each TurnOutcome."""
+    return [episode.on_turn_end("main", text, False) for text in turns]
+
+
+def test_episode_rewards_only_an_answer_read_from_the_tool():
+    tok = lookup_tokenizer(4, NUM_VALUES)
+    table = [0, 1, 3, 2]
+    episode = LookupEpisode("e", 2, table, tok)
+    assert tok.decode(episode.start()[0].tokens) == "<|im_start|> user k2 <|im_end|> <|im_start|> assistant"
+    looked, answered = _play(episode, "lookup k2", "answer v3")
+    assert isinstance(looked.actions[0], Continue) and looked.errors == [False]
+    reply = tok.decode(looked.actions[0].tokens)
+    assert reply == "<|im_start|> user result v3 <|im_end|> <|im_start|> assistant"
+    assert answered.actions == [Stop("main", "answer", "v3")] and episode.reward() == 1.0
+    # the right value without looking it up, a wrong key, a wrong value: no reward
+    for turns in (["answer v3"], ["lookup k1", "answer v3"], ["lookup k2", "answer v1"]):
+        episode = LookupEpisode("e", 2, table, tok)
+        _play(episode, *turns)
+        assert episode.reward() == 0.0, turns
+    broken, = _play(LookupEpisode("e", 2, table, tok), "v3 please")
+    assert broken.errors == [True] and broken.actions == [Stop("main", "done")]
+    blind, = _play(LookupEpisode("e", 2, table, tok, blind=True), "lookup k2")
+    pad = "<|endoftext|>"
+    blind_reply = tok.decode(blind.actions[0].tokens)
+    assert blind_reply == f"<|im_start|> user {pad} {pad} <|im_end|> <|im_start|> assistant"
+
+
+def test_demonstrations_teach_the_protocol_not_the_answer():
+    task = LookupTask(LookupConfig(num_values=NUM_VALUES))
+    tok = task.tokenizer
+    agree = []
+    for demo in task.sft_examples():
+        trained = tok.decode([t for t, m in zip(demo["ids"], demo["mask"]) if m]).split()
+        context = tok.decode([t for t, m in zip(demo["ids"], demo["mask"]) if not m]).split()
+        key, shown = context[2], context[context.index("result") + 1]
+        assert trained == ["lookup", key, "<|im_end|>", "answer", trained[4], "<|im_end|>"]
+        agree.append(trained[4] == shown)
+    assert len(agree) == 64 and 0.1 < np.mean(agree) < 0.4  # answers match the tool only by chance
 
 
 @pytest.mark.parametrize("seed", [0, 1])
