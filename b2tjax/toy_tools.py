@@ -40,10 +40,10 @@ LOOKUP, ANSWER, RESULT, ERROR = "lookup", "answer", "result", "error"
 @dataclasses.dataclass(frozen=True)
 class LookupConfig:
     num_keys: int = 4
-    num_values: int = 8
+    num_values: int = 4            # chance = 1 / num_values; 4 is what tests/test_tool_learning.py trains
     blind: bool = False            # control: the policy never sees the tool's reply
     sft_demos: int = 64            # scripted demonstrations of the protocol (answers not tied to the value)
-    eval_episodes: int = 32        # greedy episodes of `evaluate`
+    eval_episodes: int = 128       # greedy episodes of `evaluate` (= the tests' rollout rows: no recompile)
     max_turns: int = 3
     max_turn_tokens: int = 4       # "lookup k2 <|im_end|>" is 3 tokens
     temperature: float = 1.0
