@@ -5,7 +5,9 @@ it is never built: the final hidden states are projected chunk by chunk inside a
 each chunk is rematerialised in the backward pass (only [B, chunk, V] is alive at any time).
 
 Temperature convention: the sampler's `rollout.sampling.token_logprobs` (log_softmax(logits / T)[id],
-unfiltered by top-p/top-k) is called on each chunk, so trainer and sampler compute the same number.
+unfiltered by top-p/top-k) is called on each chunk, so trainer and sampler compute the same number;
+`valid_vocab` (the tokenizer's size) excludes the model's padded embedding rows from the softmax
+exactly as the sampler does.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rollout.sampling import token_logprobs
+from rollout.sampling import tempered_logits, token_logprobs
 
 
-def _chunk_logprobs(h: jax.Array, w: jax.Array, targets: jax.Array, temperature: float) -> tuple[jax.Array, jax.Array]:
+def _chunk_logprobs(h: jax.Array, w: jax.Array, targets: jax.Array, temperature: float,
+                    valid_vocab: int | None) -> tuple[jax.Array, jax.Array]:
     """h [B, C, H], w [H, V], targets [B, C] -> (log p(target) [B, C], entropy [B, C]) in fp32."""
     logits = jnp.einsum("bch,hv->bcv", h, w.astype(h.dtype), preferred_element_type=jnp.float32)
-    logp = jax.nn.log_softmax(logits / temperature, axis=-1)
-    entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
-    return token_logprobs(logits, targets, temperature), entropy
+    logp = jax.nn.log_softmax(tempered_logits(logits, temperature, valid_vocab), axis=-1)
+    entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)  # masked ids: exp(logp) == 0, logp finite
+    return token_logprobs(logits, targets, temperature, valid_vocab), entropy
 
 
 def hidden_logprobs(
@@ -31,10 +34,12 @@ def hidden_logprobs(
     *,
     temperature: float = 1.0,
     chunk_size: int = 128,
+    valid_vocab: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """log p(targets[b, t] | hidden[b, t]) and the entropy there, both [B, T] fp32.
 
-    hidden [B, T, H] (any float dtype), lm_head [H, V], targets [B, T] int32.
+    hidden [B, T, H] (any float dtype), lm_head [H, V], targets [B, T] int32; ids >= valid_vocab
+    (padded embedding rows) are outside the distribution.
     T is padded up to a multiple of `chunk_size`; the padding is dropped from the result.
     """
     batch, length, width = hidden.shape
@@ -48,11 +53,11 @@ def hidden_logprobs(
     h_chunks = hidden.reshape(batch, num_chunks, chunk, width).swapaxes(0, 1)
     t_chunks = targets.reshape(batch, num_chunks, chunk).swapaxes(0, 1)
 
-    body = jax.checkpoint(_chunk_logprobs, static_argnums=(3,))
+    body = jax.checkpoint(_chunk_logprobs, static_argnums=(3, 4))
 
     def step(carry, xs):
         h, t = xs
-        return carry, body(h, lm_head, t, temperature)
+        return carry, body(h, lm_head, t, temperature, valid_vocab)
 
     _, (lp, ent) = jax.lax.scan(step, None, (h_chunks, t_chunks))
     lp = lp.swapaxes(0, 1).reshape(batch, num_chunks * chunk)[:, :length]
@@ -60,15 +65,15 @@ def hidden_logprobs(
     return lp, ent
 
 
-def sequence_logprobs(model, ids: jax.Array, *, temperature: float = 1.0, chunk_size: int = 128) -> tuple[jax.Array, jax.Array]:
+def sequence_logprobs(model, ids: jax.Array, *, temperature: float = 1.0, chunk_size: int = 128,
+                      valid_vocab: int | None = None) -> tuple[jax.Array, jax.Array]:
     """Per-token log-probs aligned with `ids` [B, T]: out[b, t] = log p(ids[b, t] | ids[b, :t]).
 
     Position 0 has no prediction and gets 0.0 (it is always a prompt token). This matches the
     EpisodeRecord convention (one log-prob per id). Returns (logprobs, entropy), both [B, T] fp32.
     """
     hidden = model.hidden_states(ids)  # [B, T, H]
-    lp, ent = hidden_logprobs(
-        hidden[:, :-1], model.lm_head_weight(), ids[:, 1:], temperature=temperature, chunk_size=chunk_size
-    )
+    lp, ent = hidden_logprobs(hidden[:, :-1], model.lm_head_weight(), ids[:, 1:], temperature=temperature,
+                              chunk_size=chunk_size, valid_vocab=valid_vocab)
     zeros = jnp.zeros((ids.shape[0], 1), jnp.float32)
     return jnp.concatenate([zeros, lp], axis=1), jnp.concatenate([zeros, ent], axis=1)

@@ -84,9 +84,10 @@ def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
 # Losses on one micro-batch
 
 
-def _grpo_micro_loss(model_fn: BoundModel, cfg, params, micro, norm, temperature):
+def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, temperature):
     model = model_fn(params)
-    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=cfg.logprob_chunk)
+    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=cfg.logprob_chunk,
+                                valid_vocab=valid_vocab)
     loss, stats = grpo.grpo_loss(
         lp, micro["old_logprobs"], micro["advantages"], micro["mask"], norm,
         mode=cfg.aggregation, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
@@ -96,9 +97,10 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, params, micro, norm, temperature
     return loss, stats
 
 
-def _sft_micro_loss(model_fn: BoundModel, chunk: int, params, micro, norm, temperature):
+def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, temperature):
     model = model_fn(params)
-    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=chunk)
+    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=chunk,
+                                valid_vocab=valid_vocab)
     mask = micro["mask"].astype(jnp.float32)
     loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
     return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
@@ -210,14 +212,18 @@ def make_step_fns(
     fixed_length: int,
     state_sharding: Any = None,
     mesh: Mesh | None = None,
+    valid_vocab: int | None = None,
 ) -> StepFns:
     """Build jitted GRPO/SFT steps and the log-prob pass.
 
     `state_sharding` (from `state_shardings(init_train_state(...))`) pins the train state's layout
-    as both input and output sharding; batches are sharded by `StepFns.shard_batch`.
+    as both input and output sharding; batches are sharded by `StepFns.shard_batch`. `valid_vocab`
+    (the tokenizer's size) keeps the model's padded embedding rows out of every log-softmax, as
+    the sampler does.
     """
-    grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, temperature=temperature)
-    sft_loss = functools.partial(_sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, temperature=1.0)
+    grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, valid_vocab, temperature=temperature)
+    sft_loss = functools.partial(_sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab,
+                                 temperature=1.0)
 
     def grpo_step(state: TrainState, batch: dict):
         norm = grpo.batch_normaliser(batch["mask"], fixed_length)
@@ -232,7 +238,8 @@ def make_step_fns(
     def logprobs(params: Params, ids: jax.Array) -> jax.Array:
         def body(_, micro_ids):
             model = model_fn(params)  # built inside the scan body: NNX forbids crossing trace levels
-            lp, _ = sequence_logprobs(model, micro_ids, temperature=temperature, chunk_size=grpo_cfg.logprob_chunk)
+            lp, _ = sequence_logprobs(model, micro_ids, temperature=temperature,
+                                      chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab)
             return None, lp
 
         return jax.lax.scan(body, None, ids)[1]

@@ -69,8 +69,11 @@ class RunResult:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, task: Task, model: nnx.Module, *, resume: bool = False,
-                 progress: bool = True):
+                 progress: bool = True, valid_vocab: int | None = None):
+        """`valid_vocab`: the tokenizer's size when the model has padded embedding rows past it
+        (those ids are then outside every trainer log-softmax, as they are for the sampler)."""
         self.cfg = cfg
+        self.valid_vocab = valid_vocab
         self.task = task
         self.out = Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -99,7 +102,8 @@ class Trainer:
         state = init_train_state(params, optimizer, self.mesh)
         fns = make_step_fns(self.model_fn, optimizer, learning_rate_schedule(optim_cfg, max(steps, 1)), self.cfg.grpo,
                             temperature=self.cfg.rollout.temperature, fixed_length=self.fixed_length,
-                            state_sharding=state_shardings(state) if self.mesh is not None else None, mesh=self.mesh)
+                            state_sharding=state_shardings(state) if self.mesh is not None else None,
+                            mesh=self.mesh, valid_vocab=self.valid_vocab)
         return fns, state
 
     def _place_params(self, params):

@@ -1,13 +1,17 @@
 """Prefill and greedy-decode throughput: our jitted Qwen3 vs transformers (torch, same weights,
-same machine, same run). Prints a table with the ratio ours / transformers.
+same machine, same run). Prints a table with the ratio ours / transformers, then our decode step
+time at several *allocated* cache lengths with the same live tokens (--live, default 512): the
+KV cache is updated in place and attention reads only live blocks, so it should barely grow.
 
     python benchmarks/bench_model.py [--config tiny] [--batch 4] [--prompt 256] [--new 64]
+                                     [--cache-lengths 1024 4096 16384] [--live 512]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import time
 
 import jax
@@ -43,7 +47,12 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=256, help="prefill length")
     parser.add_argument("--new", type=int, default=64, help="greedy tokens generated per row")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cache-lengths", type=int, nargs="*", default=[1024, 4096, 16384],
+                        help="allocated cache lengths of the decode-step table (none: skip it)")
+    parser.add_argument("--live", type=int, default=512, help="tokens in each row's cache for that table")
     args = parser.parse_args()
+    if any(s <= args.live + 16 for s in args.cache_lengths):
+        parser.error("every --cache-lengths must exceed --live + 16 (the timed decode steps)")
 
     cfg = get_config(args.config)
     if args.layers:
@@ -93,6 +102,46 @@ def main() -> None:
     print(f"|{'-' * 17}|{'-' * 14}|{'-' * 20}|{'-' * 8}|")
     for phase, ours_tps, hf_tps in rows:
         print(f"| {phase:<15} | {ours_tps:>12.0f} | {hf_tps:>18.0f} | {ours_tps / hf_tps:>5.2f}x |")
+    if args.cache_lengths:
+        decode_vs_allocated(ours, b, args.live, args.cache_lengths, args.repeats)
+
+
+def decode_vs_allocated(model: Qwen3ForCausalLM, batch: int, live: int, lengths: list[int], repeats: int,
+                        steps: int = 16) -> None:
+    """Greedy decode step time with `live` tokens per row in caches of each allocated length."""
+    graphdef, state = nnx.split(model)
+    ones = jnp.ones((batch,), jnp.int32)
+
+    @functools.partial(jax.jit, donate_argnums=(2,))
+    def decode(state, token, cache):
+        def step(carry, _):
+            token, cache = carry
+            model = nnx.merge(graphdef, state)
+            logits, cache = model.forward_cached(token[:, None], ones, cache, last_only=True)
+            return (jnp.argmax(logits, -1).astype(jnp.int32), cache), None
+
+        return jax.lax.scan(step, (token, cache), None, length=steps)[0]
+
+    prefill = jax.jit(lambda state, ids, cache: nnx.merge(graphdef, state).forward_cached(
+        ids, jnp.full((batch,), live, jnp.int32), cache, last_only=True), donate_argnums=(2,))
+    rng = np.random.default_rng(1)
+    ids = jnp.asarray(rng.integers(0, model.config.vocab_size, (batch, live), dtype=np.int32))
+    times = []
+    for length in lengths:
+        logits, cache = prefill(state, ids, init_cache(model.config, batch, length))
+        token = jnp.argmax(logits, -1).astype(jnp.int32)
+        best = float("inf")
+        for _ in range(repeats + 1):  # the first call compiles
+            cache = cache.replace(lengths=jnp.full((batch,), live, jnp.int32))  # back to `live` tokens
+            start = time.perf_counter()
+            token, cache = jax.block_until_ready(decode(state, token, cache))
+            best = min(best, time.perf_counter() - start)
+        times.append(best / steps)
+    print(f"\ndecode step, batch {batch}, {live} live tokens per row, by allocated cache length")
+    print(f"| {'allocated':>9} | {'ms / step':>9} | {'vs ' + str(lengths[0]):>8} |")
+    print(f"|{'-' * 11}|{'-' * 11}|{'-' * 10}|")
+    for length, seconds in zip(lengths, times):
+        print(f"| {length:>9} | {seconds * 1e3:>9.1f} | {seconds / times[0]:>7.2f}x |")
 
 
 if __name__ == "__main__":

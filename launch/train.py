@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
           f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
           f"devices: {jax.device_count()} x {jax.devices()[0].platform}", flush=True)
-    trainer = Trainer(cfg, task, model, resume=args.resume, progress=not args.no_progress)
+    trainer = Trainer(cfg, task, model, resume=args.resume, progress=not args.no_progress, valid_vocab=vocab)
     try:
         result = trainer.run()
     except Preempted as stop:

@@ -1,8 +1,16 @@
-"""KV cache with a fill length per batch row (rows of a batch sit at different positions)."""
+"""KV cache with a fill length per batch row (rows of a batch sit at different positions).
+
+The cache is one stacked array per K and V, [L, B, S, KVH, D]. A cached forward threads it
+through the layer scan as loop *carry* (never as scanned input/output, which would copy all of it
+every call): each layer scatters its new keys/values into the slots of this call and attention
+reads the cache block by block, only up to the longest filled row. Under `jit` with the cache
+donated (or carried by a `while_loop`), XLA updates the buffer in place, so a decode step costs
+what the live tokens cost, whatever the allocated length S.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +19,8 @@ from jax.sharding import Mesh, NamedSharding
 
 from models.config import Qwen3Config
 from models.sharding import constrain, logical_to_spec
+
+F32 = jnp.float32
 
 # Logical axes of KVCache.k / .v: batch over (data, fsdp), KV heads over tensor.
 CACHE_AXES = ("layers", "batch", "cache_seq", "act_kv_heads", "head_dim")
@@ -31,6 +41,15 @@ class KVCache:
     @property
     def batch_size(self) -> int:
         return self.k.shape[1]
+
+
+class CachedCall(NamedTuple):
+    """What every layer of one cached forward shares. R = rows of this call (<= cache rows B)."""
+
+    positions: jax.Array      # [R, T] int32: position (= cache slot) of each new token
+    filled: jax.Array         # [R] int32: slots written once this call is done
+    slots: jax.Array          # [R, T] int32: where each new token is written (S = dropped)
+    rows: jax.Array | None    # [R] int32 cache row of each call row; None = all rows, in order
 
 
 def init_cache(cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.float32,
@@ -61,15 +80,61 @@ def write_slots(positions: jax.Array, num_new: jax.Array, max_len: int) -> jax.A
     return jnp.where(t < num_new[:, None], positions, max_len)
 
 
-def scatter_rows(cache_layer: jax.Array, new: jax.Array, slots: jax.Array) -> jax.Array:
-    """cache_layer [B, S, KVH, D] with new [B, T, KVH, D] written at slots [B, T] (mode='drop')."""
-    rows = jnp.broadcast_to(jnp.arange(new.shape[0], dtype=jnp.int32)[:, None], slots.shape)
-    updated = cache_layer.at[rows, slots].set(new.astype(cache_layer.dtype), mode="drop")
-    return constrain(updated, CACHE_AXES[1:])
+def write_layer(cache: jax.Array, layer: jax.Array, new: jax.Array, call: CachedCall) -> jax.Array:
+    """cache [L, B, S, KVH, D] with new [R, T, KVH, D] written at (layer, row, slot): a scatter that
+    touches only the new slots (mode='drop' skips padding tokens and anything past the end)."""
+    r, t = call.slots.shape
+    rows = jnp.arange(r, dtype=jnp.int32) if call.rows is None else call.rows
+    rows = jnp.broadcast_to(rows[:, None], (r, t))
+    updated = cache.at[layer, rows, call.slots].set(new.astype(cache.dtype), mode="drop")
+    return constrain(updated, CACHE_AXES)
 
 
-def cached_attention_mask(positions: jax.Array, filled: jax.Array, max_len: int) -> jax.Array:
-    """[B, T, S] bool: query t of row b (at positions[b, t] = lengths[b] + t) sees slot s iff s is
-    written by the end of this call (s < filled[b] = lengths[b] + num_new[b]) and causal (s <= position)."""
-    s = jnp.arange(max_len, dtype=jnp.int32)[None, None, :]
-    return (s <= positions[:, :, None]) & (s < filled[:, None, None])
+def _read_block(cache: jax.Array, layer: jax.Array, start: jax.Array, size: int,
+                rows: jax.Array | None) -> jax.Array:
+    """Slots [start, start + size) of one layer, [R, size, KVH, D]: a slice, never the whole cache."""
+    _, b, _, kvh, d = cache.shape
+    block = jax.lax.dynamic_slice(cache, (layer, 0, start, 0, 0), (1, b, size, kvh, d))[0]
+    return block if rows is None else block[rows]
+
+
+def cached_attention(q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, layer: jax.Array,
+                     call: CachedCall, block: int) -> jax.Array:
+    """GQA of q [R, T, NH, D] over one layer of the cache, in key blocks with an online softmax.
+
+    Only blocks below the longest filled row are read (a while loop with a data-dependent trip
+    count), so the cost follows the live length, not the allocated one. Query t of row r sees
+    slot s iff s <= positions[r, t] and s < filled[r]. Scores, the running max and the running sum
+    are fp32; a fully masked query gets a uniform average (finite mask value), never NaN.
+    """
+    r, t, nh, d = q.shape
+    s, kvh = k_cache.shape[2], k_cache.shape[3]
+    g = nh // kvh
+    size = min(block, s)
+    qg = q.reshape(r, t, kvh, g, d)
+    neg = jnp.finfo(F32).min
+    num_blocks = jnp.maximum((jnp.max(call.filled) + size - 1) // size, 1)
+
+    def body(i, carry):
+        run_max, run_sum, acc = carry  # [R, KVH, G, T], [R, KVH, G, T], [R, KVH, G, T, D]
+        # The last block is clamped to end at S; slots an earlier block already covered are masked.
+        start = jnp.minimum(i * size, s - size)
+        keys = _read_block(k_cache, layer, start, size, call.rows).astype(q.dtype)
+        values = _read_block(v_cache, layer, start, size, call.rows).astype(q.dtype)
+        scores = jnp.einsum("rtkgd,rskd->rkgts", qg, keys, preferred_element_type=F32) * (d ** -0.5)
+        slot = start + jnp.arange(size, dtype=jnp.int32)
+        visible = ((slot[None, None, :] >= i * size) & (slot[None, None, :] <= call.positions[:, :, None])
+                   & (slot[None, None, :] < call.filled[:, None, None]))  # [R, T, size]
+        scores = jnp.where(visible[:, None, None], scores, neg)
+        new_max = jnp.maximum(run_max, scores.max(axis=-1))
+        correction = jnp.exp(run_max - new_max)
+        probs = jnp.exp(scores - new_max[..., None])
+        run_sum = run_sum * correction + probs.sum(axis=-1)
+        update = jnp.einsum("rkgts,rskd->rkgtd", probs.astype(q.dtype), values, preferred_element_type=F32)
+        return new_max, run_sum, acc * correction[..., None] + update
+
+    init = (jnp.full((r, kvh, g, t), neg, F32), jnp.zeros((r, kvh, g, t), F32),
+            jnp.zeros((r, kvh, g, t, d), F32))
+    _, run_sum, acc = jax.lax.fori_loop(0, num_blocks, body, init)
+    out = acc / run_sum[..., None]                       # [R, KVH, G, T, D]
+    return out.transpose(0, 3, 1, 2, 4).reshape(r, t, nh, d).astype(q.dtype)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from models.config import Qwen3Config
-from models.kv_cache import scatter_rows
+from models.kv_cache import CachedCall, cached_attention, write_layer
 from models.sharding import constrain
 
 F32 = jnp.float32
@@ -55,6 +55,24 @@ def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     return out.astype(x.dtype)
 
 
+# Attention for calls without a cache (training, teacher forcing, full-sequence forwards):
+# "reference" is the path below (query blocks bound the fp32 score memory); "xla" and "cudnn" are
+# jax.nn.dot_product_attention's implementations; "auto" takes cuDNN's fused kernel on a GPU with a
+# 16-bit compute dtype (what cuDNN supports) and the reference path elsewhere.
+ATTENTION_IMPLS = ("auto", "reference", "xla", "cudnn")
+
+
+def resolve_attention(impl: str, dtype: Any) -> str:
+    """The implementation `impl` stands for on this backend ("auto" resolved); rejects unknown names."""
+    if impl not in ATTENTION_IMPLS:
+        raise ValueError(f"unknown attention implementation {impl!r}; choose from {ATTENTION_IMPLS}")
+    if impl != "auto":
+        return impl
+    half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    fused = jax.default_backend() == "gpu" and half
+    return "cudnn" if fused else "reference"
+
+
 def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
     b, t, nh, d = q.shape
     kvh = k.shape[2]
@@ -87,11 +105,23 @@ def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array,
     return out.swapaxes(0, 1).reshape(b, t, nh, d)
 
 
+def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, impl: str,
+                     block: int | None = None) -> jax.Array:
+    """Causal GQA over this call's own tokens (q [B, T, NH, D]; k, v [B, T, KVH, D]) with a resolved
+    `impl`. jax.nn.dot_product_attention takes grouped K/V heads as they are and keeps its
+    logits and softmax in fp32 for 16-bit inputs, as the reference path does."""
+    if impl == "reference":
+        idx = jnp.arange(q.shape[1], dtype=jnp.int32)
+        return grouped_attention(q, k, v, (idx[:, None] >= idx[None, :])[None], block)
+    return jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype), is_causal=True,
+                                        implementation=impl)
+
+
 class Attention(nnx.Module):
     """Qwen3 self-attention: q/k/v projections, per-head q_norm/k_norm before RoPE, GQA, o_proj."""
 
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any,
-                 attention_block: int | None = None):
+                 attention_block: int | None = None, impl: str = "reference", cache_block: int = 512):
         h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         init = nnx.initializers.normal(cfg.initializer_range)
         self.q_proj = make_param(rngs, (h, nh, d), ("embed", "heads", "head_dim"), init, param_dtype)
@@ -109,6 +139,8 @@ class Attention(nnx.Module):
         self.rope_theta = cfg.rope_theta
         self.use_bias = cfg.attention_bias
         self.attention_block = attention_block
+        self.impl = impl                  # resolved ATTENTION_IMPLS entry for calls without a cache
+        self.cache_block = cache_block    # key block of attention over the KV cache
         self.dtype = dtype
 
     def _project(self, x: jax.Array, name: str) -> jax.Array:
@@ -157,27 +189,31 @@ class DecoderLayer(nnx.Module):
     """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any,
-                 attention_block: int | None = None):
+                 attention_block: int | None = None, impl: str = "reference", cache_block: int = 512):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.attn = Attention(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype,
-                              attention_block=attention_block)
+                              attention_block=attention_block, impl=impl, cache_block=cache_block)
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 
-    def __call__(self, x: jax.Array, positions: jax.Array, mask: jax.Array,
-                 kv: tuple[jax.Array, jax.Array] | None, slots: jax.Array | None
-                 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
-        """x [B, T, H]. Without a cache, keys are this call's tokens (mask [1, T, T]); with one, the new
-        k/v are scattered into kv = (k, v) [B, S, KVH, D] at `slots` and attention reads the whole
-        cache (mask [B, T, S]). Returns the new x and the updated (k, v) or None."""
-        q, k, v = self.attn.qkv(self.input_norm(x), positions)
-        if kv is None:
-            keys, values, new_kv = k, v, None
-        else:
-            keys = scatter_rows(kv[0], k, slots)
-            values = scatter_rows(kv[1], v, slots)
-            new_kv = (keys, values)
-        x = x + self.attn.out(grouped_attention(q, keys, values, mask, self.attn.attention_block))
-        x = constrain(x, ("batch", "seq", "act_embed"))
+    def _finish(self, x: jax.Array, attn: jax.Array) -> jax.Array:
+        x = constrain(x + self.attn.out(attn), ("batch", "seq", "act_embed"))
         x = x + self.mlp(self.post_attn_norm(x))
-        return constrain(x, ("batch", "seq", "act_embed")), new_kv
+        return constrain(x, ("batch", "seq", "act_embed"))
+
+    def __call__(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+        """x [B, T, H] without a cache: causal attention over this call's tokens (by index;
+        `positions` [B, T] only rotate q and k)."""
+        q, k, v = self.attn.qkv(self.input_norm(x), positions)
+        return self._finish(x, causal_attention(q, k, v, self.attn.impl, self.attn.attention_block))
+
+    def cached(self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
+               ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """x [R, T, H] appended to the stacked cache [L, B, S, KVH, D] as layer `layer`: writes this
+        call's keys/values into their slots, attends over the live cache blocks, returns
+        (x, k_cache, v_cache)."""
+        q, k, v = self.attn.qkv(self.input_norm(x), call.positions)
+        k_cache = write_layer(k_cache, layer, k, call)
+        v_cache = write_layer(v_cache, layer, v, call)
+        attn = cached_attention(q, k_cache, v_cache, layer, call, self.attn.cache_block)
+        return self._finish(x, attn), k_cache, v_cache

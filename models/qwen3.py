@@ -9,8 +9,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from models.config import Qwen3Config
-from models.kv_cache import KVCache, cached_attention_mask, init_cache, write_slots
-from models.layers import F32, DecoderLayer, RMSNorm, make_param
+from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
+from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
 from models.sharding import constrain
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES"]
@@ -50,14 +50,21 @@ class LMHead(nnx.Module):
 class Qwen3ForCausalLM(nnx.Module):
     """Qwen3 decoder-only LM. `dtype` is the compute dtype (e.g. bf16), `param_dtype` the stored one;
     `remat` a key of REMAT_POLICIES or "none"; `attention_block` the query block size used when a
-    call has more tokens than it (bounds attention-score memory; None = never block)."""
+    call has more tokens than it (bounds attention-score memory; None = never block);
+    `attention` the implementation of attention without a cache (models.layers.ATTENTION_IMPLS:
+    "auto" = cuDNN's fused kernel on a GPU in bf16/fp16, else the reference path); `cache_block`
+    the key block of attention over the KV cache (only blocks holding live tokens are read)."""
 
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any = jnp.float32,
-                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
+                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024,
+                 attention: str = "auto", cache_block: int = 512):
         if remat != "none" and remat not in REMAT_POLICIES:
             raise ValueError(f"unknown remat policy {remat!r}; choose from {['none', *REMAT_POLICIES]}")
         if attention_block is not None and attention_block <= 0:
             raise ValueError(f"attention_block must be positive or None, got {attention_block}")
+        if cache_block <= 0:
+            raise ValueError(f"cache_block must be positive, got {cache_block}")
+        impl = resolve_attention(attention, dtype)
         self.config = cfg
         self.dtype = dtype
         self.param_dtype = param_dtype
@@ -68,7 +75,7 @@ class Qwen3ForCausalLM(nnx.Module):
         @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
         def make_layers(layer_rngs: nnx.Rngs) -> DecoderLayer:
             return DecoderLayer(cfg, rngs=layer_rngs, dtype=dtype, param_dtype=param_dtype,
-                                attention_block=attention_block)
+                                attention_block=attention_block, impl=impl, cache_block=cache_block)
 
         self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
@@ -76,22 +83,35 @@ class Qwen3ForCausalLM(nnx.Module):
             self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=param_dtype)
 
     # ----------------------------------------------------------------------------------------
-    def _run_layers(self, x: jax.Array, positions: jax.Array, mask: jax.Array,
-                    kv: tuple[jax.Array, jax.Array] | None, slots: jax.Array | None):
-        """Scan the stacked layers over x [B, T, H], threading per-layer cache slices kv [L, ...].
+    def _run_layers(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+        """Scan the stacked layers over x [B, T, H] (no cache; rematerialised per `remat`).
 
         A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
         identical program, and it also works when the model was merged at an outer trace level
         (e.g. a sampler's lax.while_loop closing over the model), where nnx transforms refuse."""
         graphdef, layer_state = nnx.split(self.layers)
 
-        def body(x: jax.Array, xs):
-            state_l, kv_l = xs
-            return nnx.merge(graphdef, state_l)(x, positions, mask, kv_l, slots)
+        def body(x: jax.Array, state_l):
+            return nnx.merge(graphdef, state_l)(x, positions), None
 
         if self.remat != "none":
             body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
-        return jax.lax.scan(body, x, (layer_state, kv))
+        return jax.lax.scan(body, x, layer_state)[0]
+
+    def _run_layers_cached(self, x: jax.Array, call: CachedCall, cache: KVCache
+                           ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The layer scan with the whole stacked cache in the *carry*: layer l writes its slots and
+        reads its live blocks of the one buffer, so no step copies the cache (inputs and outputs
+        of a scan would be a full copy per call)."""
+        graphdef, layer_state = nnx.split(self.layers)
+
+        def body(carry, xs):
+            x, k_cache, v_cache = carry
+            state_l, layer = xs
+            return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
+
+        layers = jnp.arange(self.config.num_hidden_layers, dtype=jnp.int32)
+        return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers))[0]
 
     def lm_head_weight(self) -> jax.Array:
         """[H, V] in param dtype: the transposed embedding when tied."""
@@ -113,45 +133,50 @@ class Qwen3ForCausalLM(nnx.Module):
         b, t = input_ids.shape
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
-        idx = jnp.arange(t, dtype=jnp.int32)
-        mask = (idx[:, None] >= idx[None, :])[None]  # [1, T, T]
         x = constrain(self.embed(input_ids), ("batch", "seq", "act_embed"))
-        x, _ = self._run_layers(x, positions, mask, None, None)
-        return self.norm(x)
+        return self.norm(self._run_layers(x, positions))
 
     def __call__(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
         """int32 [B, T] -> fp32 logits [B, T, V], causal."""
         return self.logits(self.hidden_states(input_ids, positions))
 
-    def forward_cached(self, tokens: jax.Array, num_new: jax.Array, cache: KVCache, last_only: bool = False
-                       ) -> tuple[jax.Array, KVCache]:
-        """Append tokens[b, :num_new[b]] to row b of `cache` (at positions cache.lengths[b]...).
+    def forward_cached(self, tokens: jax.Array, num_new: jax.Array, cache: KVCache, last_only: bool = False,
+                       rows: jax.Array | None = None) -> tuple[jax.Array, KVCache]:
+        """Append tokens[r, :num_new[r]] to cache row r (or rows[r]) at positions cache.lengths[...]....
 
-        Prefill, one-token decode and chunk append are this one call. tokens int32 [B, T];
-        num_new int32 [B] in [0, T]. Returns fp32 logits [B, T, V] (row b's next-token logits at
-        index num_new[b] - 1; entries past num_new[b] are meaningless) and the new cache. Rows with
+        Prefill, one-token decode and chunk append are this one call. tokens int32 [R, T];
+        num_new int32 [R] in [0, T]; `rows` int32 [R], distinct: the cache rows the call's rows
+        extend (None: all B rows in order, R = B), so a refill of a few rows of a large batch
+        computes only those. Returns fp32 logits [R, T, V] (row r's next-token logits at index
+        num_new[r] - 1; entries past num_new[r] are meaningless) and the new cache. Rows with
         num_new 0 are untouched; tokens that would land past the cache end are dropped and the
         length saturates at max_len. `last_only=True` returns only each row's next-token logits,
-        fp32 [B, V] (index num_new[b] - 1; row 0's for num_new 0), which saves the [B, T, V] tensor
-        when prefilling long prompts with a large vocabulary.
+        fp32 [R, V] (index num_new[r] - 1; row 0's for num_new 0), which saves the [R, T, V] tensor
+        when prefilling long prompts with a large vocabulary. Cost follows the live length of the
+        longest row, not max_len; donate the cache (or carry it in a loop) so it updates in place.
         """
         if tokens.ndim != 2:
             raise ValueError(f"tokens must be [batch, seq], got shape {tokens.shape}")
-        b, t = tokens.shape
-        if b != cache.batch_size:
-            raise ValueError(f"tokens batch {b} != cache batch {cache.batch_size}")
+        r, t = tokens.shape
+        if rows is None and r != cache.batch_size:
+            raise ValueError(f"tokens batch {r} != cache batch {cache.batch_size}")
+        if rows is not None and rows.shape != (r,):
+            raise ValueError(f"rows must be [{r}] (one cache row per tokens row), got shape {rows.shape}")
         num_new = jnp.asarray(num_new, jnp.int32)
         s = cache.max_len
-        positions = cache.lengths[:, None] + jnp.arange(t, dtype=jnp.int32)[None, :]
-        filled = cache.lengths + num_new  # [B] slots written once this call is done
+        lengths = cache.lengths if rows is None else cache.lengths[rows]
+        positions = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)[None, :]
+        filled = lengths + num_new  # [R] slots written once this call is done
         slots = write_slots(positions, num_new, s)
-        mask = cached_attention_mask(positions, filled, s)
+        call = CachedCall(positions=positions, filled=filled, slots=slots, rows=rows)
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
-        x, (k, v) = self._run_layers(x, positions, mask, (cache.k, cache.v), slots)
+        x, k, v = self._run_layers_cached(x, call, cache)
         hidden = self.norm(x)
         if last_only:
             last = jnp.maximum(num_new - 1, 0)
-            logits = self.logits(hidden[jnp.arange(b), last][:, None])[:, 0]  # [B, V]
+            logits = self.logits(hidden[jnp.arange(r), last][:, None])[:, 0]  # [R, V]
         else:
             logits = self.logits(hidden)
-        return logits, KVCache(k=k, v=v, lengths=jnp.minimum(filled, s))
+        new_lengths = jnp.minimum(filled, s)
+        new_lengths = new_lengths if rows is None else cache.lengths.at[rows].set(new_lengths)
+        return logits, KVCache(k=k, v=v, lengths=new_lengths)

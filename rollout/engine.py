@@ -128,7 +128,8 @@ class RolloutEngine:
         self.config = config or RolloutConfig()
         self.model_config = model.config
         self.tokenizer = tokenizer
-        self.runner = ModelRunner(model)
+        # The model's padded embedding rows past the tokenizer's ids are never sampled.
+        self.runner = ModelRunner(model, valid_vocab=min(tokenizer.vocab_size, model.config.vocab_size))
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()
         # Debug hook, called as trace(stream_key, event, fed_ids, position) for every chunk fed to

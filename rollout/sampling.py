@@ -4,7 +4,9 @@ Log-prob convention (shared with the trainer, b2tjax/logprobs.py): the log-proba
 taken under the *tempered, unfiltered* distribution, log_softmax(logits / T)[id]. Top-p / top-k
 only decide which tokens may be sampled; they do not renormalise the recorded log-probs, so the
 trainer can recompute exactly the same number from logits alone. Greedy rows (T <= 0) record
-log-probs at T = 1. `token_logprobs` is the one definition both sides call.
+log-probs at T = 1. `token_logprobs` is the one definition both sides call. Ids at or above the
+tokenizer's vocabulary size (the model's padded embedding rows) are masked on both sides
+(`mask_padded_vocab`): never sampled, and excluded from every log-softmax.
 
 Shapes are static per bucket: B rows, cache length S, prefill chunk T, decode segment length N.
 Sampling parameters are runtime arrays [B], so changing them never recompiles.
@@ -32,12 +34,33 @@ def effective_temperature(temperature: jax.Array | float) -> jax.Array:
     return jnp.where(t > 0, t, 1.0)
 
 
-def token_logprobs(logits: jax.Array, ids: jax.Array, temperature: jax.Array | float) -> jax.Array:
-    """log_softmax(logits / T)[ids] in fp32. logits [..., V], ids [...], temperature scalar or [...]."""
+def mask_padded_vocab(logits: jax.Array, valid_vocab: int | None) -> jax.Array:
+    """fp32 logits [..., V] with ids >= valid_vocab (padded embedding rows, e.g. Qwen3's 151,936 rows
+    for 151,669 tokens: ids no tokenizer can decode) set to the most negative finite fp32: never
+    sampled, zero probability, and finite (so entropy and gradients stay NaN-free). Apply it after
+    any temperature scaling (dividing the mask value by T < 1 would overflow to -inf)."""
+    if valid_vocab is None or valid_vocab >= logits.shape[-1]:
+        return logits
+    valid = jnp.arange(logits.shape[-1], dtype=jnp.int32) < valid_vocab
+    return jnp.where(valid, logits, jnp.finfo(jnp.float32).min)
+
+
+def tempered_logits(logits: jax.Array, temperature: jax.Array | float,
+                    valid_vocab: int | None = None) -> jax.Array:
+    """logits / T in fp32 (T = 1 for greedy rows), padded ids masked. temperature scalar or [...]."""
     t = effective_temperature(temperature)
-    scaled = logits.astype(jnp.float32) / t[..., None] if t.ndim else logits.astype(jnp.float32) / t
-    logp = jax.nn.log_softmax(scaled, axis=-1)
-    return jnp.take_along_axis(logp, ids[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    scaled = logits.astype(jnp.float32) / (t[..., None] if t.ndim else t)
+    return mask_padded_vocab(scaled, valid_vocab)
+
+
+def token_logprobs(logits: jax.Array, ids: jax.Array, temperature: jax.Array | float,
+                   valid_vocab: int | None = None) -> jax.Array:
+    """log_softmax(logits / T)[ids] in fp32 over the first `valid_vocab` ids (all when None).
+    logits [..., V], ids [...], temperature scalar or [...]. Computed as scaled[id] - logsumexp,
+    so no [..., V] log-softmax is materialised."""
+    scaled = tempered_logits(logits, temperature, valid_vocab)
+    picked = jnp.take_along_axis(scaled, ids[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    return picked - jax.nn.logsumexp(scaled, axis=-1)
 
 
 def _filter_top_p_top_k(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
@@ -54,17 +77,21 @@ def _filter_top_p_top_k(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -
 
 
 def sample_tokens(
-    logits: jax.Array, keys: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array
+    logits: jax.Array, keys: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array,
+    valid_vocab: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """One token per row and its log-prob. logits [B, V] fp32, keys [B] typed keys, params [B]."""
-    t = effective_temperature(temperature)
-    scaled = logits.astype(jnp.float32) / t[:, None]
-    needs_filter = jnp.any((top_p < 1.0) | (top_k > 0))
-    filtered = jax.lax.cond(needs_filter, _filter_top_p_top_k, lambda s, p, k: s, scaled, top_p, top_k)
-    sampled = jax.vmap(jax.random.categorical)(keys, filtered)
-    greedy = jnp.argmax(logits, axis=-1)
-    ids = jnp.where(temperature > 0, sampled, greedy).astype(jnp.int32)
-    return ids, token_logprobs(logits, ids, temperature)
+    """One token per row and its log-prob. logits [B, V] fp32, keys [B] typed keys, params [B].
+    When every row is greedy, no random draw or top-p/top-k sort runs (a lax.cond skips them)."""
+    greedy = jnp.argmax(mask_padded_vocab(logits.astype(jnp.float32), valid_vocab), axis=-1)
+
+    def draw() -> jax.Array:
+        scaled = tempered_logits(logits, temperature, valid_vocab)
+        needs_filter = jnp.any((top_p < 1.0) | (top_k > 0))
+        filtered = jax.lax.cond(needs_filter, _filter_top_p_top_k, lambda s, p, k: s, scaled, top_p, top_k)
+        return jnp.where(temperature > 0, jax.vmap(jax.random.categorical)(keys, filtered), greedy)
+
+    ids = jax.lax.cond(jnp.any(temperature > 0), draw, lambda: greedy).astype(jnp.int32)
+    return ids, token_logprobs(logits, ids, temperature, valid_vocab)
 
 
 class SamplingArrays(NamedTuple):
@@ -84,9 +111,9 @@ def _row_keys(key: jax.Array, seeds: jax.Array, positions: jax.Array) -> jax.Arr
 class ModelRunner:
     """Holds the split NNX model and the jitted prefill / decode functions (compiled per bucket)."""
 
-    def __init__(self, model: nnx.Module):
+    def __init__(self, model: nnx.Module, valid_vocab: int | None = None):
         self.graphdef, self.state = nnx.split(model)
-        self.prefill, self.decode = _compiled(self.graphdef)
+        self.prefill, self.decode = _compiled(self.graphdef, valid_vocab)
 
     def update_state(self, model: nnx.Module) -> None:
         """New weights, same graph (e.g. after a training step); no recompilation."""
@@ -94,33 +121,35 @@ class ModelRunner:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(graphdef: Any) -> tuple[Any, Any]:
-    """Jitted (prefill, decode) per model graph, shared by every engine on that architecture."""
+def _compiled(graphdef: Any, valid_vocab: int | None) -> tuple[Any, Any]:
+    """Jitted (prefill, decode) per model graph and vocabulary, shared by every engine on them."""
     prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
-    decode = jax.jit(functools.partial(_decode, graphdef), static_argnames=("max_steps",), donate_argnums=(1, 2))
+    decode = jax.jit(functools.partial(_decode, graphdef, valid_vocab), static_argnames=("max_steps",),
+                     donate_argnums=(1, 2))
     return prefill, decode
 
 
 def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
     """Append tokens[i, :num_new[i]] to cache row rows[i] (after resetting it where reset[i]).
 
-    Only the R selected rows are computed: their cache slices are gathered, extended and scattered
-    back, so refilling one row of a large batch costs one row. rows int32 [R] (distinct);
-    tokens int32 [R, T]; num_new int32 [R] (0 leaves a row untouched); reset bool [R];
+    Only the R selected rows are computed and only their new slots are written (the donated cache
+    is updated in place), so refilling one row of a large batch costs one row. rows int32 [R]
+    (distinct); tokens int32 [R, T]; num_new int32 [R] (0 leaves a row untouched); reset bool [R];
     next_logits fp32 [B, V]. Returns (next_logits [B, V], cache).
     """
     model = nnx.merge(graphdef, state)
-    lengths = jnp.where(reset, 0, cache.lengths[rows])
-    sub = dataclasses.replace(cache, k=cache.k[:, rows], v=cache.v[:, rows], lengths=lengths)
-    last, sub = model.forward_cached(tokens, num_new, sub, last_only=True)  # fp32 [R, V], never [R, T, V]
-    cache = dataclasses.replace(cache, k=cache.k.at[:, rows].set(sub.k), v=cache.v.at[:, rows].set(sub.v),
-                                lengths=cache.lengths.at[rows].set(sub.lengths))
+    lengths = cache.lengths.at[rows].set(jnp.where(reset, 0, cache.lengths[rows]))
+    cache = dataclasses.replace(cache, lengths=lengths)
+    last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, rows=rows)  # fp32 [R, V]
     updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
     return next_logits.at[rows].set(updated), cache
 
 
-def _decode(graphdef, state, cache, next_logits, active, budget, params, stop_ids, key, *, max_steps):
+def _decode(graphdef, valid_vocab, state, cache, next_logits, active, budget, params, stop_ids, key, *,
+            max_steps):
     """Decode up to `max_steps` tokens for every active row, one token per row per step.
+
+    Ids >= valid_vocab (padded embedding rows) are never sampled and excluded from the log-probs.
 
     A row stops on a stop token or when it has produced `budget[b]` tokens; the loop returns when
     every row has stopped. Every sampled token (stop token included) is fed back into the cache, so
@@ -140,13 +169,13 @@ def _decode(graphdef, state, cache, next_logits, active, budget, params, stop_id
         # trace level, so the model is merged from the loop's own copy.
         state, step, cache, logits, alive, count, finish, out_ids, out_lp = carry
         keys = _row_keys(key, params.seed, cache.lengths)
-        tok, lp = sample_tokens(logits, keys, params.temperature, params.top_p, params.top_k)
+        tok, lp = sample_tokens(logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
         out_ids = jax.lax.dynamic_update_slice(out_ids, jnp.where(alive, tok, 0)[:, None], (0, step))
         out_lp = jax.lax.dynamic_update_slice(out_lp, jnp.where(alive, lp, 0.0)[:, None], (0, step))
         count = count + alive.astype(jnp.int32)
         model = nnx.merge(graphdef, state)
-        new_logits, cache = model.forward_cached(tok[:, None], alive.astype(jnp.int32), cache)
-        logits = jnp.where(alive[:, None], new_logits[:, 0].astype(jnp.float32), logits)
+        new_logits, cache = model.forward_cached(tok[:, None], alive.astype(jnp.int32), cache, last_only=True)
+        logits = jnp.where(alive[:, None], new_logits, logits)
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
         finish = jnp.where(alive & is_stop, FINISH_STOP,
@@ -161,7 +190,8 @@ def _decode(graphdef, state, cache, next_logits, active, budget, params, stop_id
     return out_ids, out_lp, count, finish, cache, next_logits
 
 
-def teacher_forced_logprobs(model: nnx.Module, ids: list[int], temperature: float) -> np.ndarray:
+def teacher_forced_logprobs(model: nnx.Module, ids: list[int], temperature: float,
+                            valid_vocab: int | None = None) -> np.ndarray:
     """log p(ids[t] | ids[:t]) for t >= 1 from one full causal forward pass ([len(ids) - 1] fp32).
 
     The independent reference the sampler's recorded log-probs are checked against. The input is
@@ -174,11 +204,11 @@ def teacher_forced_logprobs(model: nnx.Module, ids: list[int], temperature: floa
         width *= 2
     tokens = np.zeros((1, width), np.int32)
     tokens[0, :len(ids)] = ids
-    out = _teacher_forced(graphdef, state, jnp.asarray(tokens), jnp.float32(temperature))
+    out = _teacher_forced(graphdef, valid_vocab, state, jnp.asarray(tokens), jnp.float32(temperature))
     return np.asarray(out)[0, : len(ids) - 1]
 
 
-@functools.partial(jax.jit, static_argnums=(0,))
-def _teacher_forced(graphdef, state, tokens, temperature):
-    logits = nnx.merge(graphdef, state)(tokens)                          # [1, W, V]
-    return token_logprobs(logits[:, :-1], tokens[:, 1:], temperature)    # [1, W - 1]
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _teacher_forced(graphdef, valid_vocab, state, tokens, temperature):
+    logits = nnx.merge(graphdef, state)(tokens)                                       # [1, W, V]
+    return token_logprobs(logits[:, :-1], tokens[:, 1:], temperature, valid_vocab)    # [1, W - 1]
