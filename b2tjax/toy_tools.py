@@ -21,7 +21,7 @@ context, so the value never reaches it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from flax import nnx
@@ -176,10 +176,11 @@ class LookupTask:
                              max_total_tokens=64, temperature=temperature, prefill_chunk=64,
                              prefill_min_bucket=16, turn_cap="stop", tool_workers=1)
 
-    def run(self, engine: RolloutEngine, keys: Sequence[int], seed: int) -> tuple[list[EpisodeRecord], dict]:
+    def run(self, engine: RolloutEngine, keys: Sequence[int], seed: int,
+            should_stop: Callable[[], bool] | None = None) -> tuple[list[EpisodeRecord], dict]:
         """Roll out one episode per key; records get their reward; returns (records, metrics)."""
         episodes = self.episodes(keys, seed)
-        records = engine.run(episodes, seed)
+        records = engine.run(episodes, seed, should_stop=should_stop)
         for record, episode in zip(records, episodes):
             record.reward = episode.reward()
         metrics = {
@@ -190,14 +191,15 @@ class LookupTask:
         }
         return records, metrics
 
-    def rollout(self, model: nnx.Module, prompts: list[int], group_size: int, seed: int) -> RolloutBatch:
+    def rollout(self, model: nnx.Module, prompts: list[int], group_size: int, seed: int,
+                should_stop: Callable[[], bool] | None = None) -> RolloutBatch:
         keys = [k for k in prompts for _ in range(group_size)]
         if self._engine is None or self._engine.config.batch_size != len(keys):
             config = self._engine_config(len(keys), self.cfg.temperature)
             self._engine = RolloutEngine(model, self.tokenizer, config)
         else:
             self._engine.update_weights(model)
-        records, metrics = self.run(self._engine, keys, seed)
+        records, metrics = self.run(self._engine, keys, seed, should_stop=should_stop)
         return RolloutBatch(records, metrics)
 
     def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
