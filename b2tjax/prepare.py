@@ -1,4 +1,4 @@
-"""Make a fresh machine ready to train: build DATA with launch/make_data.py when it is absent.
+"""Make a fresh machine ready to train: build DATA (as launch/make_data.py does) when it is absent.
 
 Kept free of JAX imports: make_data forks worker processes, which must happen before JAX starts
 its threads (launch/train.py calls this first). Only an absent or empty directory is built: a
@@ -7,14 +7,12 @@ directory that lacks some pieces is the user's (another seed, another scale) and
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
+from b2tjax import make_data
 from b2tjax.cli import UserError
 from sandbox.benchmarks import DEFAULT_BENCHMARK, benchmark_class
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) -> None:
@@ -30,11 +28,6 @@ def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) 
         return
     print(f"building the {scale} {benchmark} data in {data_dir} ...", flush=True)
     started = time.perf_counter()
-    sys.path.insert(0, str(ROOT / "launch"))
-    try:
-        import make_data
-    finally:
-        sys.path.pop(0)
     code = make_data.main(["--benchmark", benchmark, "--out", str(data_dir), "--scale", scale])
     if code:
         raise UserError(f"launch/make_data.py --out {data_dir} failed with status {code}")

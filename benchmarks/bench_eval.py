@@ -3,7 +3,7 @@
     python benchmarks/bench_eval.py [--seconds 3]
 
 Scores a 3-day plan (18 local activities + 2 trains) against the hand-made mini world of
-tests/evaluator_fixtures.py, as `<answer>` text (what the RL loop passes: read + evaluate) and as
+sandbox/evaluator/example.py, as `<answer>` text (what the RL loop passes: read + evaluate) and as
 parsed JSON, cold (first plan after opening the store) and warm. The reference in the same run is
 `json.loads` of the same answer: the least any evaluator must do. A mixed set (valid plan plus
 variants with broken rules, as rollouts produce) is scored too.
@@ -19,12 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from sandbox.evaluator import evaluate_plan  # noqa: E402
-from sandbox.evaluator.lookup import index_for  # noqa: E402
-from sandbox.plan import read_plan  # noqa: E402
-from tests.evaluator_fixtures import (GROUND_TRUTH, INSTANCE, build_mini_world,  # noqa: E402
+from sandbox.evaluator import evaluate_plan
+from sandbox.evaluator.lookup import index_for
+from sandbox.plan import read_plan
+from sandbox.evaluator.example import (GROUND_TRUTH, INSTANCE, build_mini_world,
                                       valid_plan)
 
 

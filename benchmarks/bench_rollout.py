@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 SEARCH = ('<think>\nlook up sights\n</think>\n\n<tool_call>\n{{"name": "AttractionSearch", "arguments": '
           '{{"city": "{city}", "n": 2}}}}\n</tool_call>')
 ANSWER = '<think>\ndone\n</think>\n\n<answer>[]</answer><|im_end|>'

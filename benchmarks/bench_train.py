@@ -16,20 +16,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-
-from b2tjax.config import GRPOConfig  # noqa: E402
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro  # noqa: E402
-from models.config import DTYPES, get_config  # noqa: E402
-from models.sharding import create_model  # noqa: E402
+from b2tjax.config import GRPOConfig
+from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
+from models.config import DTYPES, get_config
+from models.sharding import create_model
 
 
 def matmul_peak(dtype, size: int, repeats: int) -> float:

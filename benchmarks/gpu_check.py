@@ -23,17 +23,13 @@ import argparse
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from models.config import get_config  # noqa: E402
+from models.config import get_config
 
 
 def timed(fn, repeats: int = 3) -> float:

@@ -30,16 +30,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-ROOT = Path(__file__).resolve().parents[1]
-if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
-    # (launch/rollout.py would shadow the `rollout` package)
-    sys.path[:] = [str(ROOT)] + [p for p in sys.path
-                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
-from b2tjax.cli import UserError, check_output_file, damaged_store, run_main  # noqa: E402
-from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair  # noqa: E402
-from sandbox.benchmarks import benchmark_class  # noqa: E402
-from sandbox.jsonl import read_jsonl_objects  # noqa: E402
+from b2tjax.cli import UserError, check_output_file, damaged_store, run_main
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair
+from sandbox.benchmarks import benchmark_class
+from sandbox.jsonl import read_jsonl_objects
 
 log = logging.getLogger("eval")
 

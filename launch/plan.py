@@ -20,12 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-# Runnable as a script from any directory; launch/ itself leaves the path (launch/rollout.py would
-# shadow the `rollout` package).
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
-
-from b2tjax.config import load_config  # noqa: E402
+from b2tjax.config import load_config
 
 PROGRAMS = (
     "sft_step",

@@ -14,11 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-# Runnable as a script from any directory; launch/ itself leaves the path (see launch/train.py).
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
-from b2tjax.plotting import PlotError, plot_runs  # noqa: E402
+from b2tjax.plotting import PlotError, plot_runs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -21,14 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+from b2tjax.cli import UserError, run_main
+from b2tjax.config import dump_config, load_config
+
 ROOT = Path(__file__).resolve().parents[1]
-# Runnable as a script from any directory; launch/ itself leaves the path, or launch/rollout.py
-# would shadow the `rollout` package.
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
-
-from b2tjax.cli import UserError, run_main  # noqa: E402
-from b2tjax.config import dump_config, load_config  # noqa: E402
-
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
 PREEMPTED_EXIT = 143
 

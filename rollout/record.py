@@ -77,7 +77,7 @@ class EpisodeRecord:
         self.loss_mask.extend([1 if sampled else 0] * len(ids))
 
     def to_json(self) -> dict[str, Any]:
-        """The JSONL object written by launch/rollout.py (and read by the trainer)."""
+        """The JSONL object written by launch/rollouts.py (and read by the trainer)."""
         out = dataclasses.asdict(self)
         out["turns"] = [list(t) for t in self.turns]
         out["forced"] = [list(t) for t in self.forced]

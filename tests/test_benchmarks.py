@@ -16,7 +16,7 @@ import pytest
 
 from sandbox.benchmarks import BENCHMARKS, Benchmark, BenchmarkError, as_benchmark, get_benchmark
 from sandbox.benchmarks.b2t import B2TBenchmark
-from tests.evaluator_fixtures import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
+from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 

@@ -87,7 +87,7 @@ def test_truncated_world_store(tmp_path, data_dir):
     store = data / "world.sqlite"
     store.write_bytes(store.read_bytes()[:100_000])
     assert_one_clear_line(run_script("eval.py", "--data", data, "--agent", "expert"), str(store))
-    assert_one_clear_line(run_script("rollout.py", "--model", "tiny", "--data", data, "--out",
+    assert_one_clear_line(run_script("rollouts.py", "--model", "tiny", "--data", data, "--out",
                                      tmp_path / "r.jsonl"), str(store))
 
 
@@ -143,14 +143,14 @@ def test_config_out_of_range_is_rejected(tmp_path):
     assert "(0, 1]" in message
 
 
-# -- launch/rollout.py and launch/export_hf.py -----------------------------------------------------
+# -- launch/rollouts.py and launch/export_hf.py -----------------------------------------------------
 def test_rollout_empty_checkpoint_and_unknown_split(tmp_path, data_dir):
     empty = tmp_path / "empty_ckpt"
     empty.mkdir()
     out = tmp_path / "r.jsonl"
-    assert_one_clear_line(run_script("rollout.py", "--checkpoint", empty, "--data", data_dir, "--out", out),
+    assert_one_clear_line(run_script("rollouts.py", "--checkpoint", empty, "--data", data_dir, "--out", out),
                           str(empty))
-    assert_one_clear_line(run_script("rollout.py", "--model", "tiny", "--data", data_dir, "--split", "tset",
+    assert_one_clear_line(run_script("rollouts.py", "--model", "tiny", "--data", data_dir, "--split", "tset",
                                      "--out", out), "tset")
 
 

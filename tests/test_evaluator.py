@@ -1,6 +1,6 @@
 """The 32-constraint evaluator: a hand-built valid plan passes all; breaking one rule fails one.
 
-The mini world (tests/evaluator_fixtures.py) is a real SQLite store written from hand-chosen rows,
+The mini world (sandbox/evaluator/example.py) is a real SQLite store written from hand-chosen rows,
 so every expected verdict below follows from those rows and the documented rules.
 """
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sandbox.evaluator import C_NAMES, CONSTRAINT_NAMES, CONSTRAINTS, UPC_NAMES, evaluate_plan
 from sandbox.evaluator.lookup import index_for
 from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
-from tests.evaluator_fixtures import (GROUND_TRUTH, INSTANCE, _train, build_mini_world, find,
+from sandbox.evaluator.example import (GROUND_TRUTH, INSTANCE, _train, build_mini_world, find,
                                       route_plan, valid_plan, visit)
 
 

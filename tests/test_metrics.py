@@ -83,7 +83,7 @@ def test_eval_cli_scores_a_plans_file(tmp_path):
     import sys
     from pathlib import Path
 
-    from tests.evaluator_fixtures import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
+    from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
 
     data = tmp_path / "data"
     (data / "instances").mkdir(parents=True)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox.plan import read_plan, time_to_minutes
-from tests.evaluator_fixtures import valid_plan
+from sandbox.evaluator.example import valid_plan
 
 
 def test_valid_plan_round_trips_every_field():

@@ -9,7 +9,7 @@ import pytest
 
 from sandbox.evaluator import evaluate_plan
 from sandbox.reward import compute_reward
-from tests.evaluator_fixtures import (GROUND_TRUTH, INSTANCE, build_mini_world, find,
+from sandbox.evaluator.example import (GROUND_TRUTH, INSTANCE, build_mini_world, find,
                                       route_plan, valid_plan)
 
 

@@ -1,4 +1,4 @@
-"""`python launch/rollout.py --model tiny`: the JSONL it writes is a faithful, reloadable record."""
+"""`python launch/rollouts.py --model tiny`: the JSONL it writes is a faithful, reloadable record."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 from tests.sandbox_fixtures import small_world_path  # noqa: F401
 
-SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "rollout.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "rollouts.py"
 
 
 def _launch_main():
-    """launch/rollout.py's main (loaded by path: the module name `rollout` is the package's)."""
+    """launch/rollouts.py's main, loaded by path (launch/ is not a package)."""
     spec = importlib.util.spec_from_file_location("launch_rollout", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -133,3 +133,8 @@ def test_rules_drop_axes_that_do_not_divide():
     assert logical_to_spec(("batch", "seq"), (4, 7), mesh) == P(("data", "fsdp"), None)
     assert logical_to_spec(("batch", "seq"), (2, 7), mesh) == P("data", None)
     assert logical_to_spec(("embed",), (64,), {"data": 8}) == P(None)
+
+
+def test_an_unknown_logical_name_is_an_error_not_a_replicated_axis():
+    with pytest.raises(ValueError, match=r"unknown logical axis name\(s\) \['embd'\]; known: batch, seq, embed"):
+        logical_to_spec(("embd", "mlp"), (64, 128), {"fsdp": 2, "tensor": 2})

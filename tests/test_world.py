@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from launch.make_data import main as make_data_main
+from b2tjax.make_data import main as make_data_main
 from sandbox import geo, vocab
 from sandbox.schema import TABLES
 from sandbox.world.cities import CITIES

@@ -95,7 +95,7 @@ class Benchmark(abc.ABC):
             raise BenchmarkError(f"benchmark {self.name!r} takes no option(s) {sorted(options)}")
         self.data_dir = Path(data_dir) if data_dir is not None else None
 
-    # -- command-line options (launch/eval.py, launch/rollout.py) --------------------------------
+    # -- command-line options (launch/eval.py, launch/rollouts.py) --------------------------------
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Add this benchmark's options (e.g. a tool mode) to the eval and rollout scripts."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.evaluator.constraints import CONSTRAINTS
 from sandbox.evaluator.context import EvalContext, Profile, parse_query
 from sandbox.evaluator.lookup import index_for
 from sandbox.evaluator.registry import ConstraintResult, summarize
@@ -60,18 +61,11 @@ class EvalResult:
                             for r in self.results}}
 
 
-def _constraints():
-    """The registry in order (imported late: the package imports this module first)."""
-    from sandbox.evaluator import CONSTRAINTS
-
-    return CONSTRAINTS
-
-
 def _undelivered(reason: str, instance: dict,
                  ungated: list[ConstraintResult] | None = None) -> EvalResult:
     results = [ConstraintResult(c.name, c.category, c.group, False,
                                 reason if c.category == "Format" else "plan not delivered")
-               for c in _constraints()]
+               for c in CONSTRAINTS]
     return EvalResult(False, results, reason, *_ids(instance), ungated=ungated)
 
 
@@ -97,7 +91,7 @@ def evaluate_plan(answer: Any, instance: dict | None, ground_truth: dict, world:
         return _undelivered(reason, instance)
     ctx = EvalContext(plan, parse_query(ground_truth), Profile(ground_truth), index_for(world))
     results = []
-    for c in _constraints():
+    for c in CONSTRAINTS:
         violations = c.check(ctx)
         results.append(ConstraintResult(c.name, c.category, c.group, not violations,
                                         summarize(violations)))

@@ -5,13 +5,17 @@ ride-sharing driving) with distance and duration, the same numbers the evaluator
 against. Between cities: a summary of the trains and flights on the route and the drive.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import Any, TYPE_CHECKING
 
 from sandbox import geo
 from sandbox.tools.args import Param
 from sandbox.tools.format import compact_json, price
 from sandbox.tools.places import resolve_city_arg, resolve_place
-from sandbox.world.store import World
+
+if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+    from sandbox.world.store import World
 
 MAP_PARAMS = (
     Param("origin_cityName", "string", "city of the origin", required=True),

@@ -1,13 +1,17 @@
 """Resolving what an agent calls a place (a POI name, a station, an airport, the city itself, or
 "lat,lon") to coordinates, for MapGuide and the `near` filter of the searches."""
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from sandbox.geo import haversine_km
 from sandbox.tools.args import ToolArgError
-from sandbox.world.store import World
+
+if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+    from sandbox.world.store import World
 
 _COORD_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
 MAX_PLACE_KM_FROM_CENTRE = 60.0  # coordinates farther out are not "in" the city

@@ -7,10 +7,12 @@ of), different keys must all hold; `amenities` requires every listed facility. O
 distance when `near` is given.
 """
 
+from __future__ import annotations
+
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
 from sandbox import vocab
 from sandbox.geo import haversine_km
@@ -18,7 +20,9 @@ from sandbox.tools.args import (N_MAX, N_MIN, Param, ToolArgError, check_n, chec
                                 check_time)
 from sandbox.tools.format import coords, price, render
 from sandbox.tools.places import resolve_city_arg, resolve_place
-from sandbox.world.store import World
+
+if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+    from sandbox.world.store import World
 
 DEFAULT_RADIUS_KM = 3.0
 MAX_RADIUS_KM = 50.0

@@ -1,10 +1,14 @@
 """The Python tool: model-written code runs in the isolated sandbox of `sandbox.python_tool`."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import Any, TYPE_CHECKING
 
 from sandbox.tools.args import Param
 from sandbox.types import ToolResult
-from sandbox.world.store import World
+
+if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+    from sandbox.world.store import World
 
 PYTHON_PARAMS = (Param("code", "string", "Python code to run; print() what you want to see", required=True),)
 

@@ -4,15 +4,19 @@ Both take optional departure-window and price filters so an agent can avoid nigh
 stay within budget without paging through every result. Results are ordered by departure time.
 """
 
+from __future__ import annotations
+
 import json
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from sandbox import vocab
 from sandbox.tools.args import (N_MAX, N_MIN, Param, ToolArgError, check_date, check_n, check_preferences,
                                 check_range, check_time)
 from sandbox.tools.format import price, render
 from sandbox.tools.places import resolve_city_arg
-from sandbox.world.store import World
+
+if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+    from sandbox.world.store import World
 
 TRAIN_TYPES = ("High-speed Rail", "Regular Train")
 

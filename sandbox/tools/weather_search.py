@@ -1,12 +1,16 @@
 """WeatherSearch: the forecast of a city for `n` consecutive days from a date."""
 
+from __future__ import annotations
+
 import datetime as dt
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from sandbox.tools.args import N_MAX, N_MIN, Param, check_date, check_n
 from sandbox.tools.format import render
 from sandbox.tools.places import resolve_city_arg
-from sandbox.world.store import World
+
+if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+    from sandbox.world.store import World
 
 WEATHER_PARAMS = (
     Param("city", "string", "city name", required=True),

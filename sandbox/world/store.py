@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.schema import POI_TABLES, SCHEMA_VERSION
+from sandbox.tools import registry
 from sandbox.types import ToolResult
 from sandbox.world.integrity import verify_store
 
@@ -187,15 +188,11 @@ class World:
     # -- tools -------------------------------------------------------------------------------
     def call_tool(self, name: str, arguments: Any) -> ToolResult:
         """Run one tool call; never raises (invalid calls come back as `is_error` results)."""
-        from sandbox.tools.registry import call_tool
-
-        return call_tool(self, name, arguments)
+        return registry.call_tool(self, name, arguments)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the nine tools, for the agent prompt."""
-        from sandbox.tools.registry import tool_schemas
-
-        return tool_schemas()
+        return registry.tool_schemas()
 
     def python_tool(self) -> Any:
         """The Python sandbox this world's "Python" tool delegates to, created on first use."""

@@ -4,7 +4,8 @@ Every POI sits at a chosen offset (km north, km east) from Chengdu's centre, so 
 times are known; "alternative" POIs share the coordinates of the POI they stand in for, so a test
 can swap one in and break exactly one rule. Local transport legs are filled from `sandbox.geo`
 (the model MapGuide uses) by `route_plan`, which tests call again after editing a plan.
-Shared by tests/test_evaluator.py, tests/test_reward.py and benchmarks/bench_eval.py.
+A worked example of the plan format and the evaluator (sandbox/README.md), and the fixture of the
+evaluator tests and benchmarks/bench_eval.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Roll out the agent on a benchmark split and write one JSON object per episode.
 
-    python launch/rollout.py --checkpoint CKPT_OR_HF_DIR --data DATA --split test --num 16 --out rollouts.jsonl
-    python launch/rollout.py --benchmark travelplanner --checkpoint CKPT --data TP_DATA --out r.jsonl
-    python launch/rollout.py --model tiny --data DATA --num 4 --out /tmp/r.jsonl   # random tiny model
+    python launch/rollouts.py --checkpoint CKPT_OR_HF_DIR --data DATA --split test --num 16 --out rollouts.jsonl
+    python launch/rollouts.py --benchmark travelplanner --checkpoint CKPT --data TP_DATA --out r.jsonl
+    python launch/rollouts.py --model tiny --data DATA --num 4 --out /tmp/r.jsonl   # random tiny model
 
 `--model tiny` builds a random 2-layer Qwen3; its tokenizer is a SentencePiece model trained on the
 spot on the data (saved beside --out) unless `--tokenizer` names one (e.g. `qwen3`). Each line
@@ -23,14 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if __name__ == "__main__":  # as a script: this checkout's packages first, and launch/ off the path
-    # (launch/rollout.py would shadow the `rollout` package)
-    sys.path[:] = [str(ROOT)] + [p for p in sys.path
-                                 if Path(p or ".").resolve() not in (ROOT, ROOT / "launch")]
 
-from b2tjax.cli import UserError, check_output_file, damaged_store, run_main  # noqa: E402
-from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class  # noqa: E402
+from b2tjax.cli import UserError, check_output_file, damaged_store, run_main
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
 
 log = logging.getLogger("rollout")
 

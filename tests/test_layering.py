@@ -1,0 +1,163 @@
+"""The package layering of docs/ARCHITECTURE.md, enforced.
+
+`sandbox/` is pure Python (its tools run in worker processes forked before JAX starts, and users
+evaluate plans on machines without an accelerator stack), and the packages depend one way only:
+sandbox <- models <- rollout <- b2tjax, with rollout and b2tjax free to use sandbox. A static scan
+of every import statement (function-level ones included: a cycle hidden inside a function is still
+a cycle) checks the direction and that no package has an import cycle; a fresh interpreter checks
+that importing all of sandbox loads neither jax nor flax.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("sandbox", "models", "rollout", "b2tjax")
+# package -> the project packages it must never import
+FORBIDDEN = {
+    "sandbox": {"models", "rollout", "b2tjax"},
+    "models": {"rollout", "b2tjax", "sandbox"},
+    "rollout": {"b2tjax"},
+    "b2tjax": set(),
+}
+
+
+def _module_files(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the project packages under `root`."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under `if TYPE_CHECKING:` (imports there never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def _imported_names(module: str, path: Path) -> list[str]:
+    """Every dotted name an import statement of the file may load (absolute; relative resolved)."""
+    names = []
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            # "from a import b" loads a.b when b is a module, else takes the name b from a
+            names += [f"{base}.{alias.name}" for alias in node.names]
+    return names
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> project modules it imports (each import resolved to the longest existing module)."""
+    modules = _module_files(root)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        graph[module]
+        for name in _imported_names(module, path):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                graph[module].add(name)
+    return graph
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets
+                  if b.split(".")[0] in FORBIDDEN[a.split(".")[0]])
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_packages_depend_one_way():
+    assert layering_violations(import_graph(ROOT)) == []
+
+
+def test_no_package_has_an_import_cycle():
+    assert import_cycles(import_graph(ROOT)) == []
+
+
+def test_checks_catch_what_they_claim(tmp_path):
+    """The scan itself: a sandbox module importing jax-side code and a two-module cycle are found."""
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "sandbox" / "a.py").write_text("def f():\n    from models import qwen3\n")
+    (tmp_path / "models" / "qwen3.py").write_text("from . import sharding\n")
+    (tmp_path / "models" / "sharding.py").write_text("def g():\n    from models.qwen3 import X\n")
+    (tmp_path / "b2tjax" / "trainer.py").write_text("")
+    (tmp_path / "rollout" / "engine.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b2tjax import trainer\n")
+    graph = import_graph(tmp_path)
+    assert layering_violations(graph) == ["sandbox.a imports models.qwen3"]
+    assert import_cycles(graph) == [["models.qwen3", "models.sharding"]]
+
+
+def test_sandbox_imports_no_jax():
+    """Importing every sandbox module in a fresh interpreter leaves jax and flax unloaded."""
+    modules = [m for m in _module_files(ROOT) if m.split(".")[0] == "sandbox"]
+    code = (f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
+            "print(sorted(m for m in ('jax', 'flax', 'jaxlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
