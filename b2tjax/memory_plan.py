@@ -181,7 +181,8 @@ class PlanContext:
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> "PlanContext":
         from b2tjax.train_step import BoundModel
-        from models.sharding import abstract_model, state_shardings
+        from models.qwen3 import abstract_model
+        from models.sharding import state_shardings
         from rollout.placement import SamplerWeights
 
         model_cfg = plan_model_config(cfg)

@@ -393,7 +393,7 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     if vocab_size is not None and "vocab_size" not in overrides:
         overrides["vocab_size"] = vocab_size
     model_cfg = get_config(cfg.model.preset, **overrides)
-    from models.sharding import create_model
+    from models.qwen3 import create_model
 
     mesh = build_mesh(cfg.mesh)
     return create_model(model_cfg, mesh, seed=cfg.seed, dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat)

@@ -25,7 +25,7 @@ import optax
 from b2tjax.config import GRPOConfig
 from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
 from models.config import DTYPES, get_config
-from models.sharding import create_model
+from models.qwen3 import create_model
 
 
 def matmul_peak(dtype, size: int, repeats: int) -> float:

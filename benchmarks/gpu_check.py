@@ -115,7 +115,7 @@ def check_train(cfg, batch: int, seq: int) -> dict:
     from b2tjax.config import GRPOConfig
     from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
     from benchmarks.bench_train import matmul_peak, model_flops_per_token, time_step
-    from models.sharding import create_model
+    from models.qwen3 import create_model
 
     model = create_model(cfg, None, seed=0, dtype=jnp.bfloat16, param_dtype=jnp.float32, remat="full")
     model_fn, params = BoundModel.from_model(model)

@@ -21,7 +21,8 @@ from flax import nnx
 from jax.sharding import Mesh, SingleDeviceSharding
 
 from models.config import Qwen3Config
-from models.sharding import abstract_model, variable_sharding
+from models.qwen3 import abstract_model
+from models.sharding import variable_sharding
 
 T = TypeVar("T")
 PARAMS_ITEM = "params"

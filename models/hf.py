@@ -20,7 +20,8 @@ from jax.sharding import Mesh, NamedSharding
 from tqdm.auto import tqdm
 
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
-from models.sharding import abstract_model, state_shardings
+from models.qwen3 import abstract_model
+from models.sharding import state_shardings
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,12 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
 from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
-from models.sharding import constrain
+from models.sharding import constrain, state_shardings
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES"]
 
@@ -180,3 +181,30 @@ class Qwen3ForCausalLM(nnx.Module):
         new_lengths = jnp.minimum(filled, s)
         new_lengths = new_lengths if rows is None else cache.lengths.at[rows].set(new_lengths)
         return logits, KVCache(k=k, v=v, lengths=new_lengths)
+
+
+# -- building a model, sharded on a mesh or shape-only ---------------------------------------------
+def _model_builder(config, seed: int, dtype: Any, param_dtype: Any, remat: str,
+                   attention_block: int | None) -> Callable[[], Any]:
+    """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
+    return lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype,
+                                    remat=remat, attention_block=attention_block)
+
+
+def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = jnp.float32,
+                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
+    """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
+    (jit with out_shardings; nothing is materialised whole on one device first)."""
+    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block)
+    if mesh is None:
+        return build()
+    graphdef, abs_state = nnx.split(nnx.eval_shape(build))
+    pure = jax.jit(lambda: nnx.to_pure_dict(nnx.state(build())), out_shardings=state_shardings(abs_state, mesh))()
+    nnx.replace_by_pure_dict(abs_state, pure)
+    return nnx.merge(graphdef, abs_state)
+
+
+def abstract_model(config, dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, remat: str = "none",
+                   attention_block: int | None = 1024):
+    """Shape-only model (no memory): used to build shardings / restore targets."""
+    return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block))

@@ -11,7 +11,6 @@ import math
 from typing import Any, Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
@@ -136,31 +135,3 @@ def state_shardings(state: nnx.State, mesh: Mesh) -> Any:
     shardings = jax.tree.map(lambda v: variable_sharding(v, mesh), state,
                              is_leaf=lambda x: isinstance(x, nnx.Variable))
     return nnx.to_pure_dict(shardings)
-
-
-def _model_builder(config, seed: int, dtype: Any, param_dtype: Any, remat: str,
-                   attention_block: int | None) -> Callable[[], Any]:
-    """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
-    from models.qwen3 import Qwen3ForCausalLM
-
-    return lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype,
-                                    remat=remat, attention_block=attention_block)
-
-
-def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = jnp.float32,
-                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
-    """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
-    (jit with out_shardings; nothing is materialised whole on one device first)."""
-    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block)
-    if mesh is None:
-        return build()
-    graphdef, abs_state = nnx.split(nnx.eval_shape(build))
-    pure = jax.jit(lambda: nnx.to_pure_dict(nnx.state(build())), out_shardings=state_shardings(abs_state, mesh))()
-    nnx.replace_by_pure_dict(abs_state, pure)
-    return nnx.merge(graphdef, abs_state)
-
-
-def abstract_model(config, dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, remat: str = "none",
-                   attention_block: int | None = 1024):
-    """Shape-only model (no memory): used to build shardings / restore targets."""
-    return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block))

@@ -28,7 +28,8 @@ def _child(tmp: str) -> dict:
 
     import sandbox
     from models.config import get_config
-    from models.sharding import create_model, make_mesh
+    from models.qwen3 import create_model
+    from models.sharding import make_mesh
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout import RolloutEngine
     from sandbox.world.generator import build_world

@@ -19,7 +19,8 @@ CHILD = textwrap.dedent("""
     from flax import nnx
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM, init_cache
-    from models.sharding import create_model, make_mesh
+    from models.qwen3 import create_model
+    from models.sharding import make_mesh
     from models.hf import load_pretrained, save_pretrained
     from models.checkpoint import load_model, save_model
 

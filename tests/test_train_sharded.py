@@ -23,7 +23,8 @@ def _compare() -> dict:
     from b2tjax.config import GRPOConfig
     from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, state_shardings, to_micro
     from models.config import get_config
-    from models.sharding import create_model, make_mesh
+    from models.qwen3 import create_model
+    from models.sharding import make_mesh
 
     assert jax.device_count() == 8
     cfg = get_config("tiny")
