@@ -32,7 +32,7 @@ class DataConfig:
     data_dir: str = "DATA"
     world_scale: str = "small"  # passed to launch/make_data.py when DATA is absent
     train_split: str = "train"
-    eval_split: str = "test"
+    eval_split: str = ""  # "" = the benchmark's own (B2T: test; TravelPlanner: dev, generated queries)
     difficulties: list = field(default_factory=lambda: ["easy", "medium", "hard"])
     max_train_instances: int = 0  # 0 = all
     eval_instances: int = 8  # instances in the final evaluation table (0 = whole split)

@@ -52,7 +52,8 @@ class BenchmarkTask:
         self.tokenizer = tokenizer
         self.vocab_size = tokenizer.vocab_size
         self._train = self._load_split(cfg.data.train_split, cfg.data.max_train_instances)
-        self._eval = self._load_split(cfg.data.eval_split, cfg.data.eval_instances)
+        self.eval_split = cfg.data.eval_split or benchmark.eval_split
+        self._eval = self._load_split(self.eval_split, cfg.data.eval_instances)
         self._check_prompt_budget()
         self._engine = None
         self._python_pool = None
@@ -163,7 +164,7 @@ class BenchmarkTask:
         metrics = self.benchmark.metrics(evals)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         r = self.cfg.rollout
-        header = (f"{self.benchmark.name} evaluation on {len(self._eval)} {self.cfg.data.eval_split} instances "
+        header = (f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
                   f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
                   f"mean reward {metrics['mean_reward']:.3f}")
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)

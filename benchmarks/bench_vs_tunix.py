@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import time
 from typing import Callable
 
 import jax
@@ -23,22 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from bench_model import best_time  # benchmarks/ is the script directory, first on sys.path
 from models.config import get_config
 from models.greedy import greedy_generate
 from models.kv_cache import init_cache
 from models.qwen3 import Qwen3ForCausalLM
 from rollout.sampling import ModelRunner, SamplingArrays
-
-
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    """Fastest of `repeats` timed calls after one warm-up (compiling) call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def per_token(run: Callable[[int], object], new: int, repeats: int) -> float:

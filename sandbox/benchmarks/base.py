@@ -85,6 +85,7 @@ class Benchmark(abc.ABC):
 
     name: ClassVar[str]
     splits: ClassVar[tuple[str, ...]]            # split names load_split accepts; first = training split
+    eval_split: ClassVar[str] = "test"           # what training evaluates on when data.eval_split is unset
     prompt_variants: ClassVar[tuple[str, ...]] = ("b2t", "react")   # first = default
     # "b2t": the framework's agent prompt (memory module, tools); "react": plain ReAct baseline.
 

@@ -63,6 +63,7 @@ class TravelPlannerBenchmark(Benchmark):
     name = "travelplanner"
     splits = ("train", "dev", "validation", "test")
     data_splits = ("train", "dev")              # written by make_data; the official ones come from users
+    eval_split = "dev"                          # held-out generated queries: never validation or test
 
     def __init__(self, data_dir: str | Path | None, *, planning: str = "two-stage", mode: str = "official",
                  queries: str | Path | None = None, **options: Any) -> None:

@@ -2,8 +2,8 @@
 
 Writes (layout in benchmark.py) the database copy, the train split = the 45 official training
 queries + generated ones, a dev split of generated queries from another random stream (what
-training evaluates on: `data.eval_split=dev`), their reference information, and the expert's SFT
-traces of the train split, framed by the two-stage agent prompt. Only expert plans that pass all
+training evaluates on by default: the benchmark's `eval_split`), their reference information, and
+the expert's SFT traces of the train split, framed by the two-stage agent prompt. Only expert plans that pass all
 13 checks under `official` become traces; a generated query the expert cannot solve is dropped
 (counted in stats.json). Validation and test
 queries are never read here.
