@@ -31,8 +31,15 @@ ITEMS = ("params", "opt_state", "train_state", "config")
 class RunCheckpointer:
     """Save every `every_steps` steps (and on demand), keep the last `keep`."""
 
-    def __init__(self, directory: str | Path, *, every_steps: int, keep: int, async_save: bool = True,
-                 model_config_json: dict | None = None):
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        every_steps: int,
+        keep: int,
+        async_save: bool = True,
+        model_config_json: dict | None = None,
+    ):
         self.directory = Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep,
@@ -44,7 +51,9 @@ class RunCheckpointer:
         if model_config_json is not None and jax.process_index() == 0:
             (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
 
-    def save(self, step: int, state: TrainState, train_state: dict, config: dict, *, force: bool = False) -> bool:
+    def save(
+        self, step: int, state: TrainState, train_state: dict, config: dict, *, force: bool = False
+    ) -> bool:
         """Start an (async) save if `step` is due or `force`; returns whether one was started."""
         if not force and not self.manager.should_save(step):
             return False
@@ -52,7 +61,9 @@ class RunCheckpointer:
             return False
         args = ocp.args.Composite(
             params=ocp.args.StandardSave(state.params),
-            opt_state=ocp.args.StandardSave({"opt": state.opt_state, "step": state.step, "skipped": state.skipped}),
+            opt_state=ocp.args.StandardSave(
+                {"opt": state.opt_state, "step": state.step, "skipped": state.skipped}
+            ),
             train_state=ocp.args.JsonSave(train_state),
             config=ocp.args.JsonSave(config),
         )
@@ -61,19 +72,24 @@ class RunCheckpointer:
     def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict, dict]:
         """Restore `step` into the shapes/shardings of `abstract_state` (arrays or ShapeDtypeStructs)."""
         target = jax.tree.map(_abstract, abstract_state)
-        restored = self.manager.restore(step, args=ocp.args.Composite(
-            params=ocp.args.StandardRestore(target.params),
-            opt_state=ocp.args.StandardRestore({"opt": target.opt_state, "step": target.step,
-                                                "skipped": target.skipped}),
-            train_state=ocp.args.JsonRestore(),
-            config=ocp.args.JsonRestore(),
-        ))
+        restored = self.manager.restore(
+            step,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardRestore(target.params),
+                opt_state=ocp.args.StandardRestore(
+                    {"opt": target.opt_state, "step": target.step, "skipped": target.skipped}
+                ),
+                train_state=ocp.args.JsonRestore(),
+                config=ocp.args.JsonRestore(),
+            ),
+        )
         opt = restored["opt_state"]
         state = TrainState(restored["params"], opt["opt"], opt["step"], opt["skipped"])
         return state, restored["train_state"], restored["config"]
 
-    def restore_newest(self, abstract_state: TrainState,
-                       report: Callable[[str], None]) -> tuple[int, TrainState, dict, dict] | None:
+    def restore_newest(
+        self, abstract_state: TrainState, report: Callable[[str], None]
+    ) -> tuple[int, TrainState, dict, dict] | None:
         """Restore the newest step that restores, or None when there is no step at all.
 
         Steps that fail are reported and moved to `checkpoints.unrestorable/` beside this
@@ -83,7 +99,8 @@ class RunCheckpointer:
         if not steps:
             return None
         step, (state, train_state, config), skipped = restore_newest(
-            steps, lambda s: self.restore(s, abstract_state), str(self.directory), report)
+            steps, lambda s: self.restore(s, abstract_state), str(self.directory), report
+        )
         if skipped:
             self._set_aside(skipped, report)
         return step, state, train_state, config

@@ -62,8 +62,9 @@ def check_output_file(path: Path, option: str) -> None:
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    writable = (parent.is_dir() and os.access(parent, os.W_OK)
-                and (not path.exists() or os.access(path, os.W_OK)))
+    writable = (
+        parent.is_dir() and os.access(parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+    )
     if not writable:
         raise UserError(f"{option} {path} is not writable")
     probe = parent / f".b2t-write-probe-{os.getpid()}"
@@ -73,7 +74,6 @@ def check_output_file(path: Path, option: str) -> None:
     except OSError as err:
         reason = (err.strerror or type(err).__name__).lower()
         raise UserError(f"{option} {path} is not writable ({reason})") from None
-
 
 
 def damaged_store(data_dir: Path, err: Exception) -> UserError:

@@ -166,33 +166,62 @@ class TrainConfig:
         checks = [
             (self.task in ("travel", "toy"), f"task must be 'travel' or 'toy', got {self.task!r}"),
             (self.mode in ("sft_grpo", "grpo", "sft_only", "eval"), f"unknown mode {self.mode!r}"),
-            (self.grpo.aggregation in AGGREGATION_MODES, f"grpo.aggregation must be one of {AGGREGATION_MODES}"),
-            (self.rollout.group_size >= 2, "rollout.group_size must be >= 2 (advantages are relative to the group)"),
+            (
+                self.grpo.aggregation in AGGREGATION_MODES,
+                f"grpo.aggregation must be one of {AGGREGATION_MODES}",
+            ),
+            (
+                self.rollout.group_size >= 2,
+                "rollout.group_size must be >= 2 (advantages are relative to the group)",
+            ),
             (self.rollout.prompts_per_step >= 1, "rollout.prompts_per_step must be >= 1"),
-            (self.grpo.mini_batches >= 1 and self.grpo.epochs >= 1, "grpo.mini_batches and grpo.epochs must be >= 1"),
-            (self.rollout_batch % mini_batches == 0,
-             f"rollout batch {self.rollout_batch} (prompts_per_step * group_size) must divide into grpo.mini_batches"),
-            (self.grpo.micro_batch_size <= 0
-             or (self.rollout_batch // mini_batches) % self.grpo.micro_batch_size == 0,
-             "grpo.micro_batch_size must divide the mini-batch size"),
-            (self.sft.micro_batch_size <= 0 or self.sft.batch_size % self.sft.micro_batch_size == 0,
-             "sft.micro_batch_size must divide sft.batch_size"),
+            (
+                self.grpo.mini_batches >= 1 and self.grpo.epochs >= 1,
+                "grpo.mini_batches and grpo.epochs must be >= 1",
+            ),
+            (
+                self.rollout_batch % mini_batches == 0,
+                f"rollout batch {self.rollout_batch} (prompts_per_step * group_size) must divide into grpo.mini_batches",
+            ),
+            (
+                self.grpo.micro_batch_size <= 0
+                or (self.rollout_batch // mini_batches) % self.grpo.micro_batch_size == 0,
+                "grpo.micro_batch_size must divide the mini-batch size",
+            ),
+            (
+                self.sft.micro_batch_size <= 0 or self.sft.batch_size % self.sft.micro_batch_size == 0,
+                "sft.micro_batch_size must divide sft.batch_size",
+            ),
             (self.grpo.clip_low >= 0 and self.grpo.clip_high >= 0, "clip epsilons must be >= 0"),
             (self.grpo.beta >= 0, "grpo.beta must be >= 0"),
             (self.rollout.temperature > 0, "rollout.temperature must be > 0"),
-            (self.rollout.max_prompt_tokens < self.rollout.max_seq_len,
-             f"rollout.max_prompt_tokens must be < rollout.max_seq_len ({self.rollout.max_seq_len}), "
-             f"got {self.rollout.max_prompt_tokens}"),
+            (
+                self.rollout.max_prompt_tokens < self.rollout.max_seq_len,
+                f"rollout.max_prompt_tokens must be < rollout.max_seq_len ({self.rollout.max_seq_len}), "
+                f"got {self.rollout.max_prompt_tokens}",
+            ),
             *self._benchmark_checks(),
-            (self.model.compute_dtype in ("float32", "bfloat16"), "model.compute_dtype must be float32 or bfloat16"),
-            (self.rollout.batch_rows >= 1 and self.rollout.prefill_chunk >= 1,
-             "rollout.batch_rows and rollout.prefill_chunk must be >= 1"),
-            (self.rollout.cache_len == 0 or self.rollout.cache_len >= self.rollout.max_seq_len,
-             f"rollout.cache_len ({self.rollout.cache_len}) must be 0 or >= rollout.max_seq_len "
-             f"({self.rollout.max_seq_len}): an episode's record lives in one cache row"),
-            (self.hardware.devices >= 1 and self.hardware.hbm_gib >= 0,
-             "hardware.devices must be >= 1 and hardware.hbm_gib >= 0"),
-            (self.checkpoint.every_steps >= 1 and self.checkpoint.keep >= 1, "checkpoint.every_steps/keep must be >= 1"),
+            (
+                self.model.compute_dtype in ("float32", "bfloat16"),
+                "model.compute_dtype must be float32 or bfloat16",
+            ),
+            (
+                self.rollout.batch_rows >= 1 and self.rollout.prefill_chunk >= 1,
+                "rollout.batch_rows and rollout.prefill_chunk must be >= 1",
+            ),
+            (
+                self.rollout.cache_len == 0 or self.rollout.cache_len >= self.rollout.max_seq_len,
+                f"rollout.cache_len ({self.rollout.cache_len}) must be 0 or >= rollout.max_seq_len "
+                f"({self.rollout.max_seq_len}): an episode's record lives in one cache row",
+            ),
+            (
+                self.hardware.devices >= 1 and self.hardware.hbm_gib >= 0,
+                "hardware.devices must be >= 1 and hardware.hbm_gib >= 0",
+            ),
+            (
+                self.checkpoint.every_steps >= 1 and self.checkpoint.keep >= 1,
+                "checkpoint.every_steps/keep must be >= 1",
+            ),
         ]
         errors = [msg for ok, msg in checks if not ok] + self._range_errors()
         if errors:
@@ -225,8 +254,12 @@ class TrainConfig:
             variants = benchmark_class(self.benchmark).prompt_variants
         except BenchmarkError as err:
             return [(False, str(err))]
-        return [(self.rollout.prompt_style in variants,
-                 f"rollout.prompt_style must be one of {variants} for benchmark {self.benchmark!r}")]
+        return [
+            (
+                self.rollout.prompt_style in variants,
+                f"rollout.prompt_style must be one of {variants} for benchmark {self.benchmark!r}",
+            )
+        ]
 
     @property
     def rollout_batch(self) -> int:
@@ -270,16 +303,20 @@ _RANGES: list[tuple[str, str, Any]] = [
     ("data.max_train_instances", ">= 0 (0 = all)", _at_least(0)),
     ("data.eval_instances", ">= 0 (0 = whole split)", _at_least(0)),
     ("model.sp_vocab_size", ">= 64", _at_least(64)),
-] + [(f"{prefix}{key}", allowed, ok) for prefix in ("optim.", "sft.optim.") for key, allowed, ok in [
-    ("lr", "> 0", _positive),
-    ("warmup_steps", ">= 0", _at_least(0)),
-    ("final_lr_ratio", "in [0, 1]", lambda v: 0 <= v <= 1),
-    ("weight_decay", ">= 0", _at_least(0)),
-    ("b1", "in [0, 1)", lambda v: 0 <= v < 1),
-    ("b2", "in [0, 1)", lambda v: 0 <= v < 1),
-    ("eps", "> 0", _positive),
-    ("max_grad_norm", "> 0", _positive),
-]]
+] + [
+    (f"{prefix}{key}", allowed, ok)
+    for prefix in ("optim.", "sft.optim.")
+    for key, allowed, ok in [
+        ("lr", "> 0", _positive),
+        ("warmup_steps", ">= 0", _at_least(0)),
+        ("final_lr_ratio", "in [0, 1]", lambda v: 0 <= v <= 1),
+        ("weight_decay", ">= 0", _at_least(0)),
+        ("b1", "in [0, 1)", lambda v: 0 <= v < 1),
+        ("b2", "in [0, 1)", lambda v: 0 <= v < 1),
+        ("eps", "> 0", _positive),
+        ("max_grad_norm", "> 0", _positive),
+    ]
+]
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:

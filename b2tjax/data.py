@@ -16,8 +16,9 @@ import grain
 import jax
 
 
-def example_dataset(examples: Sequence[Any], seed: int, *, process_index: int | None = None,
-                    process_count: int | None = None) -> grain.MapDataset:
+def example_dataset(
+    examples: Sequence[Any], seed: int, *, process_index: int | None = None, process_count: int | None = None
+) -> grain.MapDataset:
     """Infinite, per-epoch shuffled, process-sharded dataset over `examples`."""
     if len(examples) == 0:
         raise ValueError("the training set is empty")

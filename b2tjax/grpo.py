@@ -30,7 +30,9 @@ def group_advantages(
     """
     rewards = jnp.asarray(rewards, jnp.float32)
     if rewards.ndim != 1 or rewards.shape[0] % group_size != 0:
-        raise ValueError(f"rewards must be 1-D with a multiple of group_size={group_size} entries, got {rewards.shape}")
+        raise ValueError(
+            f"rewards must be 1-D with a multiple of group_size={group_size} entries, got {rewards.shape}"
+        )
     groups = rewards.reshape(-1, group_size)
     centred = groups - groups.mean(axis=1, keepdims=True)
     if scale_by_std:

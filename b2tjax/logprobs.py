@@ -18,8 +18,9 @@ import jax.numpy as jnp
 from rollout.sampling import tempered_logits, token_logprobs
 
 
-def _chunk_logprobs(h: jax.Array, w: jax.Array, targets: jax.Array, temperature: float,
-                    valid_vocab: int | None) -> tuple[jax.Array, jax.Array]:
+def _chunk_logprobs(
+    h: jax.Array, w: jax.Array, targets: jax.Array, temperature: float, valid_vocab: int | None
+) -> tuple[jax.Array, jax.Array]:
     """h [B, C, H], w [H, V], targets [B, C] -> (log p(target) [B, C], entropy [B, C]) in fp32."""
     logits = jnp.einsum("bch,hv->bcv", h, w.astype(h.dtype), preferred_element_type=jnp.float32)
     logp = jax.nn.log_softmax(tempered_logits(logits, temperature, valid_vocab), axis=-1)
@@ -65,15 +66,22 @@ def hidden_logprobs(
     return lp, ent
 
 
-def sequence_logprobs(model, ids: jax.Array, *, temperature: float = 1.0, chunk_size: int = 128,
-                      valid_vocab: int | None = None) -> tuple[jax.Array, jax.Array]:
+def sequence_logprobs(
+    model, ids: jax.Array, *, temperature: float = 1.0, chunk_size: int = 128, valid_vocab: int | None = None
+) -> tuple[jax.Array, jax.Array]:
     """Per-token log-probs aligned with `ids` [B, T]: out[b, t] = log p(ids[b, t] | ids[b, :t]).
 
     Position 0 has no prediction and gets 0.0 (it is always a prompt token). This matches the
     EpisodeRecord convention (one log-prob per id). Returns (logprobs, entropy), both [B, T] fp32.
     """
     hidden = model.hidden_states(ids)  # [B, T, H]
-    lp, ent = hidden_logprobs(hidden[:, :-1], model.lm_head_weight(), ids[:, 1:], temperature=temperature,
-                              chunk_size=chunk_size, valid_vocab=valid_vocab)
+    lp, ent = hidden_logprobs(
+        hidden[:, :-1],
+        model.lm_head_weight(),
+        ids[:, 1:],
+        temperature=temperature,
+        chunk_size=chunk_size,
+        valid_vocab=valid_vocab,
+    )
     zeros = jnp.zeros((ids.shape[0], 1), jnp.float32)
     return jnp.concatenate([zeros, lp], axis=1), jnp.concatenate([zeros, ent], axis=1)

@@ -36,8 +36,12 @@ log = logging.getLogger("make_data")
 
 
 def add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=sorted(BENCHMARKS),
-                        help=f"benchmark to build (default {DEFAULT_BENCHMARK})")
+    parser.add_argument(
+        "--benchmark",
+        default=DEFAULT_BENCHMARK,
+        choices=sorted(BENCHMARKS),
+        help=f"benchmark to build (default {DEFAULT_BENCHMARK})",
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,8 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     first = argparse.ArgumentParser(add_help=False)
     add_benchmark_argument(first)
     name = first.parse_known_args(argv)[0].benchmark
-    parser = argparse.ArgumentParser(prog="make_data.py", description=USAGE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="make_data.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_benchmark_argument(parser)
     parser.add_argument("--out", required=True, type=Path, help="data directory to write")
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
@@ -94,8 +99,10 @@ def build(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         benchmark_class(args.benchmark).make_data(staging, args, log.info)
-        info = {"note": "timings of this build; the only file that differs between two builds of a seed",
-                "seconds": round(time.perf_counter() - started, 1)}
+        info = {
+            "note": "timings of this build; the only file that differs between two builds of a seed",
+            "seconds": round(time.perf_counter() - started, 1),
+        }
         (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
         publish(staging, args.out)
     except BenchmarkError as err:

@@ -17,8 +17,14 @@ import jax
 from tqdm.auto import tqdm
 
 # Postfix keys shown on the bar, in order, with short labels.
-_BAR_KEYS = (("loss", "loss"), ("reward", "R"), ("final_pass", "final"), ("micro_pass_c", "C"),
-             ("micro_pass_upc", "UPC"), ("tokens_per_s", "tok/s"))
+_BAR_KEYS = (
+    ("loss", "loss"),
+    ("reward", "R"),
+    ("final_pass", "final"),
+    ("micro_pass_c", "C"),
+    ("micro_pass_upc", "UPC"),
+    ("tokens_per_s", "tok/s"),
+)
 
 
 def _plain(value: Any) -> Any:
@@ -31,8 +37,17 @@ def _plain(value: Any) -> Any:
 
 
 class MetricsWriter:
-    def __init__(self, out_dir: str | Path, *, total_steps: int, initial_step: int = 0, desc: str = "train",
-                 enabled: bool | None = None, progress: bool = True, keep_until: int | None = None):
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        total_steps: int,
+        initial_step: int = 0,
+        desc: str = "train",
+        enabled: bool | None = None,
+        progress: bool = True,
+        keep_until: int | None = None,
+    ):
         """`keep_until`: drop the records of later steps already in metrics.jsonl (a resumed run
         redoes the steps after its checkpoint, which must not appear twice)."""
         self.enabled = jax.process_index() == 0 if enabled is None else enabled
@@ -53,8 +68,9 @@ class MetricsWriter:
         except ImportError:  # tensorboardX is a dependency; stay usable without it
             self._tb = None
         if progress:
-            self._bar = tqdm(total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True,
-                             mininterval=0.5)
+            self._bar = tqdm(
+                total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True, mininterval=0.5
+            )
 
     def set_phase(self, desc: str) -> None:
         """Relabel the bar (one bar runs through SFT and GRPO: one global step counter)."""

@@ -24,7 +24,7 @@ class PlotError(Exception):
 @dataclasses.dataclass(frozen=True)
 class Panel:
     title: str
-    keys: tuple[str, ...]      # metrics.jsonl keys drawn here, whichever a run has
+    keys: tuple[str, ...]  # metrics.jsonl keys drawn here, whichever a run has
 
 
 PANELS: tuple[Panel, ...] = (
@@ -61,15 +61,16 @@ def _labels(run_dirs: Sequence[Path]) -> list[str]:
     return [str(p) if names.count(n) > 1 else n for p, n in zip(run_dirs, names)]
 
 
-def plot_runs(run_dirs: Sequence[str | Path], out: str | Path | None = None,
-              labels: Sequence[str] | None = None) -> Any:
+def plot_runs(
+    run_dirs: Sequence[str | Path], out: str | Path | None = None, labels: Sequence[str] | None = None
+) -> Any:
     """Draw every run's curves into one matplotlib Figure (returned); also save it to `out` if given."""
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise PlotError("no run directory given")
     if labels is not None and len(labels) != len(dirs):
         raise PlotError(f"{len(labels)} labels for {len(dirs)} run directories")
-    runs = [load_run(d) for d in dirs]            # input errors first, before needing matplotlib
+    runs = [load_run(d) for d in dirs]  # input errors first, before needing matplotlib
     try:
         from matplotlib.figure import Figure
     except ImportError:

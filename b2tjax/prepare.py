@@ -23,8 +23,10 @@ def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) 
     if data_dir.is_dir() and any(data_dir.iterdir()):
         missing = benchmark_class(benchmark).missing_data(data_dir)
         if missing:
-            raise UserError(f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with launch/"
-                            f"make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)")
+            raise UserError(
+                f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with launch/"
+                f"make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)"
+            )
         return
     print(f"building the {scale} {benchmark} data in {data_dir} ...", flush=True)
     started = time.perf_counter()

@@ -50,14 +50,15 @@ def windows(example: dict, max_len: int) -> list[dict]:
     ids, mask = example["ids"], example["mask"]
     out = []
     for start in range(0, len(ids), max_len):
-        piece = {"ids": ids[start:start + max_len], "mask": mask[start:start + max_len]}
+        piece = {"ids": ids[start : start + max_len], "mask": mask[start : start + max_len]}
         if sum(piece["mask"][1:]) > 0:  # position 0 of a window has no prediction
             out.append(piece)
     return out
 
 
-def sft_examples(traces: Sequence[dict], tokenizer: Any, max_len: int, default_tools: Sequence[dict] | None = None
-                 ) -> list[dict]:
+def sft_examples(
+    traces: Sequence[dict], tokenizer: Any, max_len: int, default_tools: Sequence[dict] | None = None
+) -> list[dict]:
     """Encode every trace ({"messages", "tools"?}) and cut it into training windows."""
     out = []
     for trace in traces:

@@ -84,8 +84,13 @@ class BenchmarkTask:
             return
         largest = max(instances, key=lambda visible: len(json.dumps(visible)))
         try:
-            self.benchmark.prompt(largest, variant=r.prompt_style, memory=r.memory_enabled, max_tokens=budget,
-                                  count_tokens=token_counter(self.tokenizer))
+            self.benchmark.prompt(
+                largest,
+                variant=r.prompt_style,
+                memory=r.memory_enabled,
+                max_tokens=budget,
+                count_tokens=token_counter(self.tokenizer),
+            )
         except BenchmarkError as err:
             raise UserError(f"rollout.max_prompt_tokens={budget} is too small: {err}") from None
 
@@ -106,20 +111,36 @@ class BenchmarkTask:
         from rollout.engine import RolloutConfig, RolloutEngine
 
         r = self.cfg.rollout
-        config = RolloutConfig(batch_size=r.batch_rows, max_turns=r.max_turns, max_turn_tokens=r.max_new_tokens,
-                               max_total_tokens=r.max_seq_len, cache_len=self.cfg.cache_len,
-                               prefill_chunk=r.prefill_chunk, temperature=temperature, top_p=r.top_p,
-                               cache_dtype=self.cfg.model.compute_dtype)
+        config = RolloutConfig(
+            batch_size=r.batch_rows,
+            max_turns=r.max_turns,
+            max_turn_tokens=r.max_new_tokens,
+            max_total_tokens=r.max_seq_len,
+            cache_len=self.cfg.cache_len,
+            prefill_chunk=r.prefill_chunk,
+            temperature=temperature,
+            top_p=r.top_p,
+            cache_dtype=self.cfg.model.compute_dtype,
+        )
         return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
 
     def _episodes(self, pairs: Sequence[tuple[dict, dict]]):
         from rollout.episodes import agent_episode
 
         r = self.cfg.rollout
-        return [agent_episode(inst, self.benchmark, self.tokenizer, max_turns=r.max_turns,
-                              max_prompt_tokens=r.max_prompt_tokens or r.max_seq_len // 2, memory=r.memory_enabled,
-                              variant=r.prompt_style, python_tool=self._python_tool())
-                for inst, _ in pairs]
+        return [
+            agent_episode(
+                inst,
+                self.benchmark,
+                self.tokenizer,
+                max_turns=r.max_turns,
+                max_prompt_tokens=r.max_prompt_tokens or r.max_seq_len // 2,
+                memory=r.memory_enabled,
+                variant=r.prompt_style,
+                python_tool=self._python_tool(),
+            )
+            for inst, _ in pairs
+        ]
 
     def _python_tool(self):
         if not self.cfg.rollout.python_tool:
@@ -134,11 +155,18 @@ class BenchmarkTask:
         from rollout.scoring import score_records
 
         g = self.cfg.grpo
-        return score_records(records, pairs, self.benchmark, action_penalty=g.action_penalty,
-                             format_gate=g.format_gate)
+        return score_records(
+            records, pairs, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
+        )
 
-    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int,
-                should_stop: Callable[[], bool] | None = None) -> RolloutBatch:
+    def rollout(
+        self,
+        model: nnx.Module,
+        prompts: list[Any],
+        group_size: int,
+        seed: int,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> RolloutBatch:
         pairs = [p for p in prompts for _ in range(group_size)]
         if self._engine is None:
             self._engine = self._engine_for(model, self.cfg.rollout.temperature)
@@ -164,7 +192,9 @@ class BenchmarkTask:
         metrics = self.benchmark.metrics(evals)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         r = self.cfg.rollout
-        header = (f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-                  f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
-                  f"mean reward {metrics['mean_reward']:.3f}")
+        header = (
+            f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
+            f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
+            f"mean reward {metrics['mean_reward']:.3f}"
+        )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)

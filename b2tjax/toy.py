@@ -42,10 +42,12 @@ def _sample(graphdef, state, prompts: jax.Array, key: jax.Array, answer_len: int
     for i in range(answer_len):
         logits = model(ids)[:, -1]  # [N, V] fp32
         keys = jax.random.split(jax.random.fold_in(key, i), n)
-        tok, lp = sample_tokens(logits, keys, jnp.full((n,), temperature), jnp.ones((n,)), jnp.zeros((n,), jnp.int32))
+        tok, lp = sample_tokens(
+            logits, keys, jnp.full((n,), temperature), jnp.ones((n,)), jnp.zeros((n,), jnp.int32)
+        )
         ids = jnp.concatenate([ids, tok[:, None]], axis=1)
         lps.append(lp)
-    return ids[:, prompts.shape[1]:], jnp.stack(lps, axis=1)
+    return ids[:, prompts.shape[1] :], jnp.stack(lps, axis=1)
 
 
 class DigitTask:
@@ -53,7 +55,9 @@ class DigitTask:
 
     def __init__(self, cfg: ToyConfig, temperature: float = 1.0):
         if cfg.vocab_size < 2 + 2 * cfg.num_digits:
-            raise ValueError(f"toy.vocab_size must be >= {2 + 2 * cfg.num_digits} for {cfg.num_digits} digits")
+            raise ValueError(
+                f"toy.vocab_size must be >= {2 + 2 * cfg.num_digits} for {cfg.num_digits} digits"
+            )
         self.cfg = cfg
         self.temperature = temperature
 
@@ -63,15 +67,19 @@ class DigitTask:
     def sft_examples(self) -> None:
         return None
 
-    def sample(self, model: nnx.Module, digits: Sequence[int], seed: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    def sample(
+        self, model: nnx.Module, digits: Sequence[int], seed: int, temperature: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         prompts = jnp.asarray([[BOS, name_token(k)] for k in digits], jnp.int32)
         graphdef, state = nnx.split(model)
-        answers, lps = _sample(graphdef, state, prompts, jax.random.key(seed), self.cfg.answer_len,
-                               jnp.float32(temperature))
+        answers, lps = _sample(
+            graphdef, state, prompts, jax.random.key(seed), self.cfg.answer_len, jnp.float32(temperature)
+        )
         return np.asarray(answers), np.asarray(lps)
 
-    def rollout(self, model: nnx.Module, prompts: list[int], group_size: int, seed: int,
-                should_stop: Any = None) -> RolloutBatch:
+    def rollout(
+        self, model: nnx.Module, prompts: list[int], group_size: int, seed: int, should_stop: Any = None
+    ) -> RolloutBatch:
         """One jitted sampling call: nothing to interrupt, so `should_stop` is not polled."""
         digits = [k for k in prompts for _ in range(group_size)]
         answers, lps = self.sample(model, digits, seed, self.temperature)

@@ -40,12 +40,12 @@ LOOKUP, ANSWER, RESULT, ERROR = "lookup", "answer", "result", "error"
 @dataclasses.dataclass(frozen=True)
 class LookupConfig:
     num_keys: int = 4
-    num_values: int = 4            # chance = 1 / num_values; 4 is what tests/test_tool_learning.py trains
-    blind: bool = False            # control: the policy never sees the tool's reply
-    sft_demos: int = 64            # scripted demonstrations of the protocol (answers not tied to the value)
-    eval_episodes: int = 128       # greedy episodes of `evaluate` (= the tests' rollout rows: no recompile)
+    num_values: int = 4  # chance = 1 / num_values; 4 is what tests/test_tool_learning.py trains
+    blind: bool = False  # control: the policy never sees the tool's reply
+    sft_demos: int = 64  # scripted demonstrations of the protocol (answers not tied to the value)
+    eval_episodes: int = 128  # greedy episodes of `evaluate` (= the tests' rollout rows: no recompile)
     max_turns: int = 3
-    max_turn_tokens: int = 4       # "lookup k2 <|im_end|>" is 3 tokens
+    max_turn_tokens: int = 4  # "lookup k2 <|im_end|>" is 3 tokens
     temperature: float = 1.0
 
 
@@ -119,7 +119,7 @@ class LookupEpisode(Episode):
 
 
 def _index(word: str, prefix: str, limit: int) -> int | None:
-    digits = word[len(prefix):]
+    digits = word[len(prefix) :]
     if word.startswith(prefix) and digits.isdigit() and int(digits) < limit:
         return int(digits)
     return None
@@ -165,19 +165,35 @@ class LookupTask:
     def episodes(self, keys: Sequence[int], seed: int) -> list[LookupEpisode]:
         """One episode per key, each with its own table drawn from (seed, position)."""
         c = self.cfg
-        tables = [np.random.default_rng([seed, i]).integers(c.num_values, size=c.num_keys)
-                  for i in range(len(keys))]
-        return [LookupEpisode(f"lookup-{seed}-{i}", int(k), table, self.tokenizer, c.blind)
-                for i, (k, table) in enumerate(zip(keys, tables))]
+        tables = [
+            np.random.default_rng([seed, i]).integers(c.num_values, size=c.num_keys) for i in range(len(keys))
+        ]
+        return [
+            LookupEpisode(f"lookup-{seed}-{i}", int(k), table, self.tokenizer, c.blind)
+            for i, (k, table) in enumerate(zip(keys, tables))
+        ]
 
     def _engine_config(self, rows: int, temperature: float) -> RolloutConfig:
         c = self.cfg
-        return RolloutConfig(batch_size=rows, max_turns=c.max_turns, max_turn_tokens=c.max_turn_tokens,
-                             max_total_tokens=64, temperature=temperature, prefill_chunk=64,
-                             prefill_min_bucket=16, turn_cap="stop", tool_workers=1)
+        return RolloutConfig(
+            batch_size=rows,
+            max_turns=c.max_turns,
+            max_turn_tokens=c.max_turn_tokens,
+            max_total_tokens=64,
+            temperature=temperature,
+            prefill_chunk=64,
+            prefill_min_bucket=16,
+            turn_cap="stop",
+            tool_workers=1,
+        )
 
-    def run(self, engine: RolloutEngine, keys: Sequence[int], seed: int,
-            should_stop: Callable[[], bool] | None = None) -> tuple[list[EpisodeRecord], dict]:
+    def run(
+        self,
+        engine: RolloutEngine,
+        keys: Sequence[int],
+        seed: int,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> tuple[list[EpisodeRecord], dict]:
         """Roll out one episode per key; records get their reward; returns (records, metrics)."""
         episodes = self.episodes(keys, seed)
         records = engine.run(episodes, seed, should_stop=should_stop)
@@ -191,8 +207,14 @@ class LookupTask:
         }
         return records, metrics
 
-    def rollout(self, model: nnx.Module, prompts: list[int], group_size: int, seed: int,
-                should_stop: Callable[[], bool] | None = None) -> RolloutBatch:
+    def rollout(
+        self,
+        model: nnx.Module,
+        prompts: list[int],
+        group_size: int,
+        seed: int,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> RolloutBatch:
         keys = [k for k in prompts for _ in range(group_size)]
         if self._engine is None or self._engine.config.batch_size != len(keys):
             config = self._engine_config(len(keys), self.cfg.temperature)

@@ -87,12 +87,20 @@ def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
 
 def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, temperature):
     model = model_fn(params)
-    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=cfg.logprob_chunk,
-                                valid_vocab=valid_vocab)
+    lp, ent = sequence_logprobs(
+        model, micro["ids"], temperature=temperature, chunk_size=cfg.logprob_chunk, valid_vocab=valid_vocab
+    )
     loss, stats = grpo.grpo_loss(
-        lp, micro["old_logprobs"], micro["advantages"], micro["mask"], norm,
-        mode=cfg.aggregation, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-        ref_logprobs=micro.get("ref_logprobs"), beta=cfg.beta,
+        lp,
+        micro["old_logprobs"],
+        micro["advantages"],
+        micro["mask"],
+        norm,
+        mode=cfg.aggregation,
+        clip_low=cfg.clip_low,
+        clip_high=cfg.clip_high,
+        ref_logprobs=micro.get("ref_logprobs"),
+        beta=cfg.beta,
     )
     stats["entropy"] = jnp.sum(ent * micro["mask"]) / norm.num_tokens
     return loss, stats
@@ -100,8 +108,9 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
 
 def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, temperature):
     model = model_fn(params)
-    lp, ent = sequence_logprobs(model, micro["ids"], temperature=temperature, chunk_size=chunk,
-                                valid_vocab=valid_vocab)
+    lp, ent = sequence_logprobs(
+        model, micro["ids"], temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab
+    )
     mask = micro["mask"].astype(jnp.float32)
     loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
     return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
@@ -130,9 +139,16 @@ def _accumulate(micro_loss: Callable, params, batch: dict, norm):
 
 
 def _update(optimizer, schedule, state: TrainState, loss, grads, stats):
-    params, opt_state, applied, grad_norm = apply_if_finite(optimizer, state.params, state.opt_state, grads, loss)
-    metrics = dict(stats, loss=loss, grad_norm=grad_norm, applied=applied.astype(jnp.float32),
-                   lr=schedule(state.step - state.skipped))
+    params, opt_state, applied, grad_norm = apply_if_finite(
+        optimizer, state.params, state.opt_state, grads, loss
+    )
+    metrics = dict(
+        stats,
+        loss=loss,
+        grad_norm=grad_norm,
+        applied=applied.astype(jnp.float32),
+        lr=schedule(state.step - state.skipped),
+    )
     new_state = TrainState(params, opt_state, state.step + 1, state.skipped + (1 - applied.astype(jnp.int32)))
     return new_state, metrics
 
@@ -163,15 +179,23 @@ class StepFns:
         for k, v in batch.items():
             global_shape = (v.shape[0], v.shape[1] * procs, *v.shape[2:])
             sharding = batch_sharding(self.mesh, global_shape)
-            out[k] = (jax.device_put(v, sharding) if procs == 1
-                      else jax.make_array_from_process_local_data(sharding, v, global_shape))
+            out[k] = (
+                jax.device_put(v, sharding)
+                if procs == 1
+                else jax.make_array_from_process_local_data(sharding, v, global_shape)
+            )
         return out
 
-    def abstract_batch(self, shapes: dict[str, tuple[tuple[int, ...], Any]]) -> dict[str, jax.ShapeDtypeStruct]:
+    def abstract_batch(
+        self, shapes: dict[str, tuple[tuple[int, ...], Any]]
+    ) -> dict[str, jax.ShapeDtypeStruct]:
         """What `shard_batch` would make of arrays of these global (shape, dtype)s, without data."""
-        return {k: jax.ShapeDtypeStruct(shape, dtype, sharding=None if self.mesh is None
-                                        else batch_sharding(self.mesh, shape))
-                for k, (shape, dtype) in shapes.items()}
+        return {
+            k: jax.ShapeDtypeStruct(
+                shape, dtype, sharding=None if self.mesh is None else batch_sharding(self.mesh, shape)
+            )
+            for k, (shape, dtype) in shapes.items()
+        }
 
     def local_rows(self, x: jax.Array) -> np.ndarray:
         """This process' rows of a [M, b_global, ...] array made by `shard_batch`, as NumPy."""
@@ -182,7 +206,7 @@ class StepFns:
 
         full = np.asarray(multihost_utils.process_allgather(x, tiled=True))
         local = full.shape[1] // procs
-        return full[:, jax.process_index() * local:(jax.process_index() + 1) * local]
+        return full[:, jax.process_index() * local : (jax.process_index() + 1) * local]
 
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
@@ -199,31 +223,45 @@ def opt_state_shardings(optimizer: optax.GradientTransformation, params: Any, me
     replicated = NamedSharding(mesh, PartitionSpec())
     shapes = jax.eval_shape(optimizer.init, params)
     param_shardings = jax.tree.map(lambda x: x.sharding, params)
-    return optax.tree_map_params(optimizer, lambda _, sharding: sharding, shapes, param_shardings,
-                                 transform_non_params=lambda _: replicated,
-                                 is_leaf=lambda x: isinstance(x, NamedSharding))
+    return optax.tree_map_params(
+        optimizer,
+        lambda _, sharding: sharding,
+        shapes,
+        param_shardings,
+        transform_non_params=lambda _: replicated,
+        is_leaf=lambda x: isinstance(x, NamedSharding),
+    )
 
 
-def init_train_state(params: Params, optimizer: optax.GradientTransformation, mesh: Mesh | None = None) -> TrainState:
+def init_train_state(
+    params: Params, optimizer: optax.GradientTransformation, mesh: Mesh | None = None
+) -> TrainState:
     """Optimizer state created under jit, its moment buffers sharded like the parameters; with a
     mesh, step counters are replicated over it."""
     if mesh is None:
-        return TrainState(params, jax.jit(optimizer.init)(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+        return TrainState(
+            params, jax.jit(optimizer.init)(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+        )
     opt_state = jax.jit(optimizer.init, out_shardings=opt_state_shardings(optimizer, params, mesh))(params)
     replicated = NamedSharding(mesh, PartitionSpec())
-    step, skipped = (jax.device_put(jnp.zeros((), jnp.int32), replicated) for _ in range(2))  # donated: 2 buffers
+    step, skipped = (
+        jax.device_put(jnp.zeros((), jnp.int32), replicated) for _ in range(2)
+    )  # donated: 2 buffers
     return TrainState(params, opt_state, step, skipped)
 
 
-def abstract_train_state(params: Any, optimizer: optax.GradientTransformation,
-                         mesh: Mesh | None = None) -> TrainState:
+def abstract_train_state(
+    params: Any, optimizer: optax.GradientTransformation, mesh: Mesh | None = None
+) -> TrainState:
     """`init_train_state` in shapes only (params: ShapeDtypeStructs, with shardings on a mesh)."""
     opt_shapes = jax.eval_shape(optimizer.init, params)
     if mesh is None:
         scalar = jax.ShapeDtypeStruct((), jnp.int32)
         return TrainState(params, opt_shapes, scalar, scalar)
     shardings = opt_state_shardings(optimizer, params, mesh)
-    opt_state = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), opt_shapes, shardings)
+    opt_state = jax.tree.map(
+        lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), opt_shapes, shardings
+    )
     scalar = jax.ShapeDtypeStruct((), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec()))
     return TrainState(params, opt_state, scalar, scalar)
 
@@ -252,8 +290,9 @@ def make_step_fns(
     the sampler does.
     """
     grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, valid_vocab, temperature=temperature)
-    sft_loss = functools.partial(_sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab,
-                                 temperature=1.0)
+    sft_loss = functools.partial(
+        _sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab, temperature=1.0
+    )
 
     def grpo_step(state: TrainState, batch: dict):
         norm = grpo.batch_normaliser(batch["mask"], fixed_length)
@@ -268,8 +307,13 @@ def make_step_fns(
     def logprobs(params: Params, ids: jax.Array) -> jax.Array:
         def body(_, micro_ids):
             model = model_fn(params)  # built inside the scan body: NNX forbids crossing trace levels
-            lp, _ = sequence_logprobs(model, micro_ids, temperature=temperature,
-                                      chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab)
+            lp, _ = sequence_logprobs(
+                model,
+                micro_ids,
+                temperature=temperature,
+                chunk_size=grpo_cfg.logprob_chunk,
+                valid_vocab=valid_vocab,
+            )
             return None, lp
 
         return jax.lax.scan(body, None, ids)[1]
@@ -279,8 +323,12 @@ def make_step_fns(
         jit_lp = jax.jit(logprobs)
     else:
         replicated = NamedSharding(mesh, PartitionSpec())
-        jit_step = lambda f: jax.jit(f, in_shardings=(state_sharding, None),  # noqa: E731
-                                     out_shardings=(state_sharding, replicated), donate_argnums=(0,))
+        jit_step = lambda f: jax.jit(
+            f,
+            in_shardings=(state_sharding, None),  # noqa: E731
+            out_shardings=(state_sharding, replicated),
+            donate_argnums=(0,),
+        )
         jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None))
 
     return StepFns(
@@ -289,5 +337,3 @@ def make_step_fns(
         logprobs=on_mesh(jit_lp, mesh),
         mesh=mesh,
     )
-
-

@@ -28,8 +28,17 @@ from b2tjax.data import BatchIterator, example_dataset
 from b2tjax.mesh import build_mesh
 from b2tjax.metrics import MetricsWriter
 from b2tjax.optim import learning_rate_schedule, make_optimizer
-from b2tjax.train_step import (BoundModel, StepFns, TrainState, init_train_state, make_step_fns, pad_length,
-                               stack_rows, state_shardings, to_micro)
+from b2tjax.train_step import (
+    BoundModel,
+    StepFns,
+    TrainState,
+    init_train_state,
+    make_step_fns,
+    pad_length,
+    stack_rows,
+    state_shardings,
+    to_micro,
+)
 from models.config import DTYPES
 from rollout.engine import RolloutStopped
 from rollout.record import EpisodeRecord
@@ -47,8 +56,14 @@ class Task(Protocol):
     def train_examples(self) -> Sequence[Any]:
         """What the GRPO prompt pipeline shuffles (instances)."""
 
-    def rollout(self, model: nnx.Module, prompts: list[Any], group_size: int, seed: int,
-                should_stop: Callable[[], bool] | None = None) -> RolloutBatch:
+    def rollout(
+        self,
+        model: nnx.Module,
+        prompts: list[Any],
+        group_size: int,
+        seed: int,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> RolloutBatch:
         """Sample `group_size` episodes per prompt with `model` and score them. A long rollout polls
         `should_stop` between its segments and raises `rollout.engine.RolloutStopped` when it is true."""
 
@@ -72,8 +87,16 @@ class RunResult:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, task: Task, model: nnx.Module, *, resume: bool = False,
-                 progress: bool = True, valid_vocab: int | None = None):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        task: Task,
+        model: nnx.Module,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+        valid_vocab: int | None = None,
+    ):
         """`valid_vocab`: the tokenizer's size when the model has padded embedding rows past it
         (those ids are then outside every trainer log-softmax, as they are for the sampler)."""
         self.cfg = cfg
@@ -90,21 +113,35 @@ class Trainer:
         self.sft_steps = cfg.sft.steps if self.sft_examples else 0
         self.grpo_steps = cfg.steps if cfg.mode in ("sft_grpo", "grpo") else 0
         self.total_steps = self.sft_steps + self.grpo_steps
-        self.ckpt = RunCheckpointer(self.out / "checkpoints", every_steps=cfg.checkpoint.every_steps,
-                                    keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save,
-                                    model_config_json=model.config.to_hf(cfg.model.param_dtype))
+        self.ckpt = RunCheckpointer(
+            self.out / "checkpoints",
+            every_steps=cfg.checkpoint.every_steps,
+            keep=cfg.checkpoint.keep,
+            async_save=cfg.checkpoint.async_save,
+            model_config_json=model.config.to_hf(cfg.model.param_dtype),
+        )
         self.resume = resume
         self.progress = progress
         self.ref_params = None
 
     # ------------------------------------------------------------------------------------------
     def _phase_fns(self, phase: str, params) -> tuple[StepFns, TrainState]:
-        steps = self.sft_steps if phase == "sft" else self.grpo_steps * self.cfg.grpo.mini_batches * self.cfg.grpo.epochs
+        steps = (
+            self.sft_steps
+            if phase == "sft"
+            else self.grpo_steps * self.cfg.grpo.mini_batches * self.cfg.grpo.epochs
+        )
         optimizer, schedule = phase_optimizer(self.cfg, phase, steps)
         state = init_train_state(params, optimizer, self.mesh)
-        fns = phase_step_fns(self.cfg, self.model_fn, optimizer, schedule,
-                             state_shardings(state) if self.mesh is not None else None, self.mesh,
-                             self.valid_vocab)
+        fns = phase_step_fns(
+            self.cfg,
+            self.model_fn,
+            optimizer,
+            schedule,
+            state_shardings(state) if self.mesh is not None else None,
+            self.mesh,
+            self.valid_vocab,
+        )
         return fns, state
 
     def _place_params(self, params):
@@ -118,8 +155,13 @@ class Trainer:
     def _train_state_json(self, phase: str, phase_step: int, data: BatchIterator, counters: dict) -> dict:
         """The host-side state a resume needs. Randomness is a pure function of (seed, step), so the
         seed is all the RNG state there is."""
-        return {"phase": phase, "phase_step": phase_step, "seed": self.cfg.seed, "data": data.get_state(),
-                "counters": counters}
+        return {
+            "phase": phase,
+            "phase_step": phase_step,
+            "seed": self.cfg.seed,
+            "data": data.get_state(),
+            "counters": counters,
+        }
 
     def _step_seed(self, global_step: int) -> int:
         return int(np.random.default_rng([self.cfg.seed, global_step]).integers(2**31 - 1))
@@ -141,8 +183,13 @@ class Trainer:
                 print(f"resuming from step {latest}", flush=True)
 
         # metrics.jsonl keeps only the steps before the restored one: a killed run's later steps are redone
-        writer = MetricsWriter(self.out, total_steps=max(self.total_steps, 1), initial_step=latest or 0,
-                               progress=self.progress, keep_until=latest or 0)
+        writer = MetricsWriter(
+            self.out,
+            total_steps=max(self.total_steps, 1),
+            initial_step=latest or 0,
+            progress=self.progress,
+            keep_until=latest or 0,
+        )
         last: dict = {}
         try:
             with PreemptionGuard() as guard:
@@ -158,7 +205,12 @@ class Trainer:
             if cfg.eval_at_end:
                 writer.write("evaluating ...")
                 eval_metrics, table = self.task.evaluate(self.model_fn(params))
-                writer.log(self.total_steps, {f"eval/{k}": v for k, v in _flat(eval_metrics).items()}, phase="eval", advance=False)
+                writer.log(
+                    self.total_steps,
+                    {f"eval/{k}": v for k, v in _flat(eval_metrics).items()},
+                    phase="eval",
+                    advance=False,
+                )
                 if jax.process_index() == 0:
                     (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.write(table)
@@ -168,16 +220,28 @@ class Trainer:
             self.ckpt.close()
 
     # ------------------------------------------------------------------------------------------
-    def _maybe_stop(self, guard: PreemptionGuard, global_step: int, state: TrainState, train_state: dict,
-                    writer: MetricsWriter) -> None:
+    def _maybe_stop(
+        self,
+        guard: PreemptionGuard,
+        global_step: int,
+        state: TrainState,
+        train_state: dict,
+        writer: MetricsWriter,
+    ) -> None:
         if guard.requested or self.ckpt.reached_preemption(global_step):
             self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=True)
             self.ckpt.wait()
             writer.write(f"preempted: saved step {global_step}, exiting")
             raise Preempted(global_step)
 
-    def _stop_mid_step(self, guard: PreemptionGuard, global_step: int, state: TrainState, train_state: dict,
-                       writer: MetricsWriter) -> None:
+    def _stop_mid_step(
+        self,
+        guard: PreemptionGuard,
+        global_step: int,
+        state: TrainState,
+        train_state: dict,
+        writer: MetricsWriter,
+    ) -> None:
         """On SIGTERM inside a GRPO step (rollout, or before its first update), give up the step and save
         the last completed one: `state` is still that step's, as no update has consumed it yet.
         Single process only: hosts that noticed the signal at different points of a step would part
@@ -211,11 +275,15 @@ class Trainer:
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
             length = pad_length(min(max(len(r["ids"]) for r in rows), cfg.sft.max_seq_len))
-            batch = {"ids": stack_rows([r["ids"] for r in rows], length, np.int32),
-                     "mask": stack_rows([r["mask"] for r in rows], length, np.float32)}
+            batch = {
+                "ids": stack_rows([r["ids"] for r in rows], length, np.int32),
+                "mask": stack_rows([r["mask"] for r in rows], length, np.float32),
+            }
             batch["mask"][:, 0] = 0.0  # position 0 has no prediction
             tokens = int(batch["mask"].sum())
-            state, metrics = fns.sft_step(state, fns.shard_batch({k: to_micro(v, micro) for k, v in batch.items()}))
+            state, metrics = fns.sft_step(
+                state, fns.shard_batch({k: to_micro(v, micro) for k, v in batch.items()})
+            )
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
             dt = time.perf_counter() - t0
             counters["sft_tokens"] = counters.get("sft_tokens", 0) + tokens
@@ -225,8 +293,18 @@ class Trainer:
             self._end_step("sft", phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
 
-    def _end_step(self, phase: str, phase_step: int, global_step: int, metrics: dict, state: TrainState,
-                  data: BatchIterator, counters: dict, writer: MetricsWriter, guard: PreemptionGuard) -> None:
+    def _end_step(
+        self,
+        phase: str,
+        phase_step: int,
+        global_step: int,
+        metrics: dict,
+        state: TrainState,
+        data: BatchIterator,
+        counters: dict,
+        writer: MetricsWriter,
+        guard: PreemptionGuard,
+    ) -> None:
         """Every step of either phase ends alike: log, checkpoint (always after the last), honour SIGTERM."""
         last_step = self.sft_steps if phase == "sft" else self.grpo_steps
         writer.log(global_step, metrics, phase=phase)
@@ -272,8 +350,13 @@ class Trainer:
             prompts = data.next_batch(cfg.rollout.prompts_per_step)
             seed = self._step_seed(global_step)
             try:
-                batch = self.task.rollout(self.model_fn(state.params), prompts, cfg.rollout.group_size, seed,
-                                          should_stop=lambda: guard.requested and jax.process_count() == 1)
+                batch = self.task.rollout(
+                    self.model_fn(state.params),
+                    prompts,
+                    cfg.rollout.group_size,
+                    seed,
+                    should_stop=lambda: guard.requested and jax.process_count() == 1,
+                )
             except RolloutStopped:
                 stop_here()
                 raise
@@ -283,14 +366,25 @@ class Trainer:
             tokens = sum(len(r.ids) for r in batch.records)
             counters["samples"] = counters.get("samples", 0) + len(batch.records)
             metrics.update(batch.metrics)
-            metrics.update(tokens_per_s=tokens / dt, rollout_time_s=t_rollout, step_time_s=dt,
-                           skipped=int(state.skipped), samples=counters["samples"])
+            metrics.update(
+                tokens_per_s=tokens / dt,
+                rollout_time_s=t_rollout,
+                step_time_s=dt,
+                skipped=int(state.skipped),
+                samples=counters["samples"],
+            )
             last = metrics
             self._end_step("grpo", phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
 
-    def _grpo_update(self, fns: StepFns, state: TrainState, batch: RolloutBatch, seed: int,
-                     before_update: Callable[[], None] = lambda: None):
+    def _grpo_update(
+        self,
+        fns: StepFns,
+        state: TrainState,
+        batch: RolloutBatch,
+        seed: int,
+        before_update: Callable[[], None] = lambda: None,
+    ):
         """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps. `before_update`
         runs last before the first step, which donates `state`: from there on the step must finish."""
         cfg, g = self.cfg, self.cfg.grpo
@@ -305,7 +399,9 @@ class Trainer:
         if g.loss_mask:
             mask = sampled
         else:  # ablation: every token after the prompt, environment replies included
-            mask = stack_rows([[0] * r.prompt_len + [1] * (len(r.ids) - r.prompt_len) for r in records], length, np.float32)
+            mask = stack_rows(
+                [[0] * r.prompt_len + [1] * (len(r.ids) - r.prompt_len) for r in records], length, np.float32
+            )
         mask[:, 0] = 0.0
 
         rows_per_micro = g.micro_batch_size or (n // g.mini_batches)
@@ -314,10 +410,14 @@ class Trainer:
         trainer_lp = fns.local_rows(fns.logprobs(state.params, ids_dev)).reshape(n, length)
         token_count = max(float(sampled.sum()), 1.0)
         gap = np.abs(trainer_lp - sampler_lp) * sampled
-        metrics = {"logprob_gap_mean": float(gap.sum() / token_count), "logprob_gap_max": float(gap.max()),
-                   "reward": float(rewards.mean()), "reward_std": float(rewards.std()),
-                   "response_tokens": float(sampled.sum() / n),
-                   "groups_all_equal": float(np.mean(rewards.reshape(-1, cfg.rollout.group_size).std(1) == 0))}
+        metrics = {
+            "logprob_gap_mean": float(gap.sum() / token_count),
+            "logprob_gap_max": float(gap.max()),
+            "reward": float(rewards.mean()),
+            "reward_std": float(rewards.std()),
+            "response_tokens": float(sampled.sum() / n),
+            "groups_all_equal": float(np.mean(rewards.reshape(-1, cfg.rollout.group_size).std(1) == 0)),
+        }
         if g.recompute_old_logprobs:
             old = trainer_lp
         else:  # sampler's, except where the sampler recorded none (environment tokens in the ablation)
@@ -334,7 +434,7 @@ class Trainer:
         for _ in range(g.epochs):
             order = rng.permutation(n)
             for m in range(g.mini_batches):
-                rows = order[m * mini:(m + 1) * mini]
+                rows = order[m * mini : (m + 1) * mini]
                 micro = {k: to_micro(v[rows], mini // rows_per_micro) for k, v in arrays.items()}
                 state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
                 for k, v in jax.device_get(step_metrics).items():
@@ -350,12 +450,27 @@ def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]
     return make_optimizer(optim_cfg, max(steps, 1)), learning_rate_schedule(optim_cfg, max(steps, 1))
 
 
-def phase_step_fns(cfg: TrainConfig, model_fn: BoundModel, optimizer, schedule, state_sharding,
-                   mesh, valid_vocab: int | None = None) -> StepFns:
+def phase_step_fns(
+    cfg: TrainConfig,
+    model_fn: BoundModel,
+    optimizer,
+    schedule,
+    state_sharding,
+    mesh,
+    valid_vocab: int | None = None,
+) -> StepFns:
     """The jitted steps of a run; launch/plan.py compiles these same functions ahead of time."""
-    return make_step_fns(model_fn, optimizer, schedule, cfg.grpo, temperature=cfg.rollout.temperature,
-                         fixed_length=cfg.grpo.fixed_length or cfg.rollout.max_seq_len,
-                         state_sharding=state_sharding, mesh=mesh, valid_vocab=valid_vocab)
+    return make_step_fns(
+        model_fn,
+        optimizer,
+        schedule,
+        cfg.grpo,
+        temperature=cfg.rollout.temperature,
+        fixed_length=cfg.grpo.fixed_length or cfg.rollout.max_seq_len,
+        state_sharding=state_sharding,
+        mesh=mesh,
+        valid_vocab=valid_vocab,
+    )
 
 
 _advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))
@@ -380,13 +495,15 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     if init.startswith("hf:"):
         from models.hf import load_pretrained
 
-        return load_pretrained(init[3:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh),
-                               remat=cfg.model.remat)
+        return load_pretrained(
+            init[3:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh), remat=cfg.model.remat
+        )
     if init.startswith("ckpt:"):
         from models.checkpoint import load_model
 
-        return load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh),
-                          remat=cfg.model.remat)
+        return load_model(
+            init[5:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh), remat=cfg.model.remat
+        )
     if init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
     overrides = dict(cfg.model.overrides)
@@ -396,4 +513,6 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     from models.qwen3 import create_model
 
     mesh = build_mesh(cfg.mesh)
-    return create_model(model_cfg, mesh, seed=cfg.seed, dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat)
+    return create_model(
+        model_cfg, mesh, seed=cfg.seed, dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat
+    )

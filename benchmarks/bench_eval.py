@@ -22,8 +22,7 @@ from pathlib import Path
 from sandbox.evaluator import evaluate_plan
 from sandbox.evaluator.lookup import index_for
 from sandbox.plan import read_plan
-from sandbox.evaluator.example import (GROUND_TRUTH, INSTANCE, build_mini_world,
-                                      valid_plan)
+from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
 
 
 def pin_one_core() -> str:
@@ -59,15 +58,16 @@ def variants() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     args = parser.parse_args(argv)
     pinned = pin_one_core()
     with tempfile.TemporaryDirectory() as tmp:
         world = build_mini_world(Path(tmp) / "world.sqlite")
         text = variants()[0]
-        body = text[text.index("<answer>") + 8:text.index("</answer>")]
+        body = text[text.index("<answer>") + 8 : text.index("</answer>")]
         parsed = json.loads(body)
         started = time.perf_counter()
         assert evaluate_plan(text, INSTANCE, GROUND_TRUTH, world).all_passed
@@ -76,24 +76,26 @@ def main(argv: list[str] | None = None) -> int:
         rows = [
             ("json.loads (reference)", rate(json.loads, [body], args.seconds)),
             ("read_plan (text)", rate(read_plan, [text], args.seconds)),
-            ("evaluate (text)", rate(lambda t: evaluate_plan(t, INSTANCE, GROUND_TRUTH, world),
-                                     [text], args.seconds)),
-            ("evaluate (parsed JSON)", rate(lambda p: evaluate_plan(p, INSTANCE, GROUND_TRUTH, world),
-                                            [parsed], args.seconds)),
-            ("evaluate (mixed set, text)",
-             rate(lambda t: evaluate_plan(t, INSTANCE, GROUND_TRUTH, world), variants(),
-                  args.seconds)),
+            (
+                "evaluate (text)",
+                rate(lambda t: evaluate_plan(t, INSTANCE, GROUND_TRUTH, world), [text], args.seconds),
+            ),
+            (
+                "evaluate (parsed JSON)",
+                rate(lambda p: evaluate_plan(p, INSTANCE, GROUND_TRUTH, world), [parsed], args.seconds),
+            ),
+            (
+                "evaluate (mixed set, text)",
+                rate(lambda t: evaluate_plan(t, INSTANCE, GROUND_TRUTH, world), variants(), args.seconds),
+            ),
         ]
     reference = rows[0][1]
-    print(f"bench_eval: one 3-day plan, 20 activities; {pinned}; first plan (cold store) "
-          f"{cold_ms:.1f} ms")
+    print(f"bench_eval: one 3-day plan, 20 activities; {pinned}; first plan (cold store) {cold_ms:.1f} ms")
     print(f"{'measurement':<28} {'plans/cpu-s':>11} {'ms/plan':>9} {'x json.loads':>13}")
     for name, per_second in rows:
-        print(f"{name:<28} {per_second:>11.0f} {1000 / per_second:>9.3f} "
-              f"{reference / per_second:>13.1f}")
+        print(f"{name:<28} {per_second:>11.0f} {1000 / per_second:>9.3f} {reference / per_second:>13.1f}")
     goal = rows[2][1]
-    print(f"goal >= 500 plans/s (evaluate, text): {'met' if goal >= 500 else 'NOT met'} "
-          f"({goal:.0f})")
+    print(f"goal >= 500 plans/s (evaluate, text): {'met' if goal >= 500 else 'NOT met'} ({goal:.0f})")
     return 0
 
 

@@ -40,15 +40,22 @@ def best_time(fn, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", default="tiny", help="preset name (models.config.PRESETS)")
     parser.add_argument("--layers", type=int, default=None, help="override num_hidden_layers")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--prompt", type=int, default=256, help="prefill length")
     parser.add_argument("--new", type=int, default=64, help="greedy tokens generated per row")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--cache-lengths", type=int, nargs="*", default=[1024, 4096, 16384],
-                        help="allocated cache lengths of the decode-step table (none: skip it)")
+    parser.add_argument(
+        "--cache-lengths",
+        type=int,
+        nargs="*",
+        default=[1024, 4096, 16384],
+        help="allocated cache lengths of the decode-step table (none: skip it)",
+    )
     parser.add_argument("--live", type=int, default=512, help="tokens in each row's cache for that table")
     args = parser.parse_args()
     if any(s <= args.live + 16 for s in args.cache_lengths):
@@ -82,8 +89,9 @@ def main() -> None:
 
     def hf_generate():
         with torch.no_grad():
-            hf.generate(ids_t, max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=None,
-                        pad_token_id=0)
+            hf.generate(
+                ids_t, max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0
+            )
 
     start = time.perf_counter()
     ours_generate()
@@ -91,13 +99,20 @@ def main() -> None:
     prefill_s = [best_time(fn, args.repeats) for fn in (ours_prefill, hf_prefill)]  # [ours, transformers]
     generate_s = [best_time(fn, args.repeats) for fn in (ours_generate, hf_generate)]
     decode_s = [max(gen - pre, 1e-9) for gen, pre in zip(generate_s, prefill_s)]  # decode alone
-    rows = [(phase, tokens / seconds[0], tokens / seconds[1])
-            for phase, tokens, seconds in (("prefill", b * p, prefill_s), ("prefill+decode", b * n, generate_s),
-                                           ("decode only", b * n, decode_s))]
+    rows = [
+        (phase, tokens / seconds[0], tokens / seconds[1])
+        for phase, tokens, seconds in (
+            ("prefill", b * p, prefill_s),
+            ("prefill+decode", b * n, generate_s),
+            ("decode only", b * n, decode_s),
+        )
+    ]
 
-    print(f"\nQwen3 '{args.config}' ({cfg.num_params() / 1e6:.2f}M params, {cfg.num_hidden_layers} layers), "
-          f"batch {b}, prompt {p}, {n} new tokens, fp32, {jax.devices()[0].platform}, "
-          f"torch threads {torch.get_num_threads()}; our generate compile {compile_s:.1f}s")
+    print(
+        f"\nQwen3 '{args.config}' ({cfg.num_params() / 1e6:.2f}M params, {cfg.num_hidden_layers} layers), "
+        f"batch {b}, prompt {p}, {n} new tokens, fp32, {jax.devices()[0].platform}, "
+        f"torch threads {torch.get_num_threads()}; our generate compile {compile_s:.1f}s"
+    )
     print(f"| {'phase':<15} | {'ours tok/s':>12} | {'transformers tok/s':>18} | {'ratio':>6} |")
     print(f"|{'-' * 17}|{'-' * 14}|{'-' * 20}|{'-' * 8}|")
     for phase, ours_tps, hf_tps in rows:
@@ -106,8 +121,9 @@ def main() -> None:
         decode_vs_allocated(ours, b, args.live, args.cache_lengths, args.repeats)
 
 
-def decode_vs_allocated(model: Qwen3ForCausalLM, batch: int, live: int, lengths: list[int], repeats: int,
-                        steps: int = 16) -> None:
+def decode_vs_allocated(
+    model: Qwen3ForCausalLM, batch: int, live: int, lengths: list[int], repeats: int, steps: int = 16
+) -> None:
     """Greedy decode step time with `live` tokens per row in caches of each allocated length."""
     graphdef, state = nnx.split(model)
     ones = jnp.ones((batch,), jnp.int32)
@@ -122,8 +138,12 @@ def decode_vs_allocated(model: Qwen3ForCausalLM, batch: int, live: int, lengths:
 
         return jax.lax.scan(step, (token, cache), None, length=steps)[0]
 
-    prefill = jax.jit(lambda state, ids, cache: nnx.merge(graphdef, state).forward_cached(
-        ids, jnp.full((batch,), live, jnp.int32), cache, last_only=True), donate_argnums=(2,))
+    prefill = jax.jit(
+        lambda state, ids, cache: nnx.merge(graphdef, state).forward_cached(
+            ids, jnp.full((batch,), live, jnp.int32), cache, last_only=True
+        ),
+        donate_argnums=(2,),
+    )
     rng = np.random.default_rng(1)
     ids = jnp.asarray(rng.integers(0, model.config.vocab_size, (batch, live), dtype=np.int32))
     times = []

@@ -33,33 +33,88 @@ def tool_calls(world, rng: random.Random, count: int) -> dict[str, list[dict]]:
         return rng.sample(list(options), rng.randint(1, k))
 
     def poi_name(table, city):
-        return world.query(f"SELECT name FROM {table} WHERE city = ? ORDER BY id LIMIT 1 OFFSET ?",
-                           (city, rng.randrange(30)))[0][0]
+        return world.query(
+            f"SELECT name FROM {table} WHERE city = ? ORDER BY id LIMIT 1 OFFSET ?", (city, rng.randrange(30))
+        )[0][0]
 
-    calls: dict[str, list[dict]] = {k: [] for k in ("AccommodationSearch", "AttractionSearch", "EntertainmentSearch",
-                                                     "RestaurantSearch", "FlightSearch", "TrainSearch",
-                                                     "WeatherSearch", "MapGuide (city)", "MapGuide (intercity)",
-                                                     "Search with near")}
+    calls: dict[str, list[dict]] = {
+        k: []
+        for k in (
+            "AccommodationSearch",
+            "AttractionSearch",
+            "EntertainmentSearch",
+            "RestaurantSearch",
+            "FlightSearch",
+            "TrainSearch",
+            "WeatherSearch",
+            "MapGuide (city)",
+            "MapGuide (intercity)",
+            "Search with near",
+        )
+    }
     for _ in range(count):
         city, other = rng.sample(cities, 2)
-        calls["AccommodationSearch"].append({"city": city, "preferences": {
-            "star_rating": some(vocab.STAR_LEVELS), "amenities": some(vocab.HOTEL_FACILITIES)}})
-        calls["AttractionSearch"].append({"city": city, "preferences": {
-            "attraction_type": some(vocab.ATTRACTION_TYPES, 3), "walk_tolerance": some(vocab.WALKING_TOLERANCE, 1)}})
-        calls["EntertainmentSearch"].append({"city": city, "preferences": {"type": some(vocab.ENTERTAINMENT_TYPES)}})
-        calls["RestaurantSearch"].append({"city": city, "open_at": "12:00", "preferences": {
-            "cuisine": some(vocab.CUISINES, 3), "price_level": some(vocab.PRICE_LEVELS, 1),
-            "environment": some(vocab.DINING_ENVIRONMENTS)}})
-        calls["FlightSearch"].append({"origin": other, "destination": city, "departure_date": rng.choice(dates),
-                                      "preferences": {"cabin_class": some(vocab.FLIGHT_CABINS, 1)}})
+        calls["AccommodationSearch"].append(
+            {
+                "city": city,
+                "preferences": {
+                    "star_rating": some(vocab.STAR_LEVELS),
+                    "amenities": some(vocab.HOTEL_FACILITIES),
+                },
+            }
+        )
+        calls["AttractionSearch"].append(
+            {
+                "city": city,
+                "preferences": {
+                    "attraction_type": some(vocab.ATTRACTION_TYPES, 3),
+                    "walk_tolerance": some(vocab.WALKING_TOLERANCE, 1),
+                },
+            }
+        )
+        calls["EntertainmentSearch"].append(
+            {"city": city, "preferences": {"type": some(vocab.ENTERTAINMENT_TYPES)}}
+        )
+        calls["RestaurantSearch"].append(
+            {
+                "city": city,
+                "open_at": "12:00",
+                "preferences": {
+                    "cuisine": some(vocab.CUISINES, 3),
+                    "price_level": some(vocab.PRICE_LEVELS, 1),
+                    "environment": some(vocab.DINING_ENVIRONMENTS),
+                },
+            }
+        )
+        calls["FlightSearch"].append(
+            {
+                "origin": other,
+                "destination": city,
+                "departure_date": rng.choice(dates),
+                "preferences": {"cabin_class": some(vocab.FLIGHT_CABINS, 1)},
+            }
+        )
         calls["TrainSearch"].append({"origin": city, "destination": other})
         calls["WeatherSearch"].append({"city": city, "date": rng.choice(dates), "n": 5})
-        calls["MapGuide (city)"].append({"origin_cityName": city, "origin": poi_name("hotels", city),
-                                         "destination_cityName": city, "destination": poi_name("attractions", city)})
-        calls["MapGuide (intercity)"].append({"origin_cityName": city, "origin": city,
-                                              "destination_cityName": other, "destination": other})
-        calls["Search with near"].append({"city": city, "near": poi_name("hotels", city), "radius_km": 3,
-                                          "preferences": {"cuisine": some(vocab.CUISINES, 4)}})
+        calls["MapGuide (city)"].append(
+            {
+                "origin_cityName": city,
+                "origin": poi_name("hotels", city),
+                "destination_cityName": city,
+                "destination": poi_name("attractions", city),
+            }
+        )
+        calls["MapGuide (intercity)"].append(
+            {"origin_cityName": city, "origin": city, "destination_cityName": other, "destination": other}
+        )
+        calls["Search with near"].append(
+            {
+                "city": city,
+                "near": poi_name("hotels", city),
+                "radius_km": 3,
+                "preferences": {"cuisine": some(vocab.CUISINES, 4)},
+            }
+        )
     return calls
 
 
@@ -85,7 +140,9 @@ def python_rate(world, calls: int = 40) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--store", type=Path, default=Path("/tmp/b2t_full/world.sqlite"))
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args(argv)
@@ -94,14 +151,18 @@ def main(argv: list[str] | None = None) -> int:
         counts = build_world(args.store, "full", seed=0)
         print(f"built full store in {time.perf_counter() - t0:.1f}s: {counts}")
     world = open_world(args.store)
-    counts = {t: world.query(f"SELECT COUNT(*) FROM {t}")[0][0] for t in
-              ("restaurants", "hotels", "attractions", "entertainment", "flights", "trains", "weather")}
+    counts = {
+        t: world.query(f"SELECT COUNT(*) FROM {t}")[0][0]
+        for t in ("restaurants", "hotels", "attractions", "entertainment", "flights", "trains", "weather")
+    }
     print(f"store {args.store} ({args.store.stat().st_size / 2**20:.0f} MiB): {counts}")
     rng = random.Random(0)
     calls = tool_calls(world, rng, args.calls)
     cities = world.city_names()
-    reference = time_calls(lambda c: world.query("SELECT * FROM restaurants WHERE city = ? LIMIT 5", (c,)),
-                           [rng.choice(cities) for _ in range(args.calls)])
+    reference = time_calls(
+        lambda c: world.query("SELECT * FROM restaurants WHERE city = ? LIMIT 5", (c,)),
+        [rng.choice(cities) for _ in range(args.calls)],
+    )
     ref_p50 = statistics.median(reference)
     rows = [("raw SQLite lookup (reference)", reference)]
     for label, args_list in calls.items():

@@ -24,14 +24,26 @@ def corpus() -> list[str]:
     for i in range(400):
         messages = [
             {"role": "system", "content": "You are a travel planner. 你是一名旅行规划师。"},
-            {"role": "user", "content": f"Plan {i % 7 + 1} days in 成都 for {i % 4 + 1} people, budget {3000 + i} CNY."},
+            {
+                "role": "user",
+                "content": f"Plan {i % 7 + 1} days in 成都 for {i % 4 + 1} people, budget {3000 + i} CNY.",
+            },
             {
                 "role": "assistant",
                 "content": "<think>\nFind hotels, then restaurants near the attractions.\n</think>\n\n",
                 "tool_calls": [{"name": "HotelSearch", "arguments": {"city": "Chengdu", "n": 5, "page": i}}],
             },
-            {"role": "tool", "content": json.dumps({"hotels": [{"name": f"锦江宾馆 {j}", "price": 380 + j} for j in range(5)]}, ensure_ascii=False)},
-            {"role": "assistant", "content": "def total(xs):\n    return sum(x['price'] for x in xs)  # 😀\n"},
+            {
+                "role": "tool",
+                "content": json.dumps(
+                    {"hotels": [{"name": f"锦江宾馆 {j}", "price": 380 + j} for j in range(5)]},
+                    ensure_ascii=False,
+                ),
+            },
+            {
+                "role": "assistant",
+                "content": "def total(xs):\n    return sum(x['price'] for x in xs)  # 😀\n",
+            },
         ]
         texts.append(render(messages))
     return texts
@@ -71,7 +83,12 @@ def main() -> None:
         hf = AutoTokenizer.from_pretrained(d)
     rows = []
     n_tokens = sum(len(ours.encode(t)) for t in texts)
-    rows.append(("transformers AutoTokenizer (loop)", best_of(lambda: [hf.encode(t, add_special_tokens=False) for t in texts], args.repeat)))
+    rows.append(
+        (
+            "transformers AutoTokenizer (loop)",
+            best_of(lambda: [hf.encode(t, add_special_tokens=False) for t in texts], args.repeat),
+        )
+    )
     rows.append(("b2tjax encode (loop)", best_of(lambda: [ours.encode(t) for t in texts], args.repeat)))
     rows.append(("b2tjax encode_batch", best_of(lambda: ours.encode_batch(texts), args.repeat)))
     try:
@@ -80,11 +97,23 @@ def main() -> None:
 
         from models.bpe_from_ranks import load_tiktoken_ranks
 
-        added = {v["content"]: int(k) for k, v in tokmod.qwen3_reference_config()["added_tokens_decoder"].items()}
-        enc = tiktoken.Encoding("q", pat_str=qt.PAT_STR, mergeable_ranks=load_tiktoken_ranks(tokmod._qwen_tiktoken_path()), special_tokens=added)
+        added = {
+            v["content"]: int(k) for k, v in tokmod.qwen3_reference_config()["added_tokens_decoder"].items()
+        }
+        enc = tiktoken.Encoding(
+            "q",
+            pat_str=qt.PAT_STR,
+            mergeable_ranks=load_tiktoken_ranks(tokmod._qwen_tiktoken_path()),
+            special_tokens=added,
+        )
         nfc = [unicodedata.normalize("NFC", t) for t in texts]
         assert [enc.encode(t, allowed_special="all") for t in nfc] == ours.encode_batch(texts)
-        rows.append(("tiktoken (same ranks, loop)", best_of(lambda: [enc.encode(t, allowed_special="all") for t in nfc], args.repeat)))
+        rows.append(
+            (
+                "tiktoken (same ranks, loop)",
+                best_of(lambda: [enc.encode(t, allowed_special="all") for t in nfc], args.repeat),
+            )
+        )
     except ImportError:
         pass
 

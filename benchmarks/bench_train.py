@@ -67,13 +67,19 @@ def time_step(fns, state, batch, repeats: int) -> tuple[float, object]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--micro", type=int, default=4, help="micro-batches of the accumulation row")
-    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16"),
-                        help="compute dtype (default: bfloat16 on GPU/TPU, float32 on CPU)")
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        choices=("float32", "bfloat16"),
+        help="compute dtype (default: bfloat16 on GPU/TPU, float32 on CPU)",
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--matmul", type=int, default=None, help="size of the peak matmul")
     args = parser.parse_args(argv)
@@ -86,13 +92,22 @@ def main(argv=None) -> int:
     model = create_model(cfg, None, seed=0, dtype=dtype, param_dtype=jnp.float32)
     model_fn, params = BoundModel.from_model(model)
     optimizer = optax.adamw(1e-5)
-    fns = make_step_fns(model_fn, optimizer, lambda s: 1e-5, GRPOConfig(aggregation="token_mean", logprob_chunk=256),
-                        temperature=1.0, fixed_length=args.seq)
+    fns = make_step_fns(
+        model_fn,
+        optimizer,
+        lambda s: 1e-5,
+        GRPOConfig(aggregation="token_mean", logprob_chunk=256),
+        temperature=1.0,
+        fixed_length=args.seq,
+    )
     rng = np.random.default_rng(0)
     n, t = args.batch, args.seq
-    flat = {"ids": rng.integers(0, cfg.vocab_size, (n, t)).astype(np.int32),
-            "mask": np.ones((n, t), np.float32), "old_logprobs": np.full((n, t), -np.log(cfg.vocab_size), np.float32),
-            "advantages": rng.normal(size=n).astype(np.float32)}
+    flat = {
+        "ids": rng.integers(0, cfg.vocab_size, (n, t)).astype(np.int32),
+        "mask": np.ones((n, t), np.float32),
+        "old_logprobs": np.full((n, t), -np.log(cfg.vocab_size), np.float32),
+        "advantages": rng.normal(size=n).astype(np.float32),
+    }
     flat["mask"][:, : t // 4] = 0  # a prompt
     tokens = n * t
     flops = model_flops_per_token(cfg, t) * tokens
@@ -107,15 +122,19 @@ def main(argv=None) -> int:
         seconds, _ = time_step(fns, state, batch, args.repeats)
         rows.append((f"GRPO step, {micro} micro-batch{'es' if micro > 1 else ''}", seconds))
 
-    print(f"device: {jax.device_count()} x {jax.devices()[0].device_kind} ({platform}); compute {dtype_name}; "
-          f"model {args.preset} ({cfg.num_params() / 1e6:.2f}M params); batch {n} x {t} tokens")
+    print(
+        f"device: {jax.device_count()} x {jax.devices()[0].device_kind} ({platform}); compute {dtype_name}; "
+        f"model {args.preset} ({cfg.num_params() / 1e6:.2f}M params); batch {n} x {t} tokens"
+    )
     print(f"reference: {size}x{size} matmul chain = {peak / 1e12:.3f} TFLOP/s (measured peak)")
     print(f"{'what':<30} {'step s':>9} {'tokens/s':>11} {'TFLOP/s':>9} {'MFU':>7} {'vs 1 micro':>11}")
     base = rows[0][1]
     for name, seconds in rows:
         rate = flops / seconds
-        print(f"{name:<30} {seconds:>9.4f} {tokens / seconds:>11.0f} {rate / 1e12:>9.4f} "
-              f"{100 * rate / peak:>6.1f}% {base / seconds:>10.2f}x")
+        print(
+            f"{name:<30} {seconds:>9.4f} {tokens / seconds:>11.0f} {rate / 1e12:>9.4f} "
+            f"{100 * rate / peak:>6.1f}% {base / seconds:>10.2f}x"
+        )
     return 0
 
 

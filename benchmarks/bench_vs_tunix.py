@@ -60,18 +60,38 @@ def engine_runner(model: Qwen3ForCausalLM, prompt: np.ndarray, slots: int) -> Ca
     runner = ModelRunner(model)
     b, p = prompt.shape
     vocab = model.config.vocab_size
-    params = SamplingArrays(temperature=jnp.zeros(b), top_p=jnp.ones(b), top_k=jnp.zeros(b, jnp.int32),
-                            seed=jnp.zeros(b, jnp.int32))
+    params = SamplingArrays(
+        temperature=jnp.zeros(b),
+        top_p=jnp.ones(b),
+        top_k=jnp.zeros(b, jnp.int32),
+        seed=jnp.zeros(b, jnp.int32),
+    )
     no_stop = jnp.asarray([-1, -1], jnp.int32)  # the engine stops on ids; none can match
 
     def run(new: int):
         cache = init_cache(model.config, b, slots)
         logits = jnp.zeros((b, vocab), jnp.float32)
         rows = jnp.arange(b, dtype=jnp.int32)
-        logits, cache = runner.prefill(runner.state, rows, jnp.asarray(prompt), jnp.full((b,), p, jnp.int32),
-                                       cache, logits, jnp.zeros(b, bool))
-        out = runner.decode(runner.state, cache, logits, jnp.ones(b, bool), jnp.full((b,), new, jnp.int32),
-                            params, no_stop, jax.random.key(0), max_steps=64)
+        logits, cache = runner.prefill(
+            runner.state,
+            rows,
+            jnp.asarray(prompt),
+            jnp.full((b,), p, jnp.int32),
+            cache,
+            logits,
+            jnp.zeros(b, bool),
+        )
+        out = runner.decode(
+            runner.state,
+            cache,
+            logits,
+            jnp.ones(b, bool),
+            jnp.full((b,), new, jnp.int32),
+            params,
+            no_stop,
+            jax.random.key(0),
+            max_steps=64,
+        )
         return np.asarray(out[0])
 
     return run
@@ -87,25 +107,43 @@ def tunix_runner(cfg, prompt: np.ndarray, slots: int) -> Callable[[int], object]
     from tunix.models.qwen3 import model as tunix_qwen3
 
     tcfg = tunix_qwen3.ModelConfig(
-        num_layers=cfg.num_hidden_layers, vocab_size=cfg.vocab_size, embed_dim=cfg.hidden_size,
-        hidden_dim=cfg.intermediate_size, num_heads=cfg.num_attention_heads, head_dim=cfg.head_dim,
-        num_kv_heads=cfg.num_key_value_heads, rope_theta=int(cfg.rope_theta), norm_eps=cfg.rms_norm_eps,
-        use_tied_embedding=cfg.tie_word_embeddings)
+        num_layers=cfg.num_hidden_layers,
+        vocab_size=cfg.vocab_size,
+        embed_dim=cfg.hidden_size,
+        hidden_dim=cfg.intermediate_size,
+        num_heads=cfg.num_attention_heads,
+        head_dim=cfg.head_dim,
+        num_kv_heads=cfg.num_key_value_heads,
+        rope_theta=int(cfg.rope_theta),
+        norm_eps=cfg.rms_norm_eps,
+        use_tied_embedding=cfg.tie_word_embeddings,
+    )
     model = tunix_qwen3.Qwen3(tcfg, rngs=nnx.Rngs(0))
-    cache = tunix_sampler.CacheConfig(cache_size=slots, num_layers=cfg.num_hidden_layers,
-                                      num_kv_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim)
+    cache = tunix_sampler.CacheConfig(
+        cache_size=slots,
+        num_layers=cfg.num_hidden_layers,
+        num_kv_heads=cfg.num_key_value_heads,
+        head_dim=cfg.head_dim,
+    )
     sampler = tunix_sampler.Sampler(model, _IdTokenizer(), cache)
     texts = [" ".join(str(int(i)) for i in row) for row in prompt]
 
     def run(new: int):
-        return sampler(texts, max_generation_steps=new, max_prompt_length=prompt.shape[1], temperature=0.0,
-                       eos_tokens=[-1]).text
+        return sampler(
+            texts,
+            max_generation_steps=new,
+            max_prompt_length=prompt.shape[1],
+            temperature=0.0,
+            eos_tokens=[-1],
+        ).text
 
     return run
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--slots", type=int, nargs="+", default=[256, 4096], help="cache lengths")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--prompt", type=int, default=128)
@@ -122,17 +160,24 @@ def main() -> None:
     model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
     prompt = np.random.default_rng(0).integers(3, cfg.vocab_size, (args.batch, args.prompt), dtype=np.int32)
 
-    print(f"\nQwen3-0.6B width, {args.layers} layers, fp32, batch {args.batch}, prompt {args.prompt}, "
-          f"{args.new} greedy tokens, {jax.devices()[0].platform}; decode ms per token (lower is better)")
-    print(f"| {'slots':>6} | {'Tunix':>7} | {'RolloutEngine':>13} | {'vs Tunix':>8} | {'greedy_generate':>15} "
-          f"| {'vs Tunix':>8} |")
+    print(
+        f"\nQwen3-0.6B width, {args.layers} layers, fp32, batch {args.batch}, prompt {args.prompt}, "
+        f"{args.new} greedy tokens, {jax.devices()[0].platform}; decode ms per token (lower is better)"
+    )
+    print(
+        f"| {'slots':>6} | {'Tunix':>7} | {'RolloutEngine':>13} | {'vs Tunix':>8} | {'greedy_generate':>15} "
+        f"| {'vs Tunix':>8} |"
+    )
     print(f"|{'-' * 8}|{'-' * 9}|{'-' * 15}|{'-' * 10}|{'-' * 17}|{'-' * 10}|")
     for slots in args.slots:
         tunix_s = per_token(tunix_runner(cfg, prompt, slots), args.new, args.repeats)
         engine_s = per_token(engine_runner(model, prompt, slots), args.new, args.repeats)
         greedy_s = per_token(greedy_runner(model, prompt, slots), args.new, args.repeats)
-        print(f"| {slots:>6} | {tunix_s * 1e3:>7.1f} | {engine_s * 1e3:>13.1f} | {tunix_s / engine_s:>7.2f}x "
-              f"| {greedy_s * 1e3:>15.1f} | {tunix_s / greedy_s:>7.2f}x |", flush=True)
+        print(
+            f"| {slots:>6} | {tunix_s * 1e3:>7.1f} | {engine_s * 1e3:>13.1f} | {tunix_s / engine_s:>7.2f}x "
+            f"| {greedy_s * 1e3:>15.1f} | {tunix_s / greedy_s:>7.2f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -40,13 +40,17 @@ log = logging.getLogger("eval")
 
 # Agents that produce plans: name -> (benchmark, pairs, args) -> iterable of (id, answer).
 AGENTS: dict[str, Callable[[Benchmark, list[Pair], argparse.Namespace], Iterable[tuple[str, Any]]]] = {
-    "expert": lambda bench, pairs, args: bench.expert_answers(pairs),   # solves through the real tools
+    "expert": lambda bench, pairs, args: bench.expert_answers(pairs),  # solves through the real tools
 }
 
 
 def _add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=sorted(BENCHMARKS),
-                        help=f"benchmark of the plans (default {DEFAULT_BENCHMARK})")
+    parser.add_argument(
+        "--benchmark",
+        default=DEFAULT_BENCHMARK,
+        choices=sorted(BENCHMARKS),
+        help=f"benchmark of the plans (default {DEFAULT_BENCHMARK})",
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,17 +59,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     first = argparse.ArgumentParser(add_help=False)
     _add_benchmark_argument(first)
     name = first.parse_known_args(argv)[0].benchmark
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     _add_benchmark_argument(parser)
-    parser.add_argument("--data", type=Path, help="the benchmark's data directory (launch/make_data.py); "
-                        "required except for a TravelPlanner official submission file")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="the benchmark's data directory (launch/make_data.py); "
+        "required except for a TravelPlanner official submission file",
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plans", type=Path, help="JSONL file of {id, plan} objects")
     source.add_argument("--agent", choices=sorted(AGENTS), help="agent that writes the plans")
     parser.add_argument("--split", default="test", help="split to score (default test)")
-    parser.add_argument("--difficulty", nargs="+", choices=("easy", "medium", "hard"),
-                        help="only these difficulty levels")
+    parser.add_argument(
+        "--difficulty", nargs="+", choices=("easy", "medium", "hard"), help="only these difficulty levels"
+    )
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
     parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
     try:
@@ -149,8 +159,7 @@ def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
         shown = ", ".join(duplicates[:5]) + (", ..." if len(duplicates) > 5 else "")
         raise UserError(f"{path}: {len(duplicates)} id(s) have more than one plan: {shown}")
     if unknown:
-        log.warning("%d plan(s) in %s are for instances outside the selection; ignored",
-                    unknown, path)
+        log.warning("%d plan(s) in %s are for instances outside the selection; ignored", unknown, path)
     return plans
 
 
@@ -162,8 +171,9 @@ def score(bench: Benchmark, pairs: list[Pair], plans: dict[str, Any]) -> list:
         if k % 500 == 0 or k == len(pairs):
             elapsed = time.perf_counter() - started
             rate = k / max(elapsed, 1e-9)
-            log.info("scored %d/%d plans (%.0f plans/s, ETA %.0fs)", k, len(pairs), rate,
-                     (len(pairs) - k) / rate)
+            log.info(
+                "scored %d/%d plans (%.0f plans/s, ETA %.0fs)", k, len(pairs), rate, (len(pairs) - k) / rate
+            )
     return results
 
 

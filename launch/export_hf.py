@@ -19,12 +19,19 @@ from models.hf import save_pretrained
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoint", required=True, help="model checkpoint or OUT/checkpoints directory")
     parser.add_argument("--out", required=True, help="output HF directory")
-    parser.add_argument("--tokenizer", default=None,
-                        help="'qwen3', a HF dir or a SentencePiece model (default: the checkpoint's own, if saved)")
-    parser.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="'qwen3', a HF dir or a SentencePiece model (default: the checkpoint's own, if saved)",
+    )
+    parser.add_argument(
+        "--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)"
+    )
     parser.add_argument("--max-shard-size", default="5GB")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.checkpoint):
@@ -40,9 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     model = load_model(args.checkpoint)
     dtype = DTYPES[args.dtype] if args.dtype else None
-    save_pretrained(model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype,
-                    progress=True)
-    print(f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s")
+    save_pretrained(
+        model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype, progress=True
+    )
+    print(
+        f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s"
+    )
     return 0
 
 

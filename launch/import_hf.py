@@ -1,6 +1,6 @@
 """Convert a local Hugging Face Qwen3 directory into a b2tjax model checkpoint (Orbax).
 
-    python launch/import_hf.py --hf DIR --out CKPT_DIR [--dtype float32|bfloat16]
+python launch/import_hf.py --hf DIR --out CKPT_DIR [--dtype float32|bfloat16]
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from models.hf import load_pretrained
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--hf", required=True, help="HF directory with config.json and *.safetensors")
     parser.add_argument("--out", required=True, help="output checkpoint directory")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="stored param dtype")
@@ -26,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--hf {args.hf} is not a directory")
     start = time.time()
     model = load_pretrained(args.hf, dtype=DTYPES[args.dtype], progress=True)
-    print(f"loaded {model.config.num_params() / 1e6:.1f}M params from {args.hf} in {time.time() - start:.1f}s")
+    print(
+        f"loaded {model.config.num_params() / 1e6:.1f}M params from {args.hf} in {time.time() - start:.1f}s"
+    )
     out = save_model(model, args.out)
     print(f"wrote checkpoint {out} in {time.time() - start:.1f}s total")
     return 0

@@ -19,12 +19,13 @@ from b2tjax.plotting import PlotError, plot_runs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
-                        help="training run directories")
-    parser.add_argument("--out", type=Path, default=Path("curves.png"),
-                        help="PNG to write (default curves.png)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="training run directories")
+    parser.add_argument(
+        "--out", type=Path, default=Path("curves.png"), help="PNG to write (default curves.png)"
+    )
     parser.add_argument("--labels", nargs="+", help="one legend label per run (default: directory names)")
     return parser.parse_args(argv)
 

@@ -31,8 +31,12 @@ log = logging.getLogger("rollout")
 
 
 def _add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=sorted(BENCHMARKS),
-                        help=f"benchmark to roll out on (default {DEFAULT_BENCHMARK})")
+    parser.add_argument(
+        "--benchmark",
+        default=DEFAULT_BENCHMARK,
+        choices=sorted(BENCHMARKS),
+        help=f"benchmark to roll out on (default {DEFAULT_BENCHMARK})",
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,10 +47,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_benchmark_argument(p)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", type=Path, help="Orbax model checkpoint, training run checkpoints/ or HF dir")
+    src.add_argument(
+        "--checkpoint", type=Path, help="Orbax model checkpoint, training run checkpoints/ or HF dir"
+    )
     src.add_argument("--model", choices=["tiny"], help="random-init model preset")
     p.add_argument("--tokenizer", default=None, help="'qwen3', a HF dir or a SentencePiece .model")
-    p.add_argument("--data", type=Path, required=True, help="the benchmark's data directory (launch/make_data.py)")
+    p.add_argument(
+        "--data", type=Path, required=True, help="the benchmark's data directory (launch/make_data.py)"
+    )
     p.add_argument("--split", default="test")
     p.add_argument("--num", type=int, default=8, help="number of instances (first N of the split)")
     p.add_argument("--out", type=Path, required=True, help="output JSONL file")
@@ -58,10 +66,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--turn-cap", choices=["stop", "close"], default="stop",
-                   help="at --max-turn-tokens: end the episode, or close the turn and continue")
-    p.add_argument("--variant", default="b2t", help="prompt variant of the benchmark (b2t: agent prompt, "
-                   "react: ReAct baseline)")
+    p.add_argument(
+        "--turn-cap",
+        choices=["stop", "close"],
+        default="stop",
+        help="at --max-turn-tokens: end the episode, or close the turn and continue",
+    )
+    p.add_argument(
+        "--variant",
+        default="b2t",
+        help="prompt variant of the benchmark (b2t: agent prompt, react: ReAct baseline)",
+    )
     p.add_argument("--no-memory", action="store_true", help="ablation: no memory module")
     p.add_argument("--seed", type=int, default=0)
     try:
@@ -96,7 +111,9 @@ def tokenizer_spec(args: argparse.Namespace, bench: Any, instances: list[dict]) 
     if args.tokenizer:
         return args.tokenizer
     if args.checkpoint is not None:
-        has_own = (args.checkpoint / "tokenizer.json").exists() or len(list(args.checkpoint.glob("*.model"))) == 1
+        has_own = (args.checkpoint / "tokenizer.json").exists() or len(
+            list(args.checkpoint.glob("*.model"))
+        ) == 1
         return str(args.checkpoint) if has_own else "qwen3"
     from models.spm import train_sentencepiece
     from rollout.prompt import prompt_text
@@ -117,8 +134,10 @@ def check_arguments(args: argparse.Namespace) -> None:
         if not ckpt.is_dir():
             raise UserError(f"--checkpoint {ckpt} is not a directory")
         if not (ckpt / "config.json").is_file():
-            raise UserError(f"--checkpoint {ckpt} holds no config.json: it is no model checkpoint, run "
-                            "checkpoints/ or Hugging Face directory")
+            raise UserError(
+                f"--checkpoint {ckpt} holds no config.json: it is no model checkpoint, run "
+                "checkpoints/ or Hugging Face directory"
+            )
     check_output_file(args.out, "--out")
 
 
@@ -149,17 +168,35 @@ def main(argv: list[str] | None = None) -> int:
     tok = load_tokenizer(spec)
     model = load_model(args, tok.vocab_size)
     if model.config.vocab_size < tok.vocab_size:
-        raise UserError(f"tokenizer {spec} has {tok.vocab_size} ids but the model only "
-                        f"{model.config.vocab_size}")
+        raise UserError(
+            f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}"
+        )
 
-    config = RolloutConfig(batch_size=args.batch_size, max_turns=args.max_turns, max_turn_tokens=args.max_turn_tokens,
-                           max_total_tokens=args.max_total_tokens, temperature=args.temperature, top_p=args.top_p,
-                           top_k=args.top_k, turn_cap=args.turn_cap)
+    config = RolloutConfig(
+        batch_size=args.batch_size,
+        max_turns=args.max_turns,
+        max_turn_tokens=args.max_turn_tokens,
+        max_total_tokens=args.max_total_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        turn_cap=args.turn_cap,
+    )
     max_prompt = args.max_prompt_tokens or args.max_total_tokens // 2
     python_tool = PythonSandbox()
-    episodes = [agent_episode(inst, bench, tok, max_turns=args.max_turns, max_prompt_tokens=max_prompt,
-                              memory=not args.no_memory, variant=args.variant, python_tool=python_tool)
-                for inst in instances]
+    episodes = [
+        agent_episode(
+            inst,
+            bench,
+            tok,
+            max_turns=args.max_turns,
+            max_prompt_tokens=max_prompt,
+            memory=not args.no_memory,
+            variant=args.variant,
+            python_tool=python_tool,
+        )
+        for inst in instances
+    ]
     engine = RolloutEngine(model, tok, config)
     from tqdm import tqdm
 
@@ -174,9 +211,16 @@ def main(argv: list[str] | None = None) -> int:
             f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
     stats = engine.stats
     reasons = collections.Counter(r.stop_reason for r in records)
-    log.info("%d episodes in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, stop reasons %s -> %s",
-             len(records), time.perf_counter() - started, stats.generated_tokens,
-             stats.generated_tokens / max(stats.wall_s, 1e-9), 100 * stats.host_share, dict(reasons), args.out)
+    log.info(
+        "%d episodes in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, stop reasons %s -> %s",
+        len(records),
+        time.perf_counter() - started,
+        stats.generated_tokens,
+        stats.generated_tokens / max(stats.wall_s, 1e-9),
+        100 * stats.host_share,
+        dict(reasons),
+        args.out,
+    )
     python_tool.close()
     return 0
 

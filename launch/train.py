@@ -30,12 +30,19 @@ PREEMPTED_EXIT = 143
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, default=None, help=f"YAML recipe (default {DEFAULT_CONFIG.name})")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config", type=Path, default=None, help=f"YAML recipe (default {DEFAULT_CONFIG.name})"
+    )
     parser.add_argument("--out", default=None, help="run directory (overrides the config's `out`)")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
-    parser.add_argument("--benchmark", default=None, help="benchmark to train on (overrides the config's "
-                        "`benchmark`; default b2t)")
+    parser.add_argument(
+        "--benchmark",
+        default=None,
+        help="benchmark to train on (overrides the config's `benchmark`; default b2t)",
+    )
     parser.add_argument("--init", default=None, help="initial weights: hf:DIR (Hugging Face) or ckpt:DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (log files only)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
@@ -47,13 +54,17 @@ def check_out_dir(out: Path, resume: bool) -> None:
     ckpt = out / "checkpoints"
     steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.is_dir() else []
     if steps and not resume:
-        raise UserError(f"{out} already holds a run (checkpoint steps {steps}); pass --resume to continue it "
-                        "or choose another --out")
+        raise UserError(
+            f"{out} already holds a run (checkpoint steps {steps}); pass --resume to continue it "
+            "or choose another --out"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    config_path = args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    config_path = (
+        args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    )
     overrides = list(args.overrides)
     if args.out is not None:
         overrides.append(f"out={args.out}")
@@ -98,20 +109,27 @@ def main(argv: list[str] | None = None) -> int:
             task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
     model = build_model(cfg, vocab_size=vocab)
     if vocab > model.config.vocab_size:
-        raise UserError(f"the tokenizer has {vocab} ids but the model only {model.config.vocab_size} "
-                        f"embeddings (model.init={cfg.model.init!r}, "
-                        f"model.tokenizer={cfg.model.tokenizer!r})")
-    print(f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
-          f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
-          f"devices: {jax.device_count()} x {jax.devices()[0].platform}", flush=True)
+        raise UserError(
+            f"the tokenizer has {vocab} ids but the model only {model.config.vocab_size} "
+            f"embeddings (model.init={cfg.model.init!r}, "
+            f"model.tokenizer={cfg.model.tokenizer!r})"
+        )
+    print(
+        f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
+        f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
+        f"devices: {jax.device_count()} x {jax.devices()[0].platform}",
+        flush=True,
+    )
     trainer = Trainer(cfg, task, model, resume=args.resume, progress=not args.no_progress, valid_vocab=vocab)
     try:
         result = trainer.run()
     except Preempted as stop:
         print(f"preempted at step {stop.args[0]}; resume with --resume --out {cfg.out}", flush=True)
         return PREEMPTED_EXIT
-    print(f"done: {result.final_step} steps in {time.perf_counter() - started:.0f}s; run directory {cfg.out}",
-          flush=True)
+    print(
+        f"done: {result.final_step} steps in {time.perf_counter() - started:.0f}s; run directory {cfg.out}",
+        flush=True,
+    )
     return 0
 
 

@@ -93,7 +93,11 @@ def _last_query_index(messages: Sequence[Mapping[str, Any]]) -> int:
     """Index of the last user message that is a real query (not a pasted tool response)."""
     for index in range(len(messages) - 1, -1, -1):
         m = messages[index]
-        if m["role"] == "user" and isinstance(m.get("content"), str) and not _is_tool_response_text(m["content"]):
+        if (
+            m["role"] == "user"
+            and isinstance(m.get("content"), str)
+            and not _is_tool_response_text(m["content"])
+        ):
             return index
     return len(messages) - 1
 
@@ -112,7 +116,9 @@ def _split_reasoning(message: Mapping[str, Any], content: str) -> tuple[str, str
 def _render_assistant(message: Mapping[str, Any], content: str, show_reasoning: bool, is_last: bool) -> str:
     reasoning, content = _split_reasoning(message, content)
     if show_reasoning and (is_last or reasoning):
-        text = f"{IM_START}assistant\n<think>\n{reasoning.strip(chr(10))}\n</think>\n\n{content.lstrip(chr(10))}"
+        text = (
+            f"{IM_START}assistant\n<think>\n{reasoning.strip(chr(10))}\n</think>\n\n{content.lstrip(chr(10))}"
+        )
     else:
         text = f"{IM_START}assistant\n{content}"
     for i, call in enumerate(message.get("tool_calls") or []):
@@ -169,4 +175,12 @@ def render(
     return "".join(parts)
 
 
-__all__ = ["render", "render_user_turn", "render_tool_turn", "assistant_header", "render_tool_call", "render_system", "tojson"]
+__all__ = [
+    "render",
+    "render_user_turn",
+    "render_tool_turn",
+    "assistant_header",
+    "render_tool_call",
+    "render_system",
+    "tojson",
+]

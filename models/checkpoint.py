@@ -47,11 +47,18 @@ def save_model(model, directory: str | os.PathLike) -> str:
     return directory
 
 
-def restore_target(cfg: Qwen3Config, dtype: Any, param_dtype: Any, mesh: Mesh | None, remat: str = "none",
-                   attention_block: int | None = 1024):
+def restore_target(
+    cfg: Qwen3Config,
+    dtype: Any,
+    param_dtype: Any,
+    mesh: Mesh | None,
+    remat: str = "none",
+    attention_block: int | None = 1024,
+):
     """(graphdef, abstract Param state, pure dict of ShapeDtypeStructs carrying target shardings)."""
-    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat,
-                              attention_block=attention_block)
+    abstract = abstract_model(
+        cfg, dtype=dtype, param_dtype=param_dtype, remat=remat, attention_block=attention_block
+    )
     graphdef, state = nnx.split(abstract)
     device = SingleDeviceSharding(jax.devices()[0])
 
@@ -73,8 +80,9 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {first[:160]}"
 
 
-def restore_newest(steps: Sequence[int], restore: Callable[[int], T], where: str,
-                   report: Callable[[str], None] | None = None) -> tuple[int, T, list[int]]:
+def restore_newest(
+    steps: Sequence[int], restore: Callable[[int], T], where: str, report: Callable[[str], None] | None = None
+) -> tuple[int, T, list[int]]:
     """(step, restored, skipped steps) for the newest step that restores. A step that fails (a
     missing or truncated file, a deleted item) is reported in one line and left on disk untouched:
     it may hold the only copy of something worth recovering by hand."""
@@ -84,17 +92,24 @@ def restore_newest(steps: Sequence[int], restore: Callable[[int], T], where: str
         try:
             return step, restore(step), skipped
         except Exception as err:  # whatever the damage, this step cannot serve; an older one may
-            report(f"warning: skipping checkpoint step {step} of {where}, it does not restore "
-                   f"({_reason(err)})")
+            report(
+                f"warning: skipping checkpoint step {step} of {where}, it does not restore ({_reason(err)})"
+            )
             skipped.append(step)
     if not steps:
         raise CheckpointError(f"{where} holds no checkpoint step")
     raise CheckpointError(f"no checkpoint step of {where} restores (tried {sorted(steps, reverse=True)})")
 
 
-def load_model(directory: str | os.PathLike, dtype: Any = jnp.float32, param_dtype: Any = None,
-               mesh: Mesh | None = None, remat: str = "none", attention_block: int | None = 1024,
-               step: int | None = None):
+def load_model(
+    directory: str | os.PathLike,
+    dtype: Any = jnp.float32,
+    param_dtype: Any = None,
+    mesh: Mesh | None = None,
+    remat: str = "none",
+    attention_block: int | None = 1024,
+    step: int | None = None,
+):
     """Qwen3ForCausalLM from a model checkpoint or a CheckpointManager directory: `step`, or the
     newest step that restores (damaged newer steps are reported and skipped). `param_dtype`
     defaults to `dtype`; with `mesh`, params are restored already sharded."""

@@ -38,14 +38,22 @@ class Qwen3Config:
     eos_token_id: int | None = QWEN3_EOS_ID
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "head_dim"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+        ):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"Qwen3Config.{name} must be positive, got {getattr(self, name)}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
-                f"num_key_value_heads ({self.num_key_value_heads}) for grouped-query attention")
+                f"num_key_value_heads ({self.num_key_value_heads}) for grouped-query attention"
+            )
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
         if self.rope_theta <= 0:
@@ -72,14 +80,26 @@ class Qwen3Config:
         model_type = hf.get("model_type", "qwen3")
         if model_type != "qwen3":
             raise ValueError(f"expected a Qwen3 config (model_type 'qwen3'), got model_type={model_type!r}")
-        if hf.get("rope_scaling") or (hf.get("rope_parameters") or {}).get("rope_type", "default") != "default":
+        if (
+            hf.get("rope_scaling")
+            or (hf.get("rope_parameters") or {}).get("rope_type", "default") != "default"
+        ):
             raise ValueError("RoPE scaling is not supported; only rope_type 'default' is implemented")
         if hf.get("use_sliding_window"):
             raise ValueError("sliding-window attention is not supported")
         # transformers >= 5 stores rope_theta under rope_parameters; older files keep it top-level.
         rope_theta = (hf.get("rope_parameters") or {}).get("rope_theta", hf.get("rope_theta", 1_000_000.0))
-        missing = [k for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                               "num_attention_heads") if k not in hf]
+        missing = [
+            k
+            for k in (
+                "vocab_size",
+                "hidden_size",
+                "intermediate_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+            )
+            if k not in hf
+        ]
         if missing:
             raise ValueError(f"Qwen3 config is missing required fields: {missing}")
         eos = hf.get("eos_token_id", QWEN3_EOS_ID)
@@ -148,10 +168,19 @@ class Qwen3Config:
 
 
 def _qwen3(hidden: int, inter: int, layers: int, heads: int, tied: bool) -> Qwen3Config:
-    return Qwen3Config(vocab_size=151936, hidden_size=hidden, intermediate_size=inter,
-                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=8,
-                       head_dim=128, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
-                       tie_word_embeddings=tied, max_position_embeddings=40960)
+    return Qwen3Config(
+        vocab_size=151936,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=8,
+        head_dim=128,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=tied,
+        max_position_embeddings=40960,
+    )
 
 
 # Numbers from the official Qwen/Qwen3-* config.json files.
@@ -163,14 +192,34 @@ PRESETS: dict[str, Qwen3Config] = {
     "qwen3-14b": _qwen3(5120, 17408, 40, 40, tied=False),
     "qwen3-32b": _qwen3(5120, 25600, 64, 64, tied=False),
     # Test sizes: 2 layers, hidden 64, GQA 4 query heads over 2 KV heads, rope_theta != 1e6.
-    "tiny": Qwen3Config(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=10_000.0,
-                        tie_word_embeddings=True, max_position_embeddings=4096,
-                        bos_token_id=None, eos_token_id=None),
-    "tiny-untied": Qwen3Config(vocab_size=768, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                               rope_theta=500_000.0, tie_word_embeddings=False,
-                               max_position_embeddings=4096, bos_token_id=None, eos_token_id=None),
+    "tiny": Qwen3Config(
+        vocab_size=1024,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        rope_theta=10_000.0,
+        tie_word_embeddings=True,
+        max_position_embeddings=4096,
+        bos_token_id=None,
+        eos_token_id=None,
+    ),
+    "tiny-untied": Qwen3Config(
+        vocab_size=768,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        rope_theta=500_000.0,
+        tie_word_embeddings=False,
+        max_position_embeddings=4096,
+        bos_token_id=None,
+        eos_token_id=None,
+    ),
 }
 
 

@@ -13,8 +13,14 @@ from flax import nnx
 from models.kv_cache import init_cache
 
 
-def greedy_generate(model, prompt: jax.Array, prompt_lens: jax.Array, max_new_tokens: int,
-                    max_len: int | None = None, cache_dtype: Any = None) -> jax.Array:
+def greedy_generate(
+    model,
+    prompt: jax.Array,
+    prompt_lens: jax.Array,
+    max_new_tokens: int,
+    max_len: int | None = None,
+    cache_dtype: Any = None,
+) -> jax.Array:
     """prompt int32 [B, P] (row b's prompt is prompt[b, :prompt_lens[b]]) -> int32 [B, max_new_tokens]
     argmax continuations (no early stop). One jit: prefill, then a lax.scan of one-token decodes."""
     b, p = prompt.shape

@@ -67,8 +67,12 @@ def tensor_maps(cfg: Qwen3Config) -> list[TensorMap]:
         TensorMap(("layers", "attn", "k_proj"), lp + "self_attn.k_proj.weight", **proj_in(kvh)),
         TensorMap(("layers", "attn", "v_proj"), lp + "self_attn.v_proj.weight", **proj_in(kvh)),
         # HF [H, NH*D] <-> ours [NH, D, H]
-        TensorMap(("layers", "attn", "o_proj"), lp + "self_attn.o_proj.weight",
-                  to_ours=lambda w: w.T.reshape(nh, d, h), to_hf=lambda k: k.reshape(nh * d, h).T),
+        TensorMap(
+            ("layers", "attn", "o_proj"),
+            lp + "self_attn.o_proj.weight",
+            to_ours=lambda w: w.T.reshape(nh, d, h),
+            to_hf=lambda k: k.reshape(nh * d, h).T,
+        ),
         TensorMap(("layers", "attn", "q_norm", "scale"), lp + "self_attn.q_norm.weight", same, same),
         TensorMap(("layers", "attn", "k_norm", "scale"), lp + "self_attn.k_norm.weight", same, same),
         TensorMap(("layers", "post_attn_norm", "scale"), lp + "post_attention_layernorm.weight", same, same),
@@ -109,8 +113,14 @@ def _set_path(tree: dict, path: Path, value: Any) -> None:
 # --------------------------------------------------------------------------------------------
 # HF tensors -> our params
 
-def params_from_hf(get_tensor: Callable[[str], np.ndarray], cfg: Qwen3Config, param_dtype: Any = jnp.float32,
-                   shardings: dict | None = None, progress: bool = False) -> dict:
+
+def params_from_hf(
+    get_tensor: Callable[[str], np.ndarray],
+    cfg: Qwen3Config,
+    param_dtype: Any = jnp.float32,
+    shardings: dict | None = None,
+    progress: bool = False,
+) -> dict:
     """Our pure param dict from HF tensors fetched one at a time by `get_tensor(name)` (numpy, HF
     layout). Peak host memory is one stacked leaf; each leaf goes straight to its sharding."""
     np_dtype = np.dtype(param_dtype)
@@ -149,6 +159,7 @@ def params_to_hf(pure: dict, cfg: Qwen3Config, dtype: Any = None) -> Iterator[tu
 
 def state_dict_to_model(model, state_dict: dict[str, Any]) -> None:
     """Load a HF state dict (name -> numpy/torch tensor) into `model` in place (tests, small models)."""
+
     def get(name: str) -> np.ndarray:
         t = state_dict[name]
         return t.detach().float().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
@@ -168,6 +179,7 @@ def model_to_state_dict(model, dtype: Any = None) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------
 # Directory import / export
 
+
 class _SafetensorsReader(contextlib.AbstractContextManager):
     """Lazy tensor access across `model.safetensors` or a sharded index."""
 
@@ -185,8 +197,9 @@ class _SafetensorsReader(contextlib.AbstractContextManager):
         else:
             raise FileNotFoundError(f"{path} has neither model.safetensors nor model.safetensors.index.json")
         self._stack = contextlib.ExitStack()
-        self._handles = {f: self._stack.enter_context(safe_open(os.path.join(path, f), framework="np"))
-                         for f in files}
+        self._handles = {
+            f: self._stack.enter_context(safe_open(os.path.join(path, f), framework="np")) for f in files
+        }
         if weight_map is None:
             weight_map = {k: files[0] for k in self._handles[files[0]].keys()}
         self.weight_map = weight_map
@@ -200,23 +213,33 @@ class _SafetensorsReader(contextlib.AbstractContextManager):
         self._stack.close()
 
 
-def load_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, param_dtype: Any = None,
-                    mesh: Mesh | None = None, remat: str = "none", attention_block: int | None = 1024,
-                    progress: bool = False):
+def load_pretrained(
+    path: str | os.PathLike,
+    dtype: Any = jnp.float32,
+    param_dtype: Any = None,
+    mesh: Mesh | None = None,
+    remat: str = "none",
+    attention_block: int | None = 1024,
+    progress: bool = False,
+):
     """Qwen3ForCausalLM from a local HF directory (config.json + safetensors), streamed tensor by
     tensor into arrays placed (and sharded, given `mesh`) as they are read. `param_dtype` defaults
     to `dtype`; `progress` shows a tqdm bar (use it for real checkpoints)."""
     path = os.fspath(path)
     cfg = Qwen3Config.from_hf(path)
     param_dtype = dtype if param_dtype is None else param_dtype
-    abstract = abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, remat=remat,
-                              attention_block=attention_block)
+    abstract = abstract_model(
+        cfg, dtype=dtype, param_dtype=param_dtype, remat=remat, attention_block=attention_block
+    )
     graphdef, state = nnx.split(abstract)
     shardings = None if mesh is None else state_shardings(state, mesh)
     with _SafetensorsReader(path) as reader:
         expected = set(hf_names(cfg))
-        ignored = sorted(n for n in set(reader.weight_map) - expected
-                         if not (cfg.tie_word_embeddings and n == "lm_head.weight"))
+        ignored = sorted(
+            n
+            for n in set(reader.weight_map) - expected
+            if not (cfg.tie_word_embeddings and n == "lm_head.weight")
+        )
         if ignored:
             log.warning("ignoring %d tensors not in Qwen3: %s", len(ignored), ignored[:5])
         missing = sorted(expected - set(reader.weight_map))
@@ -259,8 +282,14 @@ def generation_config(cfg: Qwen3Config, tokenizer: Any = None) -> dict[str, Any]
     return out
 
 
-def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
-                    max_shard_size: int | str = "5GB", dtype: Any = None, progress: bool = False) -> None:
+def save_pretrained(
+    model,
+    out_dir: str | os.PathLike,
+    tokenizer: Any = None,
+    max_shard_size: int | str = "5GB",
+    dtype: Any = None,
+    progress: bool = False,
+) -> None:
     """Write a transformers-loadable directory: model-XXXXX-of-YYYYY.safetensors shards + index,
     config.json, generation_config.json, and the tokenizer files when `tokenizer` is given.
     `dtype` defaults to the model's param dtype. Tied models write no lm_head.weight."""
@@ -276,7 +305,7 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
     # Plan shards from sizes alone (a layout change keeps the size), then stream tensors into them.
     sizes = {}
     for m in tensor_maps(cfg):
-        shape = _get_path(pure, m.path).shape[1 if m.stacked else 0:]
+        shape = _get_path(pure, m.path).shape[1 if m.stacked else 0 :]
         for i in m.layer_indices(cfg.num_hidden_layers):
             sizes[m.hf_name.format(i=i)] = int(np.prod(shape)) * dtype.itemsize
     shards: list[list[str]] = [[]]
@@ -292,9 +321,14 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
 
     # params_to_hf yields in hf_names order, so each shard is the next contiguous run of the stream.
     stream = params_to_hf(pure, cfg, dtype)
-    for i, names in enumerate(tqdm(shards, desc="writing safetensors shards", unit="shard", disable=not progress)):
-        save_file(dict(itertools.islice(stream, len(names))), os.path.join(out_dir, files[i]),
-                  metadata={"format": "pt"})
+    for i, names in enumerate(
+        tqdm(shards, desc="writing safetensors shards", unit="shard", disable=not progress)
+    ):
+        save_file(
+            dict(itertools.islice(stream, len(names))),
+            os.path.join(out_dir, files[i]),
+            metadata={"format": "pt"},
+        )
     index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": shard_of}
     with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
         json.dump(index, f, indent=2)
@@ -304,4 +338,3 @@ def save_pretrained(model, out_dir: str | os.PathLike, tokenizer: Any = None,
         json.dump(generation_config(cfg, tokenizer), f, indent=2)
     if tokenizer is not None:
         tokenizer.save_hf(out_dir)
-

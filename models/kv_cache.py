@@ -46,14 +46,15 @@ class KVCache:
 class CachedCall(NamedTuple):
     """What every layer of one cached forward shares. R = rows of this call (<= cache rows B)."""
 
-    positions: jax.Array      # [R, T] int32: position (= cache slot) of each new token
-    filled: jax.Array         # [R] int32: slots written once this call is done
-    slots: jax.Array          # [R, T] int32: where each new token is written (S = dropped)
-    rows: jax.Array | None    # [R] int32 cache row of each call row; None = all rows, in order
+    positions: jax.Array  # [R, T] int32: position (= cache slot) of each new token
+    filled: jax.Array  # [R] int32: slots written once this call is done
+    slots: jax.Array  # [R, T] int32: where each new token is written (S = dropped)
+    rows: jax.Array | None  # [R] int32 cache row of each call row; None = all rows, in order
 
 
-def init_cache(cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.float32,
-               mesh: Mesh | None = None) -> KVCache:
+def init_cache(
+    cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.float32, mesh: Mesh | None = None
+) -> KVCache:
     """An empty cache for `batch` rows of up to `max_len` tokens each; with `mesh`, created sharded
     (rows over data x fsdp, KV heads over tensor, where they divide)."""
     if batch <= 0 or max_len <= 0:
@@ -61,8 +62,9 @@ def init_cache(cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.floa
     shape = (cfg.num_hidden_layers, batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
 
     def empty() -> KVCache:
-        return KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
-                       lengths=jnp.zeros((batch,), jnp.int32))
+        return KVCache(
+            k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype), lengths=jnp.zeros((batch,), jnp.int32)
+        )
 
     if mesh is None:
         return empty()
@@ -90,16 +92,18 @@ def write_layer(cache: jax.Array, layer: jax.Array, new: jax.Array, call: Cached
     return constrain(updated, CACHE_AXES)
 
 
-def _read_block(cache: jax.Array, layer: jax.Array, start: jax.Array, size: int,
-                rows: jax.Array | None) -> jax.Array:
+def _read_block(
+    cache: jax.Array, layer: jax.Array, start: jax.Array, size: int, rows: jax.Array | None
+) -> jax.Array:
     """Slots [start, start + size) of one layer, [R, size, KVH, D]: a slice, never the whole cache."""
     _, b, _, kvh, d = cache.shape
     block = jax.lax.dynamic_slice(cache, (layer, 0, start, 0, 0), (1, b, size, kvh, d))[0]
     return block if rows is None else block[rows]
 
 
-def cached_attention(q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, layer: jax.Array,
-                     call: CachedCall, block: int) -> jax.Array:
+def cached_attention(
+    q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, layer: jax.Array, call: CachedCall, block: int
+) -> jax.Array:
     """GQA of q [R, T, NH, D] over one layer of the cache, in key blocks with an online softmax.
 
     Only blocks below the longest filled row are read (a while loop with a data-dependent trip
@@ -121,10 +125,13 @@ def cached_attention(q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, layer
         start = jnp.minimum(i * size, s - size)
         keys = _read_block(k_cache, layer, start, size, call.rows).astype(q.dtype)
         values = _read_block(v_cache, layer, start, size, call.rows).astype(q.dtype)
-        scores = jnp.einsum("rtkgd,rskd->rkgts", qg, keys, preferred_element_type=F32) * (d ** -0.5)
+        scores = jnp.einsum("rtkgd,rskd->rkgts", qg, keys, preferred_element_type=F32) * (d**-0.5)
         slot = start + jnp.arange(size, dtype=jnp.int32)
-        visible = ((slot[None, None, :] >= i * size) & (slot[None, None, :] <= call.positions[:, :, None])
-                   & (slot[None, None, :] < call.filled[:, None, None]))  # [R, T, size]
+        visible = (
+            (slot[None, None, :] >= i * size)
+            & (slot[None, None, :] <= call.positions[:, :, None])
+            & (slot[None, None, :] < call.filled[:, None, None])
+        )  # [R, T, size]
         scores = jnp.where(visible[:, None, None], scores, neg)
         new_max = jnp.maximum(run_max, scores.max(axis=-1))
         correction = jnp.exp(run_max - new_max)
@@ -133,8 +140,11 @@ def cached_attention(q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, layer
         update = jnp.einsum("rkgts,rskd->rkgtd", probs.astype(q.dtype), values, preferred_element_type=F32)
         return new_max, run_sum, acc * correction[..., None] + update
 
-    init = (jnp.full((r, kvh, g, t), neg, F32), jnp.zeros((r, kvh, g, t), F32),
-            jnp.zeros((r, kvh, g, t, d), F32))
+    init = (
+        jnp.full((r, kvh, g, t), neg, F32),
+        jnp.zeros((r, kvh, g, t), F32),
+        jnp.zeros((r, kvh, g, t, d), F32),
+    )
     _, run_sum, acc = jax.lax.fori_loop(0, num_blocks, body, init)
-    out = acc / run_sum[..., None]                       # [R, KVH, G, T, D]
+    out = acc / run_sum[..., None]  # [R, KVH, G, T, D]
     return out.transpose(0, 3, 1, 2, 4).reshape(r, t, nh, d).astype(q.dtype)

@@ -20,8 +20,13 @@ from models.sharding import constrain
 F32 = jnp.float32
 
 
-def make_param(rngs: nnx.Rngs | None, shape: Sequence[int], names: Sequence[str | None],
-               init: Callable[..., jax.Array], param_dtype: Any) -> nnx.Param:
+def make_param(
+    rngs: nnx.Rngs | None,
+    shape: Sequence[int],
+    names: Sequence[str | None],
+    init: Callable[..., jax.Array],
+    param_dtype: Any,
+) -> nnx.Param:
     """A Param with logical axis names; placement happens later (models/sharding.create_model)."""
     key = rngs.params() if rngs is not None else jax.random.key(0)
     return nnx.Param(init(key, tuple(shape), param_dtype), out_sharding=tuple(names), eager_sharding=False)
@@ -78,15 +83,16 @@ def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Ar
     kvh = k.shape[2]
     qg = q.reshape(b, t, kvh, nh // kvh, d)
     scores = jnp.einsum("btkgd,bskd->bkgts", qg, k.astype(q.dtype), preferred_element_type=F32)
-    scores = scores * (d ** -0.5)
+    scores = scores * (d**-0.5)
     scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(F32).min)
     probs = jax.nn.softmax(scores, axis=-1)  # fp32 [B, KVH, G, T, S]
     out = jnp.einsum("bkgts,bskd->btkgd", probs.astype(q.dtype), v.astype(q.dtype))
     return out.reshape(b, t, nh, d)
 
 
-def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array,
-                      block: int | None = None) -> jax.Array:
+def grouped_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, block: int | None = None
+) -> jax.Array:
     """GQA without repeating K/V. q: [B, T, NH, D]; k, v: [B, S, KVH, D]; mask: [B|1, T, S] bool.
 
     Query heads are grouped as [B, T, KVH, G, D] (head h uses KV head h // G, as HF repeat_kv).
@@ -105,23 +111,34 @@ def grouped_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array,
     return out.swapaxes(0, 1).reshape(b, t, nh, d)
 
 
-def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, impl: str,
-                     block: int | None = None) -> jax.Array:
+def causal_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, impl: str, block: int | None = None
+) -> jax.Array:
     """Causal GQA over this call's own tokens (q [B, T, NH, D]; k, v [B, T, KVH, D]) with a resolved
     `impl`. jax.nn.dot_product_attention takes grouped K/V heads as they are and keeps its
     logits and softmax in fp32 for 16-bit inputs, as the reference path does."""
     if impl == "reference":
         idx = jnp.arange(q.shape[1], dtype=jnp.int32)
         return grouped_attention(q, k, v, (idx[:, None] >= idx[None, :])[None], block)
-    return jax.nn.dot_product_attention(q, k.astype(q.dtype), v.astype(q.dtype), is_causal=True,
-                                        implementation=impl)
+    return jax.nn.dot_product_attention(
+        q, k.astype(q.dtype), v.astype(q.dtype), is_causal=True, implementation=impl
+    )
 
 
 class Attention(nnx.Module):
     """Qwen3 self-attention: q/k/v projections, per-head q_norm/k_norm before RoPE, GQA, o_proj."""
 
-    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any,
-                 attention_block: int | None = None, impl: str = "reference", cache_block: int = 512):
+    def __init__(
+        self,
+        cfg: Qwen3Config,
+        *,
+        rngs: nnx.Rngs,
+        dtype: Any,
+        param_dtype: Any,
+        attention_block: int | None = None,
+        impl: str = "reference",
+        cache_block: int = 512,
+    ):
         h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         init = nnx.initializers.normal(cfg.initializer_range)
         self.q_proj = make_param(rngs, (h, nh, d), ("embed", "heads", "head_dim"), init, param_dtype)
@@ -139,8 +156,8 @@ class Attention(nnx.Module):
         self.rope_theta = cfg.rope_theta
         self.use_bias = cfg.attention_bias
         self.attention_block = attention_block
-        self.impl = impl                  # resolved ATTENTION_IMPLS entry for calls without a cache
-        self.cache_block = cache_block    # key block of attention over the KV cache
+        self.impl = impl  # resolved ATTENTION_IMPLS entry for calls without a cache
+        self.cache_block = cache_block  # key block of attention over the KV cache
         self.dtype = dtype
 
     def _project(self, x: jax.Array, name: str) -> jax.Array:
@@ -188,11 +205,27 @@ class MLP(nnx.Module):
 class DecoderLayer(nnx.Module):
     """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any,
-                 attention_block: int | None = None, impl: str = "reference", cache_block: int = 512):
+    def __init__(
+        self,
+        cfg: Qwen3Config,
+        *,
+        rngs: nnx.Rngs,
+        dtype: Any,
+        param_dtype: Any,
+        attention_block: int | None = None,
+        impl: str = "reference",
+        cache_block: int = 512,
+    ):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
-        self.attn = Attention(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype,
-                              attention_block=attention_block, impl=impl, cache_block=cache_block)
+        self.attn = Attention(
+            cfg,
+            rngs=rngs,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            attention_block=attention_block,
+            impl=impl,
+            cache_block=cache_block,
+        )
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 
@@ -207,8 +240,9 @@ class DecoderLayer(nnx.Module):
         q, k, v = self.attn.qkv(self.input_norm(x), positions)
         return self._finish(x, causal_attention(q, k, v, self.attn.impl, self.attn.attention_block))
 
-    def cached(self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
-               ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def cached(
+        self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """x [R, T, H] appended to the stacked cache [L, B, S, KVH, D] as layer `layer`: writes this
         call's keys/values into their slots, attends over the live cache blocks, returns
         (x, k_cache, v_cache)."""

@@ -31,8 +31,9 @@ class Embedder(nnx.Module):
 
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any):
         init = nnx.initializers.normal(cfg.initializer_range)
-        self.embedding = make_param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), init,
-                                    param_dtype)
+        self.embedding = make_param(
+            rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), init, param_dtype
+        )
         self.dtype = dtype
 
     def __call__(self, ids: jax.Array) -> jax.Array:
@@ -44,8 +45,9 @@ class LMHead(nnx.Module):
 
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, param_dtype: Any):
         init = nnx.initializers.normal(cfg.initializer_range)
-        self.kernel = make_param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"), init,
-                                 param_dtype)
+        self.kernel = make_param(
+            rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"), init, param_dtype
+        )
 
 
 class Qwen3ForCausalLM(nnx.Module):
@@ -56,9 +58,18 @@ class Qwen3ForCausalLM(nnx.Module):
     "auto" = cuDNN's fused kernel on a GPU in bf16/fp16, else the reference path); `cache_block`
     the key block of attention over the KV cache (only blocks holding live tokens are read)."""
 
-    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any = jnp.float32,
-                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024,
-                 attention: str = "auto", cache_block: int = 512):
+    def __init__(
+        self,
+        cfg: Qwen3Config,
+        *,
+        rngs: nnx.Rngs,
+        dtype: Any = jnp.float32,
+        param_dtype: Any = jnp.float32,
+        remat: str = "none",
+        attention_block: int | None = 1024,
+        attention: str = "auto",
+        cache_block: int = 512,
+    ):
         if remat != "none" and remat not in REMAT_POLICIES:
             raise ValueError(f"unknown remat policy {remat!r}; choose from {['none', *REMAT_POLICIES]}")
         if attention_block is not None and attention_block <= 0:
@@ -75,8 +86,15 @@ class Qwen3ForCausalLM(nnx.Module):
         @nnx.split_rngs(splits=cfg.num_hidden_layers)
         @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
         def make_layers(layer_rngs: nnx.Rngs) -> DecoderLayer:
-            return DecoderLayer(cfg, rngs=layer_rngs, dtype=dtype, param_dtype=param_dtype,
-                                attention_block=attention_block, impl=impl, cache_block=cache_block)
+            return DecoderLayer(
+                cfg,
+                rngs=layer_rngs,
+                dtype=dtype,
+                param_dtype=param_dtype,
+                attention_block=attention_block,
+                impl=impl,
+                cache_block=cache_block,
+            )
 
         self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
@@ -99,8 +117,9 @@ class Qwen3ForCausalLM(nnx.Module):
             body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
         return jax.lax.scan(body, x, layer_state)[0]
 
-    def _run_layers_cached(self, x: jax.Array, call: CachedCall, cache: KVCache
-                           ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def _run_layers_cached(
+        self, x: jax.Array, call: CachedCall, cache: KVCache
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """The layer scan with the whole stacked cache in the *carry*: layer l writes its slots and
         reads its live blocks of the one buffer, so no step copies the cache (inputs and outputs
         of a scan would be a full copy per call)."""
@@ -141,8 +160,14 @@ class Qwen3ForCausalLM(nnx.Module):
         """int32 [B, T] -> fp32 logits [B, T, V], causal."""
         return self.logits(self.hidden_states(input_ids, positions))
 
-    def forward_cached(self, tokens: jax.Array, num_new: jax.Array, cache: KVCache, last_only: bool = False,
-                       rows: jax.Array | None = None) -> tuple[jax.Array, KVCache]:
+    def forward_cached(
+        self,
+        tokens: jax.Array,
+        num_new: jax.Array,
+        cache: KVCache,
+        last_only: bool = False,
+        rows: jax.Array | None = None,
+    ) -> tuple[jax.Array, KVCache]:
         """Append tokens[r, :num_new[r]] to cache row r (or rows[r]) at positions cache.lengths[...]....
 
         Prefill, one-token decode and chunk append are this one call. tokens int32 [R, T];
@@ -184,27 +209,48 @@ class Qwen3ForCausalLM(nnx.Module):
 
 
 # -- building a model, sharded on a mesh or shape-only ---------------------------------------------
-def _model_builder(config, seed: int, dtype: Any, param_dtype: Any, remat: str,
-                   attention_block: int | None) -> Callable[[], Any]:
+def _model_builder(
+    config, seed: int, dtype: Any, param_dtype: Any, remat: str, attention_block: int | None
+) -> Callable[[], Any]:
     """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
-    return lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype,
-                                    remat=remat, attention_block=attention_block)
+    return lambda: Qwen3ForCausalLM(
+        config,
+        rngs=nnx.Rngs(seed),
+        dtype=dtype,
+        param_dtype=param_dtype,
+        remat=remat,
+        attention_block=attention_block,
+    )
 
 
-def create_model(config, mesh: Mesh | None = None, seed: int = 0, dtype: Any = jnp.float32,
-                 param_dtype: Any = jnp.float32, remat: str = "none", attention_block: int | None = 1024):
+def create_model(
+    config,
+    mesh: Mesh | None = None,
+    seed: int = 0,
+    dtype: Any = jnp.float32,
+    param_dtype: Any = jnp.float32,
+    remat: str = "none",
+    attention_block: int | None = 1024,
+):
     """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
     (jit with out_shardings; nothing is materialised whole on one device first)."""
     build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block)
     if mesh is None:
         return build()
     graphdef, abs_state = nnx.split(nnx.eval_shape(build))
-    pure = jax.jit(lambda: nnx.to_pure_dict(nnx.state(build())), out_shardings=state_shardings(abs_state, mesh))()
+    pure = jax.jit(
+        lambda: nnx.to_pure_dict(nnx.state(build())), out_shardings=state_shardings(abs_state, mesh)
+    )()
     nnx.replace_by_pure_dict(abs_state, pure)
     return nnx.merge(graphdef, abs_state)
 
 
-def abstract_model(config, dtype: Any = jnp.float32, param_dtype: Any = jnp.float32, remat: str = "none",
-                   attention_block: int | None = 1024):
+def abstract_model(
+    config,
+    dtype: Any = jnp.float32,
+    param_dtype: Any = jnp.float32,
+    remat: str = "none",
+    attention_block: int | None = 1024,
+):
     """Shape-only model (no memory): used to build shardings / restore targets."""
     return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block))

@@ -42,8 +42,9 @@ LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
 Logical = Sequence[str | None] | None
 
 
-def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
-              devices: Sequence[jax.Device] | None = None) -> Mesh:
+def make_mesh(
+    data: int = -1, fsdp: int = 1, tensor: int = 1, devices: Sequence[jax.Device] | None = None
+) -> Mesh:
     """A ('data', 'fsdp', 'tensor') mesh over `devices` (default: all). One size may be -1 (= the rest)."""
     devices = list(jax.devices() if devices is None else devices)
     sizes = [data, fsdp, tensor]
@@ -51,18 +52,24 @@ def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
         raise ValueError(f"at most one mesh axis may be -1, got data={data} fsdp={fsdp} tensor={tensor}")
     known = math.prod(s for s in sizes if s != -1)
     if known <= 0 or len(devices) % known:
-        raise ValueError(f"mesh data={data} fsdp={fsdp} tensor={tensor} does not divide {len(devices)} devices")
+        raise ValueError(
+            f"mesh data={data} fsdp={fsdp} tensor={tensor} does not divide {len(devices)} devices"
+        )
     sizes = [len(devices) // known if s == -1 else s for s in sizes]
     if math.prod(sizes) != len(devices):
-        raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices, "
-                         f"have {len(devices)}")
+        raise ValueError(
+            f"mesh {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices, have {len(devices)}"
+        )
     grid = np.asarray(devices, dtype=object).reshape(sizes)
     return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
 
 
-def logical_to_spec(names: Logical, shape: Sequence[int] | None = None,
-                    mesh_shape: dict[str, int] | None = None,
-                    rules: Sequence[tuple[str, Any]] = LOGICAL_RULES) -> PartitionSpec:
+def logical_to_spec(
+    names: Logical,
+    shape: Sequence[int] | None = None,
+    mesh_shape: dict[str, int] | None = None,
+    rules: Sequence[tuple[str, Any]] = LOGICAL_RULES,
+) -> PartitionSpec:
     """PartitionSpec for logical `names`. Mesh axes that do not divide the dim (given `shape` and
     `mesh_shape`), are absent from the mesh, or are already used by an earlier dim are dropped, so
     any config runs on any mesh (it just shards less). An unknown logical name is an error: a
@@ -132,6 +139,7 @@ def variable_sharding(var: nnx.Variable, mesh: Mesh) -> NamedSharding:
 
 def state_shardings(state: nnx.State, mesh: Mesh) -> Any:
     """A pure-dict tree of NamedShardings matching `nnx.to_pure_dict(state)`."""
-    shardings = jax.tree.map(lambda v: variable_sharding(v, mesh), state,
-                             is_leaf=lambda x: isinstance(x, nnx.Variable))
+    shardings = jax.tree.map(
+        lambda v: variable_sharding(v, mesh), state, is_leaf=lambda x: isinstance(x, nnx.Variable)
+    )
     return nnx.to_pure_dict(shardings)

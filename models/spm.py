@@ -155,7 +155,9 @@ class SentencePieceTokenizer(ChatTokenIds):
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         sentencepiece_to_hf(self.model_path).save(str(out / "tokenizer.json"))
-        (out / "tokenizer_config.json").write_text(json.dumps(_hf_config(self), indent=2, ensure_ascii=False) + "\n")
+        (out / "tokenizer_config.json").write_text(
+            json.dumps(_hf_config(self), indent=2, ensure_ascii=False) + "\n"
+        )
         dst = out / "tokenizer.model"
         if not dst.exists() or dst.resolve() != self.model_path.resolve():
             shutil.copyfile(self.model_path, dst)
@@ -178,7 +180,9 @@ def sentencepiece_to_hf(model_path: str | Path) -> Tokenizer:
         raise ValueError(f"{model_path}: only BPE SentencePiece models convert to tokenizer.json")
     spec = proto.normalizer_spec
     if spec.name != "identity" or spec.add_dummy_prefix or spec.remove_extra_whitespaces:
-        raise ValueError(f"{model_path}: train with train_sentencepiece (identity normalization, no dummy prefix)")
+        raise ValueError(
+            f"{model_path}: train with train_sentencepiece (identity normalization, no dummy prefix)"
+        )
     pieces = list(proto.pieces)
     vocab = {p.piece: i for i, p in enumerate(pieces)}
     by_score = sorted(
@@ -189,7 +193,9 @@ def sentencepiece_to_hf(model_path: str | Path) -> Tokenizer:
     unk = next(p.piece for p in pieces if p.type == kinds.UNKNOWN)
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk, fuse_unk=True, byte_fallback=True))
     tok.normalizer = normalizers.Replace(" ", "\u2581")
-    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
     for i, p in enumerate(pieces):
         if p.type == kinds.USER_DEFINED:
             added = AddedToken(p.piece, normalized=False, special=p.piece in _SPECIAL)
@@ -209,8 +215,12 @@ def _hf_config(tok: SentencePieceTokenizer) -> dict:
         except KeyError:
             continue
         decoder[str(i)] = {
-            "content": sym, "lstrip": False, "normalized": False, "rstrip": False,
-            "single_word": False, "special": sym in _SPECIAL,
+            "content": sym,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": sym in _SPECIAL,
         }
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",

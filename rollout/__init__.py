@@ -10,7 +10,18 @@ from rollout.record import EpisodeRecord
 from rollout.sampling import token_logprobs
 
 __all__ = [
-    "AgentEpisode", "Continue", "EngineStats", "Episode", "EpisodeRecord", "ForcedTokens",
-    "RolloutConfig", "RolloutEngine", "Stop", "TurnOutcome", "agent_episode", "prompt_ids", "prompt_text",
+    "AgentEpisode",
+    "Continue",
+    "EngineStats",
+    "Episode",
+    "EpisodeRecord",
+    "ForcedTokens",
+    "RolloutConfig",
+    "RolloutEngine",
+    "Stop",
+    "TurnOutcome",
+    "agent_episode",
+    "prompt_ids",
+    "prompt_text",
     "token_logprobs",
 ]

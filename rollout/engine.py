@@ -36,8 +36,13 @@ from jax.sharding import Mesh
 
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.placement import new_rollout_arrays
-from rollout.record import (STOP_ERROR, STOP_MAX_TOTAL_TOKENS, STOP_MAX_TURN_TOKENS, STOP_MAX_TURNS,
-                            EpisodeRecord)
+from rollout.record import (
+    STOP_ERROR,
+    STOP_MAX_TOTAL_TOKENS,
+    STOP_MAX_TURN_TOKENS,
+    STOP_MAX_TURNS,
+    EpisodeRecord,
+)
 from rollout.sampling import FINISH_BUDGET, FINISH_STOP, ModelRunner, SamplingArrays, decode_bucket
 
 TURN_CAP_POLICIES = ("stop", "close")
@@ -45,33 +50,44 @@ TURN_CAP_POLICIES = ("stop", "close")
 
 @dataclasses.dataclass
 class RolloutConfig:
-    batch_size: int = 8              # rows of the static batch
+    batch_size: int = 8  # rows of the static batch
     max_turns: int = 10
-    max_turn_tokens: int = 1024      # also the static decode segment length
-    max_total_tokens: int = 8192     # per stream, prompt included
-    cache_len: int = 0               # KV slots per row (>= max_total_tokens); 0 = its power-of-two bucket
-    temperature: float = 1.0         # <= 0: greedy
+    max_turn_tokens: int = 1024  # also the static decode segment length
+    max_total_tokens: int = 8192  # per stream, prompt included
+    cache_len: int = 0  # KV slots per row (>= max_total_tokens); 0 = its power-of-two bucket
+    temperature: float = 1.0  # <= 0: greedy
     top_p: float = 1.0
     top_k: int = 0
-    prefill_chunk: int = 1024        # max tokens fed per row per prefill call
-    prefill_min_bucket: int = 16     # prefill widths are powers of two >= this (fewer compiles)
-    turn_cap: str = "stop"           # what hitting max_turn_tokens does: "stop" | "close"
-    refill: bool = True              # continuous batching; False = static batching (waves)
-    reprefill: bool = False          # baseline: re-feed the whole record every turn (benchmarks)
-    tool_workers: int = 8            # thread pool running episodes' environment steps
-    max_response_chars: int = 6000   # per tool/memory response, truncated in the middle
+    prefill_chunk: int = 1024  # max tokens fed per row per prefill call
+    prefill_min_bucket: int = 16  # prefill widths are powers of two >= this (fewer compiles)
+    turn_cap: str = "stop"  # what hitting max_turn_tokens does: "stop" | "close"
+    refill: bool = True  # continuous batching; False = static batching (waves)
+    reprefill: bool = False  # baseline: re-feed the whole record every turn (benchmarks)
+    tool_workers: int = 8  # thread pool running episodes' environment steps
+    max_response_chars: int = 6000  # per tool/memory response, truncated in the middle
     cache_dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "max_turns", "max_turn_tokens", "max_total_tokens", "prefill_chunk",
-                     "prefill_min_bucket", "tool_workers"):
+        for name in (
+            "batch_size",
+            "max_turns",
+            "max_turn_tokens",
+            "max_total_tokens",
+            "prefill_chunk",
+            "prefill_min_bucket",
+            "tool_workers",
+        ):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"RolloutConfig.{name} must be positive, got {getattr(self, name)}")
         if self.cache_len and self.cache_len < self.max_total_tokens:
-            raise ValueError(f"RolloutConfig.cache_len ({self.cache_len}) must be >= max_total_tokens "
-                             f"({self.max_total_tokens}): a stream's record lives in one cache row")
+            raise ValueError(
+                f"RolloutConfig.cache_len ({self.cache_len}) must be >= max_total_tokens "
+                f"({self.max_total_tokens}): a stream's record lives in one cache row"
+            )
         if self.turn_cap not in TURN_CAP_POLICIES:
-            raise ValueError(f"RolloutConfig.turn_cap must be one of {TURN_CAP_POLICIES}, got {self.turn_cap!r}")
+            raise ValueError(
+                f"RolloutConfig.turn_cap must be one of {TURN_CAP_POLICIES}, got {self.turn_cap!r}"
+            )
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"RolloutConfig.top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
@@ -83,11 +99,11 @@ class EngineStats:
     """Where the wall time of the last run went. host_s = wall_s - device_s."""
 
     wall_s: float = 0.0
-    device_s: float = 0.0          # prefill + decode calls, until their results were on the host
-    env_s: float = 0.0             # inside the thread-pool phase (tools, parsing, rendering)
+    device_s: float = 0.0  # prefill + decode calls, until their results were on the host
+    env_s: float = 0.0  # inside the thread-pool phase (tools, parsing, rendering)
     generated_tokens: int = 0
     prefill_tokens: int = 0
-    decode_steps: int = 0          # while-loop iterations summed over segments
+    decode_steps: int = 0  # while-loop iterations summed over segments
     segments: int = 0
     episodes: int = 0
 
@@ -103,17 +119,17 @@ class EngineStats:
 @dataclasses.dataclass(eq=False)
 class _Stream:
     episode_index: int
-    ordinal: int                   # creation order inside the episode (sampling seed)
+    ordinal: int  # creation order inside the episode (sampling seed)
     record: EpisodeRecord
     row: int | None = None
     pending: list[int] = dataclasses.field(default_factory=list)
     reset: bool = False
-    cached: int = 0                # tokens of the record already in the row's cache
+    cached: int = 0  # tokens of the record already in the row's cache
     turn_start: int = 0
     turn_sampled: int = 0
     turns_done: int = 0
     live: bool = True
-    sampling: bool = False         # between an assistant header and the end of that turn
+    sampling: bool = False  # between an assistant header and the end of that turn
     started: float = 0.0
     env_s: float = 0.0
 
@@ -133,29 +149,36 @@ class RolloutStopped(Exception):
 class RolloutEngine:
     """Runs episodes on a model; see the module docstring."""
 
-    def __init__(self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None,
-                 mesh: Mesh | None = None):
+    def __init__(
+        self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None, mesh: Mesh | None = None
+    ):
         self.config = config or RolloutConfig()
         self.model_config = model.config
         self.tokenizer = tokenizer
         self.mesh = mesh  # rows of the KV cache over (data, fsdp), KV heads and weights over tensor
         # The model's padded embedding rows past the tokenizer's ids are never sampled.
-        self.runner = ModelRunner(model, valid_vocab=min(tokenizer.vocab_size, model.config.vocab_size), mesh=mesh)
+        self.runner = ModelRunner(
+            model, valid_vocab=min(tokenizer.vocab_size, model.config.vocab_size), mesh=mesh
+        )
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()
         # Debug hook, called as trace(stream_key, event, fed_ids, position) for every chunk fed to
         # the model ("prefill") and every decoded segment ("decode"); tests use it to prove that
         # the model's input is the record so far.
         self.trace: Callable[[tuple[int, str], str, list[int], int], None] | None = None
-        self.progress: Callable[[int, int], None] | None = None   # progress(done, total)
+        self.progress: Callable[[int, int], None] | None = None  # progress(done, total)
 
     def update_weights(self, model: nnx.Module) -> None:
         """Use new weights (same architecture) without recompiling."""
         self.runner.update_state(model)
 
     # ------------------------------------------------------------------------------------------
-    def run(self, episodes: Sequence[Episode], rng: jax.Array | int = 0,
-            should_stop: Callable[[], bool] | None = None) -> list[EpisodeRecord]:
+    def run(
+        self,
+        episodes: Sequence[Episode],
+        rng: jax.Array | int = 0,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[EpisodeRecord]:
         """Roll out every episode; returns one record per stream, in episode order then stream order.
         `should_stop` is polled after every decode segment; when true, RolloutStopped is raised."""
         key = jax.random.key(rng) if isinstance(rng, int) else rng
@@ -176,7 +199,7 @@ class _Run:
         self.streams: list[dict[str, _Stream]] = [dict() for _ in episodes]
         self.rows: list[_Stream | None] = [None] * self.cfg.batch_size
         self.queue: collections.deque[_Stream] = collections.deque()
-        self.ready: list[_Stream] = []          # turn finished, waiting for on_turn_end
+        self.ready: list[_Stream] = []  # turn finished, waiting for on_turn_end
         self.next_episode = 0
         self.finished = 0
         self.done_episodes: set[int] = set()
@@ -186,8 +209,9 @@ class _Run:
         mc = engine.model_config
         # Static shapes come from power-of-two buckets, so nearby limits share compiled code.
         cache_len = self.cfg.cache_len or _bucket(self.cfg.max_total_tokens)
-        self.cache, self.next_logits = new_rollout_arrays(mc, self.cfg.batch_size, cache_len, self.cfg.cache_dtype,
-                                                          engine.mesh)
+        self.cache, self.next_logits = new_rollout_arrays(
+            mc, self.cfg.batch_size, cache_len, self.cfg.cache_dtype, engine.mesh
+        )
 
     # -- main loop -----------------------------------------------------------------------------
     def loop(self, pool: concurrent.futures.Executor) -> None:
@@ -213,7 +237,7 @@ class _Run:
     def _admit(self) -> None:
         free = self._free_rows()
         if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
-            return                                  # static batching: wait for the whole wave
+            return  # static batching: wait for the whole wave
         while free:
             if not self.queue:
                 if self.next_episode >= len(self.episodes):
@@ -241,9 +265,12 @@ class _Run:
     # -- record updates ------------------------------------------------------------------------
     def _new_stream(self, index: int, name: str) -> _Stream:
         episode = self.episodes[index]
-        record = EpisodeRecord(instance_id=str(episode.instance_id), stream=name, tokenizer=self.tokenizer_name)
-        stream = _Stream(episode_index=index, ordinal=len(self.streams[index]), record=record,
-                         started=time.perf_counter())
+        record = EpisodeRecord(
+            instance_id=str(episode.instance_id), stream=name, tokenizer=self.tokenizer_name
+        )
+        stream = _Stream(
+            episode_index=index, ordinal=len(self.streams[index]), record=record, started=time.perf_counter()
+        )
         self.streams[index][name] = stream
         return stream
 
@@ -272,7 +299,9 @@ class _Run:
                 return
             if stream.turns_done >= self.cfg.max_turns:
                 self._stop(stream, STOP_MAX_TURNS, notify=True)
-            elif len(stream.record.ids) + len(action.tokens) + len(action.forced) >= self.cfg.max_total_tokens:
+            elif (
+                len(stream.record.ids) + len(action.tokens) + len(action.forced) >= self.cfg.max_total_tokens
+            ):
                 self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
             else:
                 self._append_context(stream, action.tokens, action.forced)
@@ -292,7 +321,7 @@ class _Run:
             stream.pending.extend(tokens)
             stream.pending.extend(forced)
         if forced and forced[-1] in (self.tok.im_end_id, self.tok.eos_id):
-            self._turn_complete(stream)             # fully scripted turn: nothing to sample
+            self._turn_complete(stream)  # fully scripted turn: nothing to sample
 
     def _turn_complete(self, stream: _Stream) -> None:
         stream.record.turns.append((stream.turn_start, len(stream.record.ids)))
@@ -300,8 +329,15 @@ class _Run:
         stream.sampling = False
         self.ready.append(stream)
 
-    def _stop(self, stream: _Stream, reason: str, answer: str | None = None, *, notify: bool = False,
-              message: str | None = None) -> None:
+    def _stop(
+        self,
+        stream: _Stream,
+        reason: str,
+        answer: str | None = None,
+        *,
+        notify: bool = False,
+        message: str | None = None,
+    ) -> None:
         if not stream.live:
             return
         if stream.sampling and len(stream.record.ids) > stream.turn_start:
@@ -309,8 +345,9 @@ class _Run:
         stream.live, stream.sampling, stream.pending = False, False, []
         stream.record.stop_reason, stream.record.answer = reason, answer
         stream.record.error_message = message
-        stream.record.timings.update(wall_s=time.perf_counter() - stream.started, env_s=stream.env_s,
-                                     turns=float(stream.turns_done))
+        stream.record.timings.update(
+            wall_s=time.perf_counter() - stream.started, env_s=stream.env_s, turns=float(stream.turns_done)
+        )
         if stream.row is not None:
             self.rows[stream.row] = None
             stream.row = None
@@ -384,7 +421,10 @@ class _Run:
                 return
             if self.engine.mesh is None:
                 num_rows = min(_bucket(len(pending), 1), len(self.rows))
-                rows = pending + [r for r in range(len(self.rows)) if r not in pending][: num_rows - len(pending)]
+                rows = (
+                    pending
+                    + [r for r in range(len(self.rows)) if r not in pending][: num_rows - len(pending)]
+                )
             else:  # rows are split over devices: every device extends its own rows, nothing moves
                 rows = list(range(len(self.rows)))
             takes = [self.rows[r].pending[:chunk_cap] if r in pending else [] for r in rows]
@@ -396,7 +436,7 @@ class _Run:
                 if not take:
                     continue
                 stream = self.rows[r]
-                tokens[i, :len(take)] = take
+                tokens[i, : len(take)] = take
                 num_new[i] = len(take)
                 reset[i] = stream.reset
                 if stream.reset:
@@ -405,12 +445,18 @@ class _Run:
                     key = (stream.episode_index, stream.record.stream)
                     self.engine.trace(key, "prefill", list(take), stream.cached)
                 stream.cached += len(take)
-                stream.pending = stream.pending[len(take):]
+                stream.pending = stream.pending[len(take) :]
             t0 = time.perf_counter()
             rows_arg = None if self.engine.mesh is not None else jnp.asarray(rows, jnp.int32)
             self.next_logits, self.cache = self.engine.runner.prefill(
-                self.engine.runner.state, rows_arg, jnp.asarray(tokens), jnp.asarray(num_new),
-                self.cache, self.next_logits, jnp.asarray(reset))
+                self.engine.runner.state,
+                rows_arg,
+                jnp.asarray(tokens),
+                jnp.asarray(num_new),
+                self.cache,
+                self.next_logits,
+                jnp.asarray(reset),
+            )
             self.next_logits.block_until_ready()
             self.stats.device_s += time.perf_counter() - t0
             self.stats.prefill_tokens += int(num_new.sum())
@@ -426,7 +472,7 @@ class _Run:
             if s is None or not s.live or not s.sampling or s in self.ready:
                 continue
             room = min(cfg.max_turn_tokens - s.turn_sampled, cfg.max_total_tokens - len(s.record.ids))
-            if room <= 0:                            # cannot happen by construction; never spin on it
+            if room <= 0:  # cannot happen by construction; never spin on it
                 self._stop(s, STOP_MAX_TOTAL_TOKENS, notify=True)
                 stopped = True
                 continue
@@ -438,11 +484,20 @@ class _Run:
             temperature=jnp.full((n,), cfg.temperature, jnp.float32),
             top_p=jnp.full((n,), cfg.top_p, jnp.float32),
             top_k=jnp.full((n,), cfg.top_k, jnp.int32),
-            seed=jnp.asarray(seeds))
+            seed=jnp.asarray(seeds),
+        )
         t0 = time.perf_counter()
         out = self.engine.runner.decode(
-            self.engine.runner.state, self.cache, self.next_logits, jnp.asarray(active),
-            jnp.asarray(budget), params, self.engine.stop_ids, self.key, max_steps=decode_bucket(cfg.max_turn_tokens))
+            self.engine.runner.state,
+            self.cache,
+            self.next_logits,
+            jnp.asarray(active),
+            jnp.asarray(budget),
+            params,
+            self.engine.stop_ids,
+            self.key,
+            max_steps=decode_bucket(cfg.max_turn_tokens),
+        )
         ids, logprobs, count, finish, self.cache, self.next_logits = out
         ids, logprobs, count, finish = (np.asarray(x) for x in (ids, logprobs, count, finish))
         self.stats.device_s += time.perf_counter() - t0
@@ -454,7 +509,9 @@ class _Run:
             k = int(count[r])
             new_ids = ids[r, :k].tolist()
             if self.engine.trace is not None:
-                self.engine.trace((stream.episode_index, stream.record.stream), "decode", new_ids, stream.cached)
+                self.engine.trace(
+                    (stream.episode_index, stream.record.stream), "decode", new_ids, stream.cached
+                )
             stream.record.append(new_ids, sampled=True, logprobs=logprobs[r, :k].tolist())
             stream.cached += k
             stream.turn_sampled += k
@@ -471,7 +528,7 @@ class _Run:
             self._stop(stream, STOP_MAX_TURN_TOKENS, notify=True)
         elif len(stream.record.ids) + 1 >= self.cfg.max_total_tokens:
             self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
-        else:                                        # "close": forced <|im_end|>, mask 0
+        else:  # "close": forced <|im_end|>, mask 0
             end = self.tok.im_end_id
             stream.record.forced.append((len(stream.record.ids), len(stream.record.ids) + 1))
             stream.record.append([end], sampled=False)

@@ -83,7 +83,7 @@ class AgentEpisode(Episode):
         self.prompt_ids = list(prompt_ids)
         self.env = env
         self.tokenizer = tokenizer
-        self.steps: list[Any] = []     # every StepResult, in order (for inspection and tests)
+        self.steps: list[Any] = []  # every StepResult, in order (for inspection and tests)
 
     def start(self) -> list[Continue]:
         return [Continue("main", self.prompt_ids)]
@@ -98,8 +98,13 @@ class AgentEpisode(Episode):
         errors = [bool(r.is_error) for r in step.responses]
         names = [str(r.name) for r in step.responses]
         if step.done:
-            reason = (STOP_ANSWER if step.answer is not None
-                      else STOP_MAX_TURNS if step.stop_reason == STOP_MAX_TURNS else STOP_DONE)
+            reason = (
+                STOP_ANSWER
+                if step.answer is not None
+                else STOP_MAX_TURNS
+                if step.stop_reason == STOP_MAX_TURNS
+                else STOP_DONE
+            )
             return TurnOutcome([Stop(stream, reason, step.answer)], errors, names)
         if eos:
             return TurnOutcome([Stop(stream, STOP_EOS)], errors, names)
@@ -137,9 +142,18 @@ class ForcedTokens(AgentEpisode):
         return super().on_turn_end(stream, text, eos)
 
 
-def agent_episode(instance: dict[str, Any], benchmark: Any, tokenizer: Any, *, max_turns: int = 10,
-                  max_prompt_tokens: int | None = None, memory: bool = True, variant: str = "b2t",
-                  max_response_chars: int = 6000, python_tool: Any = None) -> AgentEpisode:
+def agent_episode(
+    instance: dict[str, Any],
+    benchmark: Any,
+    tokenizer: Any,
+    *,
+    max_turns: int = 10,
+    max_prompt_tokens: int | None = None,
+    memory: bool = True,
+    variant: str = "b2t",
+    max_response_chars: int = 6000,
+    python_tool: Any = None,
+) -> AgentEpisode:
     """A tool-using episode for one visible instance of `benchmark` (a sandbox Benchmark; a B2T
     world is also accepted): the benchmark's prompt, a fresh EpisodeEnv on its world for the instance.
 
@@ -149,8 +163,18 @@ def agent_episode(instance: dict[str, Any], benchmark: Any, tokenizer: Any, *, m
     from sandbox.env import EpisodeEnv
 
     bench = as_benchmark(benchmark)
-    prompt = bench.prompt(instance, variant=variant, memory=memory, max_tokens=max_prompt_tokens,
-                          count_tokens=token_counter(tokenizer))
-    env = EpisodeEnv(bench.world_for(instance), memory_enabled=prompt.memory, python_tool=python_tool,
-                     max_turns=max_turns, max_response_chars=max_response_chars)
+    prompt = bench.prompt(
+        instance,
+        variant=variant,
+        memory=memory,
+        max_tokens=max_prompt_tokens,
+        count_tokens=token_counter(tokenizer),
+    )
+    env = EpisodeEnv(
+        bench.world_for(instance),
+        memory_enabled=prompt.memory,
+        python_tool=python_tool,
+        max_turns=max_turns,
+        max_response_chars=max_response_chars,
+    )
     return AgentEpisode(str(instance["id"]), prompt_ids(prompt, tokenizer), env, tokenizer)

@@ -12,13 +12,13 @@ from typing import Any
 
 # Why an episode stopped. TRUNCATING reasons mean the episode was cut by a limit: the answer is
 # missing and `truncated` is True (the reward says so).
-STOP_ANSWER = "answer"            # the environment accepted a final <answer>
-STOP_DONE = "done"                # the environment ended the episode without an answer
-STOP_EOS = "eos"                  # the model emitted <|endoftext|> without an answer
+STOP_ANSWER = "answer"  # the environment accepted a final <answer>
+STOP_DONE = "done"  # the environment ended the episode without an answer
+STOP_EOS = "eos"  # the model emitted <|endoftext|> without an answer
 STOP_MAX_TURNS = "max_turns"
 STOP_MAX_TURN_TOKENS = "max_turn_tokens"
 STOP_MAX_TOTAL_TOKENS = "max_total_tokens"
-STOP_ERROR = "error"              # the episode's environment raised; recorded, never re-raised
+STOP_ERROR = "error"  # the episode's environment raised; recorded, never re-raised
 TRUNCATING = frozenset({STOP_MAX_TURNS, STOP_MAX_TURN_TOKENS, STOP_MAX_TOTAL_TOKENS})
 
 
@@ -42,7 +42,7 @@ class EpisodeRecord:
     logprobs: list[float] = dataclasses.field(default_factory=list)
     turns: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     errors: list[bool] = dataclasses.field(default_factory=list)
-    calls: list[str] = dataclasses.field(default_factory=list)    # name of each call, parallel to errors
+    calls: list[str] = dataclasses.field(default_factory=list)  # name of each call, parallel to errors
     answer: str | None = None
     stop_reason: str = ""
     reward: float | None = None

@@ -38,5 +38,12 @@ def render_env_reply(tokenizer: Any, body: str) -> list[int]:
     tags always survive.
     """
     start, end = tokenizer.im_start_id, tokenizer.im_end_id
-    return (tokenizer.encode("\n") + [start] + tokenizer.encode(f"user\n{body}") + [end]
-            + tokenizer.encode("\n") + [start] + tokenizer.encode("assistant\n"))
+    return (
+        tokenizer.encode("\n")
+        + [start]
+        + tokenizer.encode(f"user\n{body}")
+        + [end]
+        + tokenizer.encode("\n")
+        + [start]
+        + tokenizer.encode("assistant\n")
+    )

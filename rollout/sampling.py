@@ -26,9 +26,9 @@ from jax.sharding import Mesh
 
 from models.sharding import on_mesh
 
-FINISH_NONE = 0     # row inactive or still running
-FINISH_STOP = 1     # sampled a stop token (<|im_end|> / <|endoftext|>)
-FINISH_BUDGET = 2   # reached its token budget for this segment
+FINISH_NONE = 0  # row inactive or still running
+FINISH_STOP = 1  # sampled a stop token (<|im_end|> / <|endoftext|>)
+FINISH_BUDGET = 2  # reached its token budget for this segment
 
 
 def effective_temperature(temperature: jax.Array | float) -> jax.Array:
@@ -48,16 +48,18 @@ def mask_padded_vocab(logits: jax.Array, valid_vocab: int | None) -> jax.Array:
     return jnp.where(valid, logits, jnp.finfo(jnp.float32).min)
 
 
-def tempered_logits(logits: jax.Array, temperature: jax.Array | float,
-                    valid_vocab: int | None = None) -> jax.Array:
+def tempered_logits(
+    logits: jax.Array, temperature: jax.Array | float, valid_vocab: int | None = None
+) -> jax.Array:
     """logits / T in fp32 (T = 1 for greedy rows), padded ids masked. temperature scalar or [...]."""
     t = effective_temperature(temperature)
     scaled = logits.astype(jnp.float32) / (t[..., None] if t.ndim else t)
     return mask_padded_vocab(scaled, valid_vocab)
 
 
-def token_logprobs(logits: jax.Array, ids: jax.Array, temperature: jax.Array | float,
-                   valid_vocab: int | None = None) -> jax.Array:
+def token_logprobs(
+    logits: jax.Array, ids: jax.Array, temperature: jax.Array | float, valid_vocab: int | None = None
+) -> jax.Array:
     """log_softmax(logits / T)[ids] in fp32 over the first `valid_vocab` ids (all when None).
     logits [..., V], ids [...], temperature scalar or [...]. Computed as scaled[id] - logsumexp,
     so no [..., V] log-softmax is materialised."""
@@ -69,18 +71,22 @@ def token_logprobs(logits: jax.Array, ids: jax.Array, temperature: jax.Array | f
 def _filter_top_p_top_k(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
     """Mask (to -inf) tokens outside the top-k and the top-p nucleus. scaled [B, V] fp32."""
     vocab = scaled.shape[-1]
-    desc = -jnp.sort(-scaled, axis=-1)                                  # [B, V]
+    desc = -jnp.sort(-scaled, axis=-1)  # [B, V]
     probs = jax.nn.softmax(desc, axis=-1)
-    before = jnp.cumsum(probs, axis=-1) - probs                         # mass strictly above
+    before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly above
     rank = jnp.arange(vocab)[None, :]
     keep = (before < top_p[:, None]) & ((top_k[:, None] <= 0) | (rank < top_k[:, None]))
     keep = keep.at[:, 0].set(True)
-    threshold = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1)        # [B]
+    threshold = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1)  # [B]
     return jnp.where(scaled >= threshold[:, None], scaled, -jnp.inf)
 
 
 def sample_tokens(
-    logits: jax.Array, keys: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array,
+    logits: jax.Array,
+    keys: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    top_k: jax.Array,
     valid_vocab: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """One token per row and its log-prob. logits [B, V] fp32, keys [B] typed keys, params [B].
@@ -100,10 +106,10 @@ def sample_tokens(
 class SamplingArrays(NamedTuple):
     """Per-row runtime sampling parameters, all [B]."""
 
-    temperature: jax.Array   # fp32; <= 0 means greedy
-    top_p: jax.Array         # fp32; 1.0 disables
-    top_k: jax.Array         # int32; 0 disables
-    seed: jax.Array          # int32 per-episode seed: a row's samples do not depend on its batch mates
+    temperature: jax.Array  # fp32; <= 0 means greedy
+    top_p: jax.Array  # fp32; 1.0 disables
+    top_k: jax.Array  # int32; 0 disables
+    seed: jax.Array  # int32 per-episode seed: a row's samples do not depend on its batch mates
 
 
 def _row_keys(key: jax.Array, seeds: jax.Array, positions: jax.Array) -> jax.Array:
@@ -142,8 +148,11 @@ def decode_bucket(max_turn_tokens: int) -> int:
 def compiled_functions(graphdef: Any, valid_vocab: int | None = None) -> tuple[Any, Any]:
     """Jitted (prefill, decode) per model graph and vocabulary, shared by every engine on them."""
     prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
-    decode = jax.jit(functools.partial(_decode, graphdef, valid_vocab), static_argnames=("max_steps",),
-                     donate_argnums=(1, 2))
+    decode = jax.jit(
+        functools.partial(_decode, graphdef, valid_vocab),
+        static_argnames=("max_steps",),
+        donate_argnums=(1, 2),
+    )
     return prefill, decode
 
 
@@ -168,8 +177,9 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
     return next_logits.at[rows].set(updated), cache
 
 
-def _decode(graphdef, valid_vocab, state, cache, next_logits, active, budget, params, stop_ids, key, *,
-            max_steps):
+def _decode(
+    graphdef, valid_vocab, state, cache, next_logits, active, budget, params, stop_ids, key, *, max_steps
+):
     """Decode up to `max_steps` tokens for every active row, one token per row per step.
 
     Ids >= valid_vocab (padded embedding rows) are never sampled and excluded from the log-probs.
@@ -201,20 +211,30 @@ def _decode(graphdef, valid_vocab, state, cache, next_logits, active, budget, pa
         logits = jnp.where(alive[:, None], new_logits, logits)
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
-        finish = jnp.where(alive & is_stop, FINISH_STOP,
-                           jnp.where(alive & out_of_budget, FINISH_BUDGET, finish))
+        finish = jnp.where(
+            alive & is_stop, FINISH_STOP, jnp.where(alive & out_of_budget, FINISH_BUDGET, finish)
+        )
         alive = alive & ~is_stop & ~out_of_budget
         return state, step + 1, cache, logits, alive, count, finish, out_ids, out_lp
 
-    carry = (state, jnp.int32(0), cache, next_logits, alive0, jnp.zeros(batch, jnp.int32),
-             jnp.zeros(batch, jnp.int32), jnp.zeros((batch, max_steps), jnp.int32),
-             jnp.zeros((batch, max_steps), jnp.float32))
+    carry = (
+        state,
+        jnp.int32(0),
+        cache,
+        next_logits,
+        alive0,
+        jnp.zeros(batch, jnp.int32),
+        jnp.zeros(batch, jnp.int32),
+        jnp.zeros((batch, max_steps), jnp.int32),
+        jnp.zeros((batch, max_steps), jnp.float32),
+    )
     _, _, cache, next_logits, _, count, finish, out_ids, out_lp = jax.lax.while_loop(cond, body, carry)
     return out_ids, out_lp, count, finish, cache, next_logits
 
 
-def teacher_forced_logprobs(model: nnx.Module, ids: list[int], temperature: float,
-                            valid_vocab: int | None = None) -> np.ndarray:
+def teacher_forced_logprobs(
+    model: nnx.Module, ids: list[int], temperature: float, valid_vocab: int | None = None
+) -> np.ndarray:
     """log p(ids[t] | ids[:t]) for t >= 1 from one full causal forward pass ([len(ids) - 1] fp32).
 
     The independent reference the sampler's recorded log-probs are checked against. The input is
@@ -226,12 +246,12 @@ def teacher_forced_logprobs(model: nnx.Module, ids: list[int], temperature: floa
     while width < len(ids):
         width *= 2
     tokens = np.zeros((1, width), np.int32)
-    tokens[0, :len(ids)] = ids
+    tokens[0, : len(ids)] = ids
     out = _teacher_forced(graphdef, valid_vocab, state, jnp.asarray(tokens), jnp.float32(temperature))
     return np.asarray(out)[0, : len(ids) - 1]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _teacher_forced(graphdef, valid_vocab, state, tokens, temperature):
-    logits = nnx.merge(graphdef, state)(tokens)                                       # [1, W, V]
-    return token_logprobs(logits[:, :-1], tokens[:, 1:], temperature, valid_vocab)    # [1, W - 1]
+    logits = nnx.merge(graphdef, state)(tokens)  # [1, W, V]
+    return token_logprobs(logits[:, :-1], tokens[:, 1:], temperature, valid_vocab)  # [1, W - 1]

@@ -13,8 +13,14 @@ from sandbox.benchmarks import as_benchmark
 from sandbox.reward import Reward
 
 
-def score_records(records: Sequence[EpisodeRecord], pairs: Sequence[tuple[dict, dict]], benchmark: Any, *,
-                  action_penalty: bool = True, format_gate: bool = True) -> tuple[list[Any], list[Reward]]:
+def score_records(
+    records: Sequence[EpisodeRecord],
+    pairs: Sequence[tuple[dict, dict]],
+    benchmark: Any,
+    *,
+    action_penalty: bool = True,
+    format_gate: bool = True,
+) -> tuple[list[Any], list[Reward]]:
     """Judge record i against pairs[i] = (visible instance, ground truth) and set its `reward`.
 
     `benchmark` is a sandbox Benchmark (a B2T World, store path or DATA directory also works).
@@ -22,14 +28,20 @@ def score_records(records: Sequence[EpisodeRecord], pairs: Sequence[tuple[dict, 
     Returns (verdicts, rewards).
     """
     if len(records) != len(pairs):
-        raise ValueError(f"{len(records)} records but {len(pairs)} (instance, ground truth) pairs: "
-                         "give one pair per record, in record order")
+        raise ValueError(
+            f"{len(records)} records but {len(pairs)} (instance, ground truth) pairs: "
+            "give one pair per record, in record order"
+        )
     bench = as_benchmark(benchmark)
     verdicts, rewards = [], []
     for record, (instance, truth) in zip(records, pairs):
         verdict = bench.evaluate(record.answer, instance, truth)
-        reward = bench.reward(verdict if record.answer is not None else None, record.any_error,
-                              action_penalty=action_penalty, format_gate=format_gate)
+        reward = bench.reward(
+            verdict if record.answer is not None else None,
+            record.any_error,
+            action_penalty=action_penalty,
+            format_gate=format_gate,
+        )
         record.reward = reward.total
         verdicts.append(verdict)
         rewards.append(reward)

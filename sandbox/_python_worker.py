@@ -188,11 +188,32 @@ def _audit_guard(workdir: str):
     workdir = real(workdir)
     own_pid = os.getpid()
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    path_events = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.symlink", "os.link",
-                   "os.chmod", "os.chown", "os.truncate", "os.utime", "shutil.rmtree",
-                   "shutil.copyfile", "shutil.move"}
-    process_events = {"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
-                      "subprocess.Popen", "pty.spawn", "os.startfile"}
+    path_events = {
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.mkdir",
+        "os.symlink",
+        "os.link",
+        "os.chmod",
+        "os.chown",
+        "os.truncate",
+        "os.utime",
+        "shutil.rmtree",
+        "shutil.copyfile",
+        "shutil.move",
+    }
+    process_events = {
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.exec",
+        "os.spawn",
+        "os.system",
+        "subprocess.Popen",
+        "pty.spawn",
+        "os.startfile",
+    }
 
     def inside(path) -> bool:
         if isinstance(path, int):
@@ -207,7 +228,8 @@ def _audit_guard(workdir: str):
         if event == "open":
             path, mode, flags = args
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & write_flags)
+                isinstance(flags, int) and flags & write_flags
+            )
             if writing and path is not None and not inside(path):
                 raise PermissionError(f"writing outside the working directory is not allowed: {path!r}")
         elif event in path_events:
@@ -295,13 +317,24 @@ def _child(req: dict, out_w: int, workdir: str, uid: int | None, guard: bool) ->
             os._exit(1)
         os.chdir(workdir)
         os.environ.clear()
-        os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
-                           "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "OPENBLAS_NUM_THREADS": "1",
-                           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                      errors="backslashreplace")
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                      errors="backslashreplace", write_through=True)
+        os.environ.update(
+            {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": workdir,
+                "TMPDIR": workdir,
+                "LANG": "C.UTF-8",
+                "PYTHONIOENCODING": "utf-8",
+                "OPENBLAS_NUM_THREADS": "1",
+                "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+            }
+        )
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         import tempfile
 
@@ -330,8 +363,13 @@ class Supervisor:
         self.base_dir = cfg["base_dir"]
         self.guard = bool(cfg.get("audit_guard", True))
         self.uid = None
-        self.isolation = {"kernel": False, "network": "audit hook only", "filesystem": "audit hook only",
-                          "signals": "own session + process-group kill only", "uid": os.getuid()}
+        self.isolation = {
+            "kernel": False,
+            "network": "audit hook only",
+            "filesystem": "audit hook only",
+            "signals": "own session + process-group kill only",
+            "uid": os.getuid(),
+        }
         os.umask(0o022)  # the jail's directories must be traversable by the run's uid
         if not cfg.get("kernel_isolation", True):
             self.isolation["kernel_error"] = "kernel isolation was switched off (kernel_isolation=False)"
@@ -341,10 +379,14 @@ class Supervisor:
             try:
                 self.base_dir = _enter_jail(self.base_dir)
                 self.uid = UID_BASE + os.getpid()
-                self.isolation = {"kernel": True, "network": "new network namespace (no interfaces up)",
-                                  "filesystem": "own root: Python install and libraries read-only, "
-                                                "private tmpfs working directory",
-                                  "signals": "separate uid per supervisor", "uid": self.uid}
+                self.isolation = {
+                    "kernel": True,
+                    "network": "new network namespace (no interfaces up)",
+                    "filesystem": "own root: Python install and libraries read-only, "
+                    "private tmpfs working directory",
+                    "signals": "separate uid per supervisor",
+                    "uid": self.uid,
+                }
             except OSError as e:
                 self.isolation["kernel_error"] = f"the kernel refused the jail ({e})"
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -448,10 +490,13 @@ class Supervisor:
                 status = "signal"
             else:
                 status = "ok" if os.WEXITSTATUS(wait_status) == 0 else "error"
-        return {"status": status, "output": bytes(out[:cap]).decode("utf-8", errors="replace"),
-                "exit_code": os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else None,
-                "signal": os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else None,
-                "elapsed_s": round(time.monotonic() - start, 4)}
+        return {
+            "status": status,
+            "output": bytes(out[:cap]).decode("utf-8", errors="replace"),
+            "exit_code": os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else None,
+            "signal": os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else None,
+            "elapsed_s": round(time.monotonic() - start, 4),
+        }
 
 
 def main() -> None:
@@ -468,8 +513,13 @@ def main() -> None:
         try:
             resp = supervisor.run(req)
         except Exception as e:  # noqa: BLE001 - report, keep serving
-            resp = {"status": "internal", "output": f"{type(e).__name__}: {e}", "exit_code": None,
-                    "signal": None, "elapsed_s": 0.0}
+            resp = {
+                "status": "internal",
+                "output": f"{type(e).__name__}: {e}",
+                "exit_code": None,
+                "signal": None,
+                "elapsed_s": 0.0,
+            }
         _write_frame(resp_fd, resp)
 
 

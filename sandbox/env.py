@@ -22,9 +22,10 @@ PYTHON_TOOL_NAME = "Python"
 STOP_ANSWER = "answer"
 STOP_MAX_TURNS = "max_turns"
 _NO_ACTION_MESSAGE = (
-    "no action in this turn. Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>, "
-    "read or write memory with <memory>{\"action\": \"read\"|\"write\", \"key\": ..., \"value\": ...}</memory>, "
-    "or give the final plan as a JSON list in <answer>...</answer>.")
+    'no action in this turn. Call a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call>, '
+    'read or write memory with <memory>{"action": "read"|"write", "key": ..., "value": ...}</memory>, '
+    "or give the final plan as a JSON list in <answer>...</answer>."
+)
 
 _default_pool: cf.ThreadPoolExecutor | None = None
 _default_pool_lock = threading.Lock()
@@ -67,7 +68,7 @@ def truncate_middle(text: str, max_chars: int) -> str:
         return text[:max_chars]
     head = (keep + 1) // 2
     tail = keep - head
-    return text[:head] + marker + (text[len(text) - tail:] if tail else "")
+    return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
 
 class World(Protocol):
@@ -106,10 +107,18 @@ class StepResult:
 class EpisodeEnv:
     """State of one episode: its memory, turn count and error flag."""
 
-    def __init__(self, world: World, *, memory_enabled: bool = True, python_tool: PythonRunner | None = None,
-                 max_turns: int = 30, executor: cf.Executor | None = None,
-                 max_response_chars: int = 6000, max_turn_chars: int | None = None,
-                 memory: Memory | None = None) -> None:
+    def __init__(
+        self,
+        world: World,
+        *,
+        memory_enabled: bool = True,
+        python_tool: PythonRunner | None = None,
+        max_turns: int = 30,
+        executor: cf.Executor | None = None,
+        max_response_chars: int = 6000,
+        max_turn_chars: int | None = None,
+        memory: Memory | None = None,
+    ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be >= 1")
         self.world = world
@@ -165,8 +174,13 @@ class EpisodeEnv:
 
     def _respond(self, kind: str, name: str, result: ToolResult) -> Response:
         text = truncate_middle(result.text, self.max_response_chars)
-        return Response(kind=kind, name=name, text=text, is_error=bool(result.is_error),
-                        env_fault=bool(getattr(result, "env_fault", False)))
+        return Response(
+            kind=kind,
+            name=name,
+            text=text,
+            is_error=bool(result.is_error),
+            env_fault=bool(getattr(result, "env_fault", False)),
+        )
 
     def _cap_turn(self, responses: list[Response]) -> list[Response]:
         """The turn's responses up to `max_turn_chars` rendered characters, then one error block."""
@@ -176,10 +190,18 @@ class EpisodeEnv:
             if total > self.max_turn_chars:
                 cut = responses[i:]
                 chars = sum(len(r.render()) + 1 for r in cut)
-                return responses[:i] + [Response("tool", "limit", (
-                    f"Error: {len(cut)} more response(s) of this turn ({chars} characters) were cut: the "
-                    f"responses of one turn may total at most {self.max_turn_chars} characters; make fewer, "
-                    "narrower calls per turn"), is_error=True)]
+                return responses[:i] + [
+                    Response(
+                        "tool",
+                        "limit",
+                        (
+                            f"Error: {len(cut)} more response(s) of this turn ({chars} characters) were cut: the "
+                            f"responses of one turn may total at most {self.max_turn_chars} characters; make fewer, "
+                            "narrower calls per turn"
+                        ),
+                        is_error=True,
+                    )
+                ]
         return responses
 
     # ------------------------------------------------------------------ one turn
@@ -197,9 +219,16 @@ class EpisodeEnv:
                 if isinstance(a, ParseError):
                     responses.append(self._respond(a.kind, "parse", ToolResult.error(a.message)))
             if executable:
-                responses.append(self._respond("tool", "answer", ToolResult.error(
-                    f"<answer> must stand alone; the {len(executable)} action(s) in the same turn "
-                    "were not executed")))
+                responses.append(
+                    self._respond(
+                        "tool",
+                        "answer",
+                        ToolResult.error(
+                            f"<answer> must stand alone; the {len(executable)} action(s) in the same turn "
+                            "were not executed"
+                        ),
+                    )
+                )
             self.done, self.answer, self.stop_reason = True, parsed.answer, STOP_ANSWER
         elif not parsed.actions:
             responses.append(self._respond("tool", "parse", ToolResult.error(_NO_ACTION_MESSAGE)))
@@ -210,9 +239,16 @@ class EpisodeEnv:
         responses = self._cap_turn(responses)
         self.any_error = self.any_error or any(r.is_error for r in responses)
         self.any_env_fault = self.any_env_fault or any(r.env_fault for r in responses)
-        return StepResult(responses=responses, rendered="\n".join(r.render() for r in responses),
-                          done=self.done, answer=self.answer, any_error=self.any_error,
-                          stop_reason=self.stop_reason, parsed=parsed, any_env_fault=self.any_env_fault)
+        return StepResult(
+            responses=responses,
+            rendered="\n".join(r.render() for r in responses),
+            done=self.done,
+            answer=self.answer,
+            any_error=self.any_error,
+            stop_reason=self.stop_reason,
+            parsed=parsed,
+            any_env_fault=self.any_env_fault,
+        )
 
     def _execute(self, parsed: ParsedTurn) -> list[Response]:
         """Run the turn's actions; tool calls in parallel, memory operations in order."""
@@ -227,4 +263,3 @@ class EpisodeEnv:
             else:
                 responses.append(self._respond("memory", "memory", self._memory(action)))
         return responses
-

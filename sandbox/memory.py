@@ -22,8 +22,13 @@ def _render(value: Any) -> str:
 class Memory:
     """Key-value store with bounds on key length, value size and total size (in JSON characters)."""
 
-    def __init__(self, max_key_chars: int = 64, max_value_chars: int = 4000,
-                 max_total_chars: int = 16000, max_keys: int = 64) -> None:
+    def __init__(
+        self,
+        max_key_chars: int = 64,
+        max_value_chars: int = 4000,
+        max_total_chars: int = 16000,
+        max_keys: int = 64,
+    ) -> None:
         self.max_key_chars = max_key_chars
         self.max_value_chars = max_value_chars
         self.max_total_chars = max_total_chars
@@ -41,12 +46,14 @@ class Memory:
     def apply(self, op: Any) -> ToolResult:
         """Run one operation parsed from a `<memory>` block."""
         if not isinstance(op, dict):
-            return ToolResult.error('a memory operation must be a JSON object like '
-                                    '{"action": "read", "key": "..."}')
+            return ToolResult.error(
+                'a memory operation must be a JSON object like {"action": "read", "key": "..."}'
+            )
         unknown = sorted(set(op) - _FIELDS)
         if unknown:
-            return ToolResult.error(f"unknown field(s) {unknown} in memory operation; "
-                                    "allowed: action, key, value")
+            return ToolResult.error(
+                f"unknown field(s) {unknown} in memory operation; allowed: action, key, value"
+            )
         action = op.get("action")
         if action not in ("read", "write"):
             return ToolResult.error(f'memory "action" must be "read" or "write", got {action!r}')
@@ -77,14 +84,17 @@ class Memory:
         value = op["value"]
         size = len(_render(value))
         if size > self.max_value_chars:
-            return ToolResult.error(f"memory value is {size} characters; the limit per value is "
-                                    f"{self.max_value_chars}")
+            return ToolResult.error(
+                f"memory value is {size} characters; the limit per value is {self.max_value_chars}"
+            )
         if key not in self._data and len(self._data) >= self.max_keys:
             return ToolResult.error(f"memory is full ({self.max_keys} keys); overwrite an existing key")
         new_total = self.total_chars() - self._sizes.get(key, 0) + size
         if new_total > self.max_total_chars:
-            return ToolResult.error(f"memory would hold {new_total} characters; the limit is "
-                                    f"{self.max_total_chars}; overwrite or shorten entries")
+            return ToolResult.error(
+                f"memory would hold {new_total} characters; the limit is "
+                f"{self.max_total_chars}; overwrite or shorten entries"
+            )
         self._data[key] = value
         self._sizes[key] = size
         return ToolResult(f"Stored {key!r} ({size} characters). Keys: {_render(list(self._data))}")

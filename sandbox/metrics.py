@@ -17,8 +17,7 @@ from typing import Sequence
 from sandbox.evaluator import CONSTRAINT_NAMES, C_NAMES, UPC_NAMES, EvalResult
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
-SUMMARY_KEYS = ("delivery_rate", "c_micro", "c_macro", "upc_micro", "upc_macro",
-                "final_pass_rate")
+SUMMARY_KEYS = ("delivery_rate", "c_micro", "c_macro", "upc_micro", "upc_macro", "final_pass_rate")
 _HEADERS = ("Delivery", "C micro", "C macro", "UPC micro", "UPC macro", "Final")
 
 
@@ -30,8 +29,11 @@ def group_metrics(results: Sequence[EvalResult]) -> dict:
     """Summary metrics and per-constraint pass rates of one set of plans."""
     n = len(results)
     if n == 0:
-        return {"n": 0, **{k: 0.0 for k in SUMMARY_KEYS},
-                "per_constraint": {name: 0.0 for name in CONSTRAINT_NAMES}}
+        return {
+            "n": 0,
+            **{k: 0.0 for k in SUMMARY_KEYS},
+            "per_constraint": {name: 0.0 for name in CONSTRAINT_NAMES},
+        }
     passed = [_passed(r) for r in results]
     c_all = [all(p[name] for name in C_NAMES) for p in passed]
     upc_all = [all(p[name] for name in UPC_NAMES) for p in passed]
@@ -48,8 +50,7 @@ def group_metrics(results: Sequence[EvalResult]) -> dict:
 
 
 def _difficulty_key(name: str) -> tuple[int, str]:
-    return (DIFFICULTY_ORDER.index(name) if name in DIFFICULTY_ORDER else len(DIFFICULTY_ORDER),
-            name)
+    return (DIFFICULTY_ORDER.index(name) if name in DIFFICULTY_ORDER else len(DIFFICULTY_ORDER), name)
 
 
 def compute_metrics(results: Sequence[EvalResult]) -> dict:
@@ -58,8 +59,9 @@ def compute_metrics(results: Sequence[EvalResult]) -> dict:
     for result in results:
         groups[result.difficulty or "unknown"].append(result)
     metrics = group_metrics(results)
-    metrics["per_difficulty"] = {name: group_metrics(groups[name])
-                                 for name in sorted(groups, key=_difficulty_key)}
+    metrics["per_difficulty"] = {
+        name: group_metrics(groups[name]) for name in sorted(groups, key=_difficulty_key)
+    }
     return metrics
 
 
@@ -69,13 +71,14 @@ def format_table(metrics: dict) -> str:
     width = max(10, *(len(name) for name, _ in rows))
     lines = [f"{'split':<{width}} {'n':>6} " + " ".join(f"{h:>9}" for h in _HEADERS)]
     for name, m in rows:
-        lines.append(f"{name:<{width}} {m['n']:>6} " +
-                     " ".join(f"{100 * m[k]:>8.1f}%" for k in SUMMARY_KEYS))
+        lines.append(f"{name:<{width}} {m['n']:>6} " + " ".join(f"{100 * m[k]:>8.1f}%" for k in SUMMARY_KEYS))
     lines.append("")
     names = [name for name, _ in rows]
     cwidth = max(len(n) for n in CONSTRAINT_NAMES)
     lines.append(f"{'constraint':<{cwidth}} " + " ".join(f"{n:>8}" for n in names))
     for constraint in CONSTRAINT_NAMES:
-        lines.append(f"{constraint:<{cwidth}} " + " ".join(
-            f"{100 * m['per_constraint'][constraint]:>7.1f}%" for _, m in rows))
+        lines.append(
+            f"{constraint:<{cwidth}} "
+            + " ".join(f"{100 * m['per_constraint'][constraint]:>7.1f}%" for _, m in rows)
+        )
     return "\n".join(lines)

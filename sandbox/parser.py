@@ -68,8 +68,9 @@ def _load_json(body: str, tag: str, kind: str) -> Any:
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
-        return ParseError(f"<{tag}> body is not valid JSON ({e.msg} at position {e.pos}): {_snippet(body)}",
-                          kind=kind)
+        return ParseError(
+            f"<{tag}> body is not valid JSON ({e.msg} at position {e.pos}): {_snippet(body)}", kind=kind
+        )
     except RecursionError:  # the decoder's own limit, around 1000 levels
         return too_deep
     return too_deep if nested_deeper_than(obj) else obj
@@ -86,8 +87,9 @@ def _parse_tool_call(body: str) -> Action:
         return ParseError('<tool_call> needs a string "name"')
     arguments = obj.get("arguments", {})
     if not isinstance(arguments, dict):
-        return ParseError(f'<tool_call> "arguments" of {name} must be a JSON object, '
-                          f"got {type(arguments).__name__}")
+        return ParseError(
+            f'<tool_call> "arguments" of {name} must be a JSON object, got {type(arguments).__name__}'
+        )
     extra = sorted(set(obj) - {"name", "arguments"})
     if extra:
         return ParseError(f"<tool_call> of {name} has unknown field(s) {extra}; use only name and arguments")
@@ -129,10 +131,14 @@ def parse_turn(text: str) -> ParsedTurn:
     absent_after: dict[str, int] = {}
     while pos < len(text):
         m = _TAG.search(text, pos)
-        stray = text[pos: m.start() if m else len(text)]
+        stray = text[pos : m.start() if m else len(text)]
         if stray.strip():
-            turn._add(ParseError(f"text outside any tag: {_snippet(stray)}; put reasoning inside "
-                                 "<think>...</think> and actions in <tool_call>/<memory>/<answer> tags"))
+            turn._add(
+                ParseError(
+                    f"text outside any tag: {_snippet(stray)}; put reasoning inside "
+                    "<think>...</think> and actions in <tool_call>/<memory>/<answer> tags"
+                )
+            )
         if m is None:
             break
         closing, name = m.group(1) == "/", m.group(2)
@@ -150,14 +156,20 @@ def parse_turn(text: str) -> ParsedTurn:
         if name not in _KNOWN:
             # An unclosed unknown tag consumes only itself, so later blocks are still parsed.
             pos = close + len(end_tag) if close >= 0 else m.end()
-            turn._add(ParseError(f"unknown tag <{name}>; the allowed tags are "
-                                 + ", ".join(f"<{k}>" for k in _KNOWN)))
+            turn._add(
+                ParseError(
+                    f"unknown tag <{name}>; the allowed tags are " + ", ".join(f"<{k}>" for k in _KNOWN)
+                )
+            )
             continue
-        body = text[m.end(): close] if close >= 0 else text[m.end():]
+        body = text[m.end() : close] if close >= 0 else text[m.end() :]
         pos = close + len(end_tag) if close >= 0 else len(text)
         if close < 0:
-            turn._add(ParseError(f"<{name}> is never closed with {end_tag}",
-                                 kind="memory" if name == "memory" else "tool"))
+            turn._add(
+                ParseError(
+                    f"<{name}> is never closed with {end_tag}", kind="memory" if name == "memory" else "tool"
+                )
+            )
             if name == "think":
                 thinks.append(body.strip())
             continue

@@ -46,54 +46,125 @@ MAX_DAYS = 60
 MAX_ACTIVITIES_PER_DAY = 60
 
 _KEY_SYNONYMS = {
-    "activity_type": "type", "kind": "type", "category": "type",
-    "title": "name", "poi_name": "name", "place": "name", "venue": "name",
-    "start": "start_time", "begin_time": "start_time", "from_time": "start_time",
-    "departure_time": "start_time", "depart_time": "start_time",
-    "end": "end_time", "finish_time": "end_time", "to_time": "end_time",
-    "arrival_time": "end_time", "arrive_time": "end_time",
-    "cost": "price", "total_price": "price", "total_cost": "price", "price_cny": "price",
-    "transportation": "transport", "local_transport": "transport", "getting_there": "transport",
-    "duration": "duration_min", "duration_minutes": "duration_min", "minutes": "duration_min",
-    "travel_time_min": "duration_min", "time_min": "duration_min",
-    "distance": "distance_km", "km": "distance_km",
-    "flight_number": "number", "train_number": "number", "flight_no": "number",
-    "train_no": "number", "transport_number": "number",
-    "from": "from_city", "origin": "from_city", "origin_city": "from_city",
+    "activity_type": "type",
+    "kind": "type",
+    "category": "type",
+    "title": "name",
+    "poi_name": "name",
+    "place": "name",
+    "venue": "name",
+    "start": "start_time",
+    "begin_time": "start_time",
+    "from_time": "start_time",
+    "departure_time": "start_time",
+    "depart_time": "start_time",
+    "end": "end_time",
+    "finish_time": "end_time",
+    "to_time": "end_time",
+    "arrival_time": "end_time",
+    "arrive_time": "end_time",
+    "cost": "price",
+    "total_price": "price",
+    "total_cost": "price",
+    "price_cny": "price",
+    "transportation": "transport",
+    "local_transport": "transport",
+    "getting_there": "transport",
+    "duration": "duration_min",
+    "duration_minutes": "duration_min",
+    "minutes": "duration_min",
+    "travel_time_min": "duration_min",
+    "time_min": "duration_min",
+    "distance": "distance_km",
+    "km": "distance_km",
+    "flight_number": "number",
+    "train_number": "number",
+    "flight_no": "number",
+    "train_no": "number",
+    "transport_number": "number",
+    "from": "from_city",
+    "origin": "from_city",
+    "origin_city": "from_city",
     "departure_city": "from_city",
-    "to": "to_city", "destination": "to_city", "destination_city": "to_city",
+    "to": "to_city",
+    "destination": "to_city",
+    "destination_city": "to_city",
     "arrival_city": "to_city",
-    "seat": "seat_class", "cabin": "seat_class", "cabin_class": "seat_class",
+    "seat": "seat_class",
+    "cabin": "seat_class",
+    "cabin_class": "seat_class",
     "seat_type": "seat_class",
-    "transport_mode": "mode", "transport_type": "mode",
+    "transport_mode": "mode",
+    "transport_type": "mode",
     "meal_type": "meal",
-    "cityinfo": "city_info", "city_information": "city_info", "city_description": "city_info",
-    "city_introduction": "city_info", "city_background": "city_info",
-    "tip": "tips", "notes": "tips", "note": "tips",
-    "desc": "description", "details": "description",
-    "day_number": "day", "day_index": "day",
-    "condition": "condition", "weather_condition": "condition", "weather": "weather",
-    "max_temperature": "max_temp", "high": "max_temp", "high_temp": "max_temp",
-    "min_temperature": "min_temp", "low": "min_temp", "low_temp": "min_temp",
-    "schedule": "activities", "itinerary": "activities", "items": "activities",
+    "cityinfo": "city_info",
+    "city_information": "city_info",
+    "city_description": "city_info",
+    "city_introduction": "city_info",
+    "city_background": "city_info",
+    "tip": "tips",
+    "notes": "tips",
+    "note": "tips",
+    "desc": "description",
+    "details": "description",
+    "day_number": "day",
+    "day_index": "day",
+    "condition": "condition",
+    "weather_condition": "condition",
+    "weather": "weather",
+    "max_temperature": "max_temp",
+    "high": "max_temp",
+    "high_temp": "max_temp",
+    "min_temperature": "min_temp",
+    "low": "min_temp",
+    "low_temp": "min_temp",
+    "schedule": "activities",
+    "itinerary": "activities",
+    "items": "activities",
 }
 _TYPE_SYNONYMS = {
-    "intercity": "intercity_transport", "intercity_transportation": "intercity_transport",
-    "major_transport": "intercity_transport", "transport": "intercity_transport",
-    "train": "intercity_transport", "flight": "intercity_transport",
-    "restaurant": "meal", "dining": "meal", "food": "meal",
-    "breakfast": "meal", "lunch": "meal", "dinner": "meal",
-    "sightseeing": "attraction", "scenic_spot": "attraction", "sight": "attraction",
-    "accommodation": "hotel", "hotel_check_in": "hotel", "check_in": "hotel", "lodging": "hotel",
+    "intercity": "intercity_transport",
+    "intercity_transportation": "intercity_transport",
+    "major_transport": "intercity_transport",
+    "transport": "intercity_transport",
+    "train": "intercity_transport",
+    "flight": "intercity_transport",
+    "restaurant": "meal",
+    "dining": "meal",
+    "food": "meal",
+    "breakfast": "meal",
+    "lunch": "meal",
+    "dinner": "meal",
+    "sightseeing": "attraction",
+    "scenic_spot": "attraction",
+    "sight": "attraction",
+    "accommodation": "hotel",
+    "hotel_check_in": "hotel",
+    "check_in": "hotel",
+    "lodging": "hotel",
 }
 _INTERCITY_MODE_SYNONYMS = {
-    "train": "train", "rail": "train", "high_speed_rail": "train", "regular_train": "train",
-    "flight": "flight", "plane": "flight", "airplane": "flight", "air": "flight",
+    "train": "train",
+    "rail": "train",
+    "high_speed_rail": "train",
+    "regular_train": "train",
+    "flight": "flight",
+    "plane": "flight",
+    "airplane": "flight",
+    "air": "flight",
 }
 _LOCAL_MODE_SYNONYMS = {m.lower(): m for m in INTRACITY_MODES} | {
-    "metro": "Subway", "walk": "Walking", "on_foot": "Walking", "foot": "Walking",
-    "cab": "Taxi", "car": "Taxi", "driving": "Taxi", "drive": "Taxi",
-    "ride_sharing": "Ride-sharing", "ridesharing": "Ride-sharing", "ride_hailing": "Ride-sharing",
+    "metro": "Subway",
+    "walk": "Walking",
+    "on_foot": "Walking",
+    "foot": "Walking",
+    "cab": "Taxi",
+    "car": "Taxi",
+    "driving": "Taxi",
+    "drive": "Taxi",
+    "ride_sharing": "Ride-sharing",
+    "ridesharing": "Ride-sharing",
+    "ride_hailing": "Ride-sharing",
     "didi": "Ride-sharing",
 }
 _PLAN_WRAPPERS = ("plan", "days", "itinerary", "travel_plan", "answer", "trip")
@@ -149,11 +220,13 @@ class Activity:
     @property
     def label(self) -> str:
         """How reasons name this activity, e.g. "lunch 'Spicy House' 12:20-13:20"."""
-        kind = self.meal or (self.mode if self.type == "intercity_transport" and self.mode
-                             else self.type)
+        kind = self.meal or (self.mode if self.type == "intercity_transport" and self.mode else self.type)
         what = self.number if self.type == "intercity_transport" else self.name
-        return f"{kind} {what!r} {self.start_time}-{self.end_time}" if what else (
-            f"{kind} {self.start_time}-{self.end_time}")
+        return (
+            f"{kind} {what!r} {self.start_time}-{self.end_time}"
+            if what
+            else (f"{kind} {self.start_time}-{self.end_time}")
+        )
 
 
 @dataclass
@@ -199,7 +272,7 @@ def read_plan(answer: Any) -> PlanReadResult:
 
 
 def time_to_minutes(value: Any) -> int | None:
-    """"HH:MM" (also "H:MM", "HH:MM:SS", "HH.MM") -> minutes after midnight, "24:00" -> 1440."""
+    """ "HH:MM" (also "H:MM", "HH:MM:SS", "HH.MM") -> minutes after midnight, "24:00" -> 1440."""
     if not isinstance(value, str):
         return None
     if len(value) == 5 and value[2] == ":" and value[:2].isdigit() and value[3:].isdigit():
@@ -237,7 +310,7 @@ def _load_json(text: str) -> Any:
     candidates = [body]
     start, stop = body.find("["), body.rfind("]")
     if 0 <= start < stop:
-        candidates.append(body[start:stop + 1])
+        candidates.append(body[start : stop + 1])
     first_error = None
     for candidate in candidates:
         for variant in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
@@ -249,14 +322,15 @@ def _load_json(text: str) -> Any:
                 raise _FormatError(f"answer is not valid JSON: {err}") from None
     raise _FormatError(
         f"answer is not valid JSON ({first_error.msg} at line {first_error.lineno} "
-        f"column {first_error.colno})")
+        f"column {first_error.colno})"
+    )
 
 
 def _answer_body(text: str) -> str:
     """The plan text inside the last `<answer>` block and any code fence."""
     open_at = text.rfind("<answer>")
     if open_at >= 0:
-        text = text[open_at + len("<answer>"):]
+        text = text[open_at + len("<answer>") :]
         close_at = text.find("</answer>")
         if close_at >= 0:
             text = text[:close_at]
@@ -302,8 +376,11 @@ def _norm_keys(obj: dict) -> dict:
 
 def _to_plan(data: Any) -> Plan:
     if isinstance(data, dict):
-        wrapped = [v for k, v in data.items()
-                   if isinstance(k, str) and k.strip().lower() in _PLAN_WRAPPERS and isinstance(v, list)]
+        wrapped = [
+            v
+            for k, v in data.items()
+            if isinstance(k, str) and k.strip().lower() in _PLAN_WRAPPERS and isinstance(v, list)
+        ]
         if wrapped:
             data = wrapped[0]
         else:
@@ -330,8 +407,7 @@ def _to_day(position: int, raw: Any) -> Day:
     if not isinstance(activities, list):
         raise _FormatError(f"{where} has no 'activities' list")
     if len(activities) > MAX_ACTIVITIES_PER_DAY:
-        raise _FormatError(f"{where} has {len(activities)} activities (more than "
-                           f"{MAX_ACTIVITIES_PER_DAY})")
+        raise _FormatError(f"{where} has {len(activities)} activities (more than {MAX_ACTIVITIES_PER_DAY})")
     return Day(
         number=number,
         date=_as_text(obj.get("date")),
@@ -351,8 +427,7 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
     type_key = _type_key(raw_type) if isinstance(raw_type, str) and len(raw_type) < 100 else None
     kind = _TYPE_SYNONYMS.get(type_key, type_key) if type_key else None
     if kind not in ACTIVITY_TYPES:
-        raise _FormatError(f"{where} has unknown type {raw_type!r}; use one of "
-                           f"{', '.join(ACTIVITY_TYPES)}")
+        raise _FormatError(f"{where} has unknown type {raw_type!r}; use one of {', '.join(ACTIVITY_TYPES)}")
     if isinstance(obj.get("time"), str) and "start_time" not in obj:
         span = _TIME_RANGE.match(obj["time"])
         if span:
@@ -360,8 +435,10 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
     start, end = time_to_minutes(obj.get("start_time")), time_to_minutes(obj.get("end_time"))
     for key, value in (("start_time", start), ("end_time", end)):
         if value is None:
-            raise _FormatError(f"{where} ({obj.get('name') or obj.get('number') or kind}) has "
-                               f"missing or invalid {key} {obj.get(key)!r}; use \"HH:MM\"")
+            raise _FormatError(
+                f"{where} ({obj.get('name') or obj.get('number') or kind}) has "
+                f'missing or invalid {key} {obj.get(key)!r}; use "HH:MM"'
+            )
     meal = _as_text(obj.get("meal"))
     meal = meal.lower() if meal else (type_key if type_key in MEALS else None)
     number = _as_text(obj.get("number"))
@@ -369,9 +446,12 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
     if kind == "intercity_transport":
         mode = _intercity_mode(obj.get("mode"), type_key, number)
     return Activity(
-        index=index, type=kind, start_time=_canonical_time(obj["start_time"], start),
+        index=index,
+        type=kind,
+        start_time=_canonical_time(obj["start_time"], start),
         end_time=_canonical_time(obj["end_time"], end),
-        start=start, end=end,
+        start=start,
+        end=end,
         name=_as_text(obj.get("name")),
         price=_as_price(obj.get("price")),
         meal=meal if kind == "meal" else None,
@@ -414,8 +494,11 @@ def _to_transport(raw: Any) -> LocalTransport | None:
     mode = _as_text(obj.get("mode"))
     if mode and len(mode) < 100:
         mode = _LOCAL_MODE_SYNONYMS.get(_type_key(mode), mode)
-    return LocalTransport(mode=mode, duration_min=_as_number(obj.get("duration_min")),
-                          distance_km=_as_number(obj.get("distance_km")))
+    return LocalTransport(
+        mode=mode,
+        duration_min=_as_number(obj.get("duration_min")),
+        distance_km=_as_number(obj.get("distance_km")),
+    )
 
 
 def _to_weather(raw: Any) -> Weather | None:
@@ -424,9 +507,11 @@ def _to_weather(raw: Any) -> Weather | None:
     if not isinstance(raw, dict):
         return None
     obj = _norm_keys(raw)
-    return Weather(condition=_as_text(obj.get("condition")),
-                   max_temp=_as_number(obj.get("max_temp")),
-                   min_temp=_as_number(obj.get("min_temp")))
+    return Weather(
+        condition=_as_text(obj.get("condition")),
+        max_temp=_as_number(obj.get("max_temp")),
+        min_temp=_as_number(obj.get("min_temp")),
+    )
 
 
 def _as_text(value: Any) -> str | None:

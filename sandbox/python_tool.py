@@ -57,8 +57,12 @@ class _Slot:
         self.base_dir: str = config["base_dir"]
         self.proc = subprocess.Popen(
             [sys.executable, "-I", _WORKER_PATH, json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
         hello = self.receive(_STARTUP_TIMEOUT_S)
         if not hello or not hello.get("ready"):
@@ -127,13 +131,21 @@ class PythonSandbox:
     code can escape. `kernel_isolation=False` skips the jail (as on a machine without it).
     """
 
-    def __init__(self, num_workers: int = 2, limits: PythonLimits = PythonLimits(), *,
-                 isolation: str = "full", kernel_isolation: bool = True, audit_guard: bool = True) -> None:
+    def __init__(
+        self,
+        num_workers: int = 2,
+        limits: PythonLimits = PythonLimits(),
+        *,
+        isolation: str = "full",
+        kernel_isolation: bool = True,
+        audit_guard: bool = True,
+    ) -> None:
         if num_workers < 1:
             raise ValueError("num_workers must be >= 1")
         if isolation not in ISOLATION_MODES:
-            raise ValueError(f"Python tool isolation must be one of {list(ISOLATION_MODES)}, "
-                             f"got {isolation!r}")
+            raise ValueError(
+                f"Python tool isolation must be one of {list(ISOLATION_MODES)}, got {isolation!r}"
+            )
         self.limits = limits
         self._kernel_isolation = kernel_isolation
         self._audit_guard = audit_guard
@@ -152,7 +164,8 @@ class PythonSandbox:
                 "needs root with mount and network namespaces (user namespaces alone are not used). "
                 "Without it model-written code can read and change this machine: set "
                 "rollout.python_tool_isolation=unsafe-ok (PythonSandbox(isolation='unsafe-ok')) to accept "
-                "that, or disable the tool")
+                "that, or disable the tool"
+            )
         for _ in range(num_workers - 1):
             self._idle.put(self._spawn())
 
@@ -160,8 +173,13 @@ class PythonSandbox:
         base_dir = tempfile.mkdtemp(prefix="b2t-python-")
         os.chmod(base_dir, 0o711)
         try:
-            slot = _Slot({"base_dir": base_dir, "kernel_isolation": self._kernel_isolation,
-                          "audit_guard": self._audit_guard})
+            slot = _Slot(
+                {
+                    "base_dir": base_dir,
+                    "kernel_isolation": self._kernel_isolation,
+                    "audit_guard": self._audit_guard,
+                }
+            )
         except BaseException:
             shutil.rmtree(base_dir, ignore_errors=True)
             raise
@@ -188,9 +206,14 @@ class PythonSandbox:
         if self._closed:
             return ToolResult.error("the Python tool has been shut down")
         timeout = float(timeout_s if timeout_s is not None else lim.timeout_s)
-        request = {"code": code, "timeout_s": timeout, "memory_mb": lim.memory_mb,
-                   "max_output_bytes": lim.max_output_bytes, "max_file_mb": lim.max_file_mb,
-                   "max_procs": lim.max_procs}
+        request = {
+            "code": code,
+            "timeout_s": timeout,
+            "memory_mb": lim.memory_mb,
+            "max_output_bytes": lim.max_output_bytes,
+            "max_file_mb": lim.max_file_mb,
+            "max_procs": lim.max_procs,
+        }
         slot = self._idle.get()
         try:
             reply = None
@@ -224,9 +247,11 @@ class PythonSandbox:
         }.get(status)
         if status == "signal":
             sig = reply["signal"]
-            reason = {24: "the code exceeded its CPU time limit", 25: "the code wrote a file over the size limit",
-                      9: f"the code was killed (likely over the {lim.memory_mb} MB memory limit)"}.get(
-                sig, f"the code was killed by signal {sig}")
+            reason = {
+                24: "the code exceeded its CPU time limit",
+                25: "the code wrote a file over the size limit",
+                9: f"the code was killed (likely over the {lim.memory_mb} MB memory limit)",
+            }.get(sig, f"the code was killed by signal {sig}")
         return ToolResult.error(f"{reason}\n{output}" if output else reason)
 
     def close(self) -> None:

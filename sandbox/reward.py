@@ -32,8 +32,13 @@ class Reward:
         return asdict(self)
 
 
-def compute_reward(eval_result: EvalResult | None, any_action_error: bool, *,
-                   action_penalty: bool = True, format_gate: bool = True) -> Reward:
+def compute_reward(
+    eval_result: EvalResult | None,
+    any_action_error: bool,
+    *,
+    action_penalty: bool = True,
+    format_gate: bool = True,
+) -> Reward:
     """Reward components for one episode; `eval_result` None means no answer was given."""
     p_action = ACTION_ERROR_PENALTY if (action_penalty and any_action_error) else 0.0
     if eval_result is None:

@@ -23,5 +23,6 @@ class ToolResult:
 
     @classmethod
     def environment_fault(cls, message: str) -> "ToolResult":
-        return cls(text=f"Error: {message}; this is a fault of the environment, not of the call",
-                   env_fault=True)
+        return cls(
+            text=f"Error: {message}; this is a fault of the environment, not of the call", env_fault=True
+        )

@@ -18,10 +18,20 @@ GRPO_STEPS = 20
 # Measured recipe: SFT reaches the protocol's entropy floor (ln(num_values) on the answer token) in
 # ~40 steps; GRPO with 8 prompts x 16 samples and 4 epochs per batch passes 0.9 success within 10-16
 # steps for seeds 0-2 (with fewer samples per prompt or fewer epochs, some seeds plateau near 0.8).
-RECIPE = ("sft.steps=100", "sft.batch_size=16", "sft.optim.lr=1e-2", "sft.optim.warmup_steps=2",
-          "rollout.prompts_per_step=8", "rollout.group_size=16", "rollout.max_seq_len=64",
-          "optim.lr=3e-3", "optim.warmup_steps=2", "grpo.epochs=4",
-          "checkpoint.every_steps=1000", "checkpoint.async_save=false")
+RECIPE = (
+    "sft.steps=100",
+    "sft.batch_size=16",
+    "sft.optim.lr=1e-2",
+    "sft.optim.warmup_steps=2",
+    "rollout.prompts_per_step=8",
+    "rollout.group_size=16",
+    "rollout.max_seq_len=64",
+    "optim.lr=3e-3",
+    "optim.warmup_steps=2",
+    "grpo.epochs=4",
+    "checkpoint.every_steps=1000",
+    "checkpoint.async_save=false",
+)
 # Short runs for tests that need records or metrics files, not learning. The step counts are baked
 # into the jitted steps (learning-rate schedule), so all short runs share one set of programs.
 SHORT_RUN = ("sft.steps=20", "steps=2", "eval_at_end=false")
@@ -48,9 +58,11 @@ def shared_compilations(xla_cache_dir):
     module (and of later lookup modules) compile each program once. Restored after the module."""
     from jax.experimental.compilation_cache import compilation_cache
 
-    settings = {"jax_compilation_cache_dir": str(xla_cache_dir),
-                "jax_persistent_cache_min_compile_time_secs": 0.0,
-                "jax_persistent_cache_min_entry_size_bytes": 0}
+    settings = {
+        "jax_compilation_cache_dir": str(xla_cache_dir),
+        "jax_persistent_cache_min_compile_time_secs": 0.0,
+        "jax_persistent_cache_min_entry_size_bytes": 0,
+    }
     before = {name: getattr(jax.config, name) for name in settings}
     for name, value in settings.items():
         jax.config.update(name, value)

@@ -17,8 +17,17 @@ TOTAL = 1024
 def engine_config(**overrides):
     from rollout import RolloutConfig
 
-    base = dict(batch_size=BATCH, max_turns=6, max_turn_tokens=6, max_total_tokens=TOTAL, temperature=0.0,
-                prefill_chunk=64, prefill_min_bucket=64, turn_cap="close", tool_workers=4)
+    base = dict(
+        batch_size=BATCH,
+        max_turns=6,
+        max_turn_tokens=6,
+        max_total_tokens=TOTAL,
+        temperature=0.0,
+        prefill_chunk=64,
+        prefill_min_bucket=64,
+        turn_cap="close",
+        tool_workers=4,
+    )
     base.update(overrides)
     return RolloutConfig(**base)
 
@@ -43,9 +52,14 @@ def rollout_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("rollout")
     build_world(root / "world.sqlite", scale="small", seed=0)
     world = sandbox.open_world(root / "world.sqlite")
-    corpus = [json.dumps(world.tool_schemas())] * 3 + [
-        world.call_tool("AttractionSearch", {"city": c, "n": 5}).text for c in ("Chengdu", "Beijing", "Shanghai")
-    ] + ["Plan a 3-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20]
+    corpus = (
+        [json.dumps(world.tool_schemas())] * 3
+        + [
+            world.call_tool("AttractionSearch", {"city": c, "n": 5}).text
+            for c in ("Chengdu", "Beijing", "Shanghai")
+        ]
+        + ["Plan a 3-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20]
+    )
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, root / "spm", vocab_size=1000))
     # A wider init than Qwen's 0.02 gives logits with real spread (no near-ties in greedy tests).
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size, initializer_range=0.1)
@@ -61,20 +75,37 @@ def user_prompt(tokenizer, text: str) -> tuple[list[dict], list[int]]:
     return messages, tokenizer.encode(render(messages, add_generation_prompt=True))
 
 
-def forced_episode(setup: Setup, name: str, prompt_text: str, forced_turns: dict[int, str], *,
-                   env_max_turns: int = 20, python_tool=None, memory: bool = True):
+def forced_episode(
+    setup: Setup,
+    name: str,
+    prompt_text: str,
+    forced_turns: dict[int, str],
+    *,
+    env_max_turns: int = 20,
+    python_tool=None,
+    memory: bool = True,
+):
     from rollout import ForcedTokens
     from sandbox.env import EpisodeEnv
 
     messages, ids = user_prompt(setup.tokenizer, prompt_text)
-    env = EpisodeEnv(setup.world, memory_enabled=memory, python_tool=python_tool, max_turns=env_max_turns,
-                     max_response_chars=300)
+    env = EpisodeEnv(
+        setup.world,
+        memory_enabled=memory,
+        python_tool=python_tool,
+        max_turns=env_max_turns,
+        max_response_chars=300,
+    )
     episode = ForcedTokens(name, ids, env, setup.tokenizer, forced_turns=forced_turns)
     episode.messages = messages
     return episode
 
 
-SEARCH = ('<think>\nfind sights\n</think>\n\n<tool_call>\n{"name": "AttractionSearch", "arguments": '
-          '{"city": "Chengdu", "n": 1}}\n</tool_call>')
-MEMORY = '<think>\nremember\n</think>\n\n<memory>{"action": "write", "key": "city", "value": "Chengdu"}</memory>'
-ANSWER = '<think>\ndone\n</think>\n\n<answer>[]</answer><|im_end|>'
+SEARCH = (
+    '<think>\nfind sights\n</think>\n\n<tool_call>\n{"name": "AttractionSearch", "arguments": '
+    '{"city": "Chengdu", "n": 1}}\n</tool_call>'
+)
+MEMORY = (
+    '<think>\nremember\n</think>\n\n<memory>{"action": "write", "key": "city", "value": "Chengdu"}</memory>'
+)
+ANSWER = "<think>\ndone\n</think>\n\n<answer>[]</answer><|im_end|>"

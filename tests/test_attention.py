@@ -26,6 +26,7 @@ def _loss(ids):
     def loss(model):
         logp = jax.nn.log_softmax(model(ids[:, :-1]))
         return -jnp.take_along_axis(logp, ids[:, 1:, None], -1).mean()
+
     return loss
 
 
@@ -52,8 +53,10 @@ def test_fused_api_in_bf16_stays_close_to_fp32(model_pair):
     ids = jnp.asarray(np.random.default_rng(1).integers(0, cfg.vocab_size, (2, 64), dtype=np.int32))
     forward = nnx.jit(lambda m, x: m(x))
     exact = np.asarray(forward(ours, ids))
-    got = {impl: np.asarray(forward(_twin(ours, attention=impl, dtype=jnp.bfloat16), ids))
-           for impl in ("reference", "xla")}
+    got = {
+        impl: np.asarray(forward(_twin(ours, attention=impl, dtype=jnp.bfloat16), ids))
+        for impl in ("reference", "xla")
+    }
     scale = np.abs(exact).max()
     for impl, logits in got.items():
         assert logits.dtype == np.float32
@@ -82,7 +85,7 @@ def test_cache_read_in_small_blocks_equals_full_forward(model_pair):
     np.testing.assert_allclose(np.asarray(logits)[1, :13], expected[1, :13], atol=1e-4)
     lengths = [30, 13]
     for _ in range(10):
-        tokens = np.stack([seqs[b, lengths[b]:lengths[b] + 1] for b in range(2)])
+        tokens = np.stack([seqs[b, lengths[b] : lengths[b] + 1] for b in range(2)])
         logits, cache = step(blocked, jnp.asarray(tokens), jnp.ones(2, jnp.int32), cache)
         for b in range(2):
             np.testing.assert_allclose(np.asarray(logits)[b, 0], expected[b, lengths[b]], atol=1e-4)
@@ -100,8 +103,13 @@ def test_append_to_selected_rows_leaves_the_others(model_pair):
     _, cache = full(ours, jnp.asarray(seqs[:, :5]), jnp.full(3, 5, jnp.int32), init_cache(cfg, 3, 16))
     before = cache
     # rows 2 then 0 (reversed order); row 1 sits out
-    logits, cache = some(ours, jnp.asarray(seqs[[2, 0], 5:12]), jnp.asarray([7, 4], jnp.int32), cache,
-                         jnp.asarray([2, 0], jnp.int32))
+    logits, cache = some(
+        ours,
+        jnp.asarray(seqs[[2, 0], 5:12]),
+        jnp.asarray([7, 4], jnp.int32),
+        cache,
+        jnp.asarray([2, 0], jnp.int32),
+    )
     np.testing.assert_allclose(np.asarray(logits)[0], expected[2, 5:12], atol=1e-4)
     np.testing.assert_allclose(np.asarray(logits)[1, :4], expected[0, 5:9], atol=1e-4)
     assert cache.lengths.tolist() == [9, 5, 12]

@@ -8,12 +8,23 @@ import pytest
 
 def _instance(num_events: int = 30) -> dict:
     actions = ["click", "click", "add_to_favorites", "click", "book"]
-    events = [{"timestamp": f"2026-03-{1 + i // 10:02d} {10 + i % 10}:00", "session": 1 + i // 10,
-               "action": actions[i % 5], "poi_type": "hotel", "poi_id": f"H-Chengdu-{i}",
-               "poi_name": f"Hotel number {i}", "details": {"city": "Chengdu", "price": 500 + i}}
-              for i in range(num_events)]
-    return {"id": "test-hard-00001", "instruction": "I'm planning a 3-day trip from Shanghai to Chengdu for two.",
-            "trajectory": events}
+    events = [
+        {
+            "timestamp": f"2026-03-{1 + i // 10:02d} {10 + i % 10}:00",
+            "session": 1 + i // 10,
+            "action": actions[i % 5],
+            "poi_type": "hotel",
+            "poi_id": f"H-Chengdu-{i}",
+            "poi_name": f"Hotel number {i}",
+            "details": {"city": "Chengdu", "price": 500 + i},
+        }
+        for i in range(num_events)
+    ]
+    return {
+        "id": "test-hard-00001",
+        "instruction": "I'm planning a 3-day trip from Shanghai to Chengdu for two.",
+        "trajectory": events,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +43,9 @@ def tok(tmp_path_factory, schemas):
     from sandbox.benchmarks.b2t_prompt import build_prompt
 
     corpus = [prompt_text(build_prompt(_instance(), schemas)), json.dumps(schemas)]
-    return SentencePieceTokenizer(train_sentencepiece(corpus, tmp_path_factory.mktemp("spm") / "p", vocab_size=800))
+    return SentencePieceTokenizer(
+        train_sentencepiece(corpus, tmp_path_factory.mktemp("spm") / "p", vocab_size=800)
+    )
 
 
 def test_sections_and_switches(schemas):
@@ -46,7 +59,7 @@ def test_sections_and_switches(schemas):
     assert text.endswith("<|im_start|>assistant\n")
     system, user = full.messages[0]["content"], full.messages[1]["content"]
     assert MEMORY_MODULE in system and "<answer>" in system and "intercity_transport" in system
-    for schema in schemas:                               # every tool schema, in Qwen3's # Tools block
+    for schema in schemas:  # every tool schema, in Qwen3's # Tools block
         assert f'"name": "{schema["function"]["name"]}"' in text
     assert "Hotel number 29" in user and user.index("Behavior trajectory") < user.index("Instruction:")
     assert full.memory
@@ -55,8 +68,8 @@ def test_sections_and_switches(schemas):
     react = build_prompt(_instance(), schemas, variant="react")
     system = react.messages[0]["content"]
     assert MEMORY_MODULE not in system and "<memory>" not in system and "<answer>" in system
-    assert not react.memory                              # the episode's env then disables memory
-    with pytest.raises(ValueError, match="variant"):    # BenchmarkError is a ValueError
+    assert not react.memory  # the episode's env then disables memory
+    with pytest.raises(ValueError, match="variant"):  # BenchmarkError is a ValueError
         build_prompt(_instance(), schemas, variant="cot")
 
 
@@ -70,15 +83,20 @@ def test_compaction_drops_clicks_first_and_fits_minimally(schemas, tok):
     compact = build_prompt(inst, schemas, count_tokens=token_counter(tok), max_tokens=budget)
     assert len(prompt_ids(compact, tok)) <= budget < full_len
     n = compact.dropped
-    assert 0 < n < 18                                    # 18 clicks in 30 events: only clicks went
+    assert 0 < n < 18  # 18 clicks in 30 events: only clicks went
     user = compact.messages[1]["content"]
     assert f"[{n} less informative events omitted to fit the context: {n} click]" in user
     kept = [e for e in inst["trajectory"] if e["poi_name"] + " (" in user]
-    assert sum(e["action"] == "book" for e in kept) == 6 and sum(e["action"] == "add_to_favorites" for e in kept) == 6
+    assert (
+        sum(e["action"] == "book" for e in kept) == 6
+        and sum(e["action"] == "add_to_favorites" for e in kept) == 6
+    )
     dropped = [e for e in inst["trajectory"] if e not in kept]
     assert len(dropped) == n and all(e["action"] == "click" for e in dropped)
     latest_dropped = max(inst["trajectory"].index(e) for e in dropped)
-    assert all(e["action"] != "click" for e in inst["trajectory"][:latest_dropped] if e in kept)  # oldest first
+    assert all(
+        e["action"] != "click" for e in inst["trajectory"][:latest_dropped] if e in kept
+    )  # oldest first
     # minimal: keeping one more event would not fit
     from sandbox.benchmarks.b2t_prompt import _drop_order, _messages
     from sandbox.benchmarks.base import Prompt

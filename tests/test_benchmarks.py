@@ -30,8 +30,10 @@ def mini_data(tmp_path_factory) -> Path:
     (data / "instances").mkdir()
     (data / "ground_truth").mkdir()
     build_mini_world(data / "world.sqlite")
-    with open(data / "instances" / "test.jsonl", "w") as vis, \
-            open(data / "ground_truth" / "test.jsonl", "w") as hid:
+    with (
+        open(data / "instances" / "test.jsonl", "w") as vis,
+        open(data / "ground_truth" / "test.jsonl", "w") as hid,
+    ):
         for level in ("easy", "hard"):
             vis.write(json.dumps(dict(INSTANCE, id=f"test-{level}-1", difficulty=level)) + "\n")
             hid.write(json.dumps(dict(GROUND_TRUTH, id=f"test-{level}-1")) + "\n")
@@ -56,8 +58,16 @@ def test_entries_resolve_lazily_and_a_missing_module_is_one_clear_error(monkeypa
 
 
 def test_launch_scripts_refuse_an_unknown_benchmark_in_one_line(tmp_path):
-    command = [sys.executable, str(ROOT / "launch" / "eval.py"), "--benchmark", "tripadvisor",
-               "--data", str(tmp_path), "--agent", "expert"]
+    command = [
+        sys.executable,
+        str(ROOT / "launch" / "eval.py"),
+        "--benchmark",
+        "tripadvisor",
+        "--data",
+        str(tmp_path),
+        "--agent",
+        "expert",
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -66,25 +76,29 @@ def test_launch_scripts_refuse_an_unknown_benchmark_in_one_line(tmp_path):
 
 def test_b2t_judges_and_rewards_through_the_interface(mini_data):
     bench = get_benchmark("b2t", mini_data)
-    assert isinstance(bench, B2TBenchmark) and bench.data_ready(mini_data) is False   # no train split
+    assert isinstance(bench, B2TBenchmark) and bench.data_ready(mini_data) is False  # no train split
     pairs = bench.load_split("test")
     assert [v["id"] for v, _ in pairs] == ["test-easy-1", "test-hard-1"]
     (easy, easy_truth), (hard, hard_truth) = pairs
     perfect = bench.evaluate("<answer>" + json.dumps(valid_plan()) + "</answer>", easy, easy_truth)
     assert perfect.delivered and perfect.all_passed
-    assert bench.reward(perfect, False).total == 2.0                 # R_C + R_UPC, both 1
-    assert bench.reward(perfect, True).total == 1.0                  # minus the action penalty
+    assert bench.reward(perfect, False).total == 2.0  # R_C + R_UPC, both 1
+    assert bench.reward(perfect, True).total == 1.0  # minus the action penalty
     broken = valid_plan()
     broken[1]["weather"]["condition"] = "Snowy"
     one_wrong = bench.evaluate(broken, hard, hard_truth)
     assert [r.name for r in one_wrong.failed] == ["weather_and_city_info"]
     missing = bench.evaluate(None, hard, hard_truth)
     assert not missing.delivered
-    assert bench.reward(None, True).total == -1.0                    # no answer: only the penalty
+    assert bench.reward(None, True).total == -1.0  # no answer: only the penalty
     metrics = bench.metrics([perfect, missing])
     assert metrics["n"] == 2 and metrics["final_pass_rate"] == 0.5 and metrics["delivery_rate"] == 0.5
-    assert bench.headline(metrics) == {"final_pass": 0.5, "delivery": 0.5, "micro_pass_c": 0.5,
-                                       "micro_pass_upc": 0.5}
+    assert bench.headline(metrics) == {
+        "final_pass": 0.5,
+        "delivery": 0.5,
+        "micro_pass_c": 0.5,
+        "micro_pass_upc": 0.5,
+    }
     assert bench.format_metrics(metrics).splitlines()[1].split()[:3] == ["all", "2", "50.0%"]
 
 
@@ -111,7 +125,7 @@ def test_b2t_prompt_world_and_sft_traces(small_benchmark):  # noqa: F811
         bench.prompt(visible, variant="cot")
     traces = bench.sft_traces(limit=2)
     assert len(traces) == 2 and traces[0]["id"] == visible["id"]
-    assert traces[0]["messages"][:2] == prompt.messages           # SFT frames the expert with the same prompt
+    assert traces[0]["messages"][:2] == prompt.messages  # SFT frames the expert with the same prompt
 
 
 def test_b2t_errors_are_one_line(tmp_path):

@@ -28,16 +28,22 @@ TOOLS = [
     },
     {
         "type": "function",
-        "function": {"name": "Weather", "description": "Forecast", "parameters": {"type": "object", "properties": {}}},
+        "function": {
+            "name": "Weather",
+            "description": "Forecast",
+            "parameters": {"type": "object", "properties": {}},
+        },
     },
 ]
 
 
 def _official_template():
     """The reference template in an environment configured like transformers' chat renderer."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
-        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: (
+        json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     )
     return env.from_string(qwen3_reference_config()["chat_template"])
 
@@ -47,7 +53,10 @@ TEMPLATE = _official_template()
 
 def official(messages, tools=None, add_generation_prompt=False, enable_thinking=True) -> str:
     return TEMPLATE.render(
-        messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, enable_thinking=enable_thinking
+        messages=messages,
+        tools=tools,
+        add_generation_prompt=add_generation_prompt,
+        enable_thinking=enable_thinking,
     )
 
 
@@ -63,7 +72,7 @@ CALL_TURN = {
 }
 TOOL_A = {"role": "tool", "content": '{"hotels": [{"name": "Jinjiang", "price": 980.0}]}'}
 TOOL_B = {"role": "tool", "content": "Error: unknown city"}
-ANSWER = {"role": "assistant", "content": "<think>\nEnough info.\n</think>\n\n<answer>[{\"day\": 1}]</answer>"}
+ANSWER = {"role": "assistant", "content": '<think>\nEnough info.\n</think>\n\n<answer>[{"day": 1}]</answer>'}
 
 CASES = {
     "system_user_prompt": ([SYSTEM, USER], None, True, True),
@@ -82,9 +91,18 @@ CASES = {
         False,
         True,
     ),
-    "last_assistant_without_reasoning": ([USER, {"role": "assistant", "content": "Plain reply."}], None, False, True),
+    "last_assistant_without_reasoning": (
+        [USER, {"role": "assistant", "content": "Plain reply."}],
+        None,
+        False,
+        True,
+    ),
     "tool_calls_no_content_flat_form": (
-        [USER, {"role": "assistant", "content": None, "tool_calls": [{"name": "Weather", "arguments": {}}]}, TOOL_A],
+        [
+            USER,
+            {"role": "assistant", "content": None, "tool_calls": [{"name": "Weather", "arguments": {}}]},
+            TOOL_A,
+        ],
         TOOLS,
         True,
         True,
@@ -119,20 +137,39 @@ def test_render_equals_official_template(name):
 
 
 _contents = st.sampled_from(
-    ["", "hi", "多行\n内容", "\n\nlead", "<think>r</think>x", "<think>\nr\n</think>\n\n", "<tool_response>x</tool_response>"]
+    [
+        "",
+        "hi",
+        "多行\n内容",
+        "\n\nlead",
+        "<think>r</think>x",
+        "<think>\nr\n</think>\n\n",
+        "<tool_response>x</tool_response>",
+    ]
 )
 _call = st.fixed_dictionaries(
-    {"name": st.sampled_from(["HotelSearch", "Weather"]), "arguments": st.sampled_from([{}, {"city": "成都"}, '{"n": 1}'])}
+    {
+        "name": st.sampled_from(["HotelSearch", "Weather"]),
+        "arguments": st.sampled_from([{}, {"city": "成都"}, '{"n": 1}']),
+    }
 )
 _message = st.one_of(
     st.fixed_dictionaries({"role": st.just("user"), "content": _contents}),
     st.fixed_dictionaries({"role": st.just("tool"), "content": _contents}),
     st.fixed_dictionaries({"role": st.just("assistant"), "content": _contents}),
     st.fixed_dictionaries(
-        {"role": st.just("assistant"), "content": _contents, "reasoning_content": st.sampled_from(["", "\nwhy\n"])}
+        {
+            "role": st.just("assistant"),
+            "content": _contents,
+            "reasoning_content": st.sampled_from(["", "\nwhy\n"]),
+        }
     ),
     st.fixed_dictionaries(
-        {"role": st.just("assistant"), "content": _contents, "tool_calls": st.lists(_call, min_size=1, max_size=3)}
+        {
+            "role": st.just("assistant"),
+            "content": _contents,
+            "tool_calls": st.lists(_call, min_size=1, max_size=3),
+        }
     ),
 )
 
@@ -170,17 +207,27 @@ def test_turn_helpers_compose_into_render():
     # What a rollout builds token by token equals the template's rendering of the finished episode:
     generated = '<think>\nhotels\n</think>\n\n<tool_call>\n{"name": "Weather", "arguments": {}}\n</tool_call>'
     env_turn = render_tool_turn(["sunny", '{"t": 20}'])
-    assert env_turn == render_user_turn("<tool_response>\nsunny\n</tool_response>\n<tool_response>\n{\"t\": 20}\n</tool_response>")
+    assert env_turn == render_user_turn(
+        '<tool_response>\nsunny\n</tool_response>\n<tool_response>\n{"t": 20}\n</tool_response>'
+    )
     final = "<think>\ndone\n</think>\n\n<answer>[]</answer>"
     built = prompt + generated + "<|im_end|>\n" + env_turn + assistant_header() + final + "<|im_end|>\n"
     episode = history + [
-        {"role": "assistant", "content": "<think>\nhotels\n</think>\n\n", "tool_calls": [{"name": "Weather", "arguments": {}}]},
+        {
+            "role": "assistant",
+            "content": "<think>\nhotels\n</think>\n\n",
+            "tool_calls": [{"name": "Weather", "arguments": {}}],
+        },
         {"role": "tool", "content": "sunny"},
         {"role": "tool", "content": '{"t": 20}'},
         {"role": "assistant", "content": final},
     ]
     assert built == render(episode, tools=TOOLS) == official(episode, TOOLS)
-    assert render_user_turn("Hi") == render([{"role": "user", "content": "Hi"}]) == "<|im_start|>user\nHi<|im_end|>\n"
+    assert (
+        render_user_turn("Hi")
+        == render([{"role": "user", "content": "Hi"}])
+        == "<|im_start|>user\nHi<|im_end|>\n"
+    )
 
 
 def test_keep_reasoning_keeps_earlier_think_blocks():

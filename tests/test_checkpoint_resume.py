@@ -21,8 +21,16 @@ from models.checkpoint import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 12
-ARGS = ["--config", str(ROOT / "configs" / "toy.yaml"), "--no-progress", f"steps={STEPS}",
-        "checkpoint.every_steps=2", "checkpoint.keep=3", "grpo.mini_batches=2", "eval_at_end=false"]
+ARGS = [
+    "--config",
+    str(ROOT / "configs" / "toy.yaml"),
+    "--no-progress",
+    f"steps={STEPS}",
+    "checkpoint.every_steps=2",
+    "checkpoint.keep=3",
+    "grpo.mini_batches=2",
+    "eval_at_end=false",
+]
 COMPARED = ("reward", "loss", "logprob_gap_mean", "clip_frac", "grad_norm", "accuracy", "lr")
 
 
@@ -32,8 +40,14 @@ def _cmd(out: Path, *extra: str) -> list[str]:
 
 def _env(cache: Path) -> dict:
     # A shared persistent compilation cache: the resumed run reuses the first runs' executables.
-    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", JAX_COMPILATION_CACHE_DIR=str(cache),
-                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    return dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        PYTHONUNBUFFERED="1",
+        JAX_COMPILATION_CACHE_DIR=str(cache),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+    )
 
 
 def _committed_steps(ckpt_dir: Path) -> list[int]:
@@ -45,20 +59,29 @@ def _committed_steps(ckpt_dir: Path) -> list[int]:
 def test_sigterm_then_resume_matches_straight_run(tmp_path):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     env = _env(tmp_path / "jax_cache")
-    first = subprocess.Popen(_cmd(straight), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        _cmd(straight), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
-    second = subprocess.Popen(_cmd(interrupted), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    second = subprocess.Popen(
+        _cmd(interrupted), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.time() + 240
-    while not _committed_steps(interrupted / "checkpoints") and second.poll() is None and time.time() < deadline:
+    while (
+        not _committed_steps(interrupted / "checkpoints") and second.poll() is None and time.time() < deadline
+    ):
         time.sleep(0.02)
     second.send_signal(signal.SIGTERM)
     out2, _ = second.communicate(timeout=240)
-    assert second.returncode == 143, f"expected the preemption exit code, got {second.returncode}:\n{out2[-3000:]}"
+    assert second.returncode == 143, (
+        f"expected the preemption exit code, got {second.returncode}:\n{out2[-3000:]}"
+    )
     stopped_at = max(_committed_steps(interrupted / "checkpoints"))
     assert 2 <= stopped_at < STEPS, stopped_at
 
-    resumed = subprocess.run(_cmd(interrupted, "--resume"), env=env, capture_output=True, text=True, timeout=240)
+    resumed = subprocess.run(
+        _cmd(interrupted, "--resume"), env=env, capture_output=True, text=True, timeout=240
+    )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     out1, _ = first.communicate(timeout=240)
     assert first.returncode == 0, out1[-3000:]
@@ -68,13 +91,24 @@ def test_sigterm_then_resume_matches_straight_run(tmp_path):
     from flax import nnx
 
     pa, pb = nnx.to_pure_dict(nnx.state(a, nnx.Param)), nnx.to_pure_dict(nnx.state(b, nnx.Param))
-    jax.tree.map(lambda x, y: np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6), pa, pb)
+    jax.tree.map(
+        lambda x, y: np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6), pa, pb
+    )
 
     ma, mb = read_metrics(straight / "metrics.jsonl"), read_metrics(interrupted / "metrics.jsonl")
     assert sorted(ma) == sorted(mb) == list(range(1, STEPS + 1))
     for step in range(1, STEPS + 1):
         for key in COMPARED:
-            np.testing.assert_allclose(mb[step][key], ma[step][key], rtol=1e-5, atol=1e-6,
-                                       err_msg=f"{key} at step {step} (interrupted after step {stopped_at})")
+            np.testing.assert_allclose(
+                mb[step][key],
+                ma[step][key],
+                rtol=1e-5,
+                atol=1e-6,
+                err_msg=f"{key} at step {step} (interrupted after step {stopped_at})",
+            )
     # The run really changed the parameters and the two runs agree with the last committed step.
-    assert max(_committed_steps(straight / "checkpoints")) == STEPS == max(_committed_steps(interrupted / "checkpoints"))
+    assert (
+        max(_committed_steps(straight / "checkpoints"))
+        == STEPS
+        == max(_committed_steps(interrupted / "checkpoints"))
+    )

@@ -20,8 +20,14 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", PYTHONUNBUFFER
 
 
 def run_script(script: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "launch" / script), *map(str, args)], env=ENV,
-                          capture_output=True, text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "launch" / script), *map(str, args)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def assert_one_clear_line(result: subprocess.CompletedProcess, *names: str) -> str:
@@ -50,8 +56,9 @@ def data_dir(tmp_path_factory) -> Path:
 def test_eval_bad_plans_files(tmp_path, data_dir):
     missing = tmp_path / "nothere.jsonl"
     assert_one_clear_line(run_script("eval.py", "--data", data_dir, "--plans", missing), str(missing))
-    assert_one_clear_line(run_script("eval.py", "--data", data_dir, "--plans", tmp_path), str(tmp_path),
-                          "directory")
+    assert_one_clear_line(
+        run_script("eval.py", "--data", data_dir, "--plans", tmp_path), str(tmp_path), "directory"
+    )
     latin1 = tmp_path / "latin1.jsonl"
     latin1.write_bytes(b'{"id": "caf\xe9", "plan": []}\n')
     assert_one_clear_line(run_script("eval.py", "--data", data_dir, "--plans", latin1), str(latin1), "UTF-8")
@@ -87,8 +94,10 @@ def test_truncated_world_store(tmp_path, data_dir):
     store = data / "world.sqlite"
     store.write_bytes(store.read_bytes()[:100_000])
     assert_one_clear_line(run_script("eval.py", "--data", data, "--agent", "expert"), str(store))
-    assert_one_clear_line(run_script("rollouts.py", "--model", "tiny", "--data", data, "--out",
-                                     tmp_path / "r.jsonl"), str(store))
+    assert_one_clear_line(
+        run_script("rollouts.py", "--model", "tiny", "--data", data, "--out", tmp_path / "r.jsonl"),
+        str(store),
+    )
 
 
 # -- launch/make_data.py ---------------------------------------------------------------------------
@@ -96,8 +105,9 @@ def test_make_data_bad_out(tmp_path, data_dir):
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     assert_one_clear_line(run_script("make_data.py", "--out", a_file, "--world-only"), str(a_file))
-    assert_one_clear_line(run_script("make_data.py", "--out", a_file / "data", "--world-only"),
-                          str(a_file / "data"))
+    assert_one_clear_line(
+        run_script("make_data.py", "--out", a_file / "data", "--world-only"), str(a_file / "data")
+    )
     before = sorted(p.name for p in data_dir.iterdir())
     result = run_script("make_data.py", "--out", data_dir, "--world-only")
     assert_one_clear_line(result, str(data_dir), "--force")
@@ -111,10 +121,17 @@ def _in_private_tmpfs(tmp_path: Path, options: str, *make_data_args: str) -> sub
         pytest.skip("user namespaces (unshare -rm) are not available here")
     mount = tmp_path / "mnt"
     mount.mkdir()
-    script = " ".join([f"mount -t tmpfs -o {options} tmpfs {mount} &&", sys.executable,
-                       str(ROOT / "launch" / "make_data.py"), *make_data_args])
-    return subprocess.run(["unshare", "-rm", "sh", "-c", script], env=ENV, capture_output=True, text=True,
-                          timeout=300)
+    script = " ".join(
+        [
+            f"mount -t tmpfs -o {options} tmpfs {mount} &&",
+            sys.executable,
+            str(ROOT / "launch" / "make_data.py"),
+            *make_data_args,
+        ]
+    )
+    return subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_make_data_read_only_dir(tmp_path):
@@ -138,8 +155,9 @@ def test_yaml_syntax_error_names_the_file(tmp_path):
 
 
 def test_config_out_of_range_is_rejected(tmp_path):
-    message = assert_one_clear_line(run_script("train.py", "--out", tmp_path / "run", "rollout.top_p=7"),
-                                    "rollout.top_p")
+    message = assert_one_clear_line(
+        run_script("train.py", "--out", tmp_path / "run", "rollout.top_p=7"), "rollout.top_p"
+    )
     assert "(0, 1]" in message
 
 
@@ -148,10 +166,13 @@ def test_rollout_empty_checkpoint_and_unknown_split(tmp_path, data_dir):
     empty = tmp_path / "empty_ckpt"
     empty.mkdir()
     out = tmp_path / "r.jsonl"
-    assert_one_clear_line(run_script("rollouts.py", "--checkpoint", empty, "--data", data_dir, "--out", out),
-                          str(empty))
-    assert_one_clear_line(run_script("rollouts.py", "--model", "tiny", "--data", data_dir, "--split", "tset",
-                                     "--out", out), "tset")
+    assert_one_clear_line(
+        run_script("rollouts.py", "--checkpoint", empty, "--data", data_dir, "--out", out), str(empty)
+    )
+    assert_one_clear_line(
+        run_script("rollouts.py", "--model", "tiny", "--data", data_dir, "--split", "tset", "--out", out),
+        "tset",
+    )
 
 
 def test_export_hf_run_without_steps(tmp_path):

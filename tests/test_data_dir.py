@@ -20,13 +20,29 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", PYTHONUNBUFFER
 
 
 def make_data(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "launch" / "make_data.py"), "--out", str(out),
-                           "--instances", "1", *extra], env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "launch" / "make_data.py"),
+            "--out",
+            str(out),
+            "--instances",
+            "1",
+            *extra,
+        ],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def digests(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +82,12 @@ def test_force_replaces_and_no_staging_dir_is_left(built, tmp_path):
 
 def test_killed_build_leaves_no_data_dir(tmp_path):
     out = tmp_path / "data"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "launch" / "make_data.py"), "--out", str(out)],
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch" / "make_data.py"), "--out", str(out)],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while not list(tmp_path.glob(".data.building-*/world.sqlite")) and time.time() < deadline:
         time.sleep(0.02)
@@ -78,8 +98,13 @@ def test_killed_build_leaves_no_data_dir(tmp_path):
 
 
 def _train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "launch" / "train.py"), *args], env=ENV,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "launch" / "train.py"), *args],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_train_refuses_a_partial_data_dir(built, tmp_path):
@@ -111,8 +136,14 @@ def test_prompt_budget_is_checked_before_sft(built, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(built, data)
     run = tmp_path / "run"
-    result = _train("--out", str(run), f"data.data_dir={data}", "model.sp_vocab_size=512", "sft.steps=1",
-                    "rollout.max_prompt_tokens=200")
+    result = _train(
+        "--out",
+        str(run),
+        f"data.data_dir={data}",
+        "model.sp_vocab_size=512",
+        "sft.steps=1",
+        "rollout.max_prompt_tokens=200",
+    )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "rollout.max_prompt_tokens=200 is too small" in result.stderr

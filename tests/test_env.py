@@ -31,31 +31,47 @@ def python_pool():
 
 def test_calls_and_memory_are_answered_in_order_with_the_worlds_text(small_world):
     env = EpisodeEnv(small_world)
-    turn = ("<think>hotels, weather, remember</think>\n" + call(HOTELS)
-            + mem({"action": "write", "key": "city", "value": "Chengdu"}) + call(WEATHER)
-            + mem({"action": "read", "key": "all"}) + "<|im_end|>")
+    turn = (
+        "<think>hotels, weather, remember</think>\n"
+        + call(HOTELS)
+        + mem({"action": "write", "key": "city", "value": "Chengdu"})
+        + call(WEATHER)
+        + mem({"action": "read", "key": "all"})
+        + "<|im_end|>"
+    )
     step = env.step(turn)
     assert [(r.kind, r.name) for r in step.responses] == [
-        ("tool", "AccommodationSearch"), ("memory", "memory"), ("tool", "WeatherSearch"), ("memory", "memory")]
+        ("tool", "AccommodationSearch"),
+        ("memory", "memory"),
+        ("tool", "WeatherSearch"),
+        ("memory", "memory"),
+    ]
     expected_hotels = small_world.call_tool(HOTELS["name"], HOTELS["arguments"])
     assert not expected_hotels.is_error
     assert step.responses[0].text == truncate_middle(expected_hotels.text, env.max_response_chars)
     assert step.responses[2].text == truncate_middle(
-        small_world.call_tool(WEATHER["name"], WEATHER["arguments"]).text, env.max_response_chars)
+        small_world.call_tool(WEATHER["name"], WEATHER["arguments"]).text, env.max_response_chars
+    )
     assert json.loads(step.responses[3].text) == {"city": "Chengdu"}
-    assert step.rendered == "\n".join([
-        f"<tool_response>\n{step.responses[0].text}\n</tool_response>",
-        f"<memory_response>\n{step.responses[1].text}\n</memory_response>",
-        f"<tool_response>\n{step.responses[2].text}\n</tool_response>",
-        '<memory_response>\n{"city": "Chengdu"}\n</memory_response>'])
+    assert step.rendered == "\n".join(
+        [
+            f"<tool_response>\n{step.responses[0].text}\n</tool_response>",
+            f"<memory_response>\n{step.responses[1].text}\n</memory_response>",
+            f"<tool_response>\n{step.responses[2].text}\n</tool_response>",
+            '<memory_response>\n{"city": "Chengdu"}\n</memory_response>',
+        ]
+    )
     assert (step.done, step.answer, step.any_error, step.stop_reason) == (False, None, False, None)
 
 
 def test_errors_are_answered_in_place_and_any_error_is_cumulative(small_world):
     env = EpisodeEnv(small_world)
-    step = env.step(call({"name": "TeleportSearch", "arguments": {}})
-                    + '<tool_call>{"name": "WeatherSearch", "arguments": {"city": </tool_call>'
-                    + call(WEATHER) + mem({"action": "read", "key": "nothing"}))
+    step = env.step(
+        call({"name": "TeleportSearch", "arguments": {}})
+        + '<tool_call>{"name": "WeatherSearch", "arguments": {"city": </tool_call>'
+        + call(WEATHER)
+        + mem({"action": "read", "key": "nothing"})
+    )
     assert [r.is_error for r in step.responses] == [True, True, False, True]
     assert [r.kind for r in step.responses] == ["tool", "tool", "tool", "memory"]
     assert "not valid JSON" in step.responses[1].text
@@ -85,7 +101,12 @@ def test_answer_ends_the_episode(small_world):
     env.step(call(WEATHER))
     step = env.step('<think>done</think><answer>[{"day": 1}]</answer><|im_end|>')
     assert (step.done, step.answer, step.stop_reason, step.responses, step.any_error) == (
-        True, '[{"day": 1}]', "answer", [], False)
+        True,
+        '[{"day": 1}]',
+        "answer",
+        [],
+        False,
+    )
     with pytest.raises(RuntimeError):
         env.step(call(WEATHER))
 
@@ -147,13 +168,18 @@ def test_a_raising_tool_becomes_an_error_response(small_world):
 def test_truncate_middle_examples():
     assert truncate_middle("abcdef", 6) == "abcdef"
     # marker "\n...[73 characters truncated]...\n" is 33 characters: 27 kept, 14 head + 13 tail
-    assert truncate_middle("a" * 50 + "b" * 50, 60) == "a" * 14 + "\n...[73 characters truncated]...\n" + "b" * 13
+    assert (
+        truncate_middle("a" * 50 + "b" * 50, 60)
+        == "a" * 14 + "\n...[73 characters truncated]...\n" + "b" * 13
+    )
     assert truncate_middle("x" * 100, 10) == "x" * 10  # too small for a marker: plain cut
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_characters="[\n"), max_size=400),
-       st.integers(min_value=0, max_value=300))
+@given(
+    st.text(alphabet=st.characters(blacklist_characters="[\n"), max_size=400),
+    st.integers(min_value=0, max_value=300),
+)
 def test_truncate_middle_bounds_and_keeps_both_ends(text, limit):
     out = truncate_middle(text, limit)
     assert len(out) <= limit
@@ -166,16 +192,33 @@ def test_truncate_middle_bounds_and_keeps_both_ends(text, limit):
         assert f"[{len(text) - len(head) - len(tail)} characters truncated]" in out
 
 
-_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-                            lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids,
-                                                                                      max_size=3),
-                            max_leaves=8)
-_tool_names = st.sampled_from(["AccommodationSearch", "RestaurantSearch", "FlightSearch", "TrainSearch",
-                               "WeatherSearch", "MapGuide", "AttractionSearch", "Nope"])
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3),
+    max_leaves=8,
+)
+_tool_names = st.sampled_from(
+    [
+        "AccommodationSearch",
+        "RestaurantSearch",
+        "FlightSearch",
+        "TrainSearch",
+        "WeatherSearch",
+        "MapGuide",
+        "AttractionSearch",
+        "Nope",
+    ]
+)
 _blocks = st.one_of(
-    st.builds(lambda n, a: call({"name": n, "arguments": a}), _tool_names,
-              st.dictionaries(st.sampled_from(["city", "n", "origin", "destination", "date", "preferences"]),
-                              _json_values, max_size=3)),
+    st.builds(
+        lambda n, a: call({"name": n, "arguments": a}),
+        _tool_names,
+        st.dictionaries(
+            st.sampled_from(["city", "n", "origin", "destination", "date", "preferences"]),
+            _json_values,
+            max_size=3,
+        ),
+    ),
     st.builds(lambda o: f"<memory>{json.dumps(o)}</memory>", _json_values),
     st.sampled_from(["<think>", "</answer>", "<tool_call>", "{", "garbage", "<answer>[]</answer>", "\n"]),
 )
@@ -192,16 +235,19 @@ def test_random_turns_never_raise_and_flag_errors_consistently(small_world, turn
         step = env.step("".join(parts))
         seen_error = seen_error or any(r.is_error for r in step.responses)
         assert step.any_error == seen_error == env.any_error
-        assert step.rendered == "\n".join(f"<{r.kind}_response>\n{r.text}\n</{r.kind}_response>"
-                                           for r in step.responses)
+        assert step.rendered == "\n".join(
+            f"<{r.kind}_response>\n{r.text}\n</{r.kind}_response>" for r in step.responses
+        )
         assert step.done == (step.stop_reason is not None)
 
 
 def test_deeply_nested_json_in_a_turn_is_answered_with_errors(small_world):
     deep = "[" * 1000 + "]" * 1000
     env = EpisodeEnv(small_world)
-    step = env.step(f'<tool_call>{{"name": "WeatherSearch", "arguments": {{"city": {deep}}}}}</tool_call>'
-                    f'<memory>{{"action": "write", "key": "k", "value": {deep}}}</memory>')
+    step = env.step(
+        f'<tool_call>{{"name": "WeatherSearch", "arguments": {{"city": {deep}}}}}</tool_call>'
+        f'<memory>{{"action": "write", "key": "k", "value": {deep}}}</memory>'
+    )
     assert [(r.kind, r.is_error) for r in step.responses] == [("tool", True), ("memory", True)]
     assert all("nested more than 32 levels" in r.text for r in step.responses)
 
@@ -213,8 +259,11 @@ def test_one_turns_responses_are_capped_with_an_error_note(small_world):
     assert len(step.rendered) < 5000 + 300  # was 1000 full responses (about 1 MB here)
     kept, note = step.responses[:-1], step.responses[-1]
     assert 1 <= len(kept) <= 5 and all(r.name == "RestaurantSearch" for r in kept)
-    assert note.is_error and step.any_error and note.text.startswith(
-        f"Error: {1000 - len(kept)} more response(s) of this turn (")
+    assert (
+        note.is_error
+        and step.any_error
+        and note.text.startswith(f"Error: {1000 - len(kept)} more response(s) of this turn (")
+    )
     assert "at most 5000 characters" in note.text
     small = EpisodeEnv(small_world, max_response_chars=1000, max_turn_chars=5000).step(search * 2)
     assert [r.name for r in small.responses] == ["RestaurantSearch"] * 2 and not small.any_error

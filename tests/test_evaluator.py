@@ -16,8 +16,16 @@ from hypothesis import strategies as st
 from sandbox.evaluator import C_NAMES, CONSTRAINT_NAMES, CONSTRAINTS, UPC_NAMES, evaluate_plan
 from sandbox.evaluator.lookup import index_for
 from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
-from sandbox.evaluator.example import (GROUND_TRUTH, INSTANCE, _train, build_mini_world, find,
-                                      route_plan, valid_plan, visit)
+from sandbox.evaluator.example import (
+    GROUND_TRUTH,
+    INSTANCE,
+    _train,
+    build_mini_world,
+    find,
+    route_plan,
+    valid_plan,
+    visit,
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +47,13 @@ def test_registry_has_the_32_constraints_of_the_paper():
     for c in CONSTRAINTS:
         counts[c.category] = counts.get(c.category, 0) + 1
         assert c.description and c.group == ("UPC" if c.category == "Personalization" else "C")
-    assert counts == {"Format": 1, "Authenticity": 4, "Reasonableness": 15,
-                      "Information richness": 2, "Personalization": 10}
+    assert counts == {
+        "Format": 1,
+        "Authenticity": 4,
+        "Reasonableness": 15,
+        "Information richness": 2,
+        "Personalization": 10,
+    }
     assert len(C_NAMES) == 22 and len(UPC_NAMES) == 10
 
 
@@ -52,8 +65,11 @@ def test_valid_plan_passes_all(world):
 
 
 def test_valid_plan_passes_as_answer_text_with_sloppy_json(world):
-    text = "<think>done</think>\n<answer>\n```json\n" + json.dumps(valid_plan(), indent=1).replace(
-        "}\n", "},\n", 1) + "\n```\n</answer>"
+    text = (
+        "<think>done</think>\n<answer>\n```json\n"
+        + json.dumps(valid_plan(), indent=1).replace("}\n", "},\n", 1)
+        + "\n```\n</answer>"
+    )
     text = text.replace('"start_time"', '"startTime"').replace('"price"', '"cost"')
     assert evaluate_plan(text, INSTANCE, GROUND_TRUTH, world).all_passed
 
@@ -240,21 +256,37 @@ def b_budget(plan, gt):
 
 
 BREAKS = {
-    "poi_authenticity": b_poi, "intercity_transport_authenticity": b_intercity,
-    "local_transport_authenticity": b_local, "business_hours": b_hours,
-    "complete_meals": b_meals, "no_repeated_restaurants": b_repeat,
-    "reasonable_meal_times": b_meal_time, "daily_accommodation": b_accommodation,
-    "accommodation_time": b_checkin_time, "no_midnight_travel": b_midnight,
+    "poi_authenticity": b_poi,
+    "intercity_transport_authenticity": b_intercity,
+    "local_transport_authenticity": b_local,
+    "business_hours": b_hours,
+    "complete_meals": b_meals,
+    "no_repeated_restaurants": b_repeat,
+    "reasonable_meal_times": b_meal_time,
+    "daily_accommodation": b_accommodation,
+    "accommodation_time": b_checkin_time,
+    "no_midnight_travel": b_midnight,
     "no_sightseeing_after_late_arrival": b_late_arrival,
-    "daily_local_transport_limit": b_daily_transport, "weather_and_city_info": b_weather,
-    "min_one_attraction": b_min_attraction, "max_four_attractions": b_max_attractions,
-    "no_time_conflicts": b_conflict, "activity_time_range": b_time_range,
-    "inter_attraction_transport": b_leg, "no_long_gaps": b_gap,
-    "information_sufficiency": b_sufficiency, "information_richness": b_richness,
-    "hotel_star_level": b_star, "hotel_amenities": b_amenities,
-    "attraction_type": b_attraction_type, "walking_tolerance": b_walking,
-    "cuisine_type": b_cuisine, "price_level": b_price, "dining_environment": b_environment,
-    "intercity_mode": b_mode, "seat_class": b_seat, "budget": b_budget,
+    "daily_local_transport_limit": b_daily_transport,
+    "weather_and_city_info": b_weather,
+    "min_one_attraction": b_min_attraction,
+    "max_four_attractions": b_max_attractions,
+    "no_time_conflicts": b_conflict,
+    "activity_time_range": b_time_range,
+    "inter_attraction_transport": b_leg,
+    "no_long_gaps": b_gap,
+    "information_sufficiency": b_sufficiency,
+    "information_richness": b_richness,
+    "hotel_star_level": b_star,
+    "hotel_amenities": b_amenities,
+    "attraction_type": b_attraction_type,
+    "walking_tolerance": b_walking,
+    "cuisine_type": b_cuisine,
+    "price_level": b_price,
+    "dining_environment": b_environment,
+    "intercity_mode": b_mode,
+    "seat_class": b_seat,
+    "budget": b_budget,
 }
 
 
@@ -289,10 +321,13 @@ def test_format_failure_fails_everything_but_keeps_ungated_results(world):
     assert {r.name for r in result.ungated if not r.passed} == {"json_format"}
 
 
-@pytest.mark.parametrize("edit, text", [
-    (lambda p: p.pop(), "plan has 2 day(s) but the trip lasts 3"),
-    (lambda p: p[1].update(day=5), "numbered 5"),
-])
+@pytest.mark.parametrize(
+    "edit, text",
+    [
+        (lambda p: p.pop(), "plan has 2 day(s) but the trip lasts 3"),
+        (lambda p: p[1].update(day=5), "numbered 5"),
+    ],
+)
 def test_wrong_day_structure_is_a_format_failure(world, edit, text):
     plan = valid_plan()
     edit(plan)
@@ -303,15 +338,21 @@ def test_wrong_day_structure_is_a_format_failure(world, edit, text):
 # ---------------------------------------------------------------- history and unconstrained users
 
 
-@pytest.mark.parametrize("kind, name, constraint", [
-    ("restaurants", "Forgotten Dumplings", "cuisine_type"),
-    ("attractions", "Visited Pagoda", "attraction_type"),
-    ("accommodations", "Old Town Inn", "hotel_star_level"),
-])
+@pytest.mark.parametrize(
+    "kind, name, constraint",
+    [
+        ("restaurants", "Forgotten Dumplings", "cuisine_type"),
+        ("attractions", "Visited Pagoda", "attraction_type"),
+        ("accommodations", "Old Town Inn", "hotel_star_level"),
+    ],
+)
 def test_revisiting_a_history_place_fails_its_preference_check(world, kind, name, constraint):
     plan = valid_plan()
-    old = {"restaurants": (2, "Teahouse Garden"), "attractions": (2, "Sichuan Museum"),
-           "accommodations": (1, "Jinjiang Grand Hotel")}[kind]
+    old = {
+        "restaurants": (2, "Teahouse Garden"),
+        "attractions": (2, "Sichuan Museum"),
+        "accommodations": (1, "Jinjiang Grand Hotel"),
+    }[kind]
     _swap(plan, *old, name)
     result = evaluate(route_plan(plan), world)
     assert failed(result) == {constraint} and "been there before" in result[constraint].reason
@@ -327,29 +368,46 @@ def test_absent_or_null_profile_attributes_are_unconstrained(world):
     for name in ("attraction_type", "cuisine_type", "seat_class", "hotel_star_level"):
         BREAKS[name](plan, None)
     gt = copy.deepcopy(GROUND_TRUTH)
-    gt["profile"] = {"hotel": None, "attraction": {"preferred_attraction_types": []},
-                     "dining": {"cuisine_preferences": None}}
+    gt["profile"] = {
+        "hotel": None,
+        "attraction": {"preferred_attraction_types": []},
+        "dining": {"cuisine_preferences": None},
+    }
     del gt["query"]["budget"]
     result = evaluate(route_plan(plan), world, gt)
     assert result.all_passed, [(r.name, r.reason) for r in result.failed]
     assert failed(evaluate(route_plan(plan), world)) == {
-        "attraction_type", "cuisine_type", "seat_class", "hotel_star_level"}
+        "attraction_type",
+        "cuisine_type",
+        "seat_class",
+        "hotel_star_level",
+    }
 
 
 # ---------------------------------------------------------------- rules in detail
 
 
 def test_flights_are_checked_by_date_route_times_and_cabin(world):
-    flight = {"type": "intercity_transport", "mode": "flight", "number": "3U8888",
-              "from_city": "Shanghai", "to_city": "Chengdu", "start_time": "08:00",
-              "end_time": "11:00", "seat_class": "Economy Class", "price": 2400}
+    flight = {
+        "type": "intercity_transport",
+        "mode": "flight",
+        "number": "3U8888",
+        "from_city": "Shanghai",
+        "to_city": "Chengdu",
+        "start_time": "08:00",
+        "end_time": "11:00",
+        "seat_class": "Economy Class",
+        "price": 2400,
+    }
     gt = copy.deepcopy(GROUND_TRUTH)
     gt["profile"]["transportation"] = None
     plan = valid_plan()
     plan[0]["activities"][0] = dict(flight)
     assert evaluate(plan, world, gt).all_passed
-    for change, text in (({"seat_class": "Business Class"}, "no 'Business Class'"),
-                         ({"end_time": "11:30"}, "08:00-11:00")):
+    for change, text in (
+        ({"seat_class": "Business Class"}, "no 'Business Class'"),
+        ({"end_time": "11:30"}, "08:00-11:00"),
+    ):
         plan[0]["activities"][0] = dict(flight, **change)
         result = evaluate(plan, world, gt)
         assert failed(result) == {"intercity_transport_authenticity"}
@@ -358,16 +416,20 @@ def test_flights_are_checked_by_date_route_times_and_cabin(world):
     plan[0]["date"], gt["query"]["start_date"] = "2026-04-30", "2026-04-30"
     for day, date in zip(plan[1:], ("2026-05-01", "2026-05-02")):
         day["date"] = date
-    assert "no flight 3U8888 on 2026-04-30" in evaluate(plan, world, gt)[
-        "intercity_transport_authenticity"].reason
+    assert (
+        "no flight 3U8888 on 2026-04-30"
+        in evaluate(plan, world, gt)["intercity_transport_authenticity"].reason
+    )
 
 
 def test_missing_return_transport_is_an_intercity_failure(world):
     plan = valid_plan()
     plan[2]["activities"].pop()
     result = evaluate(plan, world)
-    assert "day 3 does not end with transport Chengdu -> Shanghai" in result[
-        "intercity_transport_authenticity"].reason
+    assert (
+        "day 3 does not end with transport Chengdu -> Shanghai"
+        in result["intercity_transport_authenticity"].reason
+    )
 
 
 def test_budget_counts_store_prices_when_the_plan_under_reports(world):
@@ -401,16 +463,30 @@ def test_world_index_caches_city_tables(world):
 # ---------------------------------------------------------------- malformed answers never raise
 
 
-@pytest.mark.parametrize("answer", [
-    "", "   ", "no plan here", "<answer></answer>", "[]", "{}", "null", "42", '"text"',
-    "[1, 2, 3]", '[{"day": 1}]', '[{"activities": "lots"}]',
-    '[{"activities": [{"type": "shopping", "start_time": "10:00", "end_time": "11:00"}]}]',
-    '[{"activities": [{"type": "meal", "start_time": "25:00", "end_time": "26:00"}]}]',
-    '[{"activities": [{"type": "meal", "start_time": 1000, "end_time": "11:00"}]}]',
-    "[" * 50000, '[{"activities": [' + ",".join(['{"type": "meal"}'] * 10) + "]}]",
-    json.dumps([{"day": i, "activities": []} for i in range(1, 400)]),
-    "x" * 2_000_000,
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "",
+        "   ",
+        "no plan here",
+        "<answer></answer>",
+        "[]",
+        "{}",
+        "null",
+        "42",
+        '"text"',
+        "[1, 2, 3]",
+        '[{"day": 1}]',
+        '[{"activities": "lots"}]',
+        '[{"activities": [{"type": "shopping", "start_time": "10:00", "end_time": "11:00"}]}]',
+        '[{"activities": [{"type": "meal", "start_time": "25:00", "end_time": "26:00"}]}]',
+        '[{"activities": [{"type": "meal", "start_time": 1000, "end_time": "11:00"}]}]',
+        "[" * 50000,
+        '[{"activities": [' + ",".join(['{"type": "meal"}'] * 10) + "]}]",
+        json.dumps([{"day": i, "activities": []} for i in range(1, 400)]),
+        "x" * 2_000_000,
+    ],
+)
 def test_malformed_answers_are_undelivered_with_a_reason(world, answer):
     result = evaluate_plan(answer, INSTANCE, GROUND_TRUTH, world)
     assert not result.delivered and result.reason
@@ -427,17 +503,46 @@ def test_plan_missing_a_day_in_the_middle_is_undelivered(world):
 
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=8)
     | st.sampled_from(["meal", "hotel", "attraction", "12:00", "Chengdu", "Subway", "G1", "lunch"]),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(
-        st.sampled_from(["day", "type", "name", "start_time", "end_time", "activities", "price",
-                         "transport", "mode", "meal", "weather", "city", "date", "number"]),
-        inner, max_size=6),
-    max_leaves=30)
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "day",
+                    "type",
+                    "name",
+                    "start_time",
+                    "end_time",
+                    "activities",
+                    "price",
+                    "transport",
+                    "mode",
+                    "meal",
+                    "weather",
+                    "city",
+                    "date",
+                    "number",
+                ]
+            ),
+            inner,
+            max_size=6,
+        )
+    ),
+    max_leaves=30,
+)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=_JSON)
 def test_random_json_never_crashes_the_evaluator(world, data):
     for answer in (data, json.dumps(data)):
@@ -446,12 +551,22 @@ def test_random_json_never_crashes_the_evaluator(world, data):
         assert result.delivered == result["json_format"].passed
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(day=st.integers(0, 2), index=st.integers(0, 8), key=st.sampled_from(
-    ["start_time", "end_time", "price", "transport", "name", "type", "meal", "seat_class"]),
-    value=st.none() | st.integers(-5, 3000) | st.text(max_size=6) | st.sampled_from(
-        ["23:59", "00:00", "meal", "hotel", "attraction", "intercity_transport"]))
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    day=st.integers(0, 2),
+    index=st.integers(0, 8),
+    key=st.sampled_from(
+        ["start_time", "end_time", "price", "transport", "name", "type", "meal", "seat_class"]
+    ),
+    value=st.none()
+    | st.integers(-5, 3000)
+    | st.text(max_size=6)
+    | st.sampled_from(["23:59", "00:00", "meal", "hotel", "attraction", "intercity_transport"]),
+)
 def test_random_field_edits_of_a_valid_plan_never_crash(world, day, index, key, value):
     plan = valid_plan()
     acts = plan[day]["activities"]
@@ -464,12 +579,19 @@ def test_random_field_edits_of_a_valid_plan_never_crash(world, day, index, key, 
 
 
 def _mapguide_minutes(world, origin: str, destination: str, mode: str) -> tuple[int, float]:
-    result = world.call_tool("MapGuide", {"origin_cityName": "Chengdu", "origin": origin,
-                                          "destination_cityName": "Chengdu",
-                                          "destination": destination})
+    result = world.call_tool(
+        "MapGuide",
+        {
+            "origin_cityName": "Chengdu",
+            "origin": origin,
+            "destination_cityName": "Chengdu",
+            "destination": destination,
+        },
+    )
     assert not result.is_error, result.text
-    route = next(json.loads(line) for line in result.text.splitlines()[1:]
-                 if json.loads(line)["mode"] == mode)
+    route = next(
+        json.loads(line) for line in result.text.splitlines()[1:] if json.loads(line)["mode"] == mode
+    )
     return route["duration_min"], route["distance_km"]
 
 
@@ -479,53 +601,105 @@ def test_plan_from_generated_store_rows_is_authentic(small_world):
 
     db = sqlite3.connect(small_world.path)
     db.row_factory = sqlite3.Row
-    go = db.execute("SELECT * FROM trains WHERE origin_city='Chongqing' AND destination_city="
-                    "'Chengdu' AND arrival_day_offset=0 AND arrival_time<='13:00' "
-                    "ORDER BY departure_time LIMIT 1").fetchone()
-    back = db.execute("SELECT * FROM trains WHERE origin_city='Chengdu' AND destination_city="
-                      "'Chongqing' AND departure_time>='16:00' AND arrival_day_offset=0 "
-                      "ORDER BY departure_time LIMIT 1").fetchone()
-    lunch, breakfast = db.execute("SELECT name FROM restaurants WHERE city='Chengdu' AND "
-                                  "open_time<='07:00' AND close_time>='15:00' LIMIT 2").fetchall()
-    sight = db.execute("SELECT name FROM attractions WHERE city='Chengdu' AND open_time<='09:00' "
-                       "AND close_time>='18:00' LIMIT 1").fetchone()
+    go = db.execute(
+        "SELECT * FROM trains WHERE origin_city='Chongqing' AND destination_city="
+        "'Chengdu' AND arrival_day_offset=0 AND arrival_time<='13:00' "
+        "ORDER BY departure_time LIMIT 1"
+    ).fetchone()
+    back = db.execute(
+        "SELECT * FROM trains WHERE origin_city='Chengdu' AND destination_city="
+        "'Chongqing' AND departure_time>='16:00' AND arrival_day_offset=0 "
+        "ORDER BY departure_time LIMIT 1"
+    ).fetchone()
+    lunch, breakfast = db.execute(
+        "SELECT name FROM restaurants WHERE city='Chengdu' AND "
+        "open_time<='07:00' AND close_time>='15:00' LIMIT 2"
+    ).fetchall()
+    sight = db.execute(
+        "SELECT name FROM attractions WHERE city='Chengdu' AND open_time<='09:00' "
+        "AND close_time>='18:00' LIMIT 1"
+    ).fetchone()
     hotel = db.execute("SELECT name FROM hotels WHERE city='Chengdu' LIMIT 1").fetchone()
-    weather = {r["date"]: r for r in db.execute(
-        "SELECT * FROM weather WHERE city='Chengdu' AND date IN ('2026-05-01','2026-05-02')")}
+    weather = {
+        r["date"]: r
+        for r in db.execute(
+            "SELECT * FROM weather WHERE city='Chengdu' AND date IN ('2026-05-01','2026-05-02')"
+        )
+    }
     assert go and back and sight and hotel and len(weather) == 2
 
     def train(row):
         seat = next(iter(json.loads(row["fares"])))
-        return {"type": "intercity_transport", "mode": "train", "number": row["train_number"],
-                "from_city": row["origin_city"], "to_city": row["destination_city"],
-                "start_time": row["departure_time"], "end_time": row["arrival_time"],
-                "seat_class": seat, "price": 2 * json.loads(row["fares"])[seat]}
+        return {
+            "type": "intercity_transport",
+            "mode": "train",
+            "number": row["train_number"],
+            "from_city": row["origin_city"],
+            "to_city": row["destination_city"],
+            "start_time": row["departure_time"],
+            "end_time": row["arrival_time"],
+            "seat_class": seat,
+            "price": 2 * json.loads(row["fares"])[seat],
+        }
 
     def stop(kind, name, start, end, origin, **extra):
         minutes, km = _mapguide_minutes(small_world, origin, name, "Taxi")
-        return {"type": kind, "name": name, "start_time": start, "end_time": end, "price": 100,
-                "transport": {"mode": "Taxi", "duration_min": minutes, "distance_km": km}, **extra}
+        return {
+            "type": kind,
+            "name": name,
+            "start_time": start,
+            "end_time": end,
+            "price": 100,
+            "transport": {"mode": "Taxi", "duration_min": minutes, "distance_km": km},
+            **extra,
+        }
 
     def day(n, date, acts):
         w = weather[date]
-        return {"day": n, "date": date, "city": "Chengdu", "city_info": "Capital of Sichuan.",
-                "weather": {"condition": w["weather"], "max_temp": w["max_temp"],
-                            "min_temp": w["min_temp"]}, "activities": acts}
+        return {
+            "day": n,
+            "date": date,
+            "city": "Chengdu",
+            "city_info": "Capital of Sichuan.",
+            "weather": {"condition": w["weather"], "max_temp": w["max_temp"], "min_temp": w["min_temp"]},
+            "activities": acts,
+        }
 
     plan = [
-        day(1, "2026-05-01", [
-            train(go),
-            stop("meal", lunch["name"], "14:00", "14:30", go["destination_station"], meal="lunch"),
-            stop("attraction", sight["name"], "15:30", "17:00", lunch["name"]),
-            stop("hotel", hotel["name"], "19:00", "19:30", sight["name"])]),
-        day(2, "2026-05-02", [
-            stop("meal", breakfast["name"], "08:00", "08:30", hotel["name"], meal="breakfast"),
-            train(back)]),
+        day(
+            1,
+            "2026-05-01",
+            [
+                train(go),
+                stop("meal", lunch["name"], "14:00", "14:30", go["destination_station"], meal="lunch"),
+                stop("attraction", sight["name"], "15:30", "17:00", lunch["name"]),
+                stop("hotel", hotel["name"], "19:00", "19:30", sight["name"]),
+            ],
+        ),
+        day(
+            2,
+            "2026-05-02",
+            [stop("meal", breakfast["name"], "08:00", "08:30", hotel["name"], meal="breakfast"), train(back)],
+        ),
     ]
-    gt = {"query": {"origin": "Chongqing", "destination": "Chengdu", "start_date": "2026-05-01",
-                    "days": 2, "people": 2, "budget": 50000}, "profile": {}}
-    store_backed = ("poi_authenticity", "intercity_transport_authenticity",
-                    "local_transport_authenticity", "business_hours", "weather_and_city_info")
+    gt = {
+        "query": {
+            "origin": "Chongqing",
+            "destination": "Chengdu",
+            "start_date": "2026-05-01",
+            "days": 2,
+            "people": 2,
+            "budget": 50000,
+        },
+        "profile": {},
+    }
+    store_backed = (
+        "poi_authenticity",
+        "intercity_transport_authenticity",
+        "local_transport_authenticity",
+        "business_hours",
+        "weather_and_city_info",
+    )
     result = evaluate_plan(json.dumps(plan), None, gt, small_world)
     assert result.delivered
     for name in store_backed:
@@ -546,12 +720,12 @@ def _readme_section(title: str) -> str:
 
     text = (Path(__file__).resolve().parents[1] / "sandbox" / "README.md").read_text()
     start = text.index(f"## {title}\n")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def test_readme_plan_example_passes_all_32(world):
     section = _readme_section("Plan format")
-    example = section[section.index("```json\n") + 8:section.index("\n```", section.index("```json"))]
+    example = section[section.index("```json\n") + 8 : section.index("\n```", section.index("```json"))]
     gt = copy.deepcopy(GROUND_TRUTH)
     gt["query"]["days"] = 2
     result = evaluate_plan(example, INSTANCE, gt, world)

@@ -45,12 +45,19 @@ def test_sft_traces_replay_through_the_environment(small_benchmark):  # noqa: F8
             kinds.update("memory-" + op["action"] for op in parsed.memory_ops)
             kinds.update(c.name for c in parsed.tool_calls)
             step = env.step(turns[i]["content"])
-            if i + 1 < len(turns):   # the recorded observation is exactly what the environment says
+            if i + 1 < len(turns):  # the recorded observation is exactly what the environment says
                 assert step.rendered == turns[i + 1]["content"]
                 assert step.rendered.count("<tool_response>") == len(parsed.tool_calls)
         assert step.done and not step.any_error and parsed.answer
-        assert {"memory-write", "memory-read", "WeatherSearch", "AccommodationSearch",
-                "RestaurantSearch", "AttractionSearch", "MapGuide"} <= kinds
+        assert {
+            "memory-write",
+            "memory-read",
+            "WeatherSearch",
+            "AccommodationSearch",
+            "RestaurantSearch",
+            "AttractionSearch",
+            "MapGuide",
+        } <= kinds
         result = evaluate_plan(step.answer, None, truth[record["id"]], world)
         assert all(r.passed for r in result.results), record["id"]
 

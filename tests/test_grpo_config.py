@@ -27,22 +27,33 @@ def test_qwen3_recipes_state_hardware_and_use_bf16():
 
 
 def test_overrides_are_typed():
-    cfg = load_config(None, ["optim.lr=1e-6", "rollout.group_size=8", "grpo.loss_mask=false",
-                             "model.overrides={num_hidden_layers: 4}", "data.difficulties=[hard]"])
+    cfg = load_config(
+        None,
+        [
+            "optim.lr=1e-6",
+            "rollout.group_size=8",
+            "grpo.loss_mask=false",
+            "model.overrides={num_hidden_layers: 4}",
+            "data.difficulties=[hard]",
+        ],
+    )
     assert cfg.optim.lr == 1e-6 and isinstance(cfg.optim.lr, float)  # YAML reads "1e-6" as a string
     assert cfg.rollout.group_size == 8 and cfg.grpo.loss_mask is False
     assert cfg.model.overrides == {"num_hidden_layers": 4} and cfg.data.difficulties == ["hard"]
 
 
-@pytest.mark.parametrize("override, message", [
-    ("optim.learning_rate=1", "unknown config key 'optim.learning_rate'"),
-    ("rollout.group_size=many", "rollout.group_size: expected an integer"),
-    ("rollout.group_size=1", "group_size must be >= 2"),
-    ("grpo.aggregation=mean_of_means", "grpo.aggregation must be one of"),
-    ("grpo.loss_mask=maybe", "grpo.loss_mask: expected true/false"),
-    ("rollout", "not of the form key=value"),
-    ("grpo.mini_batches=3", "must divide into grpo.mini_batches"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.learning_rate=1", "unknown config key 'optim.learning_rate'"),
+        ("rollout.group_size=many", "rollout.group_size: expected an integer"),
+        ("rollout.group_size=1", "group_size must be >= 2"),
+        ("grpo.aggregation=mean_of_means", "grpo.aggregation must be one of"),
+        ("grpo.loss_mask=maybe", "grpo.loss_mask: expected true/false"),
+        ("rollout", "not of the form key=value"),
+        ("grpo.mini_batches=3", "must divide into grpo.mini_batches"),
+    ],
+)
 def test_bad_overrides_name_the_problem(override, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         load_config(None, [override])

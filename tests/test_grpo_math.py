@@ -78,8 +78,18 @@ def test_loss_and_gradient_match_numpy(mode):
     def loss_fn(w):
         lp, _ = hidden_logprobs(jnp.asarray(x), w, jnp.asarray(targets), chunk_size=3)
         norm = grpo.batch_normaliser(jnp.asarray(mask), FIXED_LEN)
-        loss, _ = grpo.grpo_loss(lp, jnp.asarray(old), jnp.asarray(adv), jnp.asarray(mask), norm, mode=mode,
-                                 clip_low=CLIP_LOW, clip_high=CLIP_HIGH, ref_logprobs=jnp.asarray(ref), beta=BETA)
+        loss, _ = grpo.grpo_loss(
+            lp,
+            jnp.asarray(old),
+            jnp.asarray(adv),
+            jnp.asarray(mask),
+            norm,
+            mode=mode,
+            clip_low=CLIP_LOW,
+            clip_high=CLIP_HIGH,
+            ref_logprobs=jnp.asarray(ref),
+            beta=BETA,
+        )
         return loss
 
     loss, grad = jax.value_and_grad(loss_fn)(jnp.asarray(w))
@@ -92,8 +102,18 @@ def test_clip_fraction_and_kl_statistics():
     _, _, clipped = _numpy_loss_and_grad(x, w, targets, old, ref, adv, mask, "token_mean")
     lp, _ = hidden_logprobs(jnp.asarray(x), jnp.asarray(w), jnp.asarray(targets))
     norm = grpo.batch_normaliser(jnp.asarray(mask), FIXED_LEN)
-    _, stats = grpo.grpo_loss(lp, jnp.asarray(old), jnp.asarray(adv), jnp.asarray(mask), norm, mode="token_mean",
-                              clip_low=CLIP_LOW, clip_high=CLIP_HIGH, ref_logprobs=jnp.asarray(ref), beta=BETA)
+    _, stats = grpo.grpo_loss(
+        lp,
+        jnp.asarray(old),
+        jnp.asarray(adv),
+        jnp.asarray(mask),
+        norm,
+        mode="token_mean",
+        clip_low=CLIP_LOW,
+        clip_high=CLIP_HIGH,
+        ref_logprobs=jnp.asarray(ref),
+        beta=BETA,
+    )
     np.testing.assert_allclose(float(stats["clip_frac"]), clipped.sum() / mask.sum(), rtol=1e-6)
 
 
@@ -104,14 +124,33 @@ def test_micro_batches_sum_to_one_batch_loss():
     for mode in grpo.AGGREGATION_MODES:
         kw = dict(mode=mode, clip_low=CLIP_LOW, clip_high=CLIP_HIGH, beta=BETA)
         full, _ = grpo.grpo_loss(lp, old, adv, mask, norm, ref_logprobs=ref, **kw)
-        parts = [grpo.grpo_loss(lp[i:i + 1], old[i:i + 1], adv[i:i + 1], mask[i:i + 1], norm,
-                                ref_logprobs=ref[i:i + 1], **kw)[0] for i in range(B)]
+        parts = [
+            grpo.grpo_loss(
+                lp[i : i + 1],
+                old[i : i + 1],
+                adv[i : i + 1],
+                mask[i : i + 1],
+                norm,
+                ref_logprobs=ref[i : i + 1],
+                **kw,
+            )[0]
+            for i in range(B)
+        ]
         np.testing.assert_allclose(float(sum(parts)), float(full), rtol=1e-6)
         # The naive mean of per-micro-batch means differs for token_mean (unequal token counts).
         if mode == "token_mean":
-            local = [grpo.grpo_loss(lp[i:i + 1], old[i:i + 1], adv[i:i + 1], mask[i:i + 1],
-                                    grpo.batch_normaliser(mask[i:i + 1], FIXED_LEN), ref_logprobs=ref[i:i + 1], **kw)[0]
-                     for i in range(B)]
+            local = [
+                grpo.grpo_loss(
+                    lp[i : i + 1],
+                    old[i : i + 1],
+                    adv[i : i + 1],
+                    mask[i : i + 1],
+                    grpo.batch_normaliser(mask[i : i + 1], FIXED_LEN),
+                    ref_logprobs=ref[i : i + 1],
+                    **kw,
+                )[0]
+                for i in range(B)
+            ]
             assert abs(float(np.mean(local)) - float(full)) > 1e-4
 
 

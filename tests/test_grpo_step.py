@@ -36,7 +36,9 @@ def _setup(aggregation="seq_mean_token_mean", beta=0.04, sgd=False):
     # Plain SGD keeps the update linear in the gradient, so parameters compare at float precision
     # (Adam's first step is ~lr * sign(g) and would amplify rounding noise of near-zero gradients).
     opt = optax.sgd(1.0) if sgd else make_optimizer(ocfg, 10)
-    fns = make_step_fns(model_fn, opt, learning_rate_schedule(ocfg, 10), gcfg, temperature=0.8, fixed_length=FIXED)
+    fns = make_step_fns(
+        model_fn, opt, learning_rate_schedule(ocfg, 10), gcfg, temperature=0.8, fixed_length=FIXED
+    )
     return cfg, model, params, opt, fns
 
 
@@ -71,8 +73,11 @@ def test_micro_batches_equal_one_batch(aggregation):
     for micro in (4,):
         np.testing.assert_allclose(results[micro][0], results[1][0], rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(results[micro][1], results[1][1], rtol=1e-5)
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
-                     results[micro][2], results[1][2])
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
+            results[micro][2],
+            results[1][2],
+        )
     assert results[1][1] > 0  # clipping really was active
     # The parameters moved (the step did something).
     moved = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), results[1][2], params)
@@ -93,15 +98,21 @@ def test_non_finite_loss_skips_step_and_counts_it():
     cfg, _, params, opt, fns = _setup("token_mean", beta=0.0)
     ids, mask, _ = _batch(cfg.vocab_size)
     adv = np.array([np.nan, 1.0, -1.0, 0.5], np.float32)
-    batch = fns.shard_batch({k: v[None] for k, v in dict(ids=ids, mask=mask, old_logprobs=np.zeros_like(mask),
-                                                          advantages=adv).items()})
+    batch = fns.shard_batch(
+        {
+            k: v[None]
+            for k, v in dict(ids=ids, mask=mask, old_logprobs=np.zeros_like(mask), advantages=adv).items()
+        }
+    )
     state = init_train_state(jax.tree.map(jnp.copy, params), opt)
     opt_before = jax.tree.map(np.asarray, state.opt_state)
     new_state, metrics = fns.grpo_step(state, batch)
     assert float(metrics["applied"]) == 0.0
     assert int(new_state.skipped) == 1 and int(new_state.step) == 1
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), b), new_state.params, params)
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), b), new_state.opt_state, opt_before)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_array_equal(np.asarray(a), b), new_state.opt_state, opt_before
+    )
     # A finite batch afterwards trains normally.
     batch["advantages"] = jnp.asarray(np.array([[0.3, 1.0, -1.0, 0.5]], np.float32))
     newer, metrics = fns.grpo_step(new_state, batch)
@@ -117,11 +128,13 @@ def test_bf16_compute_keeps_fp32_master_weights():
         model = _model(dtype)
         model_fn, params = BoundModel.from_model(model)
         opt = optax.sgd(1e-2)
-        fns = make_step_fns(model_fn, opt, lambda s: 1e-2, GRPOConfig(logprob_chunk=8), temperature=1.0,
-                            fixed_length=FIXED)
+        fns = make_step_fns(
+            model_fn, opt, lambda s: 1e-2, GRPOConfig(logprob_chunk=8), temperature=1.0, fixed_length=FIXED
+        )
         old = np.asarray(fns.logprobs(params, ids[None]))[0]  # on-policy: ratio 1 at the first step
-        batch = fns.shard_batch({k: v[None] for k, v in dict(ids=ids, mask=mask, old_logprobs=old,
-                                                              advantages=adv).items()})
+        batch = fns.shard_batch(
+            {k: v[None] for k, v in dict(ids=ids, mask=mask, old_logprobs=old, advantages=adv).items()}
+        )
         new_state, metrics = fns.grpo_step(init_train_state(params, opt), batch)
         assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(new_state.params))
         losses[name] = (float(metrics["loss"]), float(metrics["ratio_mean"]))

@@ -27,8 +27,9 @@ def _logits(hf_model, ids: np.ndarray) -> np.ndarray:
 
 
 def _load_clean(path: str):
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(path, output_loading_info=True,
-                                                                    dtype=torch.float32)
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(
+        path, output_loading_info=True, dtype=torch.float32
+    )
     problems = {k: v for k, v in info.items() if v and k != "error_msgs"} | {"errors": info.get("error_msgs")}
     assert not any(problems.values()), problems
     return model.eval()
@@ -46,14 +47,30 @@ def test_cli_round_trip_sharded_untied(model_pair, tmp_path):
     assert (src / "model.safetensors.index.json").exists()
     _run_cli("launch/import_hf.py", "--hf", str(src), "--out", str(ckpt))
     assert (ckpt / "config.json").exists() and (ckpt / "params").is_dir()
-    _run_cli("launch/export_hf.py", "--checkpoint", str(ckpt), "--out", str(out), "--max-shard-size", "200KB",
-             "--tokenizer", "qwen3")
+    _run_cli(
+        "launch/export_hf.py",
+        "--checkpoint",
+        str(ckpt),
+        "--out",
+        str(out),
+        "--max-shard-size",
+        "200KB",
+        "--tokenizer",
+        "qwen3",
+    )
     index = json.loads((out / "model.safetensors.index.json").read_text())
     assert len(set(index["weight_map"].values())) > 1 and "lm_head.weight" in index["weight_map"]
     generation = json.loads((out / "generation_config.json").read_text())
     assert generation["do_sample"] is True and generation["pad_token_id"] == 151643
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
-    assert tok("<|im_start|>user\nHello world<|im_end|>")["input_ids"] == [151644, 872, 198, 9707, 1879, 151645]
+    assert tok("<|im_start|>user\nHello world<|im_end|>")["input_ids"] == [
+        151644,
+        872,
+        198,
+        9707,
+        1879,
+        151645,
+    ]
     back = _load_clean(str(out))
     assert back.config.rope_parameters["rope_theta"] == cfg.rope_theta
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, (2, 64), dtype=np.int32)
@@ -84,8 +101,9 @@ def test_bf16_import_and_export(model_pair, tmp_path):
     back = load_pretrained(tmp_path / "export")
     ref = nnx.state(ours, nnx.Param)
     got = nnx.state(back, nnx.Param)
-    np.testing.assert_allclose(got["layers"]["mlp"]["up_proj"][...], ref["layers"]["mlp"]["up_proj"][...],
-                               rtol=1e-2)
+    np.testing.assert_allclose(
+        got["layers"]["mlp"]["up_proj"][...], ref["layers"]["mlp"]["up_proj"][...], rtol=1e-2
+    )
 
 
 def test_load_model_takes_latest_manager_step(model_pair, tmp_path):
@@ -95,8 +113,12 @@ def test_load_model_takes_latest_manager_step(model_pair, tmp_path):
     run_dir = tmp_path / "checkpoints"
     with ocp.CheckpointManager(run_dir) as manager:
         for step, params in ((10, pure), (20, bumped)):
-            manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
-                                                       train_state=ocp.args.JsonSave({"step": step})))
+            manager.save(
+                step,
+                args=ocp.args.Composite(
+                    params=ocp.args.StandardSave(params), train_state=ocp.args.JsonSave({"step": step})
+                ),
+            )
         manager.wait_until_finished()
     write_config(cfg, str(run_dir))
     loaded = load_model(run_dir)

@@ -18,11 +18,16 @@ from sandbox.instances.loader import InstanceFormatError, load_split
 from sandbox.instances.profiles import consistency_problems, sample_profile
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 
-POI_CATEGORY = {"hotel": "hotel", "restaurant": "dining", "attraction": "attraction",
-                "train": "transportation", "flight": "transportation"}
+POI_CATEGORY = {
+    "hotel": "hotel",
+    "restaurant": "dining",
+    "attraction": "attraction",
+    "train": "transportation",
+    "flight": "transportation",
+}
 
 
-_BUILT: dict[str, object] = {}   # shared by test_expert.py, which imports this fixture
+_BUILT: dict[str, object] = {}  # shared by test_expert.py, which imports this fixture
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +38,15 @@ def small_benchmark(tmp_path_factory, small_world_path):  # noqa: F811
 
         out = tmp_path_factory.mktemp("bench")
         shutil.copy(small_world_path, out / "world.sqlite")
-        build_benchmark(out / "world.sqlite", out, scale="small", seed=0, workers=1,
-                        log=lambda _: None, prompt_builder=build_prompt)
+        build_benchmark(
+            out / "world.sqlite",
+            out,
+            scale="small",
+            seed=0,
+            workers=1,
+            log=lambda _: None,
+            prompt_builder=build_prompt,
+        )
         _BUILT["dir"] = out
     return _BUILT["dir"]
 
@@ -50,13 +62,20 @@ def _aligned(event: dict, profile: dict) -> bool:
     if not pref:
         return True
     if kind == "hotel":
-        return d["star"] in pref["star_requirement"] and set(pref["essential_facilities"]) <= set(d["facilities"])
+        return d["star"] in pref["star_requirement"] and set(pref["essential_facilities"]) <= set(
+            d["facilities"]
+        )
     if kind == "restaurant":
-        return (d["cuisine"] in pref["cuisine_preferences"] and d["price_level"] == pref["price_level"]
-                and bool(set(d["environment"]) & set(pref["dining_environment"])))
+        return (
+            d["cuisine"] in pref["cuisine_preferences"]
+            and d["price_level"] == pref["price_level"]
+            and bool(set(d["environment"]) & set(pref["dining_environment"]))
+        )
     if kind == "attraction":
-        return (d["attraction_type"] in pref["preferred_attraction_types"]
-                and d["walking_km"] <= vocab.WALKING_LIMIT_KM[pref["walking_tolerance"]])
+        return (
+            d["attraction_type"] in pref["preferred_attraction_types"]
+            and d["walking_km"] <= vocab.WALKING_LIMIT_KM[pref["walking_tolerance"]]
+        )
     return d["mode"] == pref["intercity_transport"] and d["seat_class"] == pref["seat_class"]
 
 
@@ -95,13 +114,16 @@ def test_behavior_rules_hold_on_every_trajectory(small_benchmark):
             assert covered == constrained, visible["id"]
             assert "book" in [e["action"] for e in events]
             # The history is what the user booked in the destination.
-            booked = {e["poi_name"] if e["poi_type"] not in ("train", "flight") else e["poi_id"]
-                      for e in events if e["action"] == "book"}
+            booked = {
+                e["poi_name"] if e["poi_type"] not in ("train", "flight") else e["poi_id"]
+                for e in events
+                if e["action"] == "book"
+            }
             for names in profile["history"].values():
                 assert set(names) <= booked
             only_clicked += sum(1 for a in seen.values() if a == ["click"])
             total_pois += len(seen)
-    assert only_clicked / total_pois > 0.6   # most POIs stop at click
+    assert only_clicked / total_pois > 0.6  # most POIs stop at click
 
 
 def test_statistics_are_close_to_table2(small_benchmark):
@@ -123,8 +145,9 @@ def test_same_seed_gives_identical_files(small_world_path, tmp_path):  # noqa: F
     for run, seed in enumerate((7, 7, 8)):
         instances, _ = generate_split(catalog, "test", 3, seed)
         write_split(tmp_path / str(run), "test", instances)
-        outputs.append([(tmp_path / str(run) / sub / "test.jsonl").read_bytes()
-                        for sub in ("instances", "ground_truth")])
+        outputs.append(
+            [(tmp_path / str(run) / sub / "test.jsonl").read_bytes() for sub in ("instances", "ground_truth")]
+        )
     assert outputs[0] == outputs[1]
     assert outputs[0] != outputs[2]
 
@@ -147,9 +170,20 @@ def test_every_seed_builds_on_a_sparse_world(tmp_path):
 
 
 def test_instructions_state_the_trip_but_never_the_preferences(small_benchmark):
-    values = [v for group in (vocab.STAR_LEVELS, vocab.HOTEL_FACILITIES, vocab.ATTRACTION_TYPES,
-                              vocab.CUISINES, vocab.PRICE_LEVELS, vocab.DINING_ENVIRONMENTS,
-                              vocab.SEAT_CLASSES, vocab.INTERCITY_MODES) for v in group]
+    values = [
+        v
+        for group in (
+            vocab.STAR_LEVELS,
+            vocab.HOTEL_FACILITIES,
+            vocab.ATTRACTION_TYPES,
+            vocab.CUISINES,
+            vocab.PRICE_LEVELS,
+            vocab.DINING_ENVIRONMENTS,
+            vocab.SEAT_CLASSES,
+            vocab.INTERCITY_MODES,
+        )
+        for v in group
+    ]
     phrasings = set()
     for visible, hidden in _pairs(small_benchmark, "train"):
         text, q = visible["instruction"], hidden["query"]
@@ -159,8 +193,14 @@ def test_instructions_state_the_trip_but_never_the_preferences(small_benchmark):
         assert not [v for v in values if v.lower() in text.lower()], text
         phrasings.add(text.split(q["destination"])[0][:12])
     assert len(phrasings) >= 3
-    query = {"origin": "Shanghai", "destination": "Chengdu", "start_date": "2026-05-01", "days": 5,
-             "people": 2, "budget": 9000}
+    query = {
+        "origin": "Shanghai",
+        "destination": "Chengdu",
+        "start_date": "2026-05-01",
+        "days": 5,
+        "people": 2,
+        "budget": 9000,
+    }
     zh = make_instruction(random.Random(0), query, {"Shanghai": "上海", "Chengdu": "成都"}, "zh")
     assert "成都" in zh and "上海" in zh and "9000" in zh and "5天" in zh
 
@@ -177,25 +217,43 @@ def test_budget_always_covers_the_cheapest_valid_plan(small_benchmark, small_wor
 def test_consistency_filter_rejects_implausible_profiles():
     luxury_on_a_shoestring = {
         "hotel": {"star_requirement": ["5-Star/Luxury"], "essential_facilities": ["Gym"]},
-        "dining": {"cuisine_preferences": ["Hot Pot"], "price_level": "Budget (30-80 CNY/person)",
-                   "dining_environment": ["Quiet"]}, "attraction": None, "transportation": None}
+        "dining": {
+            "cuisine_preferences": ["Hot Pot"],
+            "price_level": "Budget (30-80 CNY/person)",
+            "dining_environment": ["Quiet"],
+        },
+        "attraction": None,
+        "transportation": None,
+    }
     assert consistency_problems(luxury_on_a_shoestring)
     homestay_gym = {"hotel": {"star_requirement": ["City Homestay"], "essential_facilities": ["Gym"]}}
     assert consistency_problems(homestay_gym)
-    wrong_seat = {"transportation": {"intercity_transport": "Airplane", "intracity_transport": "Taxi",
-                                     "seat_class": "Second Class Seat"}}
+    wrong_seat = {
+        "transportation": {
+            "intercity_transport": "Airplane",
+            "intracity_transport": "Taxi",
+            "seat_class": "Second Class Seat",
+        }
+    }
     assert consistency_problems(wrong_seat)
-    fine = {"hotel": {"star_requirement": ["4-Star/Upscale"], "essential_facilities": ["Gym"]},
-            "dining": {"cuisine_preferences": ["Hot Pot"], "price_level": "Generous (150-300 CNY/person)",
-                       "dining_environment": ["Quiet"]}}
+    fine = {
+        "hotel": {"star_requirement": ["4-Star/Upscale"], "essential_facilities": ["Gym"]},
+        "dining": {
+            "cuisine_preferences": ["Hot Pot"],
+            "price_level": "Generous (150-300 CNY/person)",
+            "dining_environment": ["Quiet"],
+        },
+    }
     assert consistency_problems(fine) == []
     rng = random.Random(3)
     kept = [p for p in (sample_profile(rng, "hard") for _ in range(300)) if not consistency_problems(p)]
-    assert len(kept) > 150   # sampling around one spending tier keeps most profiles plausible
+    assert len(kept) > 150  # sampling around one spending tier keeps most profiles plausible
 
 
 def test_loader_reads_generated_files_and_reports_bad_user_files(small_benchmark, tmp_path):
-    loaded = load_split(small_benchmark, "test", cities=Catalog.load(small_benchmark / "world.sqlite").city_names())
+    loaded = load_split(
+        small_benchmark, "test", cities=Catalog.load(small_benchmark / "world.sqlite").city_names()
+    )
     assert len(loaded) == 30 and loaded[0].visible["difficulty"] == "easy"
     visible, hidden = loaded[-1].visible, loaded[-1].hidden
 
@@ -206,7 +264,7 @@ def test_loader_reads_generated_files_and_reports_bad_user_files(small_benchmark
 
     user_v = {k: v for k, v in visible.items() if k not in ("difficulty", "split")}
     write(user_v, hidden)
-    assert load_split(tmp_path, "user")[0].visible["difficulty"] == "hard"   # inferred: 4 categories
+    assert load_split(tmp_path, "user")[0].visible["difficulty"] == "hard"  # inferred: 4 categories
     bad_action = dict(user_v, trajectory=[dict(visible["trajectory"][0], action="like")])
     write(bad_action, hidden)
     with pytest.raises(InstanceFormatError, match=r"user.jsonl:1 trajectory\[0\].*action"):

@@ -20,7 +20,9 @@ def _garbage_cache(cfg, batch: int, max_len: int, seed: int) -> KVCache:
     """An 'empty' cache whose unwritten slots hold large noise: attending to them would show."""
     empty = init_cache(cfg, batch, max_len)
     k1, k2 = jax.random.split(jax.random.key(seed))
-    return empty.replace(k=100 * jax.random.normal(k1, empty.k.shape), v=100 * jax.random.normal(k2, empty.v.shape))
+    return empty.replace(
+        k=100 * jax.random.normal(k1, empty.k.shape), v=100 * jax.random.normal(k2, empty.v.shape)
+    )
 
 
 def test_prefill_append_decode_equal_full_forward(model_pair):
@@ -39,13 +41,17 @@ def test_prefill_append_decode_equal_full_forward(model_pair):
         # Padding past num_new is random tokens: it must not leak into the cache or other rows.
         tokens = rng.integers(0, cfg.vocab_size, (batch, width), dtype=np.int32)
         for b, n in enumerate(num_new):
-            tokens[b, :n] = seqs[b, lengths[b]:lengths[b] + n]
+            tokens[b, :n] = seqs[b, lengths[b] : lengths[b] + n]
         before = cache
         logits, cache = cached_step(model, jnp.asarray(tokens), jnp.asarray(num_new, jnp.int32), cache)
         logits = np.asarray(logits)
         for b, n in enumerate(num_new):
-            np.testing.assert_allclose(logits[b, :n], expected[b, lengths[b]:lengths[b] + n], atol=1e-4,
-                                       err_msg=f"row {b} step {num_new}")
+            np.testing.assert_allclose(
+                logits[b, :n],
+                expected[b, lengths[b] : lengths[b] + n],
+                atol=1e-4,
+                err_msg=f"row {b} step {num_new}",
+            )
             if n == 0:  # untouched row
                 np.testing.assert_array_equal(cache.k[:, b], before.k[:, b])
         lengths += num_new
@@ -84,7 +90,13 @@ def test_greedy_generation_matches_transformers_generate(model_pair):
     assert ours.shape == (2, 32)
     for b, n in enumerate(prompt_lens):
         with torch.no_grad():
-            out = hf.generate(torch.from_numpy(prompts[b:b + 1, :n]).long(), max_new_tokens=32,
-                              min_new_tokens=32, do_sample=False, eos_token_id=None, pad_token_id=0)
+            out = hf.generate(
+                torch.from_numpy(prompts[b : b + 1, :n]).long(),
+                max_new_tokens=32,
+                min_new_tokens=32,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+            )
         np.testing.assert_array_equal(ours[b], out[0, n:].numpy())
     assert len(set(ours[0].tolist())) > 3  # not a degenerate constant continuation

@@ -84,8 +84,12 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 
 def layering_violations(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets
-                  if b.split(".")[0] in FORBIDDEN[a.split(".")[0]])
+    return sorted(
+        f"{a} imports {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if b.split(".")[0] in FORBIDDEN[a.split(".")[0]]
+    )
 
 
 def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -148,7 +152,8 @@ def test_checks_catch_what_they_claim(tmp_path):
     (tmp_path / "models" / "sharding.py").write_text("def g():\n    from models.qwen3 import X\n")
     (tmp_path / "b2tjax" / "trainer.py").write_text("")
     (tmp_path / "rollout" / "engine.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b2tjax import trainer\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b2tjax import trainer\n"
+    )
     graph = import_graph(tmp_path)
     assert layering_violations(graph) == ["sandbox.a imports models.qwen3"]
     assert import_cycles(graph) == [["models.qwen3", "models.sharding"]]
@@ -157,7 +162,9 @@ def test_checks_catch_what_they_claim(tmp_path):
 def test_sandbox_imports_no_jax():
     """Importing every sandbox module in a fresh interpreter leaves jax and flax unloaded."""
     modules = [m for m in _module_files(ROOT) if m.split(".")[0] == "sandbox"]
-    code = (f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
-            "print(sorted(m for m in ('jax', 'flax', 'jaxlib') if m in sys.modules))")
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
+        "print(sorted(m for m in ('jax', 'flax', 'jaxlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -33,19 +33,22 @@ def test_overwrite_replaces_value_and_its_size():
     assert mem.total_chars() == 27
 
 
-@pytest.mark.parametrize("op, fragment", [
-    ({"action": "read", "key": "nope"}, "no memory entry 'nope'"),
-    ({"action": "delete", "key": "k"}, '"read" or "write"'),
-    ({"key": "k"}, '"read" or "write"'),
-    ({"action": "read"}, 'needs a "key"'),
-    ({"action": "read", "key": 3}, "must be a string, got int"),
-    ({"action": "read", "key": "  "}, "must not be empty"),
-    ({"action": "write", "key": "k"}, 'needs a non-null "value"'),
-    ({"action": "write", "key": "k", "value": None}, 'needs a non-null "value"'),
-    ({"action": "write", "key": "all", "value": 1}, "reserved"),
-    ({"action": "write", "key": "k", "value": 1, "ttl": 5}, "unknown field(s) ['ttl']"),
-    (["read", "k"], "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "op, fragment",
+    [
+        ({"action": "read", "key": "nope"}, "no memory entry 'nope'"),
+        ({"action": "delete", "key": "k"}, '"read" or "write"'),
+        ({"key": "k"}, '"read" or "write"'),
+        ({"action": "read"}, 'needs a "key"'),
+        ({"action": "read", "key": 3}, "must be a string, got int"),
+        ({"action": "read", "key": "  "}, "must not be empty"),
+        ({"action": "write", "key": "k"}, 'needs a non-null "value"'),
+        ({"action": "write", "key": "k", "value": None}, 'needs a non-null "value"'),
+        ({"action": "write", "key": "all", "value": 1}, "reserved"),
+        ({"action": "write", "key": "k", "value": 1, "ttl": 5}, "unknown field(s) ['ttl']"),
+        (["read", "k"], "must be a JSON object"),
+    ],
+)
 def test_malformed_operations_are_error_results(op, fragment):
     mem = Memory()
     res = mem.apply(op)
@@ -85,8 +88,11 @@ def test_identical_operation_sequences_give_identical_replies():
         mem = Memory()
         replies.append([mem.apply(o).text for o in ops])
     assert replies[0] == replies[1]
-    assert json.loads(replies[0][3]) == {"b": {"a": ["b"], "z": 1}, "m": {"a": ["m"], "z": 1},
-                                         "q": {"a": ["q"], "z": 1}}
+    assert json.loads(replies[0][3]) == {
+        "b": {"a": ["b"], "z": 1},
+        "m": {"a": ["m"], "z": 1},
+        "q": {"a": ["q"], "z": 1},
+    }
     m1, m2 = Memory(), Memory()
     for o in ops[:3]:
         m1.apply(o)

@@ -11,19 +11,20 @@ from sandbox.metrics import compute_metrics, format_table
 
 
 def verdict(difficulty: str, delivered: bool, failing: set[str]) -> EvalResult:
-    results = [ConstraintResult(c.name, c.category, c.group,
-                                delivered and c.name not in failing, "")
-               for c in CONSTRAINTS]
+    results = [
+        ConstraintResult(c.name, c.category, c.group, delivered and c.name not in failing, "")
+        for c in CONSTRAINTS
+    ]
     return EvalResult(delivered, results, "" if delivered else "not JSON", difficulty=difficulty)
 
 
 @pytest.fixture
 def verdicts():
     return [
-        verdict("easy", True, set()),                                            # all pass
+        verdict("easy", True, set()),  # all pass
         verdict("easy", True, {"poi_authenticity", "complete_meals", "budget"}),  # 2 C, 1 UPC
-        verdict("hard", False, set()),                                           # undelivered
-        verdict("hard", True, {"cuisine_type"}),                                 # 1 UPC
+        verdict("hard", False, set()),  # undelivered
+        verdict("hard", True, {"cuisine_type"}),  # 1 UPC
     ]
 
 
@@ -47,18 +48,36 @@ def test_per_difficulty_metrics(verdicts):
     per = compute_metrics(verdicts)["per_difficulty"]
     assert list(per) == ["easy", "hard"]
     easy, hard = per["easy"], per["hard"]
-    assert (easy["n"], easy["delivery_rate"], easy["c_macro"], easy["upc_macro"],
-            easy["final_pass_rate"]) == (2, 1.0, 0.5, 0.5, 0.5)
+    assert (
+        easy["n"],
+        easy["delivery_rate"],
+        easy["c_macro"],
+        easy["upc_macro"],
+        easy["final_pass_rate"],
+    ) == (2, 1.0, 0.5, 0.5, 0.5)
     assert easy["c_micro"] == pytest.approx(42 / 44) and easy["upc_micro"] == pytest.approx(19 / 20)
-    assert (hard["delivery_rate"], hard["c_micro"], hard["c_macro"], hard["upc_macro"],
-            hard["final_pass_rate"]) == (0.5, 0.5, 0.5, 0.0, 0.0)
+    assert (
+        hard["delivery_rate"],
+        hard["c_micro"],
+        hard["c_macro"],
+        hard["upc_macro"],
+        hard["final_pass_rate"],
+    ) == (0.5, 0.5, 0.5, 0.0, 0.0)
     assert hard["upc_micro"] == pytest.approx(9 / 20)
 
 
 def test_metrics_are_json_with_the_documented_keys(verdicts):
     m = json.loads(json.dumps(compute_metrics(verdicts)))
-    assert {"delivery_rate", "c_micro", "c_macro", "upc_micro", "upc_macro", "final_pass_rate",
-            "per_constraint", "per_difficulty"} <= set(m)
+    assert {
+        "delivery_rate",
+        "c_micro",
+        "c_macro",
+        "upc_micro",
+        "upc_macro",
+        "final_pass_rate",
+        "per_constraint",
+        "per_difficulty",
+    } <= set(m)
     assert all(0.0 <= v <= 1.0 for k, v in m.items() if isinstance(v, float))
 
 
@@ -90,23 +109,42 @@ def test_eval_cli_scores_a_plans_file(tmp_path):
     (data / "ground_truth").mkdir()
     build_mini_world(data / "world.sqlite")
     ids = ["test-easy-1", "test-hard-2", "test-hard-3"]
-    with open(data / "instances" / "test.jsonl", "w") as vis, \
-            open(data / "ground_truth" / "test.jsonl", "w") as hid:
+    with (
+        open(data / "instances" / "test.jsonl", "w") as vis,
+        open(data / "ground_truth" / "test.jsonl", "w") as hid,
+    ):
         for i in ids:
             vis.write(json.dumps(dict(INSTANCE, id=i, difficulty=i.split("-")[1])) + "\n")
             hid.write(json.dumps(dict(GROUND_TRUTH, id=i)) + "\n")
     broken = valid_plan()
     broken[1]["weather"]["condition"] = "Snowy"
     plans = tmp_path / "plans.jsonl"
-    plans.write_text(json.dumps({"id": ids[0], "plan": valid_plan()}) + "\n"
-                     + json.dumps({"id": ids[1], "plan": "<answer>" + json.dumps(broken)
-                                   + "</answer>"}) + "\n"
-                     + json.dumps({"id": "other", "plan": []}) + "\n")
+    plans.write_text(
+        json.dumps({"id": ids[0], "plan": valid_plan()})
+        + "\n"
+        + json.dumps({"id": ids[1], "plan": "<answer>" + json.dumps(broken) + "</answer>"})
+        + "\n"
+        + json.dumps({"id": "other", "plan": []})
+        + "\n"
+    )
     out = tmp_path / "metrics.json"
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, str(root / "launch" / "eval.py"), "--data", str(data),
-                           "--plans", str(plans), "--json", str(out)],
-                          capture_output=True, text=True, cwd=root, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(root / "launch" / "eval.py"),
+            "--data",
+            str(data),
+            "--plans",
+            str(plans),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1].split()[:3] == ["all", "3", "66.7%"]
     m = json.loads(out.read_text())

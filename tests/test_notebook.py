@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "evaluate.ipynb"
 SUMMARY_KEYS = ("delivery_rate", "c_micro", "c_macro", "upc_micro", "upc_macro", "final_pass_rate")
 
-RUNNER = r'''
+RUNNER = r"""
 import json, sys
 notebook, overrides, out = sys.argv[1], sys.argv[2], sys.argv[3]
 ns = {"__name__": "__main__"}
@@ -44,7 +44,7 @@ summary = {
     "curves": ns["curves"],
 }
 json.dump(summary, open(out, "w"))
-'''
+"""
 
 
 def _write_run_metrics(run_dir: Path) -> None:
@@ -61,25 +61,33 @@ def _write_run_metrics(run_dir: Path) -> None:
 def notebook_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("notebook")
     _write_run_metrics(tmp / "run")
-    overrides = "\n".join([
-        f"DATA_DIR = {str(tmp / 'data')!r}",
-        f"OUT_DIR = {str(tmp / 'out')!r}",
-        f"RUN_DIR = {str(tmp / 'run')!r}",
-        "DATA_EXPERT_CHECK = False",
-        "CHECKPOINT = 'tiny'",
-        "NUM_EPISODES = 2",
-        "BATCH_SIZE = 2",
-        "MAX_TURNS = 2",
-        "MAX_TURN_TOKENS = 8",
-        "TURN_CAP = 'close'",   # a capped turn still reaches the sandbox, so responses are shown
-        "MAX_TOTAL_TOKENS = 5632",
-        "MAX_PROMPT_TOKENS = 5120",
-        "EPISODE_INDEX = 1",
-    ])
+    overrides = "\n".join(
+        [
+            f"DATA_DIR = {str(tmp / 'data')!r}",
+            f"OUT_DIR = {str(tmp / 'out')!r}",
+            f"RUN_DIR = {str(tmp / 'run')!r}",
+            "DATA_EXPERT_CHECK = False",
+            "CHECKPOINT = 'tiny'",
+            "NUM_EPISODES = 2",
+            "BATCH_SIZE = 2",
+            "MAX_TURNS = 2",
+            "MAX_TURN_TOKENS = 8",
+            "TURN_CAP = 'close'",  # a capped turn still reaches the sandbox, so responses are shown
+            "MAX_TOTAL_TOKENS = 5632",
+            "MAX_PROMPT_TOKENS = 5120",
+            "EPISODE_INDEX = 1",
+        ]
+    )
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(REPO)}
     env.pop("XLA_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(NOTEBOOK), overrides, str(tmp / "summary.json")],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(NOTEBOOK), overrides, str(tmp / "summary.json")],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     summary = json.loads((tmp / "summary.json").read_text())
     return summary, proc.stdout, tmp
@@ -94,7 +102,9 @@ def test_notebook_is_valid_nbformat_v4_with_a_parameters_cell():
     assert len(tagged) == 1 and tagged[0]["cell_type"] == "code"
     for name in ("DATA_DIR", "CHECKPOINT", "SPLIT", "NUM_EPISODES", "DIFFICULTY", "TEMPERATURE"):
         assert any(line.startswith(f"{name} =") for line in tagged[0]["source"]), name
-    assert all(c["outputs"] == [] for c in nb["cells"] if c["cell_type"] == "code"), "commit it without outputs"
+    assert all(c["outputs"] == [] for c in nb["cells"] if c["cell_type"] == "code"), (
+        "commit it without outputs"
+    )
 
 
 def test_data_was_built_and_metrics_tables_have_every_key(notebook_run):
@@ -117,13 +127,15 @@ def test_data_was_built_and_metrics_tables_have_every_key(notebook_run):
 
     visible = {row["id"]: row for row in read_jsonl(tmp / "data" / "instances" / "test.jsonl")}
     truth = {row["id"]: row for row in read_jsonl(tmp / "data" / "ground_truth" / "test.jsonl")}
-    verdicts = [sandbox.evaluate_plan(summary["expert_plans"][i], visible[i], truth[i], tmp / "data")
-                for i in summary["pair_ids"]]
+    verdicts = [
+        sandbox.evaluate_plan(summary["expert_plans"][i], visible[i], truth[i], tmp / "data")
+        for i in summary["pair_ids"]
+    ]
     assert any(v.delivered for v in verdicts), "the expert wrote no readable plan"
     assert summary["expert_metrics"]["delivery_rate"] == sum(v.delivered for v in verdicts) / 2
     assert summary["expert_metrics"]["final_pass_rate"] == sum(v.all_passed for v in verdicts) / 2
     assert "expert" in stdout and "model" in stdout and "Final" in stdout
-    assert "budget" in stdout   # the per-constraint table was printed
+    assert "budget" in stdout  # the per-constraint table was printed
     saved = json.loads((tmp / "out" / "metrics.json").read_text())
     assert saved["model"]["n"] == 2 and saved["expert"]["n"] == 2
 
@@ -135,11 +147,11 @@ def test_rewards_follow_the_spec_formula_and_records_are_consistent(notebook_run
     delivered = 0
     for record, reward, calls in zip(summary["records"], summary["rewards"], summary["steps"]):
         assert len(record["ids"]) == len(record["loss_mask"]) == len(record["logprobs"])
-        assert record["ids"][:record["prompt_len"]] and not any(record["loss_mask"][:record["prompt_len"]])
+        assert record["ids"][: record["prompt_len"]] and not any(record["loss_mask"][: record["prompt_len"]])
         assert [bool(e) for e in record["errors"]] == [c[2] for c in calls]
         any_error = any(record["errors"]) or record["stop_reason"] == "error"
         assert reward["p_action"] == (-1.0 if any_error else 0.0)
-        if record["answer"] is None:   # no plan: R_plan = 0 (SPEC section 7)
+        if record["answer"] is None:  # no plan: R_plan = 0 (SPEC section 7)
             assert reward["r_format"] == 0.0 and reward["total"] == reward["p_action"]
         else:
             delivered += reward["r_format"] == 1.0
@@ -158,10 +170,10 @@ def test_episode_view_shows_turns_responses_and_every_constraint(notebook_run):
     record = summary["records"][index]
     assert view.startswith(f"episode {summary['pair_ids'][index]}")
     assert view.count(": assistant ---") == len(record["turns"]) >= 1
-    assert view.count("  <- ") == len(summary["steps"][index]) >= 1   # TURN_CAP "close": the sandbox answered
+    assert view.count("  <- ") == len(summary["steps"][index]) >= 1  # TURN_CAP "close": the sandbox answered
     verdicts = [line for line in view.splitlines() if line.startswith(("PASS  ", "FAIL  "))]
     assert [line.split()[1].rstrip(":") for line in verdicts] == list(CONSTRAINT_NAMES)
-    for line in verdicts:   # a failure carries its reason
+    for line in verdicts:  # a failure carries its reason
         assert line.startswith("PASS") or len(line.split(": ", 1)) == 2 and line.split(": ", 1)[1].strip()
     if record["answer"] is None:
         assert "(no <answer>)" in view and all(line.startswith("FAIL") for line in verdicts)

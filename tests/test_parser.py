@@ -18,22 +18,28 @@ def test_full_turn_with_think_calls_and_memory_in_order():
     turn = parse_turn(text)
     assert turn.think == "Need hotels and weather."
     assert turn.errors == [] and turn.answer is None
-    assert turn.tool_calls == [ToolCall("AccommodationSearch", {"city": "Chengdu", "n": 3}),
-                               ToolCall("WeatherSearch", {"city": "Chengdu"})]
+    assert turn.tool_calls == [
+        ToolCall("AccommodationSearch", {"city": "Chengdu", "n": 3}),
+        ToolCall("WeatherSearch", {"city": "Chengdu"}),
+    ]
     assert turn.memory_ops == [{"action": "write", "key": "city", "value": "Chengdu"}]
     assert [type(a).__name__ for a in turn.actions] == ["ToolCall", "dict", "ToolCall"]
 
 
 def test_answer_body_is_kept_verbatim_and_tags_inside_think_are_not_actions():
     plan = '[{"day": 1, "activities": [{"type": "meal", "name": "<Spicy> Pot"}]}]'
-    turn = parse_turn(f"<think>I could <tool_call>x</tool_call> but I'm done</think>\n<answer>\n{plan}\n</answer>")
+    turn = parse_turn(
+        f"<think>I could <tool_call>x</tool_call> but I'm done</think>\n<answer>\n{plan}\n</answer>"
+    )
     assert turn.answer == plan
     assert turn.tool_calls == [] and turn.errors == []
     assert "<tool_call>x</tool_call>" in turn.think
 
 
 def test_missing_arguments_default_to_empty_dict():
-    assert parse_turn('<tool_call>{"name": "TrainSearch"}</tool_call>').tool_calls == [ToolCall("TrainSearch", {})]
+    assert parse_turn('<tool_call>{"name": "TrainSearch"}</tool_call>').tool_calls == [
+        ToolCall("TrainSearch", {})
+    ]
 
 
 def _errors(text):
@@ -42,9 +48,11 @@ def _errors(text):
 
 
 def test_malformed_json_is_an_error_in_place():
-    turn, errors = _errors('<tool_call>{"name": "A", "arguments": {}}</tool_call>'
-                           '<tool_call>{"name": "B", arguments}</tool_call>'
-                           '<memory>{"action": read}</memory>')
+    turn, errors = _errors(
+        '<tool_call>{"name": "A", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "B", arguments}</tool_call>'
+        '<memory>{"action": read}</memory>'
+    )
     assert len(errors) == 2
     assert "not valid JSON" in errors[0] and "<tool_call>" in errors[0]
     assert "<memory> body is not valid JSON" in errors[1]
@@ -94,9 +102,31 @@ def test_non_text_input_is_an_error_not_an_exception():
     assert parse_turn(None).errors == ["the turn must be text, got NoneType"]  # type: ignore[arg-type]
 
 
-_pieces = st.sampled_from(["<think>", "</think>", "<tool_call>", "</tool_call>", "<memory>", "</memory>",
-                           "<answer>", "</answer>", "<foo>", "{", "}", '"name"', ":", '"arguments"', "[",
-                           "]", "<|im_end|>", " ", "\n", "null", '{"name": "X", "arguments": {}}'])
+_pieces = st.sampled_from(
+    [
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<memory>",
+        "</memory>",
+        "<answer>",
+        "</answer>",
+        "<foo>",
+        "{",
+        "}",
+        '"name"',
+        ":",
+        '"arguments"',
+        "[",
+        "]",
+        "<|im_end|>",
+        " ",
+        "\n",
+        "null",
+        '{"name": "X", "arguments": {}}',
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -116,11 +146,14 @@ def _nested(levels: int) -> str:
 
 def test_json_nested_past_the_recursion_limit_is_a_parse_error():
     for levels in (33, 1000, 100_000):
-        turn = parse_turn(f'<tool_call>{{"name": "X", "arguments": {{"a": {_nested(levels)}}}}}</tool_call>'
-                          f'<memory>{{"action": "write", "key": "k", "value": {_nested(levels)}}}</memory>')
+        turn = parse_turn(
+            f'<tool_call>{{"name": "X", "arguments": {{"a": {_nested(levels)}}}}}</tool_call>'
+            f'<memory>{{"action": "write", "key": "k", "value": {_nested(levels)}}}</memory>'
+        )
         assert [(a.kind, a.message) for a in turn.actions] == [
             ("tool", "<tool_call> JSON is nested more than 32 levels deep"),
-            ("memory", "<memory> JSON is nested more than 32 levels deep")]
+            ("memory", "<memory> JSON is nested more than 32 levels deep"),
+        ]
     ok = parse_turn(f'<tool_call>{{"name": "X", "arguments": {{"a": {_nested(30)}}}}}</tool_call>')
     assert ok.errors == [] and len(ok.tool_calls) == 1
 

@@ -13,13 +13,22 @@ import pytest
 
 from b2tjax.plotting import PANELS, PlotError, plot_runs
 from b2tjax.toy_tools import LookupConfig, LookupTask
-from tests.lookup_fixtures import (NUM_VALUES, SHORT_RUN, shared_compilations,  # noqa: F401
-                                  train_lookup, xla_cache_dir)
+from tests.lookup_fixtures import (
+    NUM_VALUES,
+    SHORT_RUN,
+    shared_compilations,  # noqa: F401
+    train_lookup,
+    xla_cache_dir,
+)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "plot.py"
 TITLES = ["Reward", "Pass rates", "Action error rate", "Sampler vs trainer log-prob gap"]
-PANEL_KEY = {"Reward": "reward", "Pass rates": "success", "Action error rate": "action_error_rate",
-             "Sampler vs trainer log-prob gap": "logprob_gap_mean"}
+PANEL_KEY = {
+    "Reward": "reward",
+    "Pass rates": "success",
+    "Action error rate": "action_error_rate",
+    "Sampler vs trainer log-prob gap": "logprob_gap_mean",
+}
 
 
 @pytest.fixture(scope="module")

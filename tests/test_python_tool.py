@@ -105,7 +105,9 @@ def test_memory_bomb_hits_the_memory_limit(sandbox):
 
 
 def test_fork_bomb_is_contained_and_leaves_no_process(sandbox):
-    res = sandbox.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+    res = sandbox.run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    )
     assert res.is_error
     uid = sandbox.isolation.get("uid")
     if isinstance(uid, int) and uid != os.getuid():
@@ -127,7 +129,9 @@ def test_network_is_unreachable_even_to_a_host_loopback_server(sandbox):
     server.listen(1)
     port = server.getsockname()[1]
     try:
-        res = sandbox.run(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=0.5)\n'connected'")
+        res = sandbox.run(
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=0.5)\n'connected'"
+        )
         assert res.is_error and "connected" not in res.text.splitlines()[-1]
         assert "network access is disabled" in res.text or "Network is unreachable" in res.text
     finally:
@@ -156,8 +160,9 @@ def test_killing_its_parent_does_not_reach_the_supervisor_or_host(sandbox):
 def test_a_dead_supervisor_is_replaced_and_the_call_fails_cleanly():
     # Without any isolation the code runs as the supervisor's uid and can kill it: the host must
     # notice, report an error and restart the slot.
-    with PythonSandbox(num_workers=1, limits=LIMITS, isolation="unsafe-ok", kernel_isolation=False,
-                       audit_guard=False) as sb:
+    with PythonSandbox(
+        num_workers=1, limits=LIMITS, isolation="unsafe-ok", kernel_isolation=False, audit_guard=False
+    ) as sb:
         res = sb.run("import os\nos.kill(os.getppid(), 9)\nimport time\ntime.sleep(5)")
         assert res.is_error and "restarted" in res.text
         _still_works(sb)
@@ -203,8 +208,11 @@ def _world_readable_data_dir() -> str:
     """A data directory any uid could read on the host (mode 0755/0644), like a real DATA dir."""
     root = tempfile.mkdtemp(prefix="b2t-jail-test-")
     os.chmod(root, 0o755)
-    for rel, text in (("ground_truth/test.jsonl", '{"id": "test-easy-00000", "profile": "SECRET"}\n'),
-                      ("sft/train.jsonl", '{"messages": "SECRET"}\n'), ("world.sqlite", "SECRET")):
+    for rel, text in (
+        ("ground_truth/test.jsonl", '{"id": "test-easy-00000", "profile": "SECRET"}\n'),
+        ("sft/train.jsonl", '{"messages": "SECRET"}\n'),
+        ("world.sqlite", "SECRET"),
+    ):
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
         with open(path, "w") as f:
@@ -218,8 +226,15 @@ def test_the_jail_exposes_only_the_python_runtime_and_its_scratch_dir(kernel_onl
     data = _world_readable_data_dir()
     checkout_file = os.path.abspath(__file__)
     try:
-        for path in (f"{data}/ground_truth/test.jsonl", f"{data}/sft/train.jsonl", f"{data}/world.sqlite",
-                     checkout_file, "/etc/passwd", "/proc/self/environ", "/work/shared/spec/SPEC.md"):
+        for path in (
+            f"{data}/ground_truth/test.jsonl",
+            f"{data}/sft/train.jsonl",
+            f"{data}/world.sqlite",
+            checkout_file,
+            "/etc/passwd",
+            "/proc/self/environ",
+            "/work/shared/spec/SPEC.md",
+        ):
             assert os.path.exists(path) or path.startswith(("/work/shared", "/proc")), path
             res = kernel_only.run(f"print(open({path!r}, 'rb').read(40))")
             assert res.is_error and "FileNotFoundError" in res.text, (path, res.text)
@@ -230,8 +245,10 @@ def test_the_jail_exposes_only_the_python_runtime_and_its_scratch_dir(kernel_onl
         assert etc.startswith("['ld.so.cache'] [") and "'null'" in etc and "'sda'" not in etc
         assert kernel_only.run("import os\n'work' in os.listdir('/')").text == "False"
         # ... while the runtime still works: standard library, numpy, files in the scratch dir.
-        res = kernel_only.run("import numpy as np, json, os\nopen('x.txt', 'w').write('7')\n"
-                              "print(int(np.arange(5).sum()) + int(open('x.txt').read()), os.getcwd())")
+        res = kernel_only.run(
+            "import numpy as np, json, os\nopen('x.txt', 'w').write('7')\n"
+            "print(int(np.arange(5).sum()) + int(open('x.txt').read()), os.getcwd())"
+        )
         assert not res.is_error and res.text.startswith("17 /scratch/run-"), res.text
     finally:
         shutil.rmtree(data)

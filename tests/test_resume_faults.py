@@ -29,8 +29,15 @@ from tests.rollout_fixtures import ANSWER, engine_config, forced_episode, rollou
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 6
-ARGS = ["--config", str(ROOT / "configs" / "toy.yaml"), "--no-progress", f"steps={STEPS}",
-        "checkpoint.every_steps=1", "checkpoint.keep=4", "eval_at_end=false"]
+ARGS = [
+    "--config",
+    str(ROOT / "configs" / "toy.yaml"),
+    "--no-progress",
+    f"steps={STEPS}",
+    "checkpoint.every_steps=1",
+    "checkpoint.keep=4",
+    "eval_at_end=false",
+]
 
 
 def _train(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -135,9 +142,13 @@ def test_sigterm_mid_step_saves_last_completed_step(tmp_path, straight_run):
     straight, cache = straight_run
     run = tmp_path / "run"
     overrides = [a for a in ARGS[2:] if "=" in a]
-    stopped = subprocess.run([sys.executable, "-c", DRIVER, ARGS[1], *overrides, f"out={run}"],
-                             env=dict(_env(cache), PYTHONPATH=str(ROOT)), capture_output=True, text=True,
-                             timeout=600)
+    stopped = subprocess.run(
+        [sys.executable, "-c", DRIVER, ARGS[1], *overrides, f"out={run}"],
+        env=dict(_env(cache), PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert stopped.returncode == 143, (stopped.stdout + stopped.stderr)[-3000:]
     assert "preempted during step 2: saved step 1" in stopped.stdout, stopped.stdout[-3000:]
     assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [1]

@@ -9,8 +9,7 @@ import pytest
 
 from sandbox.evaluator import evaluate_plan
 from sandbox.reward import compute_reward
-from sandbox.evaluator.example import (GROUND_TRUTH, INSTANCE, build_mini_world, find,
-                                      route_plan, valid_plan)
+from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, find, route_plan, valid_plan
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +25,21 @@ def score(plan, world):
 def test_perfect_plan(world):
     result = score(valid_plan(), world)
     assert compute_reward(result, False).to_dict() == {
-        "total": 2.0, "p_action": 0.0, "r_format": 1.0, "r_c": 1.0, "r_upc": 1.0}
+        "total": 2.0,
+        "p_action": 0.0,
+        "r_format": 1.0,
+        "r_c": 1.0,
+        "r_upc": 1.0,
+    }
     assert compute_reward(result, True).total == 1.0
     assert compute_reward(result, True, action_penalty=False).total == 2.0
 
 
 def test_partial_plan_components(world):
     plan = valid_plan()
-    find(plan, 2, "Teahouse Garden")["name"] = "Imaginary Noodle House"   # C: POI authenticity
-    plan[1]["weather"]["condition"] = "Snowy"                              # C: weather
-    plan[0]["activities"][0]["seat_class"] = "First Class Seat"            # UPC: seat class
+    find(plan, 2, "Teahouse Garden")["name"] = "Imaginary Noodle House"  # C: POI authenticity
+    plan[1]["weather"]["condition"] = "Snowy"  # C: weather
+    plan[0]["activities"][0]["seat_class"] = "First Class Seat"  # UPC: seat class
     plan[0]["activities"][0]["price"] = 2600
     result = score(route_plan(plan), world)
     reward = compute_reward(result, True)
@@ -62,7 +66,12 @@ def test_unreadable_answer_and_no_answer(world):
     assert compute_reward(result, True).total == -1.0
     assert compute_reward(result, False, format_gate=False).total == 0.0
     assert compute_reward(None, True).to_dict() == {
-        "total": -1.0, "p_action": -1.0, "r_format": 0.0, "r_c": 0.0, "r_upc": 0.0}
+        "total": -1.0,
+        "p_action": -1.0,
+        "r_format": 0.0,
+        "r_c": 0.0,
+        "r_upc": 0.0,
+    }
     assert compute_reward(None, True, action_penalty=False).total == 0.0
 
 
@@ -70,5 +79,6 @@ def test_reward_is_exported_by_the_sandbox_package(world):
     import sandbox
 
     assert sandbox.compute_reward is compute_reward
-    assert sandbox.evaluate_plan(json.dumps(valid_plan()), INSTANCE,
-                                 copy.deepcopy(GROUND_TRUTH), world).all_passed
+    assert sandbox.evaluate_plan(
+        json.dumps(valid_plan()), INSTANCE, copy.deepcopy(GROUND_TRUTH), world
+    ).all_passed

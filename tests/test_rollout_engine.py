@@ -22,8 +22,10 @@ def _multi_turn_episodes(setup, n: int):
     """Episodes that search, write memory, sample a free turn and answer (at different turns)."""
     episodes = []
     for i in range(n):
-        script = {0: SEARCH, 1: MEMORY, 2 + i % 2: ANSWER}   # turn 2 is fully sampled when i is odd
-        episodes.append(forced_episode(setup, f"ep{i}", f"Plan trip {i} to Chengdu." + " Quickly." * i, script))
+        script = {0: SEARCH, 1: MEMORY, 2 + i % 2: ANSWER}  # turn 2 is fully sampled when i is odd
+        episodes.append(
+            forced_episode(setup, f"ep{i}", f"Plan trip {i} to Chengdu." + " Quickly." * i, script)
+        )
     return episodes
 
 
@@ -64,15 +66,15 @@ def test_prefix_invariance(sampled_run):
             if key != (index, "main"):
                 continue
             if pos == 0:
-                fed = []                       # row (re)assigned: cache reset
+                fed = []  # row (re)assigned: cache reset
             assert pos == len(fed), "model position must equal the number of tokens fed so far"
             if kind == "decode":
                 assert fed == record.ids[:pos], "model input differs from the record prefix"
                 sampled.extend(ids)
             fed.extend(ids)
         # everything fed is the record; an unfed tail can only be context the episode ended on
-        assert fed == record.ids[:len(fed)]
-        assert not any(record.loss_mask[len(fed):])
+        assert fed == record.ids[: len(fed)]
+        assert not any(record.loss_mask[len(fed) :])
         assert sampled == [t for t, m in zip(record.ids, record.loss_mask) if m == 1]
 
 
@@ -117,7 +119,9 @@ def test_sampler_logprobs_equal_teacher_forced(sampled_run, rollout_setup):
         got = np.asarray(record.logprobs[1:])[mask]
         assert np.max(np.abs(got - reference[mask])) <= 1e-3
         # and the temperature matters: T=1 log-probs are measurably different
-        assert np.max(np.abs(got - teacher_forced_logprobs(rollout_setup.model, record.ids, 1.0)[mask])) > 1e-2
+        assert (
+            np.max(np.abs(got - teacher_forced_logprobs(rollout_setup.model, record.ids, 1.0)[mask])) > 1e-2
+        )
 
 
 def test_record_text_equals_chat_template(sampled_run, rollout_setup):
@@ -132,7 +136,7 @@ def test_record_text_equals_chat_template(sampled_run, rollout_setup):
     for episode, record in zip(episodes, records):
         messages = list(episode.messages)
         for k, (start, end) in enumerate(record.turns):
-            messages.append({"role": "assistant", "content": tok.decode(record.ids[start:end - 1])})
+            messages.append({"role": "assistant", "content": tok.decode(record.ids[start : end - 1])})
             if k < len(record.turns) - 1:
                 step = episode.steps[k]
                 if all(r.kind == "tool" for r in step.responses):
@@ -157,7 +161,7 @@ def test_greedy_batch_equals_each_alone(rollout_setup):
     for i, episode in enumerate(_multi_turn_episodes(rollout_setup, 3)):
         alone, _ = _greedy_ids(rollout_setup, [episode])
         assert alone[0] == batch_ids[i]
-    assert len({len(ids) for ids in batch_ids}) == 3      # really mixed lengths
+    assert len({len(ids) for ids in batch_ids}) == 3  # really mixed lengths
 
 
 def test_continuous_batching_equals_static(rollout_setup):
@@ -172,8 +176,12 @@ def test_continuous_batching_equals_static(rollout_setup):
     # refill really happened: some episode's prompt was prefilled while an earlier one was mid-episode
     first_seen = {e: i for i, (e, _, _) in reversed(list(enumerate(events)))}
     last_seen = {e: i for i, (e, _, _) in enumerate(events)}
-    assert any(first_seen[b] < last_seen[a] and first_seen[b] > first_seen[a] and b >= 3
-               for a in first_seen for b in first_seen if a != b)
+    assert any(
+        first_seen[b] < last_seen[a] and first_seen[b] > first_seen[a] and b >= 3
+        for a in first_seen
+        for b in first_seen
+        if a != b
+    )
     assert engine.stats.decode_steps < static_engine.stats.decode_steps
 
 
@@ -198,7 +206,9 @@ class TwoDayEpisode:
             def on_turn_end(self, stream, text, eos):
                 if stream == "coordinator" and not outer.reports:
                     outer.reports["pending"] = ""
-                    return TurnOutcome([Continue(f"day{d}", user_prompt(tok, f"Plan day {d}.")[1]) for d in (1, 2)])
+                    return TurnOutcome(
+                        [Continue(f"day{d}", user_prompt(tok, f"Plan day {d}.")[1]) for d in (1, 2)]
+                    )
                 if stream.startswith("day"):
                     outer.reports[stream] = text
                     actions = [Stop(stream, "answer", text)]
@@ -225,22 +235,27 @@ def test_multi_stream_episode_shares_state_and_waits(rollout_setup):
     assert len(coordinator.turns) == 2 and len(day1.turns) == len(day2.turns) == 1
     reply = render_env_reply(rollout_setup.tokenizer, two_day.reply)
     start = coordinator.turns[0][1]
-    assert coordinator.ids[start:start + len(reply)] == reply          # the days' reports, mask 0
-    assert not any(coordinator.loss_mask[start:start + len(reply)])
+    assert coordinator.ids[start : start + len(reply)] == reply  # the days' reports, mask 0
+    assert not any(coordinator.loss_mask[start : start + len(reply)])
     # the two days decoded in the same segments (parallel rows), while the coordinator waited
     # (one decode call traces its rows in row order, so same-segment rows are adjacent events)
-    day1_decodes = [i for i, (key, kind, _, _) in enumerate(events) if key == (0, "day1") and kind == "decode"]
+    day1_decodes = [
+        i for i, (key, kind, _, _) in enumerate(events) if key == (0, "day1") and kind == "decode"
+    ]
     assert day1_decodes and all(events[i + 1][:2] == ((0, "day2"), "decode") for i in day1_decodes)
-    coordinator_decodes = [i for i, (key, kind, _, _) in enumerate(events)
-                           if key == (0, "coordinator") and kind == "decode"]
+    coordinator_decodes = [
+        i for i, (key, kind, _, _) in enumerate(events) if key == (0, "coordinator") and kind == "decode"
+    ]
     assert len(coordinator_decodes) == 2 and coordinator_decodes[0] < day1_decodes[0] < coordinator_decodes[1]
 
 
 def test_sampled_episodes_do_not_depend_on_batch_placement(rollout_setup):
     """Keys come from (rng, episode, position), not the row: T=1 sampling gives the same episodes
     with continuous and static batching, and a different rng gives different ones."""
-    runs = [_greedy_ids(rollout_setup, _multi_turn_episodes(rollout_setup, 5), temperature=1.0, refill=refill)[0]
-            for refill in (True, False)]
+    runs = [
+        _greedy_ids(rollout_setup, _multi_turn_episodes(rollout_setup, 5), temperature=1.0, refill=refill)[0]
+        for refill in (True, False)
+    ]
     assert runs[0] == runs[1]
     from rollout import RolloutEngine
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rollout_fixtures import (ANSWER, SEARCH, engine_config, forced_episode, rollout_setup,  # noqa: F401
-                                    user_prompt)
+from tests.rollout_fixtures import (
+    ANSWER,
+    SEARCH,
+    engine_config,
+    forced_episode,
+    rollout_setup,  # noqa: F401
+    user_prompt,
+)
 
 
 def _padded_prompt(tokenizer, length: int) -> list[int]:
@@ -36,17 +42,41 @@ def limit_run(rollout_setup):
     setup, tok = rollout_setup, rollout_setup.tokenizer
     python = PythonSandbox(num_workers=1, limits=PythonLimits(timeout_s=0.5), isolation="unsafe-ok")
     episodes = {
-        "malformed": forced_episode(setup, "malformed", "a", {
-            0: '<tool_call>{"name": "AttractionSearch", "arguments": {city: Chengdu}</tool_call><|im_end|>',
-            1: ANSWER}),
-        "unknown_tool": forced_episode(setup, "unknown_tool", "b", {
-            0: '<tool_call>{"name": "TeleportSearch", "arguments": {"city": "Chengdu"}}</tool_call><|im_end|>',
-            1: ANSWER}),
-        "python_timeout": forced_episode(setup, "python_timeout", "c", {
-            0: '<tool_call>{"name": "Python", "arguments": {"code": "while True:\\n    pass"}}</tool_call><|im_end|>',
-            1: ANSWER}, python_tool=python),
-        "memory_off": forced_episode(setup, "memory_off", "d", {
-            0: '<memory>{"action": "read", "key": "all"}</memory><|im_end|>', 1: ANSWER}, memory=False),
+        "malformed": forced_episode(
+            setup,
+            "malformed",
+            "a",
+            {
+                0: '<tool_call>{"name": "AttractionSearch", "arguments": {city: Chengdu}</tool_call><|im_end|>',
+                1: ANSWER,
+            },
+        ),
+        "unknown_tool": forced_episode(
+            setup,
+            "unknown_tool",
+            "b",
+            {
+                0: '<tool_call>{"name": "TeleportSearch", "arguments": {"city": "Chengdu"}}</tool_call><|im_end|>',
+                1: ANSWER,
+            },
+        ),
+        "python_timeout": forced_episode(
+            setup,
+            "python_timeout",
+            "c",
+            {
+                0: '<tool_call>{"name": "Python", "arguments": {"code": "while True:\\n    pass"}}</tool_call><|im_end|>',
+                1: ANSWER,
+            },
+            python_tool=python,
+        ),
+        "memory_off": forced_episode(
+            setup,
+            "memory_off",
+            "d",
+            {0: '<memory>{"action": "read", "key": "all"}</memory><|im_end|>', 1: ANSWER},
+            memory=False,
+        ),
         "max_turns": forced_episode(setup, "max_turns", "e", {0: SEARCH}),
         "env_max_turns": forced_episode(setup, "env_max_turns", "f", {0: SEARCH}, env_max_turns=1),
         "crash": RaisingEpisode(setup).episode,
@@ -57,7 +87,9 @@ def limit_run(rollout_setup):
     for name, length in (("total_in_decode", 997), ("prompt_too_long", 1200)):
         env = EpisodeEnv(setup.world, max_turns=20)
         episodes[name] = AgentEpisode(name, _padded_prompt(tok, length), env, tok)
-    engine = RolloutEngine(setup.model, tok, engine_config(max_turns=3, max_total_tokens=1000, temperature=1.0))
+    engine = RolloutEngine(
+        setup.model, tok, engine_config(max_turns=3, max_total_tokens=1000, temperature=1.0)
+    )
     try:
         records = engine.run(list(episodes.values()), rng=3)
     finally:
@@ -73,14 +105,21 @@ def _response(episodes, name, turn=0, index=0):
 
 def test_bad_calls_are_flagged_and_episode_continues(limit_run):
     episodes, records, _ = limit_run
-    for name, needle in (("malformed", "json"), ("unknown_tool", "TeleportSearch"), ("python_timeout", "time"),
-                         ("memory_off", "memory")):
+    for name, needle in (
+        ("malformed", "json"),
+        ("unknown_tool", "TeleportSearch"),
+        ("python_timeout", "time"),
+        ("memory_off", "memory"),
+    ):
         record = records[name]
         assert record.errors == [True], name
         assert record.any_error
-        assert needle.lower() in _response(episodes, name).text.lower(), (name, _response(episodes, name).text)
+        assert needle.lower() in _response(episodes, name).text.lower(), (
+            name,
+            _response(episodes, name).text,
+        )
         assert record.stop_reason == "answer" and record.answer == "[]" and not record.truncated
-        assert len(record.turns) == 2 and record.num_sampled == 0     # both turns fully scripted
+        assert len(record.turns) == 2 and record.num_sampled == 0  # both turns fully scripted
 
 
 def test_max_turns_engine_and_environment(limit_run):
@@ -95,7 +134,7 @@ def test_total_token_budget(limit_run, rollout_setup):
     _, records, _ = limit_run
     in_decode = records["total_in_decode"]
     assert in_decode.stop_reason == "max_total_tokens" and in_decode.truncated
-    assert len(in_decode.ids) == 1000 and in_decode.num_sampled == 3          # stopped mid-turn by the budget
+    assert len(in_decode.ids) == 1000 and in_decode.num_sampled == 3  # stopped mid-turn by the budget
     assert in_decode.turns == [(997, 1000)]
     too_long = records["prompt_too_long"]
     assert too_long.stop_reason == "max_total_tokens" and too_long.num_sampled == 0 and too_long.turns == []

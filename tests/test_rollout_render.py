@@ -20,17 +20,19 @@ def test_tool_reply_equals_template_tool_turn(small_world, qwen3):
     from sandbox.env import EpisodeEnv
 
     env = EpisodeEnv(small_world, max_response_chars=200)
-    step = env.step('<tool_call>{"name": "AttractionSearch", "arguments": {"city": "Chengdu", "n": 3}}</tool_call>'
-                    '<tool_call>{"name": "NoSuchTool", "arguments": {}}</tool_call>')
+    step = env.step(
+        '<tool_call>{"name": "AttractionSearch", "arguments": {"city": "Chengdu", "n": 3}}</tool_call>'
+        '<tool_call>{"name": "NoSuchTool", "arguments": {}}</tool_call>'
+    )
     assert [r.is_error for r in step.responses] == [False, True]
     text = reply_text(step.rendered)
     # after the sampled <|im_end|>: "\n" + the template's tool turn + the generation header
     assert text == "\n" + render_tool_turn([r.text for r in step.responses]) + assistant_header()
     ids = render_env_reply(qwen3, step.rendered)
-    assert ids == qwen3.encode(text)                     # piecewise == whole-text tokenisation
+    assert ids == qwen3.encode(text)  # piecewise == whole-text tokenisation
     assert ids[0] == qwen3.encode("\n")[0] and ids[-3:] == qwen3.encode("<|im_start|>assistant\n")
-    assert "characters truncated" in step.responses[0].text   # long output cut in the middle...
-    assert qwen3.decode(ids).count("</tool_response>") == 2   # ...closing tags survive
+    assert "characters truncated" in step.responses[0].text  # long output cut in the middle...
+    assert qwen3.decode(ids).count("</tool_response>") == 2  # ...closing tags survive
 
 
 def test_memory_reply_keeps_user_turn_framing(small_world, qwen3):

@@ -38,8 +38,13 @@ def test_sampling_frequencies_follow_tempered_truncated_distribution():
     logits = np.array([2.0, 1.5, 1.0, 0.2, -1.0, 0.9], np.float32)
     n, temperature, top_k = 40000, 0.7, 3
     keys = jax.random.split(jax.random.key(0), n)
-    ids, lps = sample_tokens(jnp.tile(jnp.asarray(logits), (n, 1)), keys, jnp.full(n, temperature),
-                             jnp.ones(n), jnp.full(n, top_k, jnp.int32))
+    ids, lps = sample_tokens(
+        jnp.tile(jnp.asarray(logits), (n, 1)),
+        keys,
+        jnp.full(n, temperature),
+        jnp.ones(n),
+        jnp.full(n, top_k, jnp.int32),
+    )
     freq = np.bincount(np.asarray(ids), minlength=6) / n
     expected = np.exp(logits / temperature)
     expected[np.argsort(-logits)[top_k:]] = 0.0

@@ -22,7 +22,12 @@ def _record(answer: str | None, action_error: bool) -> EpisodeRecord:
 
 def test_rewards_follow_the_formula_and_are_written_to_the_records(world):
     perfect = json.dumps(valid_plan())
-    records = [_record(perfect, False), _record(perfect, True), _record("not a plan", False), _record(None, True)]
+    records = [
+        _record(perfect, False),
+        _record(perfect, True),
+        _record("not a plan", False),
+        _record(None, True),
+    ]
     verdicts, rewards = score_records(records, [(INSTANCE, GROUND_TRUTH)] * len(records), world)
     # A perfect plan earns R_C + R_UPC = 2; an action error costs 1; unreadable or missing: only the penalty.
     assert [r.total for r in rewards] == [2.0, 1.0, 0.0, -1.0]

@@ -38,12 +38,12 @@ def test_trace_encoding_trains_only_on_assistant_turns(traces_and_tokenizer):
     assert len(spans) == len(assistants)
     for (a, b), content in zip(spans, assistants):
         assert ids[b - 1] == tok.im_end_id
-        assert tok.decode(ids[a:b - 1].tolist()) == content
+        assert tok.decode(ids[a : b - 1].tolist()) == content
     # Environment replies (tool / memory responses) are never trained on.
     first_reply = next(m["content"] for m in trace["messages"][3:] if m["role"] != "assistant")
     reply_ids = tok.encode(first_reply)
-    start = next(i for i in range(len(ids)) if ids[i:i + len(reply_ids)].tolist() == reply_ids)
-    assert mask[start:start + len(reply_ids)].sum() == 0
+    start = next(i for i in range(len(ids)) if ids[i : i + len(reply_ids)].tolist() == reply_ids)
+    assert mask[start : start + len(reply_ids)].sum() == 0
     # Windows keep the masks aligned and drop windows with nothing to learn.
     for w in windows(ex, 256):
         assert len(w["ids"]) == len(w["mask"]) <= 256 and sum(w["mask"][1:]) > 0
@@ -63,12 +63,25 @@ class _TraceTask:
 def test_sft_lowers_loss_steadily(traces_and_tokenizer, tmp_path):
     traces, tok = traces_and_tokenizer
     examples = sft_examples(traces[:20], tok, max_len=256)
-    cfg = load_config(None, [f"out={tmp_path}", "mode=sft_only", "task=travel", "eval_at_end=false",
-                             "sft.steps=30", "sft.batch_size=4", "sft.max_seq_len=256", "sft.optim.lr=3e-3",
-                             "checkpoint.every_steps=30"])
+    cfg = load_config(
+        None,
+        [
+            f"out={tmp_path}",
+            "mode=sft_only",
+            "task=travel",
+            "eval_at_end=false",
+            "sft.steps=30",
+            "sft.batch_size=4",
+            "sft.max_seq_len=256",
+            "sft.optim.lr=3e-3",
+            "checkpoint.every_steps=30",
+        ],
+    )
     model = build_model(cfg, vocab_size=tok.vocab_size)
     Trainer(cfg, _TraceTask(examples), model, progress=False).run()
-    losses = np.array([row["loss"] for _, row in sorted(read_metrics(tmp_path / "metrics.jsonl", "sft").items())])
+    losses = np.array(
+        [row["loss"] for _, row in sorted(read_metrics(tmp_path / "metrics.jsonl", "sft").items())]
+    )
     assert len(losses) == 30
     assert losses[0] > 0.9 * np.log(tok.vocab_size)  # a random model starts near log(V)
     smoothed = np.convolve(losses, np.ones(5) / 5, mode="valid")  # 5-step moving average

@@ -87,11 +87,12 @@ CHILD = textwrap.dedent("""
 def child_result(tmp_path_factory):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
     tmp = tmp_path_factory.mktemp("sharding")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp)], capture_output=True, text=True,
-                          env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-    return json.loads(line[len("RESULT"):])
+    return json.loads(line[len("RESULT") :])
 
 
 def test_mesh_for_any_device_count(child_result):
@@ -103,8 +104,11 @@ def test_mesh_for_any_device_count(child_result):
 
 def test_params_are_really_sharded(child_result):
     # [L, H, NH, D]: model dim over fsdp, heads over tensor -> each device holds 1/4.
-    assert child_result["q_proj"] == {"spec": [None, "fsdp", "tensor", None], "shard_shape": [2, 32, 2, 16],
-                                      "shape": [2, 64, 4, 16]}
+    assert child_result["q_proj"] == {
+        "spec": [None, "fsdp", "tensor", None],
+        "shard_shape": [2, 32, 2, 16],
+        "shape": [2, 64, 4, 16],
+    }
     assert child_result["gate_proj"]["spec"] == [None, "fsdp", "tensor"]
     assert child_result["gate_proj"]["shard_shape"] == [2, 32, 80]
     assert child_result["lm_head"]["spec"] == ["fsdp", "tensor"]
@@ -137,5 +141,7 @@ def test_rules_drop_axes_that_do_not_divide():
 
 
 def test_an_unknown_logical_name_is_an_error_not_a_replicated_axis():
-    with pytest.raises(ValueError, match=r"unknown logical axis name\(s\) \['embd'\]; known: batch, seq, embed"):
+    with pytest.raises(
+        ValueError, match=r"unknown logical axis name\(s\) \['embd'\]; known: batch, seq, embed"
+    ):
         logical_to_spec(("embd", "mlp"), (64, 128), {"fsdp": 2, "tensor": 2})

@@ -16,7 +16,9 @@ from models.chat import render
 from models.spm import CHAT_SYMBOLS, SentencePieceTokenizer, train_sentencepiece
 from models.tokenizer import HFTokenizer, TokenizerLike, build_qwen3_tokenizer, load_tokenizer
 
-REFERENCE_CONFIG = Path(__file__).resolve().parents[1] / ".." / "shared" / "spec" / "qwen3_tokenizer_config.json"
+REFERENCE_CONFIG = (
+    Path(__file__).resolve().parents[1] / ".." / "shared" / "spec" / "qwen3_tokenizer_config.json"
+)
 
 CORPUS = [
     "<|im_start|>user\nHello world<|im_end|>",
@@ -29,7 +31,7 @@ CORPUS = [
     "tabs\t\tand\n\n\n\nnewlines \n \n",
     "I'm sure it's fine, DON'T worry, we'll go; they'd've",
     "numbers 1234567890 3.14159 -42 1e-5 07:05-11:40 G1234",
-    "<think>\nThe user wants a hotel.\n</think>\n\n<tool_call>\n{\"name\": \"X\"}\n</tool_call><|endoftext|>",
+    '<think>\nThe user wants a hotel.\n</think>\n\n<tool_call>\n{"name": "X"}\n</tool_call><|endoftext|>',
     "a<tool_response>b</tool_response>c<|fim_prefix|><|vision_pad|>",
     "<|im_start|><|im_start|>nested<|im_end|>",
     "<|im_start>not special <think >not special </think",
@@ -79,7 +81,11 @@ def test_required_chat_ids(qwen):
 
 
 def test_added_tokens_at_official_ids(qwen):
-    reference = json.loads(REFERENCE_CONFIG.read_text()) if REFERENCE_CONFIG.exists() else tokmod.qwen3_reference_config()
+    reference = (
+        json.loads(REFERENCE_CONFIG.read_text())
+        if REFERENCE_CONFIG.exists()
+        else tokmod.qwen3_reference_config()
+    )
     decoder = reference["added_tokens_decoder"]
     assert len(decoder) == 26
     for id_str, spec in decoder.items():
@@ -123,7 +129,9 @@ def test_matches_tiktoken_on_corpus(qwen, tiktoken_reference):
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(list("ab c\n\t\r'12?!.{}\":e\u0301é中文😀") + ["<think>", "<|im_end|>", "  ", "'s", "ing"]),
+        st.sampled_from(
+            list("ab c\n\t\r'12?!.{}\":e\u0301é中文😀") + ["<think>", "<|im_end|>", "  ", "'s", "ing"]
+        ),
         max_size=40,
     ).map("".join)
 )
@@ -209,7 +217,7 @@ SPM_TRAIN = [
                 "tool_calls": [{"name": "HotelSearch", "arguments": {"city": city, "n": d}}],
             },
             {"role": "tool", "content": json.dumps({"hotels": [{"name": f"{city} Inn", "price": 380 + d}]})},
-            {"role": "assistant", "content": f"<answer>[{{\"day\": 1, \"city\": \"{city}\"}}]</answer>"},
+            {"role": "assistant", "content": f'<answer>[{{"day": 1, "city": "{city}"}}]</answer>'},
         ]
     )
     for d in range(1, 6)
@@ -269,16 +277,26 @@ def test_spm_converted_to_hf_gives_same_ids(spm_tok, tmp_path):
         assert again.encode(text) == ids, repr(text)
         assert hf.encode(text, add_special_tokens=False) == ids, repr(text)
         assert again.decode(ids) == text
-    assert (again.im_start_id, again.im_end_id, again.eos_id) == (spm_tok.im_start_id, spm_tok.im_end_id, spm_tok.eos_id)
+    assert (again.im_start_id, again.im_end_id, again.eos_id) == (
+        spm_tok.im_start_id,
+        spm_tok.im_end_id,
+        spm_tok.eos_id,
+    )
     assert hf.eos_token == "<|im_end|>" and hf.pad_token_id == spm_tok.pad_id
-    conversation = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nx\n</think>\n\nok"}]
+    conversation = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "<think>\nx\n</think>\n\nok"},
+    ]
     assert hf.apply_chat_template(conversation, tokenize=False) == render(conversation)
 
 
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(list(" \n\tabcdeilnorsty\"{}:,.0123456789成都京🦒") + ["  ", "<think>", "<|im_end|>", "Chengdu", "▁"]),
+        st.sampled_from(
+            list(' \n\tabcdeilnorsty"{}:,.0123456789成都京🦒')
+            + ["  ", "<think>", "<|im_end|>", "Chengdu", "▁"]
+        ),
         max_size=40,
     ).map("".join)
 )
@@ -308,7 +326,11 @@ def test_spm_bad_input(spm_tok, tmp_path):
     unigram = tmp_path / "unigram.model"
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SPM_TRAIN), model_writer=buf, vocab_size=100, model_type="unigram", minloglevel=2
+        sentence_iterator=iter(SPM_TRAIN),
+        model_writer=buf,
+        vocab_size=100,
+        model_type="unigram",
+        minloglevel=2,
     )
     unigram.write_bytes(buf.getvalue())
     with pytest.raises(ValueError, match="only BPE"):
@@ -324,10 +346,13 @@ def _episode_pieces() -> list[str]:
     """An agent episode as the rollout assembles it: prompt, generations, environment turns."""
     from models.chat import assistant_header, render_tool_turn
 
-    prompt = render([{"role": "system", "content": "Plan trips."}, {"role": "user", "content": "成都 3 days"}], add_generation_prompt=True)
+    prompt = render(
+        [{"role": "system", "content": "Plan trips."}, {"role": "user", "content": "成都 3 days"}],
+        add_generation_prompt=True,
+    )
     gen1 = '<think>\nhotels\n</think>\n\n<tool_call>\n{"name": "HotelSearch", "arguments": {"city": "成都"}}\n</tool_call><|im_end|>'
     env = "\n" + render_tool_turn(['{"hotels": ["锦江"]}', "Error: bad page"]) + assistant_header()
-    gen2 = "<think>\ndone\n</think>\n\n<answer>[{\"day\": 1}]</answer><|im_end|>"
+    gen2 = '<think>\ndone\n</think>\n\n<answer>[{"day": 1}]</answer><|im_end|>'
     return [prompt, gen1, env, gen2]
 
 
@@ -343,7 +368,7 @@ def test_turnwise_encoding_equals_whole_episode(which, request):
 def test_training_text_chunks_keep_everything():
     from models.spm import _chunks
 
-    long_text = "".join(f"line {i} 中文 {{\"k\": {i}}}\n" for i in range(2000)) + "x" * 10_000
+    long_text = "".join(f'line {i} 中文 {{"k": {i}}}\n' for i in range(2000)) + "x" * 10_000
     chunks = list(_chunks([long_text, "short"], max_bytes=4096))
     assert "".join(chunks) == long_text + "short"
     assert all(len(c.encode("utf-8")) <= 4096 for c in chunks)

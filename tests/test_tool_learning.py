@@ -17,8 +17,14 @@ import pytest
 from b2tjax import grpo
 from b2tjax.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
 from rollout.episodes import Continue, Stop
-from tests.lookup_fixtures import (GRPO_STEPS, NUM_VALUES, SHORT_RUN, shared_compilations,  # noqa: F401
-                                  train_lookup, xla_cache_dir)
+from tests.lookup_fixtures import (
+    GRPO_STEPS,
+    NUM_VALUES,
+    SHORT_RUN,
+    shared_compilations,  # noqa: F401
+    train_lookup,
+    xla_cache_dir,
+)
 
 CHANCE = 1 / NUM_VALUES
 pytestmark = pytest.mark.usefixtures("shared_compilations")
@@ -44,9 +50,9 @@ def test_episode_rewards_only_an_answer_read_from_the_tool():
         episode = LookupEpisode("e", 2, table, tok)
         _play(episode, *turns)
         assert episode.reward() == 0.0, turns
-    broken, = _play(LookupEpisode("e", 2, table, tok), "v3 please")
+    (broken,) = _play(LookupEpisode("e", 2, table, tok), "v3 please")
     assert broken.errors == [True] and broken.actions == [Stop("main", "done")]
-    blind, = _play(LookupEpisode("e", 2, table, tok, blind=True), "lookup k2")
+    (blind,) = _play(LookupEpisode("e", 2, table, tok, blind=True), "lookup k2")
     pad = "<|endoftext|>"
     blind_reply = tok.decode(blind.actions[0].tokens)
     assert blind_reply == f"<|im_start|> user {pad} {pad} <|im_end|> <|im_start|> assistant"
@@ -127,12 +133,14 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
     weights = np.asarray(grpo.token_weights(mask, "seq_mean_token_mean", grpo.batch_normaliser(mask, 64)))
     for ids, w in zip(batch["ids"].reshape(-1, mask.shape[-1]), weights.reshape(-1, mask.shape[-1])):
         # rows are shuffled into mini-batches: find each row's record (the longest one it starts with)
-        record = max((r for key, r in records.items() if list(key) == ids[:len(key)].tolist()),
-                     key=lambda r: len(r.ids))
+        record = max(
+            (r for key, r in records.items() if list(key) == ids[: len(key)].tolist()),
+            key=lambda r: len(r.ids),
+        )
         n = len(record.ids)
         sampled = np.asarray(record.loss_mask, bool)
         environment = ~sampled & (np.arange(n) >= record.prompt_len)
-        assert np.all(w[:record.prompt_len] == 0) and np.all(w[n:] == 0)
+        assert np.all(w[: record.prompt_len] == 0) and np.all(w[n:] == 0)
         assert np.all(w[:n][sampled] > 0)
         if loss_mask:
             assert np.all(w[:n][environment] == 0)

@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_grpo_learns_digit_task(tmp_path):
-    cfg = load_config(ROOT / "configs" / "toy.yaml", [f"out={tmp_path}", "steps=20", "checkpoint.every_steps=20"])
+    cfg = load_config(
+        ROOT / "configs" / "toy.yaml", [f"out={tmp_path}", "steps=20", "checkpoint.every_steps=20"]
+    )
     task = DigitTask(cfg.toy, cfg.rollout.temperature)
     result = Trainer(cfg, task, build_model(cfg), progress=False).run()
 

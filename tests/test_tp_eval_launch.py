@@ -21,11 +21,14 @@ def _launch_main():
     return module.main
 
 
-def test_official_submission_is_scored_with_the_official_constants(tmp_path, train_queries, human_plans,
-                                                                   capsys):
+def test_official_submission_is_scored_with_the_official_constants(
+    tmp_path, train_queries, human_plans, capsys
+):
     require_shared()
     # --queries and --mode are the TravelPlanner plugin's options (branch tp-agent).
-    pytest.importorskip("sandbox.travelplanner.benchmark", reason="the TravelPlanner plugin is not merged yet")
+    pytest.importorskip(
+        "sandbox.travelplanner.benchmark", reason="the TravelPlanner plugin is not merged yet"
+    )
     data = tmp_path / "data"
     data.mkdir()
     (data / "database").symlink_to(DATABASE_DIR, target_is_directory=True)
@@ -35,8 +38,20 @@ def test_official_submission_is_scored_with_the_official_constants(tmp_path, tra
     write_submission(plans, train_queries, [*human_plans[:44], None])
     out = tmp_path / "metrics.json"
     main = _launch_main()
-    args = ["--benchmark", "travelplanner", "--queries", str(queries), "--plans", str(plans),
-            "--split", "train", "--data", str(data), "--json", str(out)]
+    args = [
+        "--benchmark",
+        "travelplanner",
+        "--queries",
+        str(queries),
+        "--plans",
+        str(plans),
+        "--split",
+        "train",
+        "--data",
+        str(data),
+        "--json",
+        str(out),
+    ]
     assert main(args) == 0
     metrics = json.loads(out.read_text())
     assert metrics["final_pass_rate"] == pytest.approx(44 / 45) and metrics["mode"] == "official"

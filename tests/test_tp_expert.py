@@ -38,8 +38,7 @@ def generated(db):
     return generate_queries(db, N_GENERATED, seed=7)
 
 
-def test_expert_solves_all_45_training_queries_and_the_harness_agrees_on_the_9(db, expert,
-                                                                              tp_harness):  # noqa: F811
+def test_expert_solves_all_45_training_queries_and_the_harness_agrees_on_the_9(db, expert, tp_harness):  # noqa: F811
     from sandbox.travelplanner.training import load_training
 
     for example in load_training(DATA_DIR):
@@ -61,18 +60,21 @@ def test_expert_solves_generated_queries_through_the_tools(db, expert, generated
         solved += result.ok and evaluate(g.query, result.plan, db).final_pass
         # every fact came from a tool reply: the turns hold calls for each city's three searches
         said = "".join(m["content"] for m in result.turns if m["role"] == "assistant")
-        assert all(f'{{"name": "{tool}", "arguments": {{"city": "{c}"}}}}' in said for c in g.cities
-                   for tool in ("AccommodationSearch", "RestaurantSearch", "AttractionSearch"))
+        assert all(
+            f'{{"name": "{tool}", "arguments": {{"city": "{c}"}}}}' in said
+            for c in g.cities
+            for tool in ("AccommodationSearch", "RestaurantSearch", "AttractionSearch")
+        )
     assert solved >= 0.95 * len(generated)
 
 
 def test_generated_budgets_are_feasible_and_the_mix_is_balanced(db, generated):
     levels = {(g.query["level"], g.query["days"]) for g in generated}
-    assert len(levels) == 9                                    # every level x duration
+    assert len(levels) == 9  # every level x duration
     for g in generated:
         q = g.query
         assert g.solution_cost <= q["budget"] < 1.6 * g.solution_cost + 100
-        plan = plan_over(db, q, g.cities).plan                  # the proof: a plan within the budget
+        plan = plan_over(db, q, g.cities).plan  # the proof: a plan within the budget
         verdict = evaluate(q, plan, db)
         assert verdict.final_pass and verdict.hard["valid_cost"] is True
         assert q["visiting_city_number"] == len(g.cities) == (q["days"] - 1) // 2
@@ -91,11 +93,23 @@ def test_generated_text_reads_back_and_generation_is_deterministic(db, generated
 
 def test_expert_avoids_names_it_cannot_write_on_one_line(db, expert):
     # Phoenix's cheapest fitting stay for 7 people has newlines in its name (a failure found at scale)
-    query = {"org": "Stockton", "dest": "Arizona", "days": 7, "visiting_city_number": 3,
-             "date": [f"2022-03-0{d}" for d in range(2, 9)], "people_number": 7,
-             "local_constraint": {"house rule": "pets", "cuisine": None, "room type": "not shared room",
-                                  "transportation": "no self-driving"},
-             "budget": 17300, "query": "", "level": "hard"}
+    query = {
+        "org": "Stockton",
+        "dest": "Arizona",
+        "days": 7,
+        "visiting_city_number": 3,
+        "date": [f"2022-03-0{d}" for d in range(2, 9)],
+        "people_number": 7,
+        "local_constraint": {
+            "house rule": "pets",
+            "cuisine": None,
+            "room type": "not shared room",
+            "transportation": "no self-driving",
+        },
+        "budget": 17300,
+        "query": "",
+        "level": "hard",
+    }
     result = expert.solve({"id": "q"}, {"query": query, "cities": ["Phoenix", "Flagstaff", "Tucson"]})
     assert result.ok and evaluate(query, result.plan, db).final_pass
     assert "BEDSTUY" not in json.dumps(result.plan)
@@ -123,7 +137,7 @@ def test_make_data_and_the_plugin_end_to_end(data_dir):
     bench = get_benchmark("travelplanner", data_dir)
     pairs = bench.load_split("train")
     assert len(pairs) == 45 + 9 and [v["id"] for v, _ in pairs][:2] == ["train-00", "train-01"]
-    dev = bench.load_split("dev")                              # held out: another random stream
+    dev = bench.load_split("dev")  # held out: another random stream
     assert len(dev) == 12
     assert not {t["query"]["query"] for _, t in dev} & {t["query"]["query"] for _, t in pairs}
     assert {v["id"] for v, _ in dev}.isdisjoint(t["id"] for t in bench.sft_traces())
@@ -134,14 +148,14 @@ def test_make_data_and_the_plugin_end_to_end(data_dir):
     assert metrics["final_pass_rate"] == 1.0 and metrics["n"] == 54
     assert bench.reward(verdicts[0], False).total == 2.0
     assert bench.reward(bench.evaluate(None, *pairs[0]), False).total == 0.0
-    broken = bench.evaluate("[{\"days\": 1}]", *pairs[0])
+    broken = bench.evaluate('[{"days": 1}]', *pairs[0])
     assert not broken.all_passed and bench.reward(broken, True).total < 0
     assert len(bench.checks(verdicts[0])) == 13 and all(ok for _, ok, _ in bench.checks(verdicts[0]))
-    assert [ok for _, ok, _ in bench.checks(broken)][8:] == [False] * 5        # gate failed
+    assert [ok for _, ok, _ in bench.checks(broken)][8:] == [False] * 5  # gate failed
     assert json.loads(json.dumps(broken.to_dict()))["shaped"] is False
     from sandbox.travelplanner.metrics import applicable_hard
 
-    assert sum(applicable_hard(v.query) for v in verdicts[:45]) == 105   # the official train constant
+    assert sum(applicable_hard(v.query) for v in verdicts[:45]) == 105  # the official train constant
     assert "hard-7" in metrics["per_level_days"] and "final_pass_rate" in bench.format_metrics(metrics)
 
 
@@ -172,8 +186,13 @@ def test_a_user_query_file_is_a_split_with_its_reference_information(data_dir, t
     from sandbox.travelplanner.training import load_training
 
     examples = load_training(DATA_DIR)[:3]
-    rows = [{**{k: str(v) if k in ("date", "local_constraint") else v for k, v in e.query.items()},
-             "reference_information": str(e.reference_info)} for e in examples]   # official literals
+    rows = [
+        {
+            **{k: str(v) if k in ("date", "local_constraint") else v for k, v in e.query.items()},
+            "reference_information": str(e.reference_info),
+        }
+        for e in examples
+    ]  # official literals
     path = tmp_path / "validation.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     bench = get_benchmark("travelplanner", data_dir, planning="sole-planning", queries=path)
@@ -183,7 +202,7 @@ def test_a_user_query_file_is_a_split_with_its_reference_information(data_dir, t
     assert pairs[1][1]["query"]["date"] == examples[1].query["date"]
     assert "Restaurants in Pensacola" in bench.prompt(pairs[1][0]).messages[1]["content"]
     verdict = bench.evaluate(json.dumps(examples[0].human_plan), *pairs[0])
-    assert verdict.all_passed                                   # the 9 structured human plans pass
-    assert list(bench.expert_answers(pairs[:1])) == [("validation-0000", None)]   # never on user queries
+    assert verdict.all_passed  # the 9 structured human plans pass
+    assert list(bench.expert_answers(pairs[:1])) == [("validation-0000", None)]  # never on user queries
     with pytest.raises(BenchmarkError, match="pass the official file"):
         get_benchmark("travelplanner", data_dir).load_split("test")

@@ -40,6 +40,7 @@ def _rows(text: str) -> list[list[str]]:
 
 # ------------------------------------------------------------------------------------------ tools
 
+
 def test_restaurant_search_lists_the_city_rows_in_file_order(world):
     res = world.call_tool("RestaurantSearch", {"city": "Rockford"})
     assert not res.is_error
@@ -54,10 +55,17 @@ def test_restaurant_search_lists_the_city_rows_in_file_order(world):
 def test_accommodation_search_keeps_names_verbatim_and_drops_rows_with_empty_fields(world):
     rows = _rows(world.call_tool("AccommodationSearch", {"city": "Waco"}).text)
     # CSV row 20: "Sonder | 21 Chelsea | Central 1BR + Rooftop",Entire home/apt,1105.0,29.0,3.0,...,9,Waco
-    assert rows[0] == ["Sonder | 21 Chelsea | Central 1BR + Rooftop", "1105", "Entire home/apt",
-                       "No visitors & No smoking & No children under 10", "29", "9", "3"]
-    denver = _rows(world.call_tool("AccommodationSearch", {"city": "denver"}).text)   # case forgiven
-    assert "Peaceful, beautiful home away " in [r[0] for r in denver]   # trailing space kept
+    assert rows[0] == [
+        "Sonder | 21 Chelsea | Central 1BR + Rooftop",
+        "1105",
+        "Entire home/apt",
+        "No visitors & No smoking & No children under 10",
+        "29",
+        "9",
+        "3",
+    ]
+    denver = _rows(world.call_tool("AccommodationSearch", {"city": "denver"}).text)  # case forgiven
+    assert "Peaceful, beautiful home away " in [r[0] for r in denver]  # trailing space kept
     # CSV row 821 has newlines inside its quoted name: shown escaped, never silently changed
     phoenix = world.call_tool("AccommodationSearch", {"city": "Phoenix"}).text
     assert "\nBEDSTUY BK - PAD\\nSHORT/ LONG TERM STAYS\\nNO EVENTS\t1188\t" in phoenix
@@ -67,36 +75,50 @@ def test_accommodation_search_keeps_names_verbatim_and_drops_rows_with_empty_fie
 
 
 def test_flight_and_distance_answers_equal_the_reference_information(world):
-    flights = _rows(world.call_tool("FlightSearch", {"origin": "St. Petersburg", "destination": "Rockford",
-                                                      "date": "2022-03-16"}).text)
+    flights = _rows(
+        world.call_tool(
+            "FlightSearch", {"origin": "St. Petersburg", "destination": "Rockford", "date": "2022-03-16"}
+        ).text
+    )
     assert flights == [["F3573659", "474", "15:40", "17:04", "2 hours 24 minutes", "2022-03-16", "1049"]]
-    none = world.call_tool("FlightSearch", {"origin": "Kansas City", "destination": "Pensacola",
-                                            "date": "2022-03-27"})
+    none = world.call_tool(
+        "FlightSearch", {"origin": "Kansas City", "destination": "Pensacola", "date": "2022-03-27"}
+    )
     assert not none.is_error
     assert none.text == "There is no flight from Kansas City to Pensacola on 2022-03-27."
-    taxi = world.call_tool("DistanceMatrix", {"origin": "Kansas City", "destination": "Pensacola",
-                                              "mode": "taxi"})
+    taxi = world.call_tool(
+        "DistanceMatrix", {"origin": "Kansas City", "destination": "Pensacola", "mode": "taxi"}
+    )
     # train_ref_info.jsonl line 2: "taxi, from Kansas City to Pensacola, duration: 14 hours 4 mins,
     # distance: 1,433 km, cost: 1433"
-    assert taxi.text.startswith("taxi, from Kansas City to Pensacola, duration: 14 hours 4 mins, "
-                                "distance: 1,433 km, cost: 1433")
-    drive = world.call_tool("DistanceMatrix", {"origin": "Pensacola", "destination": "Kansas City",
-                                               "mode": "self-driving"})
+    assert taxi.text.startswith(
+        "taxi, from Kansas City to Pensacola, duration: 14 hours 4 mins, distance: 1,433 km, cost: 1433"
+    )
+    drive = world.call_tool(
+        "DistanceMatrix", {"origin": "Pensacola", "destination": "Kansas City", "mode": "self-driving"}
+    )
     assert "distance: 1,447 km, cost: 72" in drive.text
     cities = world.call_tool("CitySearch", {"state": "Utah"}).text
     assert set(cities.split(": ", 1)[1].split(", ")) >= {"Salt Lake City", "Moab", "Vernal", "Provo"}
 
 
-@pytest.mark.parametrize("name, args, fragment", [
-    ("HotelSearch", {"city": "Rockford"}, "unknown tool"),
-    ("RestaurantSearch", {"city": "Atlantis"}, "not a city"),
-    ("RestaurantSearch", {}, "missing required argument 'city'"),
-    ("RestaurantSearch", {"city": "Rockford", "n": 3}, "unknown argument"),
-    ("RestaurantSearch", ["Rockford"], "must be a JSON object"),
-    ("FlightSearch", {"origin": "Rockford", "destination": "Denver", "date": "16/03/2022"}, "YYYY-MM-DD"),
-    ("DistanceMatrix", {"origin": "Rockford", "destination": "Denver", "mode": "walking"}, "mode must be"),
-    ("CitySearch", {"state": 7}, "must be a string"),
-])
+@pytest.mark.parametrize(
+    "name, args, fragment",
+    [
+        ("HotelSearch", {"city": "Rockford"}, "unknown tool"),
+        ("RestaurantSearch", {"city": "Atlantis"}, "not a city"),
+        ("RestaurantSearch", {}, "missing required argument 'city'"),
+        ("RestaurantSearch", {"city": "Rockford", "n": 3}, "unknown argument"),
+        ("RestaurantSearch", ["Rockford"], "must be a JSON object"),
+        ("FlightSearch", {"origin": "Rockford", "destination": "Denver", "date": "16/03/2022"}, "YYYY-MM-DD"),
+        (
+            "DistanceMatrix",
+            {"origin": "Rockford", "destination": "Denver", "mode": "walking"},
+            "mode must be",
+        ),
+        ("CitySearch", {"state": 7}, "must be a string"),
+    ],
+)
 def test_invalid_calls_are_error_results(world, name, args, fragment):
     res = world.call_tool(name, args)
     assert res.is_error and fragment in res.text
@@ -104,17 +126,25 @@ def test_invalid_calls_are_error_results(world, name, args, fragment):
 
 def test_tools_run_through_the_episode_env_and_sole_planning_has_none(world):
     env = EpisodeEnv(world)
-    step = env.step('<think>x</think><tool_call>{"name": "CitySearch", "arguments": {"state": "Utah"}}'
-                    '</tool_call><tool_call>{"name": "CitySearch", "arguments": {"state": "Mars"}}'
-                    '</tool_call>')
+    step = env.step(
+        '<think>x</think><tool_call>{"name": "CitySearch", "arguments": {"state": "Utah"}}'
+        '</tool_call><tool_call>{"name": "CitySearch", "arguments": {"state": "Mars"}}'
+        "</tool_call>"
+    )
     assert [r.is_error for r in step.responses] == [False, True] and step.any_error
     assert [s["function"]["name"] for s in world.tool_schemas()] == [
-        "FlightSearch", "DistanceMatrix", "AccommodationSearch", "RestaurantSearch", "AttractionSearch",
-        "CitySearch"]
+        "FlightSearch",
+        "DistanceMatrix",
+        "AccommodationSearch",
+        "RestaurantSearch",
+        "AttractionSearch",
+        "CitySearch",
+    ]
     assert NoToolWorld().tool_schemas() == [] and NoToolWorld().call_tool("CitySearch", {}).is_error
 
 
 # --------------------------------------------------------------------------------- query parsing
+
 
 @pytest.fixture(scope="module")
 def training():
@@ -138,8 +168,11 @@ def test_parsed_queries_agree_with_human_plans_and_reference_info(training, db):
         q, plan = e.query, e.human_plan
         assert len(plan) == q["days"], e.index
         assert plan[0]["current_city"].startswith(f"from {q['org']} to"), e.index
-        visited = {city.split("(")[0].strip() for d in plan
-                   for city in d["current_city"].removeprefix("from ").split(" to ")} - {q["org"]}
+        visited = {
+            city.split("(")[0].strip()
+            for d in plan
+            for city in d["current_city"].removeprefix("from ").split(" to ")
+        } - {q["org"]}
         assert len(visited) == q["visiting_city_number"] == len(e.reference_cities), e.index
         if q["days"] == 3:
             assert visited == {q["dest"]}, e.index
@@ -150,19 +183,35 @@ def test_parsed_queries_agree_with_human_plans_and_reference_info(training, db):
 
 
 def test_parser_reads_phrasings_and_reports_missing_fields(db):
-    q = parse_query_text("Could you create a travel plan starting from Provo to Phoenix for 2 people, from "
-                         "March 24th to March 26th, 2022? Our budget is set at $1,400.", db.city_states)
-    assert (q["org"], q["dest"], q["days"], q["people_number"], q["budget"]) == \
-        ("Provo", "Phoenix", 3, 2, 1400)
-    q = parse_query_text("A week-long trip for a party of 5 from Kansas City to 3 cities in Texas, from the "
-                         "2nd of March, 2022, budget $9,000. We want to hold a party.", db.city_states)
-    assert (q["dest"], q["days"], q["people_number"], q["local_constraint"]["house rule"]) == \
-        ("Texas", 7, 5, "parties")
+    q = parse_query_text(
+        "Could you create a travel plan starting from Provo to Phoenix for 2 people, from "
+        "March 24th to March 26th, 2022? Our budget is set at $1,400.",
+        db.city_states,
+    )
+    assert (q["org"], q["dest"], q["days"], q["people_number"], q["budget"]) == (
+        "Provo",
+        "Phoenix",
+        3,
+        2,
+        1400,
+    )
+    q = parse_query_text(
+        "A week-long trip for a party of 5 from Kansas City to 3 cities in Texas, from the "
+        "2nd of March, 2022, budget $9,000. We want to hold a party.",
+        db.city_states,
+    )
+    assert (q["dest"], q["days"], q["people_number"], q["local_constraint"]["house rule"]) == (
+        "Texas",
+        7,
+        5,
+        "parties",
+    )
     with pytest.raises(QueryTextError, match="budget"):
         parse_query_text("A 3-day trip from Provo to Phoenix, March 24th, 2022.", db.city_states)
 
 
 # ----------------------------------------------------------------------------------------- reward
+
 
 def _evaluation(cs_failed: int, hard: dict | None, delivered: bool = True) -> Evaluation:
     names = [f"c{i}" for i in range(8)]
@@ -170,21 +219,26 @@ def _evaluation(cs_failed: int, hard: dict | None, delivered: bool = True) -> Ev
 
 
 def test_reward_hand_computations_and_switches():
-    hard = {"valid_cost": True, "valid_room_rule": False, "valid_cuisine": None, "valid_room_type": True,
-            "valid_transportation": None}
-    r = compute_reward(_evaluation(2, hard), True, False)          # 6/8 + 2/3, no action error
+    hard = {
+        "valid_cost": True,
+        "valid_room_rule": False,
+        "valid_cuisine": None,
+        "valid_room_type": True,
+        "valid_transportation": None,
+    }
+    r = compute_reward(_evaluation(2, hard), True, False)  # 6/8 + 2/3, no action error
     assert (r.r_c, r.r_upc, r.r_format, r.p_action) == (0.75, pytest.approx(2 / 3), 1.0, 0.0)
     assert r.total == pytest.approx(0.75 + 2 / 3)
-    r = compute_reward(_evaluation(2, hard), True, True)           # action penalty
+    r = compute_reward(_evaluation(2, hard), True, True)  # action penalty
     assert r.total == pytest.approx(-1 + 0.75 + 2 / 3)
     assert compute_reward(_evaluation(2, hard), True, True, action_penalty=False).p_action == 0.0
-    gated = compute_reward(_evaluation(1, None), True, False)      # gate failed: hard fraction 0
+    gated = compute_reward(_evaluation(1, None), True, False)  # gate failed: hard fraction 0
     assert (gated.r_c, gated.r_upc, gated.total) == (7 / 8, 0.0, 7 / 8)
     misshaped = compute_reward(_evaluation(0, hard), False, False)  # wrong number of days
     assert misshaped.total == 0.0 and misshaped.r_format == 0.0
     ungated = compute_reward(_evaluation(0, hard), False, False, format_gate=False)
     assert ungated.total == pytest.approx(1 + 2 / 3)
-    assert compute_reward(None, False, True).total == -1.0         # no answer: only the penalty
+    assert compute_reward(None, False, True).total == -1.0  # no answer: only the penalty
     assert compute_reward(_evaluation(8, None, delivered=False), False, False).total == 0.0
 
 

@@ -48,27 +48,39 @@ def _compare() -> dict:
         model = create_model(cfg, mesh, seed=0)
         model_fn, params = BoundModel.from_model(model)
         state = init_train_state(params, optimizer, mesh)
-        fns = make_step_fns(model_fn, optimizer, lambda s: 1.0, gcfg, temperature=1.0, fixed_length=t,
-                            state_sharding=state_shardings(state) if mesh is not None else None, mesh=mesh)
+        fns = make_step_fns(
+            model_fn,
+            optimizer,
+            lambda s: 1.0,
+            gcfg,
+            temperature=1.0,
+            fixed_length=t,
+            state_sharding=state_shardings(state) if mesh is not None else None,
+            mesh=mesh,
+        )
         new_state, metrics = fns.grpo_step(state, fns.shard_batch(batch))
         leaves = jax.tree_util.tree_leaves_with_path(new_state.params)
         results[name] = {
             "loss": float(metrics["loss"]),
             "kl": float(metrics["kl"]),
             "params": {jax.tree_util.keystr(p): np.asarray(v).tolist() for p, v in leaves},
-            "sharded_leaves": sum(len(v.sharding.device_set) > 1 and not v.sharding.is_fully_replicated
-                                  for _, v in leaves),
+            "sharded_leaves": sum(
+                len(v.sharding.device_set) > 1 and not v.sharding.is_fully_replicated for _, v in leaves
+            ),
             "devices": sorted({d.id for _, v in leaves for d in v.sharding.device_set}),
             # momentum buffers follow their parameters' layout (not replicated on every device)
-            "sharded_opt_leaves": sum(not v.sharding.is_fully_replicated for v in jax.tree.leaves(new_state.opt_state)),
+            "sharded_opt_leaves": sum(
+                not v.sharding.is_fully_replicated for v in jax.tree.leaves(new_state.opt_state)
+            ),
         }
     return results
 
 
 def test_sharded_step_equals_single_device_step():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300, cwd=str(ROOT)
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     import numpy as np
 
@@ -81,8 +93,9 @@ def test_sharded_step_equals_single_device_step():
     np.testing.assert_allclose(sharded["loss"], single["loss"], rtol=1e-5)
     np.testing.assert_allclose(sharded["kl"], single["kl"], rtol=1e-4, atol=1e-7)
     for key, value in single["params"].items():
-        np.testing.assert_allclose(np.asarray(sharded["params"][key]), np.asarray(value), rtol=1e-4, atol=1e-6,
-                                   err_msg=key)
+        np.testing.assert_allclose(
+            np.asarray(sharded["params"][key]), np.asarray(value), rtol=1e-4, atol=1e-6, err_msg=key
+        )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,14 @@ def test_padded_ids_are_never_sampled_even_when_most_likely():
     unmasked, _ = sample_tokens(jnp.asarray(logits), keys, jnp.ones(n), jnp.ones(n), jnp.zeros(n, jnp.int32))
     assert (np.asarray(unmasked) >= TOKENS).mean() > 0.9
     for temperature, top_p in ((0.0, 1.0), (1.0, 1.0), (0.7, 0.9)):
-        ids, lps = sample_tokens(jnp.asarray(logits), keys, jnp.full(n, temperature), jnp.full(n, top_p),
-                                 jnp.zeros(n, jnp.int32), valid_vocab=TOKENS)
+        ids, lps = sample_tokens(
+            jnp.asarray(logits),
+            keys,
+            jnp.full(n, temperature),
+            jnp.full(n, top_p),
+            jnp.zeros(n, jnp.int32),
+            valid_vocab=TOKENS,
+        )
         ids = np.asarray(ids)
         assert ids.max() < TOKENS
         t = temperature if temperature > 0 else 1.0
@@ -78,14 +84,25 @@ def test_engine_and_trainer_logprobs_agree_at_real_vocabulary_size():
     # would hold most of the probability mass.
     emb = model.embed.embedding[...]
     model.embed.embedding[...] = emb.at[TOKENS:].set(30.0 * emb[: ROWS - TOKENS])
-    engine = RolloutEngine(model, tok, RolloutConfig(batch_size=2, max_turns=1, max_turn_tokens=24,
-                                                     max_total_tokens=256, temperature=1.0, prefill_chunk=64))
+    engine = RolloutEngine(
+        model,
+        tok,
+        RolloutConfig(
+            batch_size=2,
+            max_turns=1,
+            max_turn_tokens=24,
+            max_total_tokens=256,
+            temperature=1.0,
+            prefill_chunk=64,
+        ),
+    )
     messages = [{"role": "user", "content": "Plan a trip to Chengdu."}]
     prompt = tok.encode(render(messages, add_generation_prompt=True))
     records = engine.run([_OneTurn("a", prompt), _OneTurn("b", prompt)], rng=0)
 
-    logprobs = jax.jit(lambda ids, valid: sequence_logprobs(model, ids, valid_vocab=valid)[0],
-                       static_argnums=1)
+    logprobs = jax.jit(
+        lambda ids, valid: sequence_logprobs(model, ids, valid_vocab=valid)[0], static_argnums=1
+    )
     full_logits = jax.jit(lambda ids: model(ids))
     for record in records:
         mask = np.asarray(record.loss_mask, bool)

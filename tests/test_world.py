@@ -73,12 +73,19 @@ def test_every_vocabulary_value_has_pois_in_every_city(db):
     checks = [
         ("SELECT city, secondary_category FROM hotels", set(vocab.STAR_LEVELS)),
         ("SELECT city, j.value FROM hotels, json_each(hotels.facilities) j", set(vocab.HOTEL_FACILITIES)),
-        ("SELECT city, secondary_category || '|' || j.value FROM hotels, json_each(hotels.facilities) j",
-         {f"{s}|{f}" for s in vocab.STAR_LEVELS for f in vocab.HOTEL_FACILITIES}),
+        (
+            "SELECT city, secondary_category || '|' || j.value FROM hotels, json_each(hotels.facilities) j",
+            {f"{s}|{f}" for s in vocab.STAR_LEVELS for f in vocab.HOTEL_FACILITIES},
+        ),
         ("SELECT city, attraction_type FROM attractions", set(vocab.ATTRACTION_TYPES)),
-        ("SELECT city, secondary_category || '|' || price_level FROM restaurants",
-         {f"{c}|{p}" for c in vocab.CUISINES for p in vocab.PRICE_LEVELS}),
-        ("SELECT city, j.value FROM restaurants, json_each(restaurants.environment) j", set(vocab.DINING_ENVIRONMENTS)),
+        (
+            "SELECT city, secondary_category || '|' || price_level FROM restaurants",
+            {f"{c}|{p}" for c in vocab.CUISINES for p in vocab.PRICE_LEVELS},
+        ),
+        (
+            "SELECT city, j.value FROM restaurants, json_each(restaurants.environment) j",
+            set(vocab.DINING_ENVIRONMENTS),
+        ),
         ("SELECT city, categories FROM entertainment", set(vocab.ENTERTAINMENT_TYPES)),
     ]
     for sql, expected in checks:
@@ -140,13 +147,24 @@ def test_trains_follow_distance_and_every_city_reaches_every_other(db):
         if r["train_type"] == "High-speed Rail" and r["departure_time"] >= "06:00" and arrival <= 23 * 60:
             day_trip_pairs.add((r["origin_city"], r["destination_city"]))
     pairs = {(a.name, b.name) for a in CITIES for b in CITIES if a != b}
-    served = {tuple(r) for r in db.execute("SELECT DISTINCT origin_city, destination_city FROM trains "
-                                           "WHERE train_type = 'High-speed Rail'")}
+    served = {
+        tuple(r)
+        for r in db.execute(
+            "SELECT DISTINCT origin_city, destination_city FROM trains WHERE train_type = 'High-speed Rail'"
+        )
+    }
     assert served == pairs
     # Every pair whose high-speed trip is under 15 hours has a daytime train avoiding 23:00-06:00.
-    short = {(a, b) for a, b in pairs if db.execute(
-        "SELECT MIN(duration_min) FROM trains WHERE origin_city=? AND destination_city=? "
-        "AND train_type='High-speed Rail'", (a, b)).fetchone()[0] < 15 * 60}
+    short = {
+        (a, b)
+        for a, b in pairs
+        if db.execute(
+            "SELECT MIN(duration_min) FROM trains WHERE origin_city=? AND destination_city=? "
+            "AND train_type='High-speed Rail'",
+            (a, b),
+        ).fetchone()[0]
+        < 15 * 60
+    }
     assert short and short <= day_trip_pairs
 
 
@@ -164,13 +182,18 @@ def test_flights_are_consistent_and_avoid_night(db):
 
 
 def test_weather_covers_every_city_and_day(db):
-    rows = db.execute("SELECT city, COUNT(*), MIN(date), MAX(date), SUM(min_temp > max_temp) "
-                      "FROM weather GROUP BY city").fetchall()
+    rows = db.execute(
+        "SELECT city, COUNT(*), MIN(date), MAX(date), SUM(min_temp > max_temp) FROM weather GROUP BY city"
+    ).fetchall()
     assert len(rows) == 24
     for _, count, first, last, inverted in rows:
         assert (count, first, last, inverted) == (184, "2026-03-01", "2026-08-31", 0)
-    harbin = db.execute("SELECT AVG(max_temp) FROM weather WHERE city='Harbin' AND date LIKE '2026-03%'").fetchone()[0]
-    sanya = db.execute("SELECT AVG(max_temp) FROM weather WHERE city='Sanya' AND date LIKE '2026-03%'").fetchone()[0]
+    harbin = db.execute(
+        "SELECT AVG(max_temp) FROM weather WHERE city='Harbin' AND date LIKE '2026-03%'"
+    ).fetchone()[0]
+    sanya = db.execute(
+        "SELECT AVG(max_temp) FROM weather WHERE city='Sanya' AND date LIKE '2026-03%'"
+    ).fetchone()[0]
     assert sanya > harbin + 15
 
 
@@ -184,7 +207,9 @@ def test_store_lookups(store, db):
     assert poi["id"] == row["id"] and isinstance(poi["facilities"], list)
     assert world.find_poi("hotel", "Chengdu", "No Such Hotel") is None
     assert world.find_poi("restaurant", "Chengdu", row["name"]) is None
-    train = db.execute("SELECT * FROM trains WHERE origin_city='Beijing' AND destination_city='Shanghai'").fetchone()
+    train = db.execute(
+        "SELECT * FROM trains WHERE origin_city='Beijing' AND destination_city='Shanghai'"
+    ).fetchone()
     found = world.trains("Beijing", "Shanghai", train["train_number"])
     assert len(found) == 1 and found[0]["fares"] == json.loads(train["fares"])
     assert world.weather("Chengdu", "2026-05-01")["city"] == "Chengdu"
@@ -211,10 +236,14 @@ def test_loader_round_trip_reproduces_every_row(store, tmp_path):
         limit = f" LIMIT {FLIGHTS_KEPT}" if table == "flights" else ""
         # Each store carries the content hash of its own file (checked when it is opened below).
         where = " WHERE key != 'content_sha256'" if table == "meta" else ""
-        assert a.execute(f"SELECT * FROM {table}{where} ORDER BY rowid{limit}").fetchall() == \
-            b.execute(f"SELECT * FROM {table}{where} ORDER BY rowid").fetchall(), table
-    assert open_world(rebuilt).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text == \
-        open_world(store).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text
+        assert (
+            a.execute(f"SELECT * FROM {table}{where} ORDER BY rowid{limit}").fetchall()
+            == b.execute(f"SELECT * FROM {table}{where} ORDER BY rowid").fetchall()
+        ), table
+    assert (
+        open_world(rebuilt).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text
+        == open_world(store).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text
+    )
 
 
 def test_loader_reads_csv_and_reports_bad_files(store, tmp_path):
@@ -228,8 +257,10 @@ def test_loader_reads_csv_and_reports_bad_files(store, tmp_path):
         writer.writerows(lines)
     build_store_from_files(tmp_path, tmp_path / "ok.sqlite")
     conn = sqlite3.connect(tmp_path / "ok.sqlite")
-    assert conn.execute("SELECT typeof(latitude), latitude FROM cities WHERE name='Beijing'").fetchone() == \
-        ("real", 39.9042)
+    assert conn.execute("SELECT typeof(latitude), latitude FROM cities WHERE name='Beijing'").fetchone() == (
+        "real",
+        39.9042,
+    )
     # A bad value is named in the error, with the file and line.
     broken = [dict(x) for x in lines]
     broken[3]["latitude"] = ""

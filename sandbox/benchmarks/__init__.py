@@ -21,8 +21,20 @@ BENCHMARKS: dict[str, str] = {
     "travelplanner": "sandbox.travelplanner.benchmark:TravelPlannerBenchmark",
 }
 
-__all__ = ["BENCHMARKS", "DEFAULT_BENCHMARK", "Benchmark", "BenchmarkError", "Pair", "Prompt", "TokenCounter",
-           "Verdict", "World", "as_benchmark", "benchmark_class", "get_benchmark"]
+__all__ = [
+    "BENCHMARKS",
+    "DEFAULT_BENCHMARK",
+    "Benchmark",
+    "BenchmarkError",
+    "Pair",
+    "Prompt",
+    "TokenCounter",
+    "Verdict",
+    "World",
+    "as_benchmark",
+    "benchmark_class",
+    "get_benchmark",
+]
 
 
 def benchmark_class(name: str) -> type[Benchmark]:
@@ -35,13 +47,15 @@ def benchmark_class(name: str) -> type[Benchmark]:
     except ModuleNotFoundError as err:
         if err.name is None or not module_name.startswith(err.name):
             raise  # a dependency of the benchmark is missing: a real bug, keep the traceback
-        raise BenchmarkError(f"benchmark {name!r} is not available in this checkout "
-                             f"(module {module_name} not found)") from None
+        raise BenchmarkError(
+            f"benchmark {name!r} is not available in this checkout (module {module_name} not found)"
+        ) from None
     return getattr(module, class_name)
 
 
-def get_benchmark(name: str = DEFAULT_BENCHMARK, data_dir: str | Path | None = None,
-                  **options: Any) -> Benchmark:
+def get_benchmark(
+    name: str = DEFAULT_BENCHMARK, data_dir: str | Path | None = None, **options: Any
+) -> Benchmark:
     """An instance of benchmark `name` over `data_dir` with its keyword `options`."""
     return benchmark_class(name)(data_dir, **options)
 

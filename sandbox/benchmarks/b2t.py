@@ -59,16 +59,29 @@ class B2TBenchmark(Benchmark):
     # -- data preparation ---------------------------------------------------------------------
     @classmethod
     def add_data_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--from-jsonl", type=Path, default=None, metavar="DIR",
-                            help="build the store from DIR/<table>.jsonl or .csv files instead of "
-                            "generating it")
+        parser.add_argument(
+            "--from-jsonl",
+            type=Path,
+            default=None,
+            metavar="DIR",
+            help="build the store from DIR/<table>.jsonl or .csv files instead of generating it",
+        )
         parser.add_argument("--language", default="en", choices=("en", "zh"), help="instruction language")
-        parser.add_argument("--world-only", action="store_true",
-                            help="write world.sqlite only (no instances)")
-        parser.add_argument("--no-expert", action="store_true",
-                            help="skip expert validation and SFT traces (instances are not checked solvable)")
-        parser.add_argument("--instances", type=int, default=None, metavar="N",
-                            help="instances per split and difficulty (default: the scale's)")
+        parser.add_argument(
+            "--world-only", action="store_true", help="write world.sqlite only (no instances)"
+        )
+        parser.add_argument(
+            "--no-expert",
+            action="store_true",
+            help="skip expert validation and SFT traces (instances are not checked solvable)",
+        )
+        parser.add_argument(
+            "--instances",
+            type=int,
+            default=None,
+            metavar="N",
+            help="instances per split and difficulty (default: the scale's)",
+        )
 
     @classmethod
     def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> None:
@@ -87,17 +100,28 @@ class B2TBenchmark(Benchmark):
             counts = build_store_from_files(args.from_jsonl, store)
         else:
             counts = build_world(store, scale=args.scale, seed=args.seed)
-        log(f"world.sqlite: {', '.join(f'{k}={v}' for k, v in counts.items())} "
-            f"({time.perf_counter() - started:.1f}s)")
+        log(
+            f"world.sqlite: {', '.join(f'{k}={v}' for k, v in counts.items())} "
+            f"({time.perf_counter() - started:.1f}s)"
+        )
         if args.world_only:
             return
         if args.instances is not None and args.instances < 1:
             raise BenchmarkError(f"--instances must be >= 1, got {args.instances}")
         sizes = None if args.instances is None else {"train": args.instances, "test": args.instances}
         started = time.perf_counter()
-        result = build_benchmark(store, out_dir, scale=args.scale, seed=args.seed, language=args.language,
-                                 workers=args.workers, use_expert=not args.no_expert, log=log,
-                                 prompt_builder=None if args.no_expert else build_prompt, sizes=sizes)
+        result = build_benchmark(
+            store,
+            out_dir,
+            scale=args.scale,
+            seed=args.seed,
+            language=args.language,
+            workers=args.workers,
+            use_expert=not args.no_expert,
+            log=log,
+            prompt_builder=None if args.no_expert else build_prompt,
+            sizes=sizes,
+        )
         log(f"instances: done ({time.perf_counter() - started:.1f}s; seconds per split {result['timings']})")
 
     @classmethod
@@ -106,8 +130,11 @@ class B2TBenchmark(Benchmark):
 
     @classmethod
     def missing_data(cls, data_dir: Path) -> list[str]:
-        return [p for p in ("world.sqlite", "instances/train.jsonl", "ground_truth/train.jsonl")
-                if not (data_dir / p).exists()]
+        return [
+            p
+            for p in ("world.sqlite", "instances/train.jsonl", "ground_truth/train.jsonl")
+            if not (data_dir / p).exists()
+        ]
 
     # -- instances, world, prompt ---------------------------------------------------------------
     def load_split(self, split: str) -> list[Pair]:
@@ -128,19 +155,39 @@ class B2TBenchmark(Benchmark):
     def world_for(self, visible: dict[str, Any]) -> Any:
         return self.world
 
-    def prompt(self, visible: dict[str, Any], *, variant: str = "b2t", memory: bool = True,
-               max_tokens: int | None = None, count_tokens: TokenCounter | None = None) -> Prompt:
-        return build_prompt(visible, self.world.tool_schemas(), max_tokens=max_tokens,
-                            count_tokens=count_tokens, memory=memory, variant=variant)
+    def prompt(
+        self,
+        visible: dict[str, Any],
+        *,
+        variant: str = "b2t",
+        memory: bool = True,
+        max_tokens: int | None = None,
+        count_tokens: TokenCounter | None = None,
+    ) -> Prompt:
+        return build_prompt(
+            visible,
+            self.world.tool_schemas(),
+            max_tokens=max_tokens,
+            count_tokens=count_tokens,
+            memory=memory,
+            variant=variant,
+        )
 
     # -- judging --------------------------------------------------------------------------------
     def evaluate(self, answer: Any, visible: dict[str, Any], truth: dict[str, Any]) -> EvalResult:
         return evaluate_plan(NO_PLAN if answer is None else answer, visible, truth, self._store)
 
-    def reward(self, verdict: EvalResult | None, any_action_error: bool, *, action_penalty: bool = True,
-               format_gate: bool = True) -> Reward:
-        return compute_reward(verdict, any_action_error, action_penalty=action_penalty,
-                              format_gate=format_gate)
+    def reward(
+        self,
+        verdict: EvalResult | None,
+        any_action_error: bool,
+        *,
+        action_penalty: bool = True,
+        format_gate: bool = True,
+    ) -> Reward:
+        return compute_reward(
+            verdict, any_action_error, action_penalty=action_penalty, format_gate=format_gate
+        )
 
     def metrics(self, verdicts: Sequence[EvalResult]) -> dict[str, Any]:
         return compute_metrics(verdicts)
@@ -152,8 +199,11 @@ class B2TBenchmark(Benchmark):
         return [(r.name, r.passed, r.reason) for r in verdict.results]
 
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
-        return {**super().headline(metrics), "micro_pass_c": metrics["c_micro"],
-                "micro_pass_upc": metrics["upc_micro"]}
+        return {
+            **super().headline(metrics),
+            "micro_pass_c": metrics["c_micro"],
+            "micro_pass_upc": metrics["upc_micro"],
+        }
 
     # -- expert and training data ----------------------------------------------------------------
     def expert_answers(self, pairs: Sequence[Pair]) -> Iterator[tuple[str, str | None]]:

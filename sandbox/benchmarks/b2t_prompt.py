@@ -23,25 +23,33 @@ VARIANTS = ("b2t", "react")
 # Drop order: lower rank goes first.
 _ACTION_RANK = {"click": 0, "add_to_favorites": 1, "favorite": 1, "book": 2}
 
-ROLE = ("You are a seasoned travel planner with long experience in personalised trip planning. "
-        "Understand the user's needs -- including the preferences their past behaviour on our travel "
-        "platform reveals, which they will not state -- gather facts by calling tools, and design a "
-        "thorough, feasible travel plan.")
+ROLE = (
+    "You are a seasoned travel planner with long experience in personalised trip planning. "
+    "Understand the user's needs -- including the preferences their past behaviour on our travel "
+    "platform reveals, which they will not state -- gather facts by calling tools, and design a "
+    "thorough, feasible travel plan."
+)
 
-MEMORY_MODULE = ("You have an internal key-value memory for storing and retrieving key information "
-                 "across turns. Wrap each memory operation in <memory></memory> as JSON: "
-                 '{"action": "write", "key": "...", "value": ...} stores a value, '
-                 '{"action": "read", "key": "..."} (or "key": "all") reads it back.')
+MEMORY_MODULE = (
+    "You have an internal key-value memory for storing and retrieving key information "
+    "across turns. Wrap each memory operation in <memory></memory> as JSON: "
+    '{"action": "write", "key": "...", "value": ...} stores a value, '
+    '{"action": "read", "key": "..."} (or "key": "all") reads it back.'
+)
 
-ACTION_FORMAT = ("Each turn: think briefly inside <think></think>, then act. Call tools with "
-                 '<tool_call>{"name": ..., "arguments": {...}}</tool_call>; several calls in one turn run '
-                 "in parallel. Results come back in the next message. Never guess facts (trains, "
-                 "flights, prices, opening hours, places): look them up.")
+ACTION_FORMAT = (
+    "Each turn: think briefly inside <think></think>, then act. Call tools with "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>; several calls in one turn run '
+    "in parallel. Results come back in the next message. Never guess facts (trains, "
+    "flights, prices, opening hours, places): look them up."
+)
 
-REACT_GUIDANCE = ("Work in a loop of reasoning and acting: think about what you still need inside "
-                  "<think></think>, call one or more tools with "
-                  '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, read the observations '
-                  "that come back, and repeat until you can write the plan.")
+REACT_GUIDANCE = (
+    "Work in a loop of reasoning and acting: think about what you still need inside "
+    "<think></think>, call one or more tools with "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, read the observations '
+    "that come back, and repeat until you can write the plan."
+)
 
 ANSWER_FORMAT = (
     "When you have gathered everything, write the complete plan between <answer> and </answer>, "
@@ -54,7 +62,8 @@ ANSWER_FORMAT = (
     'moves a "transport" {"mode", "duration_min", "distance_km"}; meals also give "meal" '
     "(breakfast, lunch or dinner). Add a description and tips where useful. Day 1 starts with the "
     "outbound trip, the last day ends with the return, and every other day ends with a hotel "
-    "check-in. Keep the total within the budget.")
+    "check-in. Keep the total within the budget."
+)
 
 
 def format_event(event: dict[str, Any]) -> str:
@@ -62,18 +71,24 @@ def format_event(event: dict[str, Any]) -> str:
     details = event.get("details") or {}
     # Sorted keys: the same event reads the same whether it comes from the generator or a JSONL file
     # (SFT traces are framed from the former, rollouts from the latter).
-    detail_text = (json.dumps(details, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-                   if details else "")
-    parts = [str(event.get("timestamp", "")), f"session {event.get('session', '?')}",
-             str(event.get("action", "")).upper(), str(event.get("poi_type", "")),
-             f"{event.get('poi_name', '')} ({event.get('poi_id', '')})"]
+    detail_text = (
+        json.dumps(details, ensure_ascii=False, separators=(",", ":"), sort_keys=True) if details else ""
+    )
+    parts = [
+        str(event.get("timestamp", "")),
+        f"session {event.get('session', '?')}",
+        str(event.get("action", "")).upper(),
+        str(event.get("poi_type", "")),
+        f"{event.get('poi_name', '')} ({event.get('poi_id', '')})",
+    ]
     return " | ".join(parts) + (f" | {detail_text}" if detail_text else "")
 
 
 def _drop_order(trajectory: Sequence[dict[str, Any]]) -> list[int]:
     """Event indices in the order they are dropped: clicks, then favorites, then bookings; oldest first."""
-    return sorted(range(len(trajectory)),
-                  key=lambda i: (_ACTION_RANK.get(str(trajectory[i].get("action")), 0), i))
+    return sorted(
+        range(len(trajectory)), key=lambda i: (_ACTION_RANK.get(str(trajectory[i].get("action")), 0), i)
+    )
 
 
 def _trajectory_text(trajectory: Sequence[dict[str, Any]], dropped: set[int]) -> str:
@@ -94,16 +109,26 @@ def _system_text(variant: str, memory: bool) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def _messages(instance: dict[str, Any], variant: str, memory: bool, dropped: set[int]) -> list[dict[str, str]]:
+def _messages(
+    instance: dict[str, Any], variant: str, memory: bool, dropped: set[int]
+) -> list[dict[str, str]]:
     trajectory = instance.get("trajectory") or []
-    user = (f"Behavior trajectory (oldest first):\n{_trajectory_text(trajectory, dropped)}\n\n"
-            f"Instruction: {instance['instruction']}")
+    user = (
+        f"Behavior trajectory (oldest first):\n{_trajectory_text(trajectory, dropped)}\n\n"
+        f"Instruction: {instance['instruction']}"
+    )
     return [{"role": "system", "content": _system_text(variant, memory)}, {"role": "user", "content": user}]
 
 
-def build_prompt(instance: dict[str, Any], tool_schemas: Sequence[dict[str, Any]] | None, *,
-                 max_tokens: int | None = None, count_tokens: TokenCounter | None = None, memory: bool = True,
-                 variant: str = "b2t") -> Prompt:
+def build_prompt(
+    instance: dict[str, Any],
+    tool_schemas: Sequence[dict[str, Any]] | None,
+    *,
+    max_tokens: int | None = None,
+    count_tokens: TokenCounter | None = None,
+    memory: bool = True,
+    variant: str = "b2t",
+) -> Prompt:
     """The agent prompt for one visible instance (keys `instruction`, `trajectory`).
 
     With `max_tokens` (needs `count_tokens`), trajectory events are dropped until the rendered
@@ -132,9 +157,11 @@ def build_prompt(instance: dict[str, Any], tool_schemas: Sequence[dict[str, Any]
     if fits(full := make(0)):
         return full
     if not fits(make(len(trajectory))):
-        raise BenchmarkError(f"the prompt of {instance.get('id', '?')!r} exceeds {max_tokens} tokens "
-                             "even without its behavior trajectory")
-    lo, hi = 1, len(trajectory)          # smallest number of dropped events that fits (monotone)
+        raise BenchmarkError(
+            f"the prompt of {instance.get('id', '?')!r} exceeds {max_tokens} tokens "
+            "even without its behavior trajectory"
+        )
+    lo, hi = 1, len(trajectory)  # smallest number of dropped events that fits (monotone)
     while lo < hi:
         mid = (lo + hi) // 2
         if fits(make(mid)):

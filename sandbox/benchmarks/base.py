@@ -35,7 +35,7 @@ from sandbox.jsonl import read_jsonl_objects
 from sandbox.reward import Reward
 from sandbox.types import ToolResult
 
-Pair = tuple[dict[str, Any], dict[str, Any]]   # (visible instance, hidden ground truth)
+Pair = tuple[dict[str, Any], dict[str, Any]]  # (visible instance, hidden ground truth)
 Log = Callable[[str], None]
 
 
@@ -84,9 +84,9 @@ class Benchmark(abc.ABC):
     """One benchmark over one data directory. Subclasses are registered in sandbox.benchmarks."""
 
     name: ClassVar[str]
-    splits: ClassVar[tuple[str, ...]]            # split names load_split accepts; first = training split
-    eval_split: ClassVar[str] = "test"           # what training evaluates on when data.eval_split is unset
-    prompt_variants: ClassVar[tuple[str, ...]] = ("b2t", "react")   # first = default
+    splits: ClassVar[tuple[str, ...]]  # split names load_split accepts; first = training split
+    eval_split: ClassVar[str] = "test"  # what training evaluates on when data.eval_split is unset
+    prompt_variants: ClassVar[tuple[str, ...]] = ("b2t", "react")  # first = default
     # "b2t": the framework's agent prompt (memory module, tools); "react": plain ReAct baseline.
 
     def __init__(self, data_dir: str | Path | None, **options: Any) -> None:
@@ -142,8 +142,15 @@ class Benchmark(abc.ABC):
         """The tools the agent uses on this instance (may be shared by all instances)."""
 
     @abc.abstractmethod
-    def prompt(self, visible: dict[str, Any], *, variant: str = "b2t", memory: bool = True,
-               max_tokens: int | None = None, count_tokens: TokenCounter | None = None) -> Prompt:
+    def prompt(
+        self,
+        visible: dict[str, Any],
+        *,
+        variant: str = "b2t",
+        memory: bool = True,
+        max_tokens: int | None = None,
+        count_tokens: TokenCounter | None = None,
+    ) -> Prompt:
         """The agent prompt. With `max_tokens` (needs `count_tokens`), compact it to fit;
         BenchmarkError if it cannot fit or `variant` is not in `prompt_variants`."""
 
@@ -154,8 +161,14 @@ class Benchmark(abc.ABC):
         which is undelivered). Never raises on a bad answer."""
 
     @abc.abstractmethod
-    def reward(self, verdict: Verdict | None, any_action_error: bool, *, action_penalty: bool = True,
-               format_gate: bool = True) -> Reward:
+    def reward(
+        self,
+        verdict: Verdict | None,
+        any_action_error: bool,
+        *,
+        action_penalty: bool = True,
+        format_gate: bool = True,
+    ) -> Reward:
         """R = P_action + R_format * (group fractions); `verdict` None = no answer (SPEC section 7).
         Reward.r_c / r_upc hold the benchmark's two constraint-group fractions."""
 

@@ -9,5 +9,13 @@ from sandbox.evaluator.constraints import C_NAMES, CONSTRAINT_NAMES, CONSTRAINTS
 from sandbox.evaluator.evaluate import EvalResult, evaluate_plan
 from sandbox.evaluator.registry import Constraint, ConstraintResult
 
-__all__ = ["CONSTRAINTS", "CONSTRAINT_NAMES", "C_NAMES", "UPC_NAMES", "Constraint",
-           "ConstraintResult", "EvalResult", "evaluate_plan"]
+__all__ = [
+    "CONSTRAINTS",
+    "CONSTRAINT_NAMES",
+    "C_NAMES",
+    "UPC_NAMES",
+    "Constraint",
+    "ConstraintResult",
+    "EvalResult",
+    "evaluate_plan",
+]

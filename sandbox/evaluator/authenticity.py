@@ -21,24 +21,31 @@ def within_hours(open_min: int | None, close_min: int | None, start: int, end: i
     return start >= open_min or end <= close_min
 
 
-@constraint("poi_authenticity", "Authenticity",
-            "Every restaurant, attraction, entertainment venue and hotel exists in the store in "
-            "the destination city (under its activity type).")
+@constraint(
+    "poi_authenticity",
+    "Authenticity",
+    "Every restaurant, attraction, entertainment venue and hotel exists in the store in "
+    "the destination city (under its activity type).",
+)
 def poi_authenticity(ctx: EvalContext) -> list[str]:
     out = []
     for view, act, poi in ctx.local_activities():
         if not act.name:
             out.append(f"day {view.day.number} {act.label}: no name")
         elif poi is None:
-            out.append(f"day {view.day.number} {act.label}: no {POI_KIND[act.type]} of that "
-                       f"name in {ctx.destination}")
+            out.append(
+                f"day {view.day.number} {act.label}: no {POI_KIND[act.type]} of that "
+                f"name in {ctx.destination}"
+            )
     return out
 
 
 def _goes(act: Activity, origin: str, destination: str) -> bool:
-    return (act.type == "intercity_transport"
-            and normalize_name(act.from_city or "") == normalize_name(origin)
-            and normalize_name(act.to_city or "") == normalize_name(destination))
+    return (
+        act.type == "intercity_transport"
+        and normalize_name(act.from_city or "") == normalize_name(origin)
+        and normalize_name(act.to_city or "") == normalize_name(destination)
+    )
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -58,9 +65,14 @@ def services_for(ctx: EvalContext, date: str | None, act: Activity) -> tuple:
 
 def matching_services(services: tuple, act: Activity) -> list:
     """Services that run the activity's route at its stated times."""
-    return [s for s in services if _same(s.origin_city, act.from_city)
-            and _same(s.destination_city, act.to_city)
-            and s.departure_time == act.start_time and s.arrival_time == act.end_time]
+    return [
+        s
+        for s in services
+        if _same(s.origin_city, act.from_city)
+        and _same(s.destination_city, act.to_city)
+        and s.departure_time == act.start_time
+        and s.arrival_time == act.end_time
+    ]
 
 
 def _seats(service) -> tuple[str, ...]:
@@ -89,18 +101,23 @@ def _service_problem(ctx: EvalContext, date: str | None, act: Activity) -> str |
     matching = matching_services(services, act)
     if not matching:
         s = services[0]
-        return (f"{act.number} runs {s.origin_city} -> {s.destination_city} "
-                f"{s.departure_time}-{s.arrival_time}, not {act.from_city} -> {act.to_city} "
-                f"{act.start_time}-{act.end_time}")
+        return (
+            f"{act.number} runs {s.origin_city} -> {s.destination_city} "
+            f"{s.departure_time}-{s.arrival_time}, not {act.from_city} -> {act.to_city} "
+            f"{act.start_time}-{act.end_time}"
+        )
     offered = {seat for s in matching for seat in _seats(s)}
     if act.seat_class and act.seat_class not in offered:
         return f"{act.number} has no {act.seat_class!r} (offers {', '.join(sorted(offered))})"
     return None
 
 
-@constraint("intercity_transport_authenticity", "Authenticity",
-            "Day 1 starts with the outbound and the last day ends with the return; every "
-            "train/flight exists with its route, times, date and seat class.")
+@constraint(
+    "intercity_transport_authenticity",
+    "Authenticity",
+    "Day 1 starts with the outbound and the last day ends with the return; every "
+    "train/flight exists with its route, times, date and seat class.",
+)
 def intercity_transport_authenticity(ctx: EvalContext) -> list[str]:
     out = []
     q = ctx.query
@@ -109,8 +126,9 @@ def intercity_transport_authenticity(ctx: EvalContext) -> list[str]:
         if not (first and _goes(first[0], q.origin, q.destination)):
             out.append(f"day 1 does not start with transport {q.origin} -> {q.destination}")
         if not (last and _goes(last[-1], q.destination, q.origin)):
-            out.append(f"day {ctx.days[-1].day.number} does not end with transport "
-                       f"{q.destination} -> {q.origin}")
+            out.append(
+                f"day {ctx.days[-1].day.number} does not end with transport {q.destination} -> {q.origin}"
+            )
     for view, act in ctx.intercity():
         problem = _service_problem(ctx, view.date, act)
         if problem:
@@ -118,9 +136,12 @@ def intercity_transport_authenticity(ctx: EvalContext) -> list[str]:
     return out
 
 
-@constraint("local_transport_authenticity", "Authenticity",
-            "Every local trip uses a known mode and its duration is within max(10 min, 25%) of "
-            "MapGuide's for that mode between the two places.")
+@constraint(
+    "local_transport_authenticity",
+    "Authenticity",
+    "Every local trip uses a known mode and its duration is within max(10 min, 25%) of "
+    "MapGuide's for that mode between the two places.",
+)
 def local_transport_authenticity(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
@@ -131,17 +152,20 @@ def local_transport_authenticity(ctx: EvalContext) -> list[str]:
                 out.append(f"{where}: unknown local transport mode {mode!r}")
             elif leg.expected is not None and stated is not None:
                 expected = leg.expected.duration_min
-                tolerance = max(LOCAL_DURATION_TOLERANCE_MIN,
-                                LOCAL_DURATION_TOLERANCE_FRACTION * expected)
+                tolerance = max(LOCAL_DURATION_TOLERANCE_MIN, LOCAL_DURATION_TOLERANCE_FRACTION * expected)
                 if abs(stated - expected) > tolerance:
-                    out.append(f"{where}: {mode} takes about {expected} min "
-                               f"({leg.expected.distance_km} km), plan says {stated:g} min")
+                    out.append(
+                        f"{where}: {mode} takes about {expected} min "
+                        f"({leg.expected.distance_km} km), plan says {stated:g} min"
+                    )
     return out
 
 
-@constraint("business_hours", "Authenticity",
-            "Every visit (meal, attraction, entertainment, hotel check-in) lies within the "
-            "place's business hours.")
+@constraint(
+    "business_hours",
+    "Authenticity",
+    "Every visit (meal, attraction, entertainment, hotel check-in) lies within the place's business hours.",
+)
 def business_hours(ctx: EvalContext) -> list[str]:
     out = []
     for view, act, poi in ctx.local_activities():

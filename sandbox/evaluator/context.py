@@ -27,8 +27,12 @@ from sandbox.plan import LOCAL_TYPES, Activity, Day, Plan, normalize_name
 # Routes between store places repeat across plans of a world: compute each once.
 _local_route = lru_cache(maxsize=65536)(geo.local_route)
 
-POI_KIND = {"meal": "restaurant", "attraction": "attraction", "entertainment": "entertainment",
-            "hotel": "hotel"}
+POI_KIND = {
+    "meal": "restaurant",
+    "attraction": "attraction",
+    "entertainment": "entertainment",
+    "hotel": "hotel",
+}
 DAY_MINUTES = 24 * 60
 
 
@@ -44,8 +48,11 @@ class Query:
     @property
     def needs_intercity(self) -> bool:
         """A trip from another city starts and ends with intercity transport."""
-        return bool(self.origin and self.destination and
-                    normalize_name(self.origin) != normalize_name(self.destination))
+        return bool(
+            self.origin
+            and self.destination
+            and normalize_name(self.origin) != normalize_name(self.destination)
+        )
 
     def date_of(self, day_number: int) -> str | None:
         if self.start_date is None:
@@ -159,9 +166,14 @@ class EvalContext:
             start = (hotels[-1].latitude, hotels[-1].longitude) if hotels and hotels[-1] else None
         return views
 
-    def _day_view(self, day: Day, is_first: bool, is_last: bool,
-                  start: tuple[float, float] | None,
-                  centre: tuple[float, float] | None) -> DayView:
+    def _day_view(
+        self,
+        day: Day,
+        is_first: bool,
+        is_last: bool,
+        start: tuple[float, float] | None,
+        centre: tuple[float, float] | None,
+    ) -> DayView:
         """`start`: where the day begins (None when unknown: then its first leg is not checked)."""
         dest = normalize_name(self.destination)
         place = start
@@ -187,8 +199,18 @@ class EvalContext:
             place = here
         arrive = min((a.end for a in outbound), default=0) if is_first else 0
         depart = max((a.start for a in returns), default=DAY_MINUTES) if is_last else DAY_MINUTES
-        return DayView(day, self.query.date_of(day.number), pois, legs, arrive, depart, is_first,
-                       is_last, outbound, returns)
+        return DayView(
+            day,
+            self.query.date_of(day.number),
+            pois,
+            legs,
+            arrive,
+            depart,
+            is_first,
+            is_last,
+            outbound,
+            returns,
+        )
 
     # ---- helpers shared by checks
 

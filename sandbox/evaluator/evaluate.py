@@ -55,17 +55,22 @@ class EvalResult:
         return [r for r in self.results if not r.passed]
 
     def to_dict(self) -> dict:
-        return {"id": self.instance_id, "difficulty": self.difficulty,
-                "delivered": self.delivered, "reason": self.reason,
-                "results": {r.name: {"passed": r.passed, "reason": r.reason}
-                            for r in self.results}}
+        return {
+            "id": self.instance_id,
+            "difficulty": self.difficulty,
+            "delivered": self.delivered,
+            "reason": self.reason,
+            "results": {r.name: {"passed": r.passed, "reason": r.reason} for r in self.results},
+        }
 
 
-def _undelivered(reason: str, instance: dict,
-                 ungated: list[ConstraintResult] | None = None) -> EvalResult:
-    results = [ConstraintResult(c.name, c.category, c.group, False,
-                                reason if c.category == "Format" else "plan not delivered")
-               for c in CONSTRAINTS]
+def _undelivered(reason: str, instance: dict, ungated: list[ConstraintResult] | None = None) -> EvalResult:
+    results = [
+        ConstraintResult(
+            c.name, c.category, c.group, False, reason if c.category == "Format" else "plan not delivered"
+        )
+        for c in CONSTRAINTS
+    ]
     return EvalResult(False, results, reason, *_ids(instance), ungated=ungated)
 
 
@@ -93,8 +98,7 @@ def evaluate_plan(answer: Any, instance: dict | None, ground_truth: dict, world:
     results = []
     for c in CONSTRAINTS:
         violations = c.check(ctx)
-        results.append(ConstraintResult(c.name, c.category, c.group, not violations,
-                                        summarize(violations)))
+        results.append(ConstraintResult(c.name, c.category, c.group, not violations, summarize(violations)))
     if not results[0].passed:  # CONSTRAINTS[0] is the format check
         return _undelivered(results[0].reason, instance, ungated=results)
     return EvalResult(True, results, "", *_ids(instance))

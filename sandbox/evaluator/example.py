@@ -25,25 +25,45 @@ PEOPLE = 2
 
 GROUND_TRUTH = {
     "id": "test-hard-00001",
-    "query": {"origin": "Shanghai", "destination": "Chengdu", "start_date": "2026-05-01",
-              "days": 3, "people": PEOPLE, "budget": 12000},
+    "query": {
+        "origin": "Shanghai",
+        "destination": "Chengdu",
+        "start_date": "2026-05-01",
+        "days": 3,
+        "people": PEOPLE,
+        "budget": 12000,
+    },
     "profile": {
         "hotel": {"star_requirement": ["5-Star/Luxury"], "essential_facilities": ["Gym", "Free WiFi"]},
-        "attraction": {"preferred_attraction_types": ["Museum/Exhibition", "Cultural/Historic Site",
-                                                      "Park/Square"],
-                       "walking_tolerance": "Medium (3-5km)"},
-        "dining": {"cuisine_preferences": ["Sichuan Cuisine", "Hot Pot"],
-                   "price_level": "Moderate (80-150 CNY/person)",
-                   "dining_environment": ["Quiet", "Scenic View"]},
-        "transportation": {"intercity_transport": "High-speed Rail", "intracity_transport": "Subway",
-                           "seat_class": "Second Class Seat"},
-        "history": {"accommodations": ["Old Town Inn"], "restaurants": ["Forgotten Dumplings"],
-                    "attractions": ["Visited Pagoda"], "transportation": ["G1"]},
+        "attraction": {
+            "preferred_attraction_types": ["Museum/Exhibition", "Cultural/Historic Site", "Park/Square"],
+            "walking_tolerance": "Medium (3-5km)",
+        },
+        "dining": {
+            "cuisine_preferences": ["Sichuan Cuisine", "Hot Pot"],
+            "price_level": "Moderate (80-150 CNY/person)",
+            "dining_environment": ["Quiet", "Scenic View"],
+        },
+        "transportation": {
+            "intercity_transport": "High-speed Rail",
+            "intracity_transport": "Subway",
+            "seat_class": "Second Class Seat",
+        },
+        "history": {
+            "accommodations": ["Old Town Inn"],
+            "restaurants": ["Forgotten Dumplings"],
+            "attractions": ["Visited Pagoda"],
+            "transportation": ["G1"],
+        },
     },
 }
-INSTANCE = {"id": "test-hard-00001", "split": "test", "difficulty": "hard",
-            "instruction": "A 3-day trip from Shanghai to Chengdu for two, budget 12,000 CNY.",
-            "trajectory": []}
+INSTANCE = {
+    "id": "test-hard-00001",
+    "split": "test",
+    "difficulty": "hard",
+    "instruction": "A 3-day trip from Shanghai to Chengdu for two, budget 12,000 CNY.",
+    "trajectory": [],
+}
 
 # name -> (offset north km, offset east km, cuisine, avg price, environment, open, close)
 RESTAURANTS = {
@@ -93,39 +113,85 @@ HOTELS = {
 }
 # number, type, from, to, departure, arrival, fares
 TRAINS = (
-    ("G1", "High-speed Rail", "Shanghai", "Chengdu", "07:00", "11:30",
-     {"Second Class Seat": 800.0, "First Class Seat": 1300.0}),
-    ("G2", "High-speed Rail", "Chengdu", "Shanghai", "17:30", "22:00",
-     {"Second Class Seat": 800.0, "First Class Seat": 1300.0}),
-    ("D5", "High-speed Rail", "Chengdu", "Shanghai", "17:30", "23:30",
-     {"Second Class Seat": 800.0, "First Class Seat": 1300.0}),
-    ("K1", "Regular Train", "Shanghai", "Chengdu", "07:00", "11:30",
-     {"Second Class Seat": 800.0, "First Class Seat": 1300.0}),
-    ("G7", "High-speed Rail", "Shanghai", "Chengdu", "13:30", "18:10",
-     {"Second Class Seat": 800.0, "First Class Seat": 1300.0}),
+    (
+        "G1",
+        "High-speed Rail",
+        "Shanghai",
+        "Chengdu",
+        "07:00",
+        "11:30",
+        {"Second Class Seat": 800.0, "First Class Seat": 1300.0},
+    ),
+    (
+        "G2",
+        "High-speed Rail",
+        "Chengdu",
+        "Shanghai",
+        "17:30",
+        "22:00",
+        {"Second Class Seat": 800.0, "First Class Seat": 1300.0},
+    ),
+    (
+        "D5",
+        "High-speed Rail",
+        "Chengdu",
+        "Shanghai",
+        "17:30",
+        "23:30",
+        {"Second Class Seat": 800.0, "First Class Seat": 1300.0},
+    ),
+    (
+        "K1",
+        "Regular Train",
+        "Shanghai",
+        "Chengdu",
+        "07:00",
+        "11:30",
+        {"Second Class Seat": 800.0, "First Class Seat": 1300.0},
+    ),
+    (
+        "G7",
+        "High-speed Rail",
+        "Shanghai",
+        "Chengdu",
+        "13:30",
+        "18:10",
+        {"Second Class Seat": 800.0, "First Class Seat": 1300.0},
+    ),
 )
 # number, from, to, date, departure, arrival, cabin, total price per adult
 FLIGHTS = (("3U8888", "Shanghai", "Chengdu", "2026-05-01", "08:00", "11:00", "Economy Class", 1200.0),)
-WEATHER = {"2026-05-01": ("Sunny", 26, 15), "2026-05-02": ("Cloudy", 24, 16),
-           "2026-05-03": ("Light Rain", 22, 15)}
+WEATHER = {
+    "2026-05-01": ("Sunny", 26, 15),
+    "2026-05-02": ("Cloudy", 24, 16),
+    "2026-05-03": ("Light Rain", 22, 15),
+}
 
 
 def _latlon(north_km: float, east_km: float, city: str = "Chengdu") -> tuple[float, float]:
     lat0, lon0 = CENTRE[city]
-    return (lat0 + north_km / 111.195,
-            lon0 + east_km / (111.195 * math.cos(math.radians(lat0))))
+    return (lat0 + north_km / 111.195, lon0 + east_km / (111.195 * math.cos(math.radians(lat0))))
 
 
 def _insert(conn: sqlite3.Connection, table: str, row: dict) -> None:
-    conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                 tuple(row.values()))
+    conn.execute(
+        f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
+    )
 
 
 def _poi_common(kind: str, n: int, name: str, north: float, east: float) -> dict:
     lat, lon = _latlon(north, east)
-    return {"id": f"{kind}-Chengdu-{n}", "name": name, "details": f"{name} in Chengdu.",
-            "address": f"No. {n} Test Road, Chengdu", "phone": "028-0000000", "province": "Sichuan",
-            "city": "Chengdu", "longitude": lon, "latitude": lat}
+    return {
+        "id": f"{kind}-Chengdu-{n}",
+        "name": name,
+        "details": f"{name} in Chengdu.",
+        "address": f"No. {n} Test Road, Chengdu",
+        "phone": "028-0000000",
+        "province": "Sichuan",
+        "city": "Chengdu",
+        "longitude": lon,
+        "latitude": lat,
+    }
 
 
 def build_mini_world(path: str | Path) -> Path:
@@ -139,55 +205,174 @@ def build_mini_world(path: str | Path) -> Path:
     for ddl in INDEXES:
         conn.execute(ddl)
     for city, (lat, lon) in CENTRE.items():
-        _insert(conn, "cities", {"name": city, "name_zh": city, "province": "P", "latitude": lat,
-                                 "longitude": lon, "description": f"{city} city.",
-                                 "airports": "[]", "stations": "[]"})
+        _insert(
+            conn,
+            "cities",
+            {
+                "name": city,
+                "name_zh": city,
+                "province": "P",
+                "latitude": lat,
+                "longitude": lon,
+                "description": f"{city} city.",
+                "airports": "[]",
+                "stations": "[]",
+            },
+        )
     for n, (name, (north, east, cuisine, price, env, op, cl)) in enumerate(RESTAURANTS.items()):
-        _insert(conn, "restaurants", _poi_common("R", n, name, north, east) | {
-            "location": "Jinjiang", "primary_category": "Food", "secondary_category": cuisine,
-            "tertiary_category": cuisine, "business_hours": f"{op}-{cl}", "open_time": op,
-            "close_time": cl, "rating_rank": n + 1, "parking": "None", "avg_price": price,
-            "price_level": "", "environment": json.dumps(env), "avg_rating": 4.5, "reviews": "[]"})
+        _insert(
+            conn,
+            "restaurants",
+            _poi_common("R", n, name, north, east)
+            | {
+                "location": "Jinjiang",
+                "primary_category": "Food",
+                "secondary_category": cuisine,
+                "tertiary_category": cuisine,
+                "business_hours": f"{op}-{cl}",
+                "open_time": op,
+                "close_time": cl,
+                "rating_rank": n + 1,
+                "parking": "None",
+                "avg_price": price,
+                "price_level": "",
+                "environment": json.dumps(env),
+                "avg_rating": 4.5,
+                "reviews": "[]",
+            },
+        )
     for n, (name, (north, east, kind, price, walk, op, cl)) in enumerate(ATTRACTIONS.items()):
-        _insert(conn, "attractions", _poi_common("A", n, name, north, east) | {
-            "cover_image": "", "location": "Jinjiang", "category_name": "Attraction",
-            "attraction_type": kind, "custom_type": kind, "opening_hours": f"{op}-{cl}",
-            "open_time": op, "close_time": cl, "best_season": "All year",
-            "recommended_duration_min": 120, "walking_km": walk, "avg_price": price,
-            "avg_rating": 4.6, "reviews": "[]", "ticket_info": "[]"})
+        _insert(
+            conn,
+            "attractions",
+            _poi_common("A", n, name, north, east)
+            | {
+                "cover_image": "",
+                "location": "Jinjiang",
+                "category_name": "Attraction",
+                "attraction_type": kind,
+                "custom_type": kind,
+                "opening_hours": f"{op}-{cl}",
+                "open_time": op,
+                "close_time": cl,
+                "best_season": "All year",
+                "recommended_duration_min": 120,
+                "walking_km": walk,
+                "avg_price": price,
+                "avg_rating": 4.6,
+                "reviews": "[]",
+                "ticket_info": "[]",
+            },
+        )
     for n, (name, (north, east, kind, price, op, cl)) in enumerate(ENTERTAINMENT.items()):
-        _insert(conn, "entertainment", _poi_common("E", n, name, north, east) | {
-            "cover_image": "", "district": "Jinjiang", "categories": kind,
-            "business_hours": f"{op}-{cl}", "open_time": op, "close_time": cl, "rating_rank": 1,
-            "avg_price": price, "avg_rating": 4.4})
+        _insert(
+            conn,
+            "entertainment",
+            _poi_common("E", n, name, north, east)
+            | {
+                "cover_image": "",
+                "district": "Jinjiang",
+                "categories": kind,
+                "business_hours": f"{op}-{cl}",
+                "open_time": op,
+                "close_time": cl,
+                "rating_rank": 1,
+                "avg_price": price,
+                "avg_rating": 4.4,
+            },
+        )
     for n, (name, (north, east, star, facilities, price)) in enumerate(HOTELS.items()):
-        _insert(conn, "hotels", _poi_common("H", n, name, north, east) | {
-            "cover_image": "", "district": "Jinjiang", "primary_category": "Hotel",
-            "secondary_category": star, "tertiary_category": "Hotel",
-            "business_hours": "00:00-24:00", "rating_rank": 1, "parking": "Free parking",
-            "wifi": int("Free WiFi" in facilities), "facilities": json.dumps(facilities),
-            "avg_price": price, "avg_rating": 4.7, "reviews": "[]", "room_info": "[]"})
+        _insert(
+            conn,
+            "hotels",
+            _poi_common("H", n, name, north, east)
+            | {
+                "cover_image": "",
+                "district": "Jinjiang",
+                "primary_category": "Hotel",
+                "secondary_category": star,
+                "tertiary_category": "Hotel",
+                "business_hours": "00:00-24:00",
+                "rating_rank": 1,
+                "parking": "Free parking",
+                "wifi": int("Free WiFi" in facilities),
+                "facilities": json.dumps(facilities),
+                "avg_price": price,
+                "avg_rating": 4.7,
+                "reviews": "[]",
+                "room_info": "[]",
+            },
+        )
     for number, kind, origin, dest, dep, arr, fares in TRAINS:
-        _insert(conn, "trains", {"train_number": number, "train_type": kind, "origin_city": origin,
-                                 "origin_station": f"{origin} Station", "destination_city": dest,
-                                 "destination_station": f"{dest} Station", "departure_time": dep,
-                                 "arrival_time": arr, "arrival_day_offset": 0, "duration_text": "",
-                                 "duration_min": 0, "fares": json.dumps(fares)})
+        _insert(
+            conn,
+            "trains",
+            {
+                "train_number": number,
+                "train_type": kind,
+                "origin_city": origin,
+                "origin_station": f"{origin} Station",
+                "destination_city": dest,
+                "destination_station": f"{dest} Station",
+                "departure_time": dep,
+                "arrival_time": arr,
+                "arrival_day_offset": 0,
+                "duration_text": "",
+                "duration_min": 0,
+                "fares": json.dumps(fares),
+            },
+        )
     for number, origin, dest, date, dep, arr, cabin, price in FLIGHTS:
-        _insert(conn, "flights", {
-            "flight_number": number, "airline": "Sichuan Airlines", "airline_code": number[:2],
-            "origin_city": origin, "origin_city_code": "SHA", "destination_city": dest,
-            "destination_city_code": "CTU", "origin_airport": "PVG", "origin_airport_code": "PVG",
-            "destination_airport": "TFU", "destination_airport_code": "TFU",
-            "departure_date": date, "departure_time": dep, "arrival_date": date,
-            "arrival_time": arr, "duration_min": 180, "departure_terminal": "T2",
-            "arrival_terminal": "T1", "aircraft": "A320", "cabin_class": cabin, "cabin_code": "Y",
-            "adult_fare": price, "child_fare": price, "fuel_surcharge": 0, "airport_fee": 0,
-            "total_price": price, "discount": 1.0, "on_time_rate": 0.9, "meal": 1,
-            "codeshare": ""})
+        _insert(
+            conn,
+            "flights",
+            {
+                "flight_number": number,
+                "airline": "Sichuan Airlines",
+                "airline_code": number[:2],
+                "origin_city": origin,
+                "origin_city_code": "SHA",
+                "destination_city": dest,
+                "destination_city_code": "CTU",
+                "origin_airport": "PVG",
+                "origin_airport_code": "PVG",
+                "destination_airport": "TFU",
+                "destination_airport_code": "TFU",
+                "departure_date": date,
+                "departure_time": dep,
+                "arrival_date": date,
+                "arrival_time": arr,
+                "duration_min": 180,
+                "departure_terminal": "T2",
+                "arrival_terminal": "T1",
+                "aircraft": "A320",
+                "cabin_class": cabin,
+                "cabin_code": "Y",
+                "adult_fare": price,
+                "child_fare": price,
+                "fuel_surcharge": 0,
+                "airport_fee": 0,
+                "total_price": price,
+                "discount": 1.0,
+                "on_time_rate": 0.9,
+                "meal": 1,
+                "codeshare": "",
+            },
+        )
     for date, (condition, hi, lo) in WEATHER.items():
-        _insert(conn, "weather", {"city": "Chengdu", "date": date, "max_temp": hi, "min_temp": lo,
-                                  "weather": condition, "wind": "calm", "air_quality": "Good"})
+        _insert(
+            conn,
+            "weather",
+            {
+                "city": "Chengdu",
+                "date": date,
+                "max_temp": hi,
+                "min_temp": lo,
+                "weather": condition,
+                "wind": "calm",
+                "air_quality": "Good",
+            },
+        )
     conn.commit()
     conn.close()
     return path
@@ -195,15 +380,23 @@ def build_mini_world(path: str | Path) -> Path:
 
 # --------------------------------------------------------------------------- the valid plan
 
+
 def _train(number: str, seat: str = "Second Class Seat") -> dict:
     _, _, origin, dest, dep, arr, fares = next(t for t in TRAINS if t[0] == number)
-    return {"type": "intercity_transport", "mode": "train", "number": number,
-            "from_city": origin, "to_city": dest, "start_time": dep, "end_time": arr,
-            "seat_class": seat, "price": fares[seat] * PEOPLE}
+    return {
+        "type": "intercity_transport",
+        "mode": "train",
+        "number": number,
+        "from_city": origin,
+        "to_city": dest,
+        "start_time": dep,
+        "end_time": arr,
+        "seat_class": seat,
+        "price": fares[seat] * PEOPLE,
+    }
 
 
-def visit(kind: str, name: str, start: str, end: str, mode: str = "Taxi", meal: str | None = None
-          ) -> dict:
+def visit(kind: str, name: str, start: str, end: str, mode: str = "Taxi", meal: str | None = None) -> dict:
     """A meal/attraction/entertainment/hotel activity with its store price; transport by route_plan."""
     if kind == "meal":
         price = RESTAURANTS[name][3] * PEOPLE
@@ -213,19 +406,30 @@ def visit(kind: str, name: str, start: str, end: str, mode: str = "Taxi", meal: 
         price = ENTERTAINMENT[name][3] * PEOPLE
     else:
         price = HOTELS[name][4] * math.ceil(PEOPLE / 2)
-    act = {"type": kind, **({"meal": meal} if meal else {}), "name": name, "start_time": start,
-           "end_time": end, "price": price, "transport": {"mode": mode},
-           "description": f"{name}: a local favourite worth the trip.",
-           "tips": "Arrive a little early to avoid queues."}
+    act = {
+        "type": kind,
+        **({"meal": meal} if meal else {}),
+        "name": name,
+        "start_time": start,
+        "end_time": end,
+        "price": price,
+        "transport": {"mode": mode},
+        "description": f"{name}: a local favourite worth the trip.",
+        "tips": "Arrive a little early to avoid queues.",
+    }
     return act
 
 
 def _day(n: int, activities: list[dict]) -> dict:
     condition, hi, lo = WEATHER[TRIP_DATES[n - 1]]
-    return {"day": n, "date": TRIP_DATES[n - 1], "city": "Chengdu",
-            "weather": {"condition": condition, "max_temp": hi, "min_temp": lo},
-            "city_info": "Chengdu, capital of Sichuan: pandas, teahouses and spicy food.",
-            "activities": activities}
+    return {
+        "day": n,
+        "date": TRIP_DATES[n - 1],
+        "city": "Chengdu",
+        "weather": {"condition": condition, "max_temp": hi, "min_temp": lo},
+        "city_info": "Chengdu, capital of Sichuan: pandas, teahouses and spicy food.",
+        "activities": activities,
+    }
 
 
 def _place(name: str) -> tuple[float, float]:
@@ -266,32 +470,41 @@ def valid_plan() -> list[dict]:
 
 
 _VALID = [
-    _day(1, [
-        _train("G1"),
-        visit("meal", "Lotus Pond Kitchen", "12:10", "13:10", meal="lunch"),
-        visit("attraction", "Wenshu Monastery Museum", "13:50", "15:50"),
-        visit("attraction", "Kuanzhai Old Lanes", "16:20", "17:20"),
-        visit("meal", "Bamboo Hotpot", "18:00", "19:00", meal="dinner"),
-        visit("hotel", "Jinjiang Grand Hotel", "19:40", "20:00"),
-    ]),
-    _day(2, [
-        visit("meal", "Morning Dew Noodles", "08:00", "08:40", mode="Walking", meal="breakfast"),
-        visit("attraction", "Sichuan Museum", "09:20", "10:40"),
-        visit("attraction", "Du Fu Thatched Cottage", "11:10", "11:50"),
-        visit("meal", "Teahouse Garden", "12:30", "13:20", meal="lunch"),
-        visit("attraction", "People's Park", "14:00", "15:30"),
-        visit("attraction", "Wuhou Shrine", "16:00", "16:50"),
-        visit("meal", "Red Lantern Hotpot", "17:30", "18:20", meal="dinner"),
-        visit("entertainment", "Shu Opera House", "19:00", "20:30"),
-        visit("hotel", "Jinjiang Grand Hotel", "21:00", "21:15"),
-    ]),
-    _day(3, [
-        visit("meal", "Sunrise Dumplings", "08:00", "08:40", mode="Walking", meal="breakfast"),
-        visit("attraction", "Jinsha Site Museum", "09:20", "11:30"),
-        visit("meal", "Jade River Bistro", "12:00", "13:00", meal="lunch"),
-        visit("attraction", "Tianfu Square", "14:10", "16:00"),
-        _train("G2"),
-    ]),
+    _day(
+        1,
+        [
+            _train("G1"),
+            visit("meal", "Lotus Pond Kitchen", "12:10", "13:10", meal="lunch"),
+            visit("attraction", "Wenshu Monastery Museum", "13:50", "15:50"),
+            visit("attraction", "Kuanzhai Old Lanes", "16:20", "17:20"),
+            visit("meal", "Bamboo Hotpot", "18:00", "19:00", meal="dinner"),
+            visit("hotel", "Jinjiang Grand Hotel", "19:40", "20:00"),
+        ],
+    ),
+    _day(
+        2,
+        [
+            visit("meal", "Morning Dew Noodles", "08:00", "08:40", mode="Walking", meal="breakfast"),
+            visit("attraction", "Sichuan Museum", "09:20", "10:40"),
+            visit("attraction", "Du Fu Thatched Cottage", "11:10", "11:50"),
+            visit("meal", "Teahouse Garden", "12:30", "13:20", meal="lunch"),
+            visit("attraction", "People's Park", "14:00", "15:30"),
+            visit("attraction", "Wuhou Shrine", "16:00", "16:50"),
+            visit("meal", "Red Lantern Hotpot", "17:30", "18:20", meal="dinner"),
+            visit("entertainment", "Shu Opera House", "19:00", "20:30"),
+            visit("hotel", "Jinjiang Grand Hotel", "21:00", "21:15"),
+        ],
+    ),
+    _day(
+        3,
+        [
+            visit("meal", "Sunrise Dumplings", "08:00", "08:40", mode="Walking", meal="breakfast"),
+            visit("attraction", "Jinsha Site Museum", "09:20", "11:30"),
+            visit("meal", "Jade River Bistro", "12:00", "13:00", meal="lunch"),
+            visit("attraction", "Tianfu Square", "14:10", "16:00"),
+            _train("G2"),
+        ],
+    ),
 ]
 
 

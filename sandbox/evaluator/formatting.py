@@ -12,9 +12,12 @@ from sandbox.evaluator.context import EvalContext
 from sandbox.evaluator.registry import constraint
 
 
-@constraint("json_format", "Format",
-            "Valid JSON plan: a list of day objects (one per trip day, numbered 1..N, the trip's "
-            "dates) whose activities have a known type and HH:MM start/end times.")
+@constraint(
+    "json_format",
+    "Format",
+    "Valid JSON plan: a list of day objects (one per trip day, numbered 1..N, the trip's "
+    "dates) whose activities have a known type and HH:MM start/end times.",
+)
 def json_format(ctx: EvalContext) -> list[str]:
     out = []
     days = ctx.plan.days

@@ -73,13 +73,13 @@ class WeatherRecord:
 
 _POI_QUERIES = {
     "restaurant": "SELECT name, latitude, longitude, open_time, close_time, secondary_category, "
-                  "avg_price, environment FROM restaurants WHERE city = ?",
+    "avg_price, environment FROM restaurants WHERE city = ?",
     "hotel": "SELECT name, latitude, longitude, business_hours, secondary_category, avg_price, "
-             "facilities, wifi FROM hotels WHERE city = ?",
+    "facilities, wifi FROM hotels WHERE city = ?",
     "attraction": "SELECT name, latitude, longitude, open_time, close_time, attraction_type, "
-                  "avg_price, walking_km FROM attractions WHERE city = ?",
+    "avg_price, walking_km FROM attractions WHERE city = ?",
     "entertainment": "SELECT name, latitude, longitude, open_time, close_time, categories, "
-                     "avg_price FROM entertainment WHERE city = ?",
+    "avg_price FROM entertainment WHERE city = ?",
 }
 
 
@@ -103,8 +103,9 @@ def _poi_from_row(kind: str, row: tuple) -> Poi:
         facilities = set(_json_list(row[6]))
         if row[7]:
             facilities.add("Free WiFi")
-        return Poi(kind, name, lat, lon, open_min, close_min, row[4], float(row[5]),
-                   facilities=frozenset(facilities))
+        return Poi(
+            kind, name, lat, lon, open_min, close_min, row[4], float(row[5]), facilities=frozenset(facilities)
+        )
     open_min, close_min = time_to_minutes(row[3]), time_to_minutes(row[4])
     common = (kind, name, lat, lon, open_min, close_min, row[5], float(row[6]))
     if kind == "restaurant":
@@ -147,14 +148,18 @@ class WorldIndex:
 
     def city(self, name: str) -> CityInfo | None:
         if self._cities is None:
-            self._cities = {normalize_name(r[0]): CityInfo(*r) for r in self._query(
-                "SELECT name, latitude, longitude FROM cities")}
+            self._cities = {
+                normalize_name(r[0]): CityInfo(*r)
+                for r in self._query("SELECT name, latitude, longitude FROM cities")
+            }
         return self._cities.get(normalize_name(name))
 
     def _train(self, number: str) -> tuple[TrainService, ...]:
         rows = self._query(
             "SELECT train_number, train_type, origin_city, destination_city, departure_time, "
-            "arrival_time, fares FROM trains WHERE train_number = ?", (number,))
+            "arrival_time, fares FROM trains WHERE train_number = ?",
+            (number,),
+        )
         out = []
         for row in rows:
             try:
@@ -168,12 +173,14 @@ class WorldIndex:
         rows = self._query(
             "SELECT flight_number, origin_city, destination_city, departure_time, arrival_time, "
             "cabin_class, total_price FROM flights WHERE flight_number = ? AND departure_date = ?",
-            (number, date))
+            (number, date),
+        )
         return tuple(FlightService(*row) for row in rows)
 
     def _weather(self, city: str, date: str) -> WeatherRecord | None:
-        rows = self._query("SELECT weather, max_temp, min_temp FROM weather WHERE city = ? AND "
-                           "date = ?", (city, date))
+        rows = self._query(
+            "SELECT weather, max_temp, min_temp FROM weather WHERE city = ? AND date = ?", (city, date)
+        )
         return WeatherRecord(*rows[0]) if rows else None
 
 
@@ -188,11 +195,19 @@ def store_path(world: Any) -> str:
     if isinstance(world, (str, os.PathLike)):
         path = os.fspath(world)
     else:
-        path = next((os.fspath(getattr(world, attr)) for attr in ("path", "db_path", "store_path")
-                     if isinstance(getattr(world, attr, None), (str, os.PathLike))), None)
+        path = next(
+            (
+                os.fspath(getattr(world, attr))
+                for attr in ("path", "db_path", "store_path")
+                if isinstance(getattr(world, attr, None), (str, os.PathLike))
+            ),
+            None,
+        )
         if path is None:
-            raise TypeError(f"cannot find the store file of {type(world).__name__}; pass a "
-                            "World, a WorldIndex or the path of world.sqlite")
+            raise TypeError(
+                f"cannot find the store file of {type(world).__name__}; pass a "
+                "World, a WorldIndex or the path of world.sqlite"
+            )
     if os.path.isdir(path):
         path = os.path.join(path, "world.sqlite")
     return os.path.abspath(path)

@@ -22,8 +22,9 @@ from sandbox.vocab import PRICE_LEVEL_RANGE, WALKING_LIMIT_KM
 _HIGH_SPEED_PREFIXES = ("G", "D", "C")
 
 
-def _matches(ctx: EvalContext, kind: str, dimension: str, attribute: str, history: str | None,
-             value_of, describe: str) -> list[str]:
+def _matches(
+    ctx: EvalContext, kind: str, dimension: str, attribute: str, history: str | None, value_of, describe: str
+) -> list[str]:
     """Every POI of a kind has a wanted value, and is not one the user visited before."""
     wanted = ctx.profile.values(dimension, attribute)
     visited = ctx.profile.history_names(history) if history else frozenset()
@@ -39,15 +40,24 @@ def _matches(ctx: EvalContext, kind: str, dimension: str, attribute: str, histor
     return out
 
 
-@constraint("hotel_star_level", "Personalization",
-            "Every hotel has one of the user's star levels and is not one they stayed at before.")
+@constraint(
+    "hotel_star_level",
+    "Personalization",
+    "Every hotel has one of the user's star levels and is not one they stayed at before.",
+)
 def hotel_star_level(ctx: EvalContext) -> list[str]:
-    return _matches(ctx, "hotel", "hotel", "star_requirement", "accommodations",
-                    lambda poi, wanted: poi.category in wanted, "star level")
+    return _matches(
+        ctx,
+        "hotel",
+        "hotel",
+        "star_requirement",
+        "accommodations",
+        lambda poi, wanted: poi.category in wanted,
+        "star level",
+    )
 
 
-@constraint("hotel_amenities", "Personalization",
-            "Every hotel has all of the user's essential facilities.")
+@constraint("hotel_amenities", "Personalization", "Every hotel has all of the user's essential facilities.")
 def hotel_amenities(ctx: EvalContext) -> list[str]:
     wanted = ctx.profile.values("hotel", "essential_facilities")
     if wanted is None:
@@ -61,11 +71,21 @@ def hotel_amenities(ctx: EvalContext) -> list[str]:
     return out
 
 
-@constraint("attraction_type", "Personalization",
-            "Every attraction is of a type the user prefers and not one they visited before.")
+@constraint(
+    "attraction_type",
+    "Personalization",
+    "Every attraction is of a type the user prefers and not one they visited before.",
+)
 def attraction_type(ctx: EvalContext) -> list[str]:
-    return _matches(ctx, "attraction", "attraction", "preferred_attraction_types", "attractions",
-                    lambda poi, wanted: poi.category in wanted, "type")
+    return _matches(
+        ctx,
+        "attraction",
+        "attraction",
+        "preferred_attraction_types",
+        "attractions",
+        lambda poi, wanted: poi.category in wanted,
+        "type",
+    )
 
 
 def daily_walking_km(ctx: EvalContext) -> list[float]:
@@ -79,36 +99,57 @@ def daily_walking_km(ctx: EvalContext) -> list[float]:
         km = 0.0
         for leg in view.legs:
             if leg.activity.transport.mode == "Walking":
-                km += leg.expected.distance_km if leg.expected else (
-                    leg.activity.transport.distance_km or 0.0)
-        km += sum(poi.walking_km for poi in view.pois.values()
-                  if poi is not None and poi.kind == "attraction")
+                km += (
+                    leg.expected.distance_km if leg.expected else (leg.activity.transport.distance_km or 0.0)
+                )
+        km += sum(
+            poi.walking_km for poi in view.pois.values() if poi is not None and poi.kind == "attraction"
+        )
         totals.append(km)
     return totals
 
 
-@constraint("walking_tolerance", "Personalization",
-            "Walking per day (walking legs + attractions' walking) stays within the user's "
-            "tolerance (Low 3 km, Medium 5 km, High unlimited).")
+@constraint(
+    "walking_tolerance",
+    "Personalization",
+    "Walking per day (walking legs + attractions' walking) stays within the user's "
+    "tolerance (Low 3 km, Medium 5 km, High unlimited).",
+)
 def walking_tolerance(ctx: EvalContext) -> list[str]:
     tolerance = ctx.profile.get("attraction", "walking_tolerance")
     if not isinstance(tolerance, str) or tolerance not in WALKING_LIMIT_KM:
         return []
     limit = WALKING_LIMIT_KM[tolerance]
-    return [f"day {view.day.number}: {km:.1f} km of walking (limit {limit:g} km)"
-            for view, km in zip(ctx.days, daily_walking_km(ctx)) if km > limit + 1e-9]
+    return [
+        f"day {view.day.number}: {km:.1f} km of walking (limit {limit:g} km)"
+        for view, km in zip(ctx.days, daily_walking_km(ctx))
+        if km > limit + 1e-9
+    ]
 
 
-@constraint("cuisine_type", "Personalization",
-            "Every meal is at a restaurant of a preferred cuisine the user has not been to.")
+@constraint(
+    "cuisine_type",
+    "Personalization",
+    "Every meal is at a restaurant of a preferred cuisine the user has not been to.",
+)
 def cuisine_type(ctx: EvalContext) -> list[str]:
-    return _matches(ctx, "restaurant", "dining", "cuisine_preferences", "restaurants",
-                    lambda poi, wanted: poi.category in wanted, "cuisine")
+    return _matches(
+        ctx,
+        "restaurant",
+        "dining",
+        "cuisine_preferences",
+        "restaurants",
+        lambda poi, wanted: poi.category in wanted,
+        "cuisine",
+    )
 
 
-@constraint("price_level", "Personalization",
-            "Every meal's restaurant has an average price per person inside the user's price "
-            "level range (inclusive).")
+@constraint(
+    "price_level",
+    "Personalization",
+    "Every meal's restaurant has an average price per person inside the user's price "
+    "level range (inclusive).",
+)
 def price_level(ctx: EvalContext) -> list[str]:
     wanted = ctx.profile.values("dining", "price_level")
     if wanted is None:
@@ -116,23 +157,32 @@ def price_level(ctx: EvalContext) -> list[str]:
     ranges = [PRICE_LEVEL_RANGE[w] for w in wanted if w in PRICE_LEVEL_RANGE]
     out = []
     for view, act, poi in ctx.local_activities():
-        if poi is not None and poi.kind == "restaurant" and not any(
-                lo <= poi.avg_price <= hi for lo, hi in ranges):
-            out.append(f"day {view.day.number} {act.label}: {poi.avg_price:g} CNY/person is "
-                       f"outside {', '.join(wanted)}")
+        if (
+            poi is not None
+            and poi.kind == "restaurant"
+            and not any(lo <= poi.avg_price <= hi for lo, hi in ranges)
+        ):
+            out.append(
+                f"day {view.day.number} {act.label}: {poi.avg_price:g} CNY/person is "
+                f"outside {', '.join(wanted)}"
+            )
     return out
 
 
-@constraint("dining_environment", "Personalization",
-            "Every meal's restaurant offers one of the user's dining environments.")
+@constraint(
+    "dining_environment",
+    "Personalization",
+    "Every meal's restaurant offers one of the user's dining environments.",
+)
 def dining_environment(ctx: EvalContext) -> list[str]:
     wanted = ctx.profile.values("dining", "dining_environment")
     if wanted is None:
         return []
-    return [f"day {view.day.number} {act.label}: environment "
-            f"{sorted(poi.environment)} has none of {wanted}"
-            for view, act, poi in ctx.local_activities()
-            if poi is not None and poi.kind == "restaurant" and not poi.environment & set(wanted)]
+    return [
+        f"day {view.day.number} {act.label}: environment {sorted(poi.environment)} has none of {wanted}"
+        for view, act, poi in ctx.local_activities()
+        if poi is not None and poi.kind == "restaurant" and not poi.environment & set(wanted)
+    ]
 
 
 def intercity_kind(ctx: EvalContext, date: str | None, act: Activity) -> str | None:
@@ -144,13 +194,14 @@ def intercity_kind(ctx: EvalContext, date: str | None, act: Activity) -> str | N
     services = services_for(ctx, date, act)
     if services:
         return services[0].train_type
-    return "High-speed Rail" if (act.number or "").startswith(_HIGH_SPEED_PREFIXES) else (
-        "Regular Train")
+    return "High-speed Rail" if (act.number or "").startswith(_HIGH_SPEED_PREFIXES) else ("Regular Train")
 
 
-@constraint("intercity_mode", "Personalization",
-            "Every intercity trip uses the user's intercity mode (high-speed rail, regular "
-            "train, airplane).")
+@constraint(
+    "intercity_mode",
+    "Personalization",
+    "Every intercity trip uses the user's intercity mode (high-speed rail, regular train, airplane).",
+)
 def intercity_mode(ctx: EvalContext) -> list[str]:
     wanted = ctx.profile.values("transportation", "intercity_transport")
     if wanted is None:
@@ -159,20 +210,22 @@ def intercity_mode(ctx: EvalContext) -> list[str]:
     for view, act in ctx.intercity():
         kind = intercity_kind(ctx, view.date, act)
         if kind not in wanted:
-            out.append(f"day {view.day.number} {act.label}: {kind or 'unknown mode'} is not "
-                       f"{' or '.join(wanted)}")
+            out.append(
+                f"day {view.day.number} {act.label}: {kind or 'unknown mode'} is not {' or '.join(wanted)}"
+            )
     return out
 
 
-@constraint("seat_class", "Personalization",
-            "Every train/flight is booked in the user's seat class.")
+@constraint("seat_class", "Personalization", "Every train/flight is booked in the user's seat class.")
 def seat_class(ctx: EvalContext) -> list[str]:
     wanted = ctx.profile.values("transportation", "seat_class")
     if wanted is None:
         return []
-    return [f"day {view.day.number} {act.label}: seat {act.seat_class!r} is not "
-            f"{' or '.join(wanted)}" for view, act in ctx.intercity()
-            if act.seat_class not in wanted]
+    return [
+        f"day {view.day.number} {act.label}: seat {act.seat_class!r} is not {' or '.join(wanted)}"
+        for view, act in ctx.intercity()
+        if act.seat_class not in wanted
+    ]
 
 
 def item_costs(ctx: EvalContext) -> list[tuple[int, Activity, float]]:
@@ -192,15 +245,17 @@ def item_costs(ctx: EvalContext) -> list[tuple[int, Activity, float]]:
                 store = fare * people if fare is not None else 0.0
             else:
                 poi = view.pois.get(act.index)
-                store = 0.0 if poi is None else poi.avg_price * (
-                    rooms if act.type == "hotel" else people)
+                store = 0.0 if poi is None else poi.avg_price * (rooms if act.type == "hotel" else people)
             out.append((view.day.number, act, max(act.price or 0.0, store)))
     return out
 
 
-@constraint("budget", "Personalization",
-            "The plan's total cost (each item at the larger of its stated and store price) is "
-            "within the query's budget.")
+@constraint(
+    "budget",
+    "Personalization",
+    "The plan's total cost (each item at the larger of its stated and store price) is "
+    "within the query's budget.",
+)
 def budget(ctx: EvalContext) -> list[str]:
     if ctx.query.budget is None:
         return []
@@ -209,5 +264,7 @@ def budget(ctx: EvalContext) -> list[str]:
     if total <= ctx.query.budget + 1e-6:
         return []
     top = sorted(costs, key=lambda item: -item[2])[:2]
-    return [f"total cost {total:.0f} CNY exceeds the budget {ctx.query.budget:.0f} CNY "
-            f"(largest: " + ", ".join(f"day {d} {a.label} {c:.0f}" for d, a, c in top) + ")"]
+    return [
+        f"total cost {total:.0f} CNY exceeds the budget {ctx.query.budget:.0f} CNY "
+        f"(largest: " + ", ".join(f"day {d} {a.label} {c:.0f}" for d, a, c in top) + ")"
+    ]

@@ -24,8 +24,11 @@ from sandbox.evaluator.context import DAY_MINUTES, DayView, EvalContext
 from sandbox.evaluator.registry import constraint
 from sandbox.plan import MEALS, minutes_to_time, normalize_name
 
-MEAL_WINDOWS = {"breakfast": (7 * 60, 9 * 60 + 30), "lunch": (11 * 60, 14 * 60),
-                "dinner": (17 * 60, 20 * 60 + 30)}
+MEAL_WINDOWS = {
+    "breakfast": (7 * 60, 9 * 60 + 30),
+    "lunch": (11 * 60, 14 * 60),
+    "dinner": (17 * 60, 20 * 60 + 30),
+}
 MEAL_MIN_PRESENCE = 90
 DAY_START, DAY_END = 9 * 60, 21 * 60
 HOTEL_CHECKIN_EARLIEST = 18 * 60
@@ -52,9 +55,12 @@ def _leg_min(act) -> float:
     return (act.transport.duration_min or 0.0) if act.transport else 0.0
 
 
-@constraint("complete_meals", "Reasonableness",
-            "Breakfast, lunch and dinner every day the traveller is in town for the meal's "
-            "window (>= 90 min of it), each exactly once.")
+@constraint(
+    "complete_meals",
+    "Reasonableness",
+    "Breakfast, lunch and dinner every day the traveller is in town for the meal's "
+    "window (>= 90 min of it), each exactly once.",
+)
 def complete_meals(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
@@ -67,8 +73,7 @@ def complete_meals(ctx: EvalContext) -> list[str]:
     return out
 
 
-@constraint("no_repeated_restaurants", "Reasonableness",
-            "No restaurant appears twice in the plan.")
+@constraint("no_repeated_restaurants", "Reasonableness", "No restaurant appears twice in the plan.")
 def no_repeated_restaurants(ctx: EvalContext) -> list[str]:
     seen: dict[str, str] = {}
     out = []
@@ -83,9 +88,11 @@ def no_repeated_restaurants(ctx: EvalContext) -> list[str]:
     return out
 
 
-@constraint("reasonable_meal_times", "Reasonableness",
-            "Every meal lies inside its window: breakfast 07:00-09:30, lunch 11:00-14:00, "
-            "dinner 17:00-20:30.")
+@constraint(
+    "reasonable_meal_times",
+    "Reasonableness",
+    "Every meal lies inside its window: breakfast 07:00-09:30, lunch 11:00-14:00, dinner 17:00-20:30.",
+)
 def reasonable_meal_times(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
@@ -93,13 +100,17 @@ def reasonable_meal_times(ctx: EvalContext) -> list[str]:
             if act.type == "meal" and act.meal in MEAL_WINDOWS:
                 lo, hi = MEAL_WINDOWS[act.meal]
                 if act.start < lo or act.end > hi:
-                    out.append(f"day {view.day.number} {act.label}: outside {act.meal} time "
-                               f"{_hm(lo)}-{_hm(hi)}")
+                    out.append(
+                        f"day {view.day.number} {act.label}: outside {act.meal} time {_hm(lo)}-{_hm(hi)}"
+                    )
     return out
 
 
-@constraint("daily_accommodation", "Reasonableness",
-            "Every day but the last ends with a hotel check-in for the night.")
+@constraint(
+    "daily_accommodation",
+    "Reasonableness",
+    "Every day but the last ends with a hotel check-in for the night.",
+)
 def daily_accommodation(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days[:-1]:
@@ -113,9 +124,12 @@ def daily_accommodation(ctx: EvalContext) -> list[str]:
 
 @constraint("accommodation_time", "Reasonableness", "Hotel check-in is at or after 18:00.")
 def accommodation_time(ctx: EvalContext) -> list[str]:
-    return [f"day {view.day.number} {act.label}: check-in before 18:00"
-            for view in ctx.days for act in view.day.activities
-            if act.type == "hotel" and act.start < HOTEL_CHECKIN_EARLIEST]
+    return [
+        f"day {view.day.number} {act.label}: check-in before 18:00"
+        for view in ctx.days
+        for act in view.day.activities
+        if act.type == "hotel" and act.start < HOTEL_CHECKIN_EARLIEST
+    ]
 
 
 def _overlaps_night(start: float, end: float) -> bool:
@@ -126,8 +140,11 @@ def _overlaps_night(start: float, end: float) -> bool:
     return False
 
 
-@constraint("no_midnight_travel", "Reasonableness",
-            "No intercity transport and no local trip between 23:00 and 06:00.")
+@constraint(
+    "no_midnight_travel",
+    "Reasonableness",
+    "No intercity transport and no local trip between 23:00 and 06:00.",
+)
 def no_midnight_travel(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
@@ -139,13 +156,17 @@ def no_midnight_travel(ctx: EvalContext) -> list[str]:
         for leg in view.legs:
             start = leg.activity.start - leg.stated_min
             if leg.stated_min > 0 and _overlaps_night(start, leg.activity.start):
-                out.append(f"day {view.day.number}: local trip to {leg.activity.label} from "
-                           f"{_hm(start)} is at night")
+                out.append(
+                    f"day {view.day.number}: local trip to {leg.activity.label} from {_hm(start)} is at night"
+                )
     return out
 
 
-@constraint("no_sightseeing_after_late_arrival", "Reasonableness",
-            "No attraction or entertainment after arriving in the city at or after 18:00.")
+@constraint(
+    "no_sightseeing_after_late_arrival",
+    "Reasonableness",
+    "No attraction or entertainment after arriving in the city at or after 18:00.",
+)
 def no_sightseeing_after_late_arrival(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
@@ -154,26 +175,29 @@ def no_sightseeing_after_late_arrival(ctx: EvalContext) -> list[str]:
             continue
         for act in view.day.activities:
             if act.type in ("attraction", "entertainment") and act.start >= min(late):
-                out.append(f"day {view.day.number} {act.label}: after arriving at "
-                           f"{_hm(min(late))}")
+                out.append(f"day {view.day.number} {act.label}: after arriving at {_hm(min(late))}")
     return out
 
 
-@constraint("daily_local_transport_limit", "Reasonableness",
-            "Local transport adds up to at most 2 hours per day.")
+@constraint(
+    "daily_local_transport_limit", "Reasonableness", "Local transport adds up to at most 2 hours per day."
+)
 def daily_local_transport_limit(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
         total = sum(leg.stated_min for leg in view.legs)
         if total > MAX_DAILY_LOCAL_TRANSPORT:
-            out.append(f"day {view.day.number}: {total:g} min of local transport (max "
-                       f"{MAX_DAILY_LOCAL_TRANSPORT})")
+            out.append(
+                f"day {view.day.number}: {total:g} min of local transport (max {MAX_DAILY_LOCAL_TRANSPORT})"
+            )
     return out
 
 
-@constraint("weather_and_city_info", "Reasonableness",
-            "Each day names the destination city, its city information and that date's weather "
-            "as the store has it.")
+@constraint(
+    "weather_and_city_info",
+    "Reasonableness",
+    "Each day names the destination city, its city information and that date's weather as the store has it.",
+)
 def weather_and_city_info(ctx: EvalContext) -> list[str]:
     out = []
     dest = normalize_name(ctx.destination)
@@ -191,13 +215,13 @@ def weather_and_city_info(ctx: EvalContext) -> list[str]:
             continue
         stated = day.weather
         if normalize_name(stated.condition) != normalize_name(record.condition):
-            out.append(f"{where}: weather {stated.condition!r} but the forecast is "
-                       f"{record.condition!r}")
-        for label, mine, truth in (("max", stated.max_temp, record.max_temp),
-                                   ("min", stated.min_temp, record.min_temp)):
+            out.append(f"{where}: weather {stated.condition!r} but the forecast is {record.condition!r}")
+        for label, mine, truth in (
+            ("max", stated.max_temp, record.max_temp),
+            ("min", stated.min_temp, record.min_temp),
+        ):
             if mine is not None and abs(mine - truth) > 0.5:
-                out.append(f"{where}: {label} temperature {mine:g} but the forecast says "
-                           f"{truth:g}")
+                out.append(f"{where}: {label} temperature {mine:g} but the forecast says {truth:g}")
     return out
 
 
@@ -205,13 +229,18 @@ def _hours_in_town(view: DayView) -> int:
     return min(view.depart, DAY_END) - max(view.arrive, DAY_START)
 
 
-@constraint("min_one_attraction", "Reasonableness",
-            "At least one attraction each day (days with under 4 h in town within 09:00-21:00 "
-            "are exempt).")
+@constraint(
+    "min_one_attraction",
+    "Reasonableness",
+    "At least one attraction each day (days with under 4 h in town within 09:00-21:00 are exempt).",
+)
 def min_one_attraction(ctx: EvalContext) -> list[str]:
-    return [f"day {view.day.number}: no attraction" for view in ctx.days
-            if _hours_in_town(view) >= MIN_DAY_FOR_ATTRACTION
-            and not any(a.type == "attraction" for a in view.day.activities)]
+    return [
+        f"day {view.day.number}: no attraction"
+        for view in ctx.days
+        if _hours_in_town(view) >= MIN_DAY_FOR_ATTRACTION
+        and not any(a.type == "attraction" for a in view.day.activities)
+    ]
 
 
 @constraint("max_four_attractions", "Reasonableness", "At most 4 attractions per day.")
@@ -224,9 +253,11 @@ def max_four_attractions(ctx: EvalContext) -> list[str]:
     return out
 
 
-@constraint("no_time_conflicts", "Reasonableness",
-            "Activities are in time order without overlap, at least max(30 min, the stated "
-            "transport time) apart.")
+@constraint(
+    "no_time_conflicts",
+    "Reasonableness",
+    "Activities are in time order without overlap, at least max(30 min, the stated transport time) apart.",
+)
 def no_time_conflicts(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
@@ -244,30 +275,40 @@ def no_time_conflicts(ctx: EvalContext) -> list[str]:
             need = max(MIN_GAP, _leg_min(act))
             gap = act.start - prev.end
             if gap < need:
-                out.append(f"{where} {act.label}: starts {gap} min after {prev.label} ends "
-                           f"(needs >= {need:g})")
+                out.append(
+                    f"{where} {act.label}: starts {gap} min after {prev.label} ends (needs >= {need:g})"
+                )
     return out
 
 
-@constraint("activity_time_range", "Reasonableness",
-            "Attractions, entertainment, lunch and dinner happen between 09:00 and 21:00.")
+@constraint(
+    "activity_time_range",
+    "Reasonableness",
+    "Attractions, entertainment, lunch and dinner happen between 09:00 and 21:00.",
+)
 def activity_time_range(ctx: EvalContext) -> list[str]:
-    return [f"day {view.day.number} {act.label}: outside 09:00-21:00"
-            for view in ctx.days for act in view.day.activities
-            if (act.type in ("attraction", "entertainment") or act.meal in ("lunch", "dinner"))
-            and (act.start < DAY_START or act.end > DAY_END or act.end < act.start)]
+    return [
+        f"day {view.day.number} {act.label}: outside 09:00-21:00"
+        for view in ctx.days
+        for act in view.day.activities
+        if (act.type in ("attraction", "entertainment") or act.meal in ("lunch", "dinner"))
+        and (act.start < DAY_START or act.end > DAY_END or act.end < act.start)
+    ]
 
 
-@constraint("inter_attraction_transport", "Reasonableness",
-            "Each local trip between places takes at most 1 hour.")
+@constraint(
+    "inter_attraction_transport", "Reasonableness", "Each local trip between places takes at most 1 hour."
+)
 def inter_attraction_transport(ctx: EvalContext) -> list[str]:
-    return [f"day {view.day.number}: trip to {leg.activity.label} takes "
-            f"{leg.stated_min:g} min (max {MAX_LEG})"
-            for view in ctx.days for leg in view.legs if leg.stated_min > MAX_LEG]
+    return [
+        f"day {view.day.number}: trip to {leg.activity.label} takes {leg.stated_min:g} min (max {MAX_LEG})"
+        for view in ctx.days
+        for leg in view.legs
+        if leg.stated_min > MAX_LEG
+    ]
 
 
-@constraint("no_long_gaps", "Reasonableness",
-            "No idle stretch longer than 2 hours within 09:00-21:00.")
+@constraint("no_long_gaps", "Reasonableness", "No idle stretch longer than 2 hours within 09:00-21:00.")
 def no_long_gaps(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:

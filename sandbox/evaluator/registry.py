@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-CATEGORIES = ("Format", "Authenticity", "Reasonableness", "Information richness",
-              "Personalization")
-GROUP_OF_CATEGORY = {"Format": "C", "Authenticity": "C", "Reasonableness": "C",
-                     "Information richness": "C", "Personalization": "UPC"}
+CATEGORIES = ("Format", "Authenticity", "Reasonableness", "Information richness", "Personalization")
+GROUP_OF_CATEGORY = {
+    "Format": "C",
+    "Authenticity": "C",
+    "Reasonableness": "C",
+    "Information richness": "C",
+    "Personalization": "UPC",
+}
 # How many violations a reason spells out before summarising the rest.
 MAX_REASONS = 3
 
@@ -47,8 +51,7 @@ def constraint(name: str, category: str, description: str):
     def register(check: Callable[..., list[str]]) -> Callable[..., list[str]]:
         if any(c.name == name for c in _REGISTRY):
             raise ValueError(f"constraint {name!r} registered twice")
-        _REGISTRY.append(Constraint(name, description, category, GROUP_OF_CATEGORY[category],
-                                    check))
+        _REGISTRY.append(Constraint(name, description, category, GROUP_OF_CATEGORY[category], check))
         return check
 
     return register

@@ -25,14 +25,20 @@ def missing_fields(act: Activity) -> list[str]:
     if act.transport is None:
         missing.append("transport")
     else:
-        missing += [f"transport.{f}" for f in ("mode", "duration_min", "distance_km")
-                    if getattr(act.transport, f) is None]
+        missing += [
+            f"transport.{f}"
+            for f in ("mode", "duration_min", "distance_km")
+            if getattr(act.transport, f) is None
+        ]
     return missing
 
 
-@constraint("information_sufficiency", "Information richness",
-            "Every day has its date and city; every activity has all required fields of its "
-            "type (name, price, transport, meal, number, cities, seat class).")
+@constraint(
+    "information_sufficiency",
+    "Information richness",
+    "Every day has its date and city; every activity has all required fields of its "
+    "type (name, price, transport, meal, number, cities, seat class).",
+)
 def information_sufficiency(ctx: EvalContext) -> list[str]:
     out = []
     for view in ctx.days:
@@ -48,19 +54,23 @@ def information_sufficiency(ctx: EvalContext) -> list[str]:
 
 
 def _has_details(act: Activity) -> bool:
-    return any(text and len(text.strip()) >= MIN_DETAIL_CHARS
-               for text in (act.description, act.tips))
+    return any(text and len(text.strip()) >= MIN_DETAIL_CHARS for text in (act.description, act.tips))
 
 
-@constraint("information_richness", "Information richness",
-            "At least 80% of meals, attractions, entertainment and hotels carry a description "
-            "or tips (>= 10 characters).")
+@constraint(
+    "information_richness",
+    "Information richness",
+    "At least 80% of meals, attractions, entertainment and hotels carry a description "
+    "or tips (>= 10 characters).",
+)
 def information_richness(ctx: EvalContext) -> list[str]:
-    acts = [(view.day.number, a) for view in ctx.days for a in view.day.activities
-            if a.type in LOCAL_TYPES]
+    acts = [(view.day.number, a) for view in ctx.days for a in view.day.activities if a.type in LOCAL_TYPES]
     bare = [f"day {d} {a.label}" for d, a in acts if not _has_details(a)]
     if not acts or len(bare) <= (1 - MIN_DETAIL_SHARE) * len(acts) + 1e-9:
         return []
-    return [f"{len(acts) - len(bare)} of {len(acts)} activities have a description or tips "
-            f"(need {MIN_DETAIL_SHARE:.0%}); without: " + ", ".join(bare[:3])
-            + (f" (+{len(bare) - 3} more)" if len(bare) > 3 else "")]
+    return [
+        f"{len(acts) - len(bare)} of {len(acts)} activities have a description or tips "
+        f"(need {MIN_DETAIL_SHARE:.0%}); without: "
+        + ", ".join(bare[:3])
+        + (f" (+{len(bare) - 3} more)" if len(bare) > 3 else "")
+    ]

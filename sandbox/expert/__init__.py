@@ -9,10 +9,12 @@ from sandbox.expert.planner import Expert, ExpertFailure, ExpertResult
 __all__ = ["Expert", "ExpertFailure", "ExpertResult", "expert_answers"]
 
 
-def expert_answers(pairs: Iterable[tuple[dict[str, Any], dict[str, Any]]],
-                   store: str | Path) -> Iterator[tuple[str, str | None]]:
+def expert_answers(
+    pairs: Iterable[tuple[dict[str, Any], dict[str, Any]]], store: str | Path
+) -> Iterator[tuple[str, str | None]]:
     """(id, answer text) per (visible, ground truth) pair; None where the expert found no plan."""
     from sandbox.world.store import open_world
+
     expert = Expert(open_world(store))
     for visible, truth in pairs:
         result = expert.solve(visible, truth)

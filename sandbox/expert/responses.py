@@ -24,13 +24,13 @@ def items(text: str) -> list[dict[str, Any]]:
 
 
 def minutes(hhmm: str) -> int:
-    """"HH:MM" (optionally followed by more text) -> minutes after midnight."""
+    """ "HH:MM" (optionally followed by more text) -> minutes after midnight."""
     hours, mins = hhmm.strip()[:5].split(":")
     return int(hours) * 60 + int(mins)
 
 
 def hours(text: str) -> tuple[int, int]:
-    """"HH:MM-HH:MM" -> (open, close) minutes; a close at or before the open wraps past midnight."""
+    """ "HH:MM-HH:MM" -> (open, close) minutes; a close at or before the open wraps past midnight."""
     start, _, end = text.partition("-")
     open_min, close_min = minutes(start), minutes(end)
     return open_min, close_min if close_min > open_min else 24 * 60
@@ -44,5 +44,8 @@ def coords(text: str) -> tuple[float, float]:
 
 def routes(text: str) -> dict[str, tuple[int, float]]:
     """MapGuide reply -> {mode: (duration_min, distance_km)}."""
-    return {r["mode"]: (int(r["duration_min"]), float(r["distance_km"]))
-            for r in items(text) if "mode" in r and "duration_min" in r}
+    return {
+        r["mode"]: (int(r["duration_min"]), float(r["distance_km"]))
+        for r in items(text)
+        if "mode" in r and "duration_min" in r
+    }

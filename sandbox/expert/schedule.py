@@ -13,9 +13,18 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 # The limits are the evaluator's own, imported so that the expert cannot drift from what it scores.
-from sandbox.evaluator.reasonableness import (DAY_END, DAY_START, LATE_ARRIVAL, MAX_IDLE, MAX_LEG,
-                                              MEAL_WINDOWS, MIN_DAY_FOR_ATTRACTION, MIN_GAP,
-                                              NIGHT_END, NIGHT_START)
+from sandbox.evaluator.reasonableness import (
+    DAY_END,
+    DAY_START,
+    LATE_ARRIVAL,
+    MAX_IDLE,
+    MAX_LEG,
+    MEAL_WINDOWS,
+    MIN_DAY_FOR_ATTRACTION,
+    MIN_GAP,
+    NIGHT_END,
+    NIGHT_START,
+)
 from sandbox.evaluator.reasonableness import HOTEL_CHECKIN_EARLIEST as CHECKIN_EARLIEST
 from sandbox.evaluator.reasonableness import MAX_DAILY_LOCAL_TRANSPORT as MAX_DAILY_LEGS
 from sandbox.evaluator.reasonableness import MEAL_MIN_PRESENCE as MIN_PRESENCE_FOR_MEAL
@@ -31,13 +40,13 @@ ATTRACTION_MIN, ATTRACTION_MAX = 45, 330
 class Place:
     """A place a plan visits, as the searches described it."""
 
-    kind: str            # "restaurant" | "attraction" | "hotel" | "entertainment" | "centre"
+    kind: str  # "restaurant" | "attraction" | "hotel" | "entertainment" | "centre"
     name: str
     lat: float
     lon: float
     open_min: int = 0
     close_min: int = 24 * 60
-    price: float = 0.0   # per person (hotel: per room and night)
+    price: float = 0.0  # per person (hotel: per room and night)
     walking_km: float = 0.0
     info: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -67,9 +76,9 @@ LegFn = Callable[[Place, Place], Leg]
 class DayFrame:
     """Where and when a day starts and ends; `arrive`/`depart` are the intercity times, if any."""
 
-    start_place: Place           # city centre after an arrival, else last night's hotel
-    arrive: tuple[int, int] | None = None   # outbound (departure, arrival) on day 1
-    depart: tuple[int, int] | None = None   # return (departure, arrival) on the last day
+    start_place: Place  # city centre after an arrival, else last night's hotel
+    arrive: tuple[int, int] | None = None  # outbound (departure, arrival) on day 1
+    depart: tuple[int, int] | None = None  # return (departure, arrival) on the last day
     walking_limit: float = float("inf")
 
     @property
@@ -88,8 +97,9 @@ def meal_owed(frame: DayFrame, meal: str) -> bool:
 
 def meal_possible(frame: DayFrame, meal: str) -> bool:
     lo, hi = MEAL_WINDOWS[meal]
-    return min(hi, frame.present_until - MIN_GAP) - max(lo, frame.present_from + MIN_GAP) >= \
-        MEAL_MINUTES[meal]
+    return (
+        min(hi, frame.present_until - MIN_GAP) - max(lo, frame.present_from + MIN_GAP) >= MEAL_MINUTES[meal]
+    )
 
 
 def needs_attraction(frame: DayFrame) -> bool:
@@ -122,9 +132,11 @@ def sequences(frame: DayFrame, max_attractions: int = 2) -> Iterator[list[str]]:
 
 def _slot_order(meals: list[str]) -> list[int]:
     """Gaps for attractions (index i = before meals[i]), the afternoon gap first."""
+
     def rank(i: int) -> tuple[int, int]:
         after = meals[i - 1] if i > 0 else None
         return (0 if after == "lunch" else 1 if i < len(meals) and meals[i] == "lunch" else 2, -i)
+
     return sorted(range(len(meals) + 1), key=rank)
 
 
@@ -158,8 +170,9 @@ def timeline(kinds: list[str], places: list[Place], frame: DayFrame, leg: LegFn)
         gap = max(MIN_GAP, lg.duration_min) if prev_end is not None else lg.duration_min
         earliest = (prev_end + gap) if prev_end is not None else NIGHT_END + lg.duration_min
         if kind in MEAL_WINDOWS:
-            start = max(earliest, MEAL_TARGET[kind] if prev_end is None else MEAL_WINDOWS[kind][0],
-                        place.open_min)
+            start = max(
+                earliest, MEAL_TARGET[kind] if prev_end is None else MEAL_WINDOWS[kind][0], place.open_min
+            )
             if kind == "breakfast" and prev_end is None:
                 start = max(earliest, min(MEAL_TARGET[kind], _latest_before_depart(frame, kind)))
             end = start + MEAL_MINUTES[kind]
@@ -171,8 +184,7 @@ def timeline(kinds: list[str], places: list[Place], frame: DayFrame, leg: LegFn)
             else:
                 nxt_leg = leg(place, places[i + 1]).duration_min if i + 1 < len(places) else 0
                 end = target - max(MIN_GAP, nxt_leg)
-            end = min(max(end, start + ATTRACTION_MIN), start + ATTRACTION_MAX, place.close_min,
-                      DAY_END)
+            end = min(max(end, start + ATTRACTION_MIN), start + ATTRACTION_MAX, place.close_min, DAY_END)
         else:  # hotel
             start = max(earliest, CHECKIN_EARLIEST)
             end = start + CHECKIN_MINUTES

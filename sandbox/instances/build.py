@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sandbox.instances.catalog import Catalog
-from sandbox.instances.generate import (SPLIT_SIZES, Instance, Progress, make_instance,
-                                        write_split)
+from sandbox.instances.generate import SPLIT_SIZES, Instance, Progress, make_instance, write_split
 from sandbox.instances.profiles import DIFFICULTIES
 from sandbox.instances.stats import format_table, split_stats
 
@@ -31,7 +30,7 @@ PromptBuilder = Callable[[dict[str, Any], list[dict[str, Any]]], Any]
 @dataclass
 class Built:
     instance: Instance
-    turns: list[dict[str, str]] | None   # expert transcript after the prompt
+    turns: list[dict[str, str]] | None  # expert transcript after the prompt
     retries: int
     failures: list[str]
 
@@ -44,6 +43,7 @@ def _init_worker(store: str, use_expert: bool) -> None:
     if use_expert:
         from sandbox.expert import Expert
         from sandbox.world.store import open_world
+
         _STATE["expert"] = Expert(open_world(store))
 
 
@@ -59,14 +59,23 @@ def _build_one(task: tuple[str, str, int, int, str]) -> Built:
         if result.ok and not result.any_error:
             return Built(inst, result.turns, salt, failures)
         failures.append(f"{inst.visible['id']} (salt {salt}): {result.reason}")
-    raise RuntimeError(f"the expert solved no variant of {split}-{difficulty}-{index}: "
-                       + "; ".join(failures[-3:]))
+    raise RuntimeError(
+        f"the expert solved no variant of {split}-{difficulty}-{index}: " + "; ".join(failures[-3:])
+    )
 
 
-def build_benchmark(store: str | Path, out_dir: str | Path, scale: str = "small", seed: int = 0,
-                    language: str = "en", workers: int = 1, use_expert: bool = True,
-                    sizes: dict[str, int] | None = None, log: Callable[[str], None] = print,
-                    prompt_builder: PromptBuilder | None = None) -> dict[str, Any]:
+def build_benchmark(
+    store: str | Path,
+    out_dir: str | Path,
+    scale: str = "small",
+    seed: int = 0,
+    language: str = "en",
+    workers: int = 1,
+    use_expert: bool = True,
+    sizes: dict[str, int] | None = None,
+    log: Callable[[str], None] = print,
+    prompt_builder: PromptBuilder | None = None,
+) -> dict[str, Any]:
     """Write instances/, ground_truth/, stats.json (and sft/train.jsonl); returns the stats plus
     `timings` (seconds per split), which stay out of stats.json so that it is byte-reproducible."""
     out_dir = Path(out_dir)
@@ -94,27 +103,35 @@ def build_benchmark(store: str | Path, out_dir: str | Path, scale: str = "small"
             stats[split] = split_stats([i.visible for i in instances], [i.hidden for i in instances])
             failures = [f for b in built for f in b.failures]
             timings[split] = round(time.monotonic() - started, 1)
-            report[split] = {"instances": len(instances), "regenerated": len(failures),
-                             "expert_failures": Counter(f.split(": ", 1)[1] for f in failures).most_common(5)}
+            report[split] = {
+                "instances": len(instances),
+                "regenerated": len(failures),
+                "expert_failures": Counter(f.split(": ", 1)[1] for f in failures).most_common(5),
+            }
             if failures:
-                log(f"[instances {split}] regenerated {len(failures)} instance(s) the expert could "
-                    f"not solve, e.g. {failures[0]}")
+                log(
+                    f"[instances {split}] regenerated {len(failures)} instance(s) the expert could "
+                    f"not solve, e.g. {failures[0]}"
+                )
             if split == "train" and use_expert:
                 _write_sft(out_dir, built, prompt_builder, store)
     finally:
         if pool:
             pool.close()
             pool.join()
-    (out_dir / "stats.json").write_text(json.dumps({"table2": stats, "generation": report},
-                                                   indent=2, sort_keys=True) + "\n")
+    (out_dir / "stats.json").write_text(
+        json.dumps({"table2": stats, "generation": report}, indent=2, sort_keys=True) + "\n"
+    )
     log(format_table(stats))
     return {"table2": stats, "generation": report, "timings": timings}
 
 
-def _write_sft(out_dir: Path, built: list[Built], prompt_builder: PromptBuilder | None,
-               store: str | Path) -> None:
+def _write_sft(
+    out_dir: Path, built: list[Built], prompt_builder: PromptBuilder | None, store: str | Path
+) -> None:
     """sft/train.jsonl: {"id", "messages", "tools"} per train instance (see sandbox/README.md)."""
     from sandbox.world.store import open_world
+
     schemas = open_world(store).tool_schemas()
     (out_dir / "sft").mkdir(parents=True, exist_ok=True)
     with open(out_dir / "sft" / "train.jsonl", "w", encoding="utf-8") as f:
@@ -123,13 +140,20 @@ def _write_sft(out_dir: Path, built: list[Built], prompt_builder: PromptBuilder 
             f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
 
 
-def trace_record(visible: dict[str, Any], turns: list[dict[str, str]], schemas: list[dict[str, Any]],
-                 prompt_builder: PromptBuilder | None) -> dict[str, Any]:
+def trace_record(
+    visible: dict[str, Any],
+    turns: list[dict[str, str]],
+    schemas: list[dict[str, Any]],
+    prompt_builder: PromptBuilder | None,
+) -> dict[str, Any]:
     """One SFT example. With a prompt builder: the full chat (system, user, then the expert's
     turns); without one, the turns follow a placeholder and `prompt` says to build it."""
     if prompt_builder is not None:
         prompt = prompt_builder(visible, schemas)
-        return {"id": visible["id"], "messages": list(prompt.messages) + list(turns),
-                "tools": prompt.tools}
-    return {"id": visible["id"], "prompt": "build with sandbox.benchmarks.b2t_prompt.build_prompt(instance, tools)",
-            "messages": list(turns), "tools": schemas}
+        return {"id": visible["id"], "messages": list(prompt.messages) + list(turns), "tools": prompt.tools}
+    return {
+        "id": visible["id"],
+        "prompt": "build with sandbox.benchmarks.b2t_prompt.build_prompt(instance, tools)",
+        "messages": list(turns),
+        "tools": schemas,
+    }

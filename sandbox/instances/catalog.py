@@ -13,40 +13,96 @@ from typing import Any
 
 # Columns loaded per POI kind; list-valued JSON columns are decoded.
 _POI_COLUMNS = {
-    "hotel": ("id", "name", "city", "district", "latitude", "longitude", "secondary_category",
-              "tertiary_category", "facilities", "avg_price", "avg_rating", "room_info"),
-    "restaurant": ("id", "name", "city", "location", "latitude", "longitude", "secondary_category",
-                   "tertiary_category", "avg_price", "price_level", "environment", "avg_rating",
-                   "open_time", "close_time"),
-    "attraction": ("id", "name", "city", "location", "latitude", "longitude", "attraction_type",
-                   "custom_type", "walking_km", "avg_price", "avg_rating", "open_time",
-                   "close_time", "recommended_duration_min"),
-    "entertainment": ("id", "name", "city", "district", "latitude", "longitude", "categories",
-                      "avg_price", "avg_rating", "open_time", "close_time"),
+    "hotel": (
+        "id",
+        "name",
+        "city",
+        "district",
+        "latitude",
+        "longitude",
+        "secondary_category",
+        "tertiary_category",
+        "facilities",
+        "avg_price",
+        "avg_rating",
+        "room_info",
+    ),
+    "restaurant": (
+        "id",
+        "name",
+        "city",
+        "location",
+        "latitude",
+        "longitude",
+        "secondary_category",
+        "tertiary_category",
+        "avg_price",
+        "price_level",
+        "environment",
+        "avg_rating",
+        "open_time",
+        "close_time",
+    ),
+    "attraction": (
+        "id",
+        "name",
+        "city",
+        "location",
+        "latitude",
+        "longitude",
+        "attraction_type",
+        "custom_type",
+        "walking_km",
+        "avg_price",
+        "avg_rating",
+        "open_time",
+        "close_time",
+        "recommended_duration_min",
+    ),
+    "entertainment": (
+        "id",
+        "name",
+        "city",
+        "district",
+        "latitude",
+        "longitude",
+        "categories",
+        "avg_price",
+        "avg_rating",
+        "open_time",
+        "close_time",
+    ),
 }
-_TABLE = {"hotel": "hotels", "restaurant": "restaurants", "attraction": "attractions",
-          "entertainment": "entertainment"}
+_TABLE = {
+    "hotel": "hotels",
+    "restaurant": "restaurants",
+    "attraction": "attractions",
+    "entertainment": "entertainment",
+}
 _JSON_COLUMNS = {"facilities", "environment", "room_info"}
 # The column each preference category's main attribute filters on.
-CATEGORY_COLUMN = {"hotel": "secondary_category", "restaurant": "secondary_category",
-                   "attraction": "attraction_type"}
+CATEGORY_COLUMN = {
+    "hotel": "secondary_category",
+    "restaurant": "secondary_category",
+    "attraction": "attraction_type",
+}
 
 
 @dataclass(frozen=True)
 class TransportOption:
     """One bookable intercity seat: a train (daily) or a flight (dated) in one seat class."""
 
-    kind: str          # "train" | "flight"
-    number: str        # "G1234" / "CA1501"
-    mode: str          # vocab.INTERCITY_MODES value: "High-speed Rail" | "Regular Train" | "Airplane"
-    seat_class: str    # vocab.SEAT_CLASSES value
+    kind: str  # "train" | "flight"
+    number: str  # "G1234" / "CA1501"
+    mode: str  # vocab.INTERCITY_MODES value: "High-speed Rail" | "Regular Train" | "Airplane"
+    seat_class: str  # vocab.SEAT_CLASSES value
     origin: str
     destination: str
     departure_time: str
     arrival_time: str
-    day_offset: int    # arrival day minus departure day
+    day_offset: int  # arrival day minus departure day
     duration_min: int
-    price: float       # per person, CNY
+    price: float  # per person, CNY
     origin_station: str
     destination_station: str
     departure_min: int  # departure_time in minutes after midnight
@@ -54,11 +110,18 @@ class TransportOption:
 
     def details(self) -> dict[str, Any]:
         """The fields a trajectory event shows for this option."""
-        return {"mode": self.mode, "from_city": self.origin, "to_city": self.destination,
-                "from_station": self.origin_station, "to_station": self.destination_station,
-                "departure_time": self.departure_time, "arrival_time": self.arrival_time,
-                "duration_min": self.duration_min, "seat_class": self.seat_class,
-                "price": self.price}
+        return {
+            "mode": self.mode,
+            "from_city": self.origin,
+            "to_city": self.destination,
+            "from_station": self.origin_station,
+            "to_station": self.destination_station,
+            "departure_time": self.departure_time,
+            "arrival_time": self.arrival_time,
+            "duration_min": self.duration_min,
+            "seat_class": self.seat_class,
+            "price": self.price,
+        }
 
 
 @dataclass
@@ -67,7 +130,7 @@ class Catalog:
 
     path: Path
     cities: dict[str, dict[str, Any]]
-    pois: dict[str, dict[str, list[dict[str, Any]]]]   # kind -> city -> rows (store order)
+    pois: dict[str, dict[str, list[dict[str, Any]]]]  # kind -> city -> rows (store order)
     date_start: str
     date_end: str
     _conn: sqlite3.Connection
@@ -97,8 +160,7 @@ class Catalog:
                 by_city.setdefault(rec["city"], []).append(rec)
             pois[kind] = by_city
         date_start, date_end = _calendar(conn, meta)
-        return cls(path=path, cities=cities, pois=pois, date_start=date_start, date_end=date_end,
-                   _conn=conn)
+        return cls(path=path, cities=cities, pois=pois, date_start=date_start, date_end=date_end, _conn=conn)
 
     def city_names(self) -> list[str]:
         return sorted(self.cities)
@@ -117,8 +179,9 @@ class Catalog:
                         self._by_category.setdefault((k, c, row[column]), []).append(row)
         return self._by_category.get((kind, city, value), [])
 
-    def transport(self, origin: str, destination: str, date: str,
-                  modes: tuple[str, ...] | None = None) -> list[TransportOption]:
+    def transport(
+        self, origin: str, destination: str, date: str, modes: tuple[str, ...] | None = None
+    ) -> list[TransportOption]:
         """Train seats and flight cabins from `origin` to `destination` departing on `date`
         (only of the intercity `modes` given, e.g. ("Airplane",); default all)."""
         trains = modes is None or any(m != "Airplane" for m in modes)
@@ -137,16 +200,30 @@ class Catalog:
         out = []
         rows = self._conn.execute(
             "SELECT * FROM trains WHERE origin_city = ? AND destination_city = ? ORDER BY "
-            "departure_time, train_number", (origin, destination))
+            "departure_time, train_number",
+            (origin, destination),
+        )
         for r in rows:
             for seat, fare in sorted(json.loads(r["fares"]).items()):
-                out.append(TransportOption(
-                    kind="train", number=r["train_number"], mode=r["train_type"], seat_class=seat,
-                    origin=origin, destination=destination, departure_time=r["departure_time"],
-                    arrival_time=r["arrival_time"], day_offset=int(r["arrival_day_offset"]),
-                    duration_min=int(r["duration_min"]), price=float(fare),
-                    origin_station=r["origin_station"], destination_station=r["destination_station"],
-                    departure_min=_minutes(r["departure_time"]), arrival_min=_minutes(r["arrival_time"])))
+                out.append(
+                    TransportOption(
+                        kind="train",
+                        number=r["train_number"],
+                        mode=r["train_type"],
+                        seat_class=seat,
+                        origin=origin,
+                        destination=destination,
+                        departure_time=r["departure_time"],
+                        arrival_time=r["arrival_time"],
+                        day_offset=int(r["arrival_day_offset"]),
+                        duration_min=int(r["duration_min"]),
+                        price=float(fare),
+                        origin_station=r["origin_station"],
+                        destination_station=r["destination_station"],
+                        departure_min=_minutes(r["departure_time"]),
+                        arrival_min=_minutes(r["arrival_time"]),
+                    )
+                )
         self._train_cache[(origin, destination)] = out
         return out
 
@@ -155,17 +232,29 @@ class Catalog:
         rows = self._conn.execute(
             "SELECT * FROM flights WHERE origin_city = ? AND destination_city = ? AND "
             "departure_date = ? ORDER BY departure_time, flight_number, cabin_class",
-            (origin, destination, date))
+            (origin, destination, date),
+        )
         for r in rows:
             offset = 0 if r["arrival_date"] == r["departure_date"] else 1
-            out.append(TransportOption(
-                kind="flight", number=r["flight_number"], mode="Airplane",
-                seat_class=r["cabin_class"], origin=origin, destination=destination,
-                departure_time=r["departure_time"], arrival_time=r["arrival_time"],
-                day_offset=offset, duration_min=int(r["duration_min"]),
-                price=float(r["total_price"]), origin_station=r["origin_airport"],
-                destination_station=r["destination_airport"],
-                departure_min=_minutes(r["departure_time"]), arrival_min=_minutes(r["arrival_time"])))
+            out.append(
+                TransportOption(
+                    kind="flight",
+                    number=r["flight_number"],
+                    mode="Airplane",
+                    seat_class=r["cabin_class"],
+                    origin=origin,
+                    destination=destination,
+                    departure_time=r["departure_time"],
+                    arrival_time=r["arrival_time"],
+                    day_offset=offset,
+                    duration_min=int(r["duration_min"]),
+                    price=float(r["total_price"]),
+                    origin_station=r["origin_airport"],
+                    destination_station=r["destination_airport"],
+                    departure_min=_minutes(r["departure_time"]),
+                    arrival_min=_minutes(r["arrival_time"]),
+                )
+            )
         return out
 
 

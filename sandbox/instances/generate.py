@@ -18,8 +18,7 @@ from typing import Any, Callable
 from sandbox.instances import feasibility
 from sandbox.instances.catalog import Catalog
 from sandbox.instances.instructions import make_instruction
-from sandbox.instances.profiles import (DIFFICULTIES, category_count, consistency_problems,
-                                       sample_profile)
+from sandbox.instances.profiles import DIFFICULTIES, category_count, consistency_problems, sample_profile
 from sandbox.instances.trajectories import TrajectoryError, build_trajectory
 
 SPLIT_SIZES = {
@@ -27,17 +26,17 @@ SPLIT_SIZES = {
     "full": {"train": 3000, "test": 800},
 }
 TRIP_DAYS = (3, 4, 5, 6, 7)
-TRIP_DAY_WEIGHTS = (0.12, 0.2, 0.36, 0.2, 0.12)      # mean 5.0 days (Table 2: 4.9-5.0)
+TRIP_DAY_WEIGHTS = (0.12, 0.2, 0.36, 0.2, 0.12)  # mean 5.0 days (Table 2: 4.9-5.0)
 PARTY_SIZES = (1, 2, 3, 4)
-PARTY_WEIGHTS = (0.24, 0.42, 0.2, 0.14)              # mean 2.24 travellers (Table 2: 2.1-2.3)
+PARTY_WEIGHTS = (0.24, 0.42, 0.2, 0.14)  # mean 2.24 travellers (Table 2: 2.1-2.3)
 MAX_ATTEMPTS = 600
 SHORTEN_EVERY = 100  # failed attempts after which the trip loses a day (enough redraws to reach 3)
 
 
 @dataclass
 class Instance:
-    visible: dict[str, Any]   # id, split, difficulty, instruction, trajectory
-    hidden: dict[str, Any]    # id, query, profile
+    visible: dict[str, Any]  # id, split, difficulty, instruction, trajectory
+    hidden: dict[str, Any]  # id, query, profile
 
 
 class GenerationError(RuntimeError):
@@ -53,8 +52,9 @@ def _budget(rng: random.Random, cheapest: float) -> int:
     return int(math.ceil(cheapest * rng.uniform(1.35, 1.8) / 100.0) * 100)
 
 
-def _sample_query(rng: random.Random, catalog: Catalog, profile: dict[str, Any], days: int,
-                  people: int) -> dict[str, Any] | None:
+def _sample_query(
+    rng: random.Random, catalog: Catalog, profile: dict[str, Any], days: int, people: int
+) -> dict[str, Any] | None:
     """Dates and cities of a trip; the destination is one the preferred transport reaches."""
     first = dt.date.fromisoformat(catalog.date_start)
     last = dt.date.fromisoformat(catalog.date_end) - dt.timedelta(days=days - 1)
@@ -63,17 +63,30 @@ def _sample_query(rng: random.Random, catalog: Catalog, profile: dict[str, Any],
     origin = rng.choice(catalog.city_names())
     candidates = [c for c in catalog.city_names() if c != origin]
     rng.shuffle(candidates)
-    for city in candidates:   # the first reachable one of a random order: uniform over them
-        if feasibility.usable_legs(catalog, profile, origin, city, start.isoformat(), True) and \
-                feasibility.usable_legs(catalog, profile, city, origin, end, False):
-            return {"origin": origin, "destination": city, "start_date": start.isoformat(),
-                    "days": days, "people": people}
+    for city in candidates:  # the first reachable one of a random order: uniform over them
+        if feasibility.usable_legs(
+            catalog, profile, origin, city, start.isoformat(), True
+        ) and feasibility.usable_legs(catalog, profile, city, origin, end, False):
+            return {
+                "origin": origin,
+                "destination": city,
+                "start_date": start.isoformat(),
+                "days": days,
+                "people": people,
+            }
     return None
 
 
-def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, seed: int,
-                  language: str = "en", salt: int = 0,
-                  reasons: Counter | None = None) -> Instance:
+def make_instance(
+    catalog: Catalog,
+    split: str,
+    difficulty: str,
+    index: int,
+    seed: int,
+    language: str = "en",
+    salt: int = 0,
+    reasons: Counter | None = None,
+) -> Instance:
     """One solvable instance; `reasons` counts why rejected attempts were rejected."""
     rng = random.Random(f"b2t:{seed}:{split}:{difficulty}:{index}:{salt}")
     reasons = reasons if reasons is not None else Counter()
@@ -99,7 +112,7 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
         start = dt.date.fromisoformat(query["start_date"])
         return_date = (start + dt.timedelta(days=query["days"] - 1)).isoformat()
         request_date = start - dt.timedelta(days=rng.randint(3, 30))
-        verdict = feasibility.check(catalog, profile, query, return_date)   # before any history
+        verdict = feasibility.check(catalog, profile, query, return_date)  # before any history
         if not verdict.ok:
             reasons[verdict.reason] += 1
             continue
@@ -116,18 +129,27 @@ def make_instance(catalog: Catalog, split: str, difficulty: str, index: int, see
         query["budget"] = _budget(rng, verdict.cheapest_cost)
         iid = instance_id(split, difficulty, index)
         zh_names = {name: c["name_zh"] for name, c in catalog.cities.items()}
-        visible = {"id": iid, "split": split, "difficulty": difficulty,
-                   "instruction": make_instruction(rng, query, zh_names, language),
-                   "trajectory": events}
+        visible = {
+            "id": iid,
+            "split": split,
+            "difficulty": difficulty,
+            "instruction": make_instruction(rng, query, zh_names, language),
+            "trajectory": events,
+        }
         hidden = {"id": iid, "query": query, "profile": profile}
         return Instance(visible, hidden)
     top = ", ".join(f"{r} ({n})" for r, n in reasons.most_common(3))
     raise GenerationError(f"no valid {difficulty} instance after {MAX_ATTEMPTS} attempts: {top}")
 
 
-def generate_split(catalog: Catalog, split: str, per_difficulty: int, seed: int,
-                   language: str = "en", progress: Callable[[int, int], None] | None = None,
-                   ) -> tuple[list[Instance], Counter]:
+def generate_split(
+    catalog: Catalog,
+    split: str,
+    per_difficulty: int,
+    seed: int,
+    language: str = "en",
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[Instance], Counter]:
     """All instances of a split (difficulty-major order) and why rejected attempts failed.
 
     Instances are not checked by the expert here; `sandbox.instances.build` does that.

@@ -48,8 +48,9 @@ def _zh_date(d: dt.date) -> str:
     return f"{d.year}年{d.month}月{d.day}日"
 
 
-def make_instruction(rng: random.Random, query: dict[str, Any], city_zh: dict[str, str],
-                     language: str = "en") -> str:
+def make_instruction(
+    rng: random.Random, query: dict[str, Any], city_zh: dict[str, str], language: str = "en"
+) -> str:
     """One request for `query` (origin, destination, start_date, days, people, budget)."""
     start = dt.date.fromisoformat(query["start_date"])
     end = start + dt.timedelta(days=query["days"] - 1)
@@ -58,13 +59,23 @@ def make_instruction(rng: random.Random, query: dict[str, Any], city_zh: dict[st
         raise ValueError(f"party size must be 1-4, got {people}")
     if language == "en":
         return rng.choice(_EN_TEMPLATES).format(
-            days=query["days"], origin=query["origin"], destination=query["destination"],
-            party=rng.choice(_EN_PARTY[people]), people_text=_EN_PEOPLE[people],
-            start=_en_date(start), end=_en_date(end), budget=f"{query['budget']:,}")
+            days=query["days"],
+            origin=query["origin"],
+            destination=query["destination"],
+            party=rng.choice(_EN_PARTY[people]),
+            people_text=_EN_PEOPLE[people],
+            start=_en_date(start),
+            end=_en_date(end),
+            budget=f"{query['budget']:,}",
+        )
     if language == "zh":
         return rng.choice(_ZH_TEMPLATES).format(
-            days=query["days"], origin=city_zh.get(query["origin"], query["origin"]),
+            days=query["days"],
+            origin=city_zh.get(query["origin"], query["origin"]),
             destination=city_zh.get(query["destination"], query["destination"]),
-            party=_ZH_PARTY[people], start=_zh_date(start), end=_zh_date(end),
-            budget=query["budget"])
+            party=_ZH_PARTY[people],
+            start=_zh_date(start),
+            end=_zh_date(end),
+            budget=query["budget"],
+        )
     raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")

@@ -17,20 +17,34 @@ from sandbox.jsonl import read_jsonl_objects
 from sandbox.instances.profiles import CATEGORIES, constrained_categories, empty_history
 
 ACTIONS = ("click", "add_to_favorites", "book")
-_QUERY_FIELDS = {"origin": str, "destination": str, "start_date": str, "days": int, "people": int,
-                 "budget": (int, float)}
+_QUERY_FIELDS = {
+    "origin": str,
+    "destination": str,
+    "start_date": str,
+    "days": int,
+    "people": int,
+    "budget": (int, float),
+}
 # Allowed values of each profile attribute; list-valued attributes are marked.
 _ATTRIBUTES: dict[str, dict[str, tuple[tuple[str, ...], bool]]] = {
-    "hotel": {"star_requirement": (vocab.STAR_LEVELS, True),
-              "essential_facilities": (vocab.HOTEL_FACILITIES, True)},
-    "attraction": {"preferred_attraction_types": (vocab.ATTRACTION_TYPES, True),
-                   "walking_tolerance": (vocab.WALKING_TOLERANCE, False)},
-    "dining": {"cuisine_preferences": (vocab.CUISINES, True),
-               "price_level": (vocab.PRICE_LEVELS, False),
-               "dining_environment": (vocab.DINING_ENVIRONMENTS, True)},
-    "transportation": {"intercity_transport": (vocab.INTERCITY_MODES, False),
-                       "intracity_transport": (vocab.INTRACITY_MODES, False),
-                       "seat_class": (vocab.SEAT_CLASSES, False)},
+    "hotel": {
+        "star_requirement": (vocab.STAR_LEVELS, True),
+        "essential_facilities": (vocab.HOTEL_FACILITIES, True),
+    },
+    "attraction": {
+        "preferred_attraction_types": (vocab.ATTRACTION_TYPES, True),
+        "walking_tolerance": (vocab.WALKING_TOLERANCE, False),
+    },
+    "dining": {
+        "cuisine_preferences": (vocab.CUISINES, True),
+        "price_level": (vocab.PRICE_LEVELS, False),
+        "dining_environment": (vocab.DINING_ENVIRONMENTS, True),
+    },
+    "transportation": {
+        "intercity_transport": (vocab.INTERCITY_MODES, False),
+        "intracity_transport": (vocab.INTRACITY_MODES, False),
+        "seat_class": (vocab.SEAT_CLASSES, False),
+    },
 }
 
 
@@ -48,8 +62,9 @@ class LoadedInstance:
         return self.visible["id"]
 
 
-def load_split(data_dir: str | Path, split: str, cities: Iterable[str] | None = None,
-               with_ground_truth: bool = True) -> list[LoadedInstance]:
+def load_split(
+    data_dir: str | Path, split: str, cities: Iterable[str] | None = None, with_ground_truth: bool = True
+) -> list[LoadedInstance]:
     """Read and validate a split; `cities` (if given) are the store's city names."""
     data_dir = Path(data_dir)
     visible_path = data_dir / "instances" / f"{split}.jsonl"
@@ -68,8 +83,9 @@ def load_split(data_dir: str | Path, split: str, cities: Iterable[str] | None = 
         hidden[h["id"]] = h
     missing = [i for i in ids if i not in hidden]
     if missing:
-        raise InstanceFormatError(f"{truth_path}: no ground truth for {len(missing)} instance(s), "
-                                  f"e.g. {missing[0]!r}")
+        raise InstanceFormatError(
+            f"{truth_path}: no ground truth for {len(missing)} instance(s), e.g. {missing[0]!r}"
+        )
     out = []
     for v in visible:
         h = hidden[v["id"]]

@@ -12,8 +12,12 @@ from sandbox import vocab
 from sandbox.instances.catalog import Catalog, TransportOption
 
 # Category of the profile that judges each record kind.
-KIND_CATEGORY = {"hotel": "hotel", "attraction": "attraction", "restaurant": "dining",
-                 "transport": "transportation"}
+KIND_CATEGORY = {
+    "hotel": "hotel",
+    "attraction": "attraction",
+    "restaurant": "dining",
+    "transport": "transportation",
+}
 
 
 def hotel_matches(pref: dict[str, Any] | None, row: dict[str, Any]) -> bool:
@@ -55,8 +59,12 @@ def transport_matches(pref: dict[str, Any] | None, option: TransportOption) -> b
     return (not mode or option.mode == mode) and (not seat or option.seat_class == seat)
 
 
-_MATCHERS = {"hotel": hotel_matches, "attraction": attraction_matches, "restaurant": restaurant_matches,
-             "transport": transport_matches}
+_MATCHERS = {
+    "hotel": hotel_matches,
+    "attraction": attraction_matches,
+    "restaurant": restaurant_matches,
+    "transport": transport_matches,
+}
 
 
 def record_matches(profile: dict[str, Any], kind: str, record: Any) -> bool:
@@ -67,8 +75,11 @@ def record_matches(profile: dict[str, Any], kind: str, record: Any) -> bool:
 
 
 # The profile attribute that selects each kind's main category (see Catalog.by_category).
-_MAIN_ATTRIBUTE = {"hotel": "star_requirement", "restaurant": "cuisine_preferences",
-                   "attraction": "preferred_attraction_types"}
+_MAIN_ATTRIBUTE = {
+    "hotel": "star_requirement",
+    "restaurant": "cuisine_preferences",
+    "attraction": "preferred_attraction_types",
+}
 
 
 def matching_pois(catalog: Catalog, profile: dict[str, Any], kind: str, city: str) -> list[dict[str, Any]]:

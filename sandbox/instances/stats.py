@@ -6,10 +6,16 @@ from sandbox.instances.profiles import DIFFICULTIES, constrained_categories
 
 # Paper Table 2 (train / test) for side-by-side printing.
 PAPER_TABLE2 = {
-    "train": {"easy": (14.5, 1.0, 10.3, 4.9, 2.2), "medium": (38.2, 2.4, 27.2, 4.9, 2.1),
-              "hard": (66.7, 4.0, 47.8, 5.0, 2.3)},
-    "test": {"easy": (14.2, 1.0, 10.1, 4.9, 2.2), "medium": (37.6, 2.3, 26.9, 4.9, 2.2),
-             "hard": (67.2, 4.0, 48.0, 5.0, 2.2)},
+    "train": {
+        "easy": (14.5, 1.0, 10.3, 4.9, 2.2),
+        "medium": (38.2, 2.4, 27.2, 4.9, 2.1),
+        "hard": (66.7, 4.0, 47.8, 5.0, 2.3),
+    },
+    "test": {
+        "easy": (14.2, 1.0, 10.1, 4.9, 2.2),
+        "medium": (37.6, 2.3, 26.9, 4.9, 2.2),
+        "hard": (67.2, 4.0, 48.0, 5.0, 2.2),
+    },
 }
 STAT_KEYS = ("actions", "preferences", "pois", "trip_days", "companions")
 
@@ -43,8 +49,14 @@ def format_table(stats: dict[str, dict[str, Any]]) -> str:
     columns = [(split, d) for split in stats for d in DIFFICULTIES if d in stats[split]]
     header = f"{'Statistic':<14}" + "".join(f"{split}-{d[0].upper()}".ljust(16) for split, d in columns)
     lines = [header, "-" * len(header)]
-    labels = {"samples": "Samples", "actions": "Actions", "preferences": "Preferences",
-              "pois": "POIs", "trip_days": "Trip days", "companions": "Companions"}
+    labels = {
+        "samples": "Samples",
+        "actions": "Actions",
+        "preferences": "Preferences",
+        "pois": "POIs",
+        "trip_days": "Trip days",
+        "companions": "Companions",
+    }
     for key in ("samples",) + STAT_KEYS:
         cells = []
         for split, d in columns:

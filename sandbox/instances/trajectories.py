@@ -27,11 +27,19 @@ from sandbox.instances.matching import KIND_CATEGORY, matching_pois, record_matc
 from sandbox.instances.profiles import constrained_categories, empty_history
 
 # Record kinds per preference category, in the order a session browses them.
-CATEGORY_KIND = {"transportation": "transport", "hotel": "hotel", "attraction": "attraction",
-                 "dining": "restaurant"}
+CATEGORY_KIND = {
+    "transportation": "transport",
+    "hotel": "hotel",
+    "attraction": "attraction",
+    "dining": "restaurant",
+}
 SESSION_ORDER = ("transportation", "hotel", "attraction", "dining")
-HISTORY_KEY = {"hotel": "accommodations", "restaurant": "restaurants",
-               "attraction": "attractions", "transport": "transportation"}
+HISTORY_KEY = {
+    "hotel": "accommodations",
+    "restaurant": "restaurants",
+    "attraction": "attractions",
+    "transport": "transportation",
+}
 
 
 @dataclass(frozen=True)
@@ -41,9 +49,9 @@ class Shape:
     pois_mean: float
     pois_sd: float
     pois_range: tuple[int, int]
-    favorite_rate: float      # share of matched POIs that get favorited
-    book_rate: float          # share of favorited POIs that get booked
-    cities: tuple[int, int]   # how many cities the user browsed
+    favorite_rate: float  # share of matched POIs that get favorited
+    book_rate: float  # share of favorited POIs that get booked
+    cities: tuple[int, int]  # how many cities the user browsed
     sessions: tuple[int, int]
     span_days: tuple[int, int]
 
@@ -60,8 +68,8 @@ MAX_CITIES = 8
 
 @dataclass
 class _Poi:
-    kind: str                  # "hotel" | "restaurant" | "attraction" | "transport"
-    record: Any                # store row (dict) or TransportOption
+    kind: str  # "hotel" | "restaurant" | "attraction" | "transport"
+    record: Any  # store row (dict) or TransportOption
     city: str
     noise: bool = False
     click_session: int = 0
@@ -90,24 +98,43 @@ def poi_details(kind: str, record: Any) -> dict[str, Any]:
         return record.details()
     r = record
     if kind == "hotel":
-        return {"city": r["city"], "district": r["district"], "star": r["secondary_category"],
-                "hotel_type": r["tertiary_category"], "facilities": list(r["facilities"]),
-                "price": r["avg_price"], "rating": r["avg_rating"]}
+        return {
+            "city": r["city"],
+            "district": r["district"],
+            "star": r["secondary_category"],
+            "hotel_type": r["tertiary_category"],
+            "facilities": list(r["facilities"]),
+            "price": r["avg_price"],
+            "rating": r["avg_rating"],
+        }
     if kind == "restaurant":
-        return {"city": r["city"], "location": r["location"], "cuisine": r["secondary_category"],
-                "dish_style": r["tertiary_category"], "avg_price": r["avg_price"],
-                "price_level": r["price_level"], "environment": list(r["environment"]),
-                "rating": r["avg_rating"]}
+        return {
+            "city": r["city"],
+            "location": r["location"],
+            "cuisine": r["secondary_category"],
+            "dish_style": r["tertiary_category"],
+            "avg_price": r["avg_price"],
+            "price_level": r["price_level"],
+            "environment": list(r["environment"]),
+            "rating": r["avg_rating"],
+        }
     if kind == "attraction":
-        return {"city": r["city"], "location": r["location"], "attraction_type": r["attraction_type"],
-                "custom_type": r["custom_type"], "walking_km": r["walking_km"],
-                "ticket_price": r["avg_price"], "rating": r["avg_rating"],
-                "recommended_duration_min": r["recommended_duration_min"]}
+        return {
+            "city": r["city"],
+            "location": r["location"],
+            "attraction_type": r["attraction_type"],
+            "custom_type": r["custom_type"],
+            "walking_km": r["walking_km"],
+            "ticket_price": r["avg_price"],
+            "rating": r["avg_rating"],
+            "recommended_duration_min": r["recommended_duration_min"],
+        }
     raise ValueError(f"unknown POI kind {kind!r}")
 
 
-def _pools(catalog: Catalog, profile: dict[str, Any], kind: str, origin: str,
-           city: str) -> tuple[list[Any], list[Any]]:
+def _pools(
+    catalog: Catalog, profile: dict[str, Any], kind: str, origin: str, city: str
+) -> tuple[list[Any], list[Any]]:
     """Preference-matched records of one kind in one city, and the candidates for noise.
 
     Noise candidates may include matching records (noise is drawn by rejection, see
@@ -117,7 +144,8 @@ def _pools(catalog: Catalog, profile: dict[str, Any], kind: str, origin: str,
     if kind != "transport":
         return matching_pois(catalog, profile, kind, city), catalog.pois[kind].get(city, [])
     options = catalog.transport(origin, city, catalog.date_start) + catalog.transport(
-        city, origin, catalog.date_start)
+        city, origin, catalog.date_start
+    )
     matched: dict[str, TransportOption] = {}
     for opt in options:
         if record_matches(profile, kind, opt):
@@ -145,16 +173,27 @@ class TrajectoryError(ValueError):
     """The store cannot supply a trajectory for this profile (the generator resamples)."""
 
 
-def build_trajectory(rng: random.Random, catalog: Catalog, profile: dict[str, Any],
-                     query: dict[str, Any], difficulty: str,
-                     request_date: dt.date) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+def build_trajectory(
+    rng: random.Random,
+    catalog: Catalog,
+    profile: dict[str, Any],
+    query: dict[str, Any],
+    difficulty: str,
+    request_date: dt.date,
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """Events (oldest first) and the history they imply; raises TrajectoryError if impossible."""
     shape = SHAPES[difficulty]
     categories = constrained_categories(profile)
-    n_pois = int(min(max(round(rng.gauss(shape.pois_mean, shape.pois_sd)), shape.pois_range[0]),
-                     shape.pois_range[1]))
-    n_noise = 0 if difficulty == "easy" else 1 if difficulty == "medium" else \
-        round(n_pois * rng.uniform(0.15, 0.25))
+    n_pois = int(
+        min(max(round(rng.gauss(shape.pois_mean, shape.pois_sd)), shape.pois_range[0]), shape.pois_range[1])
+    )
+    n_noise = (
+        0
+        if difficulty == "easy"
+        else 1
+        if difficulty == "medium"
+        else round(n_pois * rng.uniform(0.15, 0.25))
+    )
     n_matched = n_pois - n_noise
 
     origin, destination = query["origin"], query["destination"]
@@ -221,12 +260,14 @@ def build_trajectory(rng: random.Random, catalog: Catalog, profile: dict[str, An
     for poi in pois:
         if poi.book_session is not None and poi.city == destination:
             history[HISTORY_KEY[poi.kind]].append(
-                poi.record.number if poi.kind == "transport" else poi.record["name"])
+                poi.record.number if poi.kind == "transport" else poi.record["name"]
+            )
     return events, history
 
 
-def _sessions_per_city(rng: random.Random, shape: Shape, cities: list[str],
-                       pois: list[_Poi]) -> dict[str, int]:
+def _sessions_per_city(
+    rng: random.Random, shape: Shape, cities: list[str], pois: list[_Poi]
+) -> dict[str, int]:
     total = rng.randint(*shape.sessions)
     sizes = {c: sum(1 for p in pois if p.city == c) for c in cities}
     alloc = {c: 1 for c in cities}
@@ -236,8 +277,9 @@ def _sessions_per_city(rng: random.Random, shape: Shape, cities: list[str],
     return alloc
 
 
-def _assign_funnel(rng: random.Random, shape: Shape, pois: list[_Poi],
-                   sessions_per_city: dict[str, int]) -> None:
+def _assign_funnel(
+    rng: random.Random, shape: Shape, pois: list[_Poi], sessions_per_city: dict[str, int]
+) -> None:
     """Choose favorites and bookings per (city, kind) and the session of every action."""
     by_group: dict[tuple[str, str], list[_Poi]] = {}
     for p in pois:
@@ -254,31 +296,42 @@ def _assign_funnel(rng: random.Random, shape: Shape, pois: list[_Poi],
             p.click_session = min(int(rng.random() ** 1.6 * n_sessions), n_sessions - 1)
         for i, p in enumerate(favorites):
             p.favorite_session = rng.randint(p.click_session, n_sessions - 1)
-            if i < n_book:   # bookings happen in the city's last session: the decision point
+            if i < n_book:  # bookings happen in the city's last session: the decision point
                 p.book_session = n_sessions - 1
                 booked_any = True
-    if not booked_any and pois:   # every trajectory ends in at least one decision
+    if not booked_any and pois:  # every trajectory ends in at least one decision
         p = rng.choice(pois)
         last = sessions_per_city[p.city] - 1
-        p.favorite_session = p.favorite_session if p.favorite_session is not None else \
-            rng.randint(p.click_session, last)
+        p.favorite_session = (
+            p.favorite_session if p.favorite_session is not None else rng.randint(p.click_session, last)
+        )
         p.book_session = last
 
 
 def _quiet_slots(blocks: list[list[tuple[_Poi, str]]], b: int) -> list[int]:
     """Insertion points in session `b` whose neighbours in the whole trajectory are not noise."""
     before = next((blk[-1][0] for blk in reversed(blocks[:b]) if blk), None)
-    after = next((blk[0][0] for blk in blocks[b + 1:] if blk), None)
+    after = next((blk[0][0] for blk in blocks[b + 1 :] if blk), None)
     block = [p for p, _ in blocks[b]]
-    seq = [before] + block + [after]   # seq[j] and seq[j + 1] flank insertion point j
-    return [j for j in range(len(block) + 1)
-            if not (seq[j] is not None and seq[j].noise) and not (seq[j + 1] is not None and seq[j + 1].noise)]
+    seq = [before] + block + [after]  # seq[j] and seq[j + 1] flank insertion point j
+    return [
+        j
+        for j in range(len(block) + 1)
+        if not (seq[j] is not None and seq[j].noise) and not (seq[j + 1] is not None and seq[j + 1].noise)
+    ]
 
 
-def _emit(rng: random.Random, shape: Shape, cities: list[str], sessions_per_city: dict[str, int],
-          pois: list[_Poi], noise: list[_Poi], request_date: dt.date) -> list[dict[str, Any]]:
+def _emit(
+    rng: random.Random,
+    shape: Shape,
+    cities: list[str],
+    sessions_per_city: dict[str, int],
+    pois: list[_Poi],
+    noise: list[_Poi],
+    request_date: dt.date,
+) -> list[dict[str, Any]]:
     """Order actions into sessions and give them increasing timestamps."""
-    blocks: list[list[tuple[_Poi, str]]] = []   # one list of (poi, action) per session, in time order
+    blocks: list[list[tuple[_Poi, str]]] = []  # one list of (poi, action) per session, in time order
     rank = {cat: i for i, cat in enumerate(SESSION_ORDER)}
     for city in cities:
         for s in range(sessions_per_city[city]):
@@ -286,8 +339,15 @@ def _emit(rng: random.Random, shape: Shape, cities: list[str], sessions_per_city
             for p in pois:
                 if p.city != city:
                     continue
-                acts = [a for a, sess in (("click", p.click_session), ("add_to_favorites", p.favorite_session),
-                                          ("book", p.book_session)) if sess == s]
+                acts = [
+                    a
+                    for a, sess in (
+                        ("click", p.click_session),
+                        ("add_to_favorites", p.favorite_session),
+                        ("book", p.book_session),
+                    )
+                    if sess == s
+                ]
                 # Same-session actions of one POI keep funnel order; otherwise actions mix within
                 # their category block.
                 keys = sorted(rng.random() for _ in acts)
@@ -312,17 +372,31 @@ def _emit(rng: random.Random, shape: Shape, cities: list[str], sessions_per_city
     span = rng.randint(*shape.span_days)
     first_day = request_date - dt.timedelta(days=span)
     days = sorted(rng.sample(range(span), min(len(blocks), span)))
-    while len(days) < len(blocks):   # more sessions than days: several sessions on a day
+    while len(days) < len(blocks):  # more sessions than days: several sessions on a day
         days.append(days[-1])
     days.sort()
     events, previous = [], None
     for number, (block, day) in enumerate(zip(blocks, days), start=1):
-        start = dt.datetime.combine(first_day + dt.timedelta(days=day), dt.time(rng.randint(8, 20), rng.randint(0, 59)))
-        t = start if previous is None or start > previous else previous + dt.timedelta(minutes=rng.randint(30, 90))
+        start = dt.datetime.combine(
+            first_day + dt.timedelta(days=day), dt.time(rng.randint(8, 20), rng.randint(0, 59))
+        )
+        t = (
+            start
+            if previous is None or start > previous
+            else previous + dt.timedelta(minutes=rng.randint(30, 90))
+        )
         for p, action in block:
-            events.append({"timestamp": t.strftime("%Y-%m-%d %H:%M"), "session": number,
-                           "action": action, "poi_type": p.poi_type, "poi_id": p.poi_id,
-                           "poi_name": p.name, "details": poi_details(p.kind, p.record)})
+            events.append(
+                {
+                    "timestamp": t.strftime("%Y-%m-%d %H:%M"),
+                    "session": number,
+                    "action": action,
+                    "poi_type": p.poi_type,
+                    "poi_id": p.poi_id,
+                    "poi_name": p.name,
+                    "details": poi_details(p.kind, p.record),
+                }
+            )
             previous = t
             t += dt.timedelta(minutes=rng.randint(1, 4))
     return events

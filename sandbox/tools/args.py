@@ -39,8 +39,9 @@ def _type_ok(value: Any, json_type: str) -> bool:
     if json_type == "string":
         return isinstance(value, str)
     if json_type == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or \
-            (isinstance(value, float) and value.is_integer())
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
     if json_type == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if json_type == "object":
@@ -61,12 +62,16 @@ def validate_arguments(tool: str, params: tuple[Param, ...], arguments: Any) -> 
         value = arguments.get(p.name)
         if value is None:
             if p.required:
-                raise ToolArgError(f"{tool} is missing required argument {p.name!r} ({p.type}: {p.description})")
+                raise ToolArgError(
+                    f"{tool} is missing required argument {p.name!r} ({p.type}: {p.description})"
+                )
             out[p.name] = p.default
             continue
         if not _type_ok(value, p.type):
-            raise ToolArgError(f"{tool} argument {p.name!r} must be {_article(p.type)} {p.type}, "
-                               f"got {type(value).__name__} {value!r:.60}")
+            raise ToolArgError(
+                f"{tool} argument {p.name!r} must be {_article(p.type)} {p.type}, "
+                f"got {type(value).__name__} {value!r:.60}"
+            )
         out[p.name] = int(value) if p.type == "integer" else value
     return out
 
@@ -85,7 +90,7 @@ def check_time(value: str | None, name: str) -> str | None:
     if value is None:
         return None
     if not _TIME_RE.match(value.strip()):
-        raise ToolArgError(f"{name} must be a time \"HH:MM\" (24-hour), got {value!r}")
+        raise ToolArgError(f'{name} must be a time "HH:MM" (24-hour), got {value!r}')
     return value.strip()
 
 
@@ -93,7 +98,7 @@ def check_date(value: str, name: str, first: str, last: str) -> str:
     """A real calendar date "YYYY-MM-DD" within [first, last] (the store's calendar)."""
     value = value.strip()
     if not _DATE_RE.match(value):
-        raise ToolArgError(f"{name} must be a date \"YYYY-MM-DD\", got {value!r}")
+        raise ToolArgError(f'{name} must be a date "YYYY-MM-DD", got {value!r}')
     try:
         dt.date.fromisoformat(value)
     except ValueError:
@@ -130,8 +135,9 @@ def match_vocab(key: str, value: Any, options: tuple[str, ...]) -> list[str]:
     return out
 
 
-def check_preferences(tool: str, preferences: dict[str, Any] | None,
-                      keys: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+def check_preferences(
+    tool: str, preferences: dict[str, Any] | None, keys: dict[str, tuple[str, ...]]
+) -> dict[str, list[str]]:
     """Validated preferences: only the tool's keys, each value mapped onto its vocabulary."""
     if not preferences:
         return {}

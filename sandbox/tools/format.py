@@ -22,8 +22,10 @@ def render(header: str, items: list[dict[str, Any]], budget: int = RESPONSE_CHAR
     for k, item in enumerate(items):
         line = compact_json(item)
         if used + 1 + len(line) > budget and k > 0:
-            lines.append(f"... {len(items) - k} more result(s) omitted to fit the response limit; "
-                         f"lower n or narrow the search.")
+            lines.append(
+                f"... {len(items) - k} more result(s) omitted to fit the response limit; "
+                f"lower n or narrow the search."
+            )
             break
         lines.append(line)
         used += 1 + len(line)
@@ -31,7 +33,7 @@ def render(header: str, items: list[dict[str, Any]], budget: int = RESPONSE_CHAR
 
 
 def coords(lat: float, lon: float) -> str:
-    """"lat,lon" to 5 decimals (about 1 m): the form MapGuide and `near` accept back."""
+    """ "lat,lon" to 5 decimals (about 1 m): the form MapGuide and `near` accept back."""
     return f"{lat:.5f},{lon:.5f}"
 
 

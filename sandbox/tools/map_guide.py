@@ -19,7 +19,9 @@ if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
 
 MAP_PARAMS = (
     Param("origin_cityName", "string", "city of the origin", required=True),
-    Param("origin", "string", "origin: a POI name, station, airport, the city name, or \"lat,lon\"", required=True),
+    Param(
+        "origin", "string", 'origin: a POI name, station, airport, the city name, or "lat,lon"', required=True
+    ),
     Param("destination_cityName", "string", "city of the destination", required=True),
     Param("destination", "string", "destination, same forms as origin", required=True),
 )
@@ -33,11 +35,16 @@ def map_guide(world: World, args: dict[str, Any]) -> str:
     dest = resolve_place(world, dest_city, args["destination"])
     if origin_city == dest_city:
         routes = geo.local_routes(origin.latitude, origin.longitude, dest.latitude, dest.longitude)
-        lines = [f"Routes in {origin_city} from {origin.name} to {dest.name} "
-                 f"(straight line {geo.haversine_km(origin.latitude, origin.longitude, dest.latitude, dest.longitude):.1f} km):"]
+        lines = [
+            f"Routes in {origin_city} from {origin.name} to {dest.name} "
+            f"(straight line {geo.haversine_km(origin.latitude, origin.longitude, dest.latitude, dest.longitude):.1f} km):"
+        ]
         for mode, route in routes.items():
-            lines.append(compact_json({"mode": mode, "distance_km": route.distance_km,
-                                       "duration_min": route.duration_min}))
+            lines.append(
+                compact_json(
+                    {"mode": mode, "distance_km": route.distance_km, "duration_min": route.duration_min}
+                )
+            )
         return "\n".join(lines)
     return _intercity(world, origin_city, dest_city, origin.name, dest.name)
 
@@ -46,20 +53,47 @@ def _intercity(world: World, origin_city: str, dest_city: str, origin_name: str,
     a, b = world.city(origin_city), world.city(dest_city)
     drive = geo.intercity_drive(a["latitude"], a["longitude"], b["latitude"], b["longitude"])
     lines = [f"Intercity options {origin_city} ({origin_name}) -> {dest_city} ({dest_name}):"]
-    trains = world.query("SELECT train_type, COUNT(*) AS k, MIN(duration_min) AS fastest, MIN(departure_time) AS "
-                         "first, MAX(departure_time) AS last FROM trains WHERE origin_city = ? AND "
-                         "destination_city = ? GROUP BY train_type ORDER BY train_type", (origin_city, dest_city))
+    trains = world.query(
+        "SELECT train_type, COUNT(*) AS k, MIN(duration_min) AS fastest, MIN(departure_time) AS "
+        "first, MAX(departure_time) AS last FROM trains WHERE origin_city = ? AND "
+        "destination_city = ? GROUP BY train_type ORDER BY train_type",
+        (origin_city, dest_city),
+    )
     for t in trains:
-        lines.append(compact_json({"mode": t["train_type"], "daily_trains": t["k"], "fastest_min": t["fastest"],
-                                   "departures": f"{t['first']}-{t['last']}", "details": "TrainSearch"}))
-    flights = world.query("SELECT COUNT(DISTINCT flight_number) AS k, MIN(duration_min) AS fastest, "
-                          "MIN(total_price) AS cheapest FROM flights WHERE origin_city = ? AND destination_city = ? "
-                          "AND departure_date = ? AND cabin_class = 'Economy Class'",
-                          (origin_city, dest_city, world.date_start))[0]
+        lines.append(
+            compact_json(
+                {
+                    "mode": t["train_type"],
+                    "daily_trains": t["k"],
+                    "fastest_min": t["fastest"],
+                    "departures": f"{t['first']}-{t['last']}",
+                    "details": "TrainSearch",
+                }
+            )
+        )
+    flights = world.query(
+        "SELECT COUNT(DISTINCT flight_number) AS k, MIN(duration_min) AS fastest, "
+        "MIN(total_price) AS cheapest FROM flights WHERE origin_city = ? AND destination_city = ? "
+        "AND departure_date = ? AND cabin_class = 'Economy Class'",
+        (origin_city, dest_city, world.date_start),
+    )[0]
     if flights["k"]:
-        lines.append(compact_json({"mode": "Airplane", "daily_flights": flights["k"], "fastest_min": flights["fastest"],
-                                   "economy_from": price(flights["cheapest"]), "details": "FlightSearch (by date)"}))
+        lines.append(
+            compact_json(
+                {
+                    "mode": "Airplane",
+                    "daily_flights": flights["k"],
+                    "fastest_min": flights["fastest"],
+                    "economy_from": price(flights["cheapest"]),
+                    "details": "FlightSearch (by date)",
+                }
+            )
+        )
     else:
         lines.append(compact_json({"mode": "Airplane", "daily_flights": 0}))
-    lines.append(compact_json({"mode": "Driving", "distance_km": drive.distance_km, "duration_min": drive.duration_min}))
+    lines.append(
+        compact_json(
+            {"mode": "Driving", "distance_km": drive.distance_km, "duration_min": drive.duration_min}
+        )
+    )
     return "\n".join(lines)

@@ -32,8 +32,9 @@ def transport_hubs(city: dict) -> list[Place]:
     stand at the city centre, so MapGuide tells the agent exactly what the plan is checked against.
     """
     here = (city["latitude"], city["longitude"])
-    return [Place(s, "station", *here) for s in city["stations"]] + \
-        [Place(a["name"], "airport", *here) for a in city["airports"]]
+    return [Place(s, "station", *here) for s in city["stations"]] + [
+        Place(a["name"], "airport", *here) for a in city["airports"]
+    ]
 
 
 def resolve_city_arg(world: World, args: dict[str, Any], key: str, label: str | None = None) -> str:
@@ -52,7 +53,7 @@ def resolve_place(world: World, city_name: str, text: str) -> Place:
     if match:
         lat, lon = float(match.group(1)), float(match.group(2))
         if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-            raise ToolArgError(f"coordinates {text!r} are not a valid \"lat,lon\" pair")
+            raise ToolArgError(f'coordinates {text!r} are not a valid "lat,lon" pair')
         if haversine_km(lat, lon, city["latitude"], city["longitude"]) > MAX_PLACE_KM_FROM_CENTRE:
             raise ToolArgError(f"coordinates {text!r} are not in {city_name}")
         return Place(text.strip(), "point", lat, lon)
@@ -66,5 +67,7 @@ def resolve_place(world: World, city_name: str, text: str) -> Place:
     for hub in transport_hubs(city):
         if hub.name.casefold() == folded or hub.name.casefold().replace(" railway station", "") == folded:
             return hub
-    raise ToolArgError(f"unknown place {text!r} in {city_name}: use the exact name of a POI from a search "
-                       f"result, a station or airport of the city, the city name, or \"lat,lon\"")
+    raise ToolArgError(
+        f"unknown place {text!r} in {city_name}: use the exact name of a POI from a search "
+        f'result, a station or airport of the city, the city name, or "lat,lon"'
+    )

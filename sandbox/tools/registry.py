@@ -32,22 +32,39 @@ class Tool:
     run: Callable[[Any, dict[str, Any]], str | ToolResult]
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description,
-            "parameters": {"type": "object",
-                           "properties": {p.name: p.json_schema() for p in self.params},
-                           "required": [p.name for p in self.params if p.required]}}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {p.name: p.json_schema() for p in self.params},
+                    "required": [p.name for p in self.params if p.required],
+                },
+            },
+        }
 
 
 _TOOL_LIST = (
     *(Tool(s.tool, s.description, s.params(), s.run) for s in SEARCHES),
-    Tool("FlightSearch", "Search flights between two cities on a date, optionally by cabin class.",
-         FLIGHT_PARAMS, flight_search),
+    Tool(
+        "FlightSearch",
+        "Search flights between two cities on a date, optionally by cabin class.",
+        FLIGHT_PARAMS,
+        flight_search,
+    ),
     Tool("TrainSearch", "Search the daily trains between two cities.", TRAIN_PARAMS, train_search),
-    Tool("WeatherSearch", "Weather of a city for consecutive days from a date.", WEATHER_PARAMS, weather_search),
-    Tool("MapGuide", "Routes between two places: walking, transit (subway, bus) and driving (taxi, "
-                     "ride-sharing) inside a city, or train/flight/drive options between two cities.",
-         MAP_PARAMS, map_guide),
+    Tool(
+        "WeatherSearch", "Weather of a city for consecutive days from a date.", WEATHER_PARAMS, weather_search
+    ),
+    Tool(
+        "MapGuide",
+        "Routes between two places: walking, transit (subway, bus) and driving (taxi, "
+        "ride-sharing) inside a city, or train/flight/drive options between two cities.",
+        MAP_PARAMS,
+        map_guide,
+    ),
     Tool("Python", "Run Python code and return its output or the error.", PYTHON_PARAMS, python_run),
 )
 TOOLS: dict[str, Tool] = {t.name: t for t in _TOOL_LIST}
@@ -74,7 +91,8 @@ def call_tool(world: Any, name: Any, arguments: Any) -> ToolResult:
     except sqlite3.Error as e:  # a corrupt or unreadable store: the environment's fault, not the agent's
         log.error("tool %s: store error (%s) on %s", name, e, reprlib.repr(arguments))
         return ToolResult.environment_fault(
-            f"{name} could not read the travel database ({type(e).__name__}: {e})")
+            f"{name} could not read the travel database ({type(e).__name__}: {e})"
+        )
     except Exception as e:  # a bug here must not kill a rollout; it is logged and surfaced
         log.exception("tool %s failed on %s", name, reprlib.repr(arguments))
         return ToolResult.error(f"{name} failed internally ({type(e).__name__}: {e})")

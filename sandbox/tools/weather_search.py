@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
 
 WEATHER_PARAMS = (
     Param("city", "string", "city name", required=True),
-    Param("date", "string", "first date \"YYYY-MM-DD\" (default: first available date)"),
+    Param("date", "string", 'first date "YYYY-MM-DD" (default: first available date)'),
     Param("n", "integer", f"number of consecutive days ({N_MIN}-{N_MAX})", default=5),
 )
 
@@ -23,13 +23,26 @@ def weather_search(world: World, args: dict[str, Any]) -> str:
     """WeatherSearch: n consecutive days of a city's forecast, noting where the store's dates end."""
     city = resolve_city_arg(world, args, "city")
     n = check_n(args["n"])
-    start = world.date_start if args["date"] is None else \
-        check_date(args["date"], "date", world.date_start, world.date_end)
+    start = (
+        world.date_start
+        if args["date"] is None
+        else check_date(args["date"], "date", world.date_start, world.date_end)
+    )
     last = (dt.date.fromisoformat(start) + dt.timedelta(days=n - 1)).isoformat()
-    rows = world.query("SELECT * FROM weather WHERE city = ? AND date BETWEEN ? AND ? ORDER BY date",
-                       (city, start, last))
-    items = [{"date": r["date"], "weather": r["weather"], "max_temp": r["max_temp"], "min_temp": r["min_temp"],
-              "wind": r["wind"], "air_quality": r["air_quality"]} for r in rows]
+    rows = world.query(
+        "SELECT * FROM weather WHERE city = ? AND date BETWEEN ? AND ? ORDER BY date", (city, start, last)
+    )
+    items = [
+        {
+            "date": r["date"],
+            "weather": r["weather"],
+            "max_temp": r["max_temp"],
+            "min_temp": r["min_temp"],
+            "wind": r["wind"],
+            "air_quality": r["air_quality"],
+        }
+        for r in rows
+    ]
     header = f"Weather in {city} from {start}: {len(items)} day(s)."
     if len(items) < n:
         header += f" Forecasts end on {world.date_end}."

@@ -43,8 +43,8 @@ class TravelPlannerVerdict:
     """One plan's Evaluation with what metrics and the reward need about its query."""
 
     evaluation: Evaluation
-    shaped: bool            # delivered with exactly `days` day entries (the reward's R_format)
-    query: dict[str, Any]   # normalised (metrics group by level and days)
+    shaped: bool  # delivered with exactly `days` day entries (the reward's R_format)
+    query: dict[str, Any]  # normalised (metrics group by level and days)
 
     @property
     def delivered(self) -> bool:
@@ -55,18 +55,29 @@ class TravelPlannerVerdict:
         return self.evaluation.final_pass
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.evaluation.to_dict(), "shaped": self.shaped, "level": self.query.get("level"),
-                "days": self.query["days"]}
+        return {
+            **self.evaluation.to_dict(),
+            "shaped": self.shaped,
+            "level": self.query.get("level"),
+            "days": self.query["days"],
+        }
 
 
 class TravelPlannerBenchmark(Benchmark):
     name = "travelplanner"
     splits = ("train", "dev", "validation", "test")
-    data_splits = ("train", "dev")              # written by make_data; the official ones come from users
-    eval_split = "dev"                          # held-out generated queries: never validation or test
+    data_splits = ("train", "dev")  # written by make_data; the official ones come from users
+    eval_split = "dev"  # held-out generated queries: never validation or test
 
-    def __init__(self, data_dir: str | Path | None, *, planning: str = "two-stage", mode: str = "official",
-                 queries: str | Path | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path | None,
+        *,
+        planning: str = "two-stage",
+        mode: str = "official",
+        queries: str | Path | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(data_dir, **options)
         if planning not in tp_prompt.MODES:
             raise BenchmarkError(f"unknown planning mode {planning!r}; choose from {tp_prompt.MODES}")
@@ -80,13 +91,25 @@ class TravelPlannerBenchmark(Benchmark):
     # -- options --------------------------------------------------------------------------------
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--planning", default="two-stage", choices=tp_prompt.MODES,
-                            help="TravelPlanner setting: tools (two-stage) or reference information in "
-                            "the prompt (sole-planning)")
-        parser.add_argument("--mode", default="official", choices=MODES,
-                            help="evaluator: the official harness's verdicts or the strict fixes")
-        parser.add_argument("--queries", type=Path, default=None,
-                            help="official-format query file (JSONL) to use as the split")
+        parser.add_argument(
+            "--planning",
+            default="two-stage",
+            choices=tp_prompt.MODES,
+            help="TravelPlanner setting: tools (two-stage) or reference information in "
+            "the prompt (sole-planning)",
+        )
+        parser.add_argument(
+            "--mode",
+            default="official",
+            choices=MODES,
+            help="evaluator: the official harness's verdicts or the strict fixes",
+        )
+        parser.add_argument(
+            "--queries",
+            type=Path,
+            default=None,
+            help="official-format query file (JSONL) to use as the split",
+        )
 
     @classmethod
     def options_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
@@ -114,8 +137,11 @@ class TravelPlannerBenchmark(Benchmark):
 
     @classmethod
     def missing_data(cls, data_dir: Path) -> list[str]:
-        files = [f"{folder}/{split}.jsonl" for split in cls.data_splits
-                 for folder in ("instances", "ground_truth", "reference")]
+        files = [
+            f"{folder}/{split}.jsonl"
+            for split in cls.data_splits
+            for folder in ("instances", "ground_truth", "reference")
+        ]
         return [p for p in ("database", *files) if not (data_dir / p).exists()]
 
     # -- database, instances ----------------------------------------------------------------------
@@ -124,8 +150,9 @@ class TravelPlannerBenchmark(Benchmark):
         if self._db is None:
             path = self._path("database")
             if not path.is_dir():
-                raise BenchmarkError(f"missing {path} (build it with launch/make_data.py "
-                                     "--benchmark travelplanner)")
+                raise BenchmarkError(
+                    f"missing {path} (build it with launch/make_data.py --benchmark travelplanner)"
+                )
             self._db = Database.from_dir(path)
         return self._db
 
@@ -135,8 +162,10 @@ class TravelPlannerBenchmark(Benchmark):
         if self.queries is not None:
             return self._user_queries(split)
         if split not in self.data_splits:
-            raise BenchmarkError(f"the {split} queries are not in the data directory; pass the official "
-                                 f"file with --queries (training evaluates on the generated dev split)")
+            raise BenchmarkError(
+                f"the {split} queries are not in the data directory; pass the official "
+                f"file with --queries (training evaluates on the generated dev split)"
+            )
         visible = _read_jsonl(self._path("instances", f"{split}.jsonl"))
         truth = {row["id"]: row for row in _read_jsonl(self._path("ground_truth", f"{split}.jsonl"))}
         for row in _read_jsonl(self._path("reference", f"{split}.jsonl")):
@@ -161,26 +190,49 @@ class TravelPlannerBenchmark(Benchmark):
                 ref = ast.literal_eval(ref) if isinstance(ref, str) else ref
                 self._references[ident] = _reference_dict(ref)
                 self.db.add_reference_block(self._references[ident])
-            pairs.append(({"id": ident, "split": split, "difficulty": query.get("level"),
-                           "query": query.get("query") or "", "days": query["days"]},
-                          {"id": ident, "query": query, "cities": None}))
+            pairs.append(
+                (
+                    {
+                        "id": ident,
+                        "split": split,
+                        "difficulty": query.get("level"),
+                        "query": query.get("query") or "",
+                        "days": query["days"],
+                    },
+                    {"id": ident, "query": query, "cities": None},
+                )
+            )
         return pairs
 
     # -- world and prompt -----------------------------------------------------------------------
     def world_for(self, visible: dict[str, Any]) -> Any:
         return TravelPlannerWorld(self.db) if self.planning == "two-stage" else NoToolWorld()
 
-    def prompt(self, visible: dict[str, Any], *, variant: str = "b2t", memory: bool = True,
-               max_tokens: int | None = None, count_tokens: TokenCounter | None = None) -> Prompt:
+    def prompt(
+        self,
+        visible: dict[str, Any],
+        *,
+        variant: str = "b2t",
+        memory: bool = True,
+        max_tokens: int | None = None,
+        count_tokens: TokenCounter | None = None,
+    ) -> Prompt:
         reference = None
         if self.planning == "sole-planning":
             info = self._references.get(visible["id"])
             if info is None:
                 raise BenchmarkError(f"no reference information for {visible['id']!r}")
             reference = render_reference_info(info)
-        return tp_prompt.build_prompt(visible["query"], TravelPlannerWorld(self.db).tool_schemas(),
-                                      mode=self.planning, reference_text=reference, variant=variant,
-                                      memory=memory, max_tokens=max_tokens, count_tokens=count_tokens)
+        return tp_prompt.build_prompt(
+            visible["query"],
+            TravelPlannerWorld(self.db).tool_schemas(),
+            mode=self.planning,
+            reference_text=reference,
+            variant=variant,
+            memory=memory,
+            max_tokens=max_tokens,
+            count_tokens=count_tokens,
+        )
 
     # -- judging --------------------------------------------------------------------------------
     def evaluate(self, answer: Any, visible: dict[str, Any], truth: dict[str, Any]) -> TravelPlannerVerdict:
@@ -189,11 +241,21 @@ class TravelPlannerBenchmark(Benchmark):
         evaluation = evaluate(query, plan, self.db, mode=self.eval_mode)
         return TravelPlannerVerdict(evaluation, shaped_like_trip(plan, query["days"]), query)
 
-    def reward(self, verdict: TravelPlannerVerdict | None, any_action_error: bool, *,
-               action_penalty: bool = True, format_gate: bool = True) -> Reward:
-        return compute_reward(None if verdict is None else verdict.evaluation,
-                              verdict is not None and verdict.shaped, any_action_error,
-                              action_penalty=action_penalty, format_gate=format_gate)
+    def reward(
+        self,
+        verdict: TravelPlannerVerdict | None,
+        any_action_error: bool,
+        *,
+        action_penalty: bool = True,
+        format_gate: bool = True,
+    ) -> Reward:
+        return compute_reward(
+            None if verdict is None else verdict.evaluation,
+            verdict is not None and verdict.shaped,
+            any_action_error,
+            action_penalty=action_penalty,
+            format_gate=format_gate,
+        )
 
     def metrics(self, verdicts: Sequence[TravelPlannerVerdict]) -> dict[str, Any]:
         """The official rates over these verdicts (N and the hard denominator derived from their
@@ -204,8 +266,10 @@ class TravelPlannerBenchmark(Benchmark):
         return {**compute_metrics(queries, results), "n": len(verdicts), "per_level_days": groups}
 
     def format_metrics(self, metrics: dict[str, Any]) -> str:
-        groups = {(key.rsplit("-", 1)[0], int(key.rsplit("-", 1)[1])): row
-                  for key, row in metrics.get("per_level_days", {}).items()}
+        groups = {
+            (key.rsplit("-", 1)[0], int(key.rsplit("-", 1)[1])): row
+            for key, row in metrics.get("per_level_days", {}).items()
+        }
         return f"n = {metrics['n']}\n" + format_table(metrics, groups)
 
     def checks(self, verdict: TravelPlannerVerdict) -> list[tuple[str, bool, str]]:
@@ -222,8 +286,11 @@ class TravelPlannerBenchmark(Benchmark):
         return rows
 
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
-        return {**super().headline(metrics), "commonsense_micro": metrics["commonsense_micro"],
-                "hard_micro": metrics["hard_micro"]}
+        return {
+            **super().headline(metrics),
+            "commonsense_micro": metrics["commonsense_micro"],
+            "hard_micro": metrics["hard_micro"],
+        }
 
     # -- expert ---------------------------------------------------------------------------------
     def expert_answers(self, pairs: Sequence[Pair]) -> Iterator[tuple[str, str | None]]:
@@ -251,8 +318,10 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as err:
-        raise BenchmarkError(f"cannot read {path} ({err.strerror}); build the data with launch/make_data.py "
-                             "--benchmark travelplanner") from None
+        raise BenchmarkError(
+            f"cannot read {path} ({err.strerror}); build the data with launch/make_data.py "
+            "--benchmark travelplanner"
+        ) from None
     rows = []
     for i, line in enumerate(lines, 1):
         if line.strip():

@@ -19,18 +19,29 @@ import re
 from typing import Any, Sequence
 
 from sandbox.env import EpisodeEnv
+
 # The B2T expert's episode driver (assistant text in the action format, transcript, errors as
 # ExpertFailure) serves here unchanged.
 from sandbox.expert.planner import ExpertFailure, ExpertResult
 from sandbox.expert.session import ExpertSession, tool_call
-from sandbox.travelplanner.solver import (CityRows, LegOptions, Solution, constraint, drive_plan_text,
-                                          people_of, solve)
+from sandbox.travelplanner.solver import (
+    CityRows,
+    LegOptions,
+    Solution,
+    constraint,
+    drive_plan_text,
+    people_of,
+    solve,
+)
 from sandbox.travelplanner.tools import COLUMN_SEP, FLIGHT_COLUMNS, PLACE_COLUMNS
 
 MAX_TURNS = 8
 _COST = re.compile(r"cost: (\d+)")
-_SEARCHES = (("AccommodationSearch", "accommodations"), ("RestaurantSearch", "restaurants"),
-             ("AttractionSearch", "attractions"))
+_SEARCHES = (
+    ("AccommodationSearch", "accommodations"),
+    ("RestaurantSearch", "restaurants"),
+    ("AttractionSearch", "attractions"),
+)
 
 
 def parse_table(text: str, columns: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -46,7 +57,7 @@ def parse_table(text: str, columns: Sequence[tuple[str, str]]) -> list[dict[str,
         cells = line.split(COLUMN_SEP)
         if len(cells) == len(columns):
             row = {src: _number_or_text(value) for (_, src), value in zip(columns[1:], cells[1:])}
-            name = cells[0].replace("\\n", "\n").replace("\\t", "\t")   # tools.cell escapes them
+            name = cells[0].replace("\\n", "\n").replace("\\t", "\t")  # tools.cell escapes them
             rows.append({columns[0][1]: name, **row})
     return rows
 
@@ -77,13 +88,18 @@ class TravelPlannerExpert:
             solution = _Solver(session, truth).run()
         except ExpertFailure as err:
             return ExpertResult(False, str(err), session.turns, any_error=session.env.any_error)
-        except (KeyError, ValueError, TypeError, IndexError) as err:   # data it cannot read
-            return ExpertResult(False, f"unreadable data ({type(err).__name__}: {err})", session.turns,
-                                any_error=session.env.any_error)
+        except (KeyError, ValueError, TypeError, IndexError) as err:  # data it cannot read
+            return ExpertResult(
+                False,
+                f"unreadable data ({type(err).__name__}: {err})",
+                session.turns,
+                any_error=session.env.any_error,
+            )
         answer = session.answer(
             f"The plan costs {solution.cost:.0f} USD for {people_of(truth['query'])} people, within the "
             f"budget of {truth['query']['budget']} USD, and meets every stated constraint. Writing it.",
-            solution.plan)
+            solution.plan,
+        )
         return ExpertResult(True, "", session.turns, answer, session.env.any_error, solution.plan)
 
 
@@ -125,13 +141,18 @@ class _Solver:
         calls = [tool_call("CitySearch", state=self.q["dest"])] if first and int(self.q["days"]) > 3 else []
         for origin, dest, date in legs:
             if banned != "no self-driving":
-                calls.append(tool_call("DistanceMatrix", origin=origin, destination=dest, mode="self-driving"))
+                calls.append(
+                    tool_call("DistanceMatrix", origin=origin, destination=dest, mode="self-driving")
+                )
             calls.append(tool_call("DistanceMatrix", origin=origin, destination=dest, mode="taxi"))
             if banned != "no flight":
                 calls.append(tool_call("FlightSearch", origin=origin, destination=dest, date=date))
-        think = (self._trip_summary() + " First the cities and the ways to travel each leg." if first else
-                 f"No plan fits the order {' -> '.join(self.cities)}; checking the legs of "
-                 f"{' -> '.join(order)}.")
+        think = (
+            self._trip_summary() + " First the cities and the ways to travel each leg."
+            if first
+            else f"No plan fits the order {' -> '.join(self.cities)}; checking the legs of "
+            f"{' -> '.join(order)}."
+        )
         memory = [{"action": "write", "key": "trip", "value": self._trip_note()}] if first else []
         replies = iter(self.s.act(think, memory, calls))
         if calls and calls[0]["name"] == "CitySearch":
@@ -144,8 +165,12 @@ class _Solver:
 
     def _ask_places(self) -> dict[str, CityRows]:
         calls = [tool_call(tool, city=city) for city in self.cities for tool, _ in _SEARCHES]
-        replies = iter(self.s.act(f"Now the accommodations, restaurants and attractions of "
-                                  f"{', '.join(self.cities)}.", calls=calls))
+        replies = iter(
+            self.s.act(
+                f"Now the accommodations, restaurants and attractions of {', '.join(self.cities)}.",
+                calls=calls,
+            )
+        )
         rows = {}
         for city in self.cities:
             found = {kind: parse_table(next(replies), PLACE_COLUMNS[kind]) for _, kind in _SEARCHES}
@@ -158,24 +183,36 @@ class _Solver:
 
     def _remember(self, solution: Solution) -> None:
         days = solution.plan
-        choice = {"route": [self.org, *solution.cities, self.org], "transport": solution.mode,
-                  "stays": sorted({d["accommodation"] for d in days if d["accommodation"] != "-"}),
-                  "total_cost": round(solution.cost)}
-        self.s.act(f"Cheapest allowed transport is {solution.mode}; the stays respect the house rule, room "
-                   f"type and minimum nights; meals are distinct and cover the cuisines asked for. Total "
-                   f"{solution.cost:.0f} USD of {self.q['budget']}. Noting the choice, then reading "
-                   "memory back.",
-                   memory=[{"action": "write", "key": "choice", "value": choice},
-                           {"action": "read", "key": "all"}])
+        choice = {
+            "route": [self.org, *solution.cities, self.org],
+            "transport": solution.mode,
+            "stays": sorted({d["accommodation"] for d in days if d["accommodation"] != "-"}),
+            "total_cost": round(solution.cost),
+        }
+        self.s.act(
+            f"Cheapest allowed transport is {solution.mode}; the stays respect the house rule, room "
+            f"type and minimum nights; meals are distinct and cover the cuisines asked for. Total "
+            f"{solution.cost:.0f} USD of {self.q['budget']}. Noting the choice, then reading "
+            "memory back.",
+            memory=[{"action": "write", "key": "choice", "value": choice}, {"action": "read", "key": "all"}],
+        )
 
     def _trip_note(self) -> dict[str, Any]:
         local = {k: v for k, v in (self.q.get("local_constraint") or {}).items() if v not in (None, "None")}
-        return {"org": self.org, "dest": self.q["dest"], "dates": self.q["date"],
-                "people": people_of(self.q), "budget": self.q["budget"], "constraints": local or "none",
-                "cities": self.cities}
+        return {
+            "org": self.org,
+            "dest": self.q["dest"],
+            "dates": self.q["date"],
+            "people": people_of(self.q),
+            "budget": self.q["budget"],
+            "constraints": local or "none",
+            "cities": self.cities,
+        }
 
     def _trip_summary(self) -> str:
         local = self._trip_note()["constraints"]
-        return (f"{people_of(self.q)} traveller(s) from {self.org} to {self.q['dest']} for {self.q['days']} "
-                f"days ({self.q['date'][0]} to {self.q['date'][-1]}), visiting {', '.join(self.cities)}, "
-                f"budget {self.q['budget']} USD, constraints: {json.dumps(local)}.")
+        return (
+            f"{people_of(self.q)} traveller(s) from {self.org} to {self.q['dest']} for {self.q['days']} "
+            f"days ({self.q['date'][0]} to {self.q['date'][-1]}), visiting {', '.join(self.cities)}, "
+            f"budget {self.q['budget']} USD, constraints: {json.dumps(local)}."
+        )

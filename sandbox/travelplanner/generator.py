@@ -38,9 +38,9 @@ YEAR, MONTH = 2022, 3
 
 @dataclass(frozen=True)
 class GeneratedQuery:
-    query: dict[str, Any]        # structured, official field names
-    cities: list[str]            # the reference cities in route order
-    solution_cost: float         # the solver's plan cost: proves the budget feasible
+    query: dict[str, Any]  # structured, official field names
+    cities: list[str]  # the reference cities in route order
+    solution_cost: float  # the solver's plan cost: proves the budget feasible
 
 
 def _legs(db: Database, query: dict[str, Any], cities: Sequence[str]) -> list[LegOptions]:
@@ -48,9 +48,15 @@ def _legs(db: Database, query: dict[str, Any], cities: Sequence[str]) -> list[Le
     for origin, dest, date in route_legs(query, cities):
         drives = [drive_text(db, origin, dest, mode) for mode in ("self-driving", "taxi")]
         costs = [db.drive_cost(origin, dest, mode) for mode in ("self-driving", "taxi")]
-        legs.append(LegOptions(origin, dest, date,
-                               *[(drive_plan_text(t), c) if t else None for t, c in zip(drives, costs)],
-                               tuple(db.flights(origin, dest, date))))
+        legs.append(
+            LegOptions(
+                origin,
+                dest,
+                date,
+                *[(drive_plan_text(t), c) if t else None for t, c in zip(drives, costs)],
+                tuple(db.flights(origin, dest, date)),
+            )
+        )
     return legs
 
 
@@ -61,13 +67,21 @@ def plan_over(db: Database, query: dict[str, Any], cities: Sequence[str]):
 
 
 def _local_constraint(rng: random.Random, level: str) -> dict[str, Any]:
-    kinds = {"easy": [], "medium": rng.sample(["house rule", "cuisine", "room type"], 1),
-             "hard": rng.sample(["house rule", "cuisine", "room type", "transportation"], 3)}[level]
-    values = {"house rule": lambda: rng.choice(HOUSE_RULES),
-              "cuisine": lambda: rng.sample(CUISINES, 2 if level == "medium" else rng.randint(2, 4)),
-              "room type": lambda: rng.choice(ROOM_TYPES), "transportation": lambda: rng.choice(TRANSPORT)}
-    return {k: (values[k]() if k in kinds else None)
-            for k in ("house rule", "cuisine", "room type", "transportation")}
+    kinds = {
+        "easy": [],
+        "medium": rng.sample(["house rule", "cuisine", "room type"], 1),
+        "hard": rng.sample(["house rule", "cuisine", "room type", "transportation"], 3),
+    }[level]
+    values = {
+        "house rule": lambda: rng.choice(HOUSE_RULES),
+        "cuisine": lambda: rng.sample(CUISINES, 2 if level == "medium" else rng.randint(2, 4)),
+        "room type": lambda: rng.choice(ROOM_TYPES),
+        "transportation": lambda: rng.choice(TRANSPORT),
+    }
+    return {
+        k: (values[k]() if k in kinds else None)
+        for k in ("house rule", "cuisine", "room type", "transportation")
+    }
 
 
 class _RouteGraph:
@@ -76,8 +90,9 @@ class _RouteGraph:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.hosts = {c for c in db.cities
-                      if db.accommodations(c) and db.attractions(c) and len(db.restaurants(c)) >= 8}
+        self.hosts = {
+            c for c in db.cities if db.accommodations(c) and db.attractions(c) and len(db.restaurants(c)) >= 8
+        }
         self.drivable = {pair for pair, route in db.routes.items() if route.drivable}
 
     def next_stops(self, origin: str, options: Sequence[str]) -> list[str]:
@@ -97,8 +112,9 @@ class _RouteGraph:
         return cities
 
 
-def _draw(graph: _RouteGraph, rng: random.Random, level: str,
-          days: int) -> tuple[dict[str, Any], list[str]] | None:
+def _draw(
+    graph: _RouteGraph, rng: random.Random, level: str, days: int
+) -> tuple[dict[str, Any], list[str]] | None:
     """One candidate query (budget not yet set) and its cities, or None for a dead draw."""
     db = graph.db
     org = rng.choice(db.cities)
@@ -107,8 +123,11 @@ def _draw(graph: _RouteGraph, rng: random.Random, level: str,
         options = sorted(graph.hosts)
         dest = None
     else:
-        states = [s for s in db.states if s != db.state_of(org)
-                  and len([c for c in db.cities_in_state(s) if c in graph.hosts]) >= k]
+        states = [
+            s
+            for s in db.states
+            if s != db.state_of(org) and len([c for c in db.cities_in_state(s) if c in graph.hosts]) >= k
+        ]
         if not states:
             return None
         dest = rng.choice(states)
@@ -118,15 +137,30 @@ def _draw(graph: _RouteGraph, rng: random.Random, level: str,
         return None
     start = dt.date(YEAR, MONTH, rng.randint(1, 31 - days + 1))
     local = _local_constraint(rng, level)
-    query = {"org": org, "dest": dest or cities[0], "days": days, "visiting_city_number": k,
-             "date": [(start + dt.timedelta(days=i)).isoformat() for i in range(days)],
-             "people_number": 1 if level == "easy" else rng.randint(2, 8),
-             "local_constraint": local, "budget": None, "query": "", "level": level_of(local)}
+    query = {
+        "org": org,
+        "dest": dest or cities[0],
+        "days": days,
+        "visiting_city_number": k,
+        "date": [(start + dt.timedelta(days=i)).isoformat() for i in range(days)],
+        "people_number": 1 if level == "easy" else rng.randint(2, 8),
+        "local_constraint": local,
+        "budget": None,
+        "query": "",
+        "level": level_of(local),
+    }
     return query, cities
 
 
-def generate_query(db: Database, seed: int, index: int, level: str, days: int,
-                   graph: _RouteGraph | None = None, stream: str = "train") -> GeneratedQuery | None:
+def generate_query(
+    db: Database,
+    seed: int,
+    index: int,
+    level: str,
+    days: int,
+    graph: _RouteGraph | None = None,
+    stream: str = "train",
+) -> GeneratedQuery | None:
     """The index-th generated query of a seed and stream (None when MAX_ATTEMPTS draws found no
     plan); different streams ("train", "dev") never share random draws."""
     graph = graph or _RouteGraph(db)
@@ -145,19 +179,27 @@ def generate_query(db: Database, seed: int, index: int, level: str, days: int,
     return None
 
 
-def generate_queries(db: Database, n: int, seed: int = 0, levels: Sequence[str] = LEVELS,
-                     days: Sequence[int] = DAYS, stream: str = "train") -> list[GeneratedQuery]:
+def generate_queries(
+    db: Database,
+    n: int,
+    seed: int = 0,
+    levels: Sequence[str] = LEVELS,
+    days: Sequence[int] = DAYS,
+    stream: str = "train",
+) -> list[GeneratedQuery]:
     """n queries cycling through levels x durations (balanced), skipping the rare unplannable slot."""
     out, graph = [], _RouteGraph(db)
     for i in range(n):
-        generated = generate_query(db, seed, i, levels[i % len(levels)], days[(i // len(levels)) % len(days)],
-                                   graph, stream)
+        generated = generate_query(
+            db, seed, i, levels[i % len(levels)], days[(i // len(levels)) % len(days)], graph, stream
+        )
         if generated is not None:
             out.append(generated)
     return out
 
 
 # ------------------------------------------------------------------------------------ query text
+
 
 def _ordinal(day: int) -> str:
     suffix = "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
@@ -168,17 +210,23 @@ def _and(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-_HOUSE_TEXT = {"smoking": "Our accommodation must allow smoking.",
-               "parties": "We want to hold a small party, so the accommodation must allow parties.",
-               "children under 10": "We travel with children under 10, so the accommodation must "
-                                    "accept them.",
-               "visitors": "Friends will drop by, so the accommodation must allow visitors.",
-               "pets": "We are bringing our pets, so we need pet-friendly accommodation."}
-_ROOM_TEXT = {"entire room": "We would like entire rooms.", "private room": "We would like private rooms.",
-              "shared room": "A shared room is fine for us and keeps costs down.",
-              "not shared room": "We want rooms that are not shared."}
-_TRANSPORT_TEXT = {"no flight": "We do not want to take any flights.",
-                   "no self-driving": "We will not do any self-driving."}
+_HOUSE_TEXT = {
+    "smoking": "Our accommodation must allow smoking.",
+    "parties": "We want to hold a small party, so the accommodation must allow parties.",
+    "children under 10": "We travel with children under 10, so the accommodation must accept them.",
+    "visitors": "Friends will drop by, so the accommodation must allow visitors.",
+    "pets": "We are bringing our pets, so we need pet-friendly accommodation.",
+}
+_ROOM_TEXT = {
+    "entire room": "We would like entire rooms.",
+    "private room": "We would like private rooms.",
+    "shared room": "A shared room is fine for us and keeps costs down.",
+    "not shared room": "We want rooms that are not shared.",
+}
+_TRANSPORT_TEXT = {
+    "no flight": "We do not want to take any flights.",
+    "no self-driving": "We will not do any self-driving.",
+}
 _TEMPLATES = (
     "Please plan a {days}-day trip for {people} from {org} to {dest}, from {start} to {end}, {year}, "
     "with a budget of ${budget:,}.",
@@ -199,10 +247,15 @@ def query_text(query: dict[str, Any], rng: random.Random) -> str:
     if query["days"] > 3:
         dest = f"{query['visiting_city_number']} cities in {dest}"
     text = rng.choice(_TEMPLATES).format(
-        days=query["days"], org=query["org"], dest=dest, year=first.year, budget=query["budget"],
+        days=query["days"],
+        org=query["org"],
+        dest=dest,
+        year=first.year,
+        budget=query["budget"],
         people="one person" if people == 1 else rng.choice([f"{people} people", f"a group of {people}"]),
         start=f"{first.strftime('%B')} {_ordinal(first.day)}",
-        end=f"{last.strftime('%B')} {_ordinal(last.day)}")
+        end=f"{last.strftime('%B')} {_ordinal(last.day)}",
+    )
     local = query["local_constraint"]
     extra = []
     if local["house rule"]:

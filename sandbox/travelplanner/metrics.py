@@ -27,8 +27,14 @@ METRIC_NAMES = (
     "hard_macro",
     "final_pass_rate",
 )
-_SHORT = {"delivery_rate": "delivery", "commonsense_micro": "cs micro", "commonsense_macro": "cs macro",
-          "hard_micro": "hard micro", "hard_macro": "hard macro", "final_pass_rate": "final pass"}
+_SHORT = {
+    "delivery_rate": "delivery",
+    "commonsense_micro": "cs micro",
+    "commonsense_macro": "cs macro",
+    "hard_micro": "hard micro",
+    "hard_macro": "hard macro",
+    "final_pass_rate": "final pass",
+}
 # Which hard checks a query of each level contributes to the official denominator.
 _COUNTED_HARD = {
     "easy": ("valid_cost",),

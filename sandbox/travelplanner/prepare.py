@@ -31,7 +31,7 @@ from sandbox.travelplanner.training import load_training
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "travelplanner"
 GENERATED = {"small": 60, "full": 3000}
-DEV = {"small": 12, "full": 300}          # generated held-out queries for evaluation during training
+DEV = {"small": 12, "full": 300}  # generated held-out queries for evaluation during training
 
 
 class PrepareError(ValueError):
@@ -39,11 +39,19 @@ class PrepareError(ValueError):
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tp-data", type=Path, default=DEFAULT_SOURCE,
-                        help="offline TravelPlanner data: database/, train_ref_info.jsonl, "
-                        f"std_travelplanner.jsonl, structured/ (default {DEFAULT_SOURCE})")
-    parser.add_argument("--generated", type=int, default=None,
-                        help=f"generated training queries (default by --scale: {GENERATED})")
+    parser.add_argument(
+        "--tp-data",
+        type=Path,
+        default=DEFAULT_SOURCE,
+        help="offline TravelPlanner data: database/, train_ref_info.jsonl, "
+        f"std_travelplanner.jsonl, structured/ (default {DEFAULT_SOURCE})",
+    )
+    parser.add_argument(
+        "--generated",
+        type=int,
+        default=None,
+        help=f"generated training queries (default by --scale: {GENERATED})",
+    )
     parser.add_argument("--no-expert", action="store_true", help="skip the expert's SFT traces")
 
 
@@ -70,17 +78,27 @@ class _Split:
         self.truth: list[dict[str, Any]] = []
         self.refs: list[dict[str, Any]] = []
 
-    def add(self, ident: str, query: dict[str, Any], cities: list[str], info: dict[str, Any],
-            source: str) -> None:
-        self.visible.append({"id": ident, "split": self.name, "difficulty": query["level"],
-                             "query": query["query"], "days": query["days"], "source": source})
+    def add(
+        self, ident: str, query: dict[str, Any], cities: list[str], info: dict[str, Any], source: str
+    ) -> None:
+        self.visible.append(
+            {
+                "id": ident,
+                "split": self.name,
+                "difficulty": query["level"],
+                "query": query["query"],
+                "days": query["days"],
+                "source": source,
+            }
+        )
         self.truth.append({"id": ident, "query": query, "cities": cities})
         self.refs.append({"id": ident, "reference_info": info})
 
     def drop(self, ids: set[str]) -> None:
         keep = [i for i, v in enumerate(self.visible) if v["id"] not in ids]
-        self.visible, self.truth, self.refs = ([rows[i] for i in keep]
-                                               for rows in (self.visible, self.truth, self.refs))
+        self.visible, self.truth, self.refs = (
+            [rows[i] for i in keep] for rows in (self.visible, self.truth, self.refs)
+        )
 
     def write(self, out_dir: Path) -> None:
         folders = (("instances", self.visible), ("ground_truth", self.truth), ("reference", self.refs))
@@ -88,17 +106,28 @@ class _Split:
             _write_jsonl(out_dir / folder / f"{self.name}.jsonl", rows)
 
 
-def build_splits(db: Database, source: Path, n_generated: int, n_dev: int,
-                 seed: int) -> tuple[_Split, _Split]:
+def build_splits(
+    db: Database, source: Path, n_generated: int, n_dev: int, seed: int
+) -> tuple[_Split, _Split]:
     """train: the 45 official queries, then generated ones; dev: generated from another random stream."""
     train, dev = _Split("train"), _Split("dev")
     for example in load_training(source):
-        train.add(f"train-{example.index:02d}", example.query, example.reference_cities,
-                  example.reference_info, "official")
+        train.add(
+            f"train-{example.index:02d}",
+            example.query,
+            example.reference_cities,
+            example.reference_info,
+            "official",
+        )
     for split, n, prefix in ((train, n_generated, "gen"), (dev, n_dev, "dev")):
         for i, generated in enumerate(generate_queries(db, n, seed=seed, stream=split.name)):
-            split.add(f"{prefix}-{i:05d}", generated.query, generated.cities,
-                      reference_info(db, generated.query, generated.cities), "generated")
+            split.add(
+                f"{prefix}-{i:05d}",
+                generated.query,
+                generated.cities,
+                reference_info(db, generated.query, generated.cities),
+                "generated",
+            )
     return train, dev
 
 
@@ -120,25 +149,31 @@ def expert_traces(db: Database, visible: list[dict], truth: list[dict]) -> tuple
 def make_data(out_dir: Path, args: argparse.Namespace, log: Callable[[str], None]) -> None:
     source = Path(args.tp_data)
     if not (source / "database").is_dir():
-        raise PrepareError(f"no TravelPlanner data at {source} (expected database/ and the training files); "
-                           "pass --tp-data DIR")
+        raise PrepareError(
+            f"no TravelPlanner data at {source} (expected database/ and the training files); "
+            "pass --tp-data DIR"
+        )
     n_generated = args.generated if args.generated is not None else GENERATED.get(args.scale)
     if n_generated is None or n_generated < 0:
-        raise PrepareError(f"unknown --scale {args.scale!r} for travelplanner; choose from "
-                           f"{sorted(GENERATED)} "
-                           "or give --generated N")
+        raise PrepareError(
+            f"unknown --scale {args.scale!r} for travelplanner; choose from "
+            f"{sorted(GENERATED)} "
+            "or give --generated N"
+        )
     started = time.perf_counter()
     db = _copy_database(source / "database", out_dir)
     try:
         train, dev = build_splits(db, source, n_generated, DEV.get(args.scale, 0), args.seed)
     except LoaderError as err:
         raise PrepareError(str(err)) from None
-    log(f"train split: {len(train.visible)} queries ({n_generated} generated requested), dev split: "
-        f"{len(dev.visible)} ({time.perf_counter() - started:.1f}s)")
+    log(
+        f"train split: {len(train.visible)} queries ({n_generated} generated requested), dev split: "
+        f"{len(dev.visible)} ({time.perf_counter() - started:.1f}s)"
+    )
     stats: dict[str, Any] = {}
     if not args.no_expert:
         traces, failed = expert_traces(db, train.visible + dev.visible, train.truth + dev.truth)
-        train.drop({i for i in failed if not i.startswith("train-")})   # the official 45 always stay
+        train.drop({i for i in failed if not i.startswith("train-")})  # the official 45 always stay
         dev.drop(failed)
         dev_ids = {v["id"] for v in dev.visible}
         _write_jsonl(out_dir / "sft" / "train.jsonl", [t for t in traces if t["id"] not in dev_ids])

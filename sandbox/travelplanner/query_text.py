@@ -15,19 +15,59 @@ import re
 from typing import Any, Sequence
 
 CUISINES = ("Chinese", "American", "Italian", "Mexican", "Indian", "Mediterranean", "French")
-_NUMBER_WORDS = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-                 "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_NUMBER_WORDS = {
+    "one": 1,
+    "single": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 _NUM = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
-_MONTHS = {m: i for i, m in enumerate(("January", "February", "March", "April", "May", "June", "July",
-                                       "August", "September", "October", "November", "December"), 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        (
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ),
+        1,
+    )
+}
 # Words that put the origin city right after them ("departing from X", "starting in X", ...).
-_ORIGIN_CUE = re.compile(r"\b(?:from|departing|departs|depart|starting in|starts in|starting at|start in|"
-                         r"beginning in|leaving|originating from|setting off from|taking off from|"
-                         r"starting)\s+(?:from\s+|in\s+)?$")
-_HOUSE_RULES = (("children under", "children under 10"), ("smok", "smoking"), ("part", "parties"),
-                ("visitor", "visitors"), ("pet", "pets"))
-_ROOM_TYPES = (("not shared", "not shared room"), ("shared room", "shared room"),
-               ("private room", "private room"), ("entire room", "entire room"))
+_ORIGIN_CUE = re.compile(
+    r"\b(?:from|departing|departs|depart|starting in|starts in|starting at|start in|"
+    r"beginning in|leaving|originating from|setting off from|taking off from|"
+    r"starting)\s+(?:from\s+|in\s+)?$"
+)
+_HOUSE_RULES = (
+    ("children under", "children under 10"),
+    ("smok", "smoking"),
+    ("part", "parties"),
+    ("visitor", "visitors"),
+    ("pet", "pets"),
+)
+_ROOM_TYPES = (
+    ("not shared", "not shared room"),
+    ("shared room", "shared room"),
+    ("private room", "private room"),
+    ("entire room", "entire room"),
+)
 
 
 class QueryTextError(ValueError):
@@ -57,14 +97,17 @@ def parse_days(text: str) -> int:
         return _number(m.group(1))
     first, last = _date_range(text)
     if last is None:
-        raise QueryTextError("no trip duration (\"N days\", \"a week\" or a date range) in the query text")
+        raise QueryTextError('no trip duration ("N days", "a week" or a date range) in the query text')
     return (last - first).days + 1
 
 
 def parse_people(text: str) -> int:
     """Party size; a text that names none is a solo trip (as the official queries are)."""
-    for pattern in (r"(?:group|party) of " + _NUM, _NUM + r" (?:people|persons|individuals|travell?ers)\b",
-                    r"\bfor " + _NUM + r"(?![\w-])(?! (?:days?|weeks?|cities)\b)"):
+    for pattern in (
+        r"(?:group|party) of " + _NUM,
+        _NUM + r" (?:people|persons|individuals|travell?ers)\b",
+        r"\bfor " + _NUM + r"(?![\w-])(?! (?:days?|weeks?|cities)\b)",
+    ):
         m = re.search(pattern, text, re.I)
         if m and m.group(1).lower() != "single":
             return _number(m.group(1))
@@ -82,7 +125,7 @@ def _date_range(text: str) -> tuple[dt.date, dt.date | None]:
     month_match = re.search(r"\b(?:" + "|".join(_MONTHS) + r")\b", text)
     day_numbers = [int(d) for d in re.findall(r"\b(\d{1,2})(?:st|nd|rd|th)\b", text)]
     if not (year_match and month_match and day_numbers):
-        raise QueryTextError("no start date (\"March 16th, 2022\") in the query text")
+        raise QueryTextError('no start date ("March 16th, 2022") in the query text')
     year, month = int(year_match.group(1)), _MONTHS[month_match.group(0)]
     try:
         first = dt.date(year, month, day_numbers[0])
@@ -110,13 +153,17 @@ def parse_local_constraint(text: str) -> dict[str, Any]:
         transport = "no flight"
     elif re.search(r"self-driv|self-drive|drive ourselves|driving ourselves", lower):
         transport = "no self-driving"
-    return {"house rule": house_rule, "cuisine": [c for _, c in cuisines] or None,
-            "room type": room_type, "transportation": transport}
+    return {
+        "house rule": house_rule,
+        "cuisine": [c for _, c in cuisines] or None,
+        "room type": room_type,
+        "transportation": transport,
+    }
 
 
 def _has_house_rule(lower: str, key: str) -> bool:
     if key == "part":
-        return re.search(r"\bpart(?:y|ies)\b(?! of)", lower) is not None   # "a party of 5" is people
+        return re.search(r"\bpart(?:y|ies)\b(?! of)", lower) is not None  # "a party of 5" is people
     if key == "pet":
         return re.search(r"\bpets?\b|pet-friendly", lower) is not None
     return key in lower
@@ -136,9 +183,9 @@ def parse_query_text(text: str, city_states: dict[str, str]) -> dict[str, Any]:
     """
     days = parse_days(text)
     cities = _find_places(text, list(city_states))
-    origins = [c for c in cities if _ORIGIN_CUE.search(text[:c[0]])]
+    origins = [c for c in cities if _ORIGIN_CUE.search(text[: c[0]])]
     if not origins:
-        raise QueryTextError("no origin city after a departure cue (\"from X\") in the query text")
+        raise QueryTextError('no origin city after a departure cue ("from X") in the query text')
     org = origins[0]
     rest = [c for c in cities if c[0] >= org[1] or c[1] <= org[0]]
     if days == 3:
@@ -147,7 +194,7 @@ def parse_query_text(text: str, city_states: dict[str, str]) -> dict[str, Any]:
             raise QueryTextError("no destination city in the query text")
         dest = dest_cities[0]
     else:
-        outside_org = text[:org[0]] + " " * (org[1] - org[0]) + text[org[1]:]
+        outside_org = text[: org[0]] + " " * (org[1] - org[0]) + text[org[1] :]
         states = _find_places(outside_org, sorted(set(city_states.values())))
         if not states:
             raise QueryTextError("no destination state in the query text")
@@ -156,9 +203,17 @@ def parse_query_text(text: str, city_states: dict[str, str]) -> dict[str, Any]:
     visiting = _number(m.group(1)) if m else 1
     budget = re.search(r"\$\s?([\d,]+)", text)
     if not budget:
-        raise QueryTextError("no budget (\"$N\") in the query text")
+        raise QueryTextError('no budget ("$N") in the query text')
     local = parse_local_constraint(text)
-    return {"org": org[2], "dest": dest, "days": days, "visiting_city_number": visiting,
-            "date": parse_dates(text, days), "people_number": parse_people(text),
-            "local_constraint": local, "budget": int(budget.group(1).replace(",", "")), "query": text,
-            "level": level_of(local)}
+    return {
+        "org": org[2],
+        "dest": dest,
+        "days": days,
+        "visiting_city_number": visiting,
+        "date": parse_dates(text, days),
+        "people_number": parse_people(text),
+        "local_constraint": local,
+        "budget": int(budget.group(1).replace(",", "")),
+        "query": text,
+        "level": level_of(local),
+    }

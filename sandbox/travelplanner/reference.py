@@ -14,8 +14,11 @@ from typing import Any, Sequence
 from sandbox.travelplanner.database import Database
 from sandbox.travelplanner.tools import FLIGHT_COLUMNS, PLACE_COLUMNS, drive_text, table
 
-_PLACE_KEYS = (("Attractions", "attractions"), ("Restaurants", "restaurants"),
-               ("Accommodations", "accommodations"))
+_PLACE_KEYS = (
+    ("Attractions", "attractions"),
+    ("Restaurants", "restaurants"),
+    ("Accommodations", "accommodations"),
+)
 
 
 def route_legs(query: dict[str, Any], cities: Sequence[str]) -> list[tuple[str, str, str]]:
@@ -35,10 +38,12 @@ def reference_info(db: Database, query: dict[str, Any], cities: Sequence[str]) -
     for origin, dest, date in route_legs(query, cities):
         flights = db.flights(origin, dest, date)
         info[f"Flight from {origin} to {dest} on {date}"] = (
-            list(flights) if flights else f"There is no flight from {origin} to {dest} on {date}.")
+            list(flights) if flights else f"There is no flight from {origin} to {dest} on {date}."
+        )
         for label, mode in (("Self-driving", "self-driving"), ("Taxi", "taxi")):
             info[f"{label} from {origin} to {dest}"] = (
-                drive_text(db, origin, dest, mode) or "No valid information.")
+                drive_text(db, origin, dest, mode) or "No valid information."
+            )
     return info
 
 

@@ -38,8 +38,14 @@ def fractions(evaluation: Evaluation) -> tuple[float, float]:
     return c, (sum(bool(v) for v in applicable) / len(applicable) if applicable else 1.0)
 
 
-def compute_reward(evaluation: Evaluation | None, shaped: bool, any_action_error: bool, *,
-                   action_penalty: bool = True, format_gate: bool = True) -> Reward:
+def compute_reward(
+    evaluation: Evaluation | None,
+    shaped: bool,
+    any_action_error: bool,
+    *,
+    action_penalty: bool = True,
+    format_gate: bool = True,
+) -> Reward:
     """Reward components (Reward.r_c = commonsense, Reward.r_upc = hard fraction); `evaluation`
     None means no answer was given."""
     p_action = ACTION_ERROR_PENALTY if (action_penalty and any_action_error) else 0.0

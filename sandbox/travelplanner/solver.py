@@ -22,7 +22,7 @@ from typing import Any, Sequence
 NIGHTS_PER_CITY = 2
 ATTRACTIONS_PER_STAY_DAY = 2
 ROOM_TYPES = {"entire room": "Entire home/apt", "private room": "Private room", "shared room": "Shared room"}
-_UNSAFE_NAME_CHARS = (";", "\t", "\n")    # would break the plan's item lists or the tool tables
+_UNSAFE_NAME_CHARS = (";", "\t", "\n")  # would break the plan's item lists or the tool tables
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class LegOptions:
     origin: str
     destination: str
     date: str
-    self_driving: tuple[str, int] | None = None       # (plan text, cost per vehicle)
+    self_driving: tuple[str, int] | None = None  # (plan text, cost per vehicle)
     taxi: tuple[str, int] | None = None
-    flights: tuple[dict[str, Any], ...] = ()          # rows with Flight Number, Price, DepTime, ArrTime
+    flights: tuple[dict[str, Any], ...] = ()  # rows with Flight Number, Price, DepTime, ArrTime
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Solution:
     plan: list[dict[str, Any]]
     cost: float
     cities: list[str]
-    mode: str                               # "self-driving" | "taxi/flight"
+    mode: str  # "self-driving" | "taxi/flight"
 
 
 def constraint(query: dict[str, Any], key: str) -> Any:
@@ -100,8 +100,9 @@ def stay_cost(row: dict[str, Any], people: int, nights: int) -> float:
     return float(row["price"]) * math.ceil(people / max(1, int(float(row["maximum occupancy"])))) * nights
 
 
-def choose_transport(legs: Sequence[LegOptions],
-                     query: dict[str, Any]) -> tuple[str, list[tuple[str, float]]] | None:
+def choose_transport(
+    legs: Sequence[LegOptions], query: dict[str, Any]
+) -> tuple[str, list[tuple[str, float]]] | None:
     """The cheapest allowed transport for every leg: ("self-driving" | "taxi/flight",
     [(plan text, cost for the party)])."""
     people, banned = people_of(query), constraint(query, "transportation")
@@ -115,8 +116,9 @@ def choose_transport(legs: Sequence[LegOptions],
         if leg.taxi:
             options.append((leg.taxi[0], leg.taxi[1] * math.ceil(people / 4)))
         if banned != "no flight":
-            options += [(flight_text(f, leg.origin, leg.destination), float(f["Price"]) * people)
-                        for f in leg.flights]
+            options += [
+                (flight_text(f, leg.origin, leg.destination), float(f["Price"]) * people) for f in leg.flights
+            ]
         if not options:
             break
         mixed.append(min(options, key=lambda o: o[1]))
@@ -128,8 +130,10 @@ def choose_transport(legs: Sequence[LegOptions],
 
 
 def flight_text(row: dict[str, Any], origin: str, destination: str) -> str:
-    return (f"Flight Number: {row['Flight Number']}, from {origin} to {destination}, "
-            f"Departure Time: {row['DepTime']}, Arrival Time: {row['ArrTime']}")
+    return (
+        f"Flight Number: {row['Flight Number']}, from {origin} to {destination}, "
+        f"Departure Time: {row['DepTime']}, Arrival Time: {row['ArrTime']}"
+    )
 
 
 def drive_plan_text(line: str) -> str:
@@ -160,8 +164,9 @@ def _meal_slots(cities: Sequence[str]) -> list[_MealSlot]:
     return slots
 
 
-def _assign_meals(slots: list[_MealSlot], restaurants: dict[str, list[dict[str, Any]]],
-                  cuisines: Sequence[str]) -> bool:
+def _assign_meals(
+    slots: list[_MealSlot], restaurants: dict[str, list[dict[str, Any]]], cuisines: Sequence[str]
+) -> bool:
     """Cheapest distinct restaurants per slot, after covering each required cuisine once."""
     used: dict[str, set[str]] = {city: set() for city in restaurants}
     for cuisine in cuisines:
@@ -173,14 +178,14 @@ def _assign_meals(slots: list[_MealSlot], restaurants: dict[str, list[dict[str, 
                 continue
             for row in restaurants[slot.city]:
                 if cuisine in str(row["Cuisines"]) and row["Name"] not in used[slot.city]:
-                    key = (float(row["Average Cost"]), slot.optional)   # prefer a required slot
+                    key = (float(row["Average Cost"]), slot.optional)  # prefer a required slot
                     if best is None or key < best[0]:
                         best = (key, slot, row)
-                    break                                   # rows are sorted by cost
+                    break  # rows are sorted by cost
         if best is None:
             return False
         best[1].row = best[2]
-        best[1].optional = False                            # it carries a cuisine: keep it
+        best[1].optional = False  # it carries a cuisine: keep it
         used[best[1].city].add(best[2]["Name"])
     for slot in slots:
         if slot.row is None:
@@ -192,8 +197,9 @@ def _assign_meals(slots: list[_MealSlot], restaurants: dict[str, list[dict[str, 
     return True
 
 
-def solve(query: dict[str, Any], cities: Sequence[str], city_rows: dict[str, CityRows],
-          legs: Sequence[LegOptions]) -> Solution | None:
+def solve(
+    query: dict[str, Any], cities: Sequence[str], city_rows: dict[str, CityRows], legs: Sequence[LegOptions]
+) -> Solution | None:
     """A plan visiting `cities` in order over the legs org->c1->...->ck->org, within the query's
     budget when it has one (None: cheapest full plan); None when no plan passes every check."""
     people, org = people_of(query), query["org"]
@@ -206,10 +212,14 @@ def solve(query: dict[str, Any], cities: Sequence[str], city_rows: dict[str, Cit
     stays, restaurants, attractions = {}, {}, {}
     for city in cities:
         rows = city_rows[city]
-        options = [r for r in safe_first_rows(rows.accommodations, "NAME")
-                   if accommodation_ok(r, query, NIGHTS_PER_CITY)]
-        restaurants[city] = sorted(safe_first_rows(rows.restaurants, "Name"),
-                                   key=lambda r: float(r["Average Cost"]))
+        options = [
+            r
+            for r in safe_first_rows(rows.accommodations, "NAME")
+            if accommodation_ok(r, query, NIGHTS_PER_CITY)
+        ]
+        restaurants[city] = sorted(
+            safe_first_rows(rows.restaurants, "Name"), key=lambda r: float(r["Average Cost"])
+        )
         attractions[city] = safe_first_rows(rows.attractions, "Name")
         if not options or not attractions[city]:
             return None
@@ -234,15 +244,21 @@ def solve(query: dict[str, Any], cities: Sequence[str], city_rows: dict[str, Cit
     return Solution(plan, total(), list(cities), transport[0])
 
 
-def _assemble(org: str, cities: Sequence[str], days: int, transport: list[tuple[str, float]],
-              stays: dict[str, dict[str, Any]], slots: list[_MealSlot],
-              attractions: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _assemble(
+    org: str,
+    cities: Sequence[str],
+    days: int,
+    transport: list[tuple[str, float]],
+    stays: dict[str, dict[str, Any]],
+    slots: list[_MealSlot],
+    attractions: dict[str, list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
     route = [org, *cities, org]
     plan = []
     for d in range(days):
-        k = d // 2                                           # the city index this day belongs to
+        k = d // 2  # the city index this day belongs to
         day: dict[str, Any] = {"days": d + 1}
-        if d % 2 == 0:                                       # travel day route[k] -> route[k+1]
+        if d % 2 == 0:  # travel day route[k] -> route[k+1]
             day["current_city"] = f"from {route[k]} to {route[k + 1]}"
             day["transportation"] = transport[k][0]
             day["attraction"] = "-"
@@ -255,8 +271,21 @@ def _assemble(org: str, cities: Sequence[str], days: int, transport: list[tuple[
         for meal in ("breakfast", "lunch", "dinner"):
             slot = next((s for s in slots if s.day == d and s.meal == meal), None)
             day[meal] = f"{slot.row['Name']}, {slot.city}" if slot else "-"
-        stay_city = cities[k] if d < days - 1 else None     # a travel day sleeps in its arrival city
+        stay_city = cities[k] if d < days - 1 else None  # a travel day sleeps in its arrival city
         day["accommodation"] = f"{stays[stay_city]['NAME']}, {stay_city}" if stay_city else "-"
-        plan.append({key: day[key] for key in ("days", "current_city", "transportation", "breakfast",
-                                               "attraction", "lunch", "dinner", "accommodation")})
+        plan.append(
+            {
+                key: day[key]
+                for key in (
+                    "days",
+                    "current_city",
+                    "transportation",
+                    "breakfast",
+                    "attraction",
+                    "lunch",
+                    "dinner",
+                    "accommodation",
+                )
+            }
+        )
     return plan

@@ -29,16 +29,32 @@ COLUMN_SEP = "\t"
 DRIVE_MODES = ("self-driving", "taxi")
 # Per kind: (reply column, database column); names first, the city is in the header.
 PLACE_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "accommodations": (("name", "NAME"), ("price", "price"), ("room type", "room type"),
-                       ("house rules", "house_rules"), ("minimum nights", "minimum nights"),
-                       ("maximum occupancy", "maximum occupancy"), ("rating", "review rate number")),
-    "restaurants": (("name", "Name"), ("average cost", "Average Cost"), ("cuisines", "Cuisines"),
-                    ("rating", "Aggregate Rating")),
+    "accommodations": (
+        ("name", "NAME"),
+        ("price", "price"),
+        ("room type", "room type"),
+        ("house rules", "house_rules"),
+        ("minimum nights", "minimum nights"),
+        ("maximum occupancy", "maximum occupancy"),
+        ("rating", "review rate number"),
+    ),
+    "restaurants": (
+        ("name", "Name"),
+        ("average cost", "Average Cost"),
+        ("cuisines", "Cuisines"),
+        ("rating", "Aggregate Rating"),
+    ),
     "attractions": (("name", "Name"), ("address", "Address")),
 }
-FLIGHT_COLUMNS = (("flight number", "Flight Number"), ("price", "Price"), ("departure", "DepTime"),
-                  ("arrival", "ArrTime"), ("duration", "ActualElapsedTime"), ("date", "FlightDate"),
-                  ("distance (miles)", "Distance"))
+FLIGHT_COLUMNS = (
+    ("flight number", "Flight Number"),
+    ("price", "Price"),
+    ("departure", "DepTime"),
+    ("arrival", "ArrTime"),
+    ("duration", "ActualElapsedTime"),
+    ("date", "FlightDate"),
+    ("distance (miles)", "Distance"),
+)
 
 
 def cell(value: Any) -> str:
@@ -71,7 +87,7 @@ def _date(args: dict[str, Any]) -> str:
     try:
         return dt.date.fromisoformat(value).isoformat()
     except ValueError:
-        raise ToolArgError(f"date must be a calendar date \"YYYY-MM-DD\", got {value!r}") from None
+        raise ToolArgError(f'date must be a calendar date "YYYY-MM-DD", got {value!r}') from None
 
 
 def flight_search(db: Database, args: dict[str, Any]) -> str:
@@ -79,8 +95,9 @@ def flight_search(db: Database, args: dict[str, Any]) -> str:
     rows = db.flights(origin, destination, date)
     if not rows:
         return f"There is no flight from {origin} to {destination} on {date}."
-    return table(f"Flights from {origin} to {destination} on {date} (price per person, USD):",
-                 FLIGHT_COLUMNS, rows)
+    return table(
+        f"Flights from {origin} to {destination} on {date} (price per person, USD):", FLIGHT_COLUMNS, rows
+    )
 
 
 def drive_text(db: Database, origin: str, destination: str, mode: str) -> str | None:
@@ -89,8 +106,10 @@ def drive_text(db: Database, origin: str, destination: str, mode: str) -> str | 
     route = db.route(origin, destination)
     if route is None or not route.drivable:
         return None
-    return (f"{mode}, from {origin} to {destination}, duration: {route.duration}, "
-            f"distance: {route.distance}, cost: {route.cost(mode)}")
+    return (
+        f"{mode}, from {origin} to {destination}, duration: {route.duration}, "
+        f"distance: {route.distance}, cost: {route.cost(mode)}"
+    )
 
 
 def distance_matrix(db: Database, args: dict[str, Any]) -> str:
@@ -111,6 +130,7 @@ def _place_search(kind: str, label: str, unit: str) -> Callable[[Database, dict[
         if not rows:
             return f"There are no {label} in {city}."
         return table(f"{label.capitalize()} in {city} ({len(rows)}{unit}):", PLACE_COLUMNS[kind], rows)
+
     return search
 
 
@@ -119,7 +139,7 @@ def city_search(db: Database, args: dict[str, Any]) -> str:
     states = {s.casefold(): s for s in db.states}
     state = states.get(raw.casefold())
     if state is None:
-        raise ToolArgError(f"state {raw!r} is not in the database; give a US state name such as \"Texas\"")
+        raise ToolArgError(f'state {raw!r} is not in the database; give a US state name such as "Texas"')
     return f"Cities in {state}: " + ", ".join(db.cities_in_state(state))
 
 
@@ -131,32 +151,77 @@ class Tool:
     run: Callable[[Database, dict[str, Any]], str]
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description,
-            "parameters": {"type": "object", "properties": {p.name: p.json_schema() for p in self.params},
-                           "required": [p.name for p in self.params if p.required]}}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {p.name: p.json_schema() for p in self.params},
+                    "required": [p.name for p in self.params if p.required],
+                },
+            },
+        }
 
 
 _CITY = Param("city", "string", "city name as the city list spells it", required=True)
-_ROUTE = (Param("origin", "string", "departure city", required=True),
-          Param("destination", "string", "arrival city", required=True))
-TOOLS: dict[str, Tool] = {t.name: t for t in (
-    Tool("FlightSearch", "Flights between two cities on a date, with price per person and times.",
-         (*_ROUTE, Param("date", "string", "date \"YYYY-MM-DD\"", required=True)), flight_search),
-    Tool("DistanceMatrix", "Driving duration, distance and cost per vehicle between two cities, "
-                           "by self-driving (one car per 5 people) or taxi (one per 4 people).",
-         (*_ROUTE, Param("mode", "string", "\"self-driving\" or \"taxi\"", required=True,
-                         schema_extra={"enum": list(DRIVE_MODES)})), distance_matrix),
-    Tool("AccommodationSearch", "Accommodations of a city: price per night, room type, house rules, "
-                                "minimum nights, maximum occupancy.",
-         (_CITY,), _place_search("accommodations", "accommodations", " listings")),
-    Tool("RestaurantSearch", "Restaurants of a city: average cost per person, cuisines, rating.",
-         (_CITY,), _place_search("restaurants", "restaurants", " restaurants")),
-    Tool("AttractionSearch", "Attractions of a city with their addresses.",
-         (_CITY,), _place_search("attractions", "attractions", " attractions")),
-    Tool("CitySearch", "The cities of a US state that the database covers.",
-         (Param("state", "string", "US state name", required=True),), city_search),
-)}
+_ROUTE = (
+    Param("origin", "string", "departure city", required=True),
+    Param("destination", "string", "arrival city", required=True),
+)
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool(
+            "FlightSearch",
+            "Flights between two cities on a date, with price per person and times.",
+            (*_ROUTE, Param("date", "string", 'date "YYYY-MM-DD"', required=True)),
+            flight_search,
+        ),
+        Tool(
+            "DistanceMatrix",
+            "Driving duration, distance and cost per vehicle between two cities, "
+            "by self-driving (one car per 5 people) or taxi (one per 4 people).",
+            (
+                *_ROUTE,
+                Param(
+                    "mode",
+                    "string",
+                    '"self-driving" or "taxi"',
+                    required=True,
+                    schema_extra={"enum": list(DRIVE_MODES)},
+                ),
+            ),
+            distance_matrix,
+        ),
+        Tool(
+            "AccommodationSearch",
+            "Accommodations of a city: price per night, room type, house rules, "
+            "minimum nights, maximum occupancy.",
+            (_CITY,),
+            _place_search("accommodations", "accommodations", " listings"),
+        ),
+        Tool(
+            "RestaurantSearch",
+            "Restaurants of a city: average cost per person, cuisines, rating.",
+            (_CITY,),
+            _place_search("restaurants", "restaurants", " restaurants"),
+        ),
+        Tool(
+            "AttractionSearch",
+            "Attractions of a city with their addresses.",
+            (_CITY,),
+            _place_search("attractions", "attractions", " attractions"),
+        ),
+        Tool(
+            "CitySearch",
+            "The cities of a US state that the database covers.",
+            (Param("state", "string", "US state name", required=True),),
+            city_search,
+        ),
+    )
+}
 
 
 class TravelPlannerWorld:
@@ -188,5 +253,6 @@ class NoToolWorld:
         return []
 
     def call_tool(self, name: Any, arguments: Any) -> ToolResult:
-        return ToolResult.error("no tools in the sole-planning setting; use the reference information "
-                                "in the prompt and answer")
+        return ToolResult.error(
+            "no tools in the sole-planning setting; use the reference information in the prompt and answer"
+        )

@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.travelplanner.loader import (LoaderError, read_reference_info, read_structured,
-                                          read_training_chats)
+from sandbox.travelplanner.loader import (
+    LoaderError,
+    read_reference_info,
+    read_structured,
+    read_training_chats,
+)
 from sandbox.travelplanner.query_text import QueryTextError, parse_query_text
 
 CHAT_FILE = "std_travelplanner.jsonl"
@@ -26,11 +30,11 @@ STRUCTURED_DIR = "structured"
 
 @dataclass(frozen=True)
 class TrainingExample:
-    index: int                          # 0-based position in the training order
-    query: dict[str, Any]               # structured (official field names)
+    index: int  # 0-based position in the training order
+    query: dict[str, Any]  # structured (official field names)
     reference_info: dict[str, Any]
-    human_plan: list[dict[str, Any]]    # the annotated plan, padding {} entries removed
-    structured: bool                    # True when the query came from a structured file
+    human_plan: list[dict[str, Any]]  # the annotated plan, padding {} entries removed
+    structured: bool  # True when the query came from a structured file
 
     @property
     def reference_cities(self) -> list[str]:
@@ -54,8 +58,10 @@ def load_training(data_dir: str | Path) -> list[TrainingExample]:
     chats, refs = read_training_chats(root / CHAT_FILE), read_reference_info(root / REF_FILE)
     if len(chats) != len(refs):
         raise LoaderError(f"{root}: {len(chats)} chat examples but {len(refs)} reference blocks")
-    structured = {int(re.search(r"plan_(\d+)\.json$", p.name).group(1)) - 1: read_structured(p)[0]
-                  for p in (root / STRUCTURED_DIR).glob("plan_*.json")}
+    structured = {
+        int(re.search(r"plan_(\d+)\.json$", p.name).group(1)) - 1: read_structured(p)[0]
+        for p in (root / STRUCTURED_DIR).glob("plan_*.json")
+    }
     city_states = _city_states(root)
     examples = []
     for i, (chat, ref) in enumerate(zip(chats, refs)):

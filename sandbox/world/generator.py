@@ -67,9 +67,19 @@ def finish_store(conn: sqlite3.Connection, meta: dict[str, str]) -> None:
 
 
 def _city_rows() -> list[tuple]:
-    return [(c.name, c.name_zh, c.province, c.latitude, c.longitude, c.description,
-             json.dumps([{"name": n, "code": code} for n, code in c.airports], ensure_ascii=False),
-             json.dumps(list(c.stations), ensure_ascii=False)) for c in CITIES]
+    return [
+        (
+            c.name,
+            c.name_zh,
+            c.province,
+            c.latitude,
+            c.longitude,
+            c.description,
+            json.dumps([{"name": n, "code": code} for n, code in c.airports], ensure_ascii=False),
+            json.dumps(list(c.stations), ensure_ascii=False),
+        )
+        for c in CITIES
+    ]
 
 
 def build_world(path: str | os.PathLike, scale: str | Scale = "small", seed: int = 0) -> dict[str, int]:
@@ -98,8 +108,14 @@ def build_world(path: str | os.PathLike, scale: str | Scale = "small", seed: int
     counts["weather"] = insert_rows(conn, "weather", weather.weather_rows(scale, seed))
     counts["flights"] = insert_rows(conn, "flights", _with_progress(transport.flights(scale, seed), started))
     log.info("world: flights %d rows (%.1fs)", counts["flights"], time.perf_counter() - started)
-    meta = {"schema_version": str(SCHEMA_VERSION), "generator_version": GENERATOR_VERSION, "seed": str(seed),
-            "scale": scale.name, "date_start": scale.date_start, "date_end": scale.date_end}
+    meta = {
+        "schema_version": str(SCHEMA_VERSION),
+        "generator_version": GENERATOR_VERSION,
+        "seed": str(seed),
+        "scale": scale.name,
+        "date_start": scale.date_start,
+        "date_end": scale.date_end,
+    }
     finish_store(conn, meta)
     stamp_content_hash(tmp)
     os.replace(tmp, path)

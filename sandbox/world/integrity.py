@@ -27,8 +27,12 @@ class StoreCorruptError(ValueError):
 def _meta_pages(conn: sqlite3.Connection) -> tuple[int, list[int]]:
     """(page size, 1-based root page numbers) of the meta table and its index."""
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-    pages = [r[0] for r in conn.execute(
-        "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'meta' AND rootpage > 0 ORDER BY rootpage")]
+    pages = [
+        r[0]
+        for r in conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'meta' AND rootpage > 0 ORDER BY rootpage"
+        )
+    ]
     if not pages:
         raise StoreCorruptError("the store has no meta table")
     return page_size, pages
@@ -85,5 +89,7 @@ def verify_store(path: str | os.PathLike) -> None:
     if problems != ["ok"]:
         raise StoreCorruptError(f"world store {path} is corrupt ({'; '.join(problems)}); {fix}")
     if stored is not None and content_hash(path, page_size, meta_pages) != stored[0]:
-        raise StoreCorruptError(f"world store {path} was changed or damaged after it was built (its content "
-                                f"hash differs from meta.{CONTENT_HASH_KEY}); {fix}")
+        raise StoreCorruptError(
+            f"world store {path} was changed or damaged after it was built (its content "
+            f"hash differs from meta.{CONTENT_HASH_KEY}); {fix}"
+        )

@@ -29,7 +29,9 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8", newline="") as f:
         for line_no, record in enumerate(csv.DictReader(f), start=2):
             if None in record:  # DictReader's key for fields beyond the header
-                raise DataFileError(f"{path}:{line_no}: {len(record[None])} more field(s) than the header row")
+                raise DataFileError(
+                    f"{path}:{line_no}: {len(record[None])} more field(s) than the header row"
+                )
             yield line_no, record
 
 
@@ -80,7 +82,9 @@ def read_table_file(directory: Path, table: str) -> list[tuple]:
                 problems.append(f"missing columns {missing}")
             if unknown:
                 problems.append(f"unknown columns {unknown}")
-            raise DataFileError(f"{path}:{line_no}: {'; '.join(problems)} (table {table} has columns {list(columns)})")
+            raise DataFileError(
+                f"{path}:{line_no}: {'; '.join(problems)} (table {table} has columns {list(columns)})"
+            )
         rows.append(tuple(_convert(record[c], types[c], f"{path}:{line_no}: column {c!r}") for c in columns))
     return rows
 
@@ -95,8 +99,13 @@ def build_store_from_files(directory: str | os.PathLike, out: str | os.PathLike)
     if (directory / "meta.jsonl").exists() or (directory / "meta.csv").exists():
         meta_rows = dict(read_table_file(directory, "meta"))
     dates = sorted({row[1] for row in tables["weather"]})
-    meta = {"schema_version": str(SCHEMA_VERSION), "scale": "user", "seed": "none",
-            "date_start": dates[0] if dates else "", "date_end": dates[-1] if dates else ""}
+    meta = {
+        "schema_version": str(SCHEMA_VERSION),
+        "scale": "user",
+        "seed": "none",
+        "date_start": dates[0] if dates else "",
+        "date_end": dates[-1] if dates else "",
+    }
     meta.update(meta_rows or {})
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -110,8 +119,9 @@ def build_store_from_files(directory: str | os.PathLike, out: str | os.PathLike)
     return counts
 
 
-def export_store_to_jsonl(store: str | os.PathLike, directory: str | os.PathLike,
-                          tables: tuple[str, ...] | None = None) -> None:
+def export_store_to_jsonl(
+    store: str | os.PathLike, directory: str | os.PathLike, tables: tuple[str, ...] | None = None
+) -> None:
     """Write each table of `store` as DIR/<table>.jsonl (JSON columns stay JSON text): the loader's format."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -45,8 +45,10 @@ class _Places:
         self.rng = rng
         self.centres = _district_centres(city, rng)
         cos_lat = math.cos(math.radians(city.latitude))
-        self._km = lambda lat, lon: ((lat - city.latitude) * KM_PER_DEG_LAT,
-                                     (lon - city.longitude) * KM_PER_DEG_LAT * cos_lat)
+        self._km = lambda lat, lon: (
+            (lat - city.latitude) * KM_PER_DEG_LAT,
+            (lon - city.longitude) * KM_PER_DEG_LAT * cos_lat,
+        )
 
     def draw(self) -> tuple[str, float, float, str]:
         district, clat, clon = self.centres[self.rng.randrange(len(self.centres))]
@@ -134,18 +136,33 @@ def restaurants(city: City, count: int, rng: random.Random) -> list[dict[str, An
         price = _price_in_level(rng, level)
         ambience = " and ".join(words.ENVIRONMENT_PHRASES[e] for e in environment_list)
         poi_id = f"R-{city.name}-{i + 1}"
-        rows.append({
-            "id": poi_id, "name": name,
-            "details": f"{tertiary} ({cuisine}) in {district}, with {ambience}. About {price:.0f} CNY per person.",
-            "address": address, "phone": places.phone(), "province": city.province, "city": city.name,
-            "location": district, "longitude": lon, "latitude": lat,
-            "primary_category": "Food", "secondary_category": cuisine, "tertiary_category": tertiary,
-            "business_hours": f"{open_time}-{close_time}", "open_time": open_time, "close_time": close_time,
-            "rating_rank": 0, "parking": rng.choice(("Free parking", "Paid parking nearby", "No parking")),
-            "avg_price": price, "price_level": level,
-            "environment": json.dumps(environment_list), "avg_rating": _rating(rng),
-            "reviews": _reviews(rng, "restaurant"),
-        })
+        rows.append(
+            {
+                "id": poi_id,
+                "name": name,
+                "details": f"{tertiary} ({cuisine}) in {district}, with {ambience}. About {price:.0f} CNY per person.",
+                "address": address,
+                "phone": places.phone(),
+                "province": city.province,
+                "city": city.name,
+                "location": district,
+                "longitude": lon,
+                "latitude": lat,
+                "primary_category": "Food",
+                "secondary_category": cuisine,
+                "tertiary_category": tertiary,
+                "business_hours": f"{open_time}-{close_time}",
+                "open_time": open_time,
+                "close_time": close_time,
+                "rating_rank": 0,
+                "parking": rng.choice(("Free parking", "Paid parking nearby", "No parking")),
+                "avg_price": price,
+                "price_level": level,
+                "environment": json.dumps(environment_list),
+                "avg_rating": _rating(rng),
+                "reviews": _reviews(rng, "restaurant"),
+            }
+        )
     _add_rating_rank(rows)
     return rows
 
@@ -163,24 +180,45 @@ def hotels(city: City, count: int, rng: random.Random) -> list[dict[str, Any]]:
         name = names.take(rng.choice(patterns).format(b=rng.choice(words.BRANDS)), district)
         facilities = [f for f, p in zip(vocab.HOTEL_FACILITIES, probs) if f == forced or rng.random() < p]
         price = float(round(rng.uniform(low, high), -1))
-        rooms = [{"room_type": rt, "price": float(round(price * factor, -1)), "capacity": cap}
-                 for rt, factor, cap in room_types]
-        parking = ("Free parking" if rng.random() < 0.6 else f"Paid parking ({rng.choice((20, 30, 50))} CNY/day)") \
-            if "Parking" in facilities else "No parking"
+        rooms = [
+            {"room_type": rt, "price": float(round(price * factor, -1)), "capacity": cap}
+            for rt, factor, cap in room_types
+        ]
+        parking = (
+            ("Free parking" if rng.random() < 0.6 else f"Paid parking ({rng.choice((20, 30, 50))} CNY/day)")
+            if "Parking" in facilities
+            else "No parking"
+        )
         rating_mean = {"5-Star/Luxury": 4.6, "4-Star/Upscale": 4.5, "3-Star/Comfort": 4.3}.get(star, 4.2)
         poi_id = f"H-{city.name}-{i + 1}"
         tertiary = rng.choice(tertiaries)
-        rows.append({
-            "id": poi_id, "name": name,
-            "details": f"{star} {tertiary.lower()} in {district}; facilities: {', '.join(facilities) or 'basic'}.",
-            "cover_image": _cover("hotels", poi_id), "address": address, "phone": places.phone(),
-            "province": city.province, "city": city.name, "district": district, "longitude": lon, "latitude": lat,
-            "primary_category": "Hotel", "secondary_category": star, "tertiary_category": tertiary,
-            "business_hours": "00:00-24:00", "rating_rank": 0, "parking": parking,
-            "wifi": int("Free WiFi" in facilities), "facilities": json.dumps(facilities), "avg_price": price,
-            "avg_rating": _rating(rng, rating_mean), "reviews": _reviews(rng, "hotel"),
-            "room_info": json.dumps(rooms),
-        })
+        rows.append(
+            {
+                "id": poi_id,
+                "name": name,
+                "details": f"{star} {tertiary.lower()} in {district}; facilities: {', '.join(facilities) or 'basic'}.",
+                "cover_image": _cover("hotels", poi_id),
+                "address": address,
+                "phone": places.phone(),
+                "province": city.province,
+                "city": city.name,
+                "district": district,
+                "longitude": lon,
+                "latitude": lat,
+                "primary_category": "Hotel",
+                "secondary_category": star,
+                "tertiary_category": tertiary,
+                "business_hours": "00:00-24:00",
+                "rating_rank": 0,
+                "parking": parking,
+                "wifi": int("Free WiFi" in facilities),
+                "facilities": json.dumps(facilities),
+                "avg_price": price,
+                "avg_rating": _rating(rng, rating_mean),
+                "reviews": _reviews(rng, "hotel"),
+                "room_info": json.dumps(rooms),
+            }
+        )
     _add_rating_rank(rows)
     return rows
 
@@ -189,8 +227,13 @@ def _ticket_info(price: float) -> str:
     if price == 0:
         return json.dumps([{"ticket": "Free admission", "price": 0.0}])
     half = float(round(price / 2))
-    return json.dumps([{"ticket": "Adult", "price": price}, {"ticket": "Student", "price": half},
-                       {"ticket": "Child (1.2-1.5m)", "price": half}])
+    return json.dumps(
+        [
+            {"ticket": "Adult", "price": price},
+            {"ticket": "Student", "price": half},
+            {"ticket": "Child (1.2-1.5m)", "price": half},
+        ]
+    )
 
 
 def attractions(city: City, count: int, rng: random.Random) -> list[dict[str, Any]]:
@@ -210,17 +253,34 @@ def attractions(city: City, count: int, rng: random.Random) -> list[dict[str, An
         walking = round(rng.uniform(wlo, whi), 1)
         custom = rng.choice(customs)
         poi_id = f"A-{city.name}-{i + 1}"
-        rows.append({
-            "id": poi_id, "name": name,
-            "details": f"{custom} in {district}, {city.name}. Plan about {duration} minutes and {walking} km on foot.",
-            "cover_image": _cover("attractions", poi_id), "address": address, "phone": places.phone(),
-            "province": city.province, "city": city.name, "location": district, "longitude": lon, "latitude": lat,
-            "category_name": "Attraction", "attraction_type": kind, "custom_type": custom,
-            "opening_hours": f"{open_time}-{close_time}", "open_time": open_time, "close_time": close_time,
-            "best_season": season, "recommended_duration_min": duration, "walking_km": walking,
-            "avg_price": price, "avg_rating": _rating(rng, 4.5), "reviews": _reviews(rng, "attraction"),
-            "ticket_info": _ticket_info(price),
-        })
+        rows.append(
+            {
+                "id": poi_id,
+                "name": name,
+                "details": f"{custom} in {district}, {city.name}. Plan about {duration} minutes and {walking} km on foot.",
+                "cover_image": _cover("attractions", poi_id),
+                "address": address,
+                "phone": places.phone(),
+                "province": city.province,
+                "city": city.name,
+                "location": district,
+                "longitude": lon,
+                "latitude": lat,
+                "category_name": "Attraction",
+                "attraction_type": kind,
+                "custom_type": custom,
+                "opening_hours": f"{open_time}-{close_time}",
+                "open_time": open_time,
+                "close_time": close_time,
+                "best_season": season,
+                "recommended_duration_min": duration,
+                "walking_km": walking,
+                "avg_price": price,
+                "avg_rating": _rating(rng, 4.5),
+                "reviews": _reviews(rng, "attraction"),
+                "ticket_info": _ticket_info(price),
+            }
+        )
     return rows
 
 
@@ -235,13 +295,27 @@ def entertainment(city: City, count: int, rng: random.Random) -> list[dict[str, 
         name = names.take(rng.choice(patterns).format(b=rng.choice(words.BRANDS)), district)
         open_time, close_time = rng.choice(hours)
         poi_id = f"E-{city.name}-{i + 1}"
-        rows.append({
-            "id": poi_id, "name": name, "details": f"{kind} venue in {district}, {city.name}.",
-            "cover_image": _cover("entertainment", poi_id), "address": address, "phone": places.phone(),
-            "province": city.province, "city": city.name, "district": district, "longitude": lon, "latitude": lat,
-            "categories": kind, "business_hours": f"{open_time}-{close_time}", "open_time": open_time,
-            "close_time": close_time, "rating_rank": 0, "avg_price": float(round(rng.uniform(plo, phi), -1)),
-            "avg_rating": _rating(rng),
-        })
+        rows.append(
+            {
+                "id": poi_id,
+                "name": name,
+                "details": f"{kind} venue in {district}, {city.name}.",
+                "cover_image": _cover("entertainment", poi_id),
+                "address": address,
+                "phone": places.phone(),
+                "province": city.province,
+                "city": city.name,
+                "district": district,
+                "longitude": lon,
+                "latitude": lat,
+                "categories": kind,
+                "business_hours": f"{open_time}-{close_time}",
+                "open_time": open_time,
+                "close_time": close_time,
+                "rating_rank": 0,
+                "avg_price": float(round(rng.uniform(plo, phi), -1)),
+                "avg_rating": _rating(rng),
+            }
+        )
     _add_rating_rank(rows)
     return rows

@@ -17,8 +17,9 @@ from sandbox.tools import registry
 from sandbox.types import ToolResult
 from sandbox.world.integrity import verify_store
 
-JSON_COLUMNS = frozenset({"environment", "reviews", "facilities", "room_info", "ticket_info", "fares",
-                          "airports", "stations"})
+JSON_COLUMNS = frozenset(
+    {"environment", "reviews", "facilities", "room_info", "ticket_info", "fares", "airports", "stations"}
+)
 
 
 def decode_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -45,8 +46,9 @@ class World:
     def __init__(self, path: str | os.PathLike, python_tool: Any = None, verify: bool = True):
         self.path = Path(path)
         if not self.path.is_file():
-            raise FileNotFoundError(f"world store {self.path} not found; build it with "
-                                    f"`python launch/make_data.py --out DIR`")
+            raise FileNotFoundError(
+                f"world store {self.path} not found; build it with `python launch/make_data.py --out DIR`"
+            )
         self._local = threading.local()
         self._python_tool = python_tool
         self._python_lock = threading.Lock()
@@ -55,8 +57,10 @@ class World:
             verify_store(self.path)
         self.meta = {r["key"]: r["value"] for r in self.query("SELECT key, value FROM meta")}
         if self.meta.get("schema_version") != str(SCHEMA_VERSION):
-            raise ValueError(f"{self.path}: schema version {self.meta.get('schema_version')!r}, "
-                             f"this code reads {SCHEMA_VERSION}; rebuild the store")
+            raise ValueError(
+                f"{self.path}: schema version {self.meta.get('schema_version')!r}, "
+                f"this code reads {SCHEMA_VERSION}; rebuild the store"
+            )
         self.date_start, self.date_end = self.meta.get("date_start", ""), self.meta.get("date_end", "")
         self._cities = {r["name"]: decode_row(r) for r in self.query("SELECT * FROM cities ORDER BY name")}
         self._city_alias: dict[str, str] = {}
@@ -167,8 +171,14 @@ class World:
             params.append(train_number)
         return [decode_row(r) for r in self.query(sql + " ORDER BY departure_time, train_number", params)]
 
-    def flights(self, origin: str, destination: str, date: str, flight_number: str | None = None,
-                cabin_class: str | None = None) -> list[dict[str, Any]]:
+    def flights(
+        self,
+        origin: str,
+        destination: str,
+        date: str,
+        flight_number: str | None = None,
+        cabin_class: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Flights origin -> destination departing on `date` (ordered by time, then price)."""
         o, d = self.resolve_city(origin), self.resolve_city(destination)
         sql = "SELECT * FROM flights WHERE origin_city = ? AND destination_city = ? AND departure_date = ?"
@@ -182,7 +192,9 @@ class World:
         return [decode_row(r) for r in self.query(sql + " ORDER BY departure_time, total_price, id", params)]
 
     def weather(self, city: str, date: str) -> dict[str, Any] | None:
-        rows = self.query("SELECT * FROM weather WHERE city = ? AND date = ?", (self.resolve_city(city), date))
+        rows = self.query(
+            "SELECT * FROM weather WHERE city = ? AND date = ?", (self.resolve_city(city), date)
+        )
         return dict(rows[0]) if rows else None
 
     # -- tools -------------------------------------------------------------------------------

@@ -27,13 +27,36 @@ TRAIN_CLASSES = {
 NO_FLIGHTS_BELOW_KM = 400.0  # short hops (Beijing-Tianjin, Shanghai-Hangzhou...) have no flights
 
 AIRLINES = (
-    ("Air China", "CA"), ("China Eastern Airlines", "MU"), ("China Southern Airlines", "CZ"),
-    ("Hainan Airlines", "HU"), ("Xiamen Airlines", "MF"), ("Sichuan Airlines", "3U"),
-    ("Shenzhen Airlines", "ZH"), ("Spring Airlines", "9C"), ("Juneyao Air", "HO"), ("Shandong Airlines", "SC"),
+    ("Air China", "CA"),
+    ("China Eastern Airlines", "MU"),
+    ("China Southern Airlines", "CZ"),
+    ("Hainan Airlines", "HU"),
+    ("Xiamen Airlines", "MF"),
+    ("Sichuan Airlines", "3U"),
+    ("Shenzhen Airlines", "ZH"),
+    ("Spring Airlines", "9C"),
+    ("Juneyao Air", "HO"),
+    ("Shandong Airlines", "SC"),
 )
-AIRCRAFT = ("Airbus A320neo", "Airbus A321", "Boeing 737-800", "Boeing 737 MAX 8", "Airbus A330-300",
-            "Boeing 787-9", "COMAC C919")
-ECONOMY_CODES = ((1.0, "Y"), (0.9, "B"), (0.8, "M"), (0.7, "H"), (0.6, "K"), (0.5, "L"), (0.4, "Q"), (0.0, "V"))
+AIRCRAFT = (
+    "Airbus A320neo",
+    "Airbus A321",
+    "Boeing 737-800",
+    "Boeing 737 MAX 8",
+    "Airbus A330-300",
+    "Boeing 787-9",
+    "COMAC C919",
+)
+ECONOMY_CODES = (
+    (1.0, "Y"),
+    (0.9, "B"),
+    (0.8, "M"),
+    (0.7, "H"),
+    (0.6, "K"),
+    (0.5, "L"),
+    (0.4, "Q"),
+    (0.0, "V"),
+)
 
 
 def hhmm(minutes: int) -> str:
@@ -100,9 +123,23 @@ def trains(scale: Scale, seed: int) -> list[tuple]:
             arrive = dep + minutes
             second = float(round(rail_km * per_km + 10, 1))
             fares = {"Second Class Seat": second, "First Class Seat": float(round(second * first_ratio, 1))}
-            rows.append((len(rows) + 1, number, train_type, a.name, rng.choice(a.stations), b.name,
-                         rng.choice(b.stations), hhmm(dep), hhmm(arrive), arrive // (24 * 60),
-                         duration_text(minutes), minutes, json.dumps(fares)))
+            rows.append(
+                (
+                    len(rows) + 1,
+                    number,
+                    train_type,
+                    a.name,
+                    rng.choice(a.stations),
+                    b.name,
+                    rng.choice(b.stations),
+                    hhmm(dep),
+                    hhmm(arrive),
+                    arrive // (24 * 60),
+                    duration_text(minutes),
+                    minutes,
+                    json.dumps(fares),
+                )
+            )
     return rows
 
 
@@ -151,14 +188,49 @@ def flights(scale: Scale, seed: int) -> Iterator[tuple]:
             used_numbers.add(number)
             o_airport, d_airport = rng.choice(a.airports), rng.choice(b.airports)
             codeshare = f"{rng.choice(AIRLINES)[1]}{rng.randint(1000, 9999)}" if rng.random() < 0.3 else ""
-            schedules.append((a, b, number, airline, code, o_airport, d_airport, dep, minutes, full_fare,
-                              f"T{rng.randint(1, 3)}", f"T{rng.randint(1, 3)}", rng.choice(AIRCRAFT),
-                              round(rng.uniform(0.72, 0.96), 2), int(rng.random() < 0.7), codeshare, km))
+            schedules.append(
+                (
+                    a,
+                    b,
+                    number,
+                    airline,
+                    code,
+                    o_airport,
+                    d_airport,
+                    dep,
+                    minutes,
+                    full_fare,
+                    f"T{rng.randint(1, 3)}",
+                    f"T{rng.randint(1, 3)}",
+                    rng.choice(AIRCRAFT),
+                    round(rng.uniform(0.72, 0.96), 2),
+                    int(rng.random() < 0.7),
+                    codeshare,
+                    km,
+                )
+            )
     row_id = 0
     for date in dates:
         day = date.isoformat()
-        for (a, b, number, airline, code, o_ap, d_ap, dep, minutes, full_fare, t_dep, t_arr, aircraft,
-             on_time, meal, codeshare, km) in schedules:
+        for (
+            a,
+            b,
+            number,
+            airline,
+            code,
+            o_ap,
+            d_ap,
+            dep,
+            minutes,
+            full_fare,
+            t_dep,
+            t_arr,
+            aircraft,
+            on_time,
+            meal,
+            codeshare,
+            km,
+        ) in schedules:
             arrive = dep + minutes
             arrival_date = (date + dt.timedelta(days=arrive // (24 * 60))).isoformat()
             fuel = 20.0 if km < 800 else 40.0
@@ -173,7 +245,36 @@ def flights(scale: Scale, seed: int) -> Iterator[tuple]:
                     cabin_code = "C" if discount < 1.0 else "J"
                     fare = float(round(full_fare * 2.5 * discount, -1))
                 row_id += 1
-                yield (row_id, number, airline, code, a.name, a.city_code, b.name, b.city_code, o_ap[0], o_ap[1],
-                       d_ap[0], d_ap[1], day, hhmm(dep), arrival_date, hhmm(arrive), minutes, t_dep, t_arr,
-                       aircraft, cabin, cabin_code, fare, child, fuel, 50.0, fare + fuel + 50.0, discount,
-                       on_time, meal, codeshare)
+                yield (
+                    row_id,
+                    number,
+                    airline,
+                    code,
+                    a.name,
+                    a.city_code,
+                    b.name,
+                    b.city_code,
+                    o_ap[0],
+                    o_ap[1],
+                    d_ap[0],
+                    d_ap[1],
+                    day,
+                    hhmm(dep),
+                    arrival_date,
+                    hhmm(arrive),
+                    minutes,
+                    t_dep,
+                    t_arr,
+                    aircraft,
+                    cabin,
+                    cabin_code,
+                    fare,
+                    child,
+                    fuel,
+                    50.0,
+                    fare + fuel + 50.0,
+                    discount,
+                    on_time,
+                    meal,
+                    codeshare,
+                )

@@ -44,15 +44,22 @@ def weather_rows(scale: Scale, seed: int) -> list[tuple]:
             if wet and high <= 2:
                 condition = rng.choice(("Light Snow", "Snow"))
             elif wet:
-                condition = rng.choices(("Light Rain", "Moderate Rain", "Thunderstorm", "Heavy Rain"),
-                                        weights=(6, 3, 2 if high > 22 else 0, 1))[0]
+                condition = rng.choices(
+                    ("Light Rain", "Moderate Rain", "Thunderstorm", "Heavy Rain"),
+                    weights=(6, 3, 2 if high > 22 else 0, 1),
+                )[0]
             else:
-                condition = rng.choices(("Sunny", "Partly Cloudy", "Cloudy", "Overcast", "Fog"),
-                                        weights=(5, 3, 3, 2, 1 if low < 12 else 0))[0]
+                condition = rng.choices(
+                    ("Sunny", "Partly Cloudy", "Cloudy", "Overcast", "Fog"),
+                    weights=(5, 3, 3, 2, 1 if low < 12 else 0),
+                )[0]
             wind = f"{rng.choice(WIND_DIRECTIONS)} wind, level {rng.choice(('1-2', '2-3', '3-4', '4-5'))}"
             smog_risk = 0.35 if (city.latitude > 33 and (doy < 60 or doy > 320)) else 0.1
-            air = AIR_QUALITY[0 if rng.random() < 0.45 else 1] if rng.random() > smog_risk \
+            air = (
+                AIR_QUALITY[0 if rng.random() < 0.45 else 1]
+                if rng.random() > smog_risk
                 else rng.choice(AIR_QUALITY[2:])
+            )
             rows.append((city.name, date.isoformat(), int(high), int(low), condition, wind, air))
             date += dt.timedelta(days=1)
     return rows
