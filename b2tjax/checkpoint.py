@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
@@ -145,7 +146,7 @@ class PreemptionGuard:
         self.requested = False
         self._previous: Any = None
 
-    def __enter__(self) -> "PreemptionGuard":
+    def __enter__(self) -> PreemptionGuard:
         try:
             self._previous = signal.signal(signal.SIGTERM, self._handle)
         except ValueError:  # not the main thread: no handler, the flag stays False

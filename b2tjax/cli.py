@@ -11,8 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from sandbox.benchmarks.base import BenchmarkError
 from sandbox.world.integrity import StoreCorruptError

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -158,7 +159,7 @@ class TrainConfig:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     toy: ToyConfig = field(default_factory=ToyConfig)
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         """Reject settings that would only fail deep inside a long run."""
         from b2tjax.grpo import AGGREGATION_MODES
 
@@ -181,7 +182,8 @@ class TrainConfig:
             ),
             (
                 self.rollout_batch % mini_batches == 0,
-                f"rollout batch {self.rollout_batch} (prompts_per_step * group_size) must divide into grpo.mini_batches",
+                f"rollout batch {self.rollout_batch} (prompts_per_step * group_size) must divide into "
+                "grpo.mini_batches",
             ),
             (
                 self.grpo.micro_batch_size <= 0

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -179,7 +180,7 @@ class PlanContext:
     analytic: dict[str, int]
 
     @classmethod
-    def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> "PlanContext":
+    def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
         from b2tjax.train_step import BoundModel
         from models.qwen3 import abstract_model
         from models.sharding import state_shardings

@@ -9,8 +9,9 @@ drawing does, and its absence is a `PlotError` with the install command.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from b2tjax.metrics import read_metrics
 

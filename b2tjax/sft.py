@@ -9,7 +9,8 @@ tool schemas and the generation prompt (mask 0), then per assistant turn its con
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from models.chat import render
 from rollout.render import render_env_reply

@@ -10,8 +10,9 @@ i.e. the benchmark's judge and reward (action penalty and format gate switchable
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from flax import nnx
@@ -60,7 +61,7 @@ class BenchmarkTask:
         self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig) -> "BenchmarkTask":
+    def prepare(cls, cfg: TrainConfig) -> BenchmarkTask:
         data_dir = Path(cfg.data.data_dir)
         ensure_data(data_dir, cfg.data.world_scale, cfg.benchmark)
         benchmark = get_benchmark(cfg.benchmark, data_dir)

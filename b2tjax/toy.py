@@ -10,7 +10,8 @@ Vocabulary: 0 pad, 1 BOS, then `num_digits` *name* tokens ("zero".."nine") and `
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -21,7 +21,8 @@ context, so the value never reaches it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from flax import nnx

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -46,7 +47,7 @@ class BoundModel:
     rest: Any  # non-Param state (usually empty)
 
     @classmethod
-    def from_model(cls, model: nnx.Module) -> tuple["BoundModel", Params]:
+    def from_model(cls, model: nnx.Module) -> tuple[BoundModel, Params]:
         graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         return cls(graphdef, params, rest), nnx.to_pure_dict(params)
 

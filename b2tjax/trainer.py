@@ -12,8 +12,9 @@ import dataclasses
 import functools
 import json
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from sandbox.evaluator import evaluate_plan
+from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
 from sandbox.evaluator.lookup import index_for
 from sandbox.plan import read_plan
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
 
 
 def pin_one_core() -> str:

@@ -143,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         prefill_min_bucket=64,
     )
     print(
-        f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, batch {args.batch}, "
-        f"prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, {args.turn_tokens} tokens/turn"
+        f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, "
+        f"batch {args.batch}, "
+        f"prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
+        f"{args.turn_tokens} tokens/turn"
     )
     rows = [
         measure("(a) engine", model, tok, world, prompt_ids, RolloutConfig(**base)),
@@ -160,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for r in rows:
         print(
-            f"{r['mode']:26s} {r['tok_s']:10.1f} {r['ep_s']:7.2f} {r['wall']:7.2f} {100 * r['host_share']:7.1f} "
+            f"{r['mode']:26s} {r['tok_s']:10.1f} {r['ep_s']:7.2f} {r['wall']:7.2f} "
+            f"{100 * r['host_share']:7.1f} "
             f"{r['prefill_tokens']:12d} {r['decode_steps']:12d} {r['turns']:8.1f} {r['answered']:8.0%} "
             f"{ref['tok_s'] / r['tok_s']:9.2f}x"
         )

@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_model import best_time  # benchmarks/ is the script directory, first on sys.path
 from flax import nnx
 
-from bench_model import best_time  # benchmarks/ is the script directory, first on sys.path
 from models.config import get_config
 from models.greedy import greedy_generate
 from models.kv_cache import init_cache

@@ -27,13 +27,12 @@ import logging
 import sqlite3
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
+from typing import Any
 
 from b2tjax.cli import UserError, check_output_file, damaged_store, run_main
-from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair
-from sandbox.benchmarks import benchmark_class
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair, benchmark_class
 from sandbox.jsonl import read_jsonl_objects
 
 log = logging.getLogger("eval")

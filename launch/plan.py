@@ -6,7 +6,8 @@
 
 The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout decode of the recipe
 are lowered with abstract arrays and compiled on a mesh of N fake CPU devices (nothing is
-allocated), and one table per program shows per-device bytes of its arguments, outputs, temporaries and what stays resident beside it,
+allocated), and one table per program shows per-device bytes of its arguments, outputs,
+temporaries and what stays resident beside it,
 against the device memory. Exits with status 1, naming program and bytes, when one does not fit
 with 10% headroom; `key=value` overrides work as in launch/train.py.
 """

@@ -14,7 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-
 from b2tjax.plotting import PlotError, plot_runs
 
 

@@ -1,6 +1,7 @@
 """Roll out the agent on a benchmark split and write one JSON object per episode.
 
-    python launch/rollouts.py --checkpoint CKPT_OR_HF_DIR --data DATA --split test --num 16 --out rollouts.jsonl
+    python launch/rollouts.py --checkpoint CKPT_OR_HF_DIR --data DATA --split test --num 16 \
+        --out rollouts.jsonl
     python launch/rollouts.py --benchmark travelplanner --checkpoint CKPT --data TP_DATA --out r.jsonl
     python launch/rollouts.py --model tiny --data DATA --num 4 --out /tmp/r.jsonl   # random tiny model
 
@@ -22,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
 
 from b2tjax.cli import UserError, check_output_file, damaged_store, run_main
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
@@ -87,7 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
-    """The policy: --checkpoint (Hugging Face safetensors or Orbax), else a random tiny Qwen3 sized to the tokenizer."""
+    """The policy: --checkpoint (Hugging Face safetensors or Orbax), else a random tiny Qwen3 sized
+    to the tokenizer."""
     from flax import nnx
 
     if args.checkpoint is not None:

@@ -21,7 +21,8 @@ Intentional differences, all opt-in or outside the template's domain:
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"

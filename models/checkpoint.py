@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp

@@ -65,7 +65,7 @@ class Qwen3Config:
         return self.num_attention_heads // self.num_key_value_heads
 
     @classmethod
-    def from_hf(cls, source: dict[str, Any] | str | os.PathLike) -> "Qwen3Config":
+    def from_hf(cls, source: dict[str, Any] | str | os.PathLike) -> Qwen3Config:
         """Build from a HF config dict, a `config.json` path, or a directory holding one."""
         if isinstance(source, dict):
             hf = source

@@ -10,7 +10,8 @@ import json
 import logging
 import os
 import re
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp

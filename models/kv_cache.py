@@ -28,7 +28,7 @@ CACHE_AXES = ("layers", "batch", "cache_seq", "act_kv_heads", "head_dim")
 
 @struct.dataclass
 class KVCache:
-    """k, v: [L, B, S, KVH, D]; lengths: [B] int32 = number of filled slots (slots >= length are unwritten)."""
+    """k, v: [L, B, S, KVH, D]; lengths: [B] int32 = filled slots (slots >= length are unwritten)."""
 
     k: jax.Array
     v: jax.Array

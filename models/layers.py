@@ -7,7 +7,8 @@ logical axis names (`out_sharding` metadata) that models/sharding.py maps onto a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np

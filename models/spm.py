@@ -24,8 +24,8 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2 as spm_pb

@@ -26,7 +26,8 @@ import collections
 import concurrent.futures
 import dataclasses
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, STOP_MAX_TURNS
 from rollout.render import render_env_reply

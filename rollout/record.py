@@ -85,7 +85,7 @@ class EpisodeRecord:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "EpisodeRecord":
+    def from_json(cls, obj: dict[str, Any]) -> EpisodeRecord:
         fields = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in obj.items() if k in fields}
         kwargs["turns"] = [tuple(t) for t in kwargs.get("turns", [])]

@@ -6,7 +6,8 @@ evaluation notebook both fill it here, so training and evaluation reward the sam
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rollout.record import EpisodeRecord
 from sandbox.benchmarks import as_benchmark

@@ -195,9 +195,9 @@ class EpisodeEnv:
                         "tool",
                         "limit",
                         (
-                            f"Error: {len(cut)} more response(s) of this turn ({chars} characters) were cut: the "
-                            f"responses of one turn may total at most {self.max_turn_chars} characters; make fewer, "
-                            "narrower calls per turn"
+                            f"Error: {len(cut)} more response(s) of this turn ({chars} characters) were cut: "
+                            f"the responses of one turn may total at most {self.max_turn_chars} "
+                            "characters; make fewer, narrower calls per turn"
                         ),
                         is_error=True,
                     )

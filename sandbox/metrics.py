@@ -12,9 +12,9 @@ Undelivered plans count as failing every constraint. All values are fractions in
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
-from sandbox.evaluator import CONSTRAINT_NAMES, C_NAMES, UPC_NAMES, EvalResult
+from sandbox.evaluator import C_NAMES, CONSTRAINT_NAMES, UPC_NAMES, EvalResult
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 SUMMARY_KEYS = ("delivery_rate", "c_micro", "c_macro", "upc_micro", "upc_macro", "final_pass_rate")

@@ -10,7 +10,7 @@ at its position, so the environment answers every problem in order. `parse_turn`
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from sandbox.nesting import MAX_JSON_DEPTH, nested_deeper_than
 
@@ -34,7 +34,7 @@ class ParseError:
     kind: str = "tool"
 
 
-Action = Union[ToolCall, dict, ParseError]
+Action = ToolCall | dict | ParseError
 
 
 @dataclass

@@ -32,7 +32,7 @@ def _build_pair(name: str, seed: int = 0, **overrides):
 
 @pytest.fixture(scope="session")
 def model_pair():
-    """model_pair(name, seed=0, **config_overrides) -> (Qwen3Config, transformers model, our model); cached."""
+    """model_pair(name, seed=0, **overrides) -> (Qwen3Config, transformers model, our model); cached."""
     cache: dict = {}
 
     def get(name: str, seed: int = 0, **overrides):

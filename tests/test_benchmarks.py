@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.benchmarks import BENCHMARKS, Benchmark, BenchmarkError, as_benchmark, get_benchmark
+from sandbox.benchmarks import BENCHMARKS, BenchmarkError, as_benchmark, get_benchmark
 from sandbox.benchmarks.b2t import B2TBenchmark
 from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)

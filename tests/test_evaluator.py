@@ -14,8 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sandbox.evaluator import C_NAMES, CONSTRAINT_NAMES, CONSTRAINTS, UPC_NAMES, evaluate_plan
-from sandbox.evaluator.lookup import index_for
-from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
 from sandbox.evaluator.example import (
     GROUND_TRUTH,
     INSTANCE,
@@ -26,6 +24,8 @@ from sandbox.evaluator.example import (
     valid_plan,
     visit,
 )
+from sandbox.evaluator.lookup import index_for
+from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(scope="module")

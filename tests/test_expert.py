@@ -5,7 +5,7 @@ import json
 import sandbox
 from sandbox.evaluator import evaluate_plan
 from sandbox.expert import Expert, expert_answers
-from sandbox.expert.schedule import DayFrame, Place, meal_owed, needs_attraction, problems, timeline, Leg
+from sandbox.expert.schedule import DayFrame, Leg, Place, meal_owed, needs_attraction, problems, timeline
 from sandbox.instances.loader import load_split
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax.config import apply_overrides, config_from_dict, load_config, TrainConfig
+from b2tjax.config import TrainConfig, apply_overrides, config_from_dict, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ N, T = 4, 24
 FIXED = 32
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model(dtype=jnp.float32):
     """One tiny model per compute dtype for the whole module (eager init is slow on CPU)."""
     return Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=jnp.float32)

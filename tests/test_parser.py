@@ -11,7 +11,8 @@ from sandbox.parser import ParseError, ToolCall, parse_turn
 def test_full_turn_with_think_calls_and_memory_in_order():
     text = (
         "<think>\nNeed hotels and weather.\n</think>\n\n"
-        '<tool_call>\n{"name": "AccommodationSearch", "arguments": {"city": "Chengdu", "n": 3}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "AccommodationSearch", "arguments": {"city": "Chengdu", "n": 3}}'
+        "\n</tool_call>\n"
         '<memory>{"action": "write", "key": "city", "value": "Chengdu"}</memory>\n'
         '<tool_call>{"name": "WeatherSearch", "arguments": {"city": "Chengdu"}}</tool_call><|im_end|>'
     )

@@ -18,7 +18,6 @@ from tests.lookup_fixtures import (
     SHORT_RUN,
     shared_compilations,  # noqa: F401
     train_lookup,
-    xla_cache_dir,
 )
 
 SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "plot.py"

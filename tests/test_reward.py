@@ -8,8 +8,8 @@ import json
 import pytest
 
 from sandbox.evaluator import evaluate_plan
-from sandbox.reward import compute_reward
 from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, find, route_plan, valid_plan
+from sandbox.reward import compute_reward
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,8 @@ def limit_run(rollout_setup):
             "malformed",
             "a",
             {
-                0: '<tool_call>{"name": "AttractionSearch", "arguments": {city: Chengdu}</tool_call><|im_end|>',
+                0: '<tool_call>{"name": "AttractionSearch", "arguments": {city: Chengdu}</tool_call>'
+                "<|im_end|>",
                 1: ANSWER,
             },
         ),
@@ -56,7 +57,8 @@ def limit_run(rollout_setup):
             "unknown_tool",
             "b",
             {
-                0: '<tool_call>{"name": "TeleportSearch", "arguments": {"city": "Chengdu"}}</tool_call><|im_end|>',
+                0: '<tool_call>{"name": "TeleportSearch", "arguments": {"city": "Chengdu"}}</tool_call>'
+                "<|im_end|>",
                 1: ANSWER,
             },
         ),
@@ -65,7 +67,8 @@ def limit_run(rollout_setup):
             "python_timeout",
             "c",
             {
-                0: '<tool_call>{"name": "Python", "arguments": {"code": "while True:\\n    pass"}}</tool_call><|im_end|>',
+                0: '<tool_call>{"name": "Python", "arguments": {"code": "while True:\\n    pass"}}'
+                "</tool_call><|im_end|>",
                 1: ANSWER,
             },
             python_tool=python,

@@ -33,7 +33,7 @@ def _child(tmp: str) -> dict:
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout import RolloutEngine
     from sandbox.world.generator import build_world
-    from tests.rollout_fixtures import ANSWER, SEARCH, engine_config, forced_episode, Setup
+    from tests.rollout_fixtures import ANSWER, SEARCH, Setup, engine_config, forced_episode
 
     assert jax.device_count() == 8
     build_world(Path(tmp) / "world.sqlite", scale="small", seed=0)

@@ -66,7 +66,8 @@ CHILD = textwrap.dedent("""
         logits, cache = step(sharded, ids, jnp.asarray([64, 10, 0, 33], jnp.int32), cache)
         out["cache_spec_after"] = spec(cache.k)
         logits = np.asarray(logits)
-        out["cached_diff"] = float(max(np.abs(logits[0] - ref[0]).max(), np.abs(logits[1, :10] - ref[1, :10]).max(),
+        out["cached_diff"] = float(max(np.abs(logits[0] - ref[0]).max(),
+                                       np.abs(logits[1, :10] - ref[1, :10]).max(),
                                        np.abs(logits[3, :33] - ref[3, :33]).max()))
 
     tmp = sys.argv[1]

@@ -24,7 +24,8 @@ CORPUS = [
     "<|im_start|>user\nHello world<|im_end|>",
     "Plan a 5-day trip from Shanghai to Chengdu for two, budget 9,000 CNY.",
     "我想从上海去成都玩五天，两个人，预算九千元。喜欢安静的川菜馆。",
-    '{"name": "HotelSearch", "arguments": {"city": "Chengdu", "n": 5, "preferences": {"star": ["5-Star/Luxury"]}}}',
+    '{"name": "HotelSearch", "arguments": {"city": "Chengdu", "n": 5, '
+    '"preferences": {"star": ["5-Star/Luxury"]}}}',
     "def f(x):\n    return x ** 2  # square\n\n\nclass A:\n\tpass\r\n",
     "emoji 😀🚄🏨 and flags 🇨🇳 ZWJ 👨‍👩‍👧",
     "   leading spaces, trailing spaces   ",
@@ -350,7 +351,10 @@ def _episode_pieces() -> list[str]:
         [{"role": "system", "content": "Plan trips."}, {"role": "user", "content": "成都 3 days"}],
         add_generation_prompt=True,
     )
-    gen1 = '<think>\nhotels\n</think>\n\n<tool_call>\n{"name": "HotelSearch", "arguments": {"city": "成都"}}\n</tool_call><|im_end|>'
+    gen1 = (
+        '<think>\nhotels\n</think>\n\n<tool_call>\n{"name": "HotelSearch", "arguments": {"city": "成都"}}'
+        "\n</tool_call><|im_end|>"
+    )
     env = "\n" + render_tool_turn(['{"hotels": ["锦江"]}', "Error: bad page"]) + assistant_header()
     gen2 = '<think>\ndone\n</think>\n\n<answer>[{"day": 1}]</answer><|im_end|>'
     return [prompt, gen1, env, gen2]

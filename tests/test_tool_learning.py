@@ -23,7 +23,6 @@ from tests.lookup_fixtures import (
     SHORT_RUN,
     shared_compilations,  # noqa: F401
     train_lookup,
-    xla_cache_dir,
 )
 
 CHANCE = 1 / NUM_VALUES

@@ -93,7 +93,8 @@ def test_accommodation_search_matches_sql(world, db):
     )
     got = items(res.text)
     expected = db.execute(
-        "SELECT name FROM hotels h WHERE city = 'Chengdu' AND secondary_category IN ('4-Star/Upscale', '5-Star/Luxury')"
+        "SELECT name FROM hotels h WHERE city = 'Chengdu' AND secondary_category IN "
+        "('4-Star/Upscale', '5-Star/Luxury')"
         " AND EXISTS (SELECT 1 FROM json_each(h.facilities) WHERE value = 'Gym')"
         " AND EXISTS (SELECT 1 FROM json_each(h.facilities) WHERE value = 'Swimming Pool')"
         " ORDER BY avg_rating DESC, avg_price, name"
@@ -195,7 +196,8 @@ def test_flight_search_matches_sql(world, db):
     )
     expected = db.execute(
         "SELECT flight_number, total_price FROM flights WHERE origin_city = 'Beijing' AND destination_city = "
-        "'Shanghai' AND departure_date = '2026-06-10' AND cabin_class = 'Business Class' AND departure_time >= "
+        "'Shanghai' AND departure_date = '2026-06-10' AND cabin_class = 'Business Class' "
+        "AND departure_time >= "
         "'09:00' ORDER BY departure_time, total_price, id"
     ).fetchall()
     assert expected and [(g["flight_number"], g["price"]) for g in got] == [tuple(r) for r in expected][:10]

@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _compare() -> dict:
     import jax
-    import jax.numpy as jnp
     import numpy as np
     import optax
 

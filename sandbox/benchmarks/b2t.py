@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from sandbox.benchmarks.b2t_prompt import VARIANTS, build_prompt
 from sandbox.benchmarks.base import Benchmark, BenchmarkError, Log, Pair, Prompt, TokenCounter
@@ -39,7 +40,7 @@ class B2TBenchmark(Benchmark):
         self._world = None if isinstance(self._store, (str, Path)) else self._store
 
     @classmethod
-    def over_world(cls, world: Any) -> "B2TBenchmark":
+    def over_world(cls, world: Any) -> B2TBenchmark:
         """The benchmark judging against `world`: a World, a store path or a DATA directory."""
         if isinstance(world, (str, Path)) and Path(world).is_dir():
             return cls(world)

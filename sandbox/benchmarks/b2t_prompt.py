@@ -15,7 +15,8 @@ within each kind), and a note says how many were left out.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox.benchmarks.base import BenchmarkError, Prompt, TokenCounter
 

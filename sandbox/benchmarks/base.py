@@ -28,8 +28,9 @@ import abc
 import argparse
 import dataclasses
 import json
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Protocol, Sequence
+from typing import Any, ClassVar, Protocol
 
 from sandbox.jsonl import read_jsonl_objects
 from sandbox.reward import Reward
@@ -100,6 +101,7 @@ class Benchmark(abc.ABC):
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Add this benchmark's options (e.g. a tool mode) to the eval and rollout scripts."""
+        return  # an optional hook: none by default
 
     @classmethod
     def options_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
@@ -110,6 +112,7 @@ class Benchmark(abc.ABC):
     @classmethod
     def add_data_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Add this benchmark's own make_data options (beyond --out, --scale, --seed, --workers)."""
+        return  # an optional hook: none by default
 
     @classmethod
     @abc.abstractmethod

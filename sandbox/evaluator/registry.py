@@ -7,8 +7,8 @@ module registers its checks with `@constraint`; `CONSTRAINTS` holds them in the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 CATEGORIES = ("Format", "Authenticity", "Reasonableness", "Information richness", "Personalization")
 GROUP_OF_CATEGORY = {

@@ -1,8 +1,9 @@
 """The expert planner: solves benchmark instances through the episode environment and records
 chain-of-action traces (sandbox/expert/planner.py)."""
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from sandbox.expert.planner import Expert, ExpertFailure, ExpertResult
 

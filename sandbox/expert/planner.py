@@ -21,8 +21,8 @@ from typing import Any
 from sandbox import geo
 from sandbox.env import EpisodeEnv
 from sandbox.expert import responses
-from sandbox.expert.session import ExpertFailure, ExpertSession, tool_call
 from sandbox.expert.schedule import MEAL_WINDOWS, DayFrame, Leg, Place, Stop, problems, sequences, timeline
+from sandbox.expert.session import ExpertFailure, ExpertSession, tool_call
 from sandbox.vocab import WALKING_LIMIT_KM
 
 SEARCH_N = 20
@@ -296,7 +296,9 @@ class _Solver:
                 "key": "transport",
                 "value": {
                     "outbound": f"{out.number} {_hm(out.depart)}-{_hm(out.arrive)} {out.seat} {out.price:g}",
-                    "return": f"{back.number} {_hm(back.depart)}-{_hm(back.arrive)} {back.seat} {back.price:g}",
+                    "return": (
+                        f"{back.number} {_hm(back.depart)}-{_hm(back.arrive)} {back.seat} {back.price:g}"
+                    ),
                 },
             }
         ]

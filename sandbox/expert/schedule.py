@@ -9,8 +9,8 @@ or after 18:00, walking within the tolerance. Times are minutes after midnight.
 """
 
 import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 # The limits are the evaluator's own, imported so that the expert cannot drift from what it scores.
 from sandbox.evaluator.reasonableness import (

@@ -11,9 +11,10 @@ import json
 import multiprocessing as mp
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.instances.catalog import Catalog
 from sandbox.instances.generate import SPLIT_SIZES, Instance, Progress, make_instance, write_split

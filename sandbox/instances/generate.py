@@ -11,9 +11,10 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.instances import feasibility
 from sandbox.instances.catalog import Catalog
@@ -90,8 +91,8 @@ def make_instance(
     """One solvable instance; `reasons` counts why rejected attempts were rejected."""
     rng = random.Random(f"b2t:{seed}:{split}:{difficulty}:{index}:{salt}")
     reasons = reasons if reasons is not None else Counter()
-    # Trip length, party size and how many categories are constrained are drawn once, so that rejecting hard-to-serve attempts does
-    # not shift their distribution (Table 2).
+    # Trip length, party size and how many categories are constrained are drawn once, so that
+    # rejecting hard-to-serve attempts does not shift their distribution (Table 2).
     days = rng.choices(TRIP_DAYS, weights=TRIP_DAY_WEIGHTS)[0]
     people = rng.choices(PARTY_SIZES, weights=PARTY_WEIGHTS)[0]
     n_categories = category_count(difficulty, rng)

@@ -8,13 +8,14 @@ line and field at fault, before any long job starts.
 
 import datetime as dt
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sandbox import vocab
-from sandbox.jsonl import read_jsonl_objects
 from sandbox.instances.profiles import CATEGORIES, constrained_categories, empty_history
+from sandbox.jsonl import read_jsonl_objects
 
 ACTIONS = ("click", "add_to_favorites", "book")
 _QUERY_FIELDS = {

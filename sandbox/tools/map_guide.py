@@ -7,7 +7,7 @@ against. Between cities: a summary of the trains and flights on the route and th
 
 from __future__ import annotations
 
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sandbox import geo
 from sandbox.tools.args import Param
@@ -35,9 +35,9 @@ def map_guide(world: World, args: dict[str, Any]) -> str:
     dest = resolve_place(world, dest_city, args["destination"])
     if origin_city == dest_city:
         routes = geo.local_routes(origin.latitude, origin.longitude, dest.latitude, dest.longitude)
+        straight_km = geo.haversine_km(origin.latitude, origin.longitude, dest.latitude, dest.longitude)
         lines = [
-            f"Routes in {origin_city} from {origin.name} to {dest.name} "
-            f"(straight line {geo.haversine_km(origin.latitude, origin.longitude, dest.latitude, dest.longitude):.1f} km):"
+            f"Routes in {origin_city} from {origin.name} to {dest.name} (straight line {straight_km:.1f} km):"
         ]
         for mode, route in routes.items():
             lines.append(

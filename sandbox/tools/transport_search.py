@@ -7,7 +7,7 @@ stay within budget without paging through every result. Results are ordered by d
 from __future__ import annotations
 
 import json
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sandbox import vocab
 from sandbox.tools.args import (

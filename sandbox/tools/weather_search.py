@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sandbox.tools.args import N_MAX, N_MIN, Param, check_date, check_n
 from sandbox.tools.format import render

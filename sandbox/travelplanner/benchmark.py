@@ -20,9 +20,10 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from sandbox.benchmarks.base import Benchmark, BenchmarkError, Log, Pair, Prompt, TokenCounter
 from sandbox.reward import Reward

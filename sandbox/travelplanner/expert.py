@@ -16,7 +16,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox.env import EpisodeEnv
 

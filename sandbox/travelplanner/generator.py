@@ -17,8 +17,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from sandbox.travelplanner.database import Database
 from sandbox.travelplanner.query_text import CUISINES, level_of

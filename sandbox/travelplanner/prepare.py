@@ -3,7 +3,8 @@
 Writes (layout in benchmark.py) the database copy, the train split = the 45 official training
 queries + generated ones, a dev split of generated queries from another random stream (what
 training evaluates on by default: the benchmark's `eval_split`), their reference information, and
-the expert's SFT traces of the train split, framed by the two-stage agent prompt. Only expert plans that pass all
+the expert's SFT traces of the train split, framed by the two-stage agent prompt. Only expert plans
+that pass all
 13 checks under `official` become traces; a generated query the expert cannot solve is dropped
 (counted in stats.json). Validation and test
 queries are never read here.
@@ -16,17 +17,18 @@ import json
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.travelplanner.database import FILE_NAMES, Database
 from sandbox.travelplanner.evaluator import evaluate
 from sandbox.travelplanner.expert import TravelPlannerExpert
 from sandbox.travelplanner.generator import generate_queries
+from sandbox.travelplanner.loader import LoaderError
 from sandbox.travelplanner.prompt import build_prompt
 from sandbox.travelplanner.reference import reference_info
 from sandbox.travelplanner.tools import TravelPlannerWorld
-from sandbox.travelplanner.loader import LoaderError
 from sandbox.travelplanner.training import load_training
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "travelplanner"

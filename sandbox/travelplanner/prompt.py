@@ -11,7 +11,8 @@ reason-act-observe baseline without memory.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox.benchmarks.base import BenchmarkError, Prompt, TokenCounter
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 CUISINES = ("Chinese", "American", "Italian", "Mexican", "Indian", "Mediterranean", "French")
 _NUMBER_WORDS = {

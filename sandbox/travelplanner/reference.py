@@ -9,7 +9,8 @@ tables in the two-stage tools' format so that both modes read alike.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox.travelplanner.database import Database
 from sandbox.travelplanner.tools import FLIGHT_COLUMNS, PLACE_COLUMNS, drive_text, table

@@ -16,8 +16,9 @@ every leg, or per leg the cheaper of taxi and flight (never self-driving mixed w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 NIGHTS_PER_CITY = 2
 ATTRACTIONS_PER_STAY_DAY = 2

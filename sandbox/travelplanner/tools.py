@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.tools.args import Param, ToolArgError, validate_arguments
 from sandbox.travelplanner.database import Database

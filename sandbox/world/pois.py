@@ -140,7 +140,10 @@ def restaurants(city: City, count: int, rng: random.Random) -> list[dict[str, An
             {
                 "id": poi_id,
                 "name": name,
-                "details": f"{tertiary} ({cuisine}) in {district}, with {ambience}. About {price:.0f} CNY per person.",
+                "details": (
+                    f"{tertiary} ({cuisine}) in {district}, with {ambience}. "
+                    f"About {price:.0f} CNY per person."
+                ),
                 "address": address,
                 "phone": places.phone(),
                 "province": city.province,
@@ -196,7 +199,10 @@ def hotels(city: City, count: int, rng: random.Random) -> list[dict[str, Any]]:
             {
                 "id": poi_id,
                 "name": name,
-                "details": f"{star} {tertiary.lower()} in {district}; facilities: {', '.join(facilities) or 'basic'}.",
+                "details": (
+                    f"{star} {tertiary.lower()} in {district}; "
+                    f"facilities: {', '.join(facilities) or 'basic'}."
+                ),
                 "cover_image": _cover("hotels", poi_id),
                 "address": address,
                 "phone": places.phone(),
@@ -257,7 +263,10 @@ def attractions(city: City, count: int, rng: random.Random) -> list[dict[str, An
             {
                 "id": poi_id,
                 "name": name,
-                "details": f"{custom} in {district}, {city.name}. Plan about {duration} minutes and {walking} km on foot.",
+                "details": (
+                    f"{custom} in {district}, {city.name}. "
+                    f"Plan about {duration} minutes and {walking} km on foot."
+                ),
                 "cover_image": _cover("attractions", poi_id),
                 "address": address,
                 "phone": places.phone(),
