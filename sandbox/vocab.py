@@ -98,3 +98,4 @@ PROFILE_DIMENSIONS = {
     "dining": ("cuisine_preferences", "price_level", "dining_environment"),
     "transportation": ("intercity_transport", "intracity_transport", "seat_class"),
 }
+import os
