@@ -5,7 +5,6 @@ the evaluator (what a plan's local transport is checked against), so the two nev
 """
 
 import math
-import jax  # noqa: F401
 from dataclasses import dataclass
 
 EARTH_RADIUS_KM = 6371.0088

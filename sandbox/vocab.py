@@ -98,4 +98,3 @@ PROFILE_DIMENSIONS = {
     "dining": ("cuisine_preferences", "price_level", "dining_environment"),
     "transportation": ("intercity_transport", "intracity_transport", "seat_class"),
 }
-import os
