@@ -16,8 +16,9 @@ from b2tjax.toy_tools import LookupConfig, LookupTask
 from tests.lookup_fixtures import (
     NUM_VALUES,
     SHORT_RUN,
-    shared_compilations,  # noqa: F401
+    shared_compilations,  # noqa: F401  (fixture)
     train_lookup,
+    xla_cache_dir,  # noqa: F401  (fixture of shared_compilations)
 )
 
 SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "plot.py"

@@ -21,8 +21,9 @@ from tests.lookup_fixtures import (
     GRPO_STEPS,
     NUM_VALUES,
     SHORT_RUN,
-    shared_compilations,  # noqa: F401
+    shared_compilations,  # noqa: F401  (fixture)
     train_lookup,
+    xla_cache_dir,  # noqa: F401  (fixture of shared_compilations)
 )
 
 CHANCE = 1 / NUM_VALUES
