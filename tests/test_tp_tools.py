@@ -124,6 +124,14 @@ def test_invalid_calls_are_error_results(world, name, args, fragment):
     assert res.is_error and fragment in res.text
 
 
+def test_a_deeply_nested_argument_is_an_error_result_not_a_recursion_error(world):
+    deep: list = []
+    for _ in range(10_000):
+        deep = [deep]
+    res = world.call_tool("RestaurantSearch", {"city": deep})
+    assert res.is_error and "nested more than" in res.text
+
+
 def test_tools_run_through_the_episode_env_and_sole_planning_has_none(world):
     env = EpisodeEnv(world)
     step = env.step(

@@ -15,16 +15,13 @@ looks a plan's names up by substring.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from sandbox.tools.args import Param, ToolArgError, validate_arguments
+from sandbox.tools.args import Param, ToolArgError
+from sandbox.tools.dispatch import Tool, dispatch
 from sandbox.travelplanner.database import Database
 from sandbox.types import ToolResult
-
-log = logging.getLogger(__name__)
 
 COLUMN_SEP = "\t"
 DRIVE_MODES = ("self-driving", "taxi")
@@ -144,28 +141,6 @@ def city_search(db: Database, args: dict[str, Any]) -> str:
     return f"Cities in {state}: " + ", ".join(db.cities_in_state(state))
 
 
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    params: tuple[Param, ...]
-    run: Callable[[Database, dict[str, Any]], str]
-
-    def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {
-                    "type": "object",
-                    "properties": {p.name: p.json_schema() for p in self.params},
-                    "required": [p.name for p in self.params if p.required],
-                },
-            },
-        }
-
-
 _CITY = Param("city", "string", "city name as the city list spells it", required=True)
 _ROUTE = (
     Param("origin", "string", "departure city", required=True),
@@ -235,16 +210,7 @@ class TravelPlannerWorld:
         return [t.schema() for t in TOOLS.values()]
 
     def call_tool(self, name: Any, arguments: Any) -> ToolResult:
-        tool = TOOLS.get(name) if isinstance(name, str) else None
-        if tool is None:
-            return ToolResult.error(f"unknown tool {name!r}; available tools: {list(TOOLS)}")
-        try:
-            return ToolResult(tool.run(self.db, validate_arguments(name, tool.params, arguments)))
-        except ToolArgError as err:
-            return ToolResult.error(str(err))
-        except Exception as err:  # a bug must not kill a rollout; logged, surfaced as an error result
-            log.exception("tool %s failed on %r", name, arguments)
-            return ToolResult.error(f"{name} failed internally ({type(err).__name__}: {err})")
+        return dispatch(TOOLS, self.db, name, arguments)
 
 
 class NoToolWorld:
