@@ -8,13 +8,14 @@ data scripts must start without it.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sandbox.benchmarks.base import BenchmarkError
+from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
 from sandbox.world.integrity import StoreCorruptError
 
 USER_ERROR_EXIT = 2
@@ -80,3 +81,35 @@ def damaged_store(data_dir: Path, err: Exception) -> UserError:
     """The one line for an SQLite store that cannot be read (truncated, overwritten), naming it."""
     store = data_dir / "world.sqlite" if (data_dir / "world.sqlite").exists() else data_dir
     return UserError(f"{store} is damaged ({err}); rebuild it with launch/make_data.py")
+
+
+def benchmark_parser(
+    argv: Sequence[str] | None, purpose: str, **parser_options
+) -> tuple[argparse.ArgumentParser, str]:
+    """A script's parser with `--benchmark` (help: "benchmark `purpose`"), and the benchmark named
+    in `argv`: its own options depend on it, so it is read before the full parser exists."""
+
+    def add_benchmark(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--benchmark",
+            default=DEFAULT_BENCHMARK,
+            choices=sorted(BENCHMARKS),
+            help=f"benchmark {purpose} (default {DEFAULT_BENCHMARK})",
+        )
+
+    first = argparse.ArgumentParser(add_help=False)
+    add_benchmark(first)
+    name = first.parse_known_args(argv)[0].benchmark
+    parser = argparse.ArgumentParser(formatter_class=argparse.RawDescriptionHelpFormatter, **parser_options)
+    add_benchmark(parser)
+    return parser, name
+
+
+def add_benchmark_options(parser: argparse.ArgumentParser, name: str, *, data: bool = False) -> None:
+    """Benchmark `name`'s own options (`add_data_arguments` for make_data, else `add_arguments`);
+    a benchmark that cannot be loaded is a parser error."""
+    try:
+        benchmark = benchmark_class(name)
+    except BenchmarkError as err:
+        parser.error(str(err))
+    (benchmark.add_data_arguments if data else benchmark.add_arguments)(parser)

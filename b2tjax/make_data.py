@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, run_main
-from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
+from b2tjax.cli import UserError, add_benchmark_options, benchmark_parser, run_main
+from sandbox.benchmarks import BenchmarkError, benchmark_class
 
 USAGE = """\
     python launch/make_data.py --out DATA [--scale small|full] [--seed 0] [--force]
@@ -35,33 +35,15 @@ scale give the same bytes in every file except DATA/build_info.json (timings of 
 log = logging.getLogger("make_data")
 
 
-def add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--benchmark",
-        default=DEFAULT_BENCHMARK,
-        choices=sorted(BENCHMARKS),
-        help=f"benchmark to build (default {DEFAULT_BENCHMARK})",
-    )
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Common options, then those of the chosen benchmark (known only once --benchmark is read)."""
-    first = argparse.ArgumentParser(add_help=False)
-    add_benchmark_argument(first)
-    name = first.parse_known_args(argv)[0].benchmark
-    parser = argparse.ArgumentParser(
-        prog="make_data.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_benchmark_argument(parser)
+    parser, name = benchmark_parser(argv, "to build", prog="make_data.py", description=USAGE)
     parser.add_argument("--out", required=True, type=Path, help="data directory to write")
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
     parser.add_argument("--scale", default="small", help="data size, e.g. small|full (default small)")
     parser.add_argument("--seed", default=0, type=int, help="generator seed (default 0)")
     parser.add_argument("--workers", default=2, type=int, help="processes for instances (default 2)")
-    try:
-        benchmark_class(name).add_data_arguments(parser)
-    except BenchmarkError as err:
-        parser.error(str(err))
+    add_benchmark_options(parser, name, data=True)
     return parser.parse_args(argv)
 
 

@@ -31,8 +31,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli import UserError, check_output_file, damaged_store, run_main
-from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, Benchmark, BenchmarkError, Pair, benchmark_class
+from b2tjax.cli import (
+    UserError,
+    add_benchmark_options,
+    benchmark_parser,
+    check_output_file,
+    damaged_store,
+    run_main,
+)
+from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
 from sandbox.jsonl import read_jsonl_objects
 
 log = logging.getLogger("eval")
@@ -43,25 +50,10 @@ AGENTS: dict[str, Callable[[Benchmark, list[Pair], argparse.Namespace], Iterable
 }
 
 
-def _add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--benchmark",
-        default=DEFAULT_BENCHMARK,
-        choices=sorted(BENCHMARKS),
-        help=f"benchmark of the plans (default {DEFAULT_BENCHMARK})",
-    )
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Options: the plans come either from a file (--plans) or from a registered agent (--agent);
     the chosen benchmark adds its own options (known only once --benchmark is read)."""
-    first = argparse.ArgumentParser(add_help=False)
-    _add_benchmark_argument(first)
-    name = first.parse_known_args(argv)[0].benchmark
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    _add_benchmark_argument(parser)
+    parser, name = benchmark_parser(argv, "of the plans", description=__doc__)
     parser.add_argument(
         "--data",
         type=Path,
@@ -77,10 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
     parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
-    try:
-        benchmark_class(name).add_arguments(parser)
-    except BenchmarkError as err:
-        parser.error(str(err))
+    add_benchmark_options(parser, name)
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
         parser.error("the following arguments are required: --data")

@@ -24,28 +24,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli import UserError, check_output_file, damaged_store, run_main
-from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
+from b2tjax.cli import (
+    UserError,
+    add_benchmark_options,
+    benchmark_parser,
+    check_output_file,
+    damaged_store,
+    run_main,
+)
+from sandbox.benchmarks import BenchmarkError, benchmark_class
 
 log = logging.getLogger("rollout")
 
 
-def _add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--benchmark",
-        default=DEFAULT_BENCHMARK,
-        choices=sorted(BENCHMARKS),
-        help=f"benchmark to roll out on (default {DEFAULT_BENCHMARK})",
-    )
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The script's options, then the chosen benchmark's own (known once --benchmark is read)."""
-    first = argparse.ArgumentParser(add_help=False)
-    _add_benchmark_argument(first)
-    name = first.parse_known_args(argv)[0].benchmark
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_benchmark_argument(p)
+    p, name = benchmark_parser(argv, "to roll out on", description=__doc__)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--checkpoint", type=Path, help="Orbax model checkpoint, training run checkpoints/ or HF dir"
@@ -79,10 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-memory", action="store_true", help="ablation: no memory module")
     p.add_argument("--seed", type=int, default=0)
-    try:
-        benchmark_class(name).add_arguments(p)
-    except BenchmarkError as err:
-        p.error(str(err))
+    add_benchmark_options(p, name)
     return p.parse_args(argv)
 
 
