@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.travelplanner.plan_reader import PLAN_FIELDS
+
 NIGHTS_PER_CITY = 2
 ATTRACTIONS_PER_STAY_DAY = 2
 ROOM_TYPES = {"entire room": "Entire home/apt", "private room": "Private room", "shared room": "Shared room"}
@@ -274,19 +276,5 @@ def _assemble(
             day[meal] = f"{slot.row['Name']}, {slot.city}" if slot else "-"
         stay_city = cities[k] if d < days - 1 else None  # a travel day sleeps in its arrival city
         day["accommodation"] = f"{stays[stay_city]['NAME']}, {stay_city}" if stay_city else "-"
-        plan.append(
-            {
-                key: day[key]
-                for key in (
-                    "days",
-                    "current_city",
-                    "transportation",
-                    "breakfast",
-                    "attraction",
-                    "lunch",
-                    "dinner",
-                    "accommodation",
-                )
-            }
-        )
+        plan.append({key: day[key] for key in ("days", *PLAN_FIELDS)})  # the official key order
     return plan
