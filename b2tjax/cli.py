@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
+from sandbox.python_tool import PythonIsolationError
 from sandbox.world.integrity import StoreCorruptError
 
 USER_ERROR_EXIT = 2
@@ -44,7 +45,8 @@ def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | 
         return main(argv)
     try:
         return main(argv)
-    except (UserError, BenchmarkError, StoreCorruptError) as err:  # their messages name what is at fault
+    # their messages name what is at fault (PythonIsolationError: what is missing and the opt-in)
+    except (UserError, BenchmarkError, StoreCorruptError, PythonIsolationError) as err:
         message = str(err)
     except OSError as err:  # missing, unreadable or unwritable paths, a full disk
         message = describe_os_error(err)

@@ -33,6 +33,7 @@ from b2tjax.cli import (
     run_main,
 )
 from sandbox.benchmarks import BenchmarkError, benchmark_class
+from sandbox.python_tool import ISOLATION_MODES, PythonSandbox
 
 log = logging.getLogger("rollout")
 
@@ -72,6 +73,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="prompt variant of the benchmark (b2t: agent prompt, react: ReAct baseline)",
     )
     p.add_argument("--no-memory", action="store_true", help="ablation: no memory module")
+    p.add_argument(
+        "--python-tool-isolation",
+        choices=ISOLATION_MODES,
+        default="full",
+        help="full: refuse to run the Python tool without its kernel jail (root); unsafe-ok: run it anyway",
+    )
     p.add_argument("--seed", type=int, default=0)
     add_benchmark_options(p, name)
     return p.parse_args(argv)
@@ -139,7 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(args)
     from models.tokenizer import load_tokenizer
     from rollout import RolloutConfig, RolloutEngine, agent_episode
-    from sandbox.python_tool import PythonSandbox
 
     cls = benchmark_class(args.benchmark)
     try:
@@ -175,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         turn_cap=args.turn_cap,
     )
     max_prompt = args.max_prompt_tokens or args.max_total_tokens // 2
-    python_tool = PythonSandbox()
+    python_tool = PythonSandbox(isolation=args.python_tool_isolation)
     episodes = [
         agent_episode(
             inst,
