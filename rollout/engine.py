@@ -155,6 +155,13 @@ def _bucket(n: int, floor: int = 16) -> int:
     return size
 
 
+def episode_seed(index: int) -> int:
+    """The sampling seed of the episode at `index` in `run(episodes)` (int32). The factor 64 is
+    historical (it once made room for the stream ordinal, now folded in separately); it is kept so
+    single-agent runs, and the learning curves made with them, reproduce bit for bit."""
+    return (index * 64) % (2**31 - 1)
+
+
 class RolloutStopped(Exception):
     """`RolloutEngine.run` stopped between segments because its `should_stop` said so (a SIGTERM)."""
 
@@ -255,14 +262,12 @@ class _Run:
         """Seat queued streams, then new episodes, in free rows; park waiting streams for queued
         ones when no row is free (new episodes never displace a waiting stream: only streams
         already started can be what a waiting stream waits for)."""
+        self._drop_rowless()
         free = self._free_rows()
         if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
             return  # static batching: wait for the whole wave
         while True:
-            # A queued stream that stopped, or now waits (its fully forced turn ended and it was not
-            # continued), needs no row; a Continue queues it again.
-            while self.queue and not (self.queue[0].live and self.queue[0].sampling):
-                self.queue.popleft()
+            self._drop_rowless()
             if not self.queue:
                 if not free or self.next_episode >= len(self.episodes):
                     return
@@ -275,6 +280,12 @@ class _Run:
                     return  # every row is sampling; the queue waits for a turn to end
                 free.append(self._park(victim))
             self._seat(self.queue.popleft(), free.pop(0))
+
+    def _drop_rowless(self) -> None:
+        """Unqueue streams at the head that need no row now: stopped ones, and ones not sampling
+        (a fully forced turn awaiting on_turn_end, or waiting after it); a Continue queues them again."""
+        while self.queue and not (self.queue[0].live and self.queue[0].sampling):
+            self.queue.popleft()
 
     def _seat(self, stream: _Stream, row: int) -> None:
         """Give `stream` a row; its whole record is (re-)prefilled into it."""
@@ -565,7 +576,7 @@ class _Run:
                 stopped = True
                 continue
             active[r], budget[r] = True, room
-            seeds[r], stream_ids[r] = s.episode_index, s.ordinal
+            seeds[r], stream_ids[r] = episode_seed(s.episode_index), s.ordinal
         if not active.any():
             return stopped or bool(self.ready) or bool(self.queue and self._free_rows())
         params = SamplingArrays(

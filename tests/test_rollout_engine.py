@@ -31,11 +31,10 @@ def _multi_turn_episodes(setup, n: int):
 
 @pytest.fixture(scope="module")
 def sampled_run(rollout_setup):
-    """Sampling at T=0.8 with top-p 0.9 (so the filtering path runs), 4 episodes on 3 rows. The rng
-    is one under which no turn samples <|endoftext|> (rng 7 does): the tests read answered records."""
+    """Sampling at T=0.8 with top-p 0.9 (so the filtering path runs), 4 episodes on 3 rows."""
     episodes = _multi_turn_episodes(rollout_setup, 4)
     engine, events = _tracing_engine(rollout_setup, temperature=0.8, top_p=0.9)
-    records = engine.run(episodes, rng=8)
+    records = engine.run(episodes, rng=7)
     return episodes, records, events
 
 

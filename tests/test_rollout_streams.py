@@ -242,11 +242,17 @@ def test_streams_of_different_episodes_never_share_sampling_keys(rollout_setup):
     (episode, stream) pairs share a key."""
     import jax
 
+    from rollout.engine import episode_seed
     from rollout.sampling import row_keys
 
     episodes, streams = np.meshgrid(np.arange(3), np.arange(130), indexing="ij")
-    keys = row_keys(jax.random.key(0), episodes.ravel(), streams.ravel(), np.full(episodes.size, 17))
+    seeds = [episode_seed(int(e)) for e in episodes.ravel()]
+    keys = row_keys(jax.random.key(0), np.asarray(seeds), streams.ravel(), np.full(episodes.size, 17))
     assert len({tuple(k) for k in np.asarray(jax.random.key_data(keys)).tolist()}) == episodes.size
+    # stream 0 keeps the key single-agent runs always had: fold_in(fold_in(rng, episode * 64), position)
+    legacy = jax.random.fold_in(jax.random.fold_in(jax.random.key(0), 2 * 64), 17)
+    first_of_episode_2 = keys[2 * 130]
+    assert (jax.random.key_data(first_of_episode_2) == jax.random.key_data(legacy)).all()
 
     fans = [FanOutEpisode(rollout_setup.tokenizer, 0, 66), FanOutEpisode(rollout_setup.tokenizer, 1, 2)]
     records, _ = _run(rollout_setup, fans, temperature=1.0, batch_size=16)
