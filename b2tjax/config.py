@@ -11,9 +11,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
+
+# How a multi-stream episode's reward becomes each stream's advantage (b2tjax/credit.py).
+CreditMode = Literal["team", "team_local"]
 
 
 @dataclass
@@ -81,6 +84,10 @@ class GRPOConfig:
     epochs: int = 1  # passes over each rollout batch
     micro_batch_size: int = 0  # rows per forward/backward; 0 = whole mini-batch
     logprob_chunk: int = 128  # sequence chunk of the vocabulary projection
+    # "team": every stream of an episode trains on the episode's group-normalised team reward;
+    # "team_local": plus local_weight x a day executor's own normalised day score (docs/HIMAP.md).
+    credit: CreditMode = "team"
+    local_weight: float = 0.5
 
 
 @dataclass
@@ -170,6 +177,10 @@ class TrainConfig:
             (
                 self.grpo.aggregation in AGGREGATION_MODES,
                 f"grpo.aggregation must be one of {AGGREGATION_MODES}",
+            ),
+            (
+                self.grpo.credit in get_args(CreditMode),
+                f"grpo.credit must be one of {get_args(CreditMode)}, got {self.grpo.credit!r}",
             ),
             (
                 self.rollout.group_size >= 2,
@@ -302,6 +313,7 @@ _RANGES: list[tuple[str, str, Any]] = [
     ("grpo.fixed_length", ">= 0 (0 = rollout.max_seq_len)", _at_least(0)),
     ("grpo.logprob_chunk", ">= 1", _at_least(1)),
     ("grpo.adv_eps", "> 0", _positive),
+    ("grpo.local_weight", ">= 0", _at_least(0)),
     ("data.max_train_instances", ">= 0 (0 = all)", _at_least(0)),
     ("data.eval_instances", ">= 0 (0 = whole split)", _at_least(0)),
     ("model.sp_vocab_size", ">= 64", _at_least(64)),
