@@ -37,7 +37,10 @@ def group_advantages(
     centred = groups - groups.mean(axis=1, keepdims=True)
     if scale_by_std:
         centred = centred / (groups.std(axis=1, keepdims=True) + eps)
-    return centred.reshape(-1)
+    # The float32 mean of equal rewards such as 0.4 can miss them by an ulp, which 1/(std + eps)
+    # would blow up to a few percent of an advantage: an all-equal group is exactly 0 instead.
+    all_equal = groups.max(axis=1, keepdims=True) == groups.min(axis=1, keepdims=True)
+    return jnp.where(all_equal, 0.0, centred).reshape(-1)
 
 
 class TokenTerms(NamedTuple):
