@@ -111,13 +111,18 @@ def test_visited_set_from_the_visible_trajectory_is_the_hidden_history(solved):
     assert seen_any  # the instances do have a history to reproduce
 
 
-def test_a_visited_restaurant_is_rejected(solved, small_world_path):  # noqa: F811
+def test_visited_places_are_rejected_and_hotels_may_repeat_within_the_trip(solved, small_world_path):  # noqa: F811
     visible, hidden, days = solved[0]
-    lunch = _local(days, "meal")[0]
+    lunch, hotel = _local(days, "meal")[0], _local(days, "hotel")[0]
     pricing = B2TPricing.from_ground_truth(small_world_path, hidden)
     state = GlobalState(pricing, None, visited={f"restaurant:{normalize_name(lunch['name'])}"})
     verdict = state.commit(1, [lunch])
     assert verdict.code is SigmaCode.VISITED_BEFORE and lunch["name"] in verdict.message
+    assert state.commit(1, [hotel]).ok and state.commit(2, [hotel]).ok  # one hotel, two nights
+    assert state.commit(2, [hotel]).code is SigmaCode.SLOT_TAKEN  # but one check-in a day
+    stayed = GlobalState(pricing, None, visited={f"hotel:{normalize_name(hotel['name'].upper())}"})
+    assert stayed.commit(1, [hotel]).code is SigmaCode.VISITED_BEFORE
+    assert stayed.commit(len(days) + 1, [lunch]).code is SigmaCode.BAD_ITEM  # after the trip
 
 
 def test_one_venue_spelled_two_ways_is_committed_once(solved, small_world_path):  # noqa: F811
@@ -255,9 +260,6 @@ def _random_venues(rng: random.Random, index, destination: str) -> list[list[dic
     return out
 
 
-DAYS = 20
-
-
 class SlowB2TPricing(B2TPricing):
     """The real pricing, made slow: a thread pricing an item yields to the others, so commits of
     many threads are in flight at once (an implementation that read the state before pricing and
@@ -274,6 +276,7 @@ def test_sixteen_threads_never_overspend_or_repeat_a_venue(solved, small_world_p
     venues = _random_venues(random.Random(0), pricing.index, pricing.query.destination)
     budget = 0.2 * sum(min(pricing.cost({**i, "day": 1}) for i in spellings) for spellings in venues)
     state = GlobalState(pricing, budget)
+    trip_days = pricing.query.days
     accepted: list[tuple[int, list[dict]]] = []
     lock = threading.Lock()
     start = threading.Barrier(16)
@@ -282,7 +285,7 @@ def test_sixteen_threads_never_overspend_or_repeat_a_venue(solved, small_world_p
         rng = random.Random(seed)
         start.wait()
         for _ in range(40):
-            day = rng.randint(1, DAYS)
+            day = rng.randint(1, trip_days)
             batch = [rng.choice(spellings) for spellings in rng.sample(venues, rng.randint(1, 2))]
             if rng.random() < 0.2:
                 state.check(day, batch)
@@ -307,7 +310,7 @@ def test_sixteen_threads_never_overspend_or_repeat_a_venue(solved, small_world_p
     # spent == the evaluator's total of the accepted items, recomputed from the accepted list
     plan = [
         {"day": d, "activities": [a for day, batch in accepted if day == d for a in batch]}
-        for d in range(1, DAYS + 1)
+        for d in range(1, trip_days + 1)
     ]
     assert state.spent == pytest.approx(evaluator_total(small_world_path, hidden, plan), abs=1e-6)
     names = [normalize_name(a["name"]) for _, batch in accepted for a in batch]

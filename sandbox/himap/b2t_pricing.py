@@ -96,6 +96,9 @@ class B2TPricing:
 
     def _activity(self, item: dict) -> Activity:
         """The item read by the plan reader, as the evaluator reads it inside a plan."""
+        days = self.query.days
+        if days is not None and not (isinstance(item.get("day"), int) and 1 <= item["day"] <= days):
+            raise BadItem(f"day {item.get('day')!r} is outside the {days}-day trip")
         body = {k: v for k, v in item.items() if k != "day"}
         result = read_plan([{"day": item.get("day", 1), "activities": [body]}])
         if not result.ok:  # the reader's reason names "day N activity 1": the item is named by Σ
