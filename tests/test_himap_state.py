@@ -18,6 +18,7 @@ import time
 import pytest
 
 import sandbox
+from sandbox.evaluator import evaluate_plan
 from sandbox.evaluator.context import EvalContext, Profile, parse_query
 from sandbox.evaluator.lookup import index_for
 from sandbox.evaluator.personalization import item_costs
@@ -92,6 +93,10 @@ def test_expert_plans_committed_day_by_day_cost_what_the_evaluator_counts(solved
         assert total == pytest.approx(evaluator_total(small_world_path, hidden, days), abs=1e-6)
         assert state.spent <= hidden["query"]["budget"]
         assert state.mode in ("train", "flight")
+        # the committed items, "day" key included, are a plan the evaluator passes in full
+        as_committed = [{**day, "activities": state.committed(day["day"])} for day in days]
+        verdict = evaluate_plan(as_committed, visible, hidden, small_world_path)
+        assert verdict.delivered and all(r.passed for r in verdict.results), visible["id"]
         assert state.venues() == {
             f"{kind}:{normalize_name(a['name'])}"
             for kind, t in (("restaurant", "meal"), ("attraction", "attraction"))
