@@ -16,7 +16,7 @@ from flax import nnx
 from b2tjax import credit, grpo
 from b2tjax.batch_layout import RowLayout, bucket_rows
 from b2tjax.config import TrainConfig, load_config
-from b2tjax.grpo_update import RolloutBatch, batch_advantages, grpo_update
+from b2tjax.grpo_update import RolloutBatch, batch_advantages, credit_metrics, grpo_update
 from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
@@ -113,6 +113,12 @@ def test_advantages_match_hand_computation(mode, scale_by_std):
     assert np.all(adv[in_equal_group & ~has_local] == 0.0)  # all-equal group: no team signal
     if mode == "team_local":  # ... but its day executors still compare their day scores
         assert np.abs(adv[in_equal_group & has_local]).max() > 0.1
+    metrics = credit_metrics(batch.records, adv, episodes)
+    assert metrics["reward"] == pytest.approx(np.mean([team for _, _, team, _ in EPISODES]))  # episodes once
+    assert metrics["groups_all_equal"] == 0.5 and metrics["records"] == 17 and metrics["episodes"] == 6
+    for role in ("coordinator", "executor"):
+        of_role = np.array([s["role"] == role for s in streams])
+        assert metrics[f"adv_mean/{role}"] == pytest.approx(want[of_role].mean(), abs=1e-6)
 
 
 def test_todays_layout_gives_the_previous_advantages_bit_for_bit():
