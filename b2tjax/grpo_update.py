@@ -45,6 +45,7 @@ def batch_advantages(cfg: TrainConfig, batch: RolloutBatch) -> tuple[np.ndarray,
     episodes = credit.episodes_of(
         [r.reward for r in batch.records], cfg.rollout.group_size, batch.groups, batch.episodes
     )
+    # role/day are EpisodeRecord fields of multi-stream rollouts; getattr keeps records without them
     keys = credit.local_comparison_keys(
         episodes.group[episodes.of_record],
         [getattr(r, "role", "agent") for r in batch.records],
