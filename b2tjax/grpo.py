@@ -10,13 +10,13 @@ losses (and gradients) therefore gives exactly the one-batch value, never a mean
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
 
 AggregationMode = Literal["seq_mean_token_mean", "token_mean", "fixed_length"]
-AGGREGATION_MODES: tuple[str, ...] = ("seq_mean_token_mean", "token_mean", "fixed_length")
+AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)
 
 
 def group_advantages(
