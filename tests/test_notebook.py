@@ -97,7 +97,7 @@ def test_notebook_is_valid_nbformat_v4_with_a_parameters_cell():
     assert set(kinds) == {"markdown", "code"}
     tagged = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1 and tagged[0]["cell_type"] == "code"
-    for name in ("DATA_DIR", "CHECKPOINT", "SPLIT", "NUM_EPISODES", "DIFFICULTY", "TEMPERATURE"):
+    for name in ("DATA_DIR", "CHECKPOINT", "SPLIT", "NUM_EPISODES", "DIFFICULTY", "ROLLOUT"):
         assert any(line.startswith(f"{name} =") for line in tagged[0]["source"]), name
     assert all(c["outputs"] == [] for c in nb["cells"] if c["cell_type"] == "code"), (
         "commit it without outputs"
