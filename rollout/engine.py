@@ -166,6 +166,10 @@ class _Run:
     def loop(self, pool: concurrent.futures.Executor) -> None:
         t0 = time.perf_counter()
         while True:
+            # Host work drains completely before the device runs again: ending turns frees rows
+            # (stopped streams) and admitting fills them, and a finished turn's environment reply
+            # only becomes pending tokens here, so prefill and decode see every row that can run.
+            # The whole batch of finished turns goes to the pool at once so slow tools overlap.
             self._admit()
             while self.ready:
                 self._end_turns(pool)
@@ -173,6 +177,8 @@ class _Run:
             if not any(self.rows) and not self.queue and self.next_episode >= len(self.episodes):
                 break
             self._prefill()
+            # A decode segment runs until every live row has ended its turn (or its budget), never
+            # one token per host round trip; the host only steps in between segments.
             if not self._decode():
                 self._break_deadlock()
             if self.should_stop is not None and self.should_stop():
@@ -187,6 +193,10 @@ class _Run:
         free = self._free_rows()
         if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
             return  # static batching: wait for the whole wave
+        # Queued streams (new streams of running episodes) go before new episodes: an episode
+        # holds its environment and tools open until all its streams end, so finishing started
+        # ones first bounds the episodes alive at once. Episodes start lazily, only when a row is
+        # free, so `start()` (prompt building, world queries) is paid as rows open, not all up front.
         while free:
             if not self.queue:
                 if self.next_episode >= len(self.episodes):
@@ -199,6 +209,9 @@ class _Run:
                 continue
             row = free.pop(0)
             self.rows[row] = stream
+            # A row is reused without clearing it: `reset` makes the next prefill start the row at
+            # position 0 (its stale slots are masked by the row's fill length), and the stream's
+            # whole record so far is pending, since nothing of it is in this row's cache.
             stream.row, stream.reset, stream.cached = row, True, 0
             stream.pending = list(stream.record.ids)
 
