@@ -30,7 +30,8 @@ from flax import nnx
 from b2tjax.trainer import RolloutBatch
 from models.chat import render
 from models.tokenizer import ENDOFTEXT, IM_END, IM_START, HFTokenizer
-from rollout.engine import RolloutConfig, RolloutEngine
+from rollout.config import RolloutConfig
+from rollout.engine import RolloutEngine
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.record import EpisodeRecord
 from rollout.render import render_env_reply
