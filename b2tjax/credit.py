@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable, Sequence
-from typing import get_args
+from typing import Literal, get_args
 
 import jax
 import numpy as np
 
 from b2tjax import grpo
-from b2tjax.config import CreditMode
 
+CreditMode = Literal["team", "team_local"]  # the config's `grpo.credit`
 CREDIT_MODES: tuple[str, ...] = get_args(CreditMode)
 
 _group_advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))

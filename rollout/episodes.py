@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, STOP_MAX_TURNS
 from rollout.render import render_env_reply
+from sandbox.types import StopReason
 
 
 @dataclasses.dataclass
@@ -34,10 +34,10 @@ class Continue:
 
 @dataclasses.dataclass
 class Stop:
-    """End `stream` with a stop reason (rollout.record.STOP_*) and its final answer, if any."""
+    """End `stream` with a stop reason (sandbox.types.StopReason) and its final answer, if any."""
 
     stream: str
-    reason: str
+    reason: StopReason
     answer: str | None = None
 
 
@@ -65,8 +65,8 @@ class Episode(abc.ABC):
         """`stream` finished an assistant turn whose decoded text (without the closing stop token)
         is `text`; `eos` is True when it ended with <|endoftext|> instead of <|im_end|>."""
 
-    def on_limit(self, stream: str, reason: str) -> list[Continue | Stop]:
-        """The engine stopped `stream` at a limit (reason is a STOP_* code). Multi-stream episodes
+    def on_limit(self, stream: str, reason: StopReason) -> list[Continue | Stop]:
+        """The engine stopped `stream` at a limit (reason: a truncating StopReason). Multi-stream episodes
         can react (e.g. a coordinator re-plans a failed day); the default does nothing."""
         return []
 
@@ -76,7 +76,7 @@ class AgentEpisode(Episode):
 
     `env` needs `step(text)` returning an object with `responses` (each with name and is_error),
     `rendered`, `done`, `answer` and `stop_reason` -- sandbox.EpisodeEnv's contract. The env's own
-    `max_turns` ending maps to STOP_MAX_TURNS (truncated).
+    `max_turns` ending maps to StopReason.MAX_TURNS (truncated).
     """
 
     def __init__(self, instance_id: str, prompt_ids: Sequence[int], env: Any, tokenizer: Any):
@@ -100,15 +100,15 @@ class AgentEpisode(Episode):
         names = [str(r.name) for r in step.responses]
         if step.done:
             reason = (
-                STOP_ANSWER
+                StopReason.ANSWER
                 if step.answer is not None
-                else STOP_MAX_TURNS
-                if step.stop_reason == STOP_MAX_TURNS
-                else STOP_DONE
+                else StopReason.MAX_TURNS
+                if step.stop_reason == StopReason.MAX_TURNS
+                else StopReason.DONE
             )
             return TurnOutcome([Stop(stream, reason, step.answer)], errors, names)
         if eos:
-            return TurnOutcome([Stop(stream, STOP_EOS)], errors, names)
+            return TurnOutcome([Stop(stream, StopReason.EOS)], errors, names)
         reply = render_env_reply(self.tokenizer, step.rendered)
         return TurnOutcome([Continue(stream, reply, self.next_forced())], errors, names)
 

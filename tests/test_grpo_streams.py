@@ -147,7 +147,7 @@ def test_streams_of_one_episode_must_agree():
 
 
 def test_bad_credit_settings_are_one_line_errors():
-    with pytest.raises(ValueError, match=r"grpo.credit must be one of \('team', 'team_local'\), got 'solo'"):
+    with pytest.raises(ValueError, match="grpo.credit must be one of team, team_local; got 'solo'"):
         load_config(None, ["grpo.credit=solo"])
     with pytest.raises(ValueError, match="grpo.local_weight must be >= 0, got -1.0"):
         load_config(None, ["grpo.local_weight=-1"])
