@@ -6,6 +6,7 @@ travelplanner_pricing) so that Σ's spend is exactly what that benchmark's evalu
 from sandbox.himap.state import (
     BadItem,
     GlobalState,
+    ModeForbidden,
     Pricing,
     SigmaCode,
     SigmaEvent,
@@ -13,4 +14,13 @@ from sandbox.himap.state import (
     UnknownPlace,
 )
 
-__all__ = ["BadItem", "GlobalState", "Pricing", "SigmaCode", "SigmaEvent", "SigmaVerdict", "UnknownPlace"]
+__all__ = [
+    "BadItem",
+    "GlobalState",
+    "ModeForbidden",
+    "Pricing",
+    "SigmaCode",
+    "SigmaEvent",
+    "SigmaVerdict",
+    "UnknownPlace",
+]

@@ -9,14 +9,19 @@ nothing changes. `check` answers the same question without committing (early con
 Invariants (kept under one lock, so executors may call from threads):
 - spent == fsum of the costs of the committed items, and spent <= budget (+1e-6, the evaluator's
   tolerance);
-- no venue key is committed twice, and none is in the visited set;
+- no venue key is committed twice, and no item's history key is in the visited set;
+- a day holds each slot (a meal, the night's accommodation...) at most once;
 - every committed intercity item has the same mode (the first one locks it; releasing the last
   one unlocks it);
 - `release(day)` removes exactly that day's items: the snapshot equals the one before its commits
   (when other days did not change in between).
 
 Σ knows nothing about a benchmark: costs, venue keys and modes come from a `Pricing`, which must use
-the benchmark evaluator's own lookup so that Σ's spend is the evaluator's cost.
+the benchmark evaluator's own lookup so that Σ's spend is the evaluator's cost. Items are dicts of the
+benchmark's shape; Σ stores a copy of each with "day" set to the day it was committed to (an item
+that names another day is a BAD_ITEM), so a merged plan can be rebuilt from `committed(day)`.
+The event log records every check, commit and release (for reports and metrics); it is not part of
+the state, so `snapshot()` leaves it out.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class SigmaCode(str, enum.Enum):
     MODE_LOCK = "mode_lock"
     UNKNOWN_PLACE = "unknown_place"
     BAD_ITEM = "bad_item"
+    SLOT_TAKEN = "slot_taken"
 
 
 @dataclass(frozen=True)
@@ -78,11 +84,16 @@ class BadItem(ValueError):
     """An item that is not of the benchmark's item shape (missing field, wrong type)."""
 
 
+class ModeForbidden(ValueError):
+    """An intercity mode the query itself rules out (TravelPlanner's "no flight"); a MODE_LOCK."""
+
+
 class Pricing(Protocol):
     """What Σ needs from a benchmark (implemented once per benchmark).
 
-    Every method may raise BadItem for a malformed item; `cost` raises UnknownPlace for a venue or
-    service not in the database.
+    Σ prices an item with its "day" set to the day it is committed to. Every method may raise
+    BadItem for a malformed item; `cost` raises UnknownPlace for a venue or service not in the
+    database; `transport_mode` raises ModeForbidden for a mode the query rules out.
     """
 
     def cost(self, item: dict) -> float:
@@ -94,7 +105,19 @@ class Pricing(Protocol):
         ...
 
     def transport_mode(self, item: dict) -> str | None:
-        """The item's intercity mode ("flight", "train", "self-driving", "taxi"...), else None."""
+        """The item's intercity mode ("flight", "train", "self-driving", "taxi"...), else None.
+
+        Items with equal modes may share a trip: a benchmark where several modes mix (TravelPlanner:
+        flight with taxi) returns one name for the compatible group."""
+        ...
+
+    def history_key(self, item: dict) -> str | None:
+        """Key matched against the visited set (venue keys, and e.g. hotels that may repeat within
+        the trip but not be ones the traveller stayed at before); None: not subject to it."""
+        ...
+
+    def slot(self, item: dict) -> str | None:
+        """What a day holds at most once ("lunch", "accommodation"...); None: any number per day."""
         ...
 
     def label(self, item: dict) -> str:
@@ -110,6 +133,8 @@ class _Entry:
     cost: float
     venue: str | None
     mode: str | None
+    history: str | None
+    slot: str | None
 
 
 class GlobalState:
@@ -197,14 +222,14 @@ class GlobalState:
     def check(self, day: int, items: Sequence[dict]) -> SigmaVerdict:
         """Would `commit(day, items)` be accepted now? Never changes the state (the check is logged)."""
         with self._lock:
-            verdict, _ = self._validate(items)
+            verdict, _ = self._validate(day, items)
             self._log("check", day, verdict.code, verdict.cost)
             return verdict
 
     def commit(self, day: int, items: Sequence[dict]) -> SigmaVerdict:
         """Add all items to `day` (after what it already has), or none of them if any breaks a rule."""
         with self._lock:
-            verdict, entries = self._validate(items)
+            verdict, entries = self._validate(day, items)
             if verdict.ok:
                 self._days.setdefault(day, []).extend(entries)
                 self._recompute_spent()
@@ -230,51 +255,83 @@ class GlobalState:
     def _log(self, op: str, day: int, code: SigmaCode, cost: float) -> None:
         self._events.append(SigmaEvent(op, day, code, cost, self._spent, len(self._events)))
 
-    def _validate(self, items: Sequence[dict]) -> tuple[SigmaVerdict, list[_Entry]]:
-        """The verdict for committing `items` on top of the current state, and their entries."""
+    def _validate(self, day: int, items: Sequence[dict]) -> tuple[SigmaVerdict, list[_Entry]]:
+        """The verdict for committing `items` to `day` on top of the current state, and their entries."""
+        if isinstance(day, bool) or not isinstance(day, int):
+            return SigmaVerdict(SigmaCode.BAD_ITEM, f"day must be a day number, got {day!r}"), []
         if isinstance(items, (dict, str, bytes)) or not isinstance(items, Sequence):
             return SigmaVerdict(SigmaCode.BAD_ITEM, "items must be a list of item objects"), []
+        if not items:
+            return SigmaVerdict(SigmaCode.BAD_ITEM, "nothing to commit: the item list is empty"), []
         entries = []
         for position, item in enumerate(items, 1):
-            entry = self._price(position, item)
+            entry = self._price(day, position, item)
             if isinstance(entry, SigmaVerdict):
                 return entry, []
             entries.append(entry)
-        rule = self._venue_rule(entries) or self._mode_rule(entries) or self._budget_rule(entries)
+        rule = (
+            self._slot_rule(day, entries)
+            or self._venue_rule(entries)
+            or self._mode_rule(entries)
+            or self._budget_rule(entries)
+        )
         if rule is not None:
             return rule, []
         total = math.fsum(e.cost for e in entries)
         return SigmaVerdict(SigmaCode.OK, self._ok_message(entries, total), total), entries
 
-    def _price(self, position: int, item: Any) -> _Entry | SigmaVerdict:
+    def _price(self, day: int, position: int, item: Any) -> _Entry | SigmaVerdict:
+        """The item (copied, its "day" set) with what the pricing derives from it, or why not."""
         if not isinstance(item, dict):
             return SigmaVerdict(
                 SigmaCode.BAD_ITEM, f"item {position} must be an object, got {type(item).__name__}"
             )
+        if item.get("day", day) != day:
+            return SigmaVerdict(
+                SigmaCode.BAD_ITEM, f"item {position} says day {item['day']!r} but is committed to day {day}"
+            )
+        item = {**copy.deepcopy(item), "day": day}
+        p = self._pricing
         try:
-            cost = float(self._pricing.cost(item))
+            cost = float(p.cost(item))
             entry = _Entry(
-                copy.deepcopy(item), cost, self._pricing.venue_key(item), self._pricing.transport_mode(item)
+                item, cost, p.venue_key(item), p.transport_mode(item), p.history_key(item), p.slot(item)
             )
         except UnknownPlace as err:
             return SigmaVerdict(SigmaCode.UNKNOWN_PLACE, f"item {position}: {_one_line(err)}")
+        except ModeForbidden as err:
+            return SigmaVerdict(SigmaCode.MODE_LOCK, f"item {position}: {_one_line(err)}")
         except BadItem as err:
             return SigmaVerdict(SigmaCode.BAD_ITEM, f"item {position}: {_one_line(err)}")
         if not math.isfinite(cost) or cost < 0:
             return SigmaVerdict(SigmaCode.BAD_ITEM, f"item {position}: cost {cost!r} is not a price")
         return entry
 
+    def _slot_rule(self, day: int, entries: list[_Entry]) -> SigmaVerdict | None:
+        taken = {e.slot for e in self._days.get(day, []) if e.slot is not None}
+        for entry in entries:
+            if entry.slot is None:
+                continue
+            if entry.slot in taken:
+                return SigmaVerdict(
+                    SigmaCode.SLOT_TAKEN,
+                    f"{self._pricing.label(entry.item)}: day {day} already has a {entry.slot} "
+                    "(release the day to re-plan it)",
+                )
+            taken.add(entry.slot)
+        return None
+
     def _venue_rule(self, entries: list[_Entry]) -> SigmaVerdict | None:
         taken = {e.venue: day for day, es in self._days.items() for e in es if e.venue is not None}
         batch: set[str] = set()
         for entry in entries:
-            if entry.venue is None:
-                continue
             what = self._pricing.label(entry.item)
-            if entry.venue in self._visited:
+            if entry.history is not None and entry.history in self._visited:
                 return SigmaVerdict(
                     SigmaCode.VISITED_BEFORE, f"{what}: the traveller has been there before; pick another"
                 )
+            if entry.venue is None:
+                continue
             if entry.venue in taken:
                 return SigmaVerdict(
                     SigmaCode.DUPLICATE_VENUE, f"{what} is already planned on day {taken[entry.venue]}"
