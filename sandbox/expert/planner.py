@@ -139,7 +139,6 @@ class _Solver:
         return notes
 
     def _step_transport(self) -> tuple[dict[str, dict], list[Option], list[Option]]:
-        t = self.pref["transportation"]
         notes = self._preference_notes()
         seen = {k: sorted(v) for k, v in (self.profile.get("history") or {}).items() if v}
         think = (
@@ -621,7 +620,9 @@ class _Solver:
         """One swap of a priced stop for a cheaper unused place; `first`: index of the trip's first
         day in `days` (-1: none, when a HiMAP executor fits one later day); `used`: names taken
         elsewhere."""
-        used = {s.place.name for d in days for s in d if s.place is not None and s.kind != "hotel"} | set(used)
+        used = {s.place.name for d in days for s in d if s.place is not None and s.kind != "hotel"} | set(
+            used
+        )
         candidates = sorted(
             (
                 (s.place.price, di, s.place.name)

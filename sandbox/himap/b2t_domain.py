@@ -6,7 +6,8 @@ intercity mode (`transport_mode`: train | flight, what Σ locks) and the hotel, 
 starts where the previous night ended (the evaluator times a day's first local leg from last
 night's hotel), which an isolated executor cannot know. So the coordinator may search hotels and
 intercity services, and each sub-goal names `hotel` (tonight's check-in; on the return day, last
-night's) and `start_hotel` (where the morning starts, when it differs). Executors search the rest
+night's), `start_hotel` (where the morning starts, when it differs) and `hotel_info` (its search
+result: coordinates and price, so the executor can time the day from it). Executors search the rest
 (weather, the day's train/flight, restaurants, attractions, entertainment, MapGuide) and submit
 their day's activities with the day's weather and city information; `merge` writes the plan in the
 benchmark's answer format, day fields from the sub-goals.
@@ -44,6 +45,7 @@ class B2TDomain(HimapDomain):
     subgoal_fields = (
         Param("hotel", "string", "the hotel checked into tonight (return day: last night's hotel)"),
         Param("start_hotel", "string", "where the day starts, if not `hotel` (last night's hotel)"),
+        Param("hotel_info", "object", "the hotel's search result (coords, price_per_night, ...)"),
     )
 
     def __init__(self, visible: dict[str, Any], world: Any):
@@ -141,7 +143,9 @@ class B2TDomain(HimapDomain):
         if goal.day_type == "return":
             lines.append(f"End the day with the return trip {goal.city} -> {t['origin']}{mode}.")
         else:
-            lines.append(f"End the day with the check-in at {hotel}." if hotel else "End with a hotel check-in.")
+            lines.append(
+                f"End the day with the check-in at {hotel}." if hotel else "End with a hotel check-in."
+            )
         lines.append(
             "Submit every activity of the day (meals, attractions, entertainment, hotel, intercity "
             "trips) in time order with the plan format's fields; prices are for the whole party."

@@ -6,7 +6,7 @@ world only through tool calls. Coordinator: information_extractor; the trains/fl
 chooses them; budget hints = each day's transport and hotel night plus an equal share of what is
 left; after a round, the open days share the budget the accepted days left. Executor of one day:
 weather, its hotel and its train/flight; restaurants and attractions near the hotel; a timed day
-(schedule.py) fitted to the hint; with Σ, each venue claimed with its own commit_items call so a
+(schedule.py) fitted to the hint; with Σ, each venue checked with its own check_items call so a
 venue another day holds is seen at once and replaced; MapGuide for every leg; submit_day. A day
 that cannot get within its hint is rejected (code "budget").
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from sandbox.expert import responses
 from sandbox.expert.planner import BREAKFAST_CLOSE_FROM, BREAKFAST_OPEN_BY, Option, _Solver
-from sandbox.expert.schedule import DayFrame, Place, Stop, problems, timeline
+from sandbox.expert.schedule import DayFrame, Place, Stop
 from sandbox.expert.session import ExpertFailure, tool_call, turn_text
 from sandbox.himap.expert import RoleSession
 from sandbox.himap.protocol import StreamStart
@@ -55,7 +55,9 @@ class B2TExpertPolicies:
     # -- coordinator -----------------------------------------------------------------------------
     def coordinator(self, rs: RoleSession, start: StreamStart) -> None:
         solver = _Solver(rs, self.visible, self.hidden)
-        task = json.loads(rs.act("Reading the request into the task tuple.", calls=[tool_call("information_extractor")])[0])
+        task = json.loads(
+            rs.act("Reading the request into the task tuple.", calls=[tool_call("information_extractor")])[0]
+        )
         out, back = self._transport(rs, solver)
         hotel = solver._step_hotel(out, back)
         goals = self._hints(task, solver, out, back, hotel)
@@ -64,7 +66,9 @@ class B2TExpertPolicies:
             f"{hotel.name}. Budget hints: each day's transport and hotel plus an equal share of the rest."
         )
         while True:
-            step = rs.raw(turn_text(think, (), [tool_call("distribute_task", subgoals=goals, transport_mode=out.mode)]))
+            step = rs.raw(
+                turn_text(think, (), [tool_call("distribute_task", subgoals=goals, transport_mode=out.mode)])
+            )
             reply = next(r for r in step.responses if r.name == "distribute_task")
             if reply.is_error:
                 raise ExpertFailure(f"distribute_task refused: {reply.text[:200]}")
@@ -80,8 +84,12 @@ class B2TExpertPolicies:
         )
         replies = rs.act(think, calls=calls)
         half = len(kinds) // 2
-        outbound = [o for i, (k, t) in enumerate(zip(kinds, replies)) if i < half for o in solver._options(k, t)]
-        returns = [o for i, (k, t) in enumerate(zip(kinds, replies)) if i >= half for o in solver._options(k, t)]
+        outbound = [
+            o for i, (k, t) in enumerate(zip(kinds, replies)) if i < half for o in solver._options(k, t)
+        ]
+        returns = [
+            o for i, (k, t) in enumerate(zip(kinds, replies)) if i >= half for o in solver._options(k, t)
+        ]
         best = None
         for mode in ("train", "flight"):
             outs = sorted(
@@ -112,7 +120,14 @@ class B2TExpertPolicies:
             kind = "departure" if d == 0 else "return" if d == days - 1 else "stay"
             hint = self.knobs.hint_override.get(d + 1, _floor2(fixed[d] + share))
             goals.append(
-                {"day": d + 1, "city": task["destination"], "budget": hint, "day_type": kind, "hotel": hotel.name}
+                {
+                    "day": d + 1,
+                    "city": task["destination"],
+                    "budget": hint,
+                    "day_type": kind,
+                    "hotel": hotel.name,
+                    "hotel_info": hotel.info,
+                }
             )
         return goals
 
@@ -121,7 +136,7 @@ class B2TExpertPolicies:
         previous = [g for g in goals if g["day"] in open_days]
         if not self.knobs.fix_rejections:
             return previous, f"Round {report['round']} left days {open_days} open; sending them again."
-        left = float(task["budget"]) - sum(a["cost"] or 0.0 for a in report["accepted"])
+        left = float(report["budget_left"])
         total = sum(g["budget"] for g in goals if g["day"] in open_days)
         new = []
         for g in previous:
@@ -157,7 +172,7 @@ class _DayPlanner(_Solver):
         self.goal, self.day, self.date, self.kind = goal, goal["day"], goal["date"], goal["day_type"]
         self.hint = goal.get("budget")
         tools = {t["function"]["name"] for t in start.prompt.tools or []}
-        self.claims = "commit_items" in tools
+        self.claims = "check_items" in tools
         self.can_reject = "reject_subgoal" in tools
         self.excluded: set[str] = set()
         self.claimed: set[str] = set()
@@ -165,16 +180,18 @@ class _DayPlanner(_Solver):
     def run(self) -> None:
         weather, hotel, options = self._look_up()
         restaurants, attractions = self._step_places(hotel)
-        early = [p for p in restaurants if p.open_min <= BREAKFAST_OPEN_BY and p.close_min >= BREAKFAST_CLOSE_FROM]
+        early = [
+            p for p in restaurants if p.open_min <= BREAKFAST_OPEN_BY and p.close_min >= BREAKFAST_CLOSE_FROM
+        ]
         self.breakfast_pool = early[: self.days + 2]
         self.meal_pool = [p for p in restaurants if p not in self.breakfast_pool]
         for _ in range(MAX_ATTEMPTS):
-            stops, frame, out, back = self._plan(hotel, options, restaurants, attractions)
+            stops, frame, out, back = self._plan_shared(hotel, options, restaurants, attractions)
             if self._fit_hint(stops, frame, out, back, restaurants, attractions) is False:
                 return
             if self._ask_map(stops, frame):
                 continue  # re-plan with MapGuide's times
-            if self.claims and self._claim(stops, out, back):
+            if self.claims and self._claim(stops, out, back, restaurants + attractions):
                 continue  # some venue is taken: re-plan without it
             if self._submit(stops, out, back, weather):
                 return
@@ -183,40 +200,47 @@ class _DayPlanner(_Solver):
     def _give_up(self, reason: str, code: str) -> None:
         if not self.can_reject:
             raise ExpertFailure(reason)
-        self.s.act(f"I cannot meet this sub-goal: {reason}.", calls=[tool_call("reject_subgoal", reason=reason, code=code)])
+        self.s.act(
+            f"I cannot meet this sub-goal: {reason}.",
+            calls=[tool_call("reject_subgoal", reason=reason, code=code)],
+        )
 
     # -- steps -----------------------------------------------------------------------------------
     def _look_up(self) -> tuple[dict[str, Any], Place, list[Option]]:
         calls = [tool_call("WeatherSearch", city=self.city, date=self.date, n=1)]
-        hotel_name = self.goal.get("start_hotel") or self.goal.get("hotel")
-        if hotel_name:
-            calls.append(tool_call("AccommodationSearch", city=self.city, n=20, near=hotel_name, radius_km=1))
-        legs = {"departure": [(self.origin, self.city, self.date)], "return": [(self.city, self.origin, self.date)]}
+        hotel_name, info = self.goal.get("hotel"), self.goal.get("hotel_info")
+        legs = {
+            "departure": [(self.origin, self.city, self.date)],
+            "return": [(self.city, self.origin, self.date)],
+        }
         more, kinds = self._transport_calls(legs.get(self.kind, []))
         mode = self.goal.get("transport_mode")
-        think = f"Day {self.day} ({self.kind}) in {self.city} on {self.date}, budget hint {self.hint}: weather" + (
-            f", the hotel {hotel_name}" if hotel_name else ""
-        ) + (f" and the {mode or 'train/flight'} of the day." if kinds else ".")
+        think = (
+            f"Day {self.day} ({self.kind}) in {self.city} on {self.date}, budget hint {self.hint}: weather"
+            + (f", the hotel {hotel_name}" if hotel_name else "")
+            + (f" and the {mode or 'train/flight'} of the day." if kinds else ".")
+        )
         replies = self.s.act(think, calls=calls + [c for c, k in zip(more, kinds) if not mode or k == mode])
         weather = responses.items(replies[0])[0]
         rest = replies[1:]
-        if hotel_name:
-            found = [h for h in responses.items(rest[0]) if h["name"] == hotel_name]
-            if not found:
-                raise ExpertFailure(f"hotel {hotel_name!r} not found")
-            h = found[0]
-            lat, lon = responses.coords(h["coords"])
-            hotel = Place("hotel", h["name"], lat, lon, 0, 24 * 60, float(h["price_per_night"]), info=h)
-            rest = rest[1:]
+        if info:  # the coordinator's hotel, as its search showed it
+            lat, lon = responses.coords(info["coords"])
+            hotel = Place(
+                "hotel", info["name"], lat, lon, 0, 24 * 60, float(info["price_per_night"]), info=info
+            )
         else:  # flat: every executor picks the hotel by the same rule, so the nights agree
             none = Option("train", "-", "", "", 0, 0, 0.0)
             hotel = self._step_hotel(none, none)
         kept = [k for k in kinds if not mode or k == mode]
         options = [o for k, t in zip(kept, rest) for o in self._options(k, t)]
         if self.kind == "departure":
-            options = sorted((o for o in options if o.same_day_ok(21 * 60, 6 * 60)), key=lambda o: (o.price, o.arrive))
+            options = sorted(
+                (o for o in options if o.same_day_ok(21 * 60, 6 * 60)), key=lambda o: (o.price, o.arrive)
+            )
         else:
-            options = sorted((o for o in options if o.same_day_ok(23 * 60, 7 * 60)), key=lambda o: (o.price, -o.depart))
+            options = sorted(
+                (o for o in options if o.same_day_ok(23 * 60, 7 * 60)), key=lambda o: (o.price, -o.depart)
+            )
         if self.kind in legs and not options:
             raise ExpertFailure("no daytime train or flight in the trip's mode")
         return weather, hotel, options[:4]
@@ -230,10 +254,26 @@ class _DayPlanner(_Solver):
             walking_limit=self.walking_limit,
         )
 
+    def _plan_shared(self, hotel, options, restaurants, attractions):
+        """Plan from this day's share of the candidates first (every d-th of each list), so that
+        parallel days rarely reach for the same venue; the whole lists when the share is too thin."""
+        pools = (self.breakfast_pool, self.meal_pool, attractions)
+        share = [[p for i, p in enumerate(pool) if i % self.days == self.day - 1] for pool in pools]
+        self.breakfast_pool, self.meal_pool = share[0], share[1]
+        try:
+            return self._plan(hotel, options, restaurants, share[2])
+        except ExpertFailure:
+            self.breakfast_pool, self.meal_pool = pools[0], pools[1]
+            return self._plan(hotel, options, restaurants, attractions)
+        finally:
+            self.breakfast_pool, self.meal_pool = pools[0], pools[1]
+
     def _plan(self, hotel, options, restaurants, attractions):
         for option in options or [None]:
             frame = self._frame(hotel, option)
-            stops = self._plan_day(frame, self.kind == "departure", hotel, restaurants, attractions, self.excluded)
+            stops = self._plan_day(
+                frame, self.kind == "departure", hotel, restaurants, attractions, self.excluded
+            )
             if stops is not None:
                 out = option if self.kind == "departure" else None
                 back = option if self.kind == "return" else None
@@ -256,7 +296,10 @@ class _DayPlanner(_Solver):
         while self._day_cost(days[0], out, back) > self.hint + 1e-6:
             if not self._cheaper_swap(days, [frame], restaurants, attractions, first, self.excluded):
                 cost = self._day_cost(days[0], out, back)
-                self._give_up(f"the cheapest day I can time costs {cost:.0f} CNY, over the hint {self.hint:.0f}", "budget")
+                self._give_up(
+                    f"the cheapest day I can time costs {cost:.0f} CNY, over the hint {self.hint:.0f}",
+                    "budget",
+                )
                 return False
         stops[:] = days[0]
         return None
@@ -273,7 +316,9 @@ class _DayPlanner(_Solver):
         if not pairs:
             return False
         calls = [
-            tool_call("MapGuide", origin_cityName=self.city, origin=a, destination_cityName=self.city, destination=b)
+            tool_call(
+                "MapGuide", origin_cityName=self.city, origin=a, destination_cityName=self.city, destination=b
+            )
             for a, b in pairs
         ]
         replies = self.s.act("Checking the day's local trips with MapGuide.", calls=calls)
@@ -281,33 +326,58 @@ class _DayPlanner(_Solver):
             self.s.legs[(a, b)] = responses.routes(text)
         return True
 
-    def _claim(self, stops: list[Stop], out, back) -> bool:
-        """Commit each unclaimed venue on its own; True when some were taken (now excluded)."""
-        todo = [s for s in stops if s.kind in VENUE_KINDS and s.place.name not in self.claimed]
-        if not todo:
+    def _claim(self, stops: list[Stop], out, back, candidates: list[Place]) -> bool:
+        """check_items for each venue not yet seen free; True when some are taken (now excluded).
+        Checks reserve nothing, so a day never holds venues it may drop; submit_day commits. After
+        a first conflict every candidate is checked at once (a survey), so re-plans are few."""
+        todo = [(s.place, self._activity(s, out, back)) for s in stops if s.kind in VENUE_KINDS]
+        if self.excluded:
+            todo += [(p, self._probe(p)) for p in candidates]
+        seen, calls, places = set(), [], []
+        for place, item in todo:
+            if place.name not in self.claimed | self.excluded | seen:
+                seen.add(place.name)
+                calls.append(tool_call("check_items", items=[item]))
+                places.append(place)
+        if not calls:
             return False
-        calls = [tool_call("commit_items", items=[self._activity(s, out, back)]) for s in todo]
-        replies = self.s.act("Reserving the day's restaurants and attractions in the shared state.", calls=calls)
+        think = (
+            "Some places are taken by other days: checking every candidate against the shared state."
+            if self.excluded
+            else "Checking the day's restaurants and attractions against the shared state."
+        )
         taken = False
-        for s, text in zip(todo, replies):
+        for place, text in zip(places, self.s.act(think, calls=calls)):
             if text.startswith("ok"):
-                self.claimed.add(s.place.name)
+                self.claimed.add(place.name)
             else:
-                self.excluded.add(s.place.name)
-                taken = True
+                self.excluded.add(place.name)
+                taken = taken or any(s.place is place for s in stops)
         return taken
+
+    def _probe(self, place: Place) -> dict[str, Any]:
+        """A minimal activity at `place`, enough for Σ to key and price it."""
+        kind = "attraction" if place.kind == "attraction" else "meal"
+        item = {"type": kind, "name": place.name, "start_time": "12:00", "end_time": "13:00"}
+        if kind == "meal":
+            item["meal"] = "lunch"
+        return {**item, "price": round(place.price * self.people, 2)}
 
     def _submit(self, stops, out, back, weather) -> bool:
         acts = [self._activity(s, out, back) for s in stops]
         total = sum(a["price"] for a in acts)
-        w = {"condition": weather["weather"], "max_temp": weather["max_temp"], "min_temp": weather["min_temp"]}
+        w = {
+            "condition": weather["weather"],
+            "max_temp": weather["max_temp"],
+            "min_temp": weather["min_temp"],
+        }
         info = (
             f"{self.city}, day {self.day} of {self.days}: {weather['weather']}, {weather['min_temp']}-"
             f"{weather['max_temp']} C, air quality {weather['air_quality']}."
         )
         step = self.s.raw(
             turn_text(
-                f"Day {self.day} is timed with MapGuide's durations and costs {total:.0f} CNY. Submitting it.",
+                f"Day {self.day} is timed with MapGuide's durations and costs {total:.0f} CNY; submitting.",
                 (),
                 [tool_call("submit_day", activities=acts, weather=w, city_info=info)],
             )

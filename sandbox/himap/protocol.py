@@ -101,7 +101,10 @@ class HimapSession:
     """One episode of one instance; see the module docstring."""
 
     def __init__(
-        self, domain: HimapDomain, options: HimapOptions | None = None, clock: Callable[[], float] = time.perf_counter
+        self,
+        domain: HimapDomain,
+        options: HimapOptions | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         self.domain, self.options, self.clock = domain, options or HimapOptions(), clock
         self.sigma: GlobalState | None = None
@@ -331,15 +334,18 @@ class HimapSession:
         if self.round == 1:
             self.marks["round1_end"] = self.clock()
         coordinator = self.coordinator
-        if not self.open_days() or self.round >= self.options.rounds or coordinator is None or coordinator.done:
+        if (
+            not self.open_days()
+            or self.round >= self.options.rounds
+            or coordinator is None
+            or coordinator.done
+        ):
             return self._finish()
         assert self._held is not None
         staged, responses = self._held
         self._held = None
         report = dumps(self.round_report(outcomes))
-        responses = [
-            dataclasses.replace(r, text=report) if r.text == ROUND_PENDING else r for r in responses
-        ]
+        responses = [dataclasses.replace(r, text=report) if r.text == ROUND_PENDING else r for r in responses]
         step = coordinator.finish(staged, responses)
         if step.done:
             return self._finish()
@@ -360,12 +366,17 @@ class HimapSession:
         report: dict[str, Any] = {
             "round": self.round,
             "accepted": [{"day": o.day, "cost": o.cost} for o in outcomes if o.status == "accepted"],
-            "rejected": [{"day": o.day, "code": o.code, "reason": o.reason} for o in outcomes if o.status == "rejected"],
+            "rejected": [
+                {"day": o.day, "code": o.code, "reason": o.reason} for o in outcomes if o.status == "rejected"
+            ],
         }
         if self.sigma is not None:
             snap = self.sigma.snapshot()
             report["state"] = {k: snap[k] for k in ("budget", "spent", "remaining", "mode")}
             report["state"]["venues_taken"] = snap["venues"]
+        report["accepted_cost"] = round(self.accepted_cost(), 2)
+        if self.domain.budget is not None:
+            report["budget_left"] = round(self.domain.budget - self.accepted_cost(), 2)
         report["open_days"] = self.open_days()
         report["rounds_left"] = self.options.rounds - self.round
         report["next"] = "call distribute_task for the open days only"
@@ -383,7 +394,9 @@ class HimapSession:
         """Rounds, rejections by reason code, Σ rejections by code, turns per role, phase times."""
         rejected = collections.Counter(o.code for o in self.outcomes if o.status == "rejected")
         sigma = collections.Counter(
-            e.code.value for e in (self.sigma.events if self.sigma else []) if e.op != "release" and e.code.value != "ok"
+            e.code.value
+            for e in (self.sigma.events if self.sigma else [])
+            if e.op != "release" and e.code.value != "ok"
         )
         m = self.marks
         finish = m.get("finish", self.clock())

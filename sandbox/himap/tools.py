@@ -115,7 +115,9 @@ def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv])
             def run(args: dict[str, Any]) -> ToolResult:
                 items = [{**i, "day": day} if isinstance(i, dict) else i for i in args["items"]]
                 verdict = getattr(session.sigma, op)(day, items)
-                return ToolResult(f"{verdict.code.value}: {verdict.message}")
+                return ToolResult(
+                    verdict.message if verdict.ok else f"{verdict.code.value}: {verdict.message}"
+                )
 
             return run
 
@@ -128,7 +130,10 @@ def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv])
                 sigma_op("check"),
             ),
             ProtocolTool(
-                "commit_items", "Reserve these items for your day in the shared state.", (_ITEMS,), sigma_op("commit")
+                "commit_items",
+                "Reserve these items for your day in the shared state.",
+                (_ITEMS,),
+                sigma_op("commit"),
             ),
         ]
 
