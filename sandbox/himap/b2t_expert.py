@@ -8,7 +8,8 @@ left; after a round, the open days share the budget the accepted days left. Exec
 weather, its hotel and its train/flight; restaurants and attractions near the hotel; a timed day
 (schedule.py) fitted to the hint; with Σ, each venue checked with its own check_items call so a
 venue another day holds is seen at once and replaced; MapGuide for every leg; submit_day. A day
-that cannot get within its hint is rejected (code "budget").
+that cannot get within its hint is rejected (code "budget"), or, where it cannot reject (flat, no
+bargaining), submitted at its cheapest: Σ then has the last word.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ VENUE_KINDS = ("breakfast", "lunch", "dinner", "attraction")
 
 @dataclasses.dataclass(frozen=True)
 class ExpertKnobs:
-    """Test and demo switches. `hint_override`: day -> budget hint the coordinator always gives;
+    """Test and demo switches. `hint_override`: day -> budget hint of the first distribution;
     `fix_rejections=False`: a coordinator that re-sends the same sub-goals (never adapts)."""
 
     hint_override: dict[int, float] = dataclasses.field(default_factory=dict)
@@ -141,8 +142,7 @@ class B2TExpertPolicies:
         new = []
         for g in previous:
             share = g["budget"] / total if total > 0 else 1 / len(previous)
-            hint = self.knobs.hint_override.get(g["day"], _floor2(left * share))
-            new.append({**g, "budget": hint})
+            new.append({**g, "budget": _floor2(left * share)})
         reasons = "; ".join(f"day {r['day']}: {r['code']}" for r in report["rejected"])
         think = (
             f"Round {report['round']}: {reasons}. The accepted days keep their plans; the open days "
@@ -295,6 +295,8 @@ class _DayPlanner(_Solver):
         first = 0 if self.kind == "departure" else -1
         while self._day_cost(days[0], out, back) > self.hint + 1e-6:
             if not self._cheaper_swap(days, [frame], restaurants, attractions, first, self.excluded):
+                if not self.can_reject:  # nobody to bargain with: the hint is only a hint
+                    break
                 cost = self._day_cost(days[0], out, back)
                 self._give_up(
                     f"the cheapest day I can time costs {cost:.0f} CNY, over the hint {self.hint:.0f}",

@@ -187,3 +187,30 @@ def solve(
 
     session = HimapSession(domain_for(benchmark, visible), options)
     return drive(session, expert_policies(benchmark, visible, truth, knobs))
+
+
+def replay(session: HimapSession, texts: dict[str, list[str]], *, reverse: bool = False) -> HimapSession:
+    """Feed recorded assistant turns (`HimapExpertResult.texts`) to a fresh session; `reverse`
+    hands each batch of waiting streams over in reverse creation order (the outcome must not
+    change: executors apply in lockstep, day order). Returns the session, finished."""
+    used = dict.fromkeys(texts, 0)
+    waiting: list[str] = []
+
+    def handle(adv: Advance) -> None:
+        waiting.extend(s.name for s in adv.start)
+        waiting.extend(name for name, _ in adv.reply)
+
+    handle(session.start())
+    while waiting and not session.finished:
+        batch = list(reversed(waiting)) if reverse else list(waiting)
+        waiting.clear()
+        for name in batch:
+            if session.finished:
+                break
+            recorded, k = texts.get(name, []), used.get(name, 0)
+            if k >= len(recorded):
+                handle(session.cut(name, "no more recorded turns"))
+                continue
+            used[name] = k + 1
+            handle(session.turn(name, recorded[k]))
+    return session
