@@ -14,9 +14,10 @@ from sandbox.expert import Expert
 from sandbox.himap.b2t_expert import ExpertKnobs
 from sandbox.himap.b2t_task import parse_instruction
 from sandbox.himap.domains import domain_for
-from sandbox.himap.expert import replay, solve
+from sandbox.himap.expert import replay
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.protocol import COORDINATOR, HimapSession
+from sandbox.himap.scripted import solve
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 

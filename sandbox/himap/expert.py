@@ -175,20 +175,6 @@ def _trace(role: _Role) -> dict[str, Any]:
     }
 
 
-def solve(
-    benchmark: Any,
-    visible: dict[str, Any],
-    truth: dict[str, Any],
-    options: Any = None,
-    knobs: Any = None,
-) -> HimapExpertResult:
-    """The scripted HiMAP expert on one instance of `benchmark` (with its hidden `truth`)."""
-    from sandbox.himap.domains import domain_for, expert_policies
-
-    session = HimapSession(domain_for(benchmark, visible), options)
-    return drive(session, expert_policies(benchmark, visible, truth, knobs))
-
-
 def replay(session: HimapSession, texts: dict[str, list[str]], *, reverse: bool = False) -> HimapSession:
     """Feed recorded assistant turns (`HimapExpertResult.texts`) to a fresh session; `reverse`
     hands each batch of waiting streams over in reverse creation order (the outcome must not
