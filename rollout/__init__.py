@@ -4,7 +4,16 @@ Generic over benchmarks: prompts, worlds and judging come from a sandbox.benchma
 """
 
 from rollout.engine import EngineStats, RolloutConfig, RolloutEngine
-from rollout.episodes import AgentEpisode, Continue, Episode, ForcedTokens, Stop, TurnOutcome, agent_episode
+from rollout.episodes import (
+    AgentEpisode,
+    Continue,
+    Episode,
+    ForcedTokens,
+    Stop,
+    StreamLimits,
+    TurnOutcome,
+    agent_episode,
+)
 from rollout.prompt import prompt_ids, prompt_text
 from rollout.record import EpisodeRecord
 from rollout.sampling import token_logprobs
@@ -19,6 +28,7 @@ __all__ = [
     "RolloutConfig",
     "RolloutEngine",
     "Stop",
+    "StreamLimits",
     "TurnOutcome",
     "agent_episode",
     "prompt_ids",

@@ -1,13 +1,19 @@
 """Episodes: the "who speaks next" abstraction between the engine and an environment.
 
-An episode owns one or more token *streams* (a stream = one row of the batch = one EpisodeRecord).
-A single-agent episode has one stream, "main". A hierarchical episode (HiMAP-Travel) can own a
-coordinator stream and one executor stream per day that share the episode's environment state:
-after any stream's turn, the episode may resume that stream, start new streams, wake waiting
-streams, or stop streams. Streams neither resumed nor stopped wait (keeping their KV cache row).
+An episode owns one or more token *streams* (a stream = one EpisodeRecord, decoded in one batch row
+while it runs). A single-agent episode has one stream, "main". A hierarchical episode (HiMAP-Travel)
+can own a coordinator stream and one executor stream per day that share the episode's environment
+state: after any stream's turn, the episode may resume that stream, start new streams, wake waiting
+streams, or stop streams. A stream neither resumed nor stopped *waits*. A waiting stream keeps its KV
+cache row until rows run out: then the engine parks it (row freed, record kept) and re-prefills its
+whole record when it is continued, so waiting coordinators can never hold every row while their own
+executors are queued. Parking never changes a record (sampling keys ignore rows).
 
-The engine calls `start()` once, then `on_turn_end` after each finished assistant turn (from a
-thread pool: an episode must only touch its own state), and `on_limit` when it cut a stream.
+The engine calls `start()` once, then `on_turn_end` after each finished assistant turn, and
+`on_limit` when it cut a stream. `on_turn_end` runs in a thread pool, but one episode's calls never
+overlap: the streams of an episode that finished a turn together are handed over one at a time in
+stream-creation order, and their actions are applied in that order, so shared episode state (e.g.
+HiMAP's commits) follows a fixed order, not thread timing. Different episodes run in parallel.
 """
 
 from __future__ import annotations
@@ -21,15 +27,52 @@ from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, STOP_MAX_TURNS
 from rollout.render import render_env_reply
 
 
+@dataclasses.dataclass(frozen=True)
+class StreamLimits:
+    """Per-stream caps, each None (= the engine config's value) or at most the config's: a role can
+    get a tighter budget (e.g. executors 4 turns, the coordinator 10) but never more than the
+    static shapes (decode segment, cache row) were built for."""
+
+    max_turns: int | None = None
+    max_turn_tokens: int | None = None  # sampled tokens in one turn
+    max_total_tokens: int | None = None  # record length, prompt included
+
+    def __post_init__(self) -> None:
+        for name, value in dataclasses.asdict(self).items():
+            if value is not None and int(value) <= 0:
+                raise ValueError(f"StreamLimits.{name} must be positive or None, got {value}")
+
+    def resolve(self, config: Any) -> StreamLimits:
+        """These limits with every None filled from `config` (a RolloutConfig); ValueError when one
+        exceeds the config's (max_total_tokens beyond it would not fit the stream's cache row)."""
+        resolved = {}
+        for name, value in dataclasses.asdict(self).items():
+            ceiling = int(getattr(config, name))
+            if value is not None and value > ceiling:
+                raise ValueError(
+                    f"stream limit {name}={value} exceeds the engine's {name}={ceiling} "
+                    "(a stream's limits can only tighten the config's)"
+                )
+            resolved[name] = ceiling if value is None else int(value)
+        return StreamLimits(**resolved)
+
+
 @dataclasses.dataclass
 class Continue:
     """Append `tokens` (mask 0: a prompt or an environment reply) to `stream`, then
     `forced` assistant tokens (mask 0, teacher-forced; see ForcedTokens), then let it sample.
-    A stream name the episode has not used yet starts a new stream with `tokens` as its prompt."""
+
+    A stream name the episode has not used yet starts a new stream with `tokens` as its prompt;
+    only then are `role`, `day` and `round` (copied onto its EpisodeRecord for the trainer and the
+    metrics) and `limits` (None: the engine config's) read. Later Continues ignore them."""
 
     stream: str
     tokens: list[int]
     forced: list[int] = dataclasses.field(default_factory=list)
+    role: str | None = None  # None: "agent"
+    day: int | None = None
+    round: int | None = None
+    limits: StreamLimits | None = None
 
 
 @dataclasses.dataclass
@@ -51,8 +94,16 @@ class TurnOutcome:
 
 
 class Episode(abc.ABC):
-    """Base class: an instance id and the callbacks. Sampling keys derive from the episode's
-    position in `engine.run(episodes)` and the run's rng, never from its batch row."""
+    """Base class: an instance id and the callbacks. Sampling keys derive from the run's rng, the
+    episode's position in `engine.run(episodes)`, the stream's creation ordinal and the token
+    position, never from the batch row.
+
+    Actions on streams that are not waiting: a Continue to a stopped stream is ignored (a stopped
+    record is final); a Continue to a stream that is still sampling its turn fails the episode
+    (STOP_ERROR on all its streams), since the reply would have no turn to answer. A stream is
+    never reopened: re-planning starts a new stream under a new name (e.g. "day3.r2" for day 3 in
+    round 2), which also keeps each round's record a separate training sequence.
+    """
 
     instance_id: str
 

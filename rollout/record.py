@@ -34,6 +34,10 @@ class EpisodeRecord:
     turns:     [start, end) offsets in `ids` of each assistant turn's content (the tokens after the
                `<|im_start|>assistant\\n` header, up to and including the closing <|im_end|>).
     errors:    one flag per tool call / memory operation, in execution order.
+    stream, role, day, round, episode: which stream of which episode this is. `episode` is the
+               episode's index in the `RolloutEngine.run` call, so the trainer can group the
+               varying number of streams of one episode (a HiMAP coordinator and its day
+               executors); role/day/round are what the episode gave when it started the stream.
     """
 
     instance_id: str
@@ -47,6 +51,10 @@ class EpisodeRecord:
     stop_reason: str = ""
     reward: float | None = None
     stream: str = "main"
+    role: str = "agent"
+    day: int | None = None
+    round: int | None = None
+    episode: int = 0
     prompt_len: int = 0
     forced: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # [start, end) forced spans
     error_message: str | None = None
