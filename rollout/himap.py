@@ -109,3 +109,18 @@ def himap_episode(
     bench = as_benchmark(benchmark)
     session = HimapSession(domain_for(bench, instance), options)
     return HimapEpisode(str(instance["id"]), session, tokenizer, forced=forced)
+
+
+def role_metrics(records: list[Any]) -> dict[str, dict[str, float]]:
+    """Per role, over HiMAP records: streams, turns, sampled tokens, context tokens (prompt and
+    environment replies), and sampled tokens per stream (the paper's tokens-per-role figures)."""
+    out: dict[str, dict[str, float]] = {}
+    for record in records:
+        m = out.setdefault(str(record.role), {"streams": 0, "turns": 0, "sampled": 0, "context": 0})
+        m["streams"] += 1
+        m["turns"] += len(record.turns)
+        m["sampled"] += record.num_sampled
+        m["context"] += len(record.ids) - record.num_sampled
+    for m in out.values():
+        m["sampled_per_stream"] = m["sampled"] / m["streams"]
+    return out

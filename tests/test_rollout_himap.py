@@ -12,7 +12,7 @@ import random
 import pytest
 
 from rollout import RolloutEngine
-from rollout.himap import himap_episode
+from rollout.himap import himap_episode, role_metrics
 from sandbox.benchmarks.b2t import B2TBenchmark
 from sandbox.himap.options import HimapOptions, RoleLimits
 from sandbox.himap.scripted import solve
@@ -97,6 +97,9 @@ def test_four_episodes_on_three_rows_complete(sampled):
     executors = [r for r in records if r.role == "executor"]
     assert len(executors) >= 2 * EPISODES and all(r.stop_reason in ("done", "max_turns") for r in executors)
     assert stats.reprefill_tokens > 0  # coordinators waited without their rows
+    roles = role_metrics(records)
+    assert roles["coordinator"]["streams"] == EPISODES and roles["executor"]["streams"] == len(executors)
+    assert roles["executor"]["sampled"] == sum(r.num_sampled for r in executors) > 0
 
 
 def test_static_and_continuous_batching_give_the_same_records(sampled):

@@ -183,7 +183,9 @@ class HimapSession:
         self._live.remove(stream)
         self._staged.pop(stream, None)
         ex = self.executors[stream]
-        self._record(ex, DayOutcome(ex.goal.day, ex.round, stream, "rejected", "cut", f"stopped: {reason}"))
+        self._round_outcomes.append(
+            DayOutcome(ex.goal.day, ex.round, stream, "rejected", "cut", f"stopped: {reason}")
+        )
         out = Advance(start=self._next_serial())
         if self._live and all(s in self._staged for s in self._live):
             return out.merge(self._tick())
@@ -300,7 +302,7 @@ class HimapSession:
                 continue
             self._live.remove(name)
             out.end.append((name, step))
-            self._record(ex, self._outcome(name, ex))
+            self._round_outcomes.append(self._outcome(name, ex))
         out.start += self._next_serial()
         if not self.round_running:
             out.merge(self._end_round())
@@ -315,9 +317,6 @@ class HimapSession:
             return DayOutcome(day, r, name, "rejected", payload[0], payload[1])
         plan, cost = payload
         return DayOutcome(day, r, name, kind, cost=cost, plan=plan)
-
-    def _record(self, ex: _Executor, outcome: DayOutcome) -> None:
-        self._round_outcomes.append(outcome)
 
     # -- rounds ----------------------------------------------------------------------------------
     def _end_round(self) -> Advance:
