@@ -7,7 +7,8 @@ plus "day" (Σ sets it to the day the item is committed to). The activity is rea
 reader (`sandbox.plan.read_plan`), so every spelling the reader accepts is accepted here, and it is
 priced with the evaluator's own `activity_cost` (max of stated and store price, party and room
 rules; flights at the fare of the trip's date for that day). A merged plan whose days list the
-committed activities of each day (without "day") has the evaluator's total cost == Σ.spent.
+committed activities of each day (`state.committed(day)` as it is: the plan reader ignores the
+activities' "day") has the evaluator's total cost == Σ.spent.
 
 Rules beyond the evaluator's tolerance: a meal, attraction, entertainment or hotel that is not in
 the destination's store, or a train/flight that does not run as stated (route, times, seat, date),
@@ -96,6 +97,9 @@ class B2TPricing:
 
     def _activity(self, item: dict) -> Activity:
         """The item read by the plan reader, as the evaluator reads it inside a plan."""
+        days = self.query.days
+        if days is not None and not (isinstance(item.get("day"), int) and 1 <= item["day"] <= days):
+            raise BadItem(f"day {item.get('day')!r} is outside the {days}-day trip")
         body = {k: v for k, v in item.items() if k != "day"}
         result = read_plan([{"day": item.get("day", 1), "activities": [body]}])
         if not result.ok:  # the reader's reason names "day N activity 1": the item is named by Σ

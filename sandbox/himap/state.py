@@ -141,8 +141,8 @@ class GlobalState:
     """The budget, venue and mode bookkeeping shared by the executors of one episode."""
 
     def __init__(self, pricing: Pricing, budget: float | None, visited: Iterable[str] = ()):
-        """`budget` None means unlimited; `visited` holds venue keys (as `pricing.venue_key` makes
-        them) that the user has been to and must not be planned again."""
+        """`budget` None means unlimited; `visited` holds history keys (as `pricing.history_key`
+        makes them) of places the traveller has been to, which must not be planned again."""
         if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
             raise ValueError(f"budget must be a finite number or None, got {budget!r}")
         self._pricing = pricing
