@@ -218,3 +218,28 @@ def test_options_name_the_paper_ablations_and_reject_unknown_ones():
     assert not HimapOptions.ablation("serial").parallel
     with pytest.raises(ValueError, match="unknown HiMAP ablation 'nope'"):
         HimapOptions.ablation("nope")
+
+
+@pytest.mark.parametrize("name", ["flat", "no_early_detection", "serial", "no_bargaining"])
+def test_each_ablation_switch_changes_what_the_roles_get(bench, pairs, name):
+    visible, truth = pairs[0]
+    run = solve(bench, visible, truth, HimapOptions.ablation(name))
+    assert bench.evaluate(run.answer, visible, truth).delivered
+    executor_tools = {
+        t["function"]["name"] for trace in run.traces if trace["role"] == "executor" for t in trace["tools"]
+    }
+    roles = {trace["role"] for trace in run.traces}
+    events = run.session.sigma.events
+    if name == "flat":
+        assert roles == {"executor"} and "reject_subgoal" not in executor_tools
+        assert all("The traveller's request" in t["messages"][1]["content"] for t in run.traces)
+    if name == "no_early_detection":
+        assert not {"check_items", "commit_items"} & executor_tools
+        assert {e.op for e in events} <= {"commit", "release"}  # Σ sees the days only at merge
+    if name == "serial":
+        starts = [n for n in run.texts if n != COORDINATOR]
+        # one executor at a time: each one's commits all precede the next day's first check
+        days = [e.day for e in events if e.op in ("check", "commit")]
+        assert days == sorted(days) and len(starts) == parse_instruction(visible["instruction"])["days"]
+    if name == "no_bargaining":
+        assert "reject_subgoal" not in executor_tools and run.session.round == 1
