@@ -42,6 +42,7 @@ class B2TDomain(HimapDomain):
 
     name = "b2t"
     transport_modes = ("train", "flight")
+    item_description = "activities of your day in the plan format (one object per activity)"
     subgoal_fields = (
         Param("hotel", "string", "the hotel checked into tonight (return day: last night's hotel)"),
         Param("start_hotel", "string", "where the day starts, if not `hotel` (last night's hotel)"),
@@ -101,6 +102,7 @@ class B2TDomain(HimapDomain):
 
     def day_fields(self) -> tuple[Param, ...]:
         return (
+            Param("activities", "array", "the day's activities in time order", required=True),
             Param("weather", "object", 'the day\'s weather {"condition", "max_temp", "min_temp"}'),
             Param("city_info", "string", "a line about the city for the day"),
         )

@@ -60,6 +60,7 @@ class HimapDomain(abc.ABC):
     transport_modes: tuple[str, ...]  # values distribute_task's `transport_mode` accepts
     subgoal_fields: tuple[Param, ...] = ()  # benchmark-specific sub-goal fields (all optional)
     reject_codes: tuple[str, ...] = ("budget", "no_options", "timing", "other")
+    item_description: str = "items of your day in the plan format"  # what check/commit_items take
 
     @abc.abstractmethod
     def task(self) -> dict[str, Any]:
@@ -126,9 +127,9 @@ class HimapDomain(abc.ABC):
         """The benchmark's answer text from the accepted days (day number -> submitted day);
         a day without an accepted plan is written empty, so the answer still has every day."""
 
+    @abc.abstractmethod
     def day_fields(self) -> tuple[Param, ...]:
-        """Arguments of submit_day besides `activities` (e.g. weather), all in the day object."""
-        return ()
+        """The arguments of submit_day: the fields of one day of the benchmark's plan."""
 
     def executor_brief(self, goal: SubGoal) -> str:
         """Domain notes for an executor's prompt about this sub-goal (e.g. where the day starts)."""

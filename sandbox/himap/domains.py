@@ -14,7 +14,11 @@ def domain_for(benchmark: Any, visible: dict[str, Any]) -> HimapDomain:
         from sandbox.himap.b2t_domain import B2TDomain
 
         return B2TDomain(visible, benchmark.world_for(visible))
-    raise ValueError(f"HiMAP has no domain for benchmark {name!r} (available: b2t)")
+    if name == "travelplanner":
+        from sandbox.himap.travelplanner_domain import TravelPlannerDomain
+
+        return TravelPlannerDomain(visible, benchmark)
+    raise ValueError(f"HiMAP has no domain for benchmark {name!r} (available: b2t, travelplanner)")
 
 
 def expert_policies(benchmark: Any, visible: dict[str, Any], truth: dict[str, Any], knobs: Any = None) -> Any:

@@ -3,7 +3,7 @@
 Coordinator: `information_extractor()` -> the task tuple; `distribute_task(subgoals,
 transport_mode)` starts a round (its reply, the round report, comes when the round is over).
 Executor of (day, round): `check_items(items)` / `commit_items(items)` against Σ (only with Σ and
-early detection), `submit_day(activities, ...)` ends the role with the day (with Σ during planning
+early detection), `submit_day(...the domain's day fields)` ends the role with the day (with Σ during planning
 the day is committed atomically first: a rejection is a normal reply and the executor goes on),
 `reject_subgoal(reason, code)` ends the role refusing the sub-goal (only with bargaining).
 Agent mistakes (bad arguments, a malformed day, a distribution that misses a day) are error
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from sandbox.himap.protocol import HimapSession
 
 ROUND_PENDING = "\x00round-report-pending\x00"  # replaced by the round report when the round ends
-_ITEMS = Param("items", "array", "activities of your day in the plan format", required=True)
 _SUBGOAL_PARAMS = (
     Param("day", "integer", "day number", required=True),
     Param("city", "string", "the day's city", required=True),
@@ -108,6 +107,7 @@ def _distribution_problem(
 def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv]) -> list[ProtocolTool]:
     """`env_ref[0]` is the executor's environment (made after its tools): ending tools mark it."""
     domain, options, day = session.domain, session.options, goal.day
+    items_param = Param("items", "array", domain.item_description, required=True)
     tools = []
     if options.sigma_while_planning:
 
@@ -126,13 +126,13 @@ def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv])
                 "check_items",
                 "Would these items fit the shared state now (budget, venues taken, visited before, "
                 "mode lock)? Changes nothing.",
-                (_ITEMS,),
+                (items_param,),
                 sigma_op("check"),
             ),
             ProtocolTool(
                 "commit_items",
                 "Reserve these items for your day in the shared state.",
-                (_ITEMS,),
+                (items_param,),
                 sigma_op("commit"),
             ),
         ]
@@ -149,10 +149,8 @@ def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv])
     tools.append(
         ProtocolTool(
             "submit_day",
-            "Hand in your day: every activity in time order (and the day's fields). Ends your work "
-            "unless the shared state rejects the day.",
-            (Param("activities", "array", "the day's activities in time order", required=True),)
-            + tuple(domain.day_fields()),
+            "Hand in your day in the plan's format. Ends your work unless the shared state rejects the day.",
+            tuple(domain.day_fields()),
             submit,
             check_day,
             ends_role=True,
