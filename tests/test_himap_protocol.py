@@ -243,3 +243,27 @@ def test_each_ablation_switch_changes_what_the_roles_get(bench, pairs, name):
         assert days == sorted(days) and len(starts) == parse_instruction(visible["instruction"])["days"]
     if name == "no_bargaining":
         assert "reject_subgoal" not in executor_tools and run.session.round == 1
+
+
+def test_cut_streams_end_their_role_and_never_hang_the_round(bench, pairs):
+    visible, truth = pairs[0]
+    session = HimapSession(domain_for(bench, visible))
+    session.start()
+    task = json.loads(session.turn(COORDINATOR, _call("information_extractor")).reply[0][1].responses[0].text)
+    days = task["days"]
+    goals = [
+        {"day": d, "city": task["destination"], "budget": 1.0, "day_type": "stay"} for d in range(1, days + 1)
+    ]
+    session.turn(COORDINATOR, _call("distribute_task", subgoals=goals))
+    search = _call("WeatherSearch", city=task["destination"], date=task["dates"][0], n=1)
+    assert not session.turn("day2.r1", search).reply  # staged; waits for the others
+    for d in range(3, days + 1):
+        session.cut(f"day{d}.r1", "max_total_tokens")
+    out = session.cut("day1.r1", "max_turn_tokens")  # the last one missing: the tick runs now
+    assert [name for name, _ in out.reply] == ["day2.r1"] and "Weather in" in out.reply[0][1].rendered
+    out = session.cut("day2.r1", "eos")
+    report = json.loads(dict(out.reply)[COORDINATOR].responses[-1].text)
+    assert [r["code"] for r in report["rejected"]] == ["cut"] * days and session.round_running is False
+    out = session.cut(COORDINATOR, "max_turns")
+    assert out.finished and session.finished
+    assert [d["activities"] for d in json.loads(out.answer)] == [[]] * days  # delivered, empty days
