@@ -1,0 +1,23 @@
+"""The scripted HiMAP expert on one benchmark instance: the benchmark's domain and policies, driven
+through the real protocol (sandbox/himap/expert.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandbox.himap.domains import domain_for, expert_policies
+from sandbox.himap.expert import HimapExpertResult, drive
+from sandbox.himap.options import HimapOptions
+from sandbox.himap.protocol import HimapSession
+
+
+def solve(
+    benchmark: Any,
+    visible: dict[str, Any],
+    truth: dict[str, Any],
+    options: HimapOptions | None = None,
+    knobs: Any = None,
+) -> HimapExpertResult:
+    """The scripted HiMAP expert on one instance of `benchmark` (with its hidden `truth`)."""
+    session = HimapSession(domain_for(benchmark, visible), options)
+    return drive(session, expert_policies(benchmark, visible, truth, knobs))
