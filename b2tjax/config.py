@@ -26,6 +26,7 @@ from rollout.config import RolloutConfig, choice_error, field_type
 Dtype = Literal["float32", "bfloat16"]
 Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.toy)
 Mode = Literal["sft_grpo", "grpo", "sft_only", "eval"]  # sft_only: baseline; eval: e.g. ReAct baseline
+Agent = Literal["single", "himap"]  # one agent per episode | HiMAP team (coordinator + day executors)
 
 
 @dataclass
@@ -130,10 +131,75 @@ class ToyConfig:
 
 
 @dataclass
+class HimapRoleConfig:
+    """Stream limits of one HiMAP role; 0 = the rollout section's value (never more than it: the
+    decode segment and the cache row are sized by the rollout section)."""
+
+    max_turns: int = 8
+    max_turn_tokens: int = 0
+    max_seq_len: int = 0
+
+
+@dataclass
+class HimapConfig:
+    """The HiMAP team (`agent: himap`; docs/HIMAP.md). The switches are the paper's Table-7
+    ablations; credit assignment is `grpo.credit`."""
+
+    global_state: bool = True  # Σ: one budget, no venue twice, one intercity mode
+    coordinator: bool = True  # false = flat: equal budget split, executors read the instruction
+    bargaining: bool = True  # executors may reject a sub-goal; the coordinator re-plans that day
+    early_detection: bool = True  # check/commit against Σ while planning (else only at merge)
+    parallel: bool = True  # a round's executors run together (false: one after another)
+    max_rounds: int = 3
+    coordinator_limits: HimapRoleConfig = field(default_factory=lambda: HimapRoleConfig(max_turns=8))
+    executor_limits: HimapRoleConfig = field(default_factory=lambda: HimapRoleConfig(max_turns=16))
+    sft_instances: int = 0  # train instances the scripted HiMAP expert solves for SFT; 0 = all
+
+    def options(self, max_response_chars: int) -> Any:
+        """The sandbox.himap.options.HimapOptions these settings describe."""
+        from sandbox.himap.options import HimapOptions, RoleLimits
+
+        def limits(role: HimapRoleConfig) -> RoleLimits:
+            return RoleLimits(role.max_turns, role.max_turn_tokens or None, role.max_seq_len or None)
+
+        return HimapOptions(
+            global_state=self.global_state,
+            coordinator=self.coordinator,
+            bargaining=self.bargaining,
+            early_detection=self.early_detection,
+            parallel=self.parallel,
+            max_rounds=self.max_rounds,
+            coordinator_limits=limits(self.coordinator_limits),
+            executor_limits=limits(self.executor_limits),
+            max_response_chars=max_response_chars,
+        )
+
+    def errors(self, rollout: RolloutConfig) -> list[str]:
+        """Settings a HiMAP rollout could not run with, one line each naming the key."""
+        errors = [] if self.max_rounds >= 1 else [f"himap.max_rounds must be >= 1, got {self.max_rounds}"]
+        for role in ("coordinator", "executor"):
+            limits: HimapRoleConfig = getattr(self, f"{role}_limits")
+            key = f"himap.{role}_limits."
+            if limits.max_turns < 1:
+                errors.append(f"{key}max_turns must be >= 1, got {limits.max_turns}")
+            for name, cap in (
+                ("max_turn_tokens", rollout.max_turn_tokens),
+                ("max_seq_len", rollout.max_seq_len),
+            ):
+                value = getattr(limits, name)
+                if not 0 <= value <= cap:
+                    errors.append(f"{key}{name} must be in [0, rollout.{name}={cap}] (0 = that), got {value}")
+        if self.sft_instances < 0:
+            errors.append(f"himap.sft_instances must be >= 0 (0 = all), got {self.sft_instances}")
+        return errors
+
+
+@dataclass
 class TrainConfig:
     task: Task = "travel"
     benchmark: str = "b2t"  # a name in sandbox.benchmarks.BENCHMARKS: "b2t" | "travelplanner"
     mode: Mode = "sft_grpo"
+    agent: Agent = "single"  # "himap": HiMAP episodes (the `himap:` section) for rollouts, SFT, eval
     seed: int = 0
     steps: int = 12  # GRPO steps (one rollout batch each)
     out: str = "runs/tiny"
@@ -150,6 +216,7 @@ class TrainConfig:
     mesh: MeshConfig = field(default_factory=MeshConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     toy: ToyConfig = field(default_factory=ToyConfig)
+    himap: HimapConfig = field(default_factory=HimapConfig)
 
     def validate(self) -> TrainConfig:
         """Reject settings that would only fail deep inside a long run."""
@@ -191,11 +258,27 @@ class TrainConfig:
             ),
         ]
         errors = (
-            [msg for ok, msg in checks if not ok] + self._range_errors() + self.rollout.errors("rollout.")
+            [msg for ok, msg in checks if not ok]
+            + self._range_errors()
+            + self.rollout.errors("rollout.")
+            + self._agent_errors()
         )
         if errors:
             raise ValueError("invalid training config:\n  " + "\n  ".join(errors))
         return self
+
+    def _agent_errors(self) -> list[str]:
+        """The HiMAP section, checked when it is used; team_local credit needs HiMAP's local rewards."""
+        if self.agent != "himap":
+            if self.grpo.credit == "team_local":
+                return ["grpo.credit=team_local needs agent: himap (only day executors carry local rewards)"]
+            return []
+        errors = self.himap.errors(self.rollout)
+        if self.task != "travel":
+            errors.append(f"agent: himap needs task: travel, got task: {self.task}")
+        elif self.benchmark not in ("b2t", "travelplanner"):
+            errors.append(f"agent: himap has no domain for benchmark {self.benchmark!r} (b2t, travelplanner)")
+        return errors
 
     def _range_errors(self) -> list[str]:
         """Numbers outside their meaningful range, each reported with its key and the allowed range."""

@@ -3,6 +3,9 @@
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
     python launch/eval.py --data DATA --agent expert --split test
+    python launch/eval.py --data DATA --agent himap-expert [--himap-ablation flat]   # scripted HiMAP team
+    python launch/eval.py --data DATA --agent himap --checkpoint runs/himap_tiny/checkpoints \
+                          [--config configs/himap_tiny_cpu.yaml]   # a trained HiMAP policy, greedy
     python launch/eval.py --benchmark travelplanner --queries validation.jsonl --plans submission.jsonl \
                           --split validation [--mode official|strict] [--data DATA]
 
@@ -39,14 +42,48 @@ from b2tjax.cli import (
     damaged_store,
     run_main,
 )
+from b2tjax.himap_agents import HimapFigures
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
+from sandbox.himap.options import ABLATIONS
 from sandbox.jsonl import read_jsonl_objects
 
 log = logging.getLogger("eval")
 
+
+def himap_expert(bench: Benchmark, pairs: list[Pair], args: argparse.Namespace) -> Iterable[tuple[str, Any]]:
+    """The scripted HiMAP team (coordinator, day executors, Σ, bargaining) under --himap-ablation."""
+    from b2tjax.himap_agents import expert_answers
+    from sandbox.himap.options import HimapOptions
+
+    return expert_answers(bench, pairs, HimapOptions.ablation(args.himap_ablation), args.himap_figures)
+
+
+def himap_checkpoint(
+    bench: Benchmark, pairs: list[Pair], args: argparse.Namespace
+) -> Iterable[tuple[str, Any]]:
+    """A checkpoint's greedy HiMAP episodes; --config supplies the rollout: and himap: sections."""
+    from b2tjax.config import load_config
+    from b2tjax.himap_agents import checkpoint_answers
+    from sandbox.himap.options import HimapOptions
+
+    options, overrides = HimapOptions.ablation(args.himap_ablation), {}
+    if args.config is not None:
+        try:
+            cfg = load_config(args.config)
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        options = cfg.himap.options(cfg.rollout.max_response_chars)
+        overrides = {
+            k: getattr(cfg.rollout, k) for k in ("batch_rows", "max_turns", "max_turn_tokens", "max_seq_len")
+        }
+    return checkpoint_answers(bench, pairs, args.checkpoint, options, overrides, args.himap_figures)
+
+
 # Agents that produce plans: name -> (benchmark, pairs, args) -> iterable of (id, answer).
 AGENTS: dict[str, Callable[[Benchmark, list[Pair], argparse.Namespace], Iterable[tuple[str, Any]]]] = {
     "expert": lambda bench, pairs, args: bench.expert_answers(pairs),  # solves through the real tools
+    "himap-expert": himap_expert,
+    "himap": himap_checkpoint,
 }
 
 
@@ -65,6 +102,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     source.add_argument("--agent", choices=sorted(AGENTS), help="agent that writes the plans")
     parser.add_argument("--split", default="test", help="split to score (default test)")
     parser.add_argument(
+        "--checkpoint", type=Path, help="--agent himap: the model (run checkpoints/ or HF dir)"
+    )
+    parser.add_argument(
+        "--config", type=Path, help="--agent himap: recipe whose rollout:/himap: sections apply"
+    )
+    parser.add_argument(
+        "--himap-ablation",
+        choices=ABLATIONS,
+        default="full",
+        help="HiMAP agents: the full system or one of the paper's Table-7 ablations (default full)",
+    )
+    parser.add_argument(
         "--difficulty", nargs="+", choices=("easy", "medium", "hard"), help="only these difficulty levels"
     )
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
@@ -73,6 +122,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
         parser.error("the following arguments are required: --data")
+    if (args.agent == "himap") != (args.checkpoint is not None):
+        parser.error("--agent himap needs --checkpoint DIR, and --checkpoint is only for --agent himap")
+    if args.config is not None and args.agent != "himap":
+        parser.error("--config is only for --agent himap")
     return args
 
 
@@ -203,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         if not pairs:
             raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
         if args.agent:
+            args.himap_figures = HimapFigures()
             plans = dict(AGENTS[args.agent](bench, pairs, args))
         else:
             plans = plans_from_file(args.plans, pairs)
@@ -213,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         raise damaged_store(args.data, err) from None
     metrics = bench.metrics(results)
     print(bench.format_metrics(metrics))
+    if args.agent and args.agent.startswith("himap"):
+        print(args.himap_figures.summary())
+        metrics["himap"] = args.himap_figures.episodes
     write_outputs(args, metrics, results)
     return 0
 

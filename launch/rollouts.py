@@ -4,6 +4,7 @@
         --out rollouts.jsonl
     python launch/rollouts.py --benchmark travelplanner --checkpoint CKPT --data TP_DATA --out r.jsonl
     python launch/rollouts.py --model tiny --data DATA --num 4 --out /tmp/r.jsonl   # random tiny model
+    python launch/rollouts.py --agent himap --model tiny --data DATA --num 2 --out /tmp/h.jsonl  # HiMAP teams
 
 Rollout knobs (rollout.config.RolloutConfig) come from the script's defaults, then the `rollout:`
 section of `--config RECIPE.yaml`, then the flags below, then `rollout.key=value` arguments
@@ -13,6 +14,9 @@ section of `--config RECIPE.yaml`, then the flags below, then `rollout.key=value
 spot on the data (saved beside --out) unless `--tokenizer` names one (e.g. `qwen3`). Each line
 holds instance_id, ids, loss_mask, logprobs (0.0 where the mask is 0), turns, errors, answer,
 stop_reason, truncated, timings and `tokenizer` (what `models.tokenizer.load_tokenizer` reloads).
+With `--agent himap` every instance is a HiMAP team episode (docs/HIMAP.md) and each line is one
+stream: `stream`, `role` (coordinator | executor), `day`, `round` and `episode` say which; the
+episode's merged plan is the coordinator's `answer`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from b2tjax.cli import (
 from b2tjax.config import load_rollout_config
 from rollout.config import RolloutConfig, TurnCap
 from sandbox.benchmarks import BenchmarkError, benchmark_class
+from sandbox.himap.options import ABLATIONS, HimapOptions
 from sandbox.python_tool import ISOLATION_MODES, PythonSandbox
 
 log = logging.getLogger("rollout")
@@ -81,6 +86,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=ISOLATION_MODES,
         help="rollout.python_tool_isolation: full refuses to run the Python tool without its kernel "
         "jail (root); unsafe-ok runs it anyway",
+    )
+    p.add_argument(
+        "--agent",
+        choices=("single", "himap"),
+        default="single",
+        help="single agent (default) or a HiMAP team: coordinator + one executor per day",
+    )
+    p.add_argument(
+        "--himap-ablation",
+        choices=ABLATIONS,
+        default="full",
+        help="--agent himap: the full system or one of the paper's Table-7 ablations",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("overrides", nargs="*", metavar="rollout.key=value", help="rollout config overrides")
@@ -182,6 +199,19 @@ def check_arguments(args: argparse.Namespace) -> None:
     check_output_file(args.out, "--out")
 
 
+def himap_episodes(
+    args: argparse.Namespace, config: RolloutConfig, bench: Any, tok: Any, instances: list[dict]
+) -> list[Any]:
+    """One HiMAP team episode per instance (--himap-ablation; the roles' default limits)."""
+    from rollout.himap import himap_episode
+
+    options = HimapOptions.ablation(args.himap_ablation, max_response_chars=config.max_response_chars)
+    try:
+        return [himap_episode(inst, bench, tok, options) for inst in instances]
+    except ValueError as err:  # a benchmark without a HiMAP domain
+        raise UserError(str(err)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
@@ -216,21 +246,25 @@ def main(argv: list[str] | None = None) -> int:
             f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}"
         )
 
-    python_tool = PythonSandbox(isolation=config.python_tool_isolation) if config.python_tool else None
-    episodes = [
-        agent_episode(
-            inst,
-            bench,
-            tok,
-            max_turns=config.max_turns,
-            max_prompt_tokens=config.prompt_budget,
-            memory=config.memory_enabled,
-            variant=config.prompt_style,
-            max_response_chars=config.max_response_chars,
-            python_tool=python_tool,
-        )
-        for inst in instances
-    ]
+    python_tool = None
+    if args.agent == "himap":
+        episodes = himap_episodes(args, config, bench, tok, instances)
+    else:
+        python_tool = PythonSandbox(isolation=config.python_tool_isolation) if config.python_tool else None
+        episodes = [
+            agent_episode(
+                inst,
+                bench,
+                tok,
+                max_turns=config.max_turns,
+                max_prompt_tokens=config.prompt_budget,
+                memory=config.memory_enabled,
+                variant=config.prompt_style,
+                max_response_chars=config.max_response_chars,
+                python_tool=python_tool,
+            )
+            for inst in instances
+        ]
     engine = RolloutEngine(model, tok, config)
     from tqdm import tqdm
 
@@ -246,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     stats = engine.stats
     reasons = collections.Counter(r.stop_reason for r in records)
     log.info(
-        "%d episodes in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, stop reasons %s -> %s",
+        "%d episodes (%d streams) in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, "
+        "stop reasons %s -> %s",
+        len(episodes),
         len(records),
         time.perf_counter() - started,
         stats.generated_tokens,

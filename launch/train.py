@@ -6,6 +6,7 @@
     python launch/train.py --init hf:/models/Qwen3-0.6B --config configs/qwen3_0.6b.yaml
     python launch/train.py --benchmark travelplanner       # another benchmark (config key `benchmark`)
     python launch/train.py grpo.loss_mask=false rollout.memory_enabled=false   # ablations
+    python launch/train.py --config configs/himap_tiny_cpu.yaml   # HiMAP team (agent: himap)
     python launch/train.py mode=sft_only                    # SFT baseline; mode=eval with
                                                             # rollout.prompt_style=react: ReAct baseline
 
@@ -101,9 +102,12 @@ def main(argv: list[str] | None = None) -> int:
 
         task, vocab = DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
     else:
-        from b2tjax.task import BenchmarkTask
+        if cfg.agent == "himap":
+            from b2tjax.himap_task import HimapTask as TaskClass
+        else:
+            from b2tjax.task import BenchmarkTask as TaskClass
 
-        task = BenchmarkTask.prepare(cfg)
+        task = TaskClass.prepare(cfg)
         vocab = task.vocab_size
         if jax.process_index() == 0:  # export_hf, rollout and the notebook find it beside the weights
             task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")

@@ -47,3 +47,38 @@ def score_records(
         verdicts.append(verdict)
         rewards.append(reward)
     return verdicts, rewards
+
+
+def score_team_episodes(
+    records: Sequence[EpisodeRecord],
+    answers: Sequence[str | None],
+    pairs: Sequence[tuple[dict, dict]],
+    benchmark: Any,
+    *,
+    action_penalty: bool = True,
+    format_gate: bool = True,
+) -> tuple[list[Any], list[Reward]]:
+    """Multi-stream episodes (HiMAP): episode i's merged answer `answers[i]` is judged once against
+    pairs[i], and that team reward is written on every record of the episode (`record.episode == i`).
+    An action error in any stream counts against the team (P_action is the episode's).
+    Returns one (verdict, reward) per episode."""
+    if len(answers) != len(pairs):
+        raise ValueError(f"{len(answers)} episode answers but {len(pairs)} (instance, ground truth) pairs")
+    by_episode: list[list[EpisodeRecord]] = [[] for _ in answers]
+    for record in records:
+        by_episode[record.episode].append(record)
+    bench = as_benchmark(benchmark)
+    verdicts, rewards = [], []
+    for answer, streams, (instance, truth) in zip(answers, by_episode, pairs):
+        verdict = bench.evaluate(answer, instance, truth)
+        reward = bench.reward(
+            verdict if answer is not None else None,
+            any(r.any_error for r in streams),
+            action_penalty=action_penalty,
+            format_gate=format_gate,
+        )
+        for record in streams:
+            record.reward = reward.total
+        verdicts.append(verdict)
+        rewards.append(reward)
+    return verdicts, rewards

@@ -1,0 +1,151 @@
+"""HiMAP in the trainer: the `himap:` config section is validated, and one GRPO step trains on HiMAP
+episodes with different numbers of streams (the tiny recipe, a tiny random model, 1 prompt x 2).
+
+Episode 0 replays the scripted HiMAP expert in short: its coordinator's distribute_task and each
+day executor's submit_day, teacher-forced, so it delivers the expert's plan; episode 1 is sampled
+by the random model (a coordinator that never distributes: one stream). The rewards, the episode
+and group ids, the local rewards and the parameter update are checked against the benchmark's own
+verdicts computed here.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+
+import pytest
+
+from b2tjax.config import load_config
+from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture)
+from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
+from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "configs" / "himap_tiny_cpu.yaml"
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("himap.max_rounds=0", "himap.max_rounds must be >= 1, got 0"),
+        ("himap.executor_limits.max_turns=0", "himap.executor_limits.max_turns must be >= 1, got 0"),
+        (
+            "himap.coordinator_limits.max_turn_tokens=49",
+            "himap.coordinator_limits.max_turn_tokens must be in [0, rollout.max_turn_tokens=48]",
+        ),
+        (
+            "himap.executor_limits.max_seq_len=9999",
+            "himap.executor_limits.max_seq_len must be in [0, rollout.max_seq_len=5120]",
+        ),
+        ("himap.parallel=maybe", "himap.parallel: expected true/false, got 'maybe'"),
+        ("himap.rounds=2", "unknown config key 'himap.rounds'"),
+        ("agent=team", "agent must be one of single, himap; got 'team'"),
+        ("benchmark=toy_bench", "unknown benchmark"),
+    ],
+)
+def test_the_himap_section_is_validated_with_one_line_per_mistake(override, expected):
+    with pytest.raises(ValueError) as info:
+        load_config(RECIPE, [override])
+    assert expected in str(info.value)
+
+
+def test_himap_needs_a_travel_task_and_team_local_needs_himap():
+    with pytest.raises(ValueError, match="agent: himap needs task: travel"):
+        load_config(RECIPE, ["task=toy"])
+    with pytest.raises(ValueError, match="grpo.credit=team_local needs agent: himap"):
+        load_config(RECIPE, ["agent=single", "grpo.credit=team_local"])
+    cfg = load_config(RECIPE, ["himap.coordinator=true", "himap.executor_limits.max_turn_tokens=32"])
+    options = cfg.himap.options(cfg.rollout.max_response_chars)
+    assert options.coordinator and options.max_rounds == 2
+    assert (options.executor_limits.max_turns, options.executor_limits.max_turn_tokens) == (2, 32)
+    assert options.coordinator_limits.max_total_tokens is None  # 0 = the rollout section's
+
+
+def _two_day(visible, truth):
+    """The instance as a 2-day trip (two executors keep the step small)."""
+    from sandbox.instances.instructions import make_instruction
+
+    visible, truth = copy.deepcopy(visible), copy.deepcopy(truth)
+    truth["query"]["days"] = 2
+    visible["instruction"] = make_instruction(random.Random(0), truth["query"], {}, "en")
+    return visible, truth
+
+
+def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
+    tmp_path,
+    rollout_setup,  # noqa: F811
+    small_benchmark,  # noqa: F811
+):
+    from b2tjax.himap_task import HimapTask
+    from b2tjax.trainer import Trainer
+    from rollout.himap import himap_episode
+    from sandbox.benchmarks.b2t import B2TBenchmark
+    from sandbox.himap.options import HimapOptions
+    from sandbox.himap.scripted import solve
+
+    cfg = load_config(
+        RECIPE,
+        [
+            f"out={tmp_path / 'run'}",
+            f"data.data_dir={small_benchmark}",
+            "mode=grpo",
+            "steps=1",
+            "eval_at_end=false",
+            "checkpoint.async_save=false",
+            "himap.coordinator=true",
+            "himap.bargaining=false",
+            "rollout.max_seq_len=8192",
+            "rollout.batch_rows=3",
+            "rollout.max_turn_tokens=8",
+        ],
+    )
+    bench = B2TBenchmark(small_benchmark)
+    pair = _two_day(*bench.load_split("test")[0])
+    expert = solve(bench, *pair, HimapOptions(bargaining=False))
+    # the expert's last turn per stream: the coordinator's distribute_task, each day's submit_day
+    shortcut = {stream: texts[-1:] for stream, texts in expert.texts.items()}
+
+    class Task(HimapTask):
+        """One prompt; the first episode of its group teacher-forced to the expert's short cut."""
+
+        batch = None
+
+        def _himap_episodes(self, pairs):
+            return [
+                himap_episode(
+                    v, self.benchmark, self.tokenizer, self.options, forced=shortcut if i == 0 else None
+                )
+                for i, (v, _) in enumerate(pairs)
+            ]
+
+        def rollout(self, *args, **kwargs):
+            self.batch = super().rollout(*args, **kwargs)
+            return self.batch
+
+        def train_examples(self):
+            return [pair]
+
+    task = Task(cfg, bench, rollout_setup.tokenizer)
+    result = Trainer(cfg, task, rollout_setup.model, progress=False).run()
+
+    batch = task.batch
+    streams = [[r.stream for r in batch.records if r.episode == e] for e in (0, 1)]
+    assert streams == [["coordinator", "day1.r1", "day2.r1"], ["coordinator"]]
+    assert batch.groups == [0, 0, 0, 0] and batch.episodes == [0, 0, 0, 1]
+    assert batch.local_rewards == [None, 1.0, 1.0, None]  # both forced days accepted
+    # team rewards = the benchmark's reward of each episode's merged answer, judged here
+    verdict = bench.evaluate(expert.answer, *pair)
+    assert verdict.all_passed
+    forced = bench.reward(verdict, False).total
+    assert [r.reward for r in batch.records[:3]] == [forced] * 3
+    sampled = batch.records[3]
+    lone = bench.reward(bench.evaluate(sampled.answer, *pair), sampled.any_error).total
+    assert sampled.reward == lone < forced
+    m = result.last_metrics
+    assert (m["records"], m["episodes"], m["rounds"], m["streams"]) == (4, 2, 0.5, 2.0)
+    assert m["adv_mean/executor"] > 0 > m["adv_mean/coordinator"]
+    assert batch.records[0].answer == expert.answer  # the forced team merged the expert's plan
+    # only episode 1's coordinator sampled tokens (mask 1), with a negative advantage: a real update
+    assert sum(r.num_sampled for r in batch.records[:3]) == 0 and sampled.num_sampled > 0
+    assert m["grad_norm"] > 0 and m["applied"] == 1.0
