@@ -42,6 +42,7 @@ summary = {
     "pair_ids": [v["id"] for v, _ in ns["pairs"]],
     "expert_plans": ns["expert_plans"],
     "curves": ns["curves"],
+    "himap_view": ns["himap_view"], "himap_answer": ns["himap_expert"].answer,
 }
 json.dump(summary, open(out, "w"))
 """
@@ -183,3 +184,26 @@ def test_training_curves_are_read_from_metrics_jsonl(notebook_run):
     assert [p[1] for p in curves["final_pass"]] == pytest.approx([0.1, 0.2, 0.3])
     assert "loss" not in curves
     assert "reward: 3 points, last 0.75 at step 3" in stdout
+
+
+def test_himap_section_shows_the_scripted_team_episode(notebook_run):
+    """Step 7: the coordinator, one executor per day of the trip, Σ's events and the rounds; the
+    merged plan, re-judged here, passes every constraint (the scripted team is an upper bound)."""
+    import sandbox
+    from b2tjax.data import read_jsonl
+
+    summary, stdout, tmp = notebook_run
+    index = summary["episode_index"]
+    instance_id = summary["pair_ids"][index]
+    truth = {row["id"]: row for row in read_jsonl(tmp / "data" / "ground_truth" / "test.jsonl")}[instance_id]
+    visible = {row["id"]: row for row in read_jsonl(tmp / "data" / "instances" / "test.jsonl")}[instance_id]
+    view = summary["himap_view"]
+    days = truth["query"]["days"]
+    assert view.startswith(f"HiMAP episode: {days} days")
+    assert "=== coordinator: coordinator" in view and "--- Σ events" in view and "  round 1: day 1 " in view
+    for day in range(1, days + 1):
+        assert f"=== day{day}.r1: executor (day {day}, round 1)" in view
+    assert " commit " in view  # Σ committed the days
+    verdict = sandbox.evaluate_plan(summary["himap_answer"], visible, truth, tmp / "data")
+    assert verdict.all_passed
+    assert f"scripted HiMAP expert (full) on {instance_id}" in stdout
