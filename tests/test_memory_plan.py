@@ -82,3 +82,27 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
         and proc.stderr.startswith("error: --programs")
         and "Traceback" not in proc.stderr
     )
+
+
+def test_himap_recipes_have_their_base_recipes_plan():
+    """The HiMAP Qwen3 recipes are not compiled here (like the other Qwen3 recipes); every setting
+    the memory plan reads matches the base recipe's, whose plan docs/TRAINING.md shows."""
+    from b2tjax.config import load_config
+
+    def planned(cfg) -> dict:
+        r = cfg.rollout
+        return {
+            "model": cfg.model,
+            "mesh": cfg.mesh,
+            "hardware": cfg.hardware,
+            "rollout": (r.batch_rows, r.cache_slots, r.cache_dtype, r.prefill_chunk, r.max_turn_tokens),
+            "sft": (cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len),
+            "grpo micro rows": cfg.grpo.micro_batch_size,
+            "grpo": (cfg.grpo.logprob_chunk, cfg.grpo.beta),
+        }
+
+    for size in ("4b", "8b"):
+        himap = load_config(ROOT / "configs" / f"himap_qwen3_{size}.yaml")
+        base = load_config(ROOT / "configs" / f"qwen3_{size}.yaml")
+        assert himap.agent == "himap" and base.agent == "single"
+        assert planned(himap) == planned(base), size
