@@ -3,7 +3,8 @@
 Generic over benchmarks: prompts, worlds and judging come from a sandbox.benchmarks.Benchmark.
 """
 
-from rollout.engine import EngineStats, RolloutConfig, RolloutEngine
+from rollout.config import RolloutConfig
+from rollout.engine import EngineStats, RolloutEngine
 from rollout.episodes import (
     AgentEpisode,
     Continue,

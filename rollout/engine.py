@@ -19,8 +19,9 @@ One run loops over three phases until every episode has finished:
 Limits (per stream: the config's, or tighter ones the episode gives in `Continue.limits`):
 `max_turns`, `max_turn_tokens` (sampled tokens in one turn; `turn_cap="stop"` ends the episode,
 `"close"` appends a forced <|im_end|> with mask 0 and lets the environment answer),
-`max_total_tokens` (record length, prompt included). Each limit sets its stop reason; such
-records are `truncated`. Episode callbacks that raise are recorded as STOP_ERROR, never re-raised.
+`max_seq_len` (record length, prompt included; `StreamLimits.max_total_tokens` for one stream).
+Each limit sets its stop reason; such records are `truncated`. Episode callbacks that raise are
+recorded as StopReason.ERROR, never re-raised.
 
 Sampling keys derive from (run rng, episode index, stream ordinal, position), never from the batch
 row, so continuous and static batching, and runs with or without parking, produce the same
@@ -43,64 +44,12 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from rollout.config import RolloutConfig
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.placement import new_rollout_arrays
-from rollout.record import (
-    STOP_ERROR,
-    STOP_MAX_TOTAL_TOKENS,
-    STOP_MAX_TURN_TOKENS,
-    STOP_MAX_TURNS,
-    EpisodeRecord,
-)
+from rollout.record import EpisodeRecord
 from rollout.sampling import FINISH_BUDGET, FINISH_STOP, ModelRunner, SamplingArrays, decode_bucket
-
-TURN_CAP_POLICIES = ("stop", "close")
-
-
-@dataclasses.dataclass
-class RolloutConfig:
-    batch_size: int = 8  # rows of the static batch
-    max_turns: int = 10
-    max_turn_tokens: int = 1024  # also the static decode segment length
-    max_total_tokens: int = 8192  # per stream, prompt included
-    cache_len: int = 0  # KV slots per row (>= max_total_tokens); 0 = its power-of-two bucket
-    temperature: float = 1.0  # <= 0: greedy
-    top_p: float = 1.0
-    top_k: int = 0
-    prefill_chunk: int = 1024  # max tokens fed per row per prefill call
-    prefill_min_bucket: int = 16  # prefill widths are powers of two >= this (fewer compiles)
-    turn_cap: str = "stop"  # what hitting max_turn_tokens does: "stop" | "close"
-    refill: bool = True  # continuous batching; False = static batching (waves)
-    reprefill: bool = False  # baseline: re-feed the whole record every turn (benchmarks)
-    tool_workers: int = 8  # thread pool running episodes' environment steps
-    max_response_chars: int = 6000  # per tool/memory response, truncated in the middle
-    cache_dtype: str = "float32"
-
-    def __post_init__(self) -> None:
-        for name in (
-            "batch_size",
-            "max_turns",
-            "max_turn_tokens",
-            "max_total_tokens",
-            "prefill_chunk",
-            "prefill_min_bucket",
-            "tool_workers",
-        ):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"RolloutConfig.{name} must be positive, got {getattr(self, name)}")
-        if self.cache_len and self.cache_len < self.max_total_tokens:
-            raise ValueError(
-                f"RolloutConfig.cache_len ({self.cache_len}) must be >= max_total_tokens "
-                f"({self.max_total_tokens}): a stream's record lives in one cache row"
-            )
-        if self.turn_cap not in TURN_CAP_POLICIES:
-            raise ValueError(
-                f"RolloutConfig.turn_cap must be one of {TURN_CAP_POLICIES}, got {self.turn_cap!r}"
-            )
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"RolloutConfig.top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"RolloutConfig.top_k must be >= 0, got {self.top_k}")
+from sandbox.types import StopReason
 
 
 @dataclasses.dataclass
@@ -155,6 +104,13 @@ def _bucket(n: int, floor: int = 16) -> int:
     return size
 
 
+def episode_seed(index: int) -> int:
+    """The sampling seed of the episode at `index` in `run(episodes)` (int32). The factor 64 is
+    historical (it once made room for the stream ordinal, now folded in separately); it is kept so
+    single-agent runs, and the learning curves made with them, reproduce bit for bit."""
+    return (index * 64) % (2**31 - 1)
+
+
 class RolloutStopped(Exception):
     """`RolloutEngine.run` stopped between segments because its `should_stop` said so (a SIGTERM)."""
 
@@ -166,6 +122,8 @@ class RolloutEngine:
         self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None, mesh: Mesh | None = None
     ):
         self.config = config or RolloutConfig()
+        auto = self.config.cache_dtype == "auto"
+        self.cache_dtype = model.dtype if auto else self.config.cache_dtype  # "auto": compute dtype
         self.model_config = model.config
         self.tokenizer = tokenizer
         self.mesh = mesh  # rows of the KV cache over (data, fsdp), KV heads and weights over tensor
@@ -210,7 +168,7 @@ class _Run:
         self.engine, self.cfg, self.tok = engine, engine.config, engine.tokenizer
         self.episodes, self.key = episodes, key
         self.streams: list[dict[str, _Stream]] = [dict() for _ in episodes]
-        self.rows: list[_Stream | None] = [None] * self.cfg.batch_size
+        self.rows: list[_Stream | None] = [None] * self.cfg.batch_rows
         self.queue: collections.deque[_Stream] = collections.deque()
         self.ready: list[_Stream] = []  # turn finished, waiting for on_turn_end
         self.next_episode = 0
@@ -221,10 +179,8 @@ class _Run:
         self.should_stop: Callable[[], bool] | None = None
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
         mc = engine.model_config
-        # Static shapes come from power-of-two buckets, so nearby limits share compiled code.
-        cache_len = self.cfg.cache_len or _bucket(self.cfg.max_total_tokens)
         self.cache, self.next_logits = new_rollout_arrays(
-            mc, self.cfg.batch_size, cache_len, self.cfg.cache_dtype, engine.mesh
+            mc, self.cfg.batch_rows, self.cfg.cache_slots, engine.cache_dtype, engine.mesh
         )
 
     # -- main loop -----------------------------------------------------------------------------
@@ -234,6 +190,10 @@ class _Run:
         # with every row that can run seated; a decode that finds no row to run means every live
         # stream waits on another (parking already freed rows for queued streams): a deadlock.
         while True:
+            # Host work drains completely before the device runs again: ending turns frees rows
+            # (stopped streams) and admitting fills them, and a finished turn's environment reply
+            # only becomes pending tokens here, so prefill and decode see every row that can run.
+            # The whole batch of finished turns goes to the pool at once so slow tools overlap.
             self._admit()
             while self.ready:
                 self._end_turns(pool)
@@ -241,6 +201,8 @@ class _Run:
             if not any(self.rows) and not self.queue and self.next_episode >= len(self.episodes):
                 break
             self._prefill()
+            # A decode segment runs until every live row has ended its turn (or its budget), never
+            # one token per host round trip; the host only steps in between segments.
             if not self._decode():
                 self._break_deadlock()
             if self.should_stop is not None and self.should_stop():
@@ -255,14 +217,16 @@ class _Run:
         """Seat queued streams, then new episodes, in free rows; park waiting streams for queued
         ones when no row is free (new episodes never displace a waiting stream: only streams
         already started can be what a waiting stream waits for)."""
+        self._drop_rowless()
         free = self._free_rows()
         if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
             return  # static batching: wait for the whole wave
+        # Queued streams (new streams of running episodes) go before new episodes: an episode
+        # holds its environment and tools open until all its streams end, so finishing started
+        # ones first bounds the episodes alive at once. Episodes start lazily, only when a row is
+        # free, so `start()` (prompt building, world queries) is paid as rows open, not all up front.
         while True:
-            # A queued stream that stopped, or now waits (its fully forced turn ended and it was not
-            # continued), needs no row; a Continue queues it again.
-            while self.queue and not (self.queue[0].live and self.queue[0].sampling):
-                self.queue.popleft()
+            self._drop_rowless()
             if not self.queue:
                 if not free or self.next_episode >= len(self.episodes):
                     return
@@ -276,10 +240,19 @@ class _Run:
                 free.append(self._park(victim))
             self._seat(self.queue.popleft(), free.pop(0))
 
+    def _drop_rowless(self) -> None:
+        """Unqueue streams at the head that need no row now: stopped ones, and ones not sampling
+        (a fully forced turn awaiting on_turn_end, or waiting after it); a Continue queues them again."""
+        while self.queue and not (self.queue[0].live and self.queue[0].sampling):
+            self.queue.popleft()
+
     def _seat(self, stream: _Stream, row: int) -> None:
         """Give `stream` a row; its whole record is (re-)prefilled into it."""
         self.rows[row] = stream
         self.stats.reprefill_tokens += stream.cached  # > 0 only for a stream that was parked
+        # A row is reused without clearing it: `reset` makes the next prefill start the row at
+        # position 0 (its stale slots are masked by the row's fill length), and the stream's
+        # whole record so far is pending, since nothing of it is in this row's cache.
         stream.row, stream.reset, stream.cached = row, True, 0
         stream.pending = list(stream.record.ids)
 
@@ -351,7 +324,7 @@ class _Run:
                 stream.record.prompt_len = len(action.tokens)
                 if len(action.tokens) + len(action.forced) >= limits.max_total_tokens:
                     stream.record.append(action.tokens, sampled=False)
-                    self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+                    self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
                     continue
                 self._append_context(stream, action.tokens, action.forced)
                 self.queue.append(stream)
@@ -362,12 +335,12 @@ class _Run:
                 self._fail_episode(index, f"Continue for stream {action.stream!r} while it is generating")
                 return
             if stream.turns_done >= stream.limits.max_turns:
-                self._stop(stream, STOP_MAX_TURNS, notify=True)
+                self._stop(stream, StopReason.MAX_TURNS, notify=True)
             elif (
                 len(stream.record.ids) + len(action.tokens) + len(action.forced)
                 >= stream.limits.max_total_tokens
             ):
-                self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+                self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
             else:
                 self._append_context(stream, action.tokens, action.forced)
                 if stream.row is None and stream not in self.queue:
@@ -433,8 +406,8 @@ class _Run:
             self._new_stream(index, "main")
         for stream in streams.values():
             if stream.live:
-                self._stop(stream, STOP_ERROR, message=message)
-            elif stream.record.stop_reason != STOP_ERROR:
+                self._stop(stream, StopReason.ERROR, message=message)
+            elif stream.record.stop_reason != StopReason.ERROR:
                 stream.record.error_message = message
         self._maybe_finish(index)
 
@@ -561,11 +534,11 @@ class _Run:
                 s.limits.max_turn_tokens - s.turn_sampled, s.limits.max_total_tokens - len(s.record.ids)
             )
             if room <= 0:  # cannot happen by construction; never spin on it
-                self._stop(s, STOP_MAX_TOTAL_TOKENS, notify=True)
+                self._stop(s, StopReason.MAX_TOTAL_TOKENS, notify=True)
                 stopped = True
                 continue
             active[r], budget[r] = True, room
-            seeds[r], stream_ids[r] = s.episode_index, s.ordinal
+            seeds[r], stream_ids[r] = episode_seed(s.episode_index), s.ordinal
         if not active.any():
             return stopped or bool(self.ready) or bool(self.queue and self._free_rows())
         params = SamplingArrays(
@@ -612,11 +585,11 @@ class _Run:
 
     def _hit_budget(self, stream: _Stream) -> None:
         if len(stream.record.ids) >= stream.limits.max_total_tokens:
-            self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
         elif self.cfg.turn_cap == "stop":
-            self._stop(stream, STOP_MAX_TURN_TOKENS, notify=True)
+            self._stop(stream, StopReason.MAX_TURN_TOKENS, notify=True)
         elif len(stream.record.ids) + 1 >= stream.limits.max_total_tokens:
-            self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
         else:  # "close": forced <|im_end|>, mask 0
             end = self.tok.im_end_id
             stream.record.forced.append((len(stream.record.ids), len(stream.record.ids) + 1))
@@ -631,5 +604,7 @@ class _Run:
         for index, streams in enumerate(self.streams):
             for stream in streams.values():
                 if stream.live:
-                    self._stop(stream, STOP_ERROR, message="stream was waiting with nothing left running")
+                    self._stop(
+                        stream, StopReason.ERROR, message="stream was waiting with nothing left running"
+                    )
             self._maybe_finish(index)

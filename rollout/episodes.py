@@ -23,8 +23,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, STOP_MAX_TURNS
 from rollout.render import render_env_reply
+from sandbox.types import StopReason
+
+_CONFIG_NAMES = {"max_total_tokens": "max_seq_len"}  # StreamLimits field -> RolloutConfig field
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,14 +45,16 @@ class StreamLimits:
                 raise ValueError(f"StreamLimits.{name} must be positive or None, got {value}")
 
     def resolve(self, config: Any) -> StreamLimits:
-        """These limits with every None filled from `config` (a RolloutConfig); ValueError when one
-        exceeds the config's (max_total_tokens beyond it would not fit the stream's cache row)."""
+        """These limits with every None filled from `config` (a RolloutConfig; max_total_tokens is
+        its max_seq_len); ValueError when one exceeds the config's (a longer stream would not fit
+        its cache row, a longer turn not the decode segment)."""
         resolved = {}
         for name, value in dataclasses.asdict(self).items():
-            ceiling = int(getattr(config, name))
+            config_name = _CONFIG_NAMES.get(name, name)
+            ceiling = int(getattr(config, config_name))
             if value is not None and value > ceiling:
                 raise ValueError(
-                    f"stream limit {name}={value} exceeds the engine's {name}={ceiling} "
+                    f"stream limit {name}={value} exceeds the engine's {config_name}={ceiling} "
                     "(a stream's limits can only tighten the config's)"
                 )
             resolved[name] = ceiling if value is None else int(value)
@@ -77,10 +81,10 @@ class Continue:
 
 @dataclasses.dataclass
 class Stop:
-    """End `stream` with a stop reason (rollout.record.STOP_*) and its final answer, if any."""
+    """End `stream` with a stop reason (sandbox.types.StopReason) and its final answer, if any."""
 
     stream: str
-    reason: str
+    reason: StopReason
     answer: str | None = None
 
 
@@ -100,7 +104,7 @@ class Episode(abc.ABC):
 
     Actions on streams that are not waiting: a Continue to a stopped stream is ignored (a stopped
     record is final); a Continue to a stream that is still sampling its turn fails the episode
-    (STOP_ERROR on all its streams), since the reply would have no turn to answer. A stream is
+    (StopReason.ERROR on all its streams), since the reply would have no turn to answer. A stream is
     never reopened: re-planning starts a new stream under a new name (e.g. "day3.r2" for day 3 in
     round 2), which also keeps each round's record a separate training sequence.
     """
@@ -116,8 +120,8 @@ class Episode(abc.ABC):
         """`stream` finished an assistant turn whose decoded text (without the closing stop token)
         is `text`; `eos` is True when it ended with <|endoftext|> instead of <|im_end|>."""
 
-    def on_limit(self, stream: str, reason: str) -> list[Continue | Stop]:
-        """The engine stopped `stream` at a limit (reason is a STOP_* code). Multi-stream episodes
+    def on_limit(self, stream: str, reason: StopReason) -> list[Continue | Stop]:
+        """The engine stopped `stream` at a limit (reason: a truncating StopReason). Multi-stream episodes
         can react (e.g. a coordinator re-plans a failed day); the default does nothing."""
         return []
 
@@ -127,7 +131,7 @@ class AgentEpisode(Episode):
 
     `env` needs `step(text)` returning an object with `responses` (each with name and is_error),
     `rendered`, `done`, `answer` and `stop_reason` -- sandbox.EpisodeEnv's contract. The env's own
-    `max_turns` ending maps to STOP_MAX_TURNS (truncated).
+    `max_turns` ending maps to StopReason.MAX_TURNS (truncated).
     """
 
     def __init__(self, instance_id: str, prompt_ids: Sequence[int], env: Any, tokenizer: Any):
@@ -151,15 +155,15 @@ class AgentEpisode(Episode):
         names = [str(r.name) for r in step.responses]
         if step.done:
             reason = (
-                STOP_ANSWER
+                StopReason.ANSWER
                 if step.answer is not None
-                else STOP_MAX_TURNS
-                if step.stop_reason == STOP_MAX_TURNS
-                else STOP_DONE
+                else StopReason.MAX_TURNS
+                if step.stop_reason == StopReason.MAX_TURNS
+                else StopReason.DONE
             )
             return TurnOutcome([Stop(stream, reason, step.answer)], errors, names)
         if eos:
-            return TurnOutcome([Stop(stream, STOP_EOS)], errors, names)
+            return TurnOutcome([Stop(stream, StopReason.EOS)], errors, names)
         reply = render_env_reply(self.tokenizer, step.rendered)
         return TurnOutcome([Continue(stream, reply, self.next_forced())], errors, names)
 

@@ -10,16 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-# Why an episode stopped. TRUNCATING reasons mean the episode was cut by a limit: the answer is
-# missing and `truncated` is True (the reward says so).
-STOP_ANSWER = "answer"  # the environment accepted a final <answer>
-STOP_DONE = "done"  # the environment ended the episode without an answer
-STOP_EOS = "eos"  # the model emitted <|endoftext|> without an answer
-STOP_MAX_TURNS = "max_turns"
-STOP_MAX_TURN_TOKENS = "max_turn_tokens"
-STOP_MAX_TOTAL_TOKENS = "max_total_tokens"
-STOP_ERROR = "error"  # the episode's environment raised; recorded, never re-raised
-TRUNCATING = frozenset({STOP_MAX_TURNS, STOP_MAX_TURN_TOKENS, STOP_MAX_TOTAL_TOKENS})
+from sandbox.types import TRUNCATING, StopReason
 
 
 @dataclasses.dataclass
@@ -48,7 +39,7 @@ class EpisodeRecord:
     errors: list[bool] = dataclasses.field(default_factory=list)
     calls: list[str] = dataclasses.field(default_factory=list)  # name of each call, parallel to errors
     answer: str | None = None
-    stop_reason: str = ""
+    stop_reason: StopReason | str = ""  # "" while running
     reward: float | None = None
     stream: str = "main"
     role: str = "agent"
@@ -67,7 +58,7 @@ class EpisodeRecord:
 
     @property
     def any_error(self) -> bool:
-        return any(self.errors) or self.stop_reason == STOP_ERROR
+        return any(self.errors) or self.stop_reason == StopReason.ERROR
 
     @property
     def num_sampled(self) -> int:

@@ -109,17 +109,21 @@ class SamplingArrays(NamedTuple):
     temperature: jax.Array  # fp32; <= 0 means greedy
     top_p: jax.Array  # fp32; 1.0 disables
     top_k: jax.Array  # int32; 0 disables
-    seed: jax.Array  # int32 episode index: a row's samples do not depend on its batch mates
+    seed: jax.Array  # int32 episode seed: a row's samples do not depend on its batch mates
     stream: jax.Array  # int32 creation ordinal of the row's stream inside its episode
 
 
 def row_keys(key: jax.Array, seeds: jax.Array, streams: jax.Array, positions: jax.Array) -> jax.Array:
-    """A key per row from (episode, stream, position), each folded in separately: sampling is
-    independent of row placement, and no two streams of any episodes share a key, however many
-    streams an episode has (one combined number such as episode * 64 + stream would collide)."""
+    """A key per row from (episode seed, stream ordinal, position), folded in one after another:
+    sampling is independent of row placement, and no two streams of any episodes share a key,
+    however many streams an episode has (a single combined number such as episode * 64 + stream
+    collides from stream 64 on). Stream 0 uses the episode key itself, so single-stream episodes
+    draw exactly the samples they drew before streams had ordinals of their own."""
 
     def one(seed: jax.Array, stream: jax.Array, position: jax.Array) -> jax.Array:
-        return jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, seed), stream), position)
+        episode_key = jax.random.fold_in(key, seed)
+        stream_key = jnp.where(stream > 0, jax.random.fold_in(episode_key, stream), episode_key)
+        return jax.random.fold_in(stream_key, position)
 
     return jax.vmap(one)(seeds, streams, positions)
 

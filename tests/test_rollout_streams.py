@@ -9,6 +9,7 @@ import pytest
 
 from rollout import Continue, Episode, RolloutEngine, Stop, StreamLimits, TurnOutcome
 from rollout.render import render_env_reply
+from sandbox.types import StopReason
 from tests.rollout_fixtures import engine_config, rollout_setup, user_prompt  # noqa: F401
 
 
@@ -32,7 +33,7 @@ class TeamEpisode(Episode):
     def on_turn_end(self, stream, text, eos):
         if stream == "coordinator":
             if self.distributed:
-                return TurnOutcome([Stop(stream, "answer", text)])
+                return TurnOutcome([Stop(stream, StopReason.ANSWER, text)])
             self.distributed = True
             return TurnOutcome(
                 [
@@ -44,7 +45,7 @@ class TeamEpisode(Episode):
         if self.executor_turns[stream] == 1:
             return TurnOutcome([Continue(stream, render_env_reply(self.tok, "checked"))])
         self.reports[stream] = text
-        actions = [Stop(stream, "answer", text)]
+        actions = [Stop(stream, StopReason.ANSWER, text)]
         if len(self.reports) == self.days:
             report = "\n".join(f"{name}: {self.reports[name]}" for name in sorted(self.reports))
             actions.append(Continue("coordinator", render_env_reply(self.tok, report)))
@@ -64,7 +65,7 @@ def _run(setup, episodes, **overrides):
 def team_runs(rollout_setup):
     """4 team episodes (14 streams) sampled at T=1 on 3 rows and on 16 rows."""
     tight = _run(rollout_setup, _team_episodes(rollout_setup.tokenizer), temperature=1.0)
-    roomy = _run(rollout_setup, _team_episodes(rollout_setup.tokenizer), temperature=1.0, batch_size=16)
+    roomy = _run(rollout_setup, _team_episodes(rollout_setup.tokenizer), temperature=1.0, batch_rows=16)
     return tight, roomy
 
 
@@ -118,10 +119,10 @@ class OrderedEpisode(Episode):
         self.log.append((self.instance_id, stream, threading.get_ident(), begin, time.perf_counter()))
         if stream == "coordinator":
             if self.days_done:
-                return TurnOutcome([Stop(stream, "answer", text)])
+                return TurnOutcome([Stop(stream, StopReason.ANSWER, text)])
             return TurnOutcome([self._turn(f"day{d}", f"Plan day {d}.") for d in (3, 1, 2)])
         self.days_done += 1
-        actions = [Stop(stream, "answer", text)]
+        actions = [Stop(stream, StopReason.ANSWER, text)]
         if self.days_done == 3:
             reply = render_env_reply(self.tok, "all days done")
             actions.append(Continue("coordinator", reply, forced=self.tok.encode("answer<|im_end|>")))
@@ -166,10 +167,10 @@ class TaggedEpisode(Episode):
             starts = [
                 Continue(f"day{d}", prompt, role="executor", day=d, round=1, limits=limits[d]) for d in limits
             ]
-            return TurnOutcome([*starts, Stop(stream, "answer", text)])
+            return TurnOutcome([*starts, Stop(stream, StopReason.ANSWER, text)])
         self.turns[stream] = self.turns.get(stream, 0) + 1
         if self.turns[stream] == 3:
-            return TurnOutcome([Stop(stream, "answer", text)])
+            return TurnOutcome([Stop(stream, StopReason.ANSWER, text)])
         return TurnOutcome([Continue(stream, render_env_reply(self.tok, "checked"))])
 
 
@@ -233,24 +234,30 @@ class FanOutEpisode(Episode):
         return [Continue(f"s{k}", self.prompt) for k in range(self.n)]
 
     def on_turn_end(self, stream, text, eos):
-        return TurnOutcome([Stop(stream, "answer", text)])
+        return TurnOutcome([Stop(stream, StopReason.ANSWER, text)])
 
 
 def test_streams_of_different_episodes_never_share_sampling_keys(rollout_setup):
     """With one combined seed (episode * 64 + stream), stream 64 of episode 0 drew the same samples
-    as stream 0 of episode 1; with both folded in separately, 66 + 2 streams with the same prompt
-    at T=1 all sample different turns."""
+    as stream 0 of episode 1 (same prompt, T=1); with both folded in separately no two
+    (episode, stream) pairs share a key."""
     import jax
 
+    from rollout.engine import episode_seed
     from rollout.sampling import row_keys
 
     episodes, streams = np.meshgrid(np.arange(3), np.arange(130), indexing="ij")
-    keys = row_keys(jax.random.key(0), episodes.ravel(), streams.ravel(), np.full(episodes.size, 17))
+    seeds = [episode_seed(int(e)) for e in episodes.ravel()]
+    keys = row_keys(jax.random.key(0), np.asarray(seeds), streams.ravel(), np.full(episodes.size, 17))
     assert len({tuple(k) for k in np.asarray(jax.random.key_data(keys)).tolist()}) == episodes.size
+    # stream 0 keeps the key single-agent runs always had: fold_in(fold_in(rng, episode * 64), position)
+    legacy = jax.random.fold_in(jax.random.fold_in(jax.random.key(0), 2 * 64), 17)
+    first_of_episode_2 = keys[2 * 130]
+    assert (jax.random.key_data(first_of_episode_2) == jax.random.key_data(legacy)).all()
 
     fans = [FanOutEpisode(rollout_setup.tokenizer, 0, 66), FanOutEpisode(rollout_setup.tokenizer, 1, 2)]
-    records, _ = _run(rollout_setup, fans, temperature=1.0, batch_size=16)
+    records, _ = _run(rollout_setup, fans, temperature=1.0, batch_rows=16)
     sampled = [tuple(t for t, m in zip(r.ids, r.loss_mask) if m) for r in records]
     assert len(records) == 68 and all(sampled)
-    assert sampled[64] != sampled[66]  # episode 0 stream 64 vs episode 1 stream 0
-    assert len(set(sampled)) == len(sampled)
+    # episode 0's streams 64, 65 against episode 1's streams 0, 1 (equal under the combined seed)
+    assert sampled[64] != sampled[66] and sampled[65] != sampled[67]
