@@ -5,7 +5,7 @@ Streams: "coordinator" and one "day{d}.r{r}" per (day, round), each started with
 episode only translates: a finished turn goes to `HimapSession.turn`, and the session's `Advance`
 becomes actions -- new streams, environment replies, Stops. The coordinator gets no action while
 its round runs (it waits; the engine may park it). The answer is `Stop("coordinator",
-STOP_ANSWER, merged plan)`; without a coordinator (flat ablation) it goes on the Stop of the
+StopReason.ANSWER, merged plan)`; without a coordinator (flat ablation) it goes on the Stop of the
 executor that ended last. An executor ending with <|endoftext|> is cut (its day is rejected).
 
 `himap_episode` builds one from a visible instance, like `rollout.agent_episode`; passing
@@ -19,10 +19,10 @@ from typing import Any
 
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.prompt import prompt_ids
-from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, STOP_MAX_TURNS
 from rollout.render import render_env_reply
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.protocol import COORDINATOR, Advance, HimapSession
+from sandbox.types import StopReason
 
 
 class HimapEpisode(Episode):
@@ -67,16 +67,16 @@ class HimapEpisode(Episode):
             actions.append(Continue(name, render_env_reply(tok, step.rendered), self._forced(name)))
         ended = [name for name, _ in adv.end]
         for name, step in adv.end:
-            reason = STOP_MAX_TURNS if step is not None and step.stop_reason == "max_turns" else STOP_DONE
-            actions.append(Stop(name, reason))
+            cut = step is not None and step.stop_reason == StopReason.MAX_TURNS
+            actions.append(Stop(name, StopReason.MAX_TURNS if cut else StopReason.DONE))
         if adv.finished:
             self.answer = adv.answer
             if self.session.coordinator is not None:
-                actions.append(Stop(COORDINATOR, STOP_ANSWER, adv.answer))
+                actions.append(Stop(COORDINATOR, StopReason.ANSWER, adv.answer))
             else:  # flat: the stream that ended the episode carries the answer
                 holder = ended[-1] if ended else last
                 actions = [a for a in actions if not (isinstance(a, Stop) and a.stream == holder)]
-                actions.append(Stop(holder, STOP_ANSWER, adv.answer))
+                actions.append(Stop(holder, StopReason.ANSWER, adv.answer))
         return actions
 
     def start(self) -> list[Continue]:
@@ -84,8 +84,8 @@ class HimapEpisode(Episode):
 
     def on_turn_end(self, stream: str, text: str, eos: bool) -> TurnOutcome:
         if eos:
-            actions = [Stop(stream, STOP_EOS)] + self._actions(self.session.cut(stream, STOP_EOS), stream)
-            return TurnOutcome(actions)
+            adv = self.session.cut(stream, StopReason.EOS)
+            return TurnOutcome([Stop(stream, StopReason.EOS)] + self._actions(adv, stream))
         adv = self.session.turn(stream, text)
         return TurnOutcome(self._actions(adv, stream), adv.errors, adv.calls)
 

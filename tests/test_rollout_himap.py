@@ -46,7 +46,9 @@ def replayed(rollout_setup, scripted):  # noqa: F811
     bench, pairs, runs = scripted
     tok = rollout_setup.tokenizer
     episodes = [himap_episode(v, bench, tok, OPTIONS, forced=r.texts) for (v, _), r in zip(pairs, runs)]
-    engine = RolloutEngine(rollout_setup.model, tok, engine_config(max_turns=16, max_total_tokens=32768))
+    engine = RolloutEngine(
+        rollout_setup.model, tok, engine_config(max_turns=16, max_seq_len=32768, cache_len=32768)
+    )
     return episodes, engine.run(episodes, rng=0)
 
 
@@ -67,7 +69,9 @@ def sampled(rollout_setup, scripted):  # noqa: F811
             for (v, _), r in zip(pairs, runs)
         ]
         engine = RolloutEngine(
-            rollout_setup.model, tok, engine_config(refill=refill, max_turns=16, max_total_tokens=16384)
+            rollout_setup.model,
+            tok,
+            engine_config(refill=refill, max_turns=16, max_seq_len=16384, cache_len=16384),
         )
         out[refill] = (episodes, engine.run(episodes, rng=0), engine.stats)
     return out
