@@ -117,3 +117,20 @@ def test_static_and_continuous_batching_give_the_same_records(sampled):
             b.answer,
             b.stop_reason,
         )
+
+
+def test_flat_replay_puts_the_answer_on_the_executor_that_ended_last(rollout_setup, scripted):  # noqa: F811
+    bench, pairs, _ = scripted
+    visible, truth = pairs[0]
+    flat = dataclasses.replace(OPTIONS, coordinator=False)
+    run = solve(bench, visible, truth, flat)
+    tok = rollout_setup.tokenizer
+    episode = himap_episode(visible, bench, tok, flat, forced=run.texts)
+    engine = RolloutEngine(
+        rollout_setup.model, tok, engine_config(max_turns=16, max_seq_len=32768, cache_len=32768)
+    )
+    records = engine.run([episode], rng=0)
+    assert episode.answer == run.answer and bench.evaluate(run.answer, visible, truth).delivered
+    assert {r.role for r in records} == {"executor"}
+    answered = [r for r in records if r.stop_reason == "answer"]
+    assert len(answered) == 1 and answered[0].answer == run.answer
