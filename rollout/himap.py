@@ -71,12 +71,14 @@ class HimapEpisode(Episode):
             actions.append(Stop(name, StopReason.MAX_TURNS if cut else StopReason.DONE))
         if adv.finished:
             self.answer = adv.answer
-            if self.session.coordinator is not None:
-                actions.append(Stop(COORDINATOR, StopReason.ANSWER, adv.answer))
-            else:  # flat: the stream that ended the episode carries the answer
-                holder = ended[-1] if ended else last
-                actions = [a for a in actions if not (isinstance(a, Stop) and a.stream == holder)]
-                actions.append(Stop(holder, StopReason.ANSWER, adv.answer))
+            # The coordinator (flat: the stream that ended the episode) carries the answer, even
+            # when its own turns ran out in the same step; no answer keeps that stop's reason.
+            holder = COORDINATOR if self.session.coordinator is not None else (ended[-1] if ended else last)
+            own = [a for a in actions if isinstance(a, Stop) and a.stream == holder]
+            actions = [a for a in actions if a not in own]
+            fallback = own[0].reason if own else StopReason.DONE
+            reason = StopReason.ANSWER if adv.answer is not None else fallback
+            actions.append(Stop(holder, reason, adv.answer))
         return actions
 
     def start(self) -> list[Continue]:
