@@ -139,7 +139,6 @@ class _Solver:
         return notes
 
     def _step_transport(self) -> tuple[dict[str, dict], list[Option], list[Option]]:
-        t = self.pref["transportation"]
         notes = self._preference_notes()
         seen = {k: sorted(v) for k, v in (self.profile.get("history") or {}).items() if v}
         think = (
@@ -170,13 +169,28 @@ class _Solver:
         if seen:
             memory.append({"action": "write", "key": "visited_before", "value": seen})
         calls = [tool_call("WeatherSearch", city=self.city, date=self.dates[0], n=self.days)]
+        legs = ((self.origin, self.city, self.dates[0]), (self.city, self.origin, self.dates[-1]))
+        more, plan = self._transport_calls(legs)
+        calls += more
+        replies = self.s.act(think, memory, calls)
+        weather = {r["date"]: r for r in responses.items(replies[0])}
+        half = len(plan) // 2
+        outbound, returns = [], []
+        for i, (kind, text) in enumerate(zip(plan, replies[1:])):
+            options = self._options(kind, text)
+            (outbound if i < half else returns).extend(options)
+        return weather, outbound, returns
+
+    def _transport_calls(self, legs) -> tuple[list[dict[str, Any]], list[str]]:
+        """Searches for each (origin, destination, date) leg in the preferred intercity modes, and
+        the kind ("flight" | "train") of each call, in order."""
+        t = self.pref["transportation"]
         modes = (
             [t["intercity_transport"]]
             if t.get("intercity_transport")
             else ["High-speed Rail", "Regular Train", "Airplane"]
         )
-        legs = ((self.origin, self.city, self.dates[0]), (self.city, self.origin, self.dates[-1]))
-        plan = []
+        calls, plan = [], []
         for origin, dest, date in legs:
             if "Airplane" in modes:
                 cabin = [t["seat_class"]] if t.get("seat_class") else None
@@ -205,14 +219,7 @@ class _Solver:
                     )
                 )
                 plan.append("train")
-        replies = self.s.act(think, memory, calls)
-        weather = {r["date"]: r for r in responses.items(replies[0])}
-        half = len(plan) // 2
-        outbound, returns = [], []
-        for i, (kind, text) in enumerate(zip(plan, replies[1:])):
-            options = self._options(kind, text)
-            (outbound if i < half else returns).extend(options)
-        return weather, outbound, returns
+        return calls, plan
 
     def _options(self, kind: str, text: str) -> list[Option]:
         seat_pref = self.pref["transportation"].get("seat_class")
@@ -609,8 +616,13 @@ class _Solver:
                 )
         return days
 
-    def _cheaper_swap(self, days, frames, restaurants, attractions) -> bool:
-        used = {s.place.name for d in days for s in d if s.place is not None and s.kind != "hotel"}
+    def _cheaper_swap(self, days, frames, restaurants, attractions, first: int = 0, used=()) -> bool:
+        """One swap of a priced stop for a cheaper unused place; `first`: index of the trip's first
+        day in `days` (-1: none, when a HiMAP executor fits one later day); `used`: names taken
+        elsewhere."""
+        used = {s.place.name for d in days for s in d if s.place is not None and s.kind != "hotel"} | set(
+            used
+        )
         candidates = sorted(
             (
                 (s.place.price, di, s.place.name)
@@ -631,7 +643,7 @@ class _Solver:
                 places = [s.place for s in local]
                 places[at] = cand
                 trial = timeline(kinds, places, frames[di], self._leg)
-                if not problems(trial, frames[di], di == 0):
+                if not problems(trial, frames[di], di == first):
                     days[di] = trial
                     return True
         return False

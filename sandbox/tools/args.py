@@ -22,7 +22,7 @@ class ToolArgError(ValueError):
 @dataclass(frozen=True)
 class Param:
     name: str
-    type: str  # JSON schema type: "string", "integer", "number", "object"
+    type: str  # JSON schema type: "string", "integer", "number", "object", "array"
     description: str
     required: bool = False
     default: Any = None
@@ -46,6 +46,8 @@ def _type_ok(value: Any, json_type: str) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if json_type == "object":
         return isinstance(value, dict)
+    if json_type == "array":  # HiMAP's protocol tools take lists (sub-goals, activities, items)
+        return isinstance(value, list)
     raise AssertionError(json_type)
 
 
