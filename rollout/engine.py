@@ -186,14 +186,12 @@ class _Run:
     # -- main loop -----------------------------------------------------------------------------
     def loop(self, pool: concurrent.futures.Executor) -> None:
         t0 = time.perf_counter()
-        # Host work (admission, turn-ends) runs until nothing changes, so the device phase starts
-        # with every row that can run seated; a decode that finds no row to run means every live
-        # stream waits on another (parking already freed rows for queued streams): a deadlock.
         while True:
             # Host work drains completely before the device runs again: ending turns frees rows
-            # (stopped streams) and admitting fills them, and a finished turn's environment reply
-            # only becomes pending tokens here, so prefill and decode see every row that can run.
-            # The whole batch of finished turns goes to the pool at once so slow tools overlap.
+            # (stopped streams) and admitting fills them (parking waiting streams for queued ones),
+            # and a finished turn's environment reply only becomes pending tokens here, so prefill
+            # and decode see every row that can run. The finished turns go to the pool together
+            # (episodes in parallel, one episode's streams in order) so slow tools overlap.
             self._admit()
             while self.ready:
                 self._end_turns(pool)
@@ -202,7 +200,8 @@ class _Run:
                 break
             self._prefill()
             # A decode segment runs until every live row has ended its turn (or its budget), never
-            # one token per host round trip; the host only steps in between segments.
+            # one token per host round trip; the host only steps in between segments. No row to
+            # run after admission means every live stream waits on another: a real deadlock.
             if not self._decode():
                 self._break_deadlock()
             if self.should_stop is not None and self.should_stop():

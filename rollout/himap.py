@@ -67,20 +67,18 @@ class HimapEpisode(Episode):
             actions.append(Continue(name, render_env_reply(tok, step.rendered), self._forced(name)))
         ended = [name for name, _ in adv.end]
         for name, step in adv.end:
-            reason = (
-                StopReason.MAX_TURNS
-                if step is not None and step.stop_reason == "max_turns"
-                else StopReason.DONE
-            )
-            actions.append(Stop(name, reason))
+            cut = step is not None and step.stop_reason == StopReason.MAX_TURNS
+            actions.append(Stop(name, StopReason.MAX_TURNS if cut else StopReason.DONE))
         if adv.finished:
             self.answer = adv.answer
-            if self.session.coordinator is not None:
-                actions.append(Stop(COORDINATOR, StopReason.ANSWER, adv.answer))
-            else:  # flat: the stream that ended the episode carries the answer
-                holder = ended[-1] if ended else last
-                actions = [a for a in actions if not (isinstance(a, Stop) and a.stream == holder)]
-                actions.append(Stop(holder, StopReason.ANSWER, adv.answer))
+            # The coordinator (flat: the stream that ended the episode) carries the answer, even
+            # when its own turns ran out in the same step; no answer keeps that stop's reason.
+            holder = COORDINATOR if self.session.coordinator is not None else (ended[-1] if ended else last)
+            own = [a for a in actions if isinstance(a, Stop) and a.stream == holder]
+            actions = [a for a in actions if a not in own]
+            fallback = own[0].reason if own else StopReason.DONE
+            reason = StopReason.ANSWER if adv.answer is not None else fallback
+            actions.append(Stop(holder, reason, adv.answer))
         return actions
 
     def start(self) -> list[Continue]:
@@ -88,10 +86,8 @@ class HimapEpisode(Episode):
 
     def on_turn_end(self, stream: str, text: str, eos: bool) -> TurnOutcome:
         if eos:
-            actions = [Stop(stream, StopReason.EOS)] + self._actions(
-                self.session.cut(stream, StopReason.EOS), stream
-            )
-            return TurnOutcome(actions)
+            adv = self.session.cut(stream, StopReason.EOS)
+            return TurnOutcome([Stop(stream, StopReason.EOS)] + self._actions(adv, stream))
         adv = self.session.turn(stream, text)
         return TurnOutcome(self._actions(adv, stream), adv.errors, adv.calls)
 

@@ -267,3 +267,21 @@ def test_cut_streams_end_their_role_and_never_hang_the_round(bench, pairs):
     out = session.cut(COORDINATOR, "max_turns")
     assert out.finished and session.finished
     assert [d["activities"] for d in json.loads(out.answer)] == [[]] * days  # delivered, empty days
+
+
+def test_expert_traces_are_role_split_conversations_that_parse_cleanly(bench, pairs):
+    from sandbox.himap.scripted import expert_traces
+    from sandbox.parser import parse_turn
+
+    traces = list(expert_traces(bench, pairs[:2]))
+    assert {t["id"] for t in traces} == {v["id"] for v, _ in pairs[:2]}
+    assert sum(t["role"] == "coordinator" for t in traces) == 2
+    for trace in traces:
+        roles = [m["role"] for m in trace["messages"]]
+        assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
+        assert roles[2:] == ["assistant", "user"] * ((len(roles) - 3) // 2) + ["assistant"]
+        names = {t["function"]["name"] for t in trace["tools"]}
+        assert ("distribute_task" in names) == (trace["role"] == "coordinator")
+        for message in trace["messages"][2::2]:
+            parsed = parse_turn(message["content"])
+            assert parsed.think and not parsed.errors and parsed.tool_calls

@@ -71,3 +71,28 @@ def test_days_submitted_by_executors_merge_into_the_human_plans_verdicts(
         verdicts = [evaluate(query, p, tp_db, "official").to_dict() for p in (merged, plan)]
         assert verdicts[0] == verdicts[1]
     assert ("departure", "stay", "travel", "stay", "return") in shapes  # a multi-city trip was among them
+
+
+def test_scripted_himap_expert_solves_the_training_queries_like_the_single_expert(bench, tp_db):  # noqa: F811
+    from sandbox.himap.scripted import solve
+    from sandbox.travelplanner.expert import TravelPlannerExpert
+    from sandbox.travelplanner.tools import TravelPlannerWorld
+    from sandbox.travelplanner.training import load_training
+    from tests.tp_harness import DATA_DIR
+
+    single = TravelPlannerExpert(TravelPlannerWorld(tp_db))
+    passed = {"single": 0, "himap": 0}
+    rounds = []
+    for example in load_training(DATA_DIR):
+        truth = {"query": example.query, "cities": example.reference_cities}
+        visible = {"id": str(example.index), "query": example.query["query"], "days": example.query["days"]}
+        run = solve(bench, visible, truth)
+        alone = single.solve(visible, truth)
+        passed["single"] += evaluate(example.query, alone.plan, tp_db).final_pass
+        passed["himap"] += evaluate(example.query, json.loads(run.answer), tp_db).final_pass
+        rounds.append(run.metrics["rounds"])
+        for trace in run.traces:
+            if trace["role"] == "executor":
+                assert example.query["query"] not in trace["messages"][1]["content"]
+    assert passed["himap"] >= passed["single"] == len(rounds)
+    assert sum(rounds) / len(rounds) < 1.5

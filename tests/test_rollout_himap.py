@@ -47,7 +47,7 @@ def replayed(rollout_setup, scripted):  # noqa: F811
     tok = rollout_setup.tokenizer
     episodes = [himap_episode(v, bench, tok, OPTIONS, forced=r.texts) for (v, _), r in zip(pairs, runs)]
     engine = RolloutEngine(
-        rollout_setup.model, tok, engine_config(max_turns=16, max_seq_len=32768, cache_len=0)
+        rollout_setup.model, tok, engine_config(max_turns=16, max_seq_len=32768, cache_len=32768)
     )
     return episodes, engine.run(episodes, rng=0)
 
@@ -71,7 +71,7 @@ def sampled(rollout_setup, scripted):  # noqa: F811
         engine = RolloutEngine(
             rollout_setup.model,
             tok,
-            engine_config(refill=refill, max_turns=16, max_seq_len=16384, cache_len=0),
+            engine_config(refill=refill, max_turns=16, max_seq_len=16384, cache_len=16384),
         )
         out[refill] = (episodes, engine.run(episodes, rng=0), engine.stats)
     return out
@@ -117,3 +117,38 @@ def test_static_and_continuous_batching_give_the_same_records(sampled):
             b.answer,
             b.stop_reason,
         )
+
+
+def test_flat_replay_puts_the_answer_on_the_executor_that_ended_last(rollout_setup, scripted):  # noqa: F811
+    bench, pairs, _ = scripted
+    visible, truth = pairs[0]
+    flat = dataclasses.replace(OPTIONS, coordinator=False)
+    run = solve(bench, visible, truth, flat)
+    tok = rollout_setup.tokenizer
+    episode = himap_episode(visible, bench, tok, flat, forced=run.texts)
+    engine = RolloutEngine(
+        rollout_setup.model, tok, engine_config(max_turns=16, max_seq_len=32768, cache_len=32768)
+    )
+    records = engine.run([episode], rng=0)
+    assert episode.answer == run.answer and bench.evaluate(run.answer, visible, truth).delivered
+    assert {r.role for r in records} == {"executor"}
+    answered = [r for r in records if r.stop_reason == "answer"]
+    assert len(answered) == 1 and answered[0].answer == run.answer
+
+
+def test_a_coordinator_out_of_turns_still_stops_with_the_merged_answer(rollout_setup, scripted):  # noqa: F811
+    bench, pairs, runs = scripted
+    visible, _ = pairs[0]
+    options = dataclasses.replace(OPTIONS, coordinator_limits=RoleLimits(max_turns=1))
+    episode = himap_episode(visible, bench, rollout_setup.tokenizer, options)
+    assert [a.stream for a in episode.start()] == ["coordinator"]
+    outcome = episode.on_turn_end("coordinator", runs[0].texts["coordinator"][-1], eos=False)
+    executors = [a.stream for a in outcome.actions]
+    assert executors == ["day1.r1", "day2.r1"] and outcome.errors == [False]
+    call = '{"name": "reject_subgoal", "arguments": {"reason": "x"}}'
+    reject = f"<think>no</think>\n<tool_call>\n{call}\n</tool_call>"
+    episode.on_turn_end("day1.r1", reject, eos=False)
+    actions = episode.on_turn_end("day2.r1", reject, eos=False).actions
+    stops = {a.stream: (a.reason, a.answer) for a in actions}
+    assert stops["coordinator"] == ("answer", episode.answer) and episode.answer is not None
+    assert stops["day1.r1"][0] == stops["day2.r1"][0] == "done"

@@ -28,4 +28,10 @@ def expert_policies(benchmark: Any, visible: dict[str, Any], truth: dict[str, An
         from sandbox.himap.b2t_expert import B2TExpertPolicies
 
         return B2TExpertPolicies(visible, truth, knobs)
-    raise ValueError(f"HiMAP has no scripted expert for benchmark {name!r} (available: b2t)")
+    if name == "travelplanner":
+        from sandbox.himap.travelplanner_expert import TravelPlannerExpertPolicies
+        from sandbox.himap.travelplanner_pricing import TravelPlannerPricing
+
+        pricing = TravelPlannerPricing(truth["query"], benchmark.db, benchmark.eval_mode)
+        return TravelPlannerExpertPolicies(visible, truth, pricing)
+    raise ValueError(f"HiMAP has no scripted expert for benchmark {name!r} (available: b2t, travelplanner)")

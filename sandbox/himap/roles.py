@@ -22,10 +22,8 @@ from typing import Any
 
 from sandbox.env import EpisodeEnv, Response, StepResult
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
-from sandbox.tools.args import Param, ToolArgError, validate_arguments
-from sandbox.types import ToolResult
-
-ROLE_STOP = "role_ended"  # StepResult.stop_reason when a protocol tool ended the role
+from sandbox.tools.args import Param, ToolArgError, function_schema, validate_arguments
+from sandbox.types import StopReason, ToolResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,18 +39,7 @@ class ProtocolTool:
     ends_role: bool = False  # submit_day / reject_subgoal: at most one such call per turn
 
     def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {
-                    "type": "object",
-                    "properties": {p.name: p.json_schema() for p in self.params},
-                    "required": [p.name for p in self.params if p.required],
-                },
-            },
-        }
+        return function_schema(self.name, self.description, self.params)
 
 
 @dataclasses.dataclass
@@ -179,10 +166,10 @@ class RoleEnv(EpisodeEnv):
 
     def finish(self, staged: StagedTurn, responses: list[Response]) -> StepResult:
         """The StepResult of a turn from its (applied) responses."""
-        if self.ending is not None:
-            self.done, self.stop_reason = True, ROLE_STOP
+        if self.ending is not None:  # submit_day / reject_subgoal ended the role
+            self.done, self.stop_reason = True, StopReason.DONE
         elif self.turns >= self.max_turns:
-            self.done, self.stop_reason = True, "max_turns"
+            self.done, self.stop_reason = True, StopReason.MAX_TURNS
         responses = self._cap_turn(responses)
         self.any_error = self.any_error or any(r.is_error for r in responses)
         self.last_step = StepResult(

@@ -3,6 +3,7 @@ through the real protocol (sandbox/himap/expert.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sandbox.himap.domains import domain_for, expert_policies
@@ -21,3 +22,19 @@ def solve(
     """The scripted HiMAP expert on one instance of `benchmark` (with its hidden `truth`)."""
     session = HimapSession(domain_for(benchmark, visible), options)
     return drive(session, expert_policies(benchmark, visible, truth, knobs))
+
+
+def expert_traces(
+    benchmark: Any,
+    pairs: Iterable[tuple[dict[str, Any], dict[str, Any]]],
+    options: HimapOptions | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Role-split SFT examples of the scripted expert ({"id", "messages", "tools", "role", "day",
+    "round", "stream"}), from the instances whose merged plan passes every check of the benchmark
+    (a warm start should not imitate failures)."""
+    for visible, truth in pairs:
+        result = solve(benchmark, visible, truth, options)
+        if result.answer is None or not benchmark.evaluate(result.answer, visible, truth).all_passed:
+            continue
+        for trace in result.traces:
+            yield {"id": visible["id"], **trace}

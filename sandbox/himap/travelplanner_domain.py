@@ -23,7 +23,16 @@ from sandbox.travelplanner.plan_reader import PLAN_FIELDS
 from sandbox.travelplanner.query_text import parse_query_text
 from sandbox.travelplanner.text import is_filled
 
-_COORDINATOR_TOOLS = ("CitySearch", "FlightSearch", "DistanceMatrix", "AccommodationSearch")
+# The coordinator fixes the trip-level choices, which in TravelPlanner include the stays (minimum
+# nights) and which day covers which required cuisine, so it may search every kind of place.
+_COORDINATOR_TOOLS = (
+    "CitySearch",
+    "FlightSearch",
+    "DistanceMatrix",
+    "AccommodationSearch",
+    "RestaurantSearch",
+    "AttractionSearch",
+)
 _EXECUTOR_TOOLS = (
     "FlightSearch",
     "DistanceMatrix",
@@ -54,6 +63,8 @@ class TravelPlannerDomain(HimapDomain):
     subgoal_fields = (
         Param("route", "string", 'a travel day\'s "from A to B"'),
         Param("accommodation", "string", 'the stay for the city\'s nights, "Name, City"'),
+        Param("meals", "string", 'the meals the day has, e.g. "breakfast, lunch, dinner"'),
+        Param("cuisines", "string", 'required cuisines the day\'s meals must cover, e.g. "Chinese, Indian"'),
     )
 
     def __init__(self, visible: dict[str, Any], benchmark: Any):
