@@ -180,8 +180,9 @@ class HimapConfig:
         for role in ("coordinator", "executor"):
             limits: HimapRoleConfig = getattr(self, f"{role}_limits")
             key = f"himap.{role}_limits."
-            if limits.max_turns < 1:
-                errors.append(f"{key}max_turns must be >= 1, got {limits.max_turns}")
+            if not 1 <= limits.max_turns <= rollout.max_turns:
+                cap = f"rollout.max_turns={rollout.max_turns}"
+                errors.append(f"{key}max_turns must be in [1, {cap}], got {limits.max_turns}")
             for name, cap in (
                 ("max_turn_tokens", rollout.max_turn_tokens),
                 ("max_seq_len", rollout.max_seq_len),

@@ -43,7 +43,7 @@ from b2tjax.cli import (
 from b2tjax.config import load_rollout_config
 from rollout.config import RolloutConfig, TurnCap
 from sandbox.benchmarks import BenchmarkError, benchmark_class
-from sandbox.himap.options import ABLATIONS, HimapOptions
+from sandbox.himap.options import ABLATIONS, HimapOptions, RoleLimits
 from sandbox.python_tool import ISOLATION_MODES, PythonSandbox
 
 log = logging.getLogger("rollout")
@@ -202,10 +202,17 @@ def check_arguments(args: argparse.Namespace) -> None:
 def himap_episodes(
     args: argparse.Namespace, config: RolloutConfig, bench: Any, tok: Any, instances: list[dict]
 ) -> list[Any]:
-    """One HiMAP team episode per instance (--himap-ablation; the roles' default limits)."""
+    """One HiMAP team episode per instance (--himap-ablation; the roles' default turn limits, at
+    most rollout.max_turns: a stream's limits may only tighten the engine's)."""
     from rollout.himap import himap_episode
 
-    options = HimapOptions.ablation(args.himap_ablation, max_response_chars=config.max_response_chars)
+    defaults = HimapOptions()
+    options = HimapOptions.ablation(
+        args.himap_ablation,
+        max_response_chars=config.max_response_chars,
+        coordinator_limits=RoleLimits(min(defaults.coordinator_limits.max_turns, config.max_turns)),
+        executor_limits=RoleLimits(min(defaults.executor_limits.max_turns, config.max_turns)),
+    )
     try:
         return [himap_episode(inst, bench, tok, options) for inst in instances]
     except ValueError as err:  # a benchmark without a HiMAP domain

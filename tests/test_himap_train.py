@@ -29,7 +29,11 @@ RECIPE = ROOT / "configs" / "himap_tiny_cpu.yaml"
     "override, expected",
     [
         ("himap.max_rounds=0", "himap.max_rounds must be >= 1, got 0"),
-        ("himap.executor_limits.max_turns=0", "himap.executor_limits.max_turns must be >= 1, got 0"),
+        (
+            "himap.executor_limits.max_turns=0",
+            "himap.executor_limits.max_turns must be in [1, rollout.max_turns=4]",
+        ),
+        ("himap.coordinator_limits.max_turns=5", "himap.coordinator_limits.max_turns must be in [1, rollout"),
         (
             "himap.coordinator_limits.max_turn_tokens=49",
             "himap.coordinator_limits.max_turn_tokens must be in [0, rollout.max_turn_tokens=48]",
