@@ -47,7 +47,7 @@ def streams_from_records(records: Sequence[Any], tokenizer: Any) -> list[StreamV
     return out
 
 
-def episode_view(streams: Sequence[StreamView], session: Any, show_chars: int = 300) -> str:
+def render_episode(streams: Sequence[StreamView], session: Any, show_chars: int = 300) -> str:
     """Text of one episode: every stream's turns (clipped), Σ's events, each round's outcomes and
     the session's metrics."""
 
