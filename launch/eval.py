@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -73,9 +74,7 @@ def himap_checkpoint(
         except ValueError as err:
             raise UserError(str(err)) from None
         options = cfg.himap.options(cfg.rollout.max_response_chars)
-        overrides = {
-            k: getattr(cfg.rollout, k) for k in ("batch_rows", "max_turns", "max_turn_tokens", "max_seq_len")
-        }
+        overrides = dataclasses.asdict(cfg.rollout)  # the recipe's whole rollout: section, greedy
     return checkpoint_answers(bench, pairs, args.checkpoint, options, overrides, args.himap_figures)
 
 
