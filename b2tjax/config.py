@@ -269,10 +269,8 @@ class TrainConfig:
         return self
 
     def _agent_errors(self) -> list[str]:
-        """The HiMAP section, checked when it is used; team_local credit needs HiMAP's local rewards."""
+        """The HiMAP section, checked when it is used."""
         if self.agent != "himap":
-            if self.grpo.credit == "team_local":
-                return ["grpo.credit=team_local needs agent: himap (only day executors carry local rewards)"]
             return []
         errors = self.himap.errors(self.rollout)
         if self.task != "travel":

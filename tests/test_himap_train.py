@@ -54,11 +54,9 @@ def test_the_himap_section_is_validated_with_one_line_per_mistake(override, expe
     assert expected in str(info.value)
 
 
-def test_himap_needs_a_travel_task_and_team_local_needs_himap():
+def test_himap_needs_a_travel_task_and_maps_to_the_protocol_options():
     with pytest.raises(ValueError, match="agent: himap needs task: travel"):
         load_config(RECIPE, ["task=toy"])
-    with pytest.raises(ValueError, match="grpo.credit=team_local needs agent: himap"):
-        load_config(RECIPE, ["agent=single", "grpo.credit=team_local"])
     cfg = load_config(RECIPE, ["himap.coordinator=true", "himap.executor_limits.max_turn_tokens=32"])
     options = cfg.himap.options(cfg.rollout.max_response_chars)
     assert options.coordinator and options.max_rounds == 2
