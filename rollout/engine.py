@@ -200,6 +200,9 @@ class _Run:
             self._host_phase(pool)
             if self._all_done():
                 break
+            if self._too_few_ready():
+                self._collect(wait=True)
+                continue
             self._prefill()
             # A decode segment runs until every live row has ended its turn (or, with
             # segment_return_share < 1, that share of them), never one token per host round trip.
@@ -241,6 +244,17 @@ class _Run:
             and not self.ready
             and not self.limits_hit
         )
+
+    def _too_few_ready(self) -> bool:
+        """Async: wait for more turn-ends before decoding while fewer than `segment_return_share` of
+        the rows that will sample next are ready. Why: a decode step costs the whole batch however
+        few rows are active, so a segment started with 1 row ready and 7 tool calls about to return
+        would spend 7/8 of every step on nothing while those rows wait for it to end."""
+        if not self.jobs:
+            return False
+        ready = sum(1 for s in self.rows if s is not None and s.live and s.sampling)
+        coming = sum(1 for s in self.handed if s.live)
+        return ready < self.cfg.segment_return_share * (ready + coming)
 
     def _wait_for_host(self) -> bool:
         """Nothing was decoded: wait for the first episode job in flight and apply it. False when
@@ -552,10 +566,12 @@ class _Run:
 
     # -- device phase --------------------------------------------------------------------------
     def _prefill(self) -> None:
-        """Feed pending tokens, computing only the rows that have some (row count bucketed)."""
+        """Feed pending tokens of the rows about to sample, computing only those (row count
+        bucketed). A stream whose turn is complete (awaiting its episode, or waiting) keeps its
+        tokens pending: it may stop or be parked before it samples again, and then they'd be wasted."""
         chunk_cap = self.cfg.prefill_chunk
         while True:
-            pending = [r for r, s in enumerate(self.rows) if s is not None and s.pending]
+            pending = [r for r, s in enumerate(self.rows) if s is not None and s.pending and s.sampling]
             if not pending:
                 return
             if self.engine.mesh is None:
