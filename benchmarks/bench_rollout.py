@@ -124,19 +124,21 @@ def episodes(world, tok, prompt_ids, turn_tokens: int, tool_s: float):
     return out
 
 
-def measure(name, model, tok, world, prompt_ids, config, tool_s):
+def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True):
     from rollout import RolloutEngine
 
     engine = RolloutEngine(model, tok, config)
     make = lambda ids: episodes(world, tok, ids, config.max_turn_tokens, tool_s)  # noqa: E731
-    t0 = time.perf_counter()
-    engine.run(make(prompt_ids[: config.batch_rows + 2]), rng=1)  # compile every shape
-    print(f"  {name}: warm-up (compilation) {time.perf_counter() - t0:.1f}s", flush=True)
+    if warm_up:  # compile every shape (once per mode: shapes do not depend on the tool's time)
+        t0 = time.perf_counter()
+        engine.run(make(prompt_ids[: config.batch_rows + 2]), rng=1)
+        print(f"  {name}: warm-up (compilation) {time.perf_counter() - t0:.1f}s", flush=True)
     records = engine.run(make(prompt_ids), rng=0)
     s = engine.stats
-    print(f"  {name}: timed run {s.wall_s:.1f}s", flush=True)
+    print(f"  {name}, tool +{1000 * tool_s:.0f} ms: timed run {s.wall_s:.1f}s", flush=True)
     return {
         "mode": name,
+        "tool_ms": 1000 * tool_s,
         "wall": s.wall_s,
         "device": s.device_s,
         "host": s.host_s,
@@ -170,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turn-tokens", type=int, default=48)
     p.add_argument("--tool-ms", type=float, default=50.0, help="extra time every tool call takes")
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES), metavar="MODE")
+    p.add_argument(
+        "--slow-tool-ms",
+        type=float,
+        default=400.0,
+        help="also run the first three modes with this tool time, where host work weighs more (0: skip)",
+    )
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     from rollout import RolloutConfig
@@ -191,23 +199,24 @@ def main(argv: list[str] | None = None) -> int:
         f"batch {args.batch}, prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
         f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tool +{args.tool_ms:.0f} ms"
     )
-    rows = [
-        measure(
-            name, model, tok, world, prompt_ids, RolloutConfig(**base, **MODES[name]), args.tool_ms / 1000
-        )
-        for name in args.modes
-    ]
-    ref = rows[0]
-    same = all(r["ids"] == ref["ids"] for r in rows)
+    cases = [(name, args.tool_ms) for name in args.modes]
+    if args.slow_tool_ms:
+        cases += [(name, args.slow_tool_ms) for name in args.modes[:3]]
+    rows, warm = [], set()
+    for name, ms in cases:
+        config = RolloutConfig(**base, **MODES[name])
+        rows.append(measure(name, model, tok, world, prompt_ids, config, ms / 1000, name not in warm))
+        warm.add(name)
+    same = all(r["ids"] == rows[0]["ids"] for r in rows)
     print(
-        f"{'mode':26s} {'wall s':>7s} {'device s':>8s} {'host s':>7s} {'gen tok/s':>9s} "
-        f"{'wall/max':>8s} {'wall/sum':>8s} {'segments':>8s} {'steps':>6s} {'prefill':>8s} {'(a)/mode':>8s}"
+        f"{'mode':26s} {'tool ms':>7s} {'wall s':>7s} {'device s':>8s} {'host s':>7s} {'gen tok/s':>9s} "
+        f"{'wall/max':>8s} {'wall/sum':>8s} {'segments':>8s} {'steps':>6s} {'prefill':>8s} {'turns/ep':>8s}"
     )
     for r in rows:
         print(
-            f"{r['mode']:26s} {r['wall']:7.2f} {r['device']:8.2f} {r['host']:7.2f} {r['tok_s']:9.1f} "
-            f"{r['vs_max']:8.2f} {r['vs_sum']:8.2f} {r['segments']:8d} {r['decode_steps']:6d} "
-            f"{r['prefill_tokens']:8d} {ref['tok_s'] / r['tok_s']:7.2f}x"
+            f"{r['mode']:26s} {r['tool_ms']:7.0f} {r['wall']:7.2f} {r['device']:8.2f} {r['host']:7.2f} "
+            f"{r['tok_s']:9.1f} {r['vs_max']:8.2f} {r['vs_sum']:8.2f} {r['segments']:8d} "
+            f"{r['decode_steps']:6d} {r['prefill_tokens']:8d} {r['turns']:8.1f}"
         )
     print(f"records identical across modes: {same}")
     if args.json:
