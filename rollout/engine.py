@@ -11,10 +11,21 @@ One run loops over three phases until every episode has finished:
   2. prefill: only tokens not yet in a row's cache are fed (prompt of a new stream, environment
      reply + forced tokens of a continuing one), in chunks of at most `prefill_chunk` per row;
      only rows with pending tokens are computed (a refill of one row costs one row);
-  3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn;
+  3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn (or,
+     with `segment_return_share` < 1, that share of them: the rest continue next segment);
   then the host hands finished turns to their episodes (tool calls run in a thread pool, episodes
   in parallel, one episode's streams one at a time in creation order), appends the replies with
   mask 0 and enforces the limits.
+
+Why asynchronous host work (`async_host`, the default): in the synchronous engine the device idles
+while tools run and the host idles while the device decodes, so wall = device + host. Async, the
+finished turns are handed to the pool as one job per episode (an episode's callbacks chained, never
+concurrent) and the loop goes straight on to prefill and decode the rows still sampling; decoding
+waits on the device with the GIL released, so Python tools run meanwhile. Jobs that finished are
+applied between segments in episode order; with nothing to decode (or fewer than the share of the
+rows about to sample ready: a step costs the whole batch) the loop waits for the next job. Which
+jobs are done at a given moment depends on timing, but no record does: sampling keys ignore rows
+and segments, and each episode sees its own callbacks in its own order.
 
 Limits (per stream: the config's, or tighter ones the episode gives in `Continue.limits`):
 `max_turns`, `max_turn_tokens` (sampled tokens in one turn; `turn_cap="stop"` ends the episode,
@@ -254,7 +265,8 @@ class _Run:
             return False
         ready = sum(1 for s in self.rows if s is not None and s.live and s.sampling)
         coming = sum(1 for s in self.handed if s.live)
-        return ready < self.cfg.segment_return_share * (ready + coming)
+        # floor: a segment that returned after ceil(share * n) of n rows stopped may go on with the rest
+        return ready < math.floor(self.cfg.segment_return_share * (ready + coming))
 
     def _wait_for_host(self) -> bool:
         """Nothing was decoded: wait for the first episode job in flight and apply it. False when

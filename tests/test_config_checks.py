@@ -138,6 +138,8 @@ EVERY_KNOB = {
     "refill": False,
     "reprefill": True,
     "tool_workers": 3,
+    "async_host": False,
+    "segment_return_share": 0.5,
 }
 
 

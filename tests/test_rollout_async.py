@@ -91,10 +91,12 @@ def test_async_engine_gives_the_synchronous_records(rollout_setup, temperature):
     assert "answer" in {r.stop_reason for r in reference}
     assert "error" not in {r.stop_reason for r in reference}, [r.error_message for r in reference]
     assert sync_stats.hidden_s == 0.0
-    for records, stats in async_runs:
+    for records, _ in async_runs:
         _assert_same_records(reference, records, 1e-5)  # fp32 rounding of other prefill shapes
-        assert stats.hidden_s > 0.0, "no tool time ran during a decode call"
-        assert stats.host_s + stats.device_s > stats.wall_s  # overlap, by the stats' own account
+    # share 0.5: the rows still sampling decode while the others' tools sleep
+    stats = async_runs[0][1]
+    assert stats.hidden_s > 0.0, "no tool time ran during a decode call"
+    assert stats.host_s + stats.device_s > stats.wall_s  # overlap, by the stats' own account
 
 
 def test_async_engine_gives_the_synchronous_records_for_multi_stream_episodes(rollout_setup):
