@@ -15,6 +15,7 @@ answer with the plan.
 import datetime as dt
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,29 @@ class Expert:
                 any_error=session.env.any_error,
             )
         return ExpertResult(True, "", session.turns, answer, session.env.any_error, plan)
+
+
+def add_new_legs(
+    stops: Sequence[Stop], start: str, known: Mapping[tuple[str, str], Any], pairs: list[tuple[str, str]]
+) -> None:
+    """Append to `pairs` the (from, to) legs of a day walked from `start` that MapGuide has not
+    answered yet (`known`) and that are not asked already: each leg is asked once per expert."""
+    here = start
+    for stop in stops:
+        if stop.place is None:
+            continue
+        leg = (here, stop.place.name)
+        if leg not in known and leg not in pairs:
+            pairs.append(leg)
+        here = stop.place.name
+
+
+def map_guide_calls(city: str, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """One MapGuide call per local leg inside `city`."""
+    return [
+        tool_call("MapGuide", origin_cityName=city, origin=a, destination_cityName=city, destination=b)
+        for a, b in pairs
+    ]
 
 
 class _Solver:
@@ -653,27 +677,12 @@ class _Solver:
     def _step_map(self, days, hotel, out, back, restaurants, attractions) -> list[list[Stop]]:
         """Ask MapGuide for every leg of the drafted days; re-time with its numbers."""
         for round_ in range(3):
-            pairs = []
+            pairs: list[tuple[str, str]] = []
             for i, stops in enumerate(days):
-                here = self.city if i == 0 else hotel.name
-                for s in stops:
-                    if s.place is None:
-                        continue
-                    if (here, s.place.name) not in self.s.legs and (here, s.place.name) not in pairs:
-                        pairs.append((here, s.place.name))
-                    here = s.place.name
+                add_new_legs(stops, self.city if i == 0 else hotel.name, self.s.legs, pairs)
             if not pairs:
                 return days
-            calls = [
-                tool_call(
-                    "MapGuide",
-                    origin_cityName=self.city,
-                    origin=a,
-                    destination_cityName=self.city,
-                    destination=b,
-                )
-                for a, b in pairs
-            ]
+            calls = map_guide_calls(self.city, pairs)
             memory = [{"action": "read", "key": "all"}] if round_ == 0 else []
             think = (
                 "Draft itinerary ready; checking every local trip with MapGuide and re-reading my notes."

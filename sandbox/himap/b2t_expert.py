@@ -20,7 +20,14 @@ import math
 from typing import Any
 
 from sandbox.expert import responses
-from sandbox.expert.planner import BREAKFAST_CLOSE_FROM, BREAKFAST_OPEN_BY, Option, _Solver
+from sandbox.expert.planner import (
+    BREAKFAST_CLOSE_FROM,
+    BREAKFAST_OPEN_BY,
+    Option,
+    _Solver,
+    add_new_legs,
+    map_guide_calls,
+)
 from sandbox.expert.schedule import DayFrame, Place, Stop
 from sandbox.expert.session import ExpertFailure, tool_call, turn_text
 from sandbox.himap.expert import RoleSession
@@ -308,21 +315,11 @@ class _DayPlanner(_Solver):
 
     def _ask_map(self, stops: list[Stop], frame: DayFrame) -> bool:
         """MapGuide for legs not asked yet; True when it asked (the day is then re-planned)."""
-        pairs, here = [], frame.start_place.name
-        for s in stops:
-            if s.place is None:
-                continue
-            if (here, s.place.name) not in self.s.legs and (here, s.place.name) not in pairs:
-                pairs.append((here, s.place.name))
-            here = s.place.name
+        pairs: list[tuple[str, str]] = []
+        add_new_legs(stops, frame.start_place.name, self.s.legs, pairs)
         if not pairs:
             return False
-        calls = [
-            tool_call(
-                "MapGuide", origin_cityName=self.city, origin=a, destination_cityName=self.city, destination=b
-            )
-            for a, b in pairs
-        ]
+        calls = map_guide_calls(self.city, pairs)
         replies = self.s.act("Checking the day's local trips with MapGuide.", calls=calls)
         for (a, b), text in zip(pairs, replies):
             self.s.legs[(a, b)] = responses.routes(text)

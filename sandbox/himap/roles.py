@@ -22,7 +22,7 @@ from typing import Any
 
 from sandbox.env import EpisodeEnv, Response, StepResult
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
-from sandbox.tools.args import Param, ToolArgError, validate_arguments
+from sandbox.tools.args import Param, ToolArgError, function_schema, validate_arguments
 from sandbox.types import StopReason, ToolResult
 
 
@@ -39,18 +39,7 @@ class ProtocolTool:
     ends_role: bool = False  # submit_day / reject_subgoal: at most one such call per turn
 
     def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {
-                    "type": "object",
-                    "properties": {p.name: p.json_schema() for p in self.params},
-                    "required": [p.name for p in self.params if p.required],
-                },
-            },
-        }
+        return function_schema(self.name, self.description, self.params)
 
 
 @dataclasses.dataclass

@@ -35,6 +35,22 @@ class Param:
         return schema
 
 
+def function_schema(name: str, description: str, params: tuple[Param, ...]) -> dict[str, Any]:
+    """The OpenAI-style function schema the prompt lists for a tool (every benchmark's and role's tools)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {p.name: p.json_schema() for p in params},
+                "required": [p.name for p in params if p.required],
+            },
+        },
+    }
+
+
 def _type_ok(value: Any, json_type: str) -> bool:
     if json_type == "string":
         return isinstance(value, str)
