@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, "
         f"batch {args.batch}, prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
-        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tool +{args.tool_ms:.0f} ms"
+        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms "
+        f"(+{args.slow_tool_ms:.0f} ms: the last rows)"
     )
     cases = [(name, args.tool_ms) for name in args.modes]
     if args.slow_tool_ms:
