@@ -274,7 +274,7 @@ class _Run:
         if self.jobs:
             self._collect(wait=True)
             return True
-        return bool(self.ready) or bool(self.queue and self._free_rows())
+        return bool(self.ready or self.limits_hit) or bool(self.queue and self._free_rows())
 
     # -- admission -----------------------------------------------------------------------------
     def _free_rows(self) -> list[int]:
