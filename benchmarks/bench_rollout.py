@@ -1,14 +1,20 @@
 """Rollout engine throughput on a tiny random Qwen3 with the real sandbox.
 
 Modes, measured in the same run on the same episodes:
-  (a) engine      : per-row KV cache kept across turns, continuous batching (rows refilled);
-  (b) re-prefill  : same engine, but the whole record is fed again every turn (no cache reuse);
-  (c) static      : KV cache kept, but a new wave of episodes starts only when the whole batch is done.
-Episodes use the agent prompt (three tool schemas + trajectory), call a real sandbox tool every turn
-(teacher-forced call text, then sampled continuation) and answer after 3..7 turns, so lengths differ.
-Reports generated tokens/s, episodes/s, host share of wall time, and ratios against (a).
+  sync / async   : host work between decode segments (synchronous engine), or hidden behind them
+                   (`async_host`: finished turns run in the pool while the next segment decodes;
+                   share 0.5 = `segment_return_share`, a segment returns when half its rows stopped);
+  continuous / static : rows refilled as episodes end, or a new wave only when the batch is done;
+  re-prefill     : the whole record fed again every turn (no cache reuse; synchronous).
+Episodes use the agent prompt (three tool schemas + trajectory) and call a real sandbox tool,
+which takes `--tool-ms` longer (a sleep: a slow API). They are mixed like real agent episodes:
+1..7 tool turns, turns capped at 8..48 sampled tokens per episode, some turns fully scripted.
 
-    python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48]
+Columns: wall, device (prefill + decode calls), host (busy outside device calls, plus pool work
+hidden behind them: EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host
+fully hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps, and (a)/mode.
+
+    python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48] [--tool-ms 50]
 """
 
 from __future__ import annotations
@@ -66,12 +72,8 @@ def build(args: argparse.Namespace):
     build_world(root / "world.sqlite", scale="small", seed=0)
     world = sandbox.open_world(root / "world.sqlite")
     instances = [make_instance(i) for i in range(args.episodes)]
-    # Three of the nine tool schemas keep prompts near 1.5k tokens, so a CPU run fits a 4k cache.
-    schemas = [
-        t
-        for t in world.tool_schemas()
-        if t["function"]["name"] in ("AttractionSearch", "RestaurantSearch", "AccommodationSearch")
-    ]
+    # One of the nine tool schemas keeps prompts near 1.1k tokens, so a CPU run fits a 2k cache.
+    schemas = [t for t in world.tool_schemas() if t["function"]["name"] == "AttractionSearch"]
     prompts = [build_prompt(inst, schemas) for inst in instances]
     corpus = [prompt_text(p) for p in prompts]
     corpus += [world.call_tool("AttractionSearch", {"city": c, "n": 3}).text for c in CITIES]
@@ -81,45 +83,86 @@ def build(args: argparse.Namespace):
     return world, tok, model, [prompt_ids(p, tok) for p in prompts]
 
 
-def episodes(world, tok, prompt_ids):
-    from rollout import ForcedTokens
+class SlowEnv:
+    """An EpisodeEnv whose every step takes `seconds` longer (sleeping, as a remote tool would)."""
+
+    def __init__(self, env, seconds: float):
+        self.env, self.seconds = env, seconds
+
+    def step(self, text: str):
+        time.sleep(self.seconds)
+        return self.env.step(text)
+
+
+def episodes(world, tok, prompt_ids, turn_tokens: int, tool_s: float):
+    """Mixed episodes: 1..7 tool turns, then the answer; per-episode turn caps 8..turn_tokens;
+    every third turn fully scripted (nothing sampled), the others a scripted call + sampled text."""
+    from rollout import ForcedTokens, StreamLimits
     from sandbox.env import EpisodeEnv
+
+    class MixedEpisode(ForcedTokens):
+        def __init__(self, *args, turn_cap: int, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.turn_cap = turn_cap
+
+        def start(self):
+            [first] = super().start()
+            first.limits = StreamLimits(max_turn_tokens=self.turn_cap)
+            return [first]
 
     out = []
     for i, ids in enumerate(prompt_ids):
-        turns = 2 + (i * 3) % 5  # 2..6 tool turns, then the answer turn
-        script = {k: SEARCH.format(city=CITIES[(i + k) % len(CITIES)]) for k in range(turns)}
+        turns = 1 + (i * 3) % 7
+        script = {}
+        for k in range(turns):
+            call = SEARCH.format(city=CITIES[(i + k) % len(CITIES)])
+            script[k] = call + "<|im_end|>" if (i + k) % 3 == 0 else call
         script[turns] = ANSWER
-        env = EpisodeEnv(world, max_turns=turns + 1, max_response_chars=300)
-        out.append(ForcedTokens(f"bench-{i}", ids, env, tok, forced_turns=script))
+        env = SlowEnv(EpisodeEnv(world, max_turns=turns + 1, max_response_chars=300), tool_s)
+        cap = min(turn_tokens, (8, 16, 32, 48)[i % 4])
+        out.append(MixedEpisode(f"bench-{i}", ids, env, tok, forced_turns=script, turn_cap=cap))
     return out
 
 
-def measure(name, model, tok, world, prompt_ids, config):
+def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True):
     from rollout import RolloutEngine
 
     engine = RolloutEngine(model, tok, config)
-    t0 = time.perf_counter()
-    engine.run(episodes(world, tok, prompt_ids[: config.batch_rows + 2]), rng=1)  # compile every shape
-    print(f"  {name}: warm-up (compilation) {time.perf_counter() - t0:.1f}s", flush=True)
-    t0 = time.perf_counter()
-    records = engine.run(episodes(world, tok, prompt_ids), rng=0)
-    wall = time.perf_counter() - t0
+    make = lambda ids: episodes(world, tok, ids, config.max_turn_tokens, tool_s)  # noqa: E731
+    if warm_up:  # compile every shape (once per mode: shapes do not depend on the tool's time)
+        t0 = time.perf_counter()
+        engine.run(make(prompt_ids[: config.batch_rows + 2]), rng=1)
+        print(f"  {name}: warm-up (compilation) {time.perf_counter() - t0:.1f}s", flush=True)
+    records = engine.run(make(prompt_ids), rng=0)
     s = engine.stats
-    print(f"  {name}: timed run {wall:.1f}s", flush=True)
+    print(f"  {name}, tool +{1000 * tool_s:.0f} ms: timed run {s.wall_s:.1f}s", flush=True)
     return {
         "mode": name,
-        "tok_s": s.generated_tokens / wall,
-        "ep_s": len(records) / wall,
-        "wall": wall,
-        "host_share": s.host_share,
+        "tool_ms": 1000 * tool_s,
+        "wall": s.wall_s,
+        "device": s.device_s,
+        "host": s.host_s,
+        "tok_s": s.generated_tokens / s.wall_s,
+        "vs_max": s.wall_s / max(s.device_s, s.host_s),
+        "vs_sum": s.wall_s / (s.device_s + s.host_s),
+        "segments": s.segments,
+        "decode_steps": s.decode_steps,
         "prefill_tokens": s.prefill_tokens,
         "generated": s.generated_tokens,
-        "decode_steps": s.decode_steps,
-        "device_s": s.device_s,
         "turns": sum(len(r.turns) for r in records) / len(records),
         "answered": sum(r.stop_reason == "answer" for r in records) / len(records),
+        "ids": [r.ids for r in records],
     }
+
+
+MODES = {  # name -> RolloutConfig overrides
+    "(a) sync continuous": dict(async_host=False),
+    "(d) async continuous": dict(async_host=True),
+    "(e) async cont. share 0.5": dict(async_host=True, segment_return_share=0.5),
+    "(c) sync static": dict(async_host=False, refill=False),
+    "(f) async static": dict(async_host=True, refill=False),
+    "(b) sync re-prefill": dict(async_host=False, reprefill=True),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=16)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--turn-tokens", type=int, default=48)
+    p.add_argument("--tool-ms", type=float, default=50.0, help="extra time every tool call takes")
+    p.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES), metavar="MODE")
+    p.add_argument(
+        "--slow-tool-ms",
+        type=float,
+        default=400.0,
+        help="also run the first three modes with this tool time, where host work weighs more (0: skip)",
+    )
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     from rollout import RolloutConfig
@@ -136,39 +187,41 @@ def main(argv: list[str] | None = None) -> int:
         batch_rows=args.batch,
         max_turns=8,
         max_turn_tokens=args.turn_tokens,
-        max_seq_len=4096,
+        max_seq_len=2048,
         temperature=1.0,
         turn_cap="close",
         prefill_chunk=512,
         prefill_min_bucket=64,
+        tool_workers=args.batch,
     )
     print(
         f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, "
-        f"batch {args.batch}, "
-        f"prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
-        f"{args.turn_tokens} tokens/turn"
+        f"batch {args.batch}, prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
+        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms "
+        f"(+{args.slow_tool_ms:.0f} ms: the last rows)"
     )
-    rows = [
-        measure("(a) engine", model, tok, world, prompt_ids, RolloutConfig(**base)),
-        measure("(c) static batching", model, tok, world, prompt_ids, RolloutConfig(**base, refill=False)),
-        measure(
-            "(b) re-prefill each turn", model, tok, world, prompt_ids, RolloutConfig(**base, reprefill=True)
-        ),
-    ]
-    ref = rows[0]
+    cases = [(name, args.tool_ms) for name in args.modes]
+    if args.slow_tool_ms:
+        cases += [(name, args.slow_tool_ms) for name in args.modes[:3]]
+    rows, warm = [], set()
+    for name, ms in cases:
+        config = RolloutConfig(**base, **MODES[name])
+        rows.append(measure(name, model, tok, world, prompt_ids, config, ms / 1000, name not in warm))
+        warm.add(name)
+    same = all(r["ids"] == rows[0]["ids"] for r in rows)
     print(
-        f"{'mode':26s} {'gen tok/s':>10s} {'ep/s':>7s} {'wall s':>7s} {'host %':>7s} {'prefill tok':>12s} "
-        f"{'decode steps':>12s} {'turns/ep':>8s} {'answered':>8s} {'(a)/mode':>9s}"
+        f"{'mode':26s} {'tool ms':>7s} {'wall s':>7s} {'device s':>8s} {'host s':>7s} {'gen tok/s':>9s} "
+        f"{'wall/max':>8s} {'wall/sum':>8s} {'segments':>8s} {'steps':>6s} {'prefill':>8s} {'turns/ep':>8s}"
     )
     for r in rows:
         print(
-            f"{r['mode']:26s} {r['tok_s']:10.1f} {r['ep_s']:7.2f} {r['wall']:7.2f} "
-            f"{100 * r['host_share']:7.1f} "
-            f"{r['prefill_tokens']:12d} {r['decode_steps']:12d} {r['turns']:8.1f} {r['answered']:8.0%} "
-            f"{ref['tok_s'] / r['tok_s']:9.2f}x"
+            f"{r['mode']:26s} {r['tool_ms']:7.0f} {r['wall']:7.2f} {r['device']:8.2f} {r['host']:7.2f} "
+            f"{r['tok_s']:9.1f} {r['vs_max']:8.2f} {r['vs_sum']:8.2f} {r['segments']:8d} "
+            f"{r['decode_steps']:6d} {r['prefill_tokens']:8d} {r['turns']:8.1f}"
         )
+    print(f"records identical across modes: {same}")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps([{k: v for k, v in r.items() if k != "ids"} for r in rows], indent=1))
     return 0
 
 

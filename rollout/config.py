@@ -58,6 +58,12 @@ class RolloutConfig:
     refill: bool = True  # continuous batching; False = static batching (waves)
     reprefill: bool = False  # baseline: re-feed the whole record every turn (benchmarks)
     tool_workers: int = 8  # thread pool running episodes' environment steps
+    # Host work hidden behind decoding: finished turns go to the pool while the device decodes the
+    # rows still sampling; False = the synchronous engine (host and device take turns).
+    async_host: bool = True
+    # A decode segment returns once this share of its active rows has ended its turn (1.0: every
+    # row), so their tool calls can start while the rest keep decoding; in (0, 1].
+    segment_return_share: float = 1.0
 
     def __post_init__(self) -> None:
         errors = self.errors()
@@ -84,8 +90,9 @@ class RolloutConfig:
         for name, low in _AT_LEAST.items():
             if getattr(self, name) < low:
                 errors.append(f"{prefix}{name} must be >= {low}, got {getattr(self, name)!r}")
-        if not 0.0 < self.top_p <= 1.0:
-            errors.append(f"{prefix}top_p must be in (0, 1], got {self.top_p!r}")
+        for name in ("top_p", "segment_return_share"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                errors.append(f"{prefix}{name} must be in (0, 1], got {getattr(self, name)!r}")
         if self.max_prompt_tokens >= self.max_seq_len:
             errors.append(
                 f"{prefix}max_prompt_tokens must be < {prefix}max_seq_len ({self.max_seq_len}), "

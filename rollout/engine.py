@@ -11,10 +11,21 @@ One run loops over three phases until every episode has finished:
   2. prefill: only tokens not yet in a row's cache are fed (prompt of a new stream, environment
      reply + forced tokens of a continuing one), in chunks of at most `prefill_chunk` per row;
      only rows with pending tokens are computed (a refill of one row costs one row);
-  3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn;
+  3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn (or,
+     with `segment_return_share` < 1, that share of them: the rest continue next segment);
   then the host hands finished turns to their episodes (tool calls run in a thread pool, episodes
   in parallel, one episode's streams one at a time in creation order), appends the replies with
   mask 0 and enforces the limits.
+
+Why asynchronous host work (`async_host`, the default): in the synchronous engine the device idles
+while tools run and the host idles while the device decodes, so wall = device + host. Async, the
+finished turns are handed to the pool as one job per episode (an episode's callbacks chained, never
+concurrent) and the loop goes straight on to prefill and decode the rows still sampling; decoding
+waits on the device with the GIL released, so Python tools run meanwhile. Jobs that finished are
+applied between segments in episode order; with nothing to decode (or fewer than the share of the
+rows about to sample ready: a step costs the whole batch) the loop waits for the next job. Which
+jobs are done at a given moment depends on timing, but no record does: sampling keys ignore rows
+and segments, and each episode sees its own callbacks in its own order.
 
 Limits (per stream: the config's, or tighter ones the episode gives in `Continue.limits`):
 `max_turns`, `max_turn_tokens` (sampled tokens in one turn; `turn_cap="stop"` ends the episode,
@@ -34,6 +45,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -58,7 +70,8 @@ class EngineStats:
 
     wall_s: float = 0.0
     device_s: float = 0.0  # prefill + decode calls, until their results were on the host
-    env_s: float = 0.0  # inside the thread-pool phase (tools, parsing, rendering)
+    env_s: float = 0.0  # while any episode callback ran in the pool (tools, parsing, rendering)
+    hidden_s: float = 0.0  # of env_s, the time during device calls (async_host: hidden host work)
     generated_tokens: int = 0
     prefill_tokens: int = 0  # every token fed by prefill, reprefill_tokens included
     reprefill_tokens: int = 0  # tokens fed again because their stream had been parked
@@ -69,7 +82,9 @@ class EngineStats:
 
     @property
     def host_s(self) -> float:
-        return max(0.0, self.wall_s - self.device_s)
+        """Time the host was busy: everything outside device calls, plus pool work hidden behind
+        them. Synchronous engine: wall_s - device_s. Overlap shows as wall_s < device_s + host_s."""
+        return max(0.0, self.wall_s - self.device_s) + self.hidden_s
 
     @property
     def host_share(self) -> float:
@@ -170,7 +185,13 @@ class _Run:
         self.streams: list[dict[str, _Stream]] = [dict() for _ in episodes]
         self.rows: list[_Stream | None] = [None] * self.cfg.batch_rows
         self.queue: collections.deque[_Stream] = collections.deque()
-        self.ready: list[_Stream] = []  # turn finished, waiting for on_turn_end
+        self.ready: list[_Stream] = []  # turn finished, on_turn_end not yet submitted
+        self.limits_hit: list[tuple[_Stream, StopReason]] = []  # async: on_limit not yet submitted
+        self.jobs: dict[int, concurrent.futures.Future] = {}  # episode -> its callbacks in the pool
+        self.handed: set[_Stream] = set()  # turn-ends in a job, actions not yet applied
+        self.failed: set[int] = set()  # episodes ended by an error: later actions are dropped
+        self.device_spans: list[tuple[float, float]] = []
+        self.env_spans: list[tuple[float, float]] = []
         self.next_episode = 0
         self.finished = 0
         self.done_episodes: set[int] = set()
@@ -187,26 +208,73 @@ class _Run:
     def loop(self, pool: concurrent.futures.Executor) -> None:
         t0 = time.perf_counter()
         while True:
-            # Host work drains completely before the device runs again: ending turns frees rows
-            # (stopped streams) and admitting fills them (parking waiting streams for queued ones),
-            # and a finished turn's environment reply only becomes pending tokens here, so prefill
-            # and decode see every row that can run. The finished turns go to the pool together
-            # (episodes in parallel, one episode's streams in order) so slow tools overlap.
-            self._admit()
-            while self.ready:
-                self._end_turns(pool)
-                self._admit()
-            if not any(self.rows) and not self.queue and self.next_episode >= len(self.episodes):
+            self._host_phase(pool)
+            if self._all_done():
                 break
+            if self._too_few_ready():
+                self._collect(wait=True)
+                continue
             self._prefill()
-            # A decode segment runs until every live row has ended its turn (or its budget), never
-            # one token per host round trip; the host only steps in between segments. No row to
-            # run after admission means every live stream waits on another: a real deadlock.
-            if not self._decode():
+            # A decode segment runs until every live row has ended its turn (or, with
+            # segment_return_share < 1, that share of them), never one token per host round trip.
+            # With async_host the turns handed over just before keep running in the pool meanwhile
+            # (decoding releases the GIL). No row to run and no host work in flight means every live
+            # stream waits on another: a real deadlock.
+            if not self._decode() and not self._wait_for_host():
                 self._break_deadlock()
             if self.should_stop is not None and self.should_stop():
                 raise RolloutStopped("the rollout was asked to stop; its partial records are dropped")
         self.stats.wall_s = time.perf_counter() - t0
+        self.stats.env_s = _union_length(self.env_spans)
+        self.stats.hidden_s = _overlap_length(self.env_spans, self.device_spans)
+
+    def _host_phase(self, pool: concurrent.futures.Executor) -> None:
+        """Between segments. Synchronous: host work drains completely before the device runs
+        again (ending turns frees rows, admitting fills them, replies become pending tokens), so
+        prefill and decode see every row that can run. Async: apply what the pool has finished,
+        admit, and hand the new finished turns over without waiting; the next segment decodes the
+        rows still sampling while they run, and rows whose turn-end is still out sit it out."""
+        if self.cfg.async_host:
+            self._collect(wait=False)
+            self._admit()
+            self._submit(pool)
+            return
+        self._admit()
+        while self.ready:
+            self._submit(pool)
+            while self.jobs:
+                self._collect(wait=True)
+            self._admit()
+
+    def _all_done(self) -> bool:
+        return (
+            not any(self.rows)
+            and not self.queue
+            and self.next_episode >= len(self.episodes)
+            and not self.jobs
+            and not self.ready
+            and not self.limits_hit
+        )
+
+    def _too_few_ready(self) -> bool:
+        """Async: wait for more turn-ends before decoding while fewer than `segment_return_share` of
+        the rows that will sample next are ready. Why: a decode step costs the whole batch however
+        few rows are active, so a segment started with 1 row ready and 7 tool calls about to return
+        would spend 7/8 of every step on nothing while those rows wait for it to end."""
+        if not self.jobs:
+            return False
+        ready = sum(1 for s in self.rows if s is not None and s.live and s.sampling)
+        coming = sum(1 for s in self.handed if s.live)
+        # floor: a segment that returned after ceil(share * n) of n rows stopped may go on with the rest
+        return ready < math.floor(self.cfg.segment_return_share * (ready + coming))
+
+    def _wait_for_host(self) -> bool:
+        """Nothing was decoded: wait for the first episode job in flight and apply it. False when
+        nothing at all can make progress (no job, no queued stream that a free row can take)."""
+        if self.jobs:
+            self._collect(wait=True)
+            return True
+        return bool(self.ready or self.limits_hit) or bool(self.queue and self._free_rows())
 
     # -- admission -----------------------------------------------------------------------------
     def _free_rows(self) -> list[int]:
@@ -259,7 +327,9 @@ class _Run:
         """The waiting stream (live, not sampling, turn already handed over) that waited longest;
         ties by episode and creation order, so runs are reproducible."""
         waiting = [
-            s for s in self.rows if s is not None and s.live and not s.sampling and s not in self.ready
+            s
+            for s in self.rows
+            if s is not None and s.live and not s.sampling and s not in self.ready and s not in self.handed
         ]
         return min(waiting, key=lambda s: (s.idle_since, s.episode_index, s.ordinal), default=None)
 
@@ -308,6 +378,8 @@ class _Run:
     def _apply(self, index: int, actions: list[Continue | Stop]) -> None:
         """Apply an episode's actions (at start, after a turn, or after a limit)."""
         for action in actions:
+            if index in self.failed:
+                break  # e.g. an on_limit of an earlier action raised
             stream = self.streams[index].get(action.stream)
             if isinstance(action, Stop):
                 if stream is not None and stream.live:
@@ -391,7 +463,10 @@ class _Run:
         if stream.row is not None:
             self.rows[stream.row] = None
             stream.row = None
-        if notify:
+        if notify and self.cfg.async_host:
+            # The episode may be inside a callback in the pool: the notice joins its chain.
+            self.limits_hit.append((stream, reason))
+        elif notify:
             try:
                 actions = self.episodes[stream.episode_index].on_limit(stream.record.stream, reason)
             except Exception as exc:
@@ -400,6 +475,8 @@ class _Run:
             self._apply(stream.episode_index, actions)
 
     def _fail_episode(self, index: int, message: str) -> None:
+        self.failed.add(index)
+        self.limits_hit = [(s, r) for s, r in self.limits_hit if s.episode_index != index]
         streams = self.streams[index]
         if not streams:
             self._new_stream(index, "main")
@@ -412,45 +489,76 @@ class _Run:
 
     def _maybe_finish(self, index: int) -> None:
         streams = self.streams[index].values()
-        if streams and not any(s.live for s in streams) and index not in self.done_episodes:
+        waiting = index in self.jobs or any(s.episode_index == index for s, _ in self.limits_hit)
+        if streams and not any(s.live for s in streams) and not waiting and index not in self.done_episodes:
             self.done_episodes.add(index)
             self.finished += 1
             if self.engine.progress is not None:
                 self.engine.progress(self.finished, len(self.episodes))
 
     # -- host phase: finished turns -> episodes ------------------------------------------------
-    def _end_turns(self, pool: concurrent.futures.Executor) -> None:
-        """Hand finished turns to their episodes and apply the actions.
+    def _submit(self, pool: concurrent.futures.Executor) -> None:
+        """Hand finished turns (and, async, limit notices) to the pool: one job per episode.
 
         Why grouped: the streams of one episode share its state (HiMAP's global budget and venue
-        commits), so its turn-ends run one at a time in creation order and their actions are applied
-        in that order: a seed reproduces the episode, whatever the thread timing. Different
-        episodes share nothing and run in parallel in the pool."""
-        by_episode: dict[int, list[_Stream]] = collections.defaultdict(list)
-        for stream in sorted((s for s in self.ready if s.live), key=lambda s: (s.episode_index, s.ordinal)):
-            by_episode[stream.episode_index].append(stream)
-        self.ready = []
-        t0 = time.perf_counter()
-        results = list(pool.map(self._call_turn_ends, by_episode.values()))
-        self.stats.env_s += time.perf_counter() - t0
-        for index, outcomes in zip(by_episode, results):
-            for stream, (outcome, elapsed) in zip(by_episode[index], outcomes):
+        commits), so its callbacks run one at a time in creation order and their actions are
+        applied in that order. An episode with a job still out keeps its new events until that job
+        is applied (an episode's work is chained, never concurrent). Different episodes share
+        nothing and run in parallel in the pool."""
+        events: dict[int, list[tuple[_Stream, StopReason | None]]] = collections.defaultdict(list)
+        for stream in self.ready:
+            if stream.live:
+                events[stream.episode_index].append((stream, None))
+        for stream, reason in self.limits_hit:
+            events[stream.episode_index].append((stream, reason))
+        keep = set(self.jobs) | self.failed
+        self.ready = [s for s in self.ready if s.live and s.episode_index in self.jobs]
+        self.limits_hit = [(s, r) for s, r in self.limits_hit if s.episode_index in self.jobs]
+        for index in sorted(set(events) - keep):
+            batch = sorted(events[index], key=lambda e: e[0].ordinal)
+            self.handed.update(stream for stream, reason in batch if reason is None)
+            self.jobs[index] = pool.submit(self._run_job, batch)
+
+    def _collect(self, wait: bool) -> None:
+        """Apply the finished episode jobs (wait: at least one), in episode order: which jobs have
+        finished depends on timing, but each episode's actions come in its own fixed order."""
+        if wait:
+            concurrent.futures.wait(self.jobs.values(), return_when=concurrent.futures.FIRST_COMPLETED)
+        for index in sorted(i for i, job in self.jobs.items() if job.done()):
+            events, results, span = self.jobs.pop(index).result()
+            self.env_spans.append(span)
+            self.handed.difference_update(stream for stream, _ in events)
+            for (stream, reason), (outcome, elapsed) in zip(events, results):
+                if index in self.failed:
+                    continue
                 stream.env_s += elapsed
                 if isinstance(outcome, Exception):
-                    self._fail_episode(index, f"on_turn_end() raised {type(outcome).__name__}: {outcome}")
-                    break  # the episode is over; its later streams' outcomes are dropped
+                    name = "on_turn_end" if reason is None else "on_limit"
+                    self._fail_episode(index, f"{name}() raised {type(outcome).__name__}: {outcome}")
+                    continue  # the episode is over; its later outcomes are dropped
                 stream.record.errors.extend(outcome.errors)
                 stream.record.calls.extend(outcome.call_names)
                 self._apply(index, outcome.actions)
+            self._maybe_finish(index)
 
-    def _call_turn_ends(self, streams: list[_Stream]) -> list[tuple[TurnOutcome | Exception, float]]:
-        """One episode's turn-ends, in order, in one pool thread; stops at the first that raised."""
-        results = []
-        for stream in streams:
-            results.append(self._call_turn_end(stream))
+    def _run_job(self, events: list[tuple[_Stream, StopReason | None]]) -> tuple[Any, list, tuple]:
+        """One episode's callbacks, in order, in one pool thread; stops at the first that raised."""
+        t0 = time.perf_counter()
+        results: list[tuple[TurnOutcome | Exception, float]] = []
+        for stream, reason in events:
+            call = self._call_turn_end(stream) if reason is None else self._call_limit(stream, reason)
+            results.append(call)
             if isinstance(results[-1][0], Exception):
                 break
-        return results
+        return events, results, (t0, time.perf_counter())
+
+    def _call_limit(self, stream: _Stream, reason: StopReason) -> tuple[TurnOutcome | Exception, float]:
+        t0 = time.perf_counter()
+        try:
+            actions = self.episodes[stream.episode_index].on_limit(stream.record.stream, reason)
+            return TurnOutcome(list(actions)), time.perf_counter() - t0
+        except Exception as exc:
+            return exc, time.perf_counter() - t0
 
     def _call_turn_end(self, stream: _Stream) -> tuple[TurnOutcome | Exception, float]:
         t0 = time.perf_counter()
@@ -470,10 +578,12 @@ class _Run:
 
     # -- device phase --------------------------------------------------------------------------
     def _prefill(self) -> None:
-        """Feed pending tokens, computing only the rows that have some (row count bucketed)."""
+        """Feed pending tokens of the rows about to sample, computing only those (row count
+        bucketed). A stream whose turn is complete (awaiting its episode, or waiting) keeps its
+        tokens pending: it may stop or be parked before it samples again, and then they'd be wasted."""
         chunk_cap = self.cfg.prefill_chunk
         while True:
-            pending = [r for r, s in enumerate(self.rows) if s is not None and s.pending]
+            pending = [r for r, s in enumerate(self.rows) if s is not None and s.pending and s.sampling]
             if not pending:
                 return
             if self.engine.mesh is None:
@@ -515,7 +625,7 @@ class _Run:
                 jnp.asarray(reset),
             )
             self.next_logits.block_until_ready()
-            self.stats.device_s += time.perf_counter() - t0
+            self._device_done(t0)
             self.stats.prefill_tokens += int(num_new.sum())
 
     def _decode(self) -> bool:
@@ -539,7 +649,9 @@ class _Run:
             active[r], budget[r] = True, room
             seeds[r], stream_ids[r] = episode_seed(s.episode_index), s.ordinal
         if not active.any():
-            return stopped or bool(self.ready) or bool(self.queue and self._free_rows())
+            return stopped
+        # The segment returns once this many rows have ended their turn (all: today's segment).
+        stop_after = max(1, math.ceil(cfg.segment_return_share * int(active.sum())))
         params = SamplingArrays(
             temperature=jnp.full((n,), cfg.temperature, jnp.float32),
             top_p=jnp.full((n,), cfg.top_p, jnp.float32),
@@ -557,11 +669,12 @@ class _Run:
             params,
             self.engine.stop_ids,
             self.key,
+            jnp.int32(stop_after),
             max_steps=decode_bucket(cfg.max_turn_tokens),
         )
         ids, logprobs, count, finish, self.cache, self.next_logits = out
         ids, logprobs, count, finish = (np.asarray(x) for x in (ids, logprobs, count, finish))
-        self.stats.device_s += time.perf_counter() - t0
+        self._device_done(t0)
         self.stats.segments += 1
         self.stats.decode_steps += int(count.max())
         self.stats.generated_tokens += int(count.sum())
@@ -581,6 +694,12 @@ class _Run:
             elif finish[r] == FINISH_BUDGET:
                 self._hit_budget(stream)
         return True
+
+    def _device_done(self, t0: float) -> None:
+        """Account a device call that started at t0 and whose results are now on the host."""
+        t1 = time.perf_counter()
+        self.stats.device_s += t1 - t0
+        self.device_spans.append((t0, t1))
 
     def _hit_budget(self, stream: _Stream) -> None:
         if len(stream.record.ids) >= stream.limits.max_total_tokens:
@@ -607,3 +726,31 @@ class _Run:
                         stream, StopReason.ERROR, message="stream was waiting with nothing left running"
                     )
             self._maybe_finish(index)
+
+
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted disjoint intervals covering the same time as `spans` (parallel jobs overlap)."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _union_length(spans: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in _merged(spans))
+
+
+def _overlap_length(spans: list[tuple[float, float]], other: list[tuple[float, float]]) -> float:
+    """Time covered by both `spans` and `other` (a two-pointer sweep over their unions)."""
+    a, b = _merged(spans), _merged(other)
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total

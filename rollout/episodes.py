@@ -14,6 +14,9 @@ The engine calls `start()` once, then `on_turn_end` after each finished assistan
 overlap: the streams of an episode that finished a turn together are handed over one at a time in
 stream-creation order, and their actions are applied in that order, so shared episode state (e.g.
 HiMAP's commits) follows a fixed order, not thread timing. Different episodes run in parallel.
+With `RolloutConfig.async_host` the calls run while the device decodes other rows; `on_limit` then
+also runs in the pool, chained after the episode's earlier callbacks. An episode whose replies do
+not depend on which of its streams finished a turn first gets the same records either way.
 """
 
 from __future__ import annotations

@@ -189,24 +189,42 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
 
 
 def _decode(
-    graphdef, valid_vocab, state, cache, next_logits, active, budget, params, stop_ids, key, *, max_steps
+    graphdef,
+    valid_vocab,
+    state,
+    cache,
+    next_logits,
+    active,
+    budget,
+    params,
+    stop_ids,
+    key,
+    stop_after=None,
+    *,
+    max_steps,
 ):
     """Decode up to `max_steps` tokens for every active row, one token per row per step.
 
     Ids >= valid_vocab (padded embedding rows) are never sampled and excluded from the log-probs.
 
     A row stops on a stop token or when it has produced `budget[b]` tokens; the loop returns when
-    every row has stopped. Every sampled token (stop token included) is fed back into the cache, so
-    afterwards cache.lengths[b] == number of tokens in row b's record.
+    every row has stopped, or as soon as `stop_after` (int32 scalar, traced: any value, one
+    compile; None = every active row) rows have stopped, leaving the others mid-turn
+    (FINISH_NONE) for the next segment, so the host can start on the finished turns early.
+    Every sampled token (stop token included) is fed back into the cache, so afterwards
+    cache.lengths[b] == number of tokens in row b's record.
     Returns ids int32 [B, N], logprobs fp32 [B, N], count int32 [B], finish int32 [B],
     cache, next_logits [B, V].
     """
     batch = next_logits.shape[0]
     alive0 = active & (budget > 0)
+    if stop_after is None:
+        stop_after = jnp.sum(alive0, dtype=jnp.int32)
 
     def cond(carry):
         _, step, _, _, alive, *_ = carry
-        return (step < max_steps) & jnp.any(alive)
+        stopped = jnp.sum(alive0 & ~alive, dtype=jnp.int32)
+        return (step < max_steps) & jnp.any(alive) & (stopped < stop_after)
 
     def body(carry):
         # `state` rides in the carry: NNX refuses Variables whose values are tracers of an outer

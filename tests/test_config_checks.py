@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("rollout.max_seq_len=-1", "rollout.max_seq_len must be >= 2, got -1"),
         ("sft.max_seq_len=-1", "sft.max_seq_len must be >= 2, got -1"),
         ("rollout.top_p=7", "rollout.top_p must be in (0, 1], got 7.0"),
+        ("rollout.segment_return_share=0", "rollout.segment_return_share must be in (0, 1], got 0.0"),
         ("sft.batch_size=0", "sft.batch_size must be >= 1, got 0"),
         ("grpo.mini_batches=0", "grpo.mini_batches and grpo.epochs must be >= 1"),
         ("rollout.max_prompt_tokens=5000", "rollout.max_prompt_tokens must be < rollout.max_seq_len (1024)"),
@@ -137,6 +138,8 @@ EVERY_KNOB = {
     "refill": False,
     "reprefill": True,
     "tool_workers": 3,
+    "async_host": False,
+    "segment_return_share": 0.5,
 }
 
 

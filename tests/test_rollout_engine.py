@@ -165,13 +165,16 @@ def test_greedy_batch_equals_each_alone(rollout_setup):
 
 
 def test_continuous_batching_equals_static(rollout_setup):
+    """Synchronous engine: its schedule (and so the decode-step count) does not depend on timing."""
     events: list = []
     from rollout import RolloutEngine
 
-    engine = RolloutEngine(rollout_setup.model, rollout_setup.tokenizer, engine_config())
+    engine = RolloutEngine(rollout_setup.model, rollout_setup.tokenizer, engine_config(async_host=False))
     engine.trace = lambda key, kind, ids, pos: events.append((key[0], kind, pos))
     continuous = [r.ids for r in engine.run(_multi_turn_episodes(rollout_setup, 7), rng=0)]
-    static, static_engine = _greedy_ids(rollout_setup, _multi_turn_episodes(rollout_setup, 7), refill=False)
+    static, static_engine = _greedy_ids(
+        rollout_setup, _multi_turn_episodes(rollout_setup, 7), refill=False, async_host=False
+    )
     assert continuous == static
     # refill really happened: some episode's prompt was prefilled while an earlier one was mid-episode
     first_seen = {e: i for i, (e, _, _) in reversed(list(enumerate(events)))}
