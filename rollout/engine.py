@@ -659,6 +659,9 @@ class _Run:
             seed=jnp.asarray(seeds),
             stream=jnp.asarray(stream_ids),
         )
+        # Which stream each row decoded for, fixed now: applying one row's result can stop (and
+        # unseat) a sibling through on_limit before the loop below reaches the sibling's row.
+        decoded = [(int(r), self.rows[r]) for r in np.flatnonzero(active)]
         t0 = time.perf_counter()
         out = self.engine.runner.decode(
             self.engine.runner.state,
@@ -678,8 +681,9 @@ class _Run:
         self.stats.segments += 1
         self.stats.decode_steps += int(count.max())
         self.stats.generated_tokens += int(count.sum())
-        for r in np.flatnonzero(active):
-            stream = self.rows[r]
+        for r, stream in decoded:
+            if not stream.live:  # stopped by a sibling's on_limit while this loop ran: its row is gone
+                continue
             k = int(count[r])
             new_ids = ids[r, :k].tolist()
             if self.engine.trace is not None:

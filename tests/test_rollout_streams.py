@@ -261,3 +261,46 @@ def test_streams_of_different_episodes_never_share_sampling_keys(rollout_setup):
     assert len(records) == 68 and all(sampled)
     # episode 0's streams 64, 65 against episode 1's streams 0, 1 (equal under the combined seed)
     assert sampled[64] != sampled[66] and sampled[65] != sampled[67]
+
+
+class CutSiblingEpisode(Episode):
+    """Two day streams decode in the same segment; day1's turn cap (max_turn_tokens=1) makes the
+    episode stop day2 from `on_limit` while the engine is still applying that segment's results."""
+
+    instance_id = "cut-sibling"
+
+    def __init__(self, tokenizer):
+        self.tok = tokenizer
+
+    def start(self):
+        return [
+            Continue("day1", user_prompt(self.tok, "Plan day 1.")[1], limits=StreamLimits(max_turn_tokens=1)),
+            Continue("day2", user_prompt(self.tok, "Plan day 2.")[1]),
+        ]
+
+    def on_turn_end(self, stream, text, eos):
+        return TurnOutcome([Stop(stream, StopReason.ANSWER, text)])
+
+    def on_limit(self, stream, reason):
+        return [Stop("day2", StopReason.DONE)] if stream == "day1" else []
+
+
+@pytest.mark.parametrize("async_host", [False, True])
+def test_a_sibling_stopped_by_on_limit_mid_segment_keeps_its_record(rollout_setup, async_host):  # noqa: F811
+    """A stream stopped by its sibling's on_limit while the segment's results are being applied
+    keeps the record it had (the segment's tokens for it are dropped with its row); nothing crashes."""
+    records, _ = _run(
+        rollout_setup,
+        [CutSiblingEpisode(rollout_setup.tokenizer)],
+        async_host=async_host,
+        max_turn_tokens=8,
+        turn_cap="stop",
+    )
+    day1, day2 = records
+    assert day1.stop_reason == StopReason.MAX_TURN_TOKENS, day1.error_message
+    # Synchronously the notice stops day2 before its row is applied; asynchronously the notice is
+    # queued behind the segment, so day2 may first end at its own cap.
+    expected = StopReason.MAX_TURN_TOKENS if async_host else StopReason.DONE
+    assert day2.stop_reason in (StopReason.DONE, expected), day2.error_message
+    assert day2.error_message is None
+    assert len(day2.ids) == len(day2.loss_mask) == len(day2.logprobs)
