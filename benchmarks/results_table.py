@@ -129,6 +129,35 @@ def format_table(rows: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> str:
     return "\n".join(lines)
 
 
+# Training-rollout metrics (temperature 1, metrics.jsonl) compared at the start and end of GRPO.
+CURVE_KEYS = ("reward", "action_error_rate", "truncated_rate", "r_format", "delivery")
+CURVE_WINDOW = 4  # GRPO steps averaged at each end (4 episodes a step: 16 episodes)
+
+
+def curve_ends(rows: Sequence[dict[str, Any]], window: int = CURVE_WINDOW) -> dict[str, tuple[float, float]]:
+    """key -> (mean over the first `window` GRPO steps, mean over the last `window`) of a run's
+    metrics.jsonl rows; keys the run did not log are left out."""
+    grpo = [r for r in rows if r.get("phase") == "grpo"]
+    ends = {}
+    for key in CURVE_KEYS:
+        values = [float(r[key]) for r in grpo if isinstance(r.get(key), (int, float))]
+        if values:
+            ends[key] = (statistics.fmean(values[:window]), statistics.fmean(values[-window:]))
+    return ends
+
+
+def format_curves(per_seed: dict[int, dict[str, tuple[float, float]]]) -> str:
+    """Markdown table: per seed, each curve metric as `first -> last`."""
+    lines = [
+        "| seed | " + " | ".join(CURVE_KEYS) + " |",
+        "|---|" + "---|" * len(CURVE_KEYS),
+    ]
+    for seed, ends in per_seed.items():
+        cells = [f"{ends[k][0]:.3f} → {ends[k][1]:.3f}" if k in ends else "n/a" for k in CURVE_KEYS]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def read_eval(path: Path) -> dict[str, Any] | None:
     """A run's eval.json, or None when the run has not finished."""
     file = path / "eval.json"
@@ -214,14 +243,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def render(runs: Path, seeds: Sequence[int], recipe: Path, evals: dict, expert: dict) -> str:
-    """The table, then the command behind every run."""
+    """The evaluation table, the GRPO runs' training curves at both ends, the command of every run."""
+    from b2tjax.plotting import load_run
+
     rows = [(row.label, [evals[row.prefix][s] for s in seeds]) for row in ROWS] + [(EXPERT, [expert])]
+    curve_row = next(row for row in ROWS if row.prefix == "curve")
+    curves = {s: curve_ends(load_run(run_dir(runs, curve_row, s))) for s in seeds}
     commands = [f"    {shown(train_command(row, s, runs, recipe))}" for row in ROWS for s in seeds]
     return "\n".join(
         [
             format_table(rows),
             "",
             f"Mean ± sample std over seeds {', '.join(map(str, seeds))}; the expert is deterministic (n=1).",
+            "",
+            f"SFT + GRPO training rollouts (temperature 1): mean of the first {CURVE_WINDOW} GRPO steps → "
+            f"mean of the last {CURVE_WINDOW}, per seed (RUN/metrics.jsonl):",
+            "",
+            format_curves(curves),
+            "",
             "Runs (each row's numbers are RUN/eval.json):",
             "",
             *commands,

@@ -75,3 +75,19 @@ def test_every_row_is_a_valid_config_of_the_curve_recipe(results_table, tmp_path
         assert cfg.seed == 2 and cfg.data.eval_split == "" and cfg.out == str(tmp_path / f"{row.prefix}-s2")
     modes = {row.prefix: load_config(RECIPE, list(row.overrides[:1])).mode for row in results_table.ROWS}
     assert modes == {"untrained": "eval", "sft": "sft_only", "react": "eval", "curve": "sft_grpo"}
+
+
+def test_curve_ends_average_the_first_and_last_grpo_steps(results_table):
+    rows = [{"step": 1, "phase": "sft", "loss": 3.0, "reward": 9.0}]  # SFT steps are not part of it
+    rewards = [-1.0, -0.5, -0.5, 0.0, 0.0, 0.0]
+    errors = [1.0, 0.5, 0.5, 0.0, 0.0, 0.0]
+    rows += [
+        {"step": 2 + i, "phase": "grpo", "reward": r, "action_error_rate": e}
+        for i, (r, e) in enumerate(zip(rewards, errors))
+    ]
+    ends = results_table.curve_ends(rows, window=4)
+    assert ends["reward"] == pytest.approx((-0.5, -0.125))  # (-1 - .5 - .5 + 0) / 4, (-.5 - .5 + 0 + 0) / 4
+    assert ends["action_error_rate"] == pytest.approx((0.5, 0.125))
+    assert "truncated_rate" not in ends  # not logged: left out, shown as n/a
+    table = results_table.format_curves({0: ends})
+    assert "| 0 | -0.500 → -0.125 | 0.500 → 0.125 | n/a |" in table
