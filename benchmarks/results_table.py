@@ -131,7 +131,7 @@ def format_table(rows: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> str:
 
 # Training-rollout metrics (temperature 1, metrics.jsonl) compared at the start and end of GRPO.
 CURVE_KEYS = ("reward", "action_error_rate", "truncated_rate", "r_format", "delivery")
-CURVE_WINDOW = 4  # GRPO steps averaged at each end (4 episodes a step: 16 episodes)
+CURVE_WINDOW = 8  # GRPO steps averaged at each end: the halves of a 16-step run (32 episodes each)
 
 
 def curve_ends(rows: Sequence[dict[str, Any]], window: int = CURVE_WINDOW) -> dict[str, tuple[float, float]]:
