@@ -2,6 +2,9 @@
 
 Defaults describe the tiny CPU run (`configs/tiny_cpu.yaml` spells them out). Unknown keys and
 values of the wrong type are rejected with a message naming the key, before any work starts.
+Choice fields are `Literal` types: a value outside one is rejected as it loads, with the allowed
+values read from the annotation (rollout.config.choice_error), so they are written once.
+The `rollout:` section is rollout.config.RolloutConfig, the object the RolloutEngine takes.
 """
 
 from __future__ import annotations
@@ -11,9 +14,18 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+
+from b2tjax.credit import CreditMode
+from b2tjax.grpo import AggregationMode
+from models.qwen3 import Remat
+from rollout.config import RolloutConfig, choice_error, field_type
+
+Dtype = Literal["float32", "bfloat16"]
+Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.toy)
+Mode = Literal["sft_grpo", "grpo", "sft_only", "eval"]  # sft_only: baseline; eval: e.g. ReAct baseline
 
 
 @dataclass
@@ -21,11 +33,11 @@ class ModelConfig:
     preset: str = "tiny"  # models.config.get_config name, used when init is "" (random init)
     init: str = ""  # "" random | "hf:DIR" (Hugging Face checkpoint) | "ckpt:DIR" (models.checkpoint)
     overrides: dict = field(default_factory=dict)  # Qwen3Config fields over the preset (e.g. num_layers)
-    compute_dtype: str = "float32"  # "bfloat16" on GPU/TPU; master weights stay param_dtype
-    param_dtype: str = "float32"
+    compute_dtype: Dtype = "float32"  # "bfloat16" on GPU/TPU; master weights stay param_dtype
+    param_dtype: Dtype = "float32"
     tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
     sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
-    remat: str = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
+    remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
 
 
 @dataclass
@@ -41,37 +53,13 @@ class DataConfig:
 
 
 @dataclass
-class RolloutConfig:
-    group_size: int = 4  # G rollouts per prompt
-    prompts_per_step: int = 2
-    max_turns: int = 4
-    max_new_tokens: int = 96  # per assistant turn
-    max_seq_len: int = 1024  # whole episode (prompt + all turns)
-    max_prompt_tokens: int = 0  # trajectory events are dropped to fit; 0 = max_seq_len // 2
-    temperature: float = 1.0
-    top_p: float = 1.0
-    memory_enabled: bool = True  # ablation: memory module off
-    python_tool: bool = False
-    # "full": refuse to start the Python tool without its kernel jail (root, mount/network namespaces);
-    # "unsafe-ok": run it anyway with only an in-process audit hook, which model-written code can escape.
-    python_tool_isolation: str = "full"
-    prompt_style: str = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
-    # Device memory of the sampler (sized with launch/plan.py): episodes stream through `batch_rows`
-    # rows of KV cache (continuous batching), each `cache_len` tokens long (0 = max_seq_len), fed
-    # at most `prefill_chunk` tokens per row per prefill call.
-    batch_rows: int = 8
-    cache_len: int = 0
-    prefill_chunk: int = 1024
-
-
-@dataclass
 class GRPOConfig:
     adv_eps: float = 1e-6
     scale_by_std: bool = True  # False = the "no_std" variant
     clip_low: float = 0.2
     clip_high: float = 0.28
     beta: float = 0.0  # KL coefficient; 0 = no reference model at all
-    aggregation: str = "seq_mean_token_mean"  # | "token_mean" | "fixed_length"
+    aggregation: AggregationMode = "seq_mean_token_mean"  # see b2tjax.grpo.token_weights
     fixed_length: int = 0  # normaliser of "fixed_length"; 0 = rollout.max_seq_len
     loss_mask: bool = True  # ablation: False trains on environment tokens too
     action_penalty: bool = True  # ablation: P_action off
@@ -81,6 +69,10 @@ class GRPOConfig:
     epochs: int = 1  # passes over each rollout batch
     micro_batch_size: int = 0  # rows per forward/backward; 0 = whole mini-batch
     logprob_chunk: int = 128  # sequence chunk of the vocabulary projection
+    # "team": every stream of an episode trains on the episode's group-normalised team reward;
+    # "team_local": plus local_weight x a day executor's own normalised day score (docs/HIMAP.md).
+    credit: CreditMode = "team"
+    local_weight: float = 0.5
 
 
 @dataclass
@@ -139,9 +131,9 @@ class ToyConfig:
 
 @dataclass
 class TrainConfig:
-    task: str = "travel"  # "travel" (the agent task on `benchmark`) | "toy"
+    task: Task = "travel"
     benchmark: str = "b2t"  # a name in sandbox.benchmarks.BENCHMARKS: "b2t" | "travelplanner"
-    mode: str = "sft_grpo"  # "sft_grpo" | "grpo" | "sft_only" (baseline) | "eval" (e.g. ReAct baseline)
+    mode: Mode = "sft_grpo"
     seed: int = 0
     steps: int = 12  # GRPO steps (one rollout batch each)
     out: str = "runs/tiny"
@@ -161,21 +153,12 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         """Reject settings that would only fail deep inside a long run."""
-        from b2tjax.grpo import AGGREGATION_MODES
-
         mini_batches = max(self.grpo.mini_batches, 1)  # < 1 is reported below; no division by zero here
         checks = [
-            (self.task in ("travel", "toy"), f"task must be 'travel' or 'toy', got {self.task!r}"),
-            (self.mode in ("sft_grpo", "grpo", "sft_only", "eval"), f"unknown mode {self.mode!r}"),
-            (
-                self.grpo.aggregation in AGGREGATION_MODES,
-                f"grpo.aggregation must be one of {AGGREGATION_MODES}",
-            ),
             (
                 self.rollout.group_size >= 2,
                 "rollout.group_size must be >= 2 (advantages are relative to the group)",
             ),
-            (self.rollout.prompts_per_step >= 1, "rollout.prompts_per_step must be >= 1"),
             (
                 self.grpo.mini_batches >= 1 and self.grpo.epochs >= 1,
                 "grpo.mini_batches and grpo.epochs must be >= 1",
@@ -197,25 +180,7 @@ class TrainConfig:
             (self.grpo.clip_low >= 0 and self.grpo.clip_high >= 0, "clip epsilons must be >= 0"),
             (self.grpo.beta >= 0, "grpo.beta must be >= 0"),
             (self.rollout.temperature > 0, "rollout.temperature must be > 0"),
-            (
-                self.rollout.max_prompt_tokens < self.rollout.max_seq_len,
-                f"rollout.max_prompt_tokens must be < rollout.max_seq_len ({self.rollout.max_seq_len}), "
-                f"got {self.rollout.max_prompt_tokens}",
-            ),
             *self._benchmark_checks(),
-            (
-                self.model.compute_dtype in ("float32", "bfloat16"),
-                "model.compute_dtype must be float32 or bfloat16",
-            ),
-            (
-                self.rollout.batch_rows >= 1 and self.rollout.prefill_chunk >= 1,
-                "rollout.batch_rows and rollout.prefill_chunk must be >= 1",
-            ),
-            (
-                self.rollout.cache_len == 0 or self.rollout.cache_len >= self.rollout.max_seq_len,
-                f"rollout.cache_len ({self.rollout.cache_len}) must be 0 or >= rollout.max_seq_len "
-                f"({self.rollout.max_seq_len}): an episode's record lives in one cache row",
-            ),
             (
                 self.hardware.devices >= 1 and self.hardware.hbm_gib >= 0,
                 "hardware.devices must be >= 1 and hardware.hbm_gib >= 0",
@@ -225,7 +190,9 @@ class TrainConfig:
                 "checkpoint.every_steps/keep must be >= 1",
             ),
         ]
-        errors = [msg for ok, msg in checks if not ok] + self._range_errors()
+        errors = (
+            [msg for ok, msg in checks if not ok] + self._range_errors() + self.rollout.errors("rollout.")
+        )
         if errors:
             raise ValueError("invalid training config:\n  " + "\n  ".join(errors))
         return self
@@ -270,7 +237,13 @@ class TrainConfig:
     @property
     def cache_len(self) -> int:
         """Slots per KV-cache row of the sampler."""
-        return self.rollout.cache_len or self.rollout.max_seq_len
+        return self.rollout.cache_slots
+
+    @property
+    def cache_dtype(self) -> str:
+        """The sampler's KV-cache dtype ("auto" = the model's compute dtype)."""
+        auto = self.rollout.cache_dtype == "auto"
+        return self.model.compute_dtype if auto else self.rollout.cache_dtype
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -293,15 +266,11 @@ _RANGES: list[tuple[str, str, Any]] = [
     ("sft.max_seq_len", ">= 2", _at_least(2)),
     ("sft.max_examples", ">= 0 (0 = all)", _at_least(0)),
     ("log_every", ">= 1", _at_least(1)),
-    ("rollout.max_turns", ">= 1", _at_least(1)),
-    ("rollout.max_new_tokens", ">= 1", _at_least(1)),
-    ("rollout.max_seq_len", ">= 2", _at_least(2)),
-    ("rollout.max_prompt_tokens", ">= 0 (0 = max_seq_len // 2)", _at_least(0)),
-    ("rollout.top_p", "in (0, 1]", lambda v: 0 < v <= 1),
     ("grpo.micro_batch_size", ">= 0 (0 = whole mini-batch)", _at_least(0)),
     ("grpo.fixed_length", ">= 0 (0 = rollout.max_seq_len)", _at_least(0)),
     ("grpo.logprob_chunk", ">= 1", _at_least(1)),
     ("grpo.adv_eps", "> 0", _positive),
+    ("grpo.local_weight", ">= 0", _at_least(0)),
     ("data.max_train_instances", ">= 0 (0 = all)", _at_least(0)),
     ("data.eval_instances", ">= 0 (0 = whole split)", _at_least(0)),
     ("model.sp_vocab_size", ">= 64", _at_least(64)),
@@ -365,20 +334,29 @@ def _bad(key: str, what: str, value: Any):
     raise ValueError(f"{key}: expected {what}, got {value!r}")
 
 
+# Old spellings of renamed keys, so saved run configs and older recipes still load.
+_RENAMED = {"rollout.max_new_tokens": "rollout.max_turn_tokens"}
+
+
 def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
     """Write `updates` (nested dict) into the dataclass `obj`, checking names and types."""
     if not isinstance(updates, dict):
         raise ValueError(f"{prefix or 'config'}: expected a mapping, got {updates!r}")
     names = {f.name for f in dataclasses.fields(obj)}
     for key, value in updates.items():
-        path = f"{prefix}{key}"
+        path = _RENAMED.get(f"{prefix}{key}", f"{prefix}{key}")
+        key = path[len(prefix) :]
         if key not in names:
             raise ValueError(f"unknown config key {path!r}; valid keys here: {sorted(names)}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             _merge(current, value, path + ".")
-        else:
-            setattr(obj, key, _coerce(value, current, path))
+            continue
+        value = _coerce(value, current, path)
+        error = choice_error(path, value, field_type(type(obj), key))
+        if error is not None:
+            raise ValueError(error)
+        setattr(obj, key, value)
 
 
 def apply_overrides(cfg: TrainConfig, overrides: Iterable[str]) -> TrainConfig:
@@ -438,3 +416,22 @@ def dump_config(cfg: TrainConfig, path: str | Path) -> None:
 
 def config_json(cfg: TrainConfig) -> str:
     return json.dumps(cfg.to_dict(), sort_keys=True)
+
+
+def load_rollout_config(
+    path: str | Path | None, overrides: Iterable[str] = (), base: RolloutConfig | None = None
+) -> RolloutConfig:
+    """The rollout section alone, for scripts that only roll out (launch/rollouts.py, the notebook):
+    `base` <- the recipe's `rollout:` section (its other sections are checked, then ignored) <-
+    `rollout.key=value` overrides, validated like a training config's."""
+    cfg = TrainConfig(rollout=dataclasses.replace(base) if base is not None else RolloutConfig())
+    if path is not None:
+        _merge_file(cfg, Path(path))
+    for item in overrides:
+        if not item.strip().startswith("rollout."):
+            raise ValueError(f"override {item!r}: only rollout.key=value settings apply here")
+    apply_overrides(cfg, overrides)
+    errors = cfg.rollout.errors("rollout.")
+    if errors:
+        raise ValueError("invalid rollout config:\n  " + "\n  ".join(errors))
+    return cfg.rollout

@@ -10,13 +10,13 @@ losses (and gradients) therefore gives exactly the one-batch value, never a mean
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
 
 AggregationMode = Literal["seq_mean_token_mean", "token_mean", "fixed_length"]
-AGGREGATION_MODES: tuple[str, ...] = ("seq_mean_token_mean", "token_mean", "fixed_length")
+AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)
 
 
 def group_advantages(
@@ -37,7 +37,10 @@ def group_advantages(
     centred = groups - groups.mean(axis=1, keepdims=True)
     if scale_by_std:
         centred = centred / (groups.std(axis=1, keepdims=True) + eps)
-    return centred.reshape(-1)
+    # The float32 mean of equal rewards such as 0.4 can miss them by an ulp, which 1/(std + eps)
+    # would blow up to a few percent of an advantage: an all-equal group is exactly 0 instead.
+    all_equal = groups.max(axis=1, keepdims=True) == groups.min(axis=1, keepdims=True)
+    return jnp.where(all_equal, 0.0, centred).reshape(-1)
 
 
 class TokenTerms(NamedTuple):
@@ -90,7 +93,13 @@ class Normaliser(NamedTuple):
 
 
 def batch_normaliser(mask: jax.Array, fixed_length: int) -> Normaliser:
-    """Counts over the full batch; `mask` may have any leading micro-batch axes before [.., B, T]."""
+    """Counts over the full batch; `mask` may have any leading micro-batch axes before [.., B, T].
+
+    Why one whole-batch normaliser, computed before the micro-batches run: the gradient of a
+    mini-batch must not depend on how it is split for memory. If each micro-batch divided by its
+    own counts, summing their gradients would weight a token by 1/(tokens in its micro-batch), so
+    short and long episodes would count differently depending on which rows happened to share a
+    micro-batch, and `grpo.micro_batch_size` would change the optimisation, not only the memory."""
     mask = mask.astype(jnp.float32)
     per_seq = mask.sum(axis=-1)
     return Normaliser(
@@ -107,6 +116,8 @@ def token_weights(mask: jax.Array, mode: str, norm: Normaliser) -> jax.Array:
     - token_mean: 1/num_tokens (every trained token counts the same, batch-wide);
     - fixed_length: 1/(num_seqs * fixed_length) (Dr.GRPO-style constant normaliser).
     """
+    # Weights, not a mean: sum(token_loss * w) over the micro-batches of a step adds up to the loss
+    # of the whole batch, because every micro-batch divides by the same whole-batch `norm`.
     mask = mask.astype(jnp.float32)
     if mode == "seq_mean_token_mean":
         seq_len = jnp.maximum(mask.sum(axis=-1, keepdims=True), 1.0)

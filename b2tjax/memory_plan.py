@@ -141,6 +141,7 @@ def analytic_sizes(cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None) -> d
     devices = shards(mesh, "data", "fsdp", "tensor")
     param_bytes = model.num_params() * jnp.dtype(DTYPES[cfg.model.param_dtype]).itemsize
     compute = jnp.dtype(DTYPES[cfg.model.compute_dtype]).itemsize
+    cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
     row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
     head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
     kv = (
@@ -150,7 +151,7 @@ def analytic_sizes(cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None) -> d
         * cfg.cache_len
         * model.num_key_value_heads
         * model.head_dim
-        * compute
+        * cache_bytes
     )
     return {
         "params": param_bytes // devices,
@@ -304,7 +305,7 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef)
     cache, next_logits = abstract_outputs(
-        lambda: new_rollout_arrays(ctx.model, rows, ctx.cfg.cache_len, DTYPES[cfg.model.compute_dtype], mesh),
+        lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh),
         mesh=mesh,
     )
     i32, f32 = jnp.int32, jnp.float32
@@ -329,7 +330,7 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
         lowered["rollout_prefill"] = on_mesh(prefill, mesh).lower(ctx.sampler_state, *prefill_args)
     if "rollout_decode" in only:
         lowered["rollout_decode"] = on_mesh(decode, mesh).lower(
-            ctx.sampler_state, *decode_args, max_steps=decode_bucket(cfg.rollout.max_new_tokens)
+            ctx.sampler_state, *decode_args, max_steps=decode_bucket(cfg.rollout.max_turn_tokens)
         )
     resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
     if cfg.grpo.beta > 0:

@@ -9,6 +9,7 @@ i.e. the benchmark's judge and reward (action penalty and format gate switchable
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -98,7 +99,7 @@ class BenchmarkTask:
         from rollout.prompt import token_counter
 
         r = self.cfg.rollout
-        budget = r.max_prompt_tokens or r.max_seq_len // 2
+        budget = r.prompt_budget
         instances = [visible for visible, _ in self._train + self._eval]
         if not instances:
             return
@@ -128,20 +129,9 @@ class BenchmarkTask:
         """An engine with the recipe's memory plan: `batch_rows` rows of `cache_len` slots on the
         run's mesh, whatever the number of episodes (they stream through the rows)."""
         from b2tjax.mesh import build_mesh
-        from rollout.engine import RolloutConfig, RolloutEngine
+        from rollout.engine import RolloutEngine
 
-        r = self.cfg.rollout
-        config = RolloutConfig(
-            batch_size=r.batch_rows,
-            max_turns=r.max_turns,
-            max_turn_tokens=r.max_new_tokens,
-            max_total_tokens=r.max_seq_len,
-            cache_len=self.cfg.cache_len,
-            prefill_chunk=r.prefill_chunk,
-            temperature=temperature,
-            top_p=r.top_p,
-            cache_dtype=self.cfg.model.compute_dtype,
-        )
+        config = dataclasses.replace(self.cfg.rollout, temperature=temperature)
         return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
 
     def _episodes(self, pairs: Sequence[tuple[dict, dict]]):
@@ -154,9 +144,10 @@ class BenchmarkTask:
                 self.benchmark,
                 self.tokenizer,
                 max_turns=r.max_turns,
-                max_prompt_tokens=r.max_prompt_tokens or r.max_seq_len // 2,
+                max_prompt_tokens=r.prompt_budget,
                 memory=r.memory_enabled,
                 variant=r.prompt_style,
+                max_response_chars=r.max_response_chars,
                 python_tool=self._python_tool(),
             )
             for inst, _ in pairs

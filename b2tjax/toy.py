@@ -20,8 +20,9 @@ from flax import nnx
 
 from b2tjax.config import ToyConfig
 from b2tjax.trainer import RolloutBatch
-from rollout.record import STOP_ANSWER, EpisodeRecord
+from rollout.record import EpisodeRecord
 from rollout.sampling import sample_tokens
+from sandbox.types import StopReason
 
 BOS = 1
 
@@ -86,7 +87,7 @@ class DigitTask:
         answers, lps = self.sample(model, digits, seed, self.temperature)
         records = []
         for k, answer, lp in zip(digits, answers, lps):
-            rec = EpisodeRecord(instance_id=f"digit-{k}", prompt_len=2, stop_reason=STOP_ANSWER)
+            rec = EpisodeRecord(instance_id=f"digit-{k}", prompt_len=2, stop_reason=StopReason.ANSWER)
             rec.append([BOS, name_token(k)], sampled=False)
             rec.append(answer.tolist(), sampled=True, logprobs=lp.tolist())
             rec.reward = float(answer[0] == digit_token(k, self.cfg.num_digits))

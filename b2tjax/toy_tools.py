@@ -30,10 +30,12 @@ from flax import nnx
 from b2tjax.trainer import RolloutBatch
 from models.chat import render
 from models.tokenizer import ENDOFTEXT, IM_END, IM_START, HFTokenizer
-from rollout.engine import RolloutConfig, RolloutEngine
+from rollout.config import RolloutConfig
+from rollout.engine import RolloutEngine
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
-from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, EpisodeRecord
+from rollout.record import EpisodeRecord
 from rollout.render import render_env_reply
+from sandbox.types import StopReason
 
 LOOKUP, ANSWER, RESULT, ERROR = "lookup", "answer", "result", "error"
 
@@ -103,7 +105,7 @@ class LookupEpisode(Episode):
         words = text.split()
         if len(words) == 2 and words[0] == ANSWER:
             self.answer = words[1]
-            return TurnOutcome([Stop(stream, STOP_ANSWER, words[1])])
+            return TurnOutcome([Stop(stream, StopReason.ANSWER, words[1])])
         if len(words) == 2 and words[0] == LOOKUP:
             key = _index(words[1], "k", len(self.table))
             if key is not None:
@@ -112,7 +114,7 @@ class LookupEpisode(Episode):
             reply = reply_ids(self.tokenizer, body, self.blind)
             return TurnOutcome([Continue(stream, reply)], [key is None], [LOOKUP])
         # Anything else breaks the protocol: an action error that ends the episode unanswered.
-        return TurnOutcome([Stop(stream, STOP_EOS if eos else STOP_DONE)], [True], ["invalid"])
+        return TurnOutcome([Stop(stream, StopReason.EOS if eos else StopReason.DONE)], [True], ["invalid"])
 
     def reward(self) -> float:
         """1 iff the prompt's key was looked up and the answer is the value the tool returned."""
@@ -177,10 +179,10 @@ class LookupTask:
     def _engine_config(self, rows: int, temperature: float) -> RolloutConfig:
         c = self.cfg
         return RolloutConfig(
-            batch_size=rows,
+            batch_rows=rows,
             max_turns=c.max_turns,
             max_turn_tokens=c.max_turn_tokens,
-            max_total_tokens=64,
+            max_seq_len=64,
             temperature=temperature,
             prefill_chunk=64,
             prefill_min_bucket=16,
@@ -203,7 +205,7 @@ class LookupTask:
         metrics = {
             "success": float(np.mean([r.reward for r in records])),
             "lookup_rate": float(np.mean([e.key in e.looked_up for e in episodes])),
-            "answered": float(np.mean([r.stop_reason == STOP_ANSWER for r in records])),
+            "answered": float(np.mean([r.stop_reason == StopReason.ANSWER for r in records])),
             "action_error_rate": float(np.mean([r.any_error for r in records])),
         }
         return records, metrics
@@ -217,7 +219,7 @@ class LookupTask:
         should_stop: Callable[[], bool] | None = None,
     ) -> RolloutBatch:
         keys = [k for k in prompts for _ in range(group_size)]
-        if self._engine is None or self._engine.config.batch_size != len(keys):
+        if self._engine is None or self._engine.config.batch_rows != len(keys):
             config = self._engine_config(len(keys), self.cfg.temperature)
             self._engine = RolloutEngine(model, self.tokenizer, config)
         else:

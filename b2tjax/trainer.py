@@ -22,10 +22,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from b2tjax import grpo
 from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
 from b2tjax.config import TrainConfig
 from b2tjax.data import BatchIterator, example_dataset
+from b2tjax.grpo_update import RolloutBatch, grpo_update
 from b2tjax.mesh import build_mesh
 from b2tjax.metrics import MetricsWriter
 from b2tjax.optim import learning_rate_schedule, make_optimizer
@@ -42,15 +42,6 @@ from b2tjax.train_step import (
 )
 from models.config import DTYPES
 from rollout.engine import RolloutStopped
-from rollout.record import EpisodeRecord
-
-
-@dataclasses.dataclass
-class RolloutBatch:
-    """G records per prompt, groups contiguous, `reward` filled; plus task metrics (pass rates...)."""
-
-    records: list[EpisodeRecord]
-    metrics: dict[str, float]
 
 
 class Task(Protocol):
@@ -362,7 +353,9 @@ class Trainer:
                 stop_here()
                 raise
             t_rollout = time.perf_counter() - t0
-            state, metrics = self._grpo_update(fns, state, batch, seed, before_update=stop_here)
+            state, metrics = grpo_update(
+                cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
+            )
             dt = time.perf_counter() - t0
             tokens = sum(len(r.ids) for r in batch.records)
             counters["samples"] = counters.get("samples", 0) + len(batch.records)
@@ -377,72 +370,6 @@ class Trainer:
             last = metrics
             self._end_step("grpo", phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
-
-    def _grpo_update(
-        self,
-        fns: StepFns,
-        state: TrainState,
-        batch: RolloutBatch,
-        seed: int,
-        before_update: Callable[[], None] = lambda: None,
-    ):
-        """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps. `before_update`
-        runs last before the first step, which donates `state`: from there on the step must finish."""
-        cfg, g = self.cfg, self.cfg.grpo
-        records = batch.records
-        n = len(records)
-        rewards = np.array([r.reward for r in records], np.float32)
-        adv = np.asarray(_advantages(rewards, cfg.rollout.group_size, g.adv_eps, g.scale_by_std))
-        length = pad_length(max(len(r.ids) for r in records))
-        ids = stack_rows([r.ids for r in records], length, np.int32)
-        sampled = stack_rows([r.loss_mask for r in records], length, np.float32)
-        sampler_lp = stack_rows([r.logprobs for r in records], length, np.float32)
-        if g.loss_mask:
-            mask = sampled
-        else:  # ablation: every token after the prompt, environment replies included
-            mask = stack_rows(
-                [[0] * r.prompt_len + [1] * (len(r.ids) - r.prompt_len) for r in records], length, np.float32
-            )
-        mask[:, 0] = 0.0
-
-        rows_per_micro = g.micro_batch_size or (n // g.mini_batches)
-        micro_all = n // rows_per_micro
-        ids_dev = fns.shard_batch({"ids": to_micro(ids, micro_all)})["ids"]
-        trainer_lp = fns.local_rows(fns.logprobs(state.params, ids_dev)).reshape(n, length)
-        token_count = max(float(sampled.sum()), 1.0)
-        gap = np.abs(trainer_lp - sampler_lp) * sampled
-        metrics = {
-            "logprob_gap_mean": float(gap.sum() / token_count),
-            "logprob_gap_max": float(gap.max()),
-            "reward": float(rewards.mean()),
-            "reward_std": float(rewards.std()),
-            "response_tokens": float(sampled.sum() / n),
-            "groups_all_equal": float(np.mean(rewards.reshape(-1, cfg.rollout.group_size).std(1) == 0)),
-        }
-        if g.recompute_old_logprobs:
-            old = trainer_lp
-        else:  # sampler's, except where the sampler recorded none (environment tokens in the ablation)
-            old = np.where(sampled > 0, sampler_lp, trainer_lp)
-        arrays = {"ids": ids, "mask": mask, "old_logprobs": old.astype(np.float32), "advantages": adv}
-        if g.beta > 0:
-            arrays["ref_logprobs"] = fns.local_rows(fns.logprobs(self.ref_params, ids_dev)).reshape(n, length)
-
-        before_update()
-        rng = np.random.default_rng(seed)
-        sums: dict[str, float] = {}
-        updates = 0
-        mini = n // g.mini_batches
-        for _ in range(g.epochs):
-            order = rng.permutation(n)
-            for m in range(g.mini_batches):
-                rows = order[m * mini : (m + 1) * mini]
-                micro = {k: to_micro(v[rows], mini // rows_per_micro) for k, v in arrays.items()}
-                state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
-                for k, v in jax.device_get(step_metrics).items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
-                updates += 1
-        metrics.update({k: v / updates for k, v in sums.items()})
-        return state, metrics
 
 
 def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]:
@@ -472,9 +399,6 @@ def phase_step_fns(
         mesh=mesh,
         valid_vocab=valid_vocab,
     )
-
-
-_advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, float]:

@@ -100,7 +100,7 @@ def measure(name, model, tok, world, prompt_ids, config):
 
     engine = RolloutEngine(model, tok, config)
     t0 = time.perf_counter()
-    engine.run(episodes(world, tok, prompt_ids[: config.batch_size + 2]), rng=1)  # compile every shape
+    engine.run(episodes(world, tok, prompt_ids[: config.batch_rows + 2]), rng=1)  # compile every shape
     print(f"  {name}: warm-up (compilation) {time.perf_counter() - t0:.1f}s", flush=True)
     t0 = time.perf_counter()
     records = engine.run(episodes(world, tok, prompt_ids), rng=0)
@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
 
     world, tok, model, prompt_ids = build(args)
     base = dict(
-        batch_size=args.batch,
+        batch_rows=args.batch,
         max_turns=8,
         max_turn_tokens=args.turn_tokens,
-        max_total_tokens=4096,
+        max_seq_len=4096,
         temperature=1.0,
         turn_cap="close",
         prefill_chunk=512,

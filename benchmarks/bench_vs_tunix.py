@@ -65,6 +65,7 @@ def engine_runner(model: Qwen3ForCausalLM, prompt: np.ndarray, slots: int) -> Ca
         top_p=jnp.ones(b),
         top_k=jnp.zeros(b, jnp.int32),
         seed=jnp.zeros(b, jnp.int32),
+        stream=jnp.zeros(b, jnp.int32),
     )
     no_stop = jnp.asarray([-1, -1], jnp.int32)  # the engine stops on ids; none can match
 

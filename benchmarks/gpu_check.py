@@ -162,7 +162,7 @@ class _Ids:
 def check_rollout(model, rows: int, episodes: int, prompt: int, turns: int, turn_tokens: int) -> dict:
     from rollout import RolloutConfig, RolloutEngine
     from rollout.episodes import Continue, Episode, Stop, TurnOutcome
-    from rollout.record import STOP_DONE
+    from sandbox.types import StopReason
 
     vocab = model.config.vocab_size
     rng = np.random.default_rng(2)
@@ -180,14 +180,14 @@ def check_rollout(model, rows: int, episodes: int, prompt: int, turns: int, turn
         def on_turn_end(self, stream, text, eos):
             self.turn += 1
             if self.turn >= turns:
-                return TurnOutcome([Stop(stream, STOP_DONE)])
+                return TurnOutcome([Stop(stream, StopReason.DONE)])
             return TurnOutcome([Continue(stream, rng.integers(0, vocab - 2, 32).tolist())])
 
     config = RolloutConfig(
-        batch_size=rows,
+        batch_rows=rows,
         max_turns=turns,
         max_turn_tokens=turn_tokens,
-        max_total_tokens=prompt + turns * (turn_tokens + 40),
+        max_seq_len=prompt + turns * (turn_tokens + 40),
         temperature=1.0,
         turn_cap="close",
         prefill_chunk=512,

@@ -5,6 +5,10 @@
     python launch/rollouts.py --benchmark travelplanner --checkpoint CKPT --data TP_DATA --out r.jsonl
     python launch/rollouts.py --model tiny --data DATA --num 4 --out /tmp/r.jsonl   # random tiny model
 
+Rollout knobs (rollout.config.RolloutConfig) come from the script's defaults, then the `rollout:`
+section of `--config RECIPE.yaml`, then the flags below, then `rollout.key=value` arguments
+(e.g. `rollout.top_k=20 rollout.turn_cap=close rollout.tool_workers=4`), as in launch/train.py.
+
 `--model tiny` builds a random 2-layer Qwen3; its tokenizer is a SentencePiece model trained on the
 spot on the data (saved beside --out) unless `--tokenizer` names one (e.g. `qwen3`). Each line
 holds instance_id, ids, loss_mask, logprobs (0.0 where the mask is 0), turns, errors, answer,
@@ -22,7 +26,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from b2tjax.cli import (
     UserError,
@@ -32,6 +36,8 @@ from b2tjax.cli import (
     damaged_store,
     run_main,
 )
+from b2tjax.config import load_rollout_config
+from rollout.config import RolloutConfig, TurnCap
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 from sandbox.python_tool import ISOLATION_MODES, PythonSandbox
 
@@ -53,35 +59,68 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--split", default="test")
     p.add_argument("--num", type=int, default=8, help="number of instances (first N of the split)")
     p.add_argument("--out", type=Path, required=True, help="output JSONL file")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--max-turns", type=int, default=10)
-    p.add_argument("--max-turn-tokens", type=int, default=1024)
-    p.add_argument("--max-total-tokens", type=int, default=16384)
-    p.add_argument("--max-prompt-tokens", type=int, default=None, help="default: half of --max-total-tokens")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--config", type=Path, help="YAML recipe whose rollout: section is used")
+    # Flags name rollout knobs; unset ones leave the recipe's (or the script's default) value.
+    p.add_argument("--batch-size", type=int, help="rollout.batch_rows: KV-cache rows (default 8)")
+    p.add_argument("--max-turns", type=int, help="rollout.max_turns (default 10)")
+    p.add_argument("--max-turn-tokens", type=int, help="rollout.max_turn_tokens (default 1024)")
+    p.add_argument("--max-total-tokens", type=int, help="rollout.max_seq_len (default 16384)")
+    p.add_argument("--max-prompt-tokens", type=int, help="rollout.max_prompt_tokens (default: half)")
+    p.add_argument("--temperature", type=float, help="rollout.temperature (default 1.0)")
+    p.add_argument("--top-p", type=float, help="rollout.top_p")
+    p.add_argument("--top-k", type=int, help="rollout.top_k")
     p.add_argument(
         "--turn-cap",
-        choices=["stop", "close"],
-        default="stop",
-        help="at --max-turn-tokens: end the episode, or close the turn and continue",
+        choices=get_args(TurnCap),
+        help="rollout.turn_cap: at --max-turn-tokens end the episode (stop) or close the turn and go on",
     )
-    p.add_argument(
-        "--variant",
-        default="b2t",
-        help="prompt variant of the benchmark (b2t: agent prompt, react: ReAct baseline)",
-    )
-    p.add_argument("--no-memory", action="store_true", help="ablation: no memory module")
+    p.add_argument("--variant", help="rollout.prompt_style (b2t: agent prompt, react: ReAct baseline)")
+    p.add_argument("--no-memory", action="store_true", help="rollout.memory_enabled=false (ablation)")
     p.add_argument(
         "--python-tool-isolation",
         choices=ISOLATION_MODES,
-        default="full",
-        help="full: refuse to run the Python tool without its kernel jail (root); unsafe-ok: run it anyway",
+        help="rollout.python_tool_isolation: full refuses to run the Python tool without its kernel "
+        "jail (root); unsafe-ok runs it anyway",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("overrides", nargs="*", metavar="rollout.key=value", help="rollout config overrides")
     add_benchmark_options(p, name)
-    return p.parse_args(argv)
+    return p.parse_intermixed_args(argv)  # overrides may sit before and after the options
+
+
+# The script's own defaults (long episodes of a real model, the Python tool on), under any recipe.
+SCRIPT_DEFAULTS = RolloutConfig(
+    batch_rows=8, max_turns=10, max_turn_tokens=1024, max_seq_len=16384, python_tool=True
+)
+# flag -> rollout key
+FLAG_KEYS = {
+    "batch_size": "batch_rows",
+    "max_turns": "max_turns",
+    "max_turn_tokens": "max_turn_tokens",
+    "max_total_tokens": "max_seq_len",
+    "max_prompt_tokens": "max_prompt_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "turn_cap": "turn_cap",
+    "variant": "prompt_style",
+    "python_tool_isolation": "python_tool_isolation",
+}
+
+
+def rollout_config(args: argparse.Namespace) -> RolloutConfig:
+    """Script defaults <- --config's rollout: section <- flags <- rollout.key=value arguments."""
+    flags = [
+        f"rollout.{key}={getattr(args, flag)}"
+        for flag, key in FLAG_KEYS.items()
+        if getattr(args, flag) is not None
+    ]
+    if args.no_memory:
+        flags.append("rollout.memory_enabled=false")
+    try:
+        return load_rollout_config(args.config, [*flags, *args.overrides], base=SCRIPT_DEFAULTS)
+    except ValueError as err:
+        raise UserError(str(err)) from None
 
 
 def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
@@ -117,7 +156,10 @@ def tokenizer_spec(args: argparse.Namespace, bench: Any, instances: list[dict]) 
     from models.spm import train_sentencepiece
     from rollout.prompt import prompt_text
 
-    corpus = [prompt_text(bench.prompt(inst, variant=args.variant)) for inst in instances]
+    corpus = [
+        prompt_text(bench.prompt(inst, variant=args.variant or bench.prompt_variants[0]))
+        for inst in instances
+    ]
     prefix = args.out.with_suffix("").as_posix() + ".spm"
     path = train_sentencepiece(corpus, prefix, vocab_size=2048)
     log.info("trained a SentencePiece tokenizer on %d prompts: %s", len(corpus), path)
@@ -143,16 +185,20 @@ def check_arguments(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    config = rollout_config(args)
     check_arguments(args)
     from models.tokenizer import load_tokenizer
-    from rollout import RolloutConfig, RolloutEngine, agent_episode
+    from rollout import RolloutEngine, agent_episode
 
     cls = benchmark_class(args.benchmark)
     try:
         bench = cls(args.data, **cls.options_from_args(args))
         instances = bench.load_visible(args.split)[: args.num]
-        if args.variant not in bench.prompt_variants:
-            raise BenchmarkError(f"--variant must be one of {bench.prompt_variants} for {bench.name}")
+        if config.prompt_style not in bench.prompt_variants:
+            raise BenchmarkError(
+                f"rollout.prompt_style (--variant) must be one of {', '.join(bench.prompt_variants)} "
+                f"for {bench.name}"
+            )
         if instances:
             bench.world_for(instances[0])  # opened now: a damaged store is found before any work
     except BenchmarkError as err:
@@ -170,27 +216,17 @@ def main(argv: list[str] | None = None) -> int:
             f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}"
         )
 
-    config = RolloutConfig(
-        batch_size=args.batch_size,
-        max_turns=args.max_turns,
-        max_turn_tokens=args.max_turn_tokens,
-        max_total_tokens=args.max_total_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        turn_cap=args.turn_cap,
-    )
-    max_prompt = args.max_prompt_tokens or args.max_total_tokens // 2
-    python_tool = PythonSandbox(isolation=args.python_tool_isolation)
+    python_tool = PythonSandbox(isolation=config.python_tool_isolation) if config.python_tool else None
     episodes = [
         agent_episode(
             inst,
             bench,
             tok,
-            max_turns=args.max_turns,
-            max_prompt_tokens=max_prompt,
-            memory=not args.no_memory,
-            variant=args.variant,
+            max_turns=config.max_turns,
+            max_prompt_tokens=config.prompt_budget,
+            memory=config.memory_enabled,
+            variant=config.prompt_style,
+            max_response_chars=config.max_response_chars,
             python_tool=python_tool,
         )
         for inst in instances
@@ -219,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         dict(reasons),
         args.out,
     )
-    python_tool.close()
+    if python_tool is not None:
+        python_tool.close()
     return 0
 
 

@@ -88,6 +88,11 @@ def write_layer(cache: jax.Array, layer: jax.Array, new: jax.Array, call: Cached
     r, t = call.slots.shape
     rows = jnp.arange(r, dtype=jnp.int32) if call.rows is None else call.rows
     rows = jnp.broadcast_to(rows[:, None], (r, t))
+    # One scatter, not a dynamic_update_slice per row: every row writes at its own position (rows
+    # are at different lengths under continuous batching), and padding tokens must not overwrite a
+    # live slot, which the out-of-range slot index plus mode="drop" guarantees without a branch.
+    # The caller donates the cache, so XLA writes these few slots into the existing buffer: a
+    # functional update that copied [L, B, S, KVH, D] per step would cost the whole cache per token.
     updated = cache.at[layer, rows, call.slots].set(new.astype(cache.dtype), mode="drop")
     return constrain(updated, CACHE_AXES)
 

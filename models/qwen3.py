@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import jax
 import jax.numpy as jnp
@@ -15,16 +15,18 @@ from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
 from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
 from models.sharding import constrain, state_shardings
 
-__all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES"]
+__all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat"]
 
 # Activation rematerialisation inside the layer scan. "none": keep everything (fastest, most
 # memory); "full": recompute the whole layer in the backward pass; "dots": keep matmul outputs
 # without batch dims (recompute elementwise ops); "dots_all": keep every matmul output.
+Remat = Literal["none", "full", "dots", "dots_all"]
 REMAT_POLICIES: dict[str, Callable[..., bool] | None] = {
     "full": None,
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
     "dots_all": jax.checkpoint_policies.dots_saveable,
 }
+assert set(REMAT_POLICIES) == set(get_args(Remat)) - {"none"}, "a Remat name without its policy"
 
 
 class Embedder(nnx.Module):
@@ -66,13 +68,13 @@ class Qwen3ForCausalLM(nnx.Module):
         rngs: nnx.Rngs,
         dtype: Any = jnp.float32,
         param_dtype: Any = jnp.float32,
-        remat: str = "none",
+        remat: Remat = "none",
         attention_block: int | None = 1024,
         attention: str = "auto",
         cache_block: int = 512,
     ):
-        if remat != "none" and remat not in REMAT_POLICIES:
-            raise ValueError(f"unknown remat policy {remat!r}; choose from {['none', *REMAT_POLICIES]}")
+        if remat not in get_args(Remat):
+            raise ValueError(f"unknown remat policy {remat!r}; choose from {list(get_args(Remat))}")
         if attention_block is not None and attention_block <= 0:
             raise ValueError(f"attention_block must be positive or None, got {attention_block}")
         if cache_block <= 0:

@@ -3,8 +3,18 @@
 Generic over benchmarks: prompts, worlds and judging come from a sandbox.benchmarks.Benchmark.
 """
 
-from rollout.engine import EngineStats, RolloutConfig, RolloutEngine
-from rollout.episodes import AgentEpisode, Continue, Episode, ForcedTokens, Stop, TurnOutcome, agent_episode
+from rollout.config import RolloutConfig
+from rollout.engine import EngineStats, RolloutEngine
+from rollout.episodes import (
+    AgentEpisode,
+    Continue,
+    Episode,
+    ForcedTokens,
+    Stop,
+    StreamLimits,
+    TurnOutcome,
+    agent_episode,
+)
 from rollout.prompt import prompt_ids, prompt_text
 from rollout.record import EpisodeRecord
 from rollout.sampling import token_logprobs
@@ -19,6 +29,7 @@ __all__ = [
     "RolloutConfig",
     "RolloutEngine",
     "Stop",
+    "StreamLimits",
     "TurnOutcome",
     "agent_episode",
     "prompt_ids",

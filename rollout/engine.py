@@ -2,22 +2,31 @@
 
 One run loops over three phases until every episode has finished:
   1. admit: free rows take queued streams / the next episodes (continuous batching; with
-     `refill=False` a new wave starts only when every row is free: static batching);
+     `refill=False` a new wave starts only when every row is free: static batching). When streams
+     are queued and no row is free, a *waiting* stream (turn ended, neither continued nor stopped:
+     e.g. a HiMAP coordinator waiting for its day executors) is parked: its row is freed, its record
+     kept; when continued it is queued again and its whole record is re-prefilled
+     (`EngineStats.reprefill_tokens`). Without parking, waiting coordinators can hold every row while
+     their own executors are queued, and the run deadlocks;
   2. prefill: only tokens not yet in a row's cache are fed (prompt of a new stream, environment
      reply + forced tokens of a continuing one), in chunks of at most `prefill_chunk` per row;
      only rows with pending tokens are computed (a refill of one row costs one row);
   3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn;
-  then the host hands finished turns to their episodes (tool calls run in a thread pool for the
-  whole batch), appends the replies with mask 0 and enforces the limits.
+  then the host hands finished turns to their episodes (tool calls run in a thread pool, episodes
+  in parallel, one episode's streams one at a time in creation order), appends the replies with
+  mask 0 and enforces the limits.
 
-Limits (per stream): `max_turns`, `max_turn_tokens` (sampled tokens in one turn; `turn_cap="stop"`
-ends the episode, `"close"` appends a forced <|im_end|> with mask 0 and lets the environment answer),
-`max_total_tokens` (record length, prompt included). Each limit sets its stop reason; such
-records are `truncated`. Episode callbacks that raise are recorded as STOP_ERROR, never re-raised.
+Limits (per stream: the config's, or tighter ones the episode gives in `Continue.limits`):
+`max_turns`, `max_turn_tokens` (sampled tokens in one turn; `turn_cap="stop"` ends the episode,
+`"close"` appends a forced <|im_end|> with mask 0 and lets the environment answer),
+`max_seq_len` (record length, prompt included; `StreamLimits.max_total_tokens` for one stream).
+Each limit sets its stop reason; such records are `truncated`. Episode callbacks that raise are
+recorded as StopReason.ERROR, never re-raised.
 
-Sampling keys derive from (run rng, episode index, stream, position), never from the batch row,
-so continuous and static batching produce the same episodes. `run` returns one EpisodeRecord per
-stream (one per episode for single-agent episodes), in episode order.
+Sampling keys derive from (run rng, episode index, stream ordinal, position), never from the batch
+row, so continuous and static batching, and runs with or without parking, produce the same
+episodes. `run` returns one EpisodeRecord per stream (one per episode for single-agent episodes),
+in episode order then stream-creation order.
 """
 
 from __future__ import annotations
@@ -35,64 +44,12 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from rollout.episodes import Continue, Episode, Stop, TurnOutcome
+from rollout.config import RolloutConfig
+from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.placement import new_rollout_arrays
-from rollout.record import (
-    STOP_ERROR,
-    STOP_MAX_TOTAL_TOKENS,
-    STOP_MAX_TURN_TOKENS,
-    STOP_MAX_TURNS,
-    EpisodeRecord,
-)
+from rollout.record import EpisodeRecord
 from rollout.sampling import FINISH_BUDGET, FINISH_STOP, ModelRunner, SamplingArrays, decode_bucket
-
-TURN_CAP_POLICIES = ("stop", "close")
-
-
-@dataclasses.dataclass
-class RolloutConfig:
-    batch_size: int = 8  # rows of the static batch
-    max_turns: int = 10
-    max_turn_tokens: int = 1024  # also the static decode segment length
-    max_total_tokens: int = 8192  # per stream, prompt included
-    cache_len: int = 0  # KV slots per row (>= max_total_tokens); 0 = its power-of-two bucket
-    temperature: float = 1.0  # <= 0: greedy
-    top_p: float = 1.0
-    top_k: int = 0
-    prefill_chunk: int = 1024  # max tokens fed per row per prefill call
-    prefill_min_bucket: int = 16  # prefill widths are powers of two >= this (fewer compiles)
-    turn_cap: str = "stop"  # what hitting max_turn_tokens does: "stop" | "close"
-    refill: bool = True  # continuous batching; False = static batching (waves)
-    reprefill: bool = False  # baseline: re-feed the whole record every turn (benchmarks)
-    tool_workers: int = 8  # thread pool running episodes' environment steps
-    max_response_chars: int = 6000  # per tool/memory response, truncated in the middle
-    cache_dtype: str = "float32"
-
-    def __post_init__(self) -> None:
-        for name in (
-            "batch_size",
-            "max_turns",
-            "max_turn_tokens",
-            "max_total_tokens",
-            "prefill_chunk",
-            "prefill_min_bucket",
-            "tool_workers",
-        ):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"RolloutConfig.{name} must be positive, got {getattr(self, name)}")
-        if self.cache_len and self.cache_len < self.max_total_tokens:
-            raise ValueError(
-                f"RolloutConfig.cache_len ({self.cache_len}) must be >= max_total_tokens "
-                f"({self.max_total_tokens}): a stream's record lives in one cache row"
-            )
-        if self.turn_cap not in TURN_CAP_POLICIES:
-            raise ValueError(
-                f"RolloutConfig.turn_cap must be one of {TURN_CAP_POLICIES}, got {self.turn_cap!r}"
-            )
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"RolloutConfig.top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"RolloutConfig.top_k must be >= 0, got {self.top_k}")
+from sandbox.types import StopReason
 
 
 @dataclasses.dataclass
@@ -103,7 +60,9 @@ class EngineStats:
     device_s: float = 0.0  # prefill + decode calls, until their results were on the host
     env_s: float = 0.0  # inside the thread-pool phase (tools, parsing, rendering)
     generated_tokens: int = 0
-    prefill_tokens: int = 0
+    prefill_tokens: int = 0  # every token fed by prefill, reprefill_tokens included
+    reprefill_tokens: int = 0  # tokens fed again because their stream had been parked
+    parks: int = 0  # times a waiting stream gave its row up
     decode_steps: int = 0  # while-loop iterations summed over segments
     segments: int = 0
     episodes: int = 0
@@ -120,9 +79,10 @@ class EngineStats:
 @dataclasses.dataclass(eq=False)
 class _Stream:
     episode_index: int
-    ordinal: int  # creation order inside the episode (sampling seed)
+    ordinal: int  # creation order inside the episode (sampling key; order of its turn-ends)
     record: EpisodeRecord
-    row: int | None = None
+    limits: StreamLimits  # resolved: every field set
+    row: int | None = None  # None: queued, parked, or stopped
     pending: list[int] = dataclasses.field(default_factory=list)
     reset: bool = False
     cached: int = 0  # tokens of the record already in the row's cache
@@ -131,6 +91,7 @@ class _Stream:
     turns_done: int = 0
     live: bool = True
     sampling: bool = False  # between an assistant header and the end of that turn
+    idle_since: int = 0  # decode segment count when its last turn ended (parking order)
     started: float = 0.0
     env_s: float = 0.0
 
@@ -141,6 +102,13 @@ def _bucket(n: int, floor: int = 16) -> int:
     while size < max(n, floor):
         size *= 2
     return size
+
+
+def episode_seed(index: int) -> int:
+    """The sampling seed of the episode at `index` in `run(episodes)` (int32). The factor 64 is
+    historical (it once made room for the stream ordinal, now folded in separately); it is kept so
+    single-agent runs, and the learning curves made with them, reproduce bit for bit."""
+    return (index * 64) % (2**31 - 1)
 
 
 class RolloutStopped(Exception):
@@ -154,6 +122,8 @@ class RolloutEngine:
         self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None, mesh: Mesh | None = None
     ):
         self.config = config or RolloutConfig()
+        auto = self.config.cache_dtype == "auto"
+        self.cache_dtype = model.dtype if auto else self.config.cache_dtype  # "auto": compute dtype
         self.model_config = model.config
         self.tokenizer = tokenizer
         self.mesh = mesh  # rows of the KV cache over (data, fsdp), KV heads and weights over tensor
@@ -198,26 +168,30 @@ class _Run:
         self.engine, self.cfg, self.tok = engine, engine.config, engine.tokenizer
         self.episodes, self.key = episodes, key
         self.streams: list[dict[str, _Stream]] = [dict() for _ in episodes]
-        self.rows: list[_Stream | None] = [None] * self.cfg.batch_size
+        self.rows: list[_Stream | None] = [None] * self.cfg.batch_rows
         self.queue: collections.deque[_Stream] = collections.deque()
         self.ready: list[_Stream] = []  # turn finished, waiting for on_turn_end
         self.next_episode = 0
         self.finished = 0
         self.done_episodes: set[int] = set()
         self.stats = EngineStats(episodes=len(episodes))
+        self.default_limits = StreamLimits().resolve(self.cfg)
         self.should_stop: Callable[[], bool] | None = None
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
         mc = engine.model_config
-        # Static shapes come from power-of-two buckets, so nearby limits share compiled code.
-        cache_len = self.cfg.cache_len or _bucket(self.cfg.max_total_tokens)
         self.cache, self.next_logits = new_rollout_arrays(
-            mc, self.cfg.batch_size, cache_len, self.cfg.cache_dtype, engine.mesh
+            mc, self.cfg.batch_rows, self.cfg.cache_slots, engine.cache_dtype, engine.mesh
         )
 
     # -- main loop -----------------------------------------------------------------------------
     def loop(self, pool: concurrent.futures.Executor) -> None:
         t0 = time.perf_counter()
         while True:
+            # Host work drains completely before the device runs again: ending turns frees rows
+            # (stopped streams) and admitting fills them (parking waiting streams for queued ones),
+            # and a finished turn's environment reply only becomes pending tokens here, so prefill
+            # and decode see every row that can run. The finished turns go to the pool together
+            # (episodes in parallel, one episode's streams in order) so slow tools overlap.
             self._admit()
             while self.ready:
                 self._end_turns(pool)
@@ -225,6 +199,9 @@ class _Run:
             if not any(self.rows) and not self.queue and self.next_episode >= len(self.episodes):
                 break
             self._prefill()
+            # A decode segment runs until every live row has ended its turn (or its budget), never
+            # one token per host round trip; the host only steps in between segments. No row to
+            # run after admission means every live stream waits on another: a real deadlock.
             if not self._decode():
                 self._break_deadlock()
             if self.should_stop is not None and self.should_stop():
@@ -236,23 +213,63 @@ class _Run:
         return [r for r, s in enumerate(self.rows) if s is None]
 
     def _admit(self) -> None:
+        """Seat queued streams, then new episodes, in free rows; park waiting streams for queued
+        ones when no row is free (new episodes never displace a waiting stream: only streams
+        already started can be what a waiting stream waits for)."""
+        self._drop_rowless()
         free = self._free_rows()
         if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
             return  # static batching: wait for the whole wave
-        while free:
+        # Queued streams (new streams of running episodes) go before new episodes: an episode
+        # holds its environment and tools open until all its streams end, so finishing started
+        # ones first bounds the episodes alive at once. Episodes start lazily, only when a row is
+        # free, so `start()` (prompt building, world queries) is paid as rows open, not all up front.
+        while True:
+            self._drop_rowless()
             if not self.queue:
-                if self.next_episode >= len(self.episodes):
+                if not free or self.next_episode >= len(self.episodes):
                     return
                 self._start_episode(self.next_episode)
                 self.next_episode += 1
                 continue
-            stream = self.queue.popleft()
-            if not stream.live:
-                continue
-            row = free.pop(0)
-            self.rows[row] = stream
-            stream.row, stream.reset, stream.cached = row, True, 0
-            stream.pending = list(stream.record.ids)
+            if not free:
+                victim = self._park_candidate()
+                if victim is None:
+                    return  # every row is sampling; the queue waits for a turn to end
+                free.append(self._park(victim))
+            self._seat(self.queue.popleft(), free.pop(0))
+
+    def _drop_rowless(self) -> None:
+        """Unqueue streams at the head that need no row now: stopped ones, and ones not sampling
+        (a fully forced turn awaiting on_turn_end, or waiting after it); a Continue queues them again."""
+        while self.queue and not (self.queue[0].live and self.queue[0].sampling):
+            self.queue.popleft()
+
+    def _seat(self, stream: _Stream, row: int) -> None:
+        """Give `stream` a row; its whole record is (re-)prefilled into it."""
+        self.rows[row] = stream
+        self.stats.reprefill_tokens += stream.cached  # > 0 only for a stream that was parked
+        # A row is reused without clearing it: `reset` makes the next prefill start the row at
+        # position 0 (its stale slots are masked by the row's fill length), and the stream's
+        # whole record so far is pending, since nothing of it is in this row's cache.
+        stream.row, stream.reset, stream.cached = row, True, 0
+        stream.pending = list(stream.record.ids)
+
+    def _park_candidate(self) -> _Stream | None:
+        """The waiting stream (live, not sampling, turn already handed over) that waited longest;
+        ties by episode and creation order, so runs are reproducible."""
+        waiting = [
+            s for s in self.rows if s is not None and s.live and not s.sampling and s not in self.ready
+        ]
+        return min(waiting, key=lambda s: (s.idle_since, s.episode_index, s.ordinal), default=None)
+
+    def _park(self, stream: _Stream) -> int:
+        """Free a waiting stream's row, keeping its record (and `cached`, for reprefill_tokens)."""
+        row = stream.row
+        self.rows[row] = None
+        stream.row, stream.pending = None, []
+        self.stats.parks += 1
+        return row
 
     def _start_episode(self, index: int) -> None:
         episode = self.episodes[index]
@@ -264,13 +281,26 @@ class _Run:
         self._apply(index, actions)
 
     # -- record updates ------------------------------------------------------------------------
-    def _new_stream(self, index: int, name: str) -> _Stream:
+    def _new_stream(
+        self, index: int, name: str, start: Continue | None = None, limits: StreamLimits | None = None
+    ) -> _Stream:
+        """A stream of episode `index`, tagged with what its starting Continue says."""
         episode = self.episodes[index]
         record = EpisodeRecord(
-            instance_id=str(episode.instance_id), stream=name, tokenizer=self.tokenizer_name
+            instance_id=str(episode.instance_id),
+            stream=name,
+            tokenizer=self.tokenizer_name,
+            episode=index,
+            role=(start.role if start is not None and start.role is not None else "agent"),
+            day=start.day if start is not None else None,
+            round=start.round if start is not None else None,
         )
         stream = _Stream(
-            episode_index=index, ordinal=len(self.streams[index]), record=record, started=time.perf_counter()
+            episode_index=index,
+            ordinal=len(self.streams[index]),
+            record=record,
+            limits=limits or self.default_limits,
+            started=time.perf_counter(),
         )
         self.streams[index][name] = stream
         return stream
@@ -284,11 +314,16 @@ class _Run:
                     self._stop(stream, action.reason, action.answer)
                 continue
             if stream is None:
-                stream = self._new_stream(index, action.stream)
+                try:
+                    limits = (action.limits or StreamLimits()).resolve(self.cfg)
+                except ValueError as exc:
+                    self._fail_episode(index, f"stream {action.stream!r}: {exc}")
+                    return
+                stream = self._new_stream(index, action.stream, action, limits)
                 stream.record.prompt_len = len(action.tokens)
-                if len(action.tokens) + len(action.forced) >= self.cfg.max_total_tokens:
+                if len(action.tokens) + len(action.forced) >= limits.max_total_tokens:
                     stream.record.append(action.tokens, sampled=False)
-                    self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+                    self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
                     continue
                 self._append_context(stream, action.tokens, action.forced)
                 self.queue.append(stream)
@@ -298,14 +333,17 @@ class _Run:
             if stream.sampling:
                 self._fail_episode(index, f"Continue for stream {action.stream!r} while it is generating")
                 return
-            if stream.turns_done >= self.cfg.max_turns:
-                self._stop(stream, STOP_MAX_TURNS, notify=True)
+            if stream.turns_done >= stream.limits.max_turns:
+                self._stop(stream, StopReason.MAX_TURNS, notify=True)
             elif (
-                len(stream.record.ids) + len(action.tokens) + len(action.forced) >= self.cfg.max_total_tokens
+                len(stream.record.ids) + len(action.tokens) + len(action.forced)
+                >= stream.limits.max_total_tokens
             ):
-                self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+                self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
             else:
                 self._append_context(stream, action.tokens, action.forced)
+                if stream.row is None and stream not in self.queue:
+                    self.queue.append(stream)  # parked: re-admitted with its whole record
         self._maybe_finish(index)
 
     def _append_context(self, stream: _Stream, tokens: list[int], forced: list[int]) -> None:
@@ -328,6 +366,7 @@ class _Run:
         stream.record.turns.append((stream.turn_start, len(stream.record.ids)))
         stream.turns_done += 1
         stream.sampling = False
+        stream.idle_since = self.stats.segments
         self.ready.append(stream)
 
     def _stop(
@@ -366,8 +405,8 @@ class _Run:
             self._new_stream(index, "main")
         for stream in streams.values():
             if stream.live:
-                self._stop(stream, STOP_ERROR, message=message)
-            elif stream.record.stop_reason != STOP_ERROR:
+                self._stop(stream, StopReason.ERROR, message=message)
+            elif stream.record.stop_reason != StopReason.ERROR:
                 stream.record.error_message = message
         self._maybe_finish(index)
 
@@ -381,20 +420,37 @@ class _Run:
 
     # -- host phase: finished turns -> episodes ------------------------------------------------
     def _end_turns(self, pool: concurrent.futures.Executor) -> None:
-        batch, self.ready = self.ready, []
-        batch = [s for s in batch if s.live]
+        """Hand finished turns to their episodes and apply the actions.
+
+        Why grouped: the streams of one episode share its state (HiMAP's global budget and venue
+        commits), so its turn-ends run one at a time in creation order and their actions are applied
+        in that order: a seed reproduces the episode, whatever the thread timing. Different
+        episodes share nothing and run in parallel in the pool."""
+        by_episode: dict[int, list[_Stream]] = collections.defaultdict(list)
+        for stream in sorted((s for s in self.ready if s.live), key=lambda s: (s.episode_index, s.ordinal)):
+            by_episode[stream.episode_index].append(stream)
+        self.ready = []
         t0 = time.perf_counter()
-        results = list(pool.map(self._call_turn_end, batch))
+        results = list(pool.map(self._call_turn_ends, by_episode.values()))
         self.stats.env_s += time.perf_counter() - t0
-        for stream, (outcome, elapsed) in zip(batch, results):
-            stream.env_s += elapsed
-            index = stream.episode_index
-            if isinstance(outcome, Exception):
-                self._fail_episode(index, f"on_turn_end() raised {type(outcome).__name__}: {outcome}")
-                continue
-            stream.record.errors.extend(outcome.errors)
-            stream.record.calls.extend(outcome.call_names)
-            self._apply(index, outcome.actions)
+        for index, outcomes in zip(by_episode, results):
+            for stream, (outcome, elapsed) in zip(by_episode[index], outcomes):
+                stream.env_s += elapsed
+                if isinstance(outcome, Exception):
+                    self._fail_episode(index, f"on_turn_end() raised {type(outcome).__name__}: {outcome}")
+                    break  # the episode is over; its later streams' outcomes are dropped
+                stream.record.errors.extend(outcome.errors)
+                stream.record.calls.extend(outcome.call_names)
+                self._apply(index, outcome.actions)
+
+    def _call_turn_ends(self, streams: list[_Stream]) -> list[tuple[TurnOutcome | Exception, float]]:
+        """One episode's turn-ends, in order, in one pool thread; stops at the first that raised."""
+        results = []
+        for stream in streams:
+            results.append(self._call_turn_end(stream))
+            if isinstance(results[-1][0], Exception):
+                break
+        return results
 
     def _call_turn_end(self, stream: _Stream) -> tuple[TurnOutcome | Exception, float]:
         t0 = time.perf_counter()
@@ -468,17 +524,20 @@ class _Run:
         active = np.zeros(n, bool)
         budget = np.zeros(n, np.int32)
         seeds = np.zeros(n, np.int32)
+        stream_ids = np.zeros(n, np.int32)
         stopped = False
         for r, s in enumerate(self.rows):
             if s is None or not s.live or not s.sampling or s in self.ready:
                 continue
-            room = min(cfg.max_turn_tokens - s.turn_sampled, cfg.max_total_tokens - len(s.record.ids))
+            room = min(
+                s.limits.max_turn_tokens - s.turn_sampled, s.limits.max_total_tokens - len(s.record.ids)
+            )
             if room <= 0:  # cannot happen by construction; never spin on it
-                self._stop(s, STOP_MAX_TOTAL_TOKENS, notify=True)
+                self._stop(s, StopReason.MAX_TOTAL_TOKENS, notify=True)
                 stopped = True
                 continue
             active[r], budget[r] = True, room
-            seeds[r] = (s.episode_index * 64 + s.ordinal) % (2**31 - 1)
+            seeds[r], stream_ids[r] = episode_seed(s.episode_index), s.ordinal
         if not active.any():
             return stopped or bool(self.ready) or bool(self.queue and self._free_rows())
         params = SamplingArrays(
@@ -486,6 +545,7 @@ class _Run:
             top_p=jnp.full((n,), cfg.top_p, jnp.float32),
             top_k=jnp.full((n,), cfg.top_k, jnp.int32),
             seed=jnp.asarray(seeds),
+            stream=jnp.asarray(stream_ids),
         )
         t0 = time.perf_counter()
         out = self.engine.runner.decode(
@@ -523,12 +583,12 @@ class _Run:
         return True
 
     def _hit_budget(self, stream: _Stream) -> None:
-        if len(stream.record.ids) >= self.cfg.max_total_tokens:
-            self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+        if len(stream.record.ids) >= stream.limits.max_total_tokens:
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
         elif self.cfg.turn_cap == "stop":
-            self._stop(stream, STOP_MAX_TURN_TOKENS, notify=True)
-        elif len(stream.record.ids) + 1 >= self.cfg.max_total_tokens:
-            self._stop(stream, STOP_MAX_TOTAL_TOKENS, notify=True)
+            self._stop(stream, StopReason.MAX_TURN_TOKENS, notify=True)
+        elif len(stream.record.ids) + 1 >= stream.limits.max_total_tokens:
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
         else:  # "close": forced <|im_end|>, mask 0
             end = self.tok.im_end_id
             stream.record.forced.append((len(stream.record.ids), len(stream.record.ids) + 1))
@@ -537,9 +597,13 @@ class _Run:
             self._turn_complete(stream)
 
     def _break_deadlock(self) -> None:
-        """No row can run and nothing is ready: remaining streams wait on each other. Stop them."""
+        """No row can run, no turn is waiting for its episode, and no queued stream lacks a row
+        (parking freed rows for them): every live stream waits for another stream of its episode,
+        so no action can ever come. A genuine deadlock (an episode bug): stop them."""
         for index, streams in enumerate(self.streams):
             for stream in streams.values():
                 if stream.live:
-                    self._stop(stream, STOP_ERROR, message="stream was waiting with nothing left running")
+                    self._stop(
+                        stream, StopReason.ERROR, message="stream was waiting with nothing left running"
+                    )
             self._maybe_finish(index)

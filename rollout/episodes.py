@@ -1,13 +1,19 @@
 """Episodes: the "who speaks next" abstraction between the engine and an environment.
 
-An episode owns one or more token *streams* (a stream = one row of the batch = one EpisodeRecord).
-A single-agent episode has one stream, "main". A hierarchical episode (HiMAP-Travel) can own a
-coordinator stream and one executor stream per day that share the episode's environment state:
-after any stream's turn, the episode may resume that stream, start new streams, wake waiting
-streams, or stop streams. Streams neither resumed nor stopped wait (keeping their KV cache row).
+An episode owns one or more token *streams* (a stream = one EpisodeRecord, decoded in one batch row
+while it runs). A single-agent episode has one stream, "main". A hierarchical episode (HiMAP-Travel)
+can own a coordinator stream and one executor stream per day that share the episode's environment
+state: after any stream's turn, the episode may resume that stream, start new streams, wake waiting
+streams, or stop streams. A stream neither resumed nor stopped *waits*. A waiting stream keeps its KV
+cache row until rows run out: then the engine parks it (row freed, record kept) and re-prefills its
+whole record when it is continued, so waiting coordinators can never hold every row while their own
+executors are queued. Parking never changes a record (sampling keys ignore rows).
 
-The engine calls `start()` once, then `on_turn_end` after each finished assistant turn (from a
-thread pool: an episode must only touch its own state), and `on_limit` when it cut a stream.
+The engine calls `start()` once, then `on_turn_end` after each finished assistant turn, and
+`on_limit` when it cut a stream. `on_turn_end` runs in a thread pool, but one episode's calls never
+overlap: the streams of an episode that finished a turn together are handed over one at a time in
+stream-creation order, and their actions are applied in that order, so shared episode state (e.g.
+HiMAP's commits) follows a fixed order, not thread timing. Different episodes run in parallel.
 """
 
 from __future__ import annotations
@@ -17,27 +23,68 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from rollout.record import STOP_ANSWER, STOP_DONE, STOP_EOS, STOP_MAX_TURNS
 from rollout.render import render_env_reply
+from sandbox.types import StopReason
+
+_CONFIG_NAMES = {"max_total_tokens": "max_seq_len"}  # StreamLimits field -> RolloutConfig field
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamLimits:
+    """Per-stream caps, each None (= the engine config's value) or at most the config's: a role can
+    get a tighter budget (e.g. executors 4 turns, the coordinator 10) but never more than the
+    static shapes (decode segment, cache row) were built for."""
+
+    max_turns: int | None = None
+    max_turn_tokens: int | None = None  # sampled tokens in one turn
+    max_total_tokens: int | None = None  # record length, prompt included
+
+    def __post_init__(self) -> None:
+        for name, value in dataclasses.asdict(self).items():
+            if value is not None and int(value) <= 0:
+                raise ValueError(f"StreamLimits.{name} must be positive or None, got {value}")
+
+    def resolve(self, config: Any) -> StreamLimits:
+        """These limits with every None filled from `config` (a RolloutConfig; max_total_tokens is
+        its max_seq_len); ValueError when one exceeds the config's (a longer stream would not fit
+        its cache row, a longer turn not the decode segment)."""
+        resolved = {}
+        for name, value in dataclasses.asdict(self).items():
+            config_name = _CONFIG_NAMES.get(name, name)
+            ceiling = int(getattr(config, config_name))
+            if value is not None and value > ceiling:
+                raise ValueError(
+                    f"stream limit {name}={value} exceeds the engine's {config_name}={ceiling} "
+                    "(a stream's limits can only tighten the config's)"
+                )
+            resolved[name] = ceiling if value is None else int(value)
+        return StreamLimits(**resolved)
 
 
 @dataclasses.dataclass
 class Continue:
     """Append `tokens` (mask 0: a prompt or an environment reply) to `stream`, then
     `forced` assistant tokens (mask 0, teacher-forced; see ForcedTokens), then let it sample.
-    A stream name the episode has not used yet starts a new stream with `tokens` as its prompt."""
+
+    A stream name the episode has not used yet starts a new stream with `tokens` as its prompt;
+    only then are `role`, `day` and `round` (copied onto its EpisodeRecord for the trainer and the
+    metrics) and `limits` (None: the engine config's) read. Later Continues ignore them."""
 
     stream: str
     tokens: list[int]
     forced: list[int] = dataclasses.field(default_factory=list)
+    role: str | None = None  # None: "agent"
+    day: int | None = None
+    round: int | None = None
+    limits: StreamLimits | None = None
 
 
 @dataclasses.dataclass
 class Stop:
-    """End `stream` with a stop reason (rollout.record.STOP_*) and its final answer, if any."""
+    """End `stream` with a stop reason (sandbox.types.StopReason) and its final answer, if any."""
 
     stream: str
-    reason: str
+    reason: StopReason
     answer: str | None = None
 
 
@@ -51,8 +98,16 @@ class TurnOutcome:
 
 
 class Episode(abc.ABC):
-    """Base class: an instance id and the callbacks. Sampling keys derive from the episode's
-    position in `engine.run(episodes)` and the run's rng, never from its batch row."""
+    """Base class: an instance id and the callbacks. Sampling keys derive from the run's rng, the
+    episode's position in `engine.run(episodes)`, the stream's creation ordinal and the token
+    position, never from the batch row.
+
+    Actions on streams that are not waiting: a Continue to a stopped stream is ignored (a stopped
+    record is final); a Continue to a stream that is still sampling its turn fails the episode
+    (StopReason.ERROR on all its streams), since the reply would have no turn to answer. A stream is
+    never reopened: re-planning starts a new stream under a new name (e.g. "day3.r2" for day 3 in
+    round 2), which also keeps each round's record a separate training sequence.
+    """
 
     instance_id: str
 
@@ -65,8 +120,8 @@ class Episode(abc.ABC):
         """`stream` finished an assistant turn whose decoded text (without the closing stop token)
         is `text`; `eos` is True when it ended with <|endoftext|> instead of <|im_end|>."""
 
-    def on_limit(self, stream: str, reason: str) -> list[Continue | Stop]:
-        """The engine stopped `stream` at a limit (reason is a STOP_* code). Multi-stream episodes
+    def on_limit(self, stream: str, reason: StopReason) -> list[Continue | Stop]:
+        """The engine stopped `stream` at a limit (reason: a truncating StopReason). Multi-stream episodes
         can react (e.g. a coordinator re-plans a failed day); the default does nothing."""
         return []
 
@@ -76,7 +131,7 @@ class AgentEpisode(Episode):
 
     `env` needs `step(text)` returning an object with `responses` (each with name and is_error),
     `rendered`, `done`, `answer` and `stop_reason` -- sandbox.EpisodeEnv's contract. The env's own
-    `max_turns` ending maps to STOP_MAX_TURNS (truncated).
+    `max_turns` ending maps to StopReason.MAX_TURNS (truncated).
     """
 
     def __init__(self, instance_id: str, prompt_ids: Sequence[int], env: Any, tokenizer: Any):
@@ -100,15 +155,15 @@ class AgentEpisode(Episode):
         names = [str(r.name) for r in step.responses]
         if step.done:
             reason = (
-                STOP_ANSWER
+                StopReason.ANSWER
                 if step.answer is not None
-                else STOP_MAX_TURNS
-                if step.stop_reason == STOP_MAX_TURNS
-                else STOP_DONE
+                else StopReason.MAX_TURNS
+                if step.stop_reason == StopReason.MAX_TURNS
+                else StopReason.DONE
             )
             return TurnOutcome([Stop(stream, reason, step.answer)], errors, names)
         if eos:
-            return TurnOutcome([Stop(stream, STOP_EOS)], errors, names)
+            return TurnOutcome([Stop(stream, StopReason.EOS)], errors, names)
         reply = render_env_reply(self.tokenizer, step.rendered)
         return TurnOutcome([Continue(stream, reply, self.next_forced())], errors, names)
 

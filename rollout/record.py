@@ -10,16 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-# Why an episode stopped. TRUNCATING reasons mean the episode was cut by a limit: the answer is
-# missing and `truncated` is True (the reward says so).
-STOP_ANSWER = "answer"  # the environment accepted a final <answer>
-STOP_DONE = "done"  # the environment ended the episode without an answer
-STOP_EOS = "eos"  # the model emitted <|endoftext|> without an answer
-STOP_MAX_TURNS = "max_turns"
-STOP_MAX_TURN_TOKENS = "max_turn_tokens"
-STOP_MAX_TOTAL_TOKENS = "max_total_tokens"
-STOP_ERROR = "error"  # the episode's environment raised; recorded, never re-raised
-TRUNCATING = frozenset({STOP_MAX_TURNS, STOP_MAX_TURN_TOKENS, STOP_MAX_TOTAL_TOKENS})
+from sandbox.types import TRUNCATING, StopReason
 
 
 @dataclasses.dataclass
@@ -34,6 +25,10 @@ class EpisodeRecord:
     turns:     [start, end) offsets in `ids` of each assistant turn's content (the tokens after the
                `<|im_start|>assistant\\n` header, up to and including the closing <|im_end|>).
     errors:    one flag per tool call / memory operation, in execution order.
+    stream, role, day, round, episode: which stream of which episode this is. `episode` is the
+               episode's index in the `RolloutEngine.run` call, so the trainer can group the
+               varying number of streams of one episode (a HiMAP coordinator and its day
+               executors); role/day/round are what the episode gave when it started the stream.
     """
 
     instance_id: str
@@ -44,9 +39,13 @@ class EpisodeRecord:
     errors: list[bool] = dataclasses.field(default_factory=list)
     calls: list[str] = dataclasses.field(default_factory=list)  # name of each call, parallel to errors
     answer: str | None = None
-    stop_reason: str = ""
+    stop_reason: StopReason | str = ""  # "" while running
     reward: float | None = None
     stream: str = "main"
+    role: str = "agent"
+    day: int | None = None
+    round: int | None = None
+    episode: int = 0
     prompt_len: int = 0
     forced: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # [start, end) forced spans
     error_message: str | None = None
@@ -59,7 +58,7 @@ class EpisodeRecord:
 
     @property
     def any_error(self) -> bool:
-        return any(self.errors) or self.stop_reason == STOP_ERROR
+        return any(self.errors) or self.stop_reason == StopReason.ERROR
 
     @property
     def num_sampled(self) -> int:

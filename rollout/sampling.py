@@ -109,12 +109,23 @@ class SamplingArrays(NamedTuple):
     temperature: jax.Array  # fp32; <= 0 means greedy
     top_p: jax.Array  # fp32; 1.0 disables
     top_k: jax.Array  # int32; 0 disables
-    seed: jax.Array  # int32 per-episode seed: a row's samples do not depend on its batch mates
+    seed: jax.Array  # int32 episode seed: a row's samples do not depend on its batch mates
+    stream: jax.Array  # int32 creation ordinal of the row's stream inside its episode
 
 
-def _row_keys(key: jax.Array, seeds: jax.Array, positions: jax.Array) -> jax.Array:
-    """A key per row from (episode seed, position): sampling is independent of row placement."""
-    return jax.vmap(lambda s, p: jax.random.fold_in(jax.random.fold_in(key, s), p))(seeds, positions)
+def row_keys(key: jax.Array, seeds: jax.Array, streams: jax.Array, positions: jax.Array) -> jax.Array:
+    """A key per row from (episode seed, stream ordinal, position), folded in one after another:
+    sampling is independent of row placement, and no two streams of any episodes share a key,
+    however many streams an episode has (a single combined number such as episode * 64 + stream
+    collides from stream 64 on). Stream 0 uses the episode key itself, so single-stream episodes
+    draw exactly the samples they drew before streams had ordinals of their own."""
+
+    def one(seed: jax.Array, stream: jax.Array, position: jax.Array) -> jax.Array:
+        episode_key = jax.random.fold_in(key, seed)
+        stream_key = jnp.where(stream > 0, jax.random.fold_in(episode_key, stream), episode_key)
+        return jax.random.fold_in(stream_key, position)
+
+    return jax.vmap(one)(seeds, streams, positions)
 
 
 class ModelRunner:
@@ -201,7 +212,7 @@ def _decode(
         # `state` rides in the carry: NNX refuses Variables whose values are tracers of an outer
         # trace level, so the model is merged from the loop's own copy.
         state, step, cache, logits, alive, count, finish, out_ids, out_lp = carry
-        keys = _row_keys(key, params.seed, cache.lengths)
+        keys = row_keys(key, params.seed, params.stream, cache.lengths)
         tok, lp = sample_tokens(logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
         out_ids = jax.lax.dynamic_update_slice(out_ids, jnp.where(alive, tok, 0)[:, None], (0, step))
         out_lp = jax.lax.dynamic_update_slice(out_lp, jnp.where(alive, lp, 0.0)[:, None], (0, step))

@@ -16,11 +16,9 @@ from typing import Protocol
 
 from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
-from sandbox.types import ToolResult
+from sandbox.types import StopReason, ToolResult
 
 PYTHON_TOOL_NAME = "Python"
-STOP_ANSWER = "answer"
-STOP_MAX_TURNS = "max_turns"
 _NO_ACTION_MESSAGE = (
     'no action in this turn. Call a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call>, '
     'read or write memory with <memory>{"action": "read"|"write", "key": ..., "value": ...}</memory>, '
@@ -229,13 +227,13 @@ class EpisodeEnv:
                         ),
                     )
                 )
-            self.done, self.answer, self.stop_reason = True, parsed.answer, STOP_ANSWER
+            self.done, self.answer, self.stop_reason = True, parsed.answer, StopReason.ANSWER
         elif not parsed.actions:
             responses.append(self._respond("tool", "parse", ToolResult.error(_NO_ACTION_MESSAGE)))
         else:
             responses = self._execute(parsed)
         if not self.done and self.turns >= self.max_turns:
-            self.done, self.stop_reason = True, STOP_MAX_TURNS
+            self.done, self.stop_reason = True, StopReason.MAX_TURNS
         responses = self._cap_turn(responses)
         self.any_error = self.any_error or any(r.is_error for r in responses)
         self.any_env_fault = self.any_env_fault or any(r.env_fault for r in responses)

@@ -23,6 +23,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from sandbox.env import truncate_middle
 from sandbox.types import ToolResult
@@ -30,7 +31,9 @@ from sandbox.types import ToolResult
 _WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_python_worker.py")
 _STARTUP_TIMEOUT_S = 20.0
 _PROTOCOL_SLACK_S = 5.0  # time a supervisor gets beyond the run's own timeout to answer
-ISOLATION_MODES = ("full", "unsafe-ok")
+# "full": refuse to run without the kernel jail; "unsafe-ok": run with only the in-process audit hook.
+Isolation = Literal["full", "unsafe-ok"]
+ISOLATION_MODES: tuple[str, ...] = get_args(Isolation)
 
 
 class PythonIsolationError(RuntimeError):
@@ -136,7 +139,7 @@ class PythonSandbox:
         num_workers: int = 2,
         limits: PythonLimits = PythonLimits(),
         *,
-        isolation: str = "full",
+        isolation: Isolation = "full",
         kernel_isolation: bool = True,
         audit_guard: bool = True,
     ) -> None:

@@ -1,5 +1,6 @@
 """Small value types shared by the tools, the Python sandbox and the episode environment."""
 
+import enum
 from dataclasses import dataclass
 
 
@@ -26,3 +27,25 @@ class ToolResult:
         return cls(
             text=f"Error: {message}; this is a fault of the environment, not of the call", env_fault=True
         )
+
+
+class StopReason(str, enum.Enum):
+    """Why an episode (one stream) stopped. A str enum: JSON writes its plain value, a value read back
+    from JSON compares equal to the member, and str()/f-strings give the value (as enum.StrEnum, which
+    Python 3.10 lacks)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    ANSWER = "answer"  # the environment accepted a final <answer>
+    DONE = "done"  # the environment ended the episode without an answer
+    EOS = "eos"  # the model emitted <|endoftext|> without an answer
+    MAX_TURNS = "max_turns"
+    MAX_TURN_TOKENS = "max_turn_tokens"
+    MAX_TOTAL_TOKENS = "max_total_tokens"
+    ERROR = "error"  # the episode's environment raised; recorded, never re-raised
+
+
+# Reasons that mean the episode was cut by a limit: the answer is missing and the record is
+# `truncated` (the reward says so).
+TRUNCATING = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS, StopReason.MAX_TOTAL_TOKENS})

@@ -18,10 +18,11 @@ def engine_config(**overrides):
     from rollout import RolloutConfig
 
     base = dict(
-        batch_size=BATCH,
+        batch_rows=BATCH,
         max_turns=6,
         max_turn_tokens=6,
-        max_total_tokens=TOTAL,
+        max_seq_len=TOTAL,
+        cache_len=TOTAL,  # also for shorter max_seq_len: one cache shape, one compile
         temperature=0.0,
         prefill_chunk=64,
         prefill_min_bucket=64,

@@ -73,12 +73,9 @@ def notebook_run(tmp_path_factory):
             "DATA_EXPERT_CHECK = False",
             "CHECKPOINT = 'tiny'",
             "NUM_EPISODES = 2",
-            "BATCH_SIZE = 2",
-            "MAX_TURNS = 2",
-            "MAX_TURN_TOKENS = 8",
-            "TURN_CAP = 'close'",  # a capped turn still reaches the sandbox, so responses are shown
-            "MAX_TOTAL_TOKENS = 5632",
-            "MAX_PROMPT_TOKENS = 5120",
+            # a capped turn is closed ("close"), so it still reaches the sandbox and responses are shown
+            "ROLLOUT = ['rollout.batch_rows=2', 'rollout.max_turns=2', 'rollout.max_turn_tokens=8',"
+            " 'rollout.turn_cap=close', 'rollout.max_seq_len=5632', 'rollout.max_prompt_tokens=5120']",
             "EPISODE_INDEX = 1",
         ]
     )
@@ -104,7 +101,7 @@ def test_notebook_is_valid_nbformat_v4_with_a_parameters_cell():
     assert set(kinds) == {"markdown", "code"}
     tagged = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1 and tagged[0]["cell_type"] == "code"
-    for name in ("DATA_DIR", "CHECKPOINT", "SPLIT", "NUM_EPISODES", "DIFFICULTY", "TEMPERATURE"):
+    for name in ("DATA_DIR", "CHECKPOINT", "SPLIT", "NUM_EPISODES", "DIFFICULTY", "ROLLOUT"):
         assert any(line.startswith(f"{name} =") for line in tagged[0]["source"]), name
     assert all(c["outputs"] == [] for c in nb["cells"] if c["cell_type"] == "code"), (
         "commit it without outputs"

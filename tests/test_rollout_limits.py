@@ -90,9 +90,7 @@ def limit_run(rollout_setup):
     for name, length in (("total_in_decode", 997), ("prompt_too_long", 1200)):
         env = EpisodeEnv(setup.world, max_turns=20)
         episodes[name] = AgentEpisode(name, _padded_prompt(tok, length), env, tok)
-    engine = RolloutEngine(
-        setup.model, tok, engine_config(max_turns=3, max_total_tokens=1000, temperature=1.0)
-    )
+    engine = RolloutEngine(setup.model, tok, engine_config(max_turns=3, max_seq_len=1000, temperature=1.0))
     try:
         records = engine.run(list(episodes.values()), rng=3)
     finally:

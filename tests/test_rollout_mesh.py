@@ -55,7 +55,7 @@ def _child(tmp: str) -> dict:
         ]
 
     # 4 rows (divisible over data x fsdp = 4) for 6 episodes: rows are refilled.
-    config = engine_config(batch_size=4, temperature=0.0)
+    config = engine_config(batch_rows=4, temperature=0.0)
     records = {}
     for name, m in (("single", None), ("sharded", mesh)):
         model = create_model(cfg, m, seed=0)

@@ -60,9 +60,9 @@ class _OneTurn:
 
     def on_turn_end(self, stream, text, eos):
         from rollout.episodes import Stop, TurnOutcome
-        from rollout.record import STOP_DONE
+        from sandbox.types import StopReason
 
-        return TurnOutcome([Stop(stream, STOP_DONE)])
+        return TurnOutcome([Stop(stream, StopReason.DONE)])
 
     def on_limit(self, stream, reason):
         return []
@@ -88,10 +88,10 @@ def test_engine_and_trainer_logprobs_agree_at_real_vocabulary_size():
         model,
         tok,
         RolloutConfig(
-            batch_size=2,
+            batch_rows=2,
             max_turns=1,
             max_turn_tokens=24,
-            max_total_tokens=256,
+            max_seq_len=256,
             temperature=1.0,
             prefill_chunk=64,
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sandbox import geo
 from sandbox.evaluator.context import POI_KIND, EvalContext
+from sandbox.evaluator.lookup import WorldIndex
 from sandbox.evaluator.registry import constraint
 from sandbox.plan import Activity, normalize_name
 
@@ -52,14 +53,14 @@ def _same(a: str | None, b: str | None) -> bool:
     return bool(a and b) and normalize_name(a) == normalize_name(b)
 
 
-def services_for(ctx: EvalContext, date: str | None, act: Activity) -> tuple:
+def services_for(index: WorldIndex, date: str | None, act: Activity) -> tuple:
     """The store's services with the activity's number (flights: on that date)."""
     if not act.number:
         return ()
     if act.mode == "train":
-        return ctx.index.train(act.number)
+        return index.train(act.number)
     if act.mode == "flight" and date:
-        return ctx.index.flight(act.number, date)
+        return index.flight(act.number, date)
     return ()
 
 
@@ -79,9 +80,9 @@ def _seats(service) -> tuple[str, ...]:
     return tuple(service.fares) if hasattr(service, "fares") else (service.cabin_class,)
 
 
-def service_fare(ctx: EvalContext, date: str | None, act: Activity) -> float | None:
+def service_fare(index: WorldIndex, date: str | None, act: Activity) -> float | None:
     """Per-person store fare of the activity's service and seat class (None if not found)."""
-    for s in matching_services(services_for(ctx, date, act), act):
+    for s in matching_services(services_for(index, date, act), act):
         if hasattr(s, "fares") and act.seat_class in s.fares:
             return s.fares[act.seat_class]
         if not hasattr(s, "fares") and s.cabin_class == act.seat_class:
@@ -95,7 +96,7 @@ def _service_problem(ctx: EvalContext, date: str | None, act: Activity) -> str |
         return "mode must be 'train' or 'flight'"
     if not act.number:
         return "no train/flight number"
-    services = services_for(ctx, date, act)
+    services = services_for(ctx.index, date, act)
     if not services:
         return f"no {act.mode} {act.number}" + (f" on {date}" if act.mode == "flight" else "")
     matching = matching_services(services, act)

@@ -15,6 +15,7 @@ import math
 
 from sandbox.evaluator.authenticity import service_fare, services_for
 from sandbox.evaluator.context import EvalContext
+from sandbox.evaluator.lookup import Poi, WorldIndex
 from sandbox.evaluator.registry import constraint
 from sandbox.plan import Activity, normalize_name
 from sandbox.vocab import PRICE_LEVEL_RANGE, WALKING_LIMIT_KM
@@ -191,7 +192,7 @@ def intercity_kind(ctx: EvalContext, date: str | None, act: Activity) -> str | N
         return "Airplane"
     if act.mode != "train":
         return None
-    services = services_for(ctx, date, act)
+    services = services_for(ctx.index, date, act)
     if services:
         return services[0].train_type
     return "High-speed Rail" if (act.number or "").startswith(_HIGH_SPEED_PREFIXES) else ("Regular Train")
@@ -228,26 +229,35 @@ def seat_class(ctx: EvalContext) -> list[str]:
     ]
 
 
-def item_costs(ctx: EvalContext) -> list[tuple[int, Activity, float]]:
-    """(day, activity, cost) for every activity; cost = max(stated price, store price).
+def activity_cost(index: WorldIndex, people: int, date: str | None, act: Activity, poi: Poi | None) -> float:
+    """What the budget check counts for one activity: max(stated price, store price).
 
     Store prices are for the whole party: meals and tickets avg_price x people, hotels the
     nightly avg_price x rooms (ceil(people / 2)), trains/flights the seat's fare x people. Taking
-    the larger of the two means a plan can neither under-report nor hide an item's cost.
+    the larger of the two means a plan can neither under-report nor hide an item's cost. `poi` is
+    the store record of a local activity (None: not found, only the stated price counts); HiMAP's
+    Σ prices committed items with this same function, so its spend is this check's total.
     """
-    people = ctx.query.people
-    rooms = math.ceil(people / 2)
-    out = []
-    for view in ctx.days:
-        for act in view.day.activities:
-            if act.type == "intercity_transport":
-                fare = service_fare(ctx, view.date, act)
-                store = fare * people if fare is not None else 0.0
-            else:
-                poi = view.pois.get(act.index)
-                store = 0.0 if poi is None else poi.avg_price * (rooms if act.type == "hotel" else people)
-            out.append((view.day.number, act, max(act.price or 0.0, store)))
-    return out
+    if act.type == "intercity_transport":
+        fare = service_fare(index, date, act)
+        store = fare * people if fare is not None else 0.0
+    else:
+        rooms = math.ceil(people / 2)
+        store = 0.0 if poi is None else poi.avg_price * (rooms if act.type == "hotel" else people)
+    return max(act.price or 0.0, store)
+
+
+def item_costs(ctx: EvalContext) -> list[tuple[int, Activity, float]]:
+    """(day, activity, cost) for every activity, each at `activity_cost`."""
+    return [
+        (
+            view.day.number,
+            act,
+            activity_cost(ctx.index, ctx.query.people, view.date, act, view.pois.get(act.index)),
+        )
+        for view in ctx.days
+        for act in view.day.activities
+    ]
 
 
 @constraint(

@@ -15,6 +15,7 @@ answer with the plan.
 import datetime as dt
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,29 @@ class Expert:
         return ExpertResult(True, "", session.turns, answer, session.env.any_error, plan)
 
 
+def add_new_legs(
+    stops: Sequence[Stop], start: str, known: Mapping[tuple[str, str], Any], pairs: list[tuple[str, str]]
+) -> None:
+    """Append to `pairs` the (from, to) legs of a day walked from `start` that MapGuide has not
+    answered yet (`known`) and that are not asked already: each leg is asked once per expert."""
+    here = start
+    for stop in stops:
+        if stop.place is None:
+            continue
+        leg = (here, stop.place.name)
+        if leg not in known and leg not in pairs:
+            pairs.append(leg)
+        here = stop.place.name
+
+
+def map_guide_calls(city: str, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """One MapGuide call per local leg inside `city`."""
+    return [
+        tool_call("MapGuide", origin_cityName=city, origin=a, destination_cityName=city, destination=b)
+        for a, b in pairs
+    ]
+
+
 class _Solver:
     def __init__(self, session: ExpertSession, visible: dict[str, Any], hidden: dict[str, Any]):
         self.s = session
@@ -139,7 +163,6 @@ class _Solver:
         return notes
 
     def _step_transport(self) -> tuple[dict[str, dict], list[Option], list[Option]]:
-        t = self.pref["transportation"]
         notes = self._preference_notes()
         seen = {k: sorted(v) for k, v in (self.profile.get("history") or {}).items() if v}
         think = (
@@ -170,13 +193,28 @@ class _Solver:
         if seen:
             memory.append({"action": "write", "key": "visited_before", "value": seen})
         calls = [tool_call("WeatherSearch", city=self.city, date=self.dates[0], n=self.days)]
+        legs = ((self.origin, self.city, self.dates[0]), (self.city, self.origin, self.dates[-1]))
+        more, plan = self._transport_calls(legs)
+        calls += more
+        replies = self.s.act(think, memory, calls)
+        weather = {r["date"]: r for r in responses.items(replies[0])}
+        half = len(plan) // 2
+        outbound, returns = [], []
+        for i, (kind, text) in enumerate(zip(plan, replies[1:])):
+            options = self._options(kind, text)
+            (outbound if i < half else returns).extend(options)
+        return weather, outbound, returns
+
+    def _transport_calls(self, legs) -> tuple[list[dict[str, Any]], list[str]]:
+        """Searches for each (origin, destination, date) leg in the preferred intercity modes, and
+        the kind ("flight" | "train") of each call, in order."""
+        t = self.pref["transportation"]
         modes = (
             [t["intercity_transport"]]
             if t.get("intercity_transport")
             else ["High-speed Rail", "Regular Train", "Airplane"]
         )
-        legs = ((self.origin, self.city, self.dates[0]), (self.city, self.origin, self.dates[-1]))
-        plan = []
+        calls, plan = [], []
         for origin, dest, date in legs:
             if "Airplane" in modes:
                 cabin = [t["seat_class"]] if t.get("seat_class") else None
@@ -205,14 +243,7 @@ class _Solver:
                     )
                 )
                 plan.append("train")
-        replies = self.s.act(think, memory, calls)
-        weather = {r["date"]: r for r in responses.items(replies[0])}
-        half = len(plan) // 2
-        outbound, returns = [], []
-        for i, (kind, text) in enumerate(zip(plan, replies[1:])):
-            options = self._options(kind, text)
-            (outbound if i < half else returns).extend(options)
-        return weather, outbound, returns
+        return calls, plan
 
     def _options(self, kind: str, text: str) -> list[Option]:
         seat_pref = self.pref["transportation"].get("seat_class")
@@ -609,8 +640,13 @@ class _Solver:
                 )
         return days
 
-    def _cheaper_swap(self, days, frames, restaurants, attractions) -> bool:
-        used = {s.place.name for d in days for s in d if s.place is not None and s.kind != "hotel"}
+    def _cheaper_swap(self, days, frames, restaurants, attractions, first: int = 0, used=()) -> bool:
+        """One swap of a priced stop for a cheaper unused place; `first`: index of the trip's first
+        day in `days` (-1: none, when a HiMAP executor fits one later day); `used`: names taken
+        elsewhere."""
+        used = {s.place.name for d in days for s in d if s.place is not None and s.kind != "hotel"} | set(
+            used
+        )
         candidates = sorted(
             (
                 (s.place.price, di, s.place.name)
@@ -631,7 +667,7 @@ class _Solver:
                 places = [s.place for s in local]
                 places[at] = cand
                 trial = timeline(kinds, places, frames[di], self._leg)
-                if not problems(trial, frames[di], di == 0):
+                if not problems(trial, frames[di], di == first):
                     days[di] = trial
                     return True
         return False
@@ -641,27 +677,12 @@ class _Solver:
     def _step_map(self, days, hotel, out, back, restaurants, attractions) -> list[list[Stop]]:
         """Ask MapGuide for every leg of the drafted days; re-time with its numbers."""
         for round_ in range(3):
-            pairs = []
+            pairs: list[tuple[str, str]] = []
             for i, stops in enumerate(days):
-                here = self.city if i == 0 else hotel.name
-                for s in stops:
-                    if s.place is None:
-                        continue
-                    if (here, s.place.name) not in self.s.legs and (here, s.place.name) not in pairs:
-                        pairs.append((here, s.place.name))
-                    here = s.place.name
+                add_new_legs(stops, self.city if i == 0 else hotel.name, self.s.legs, pairs)
             if not pairs:
                 return days
-            calls = [
-                tool_call(
-                    "MapGuide",
-                    origin_cityName=self.city,
-                    origin=a,
-                    destination_cityName=self.city,
-                    destination=b,
-                )
-                for a, b in pairs
-            ]
+            calls = map_guide_calls(self.city, pairs)
             memory = [{"action": "read", "key": "all"}] if round_ == 0 else []
             think = (
                 "Draft itinerary ready; checking every local trip with MapGuide and re-reading my notes."

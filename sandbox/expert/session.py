@@ -7,6 +7,7 @@ their SFT traces through one transcript format and fail the same way when the en
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,7 @@ class ExpertSession:
         """One assistant turn; returns the reply text of each tool call, in order."""
         if self.env.done:
             raise ExpertFailure("ran out of turns before finishing the plan")
-        parts = [f"<think>{think}</think>"]
-        parts += [f"<memory>{json.dumps(m, ensure_ascii=False)}</memory>" for m in memory]
-        parts += ["<tool_call>\n" + json.dumps(c, ensure_ascii=False) + "\n</tool_call>" for c in calls]
-        text = "\n".join(parts)
+        text = turn_text(think, memory, calls)
         step = self.env.step(text)
         self.turns.append({"role": "assistant", "content": text})
         self.turns.append({"role": "user", "content": step.rendered})
@@ -49,6 +47,14 @@ class ExpertSession:
         if not step.done or step.answer is None:
             raise ExpertFailure("the environment did not accept the answer")
         return step.answer
+
+
+def turn_text(think: str, memory: Sequence[dict] = (), calls: Sequence[dict] = ()) -> str:
+    """One assistant turn in the agent's action format: think, memory operations, tool calls."""
+    parts = [f"<think>{think}</think>"]
+    parts += [f"<memory>{json.dumps(m, ensure_ascii=False)}</memory>" for m in memory]
+    parts += ["<tool_call>\n" + json.dumps(c, ensure_ascii=False) + "\n</tool_call>" for c in calls]
+    return "\n".join(parts)
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:

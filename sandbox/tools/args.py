@@ -22,7 +22,7 @@ class ToolArgError(ValueError):
 @dataclass(frozen=True)
 class Param:
     name: str
-    type: str  # JSON schema type: "string", "integer", "number", "object"
+    type: str  # JSON schema type: "string", "integer", "number", "object", "array"
     description: str
     required: bool = False
     default: Any = None
@@ -33,6 +33,22 @@ class Param:
         if not self.required and self.default is not None:
             schema["default"] = self.default
         return schema
+
+
+def function_schema(name: str, description: str, params: tuple[Param, ...]) -> dict[str, Any]:
+    """The OpenAI-style function schema the prompt lists for a tool (every benchmark's and role's tools)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {p.name: p.json_schema() for p in params},
+                "required": [p.name for p in params if p.required],
+            },
+        },
+    }
 
 
 def _type_ok(value: Any, json_type: str) -> bool:
@@ -46,6 +62,8 @@ def _type_ok(value: Any, json_type: str) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if json_type == "object":
         return isinstance(value, dict)
+    if json_type == "array":  # HiMAP's protocol tools take lists (sub-goals, activities, items)
+        return isinstance(value, list)
     raise AssertionError(json_type)
 
 

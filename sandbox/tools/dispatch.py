@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.nesting import MAX_JSON_DEPTH, nested_deeper_than
-from sandbox.tools.args import Param, ToolArgError, validate_arguments
+from sandbox.tools.args import Param, ToolArgError, function_schema, validate_arguments
 from sandbox.types import ToolResult
 
 log = logging.getLogger(__name__)
@@ -29,18 +29,7 @@ class Tool:
     run: Callable[[Any, dict[str, Any]], str | ToolResult]  # (the benchmark's world or database, args)
 
     def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {
-                    "type": "object",
-                    "properties": {p.name: p.json_schema() for p in self.params},
-                    "required": [p.name for p in self.params if p.required],
-                },
-            },
-        }
+        return function_schema(self.name, self.description, self.params)
 
 
 def dispatch(tools: Mapping[str, Tool], context: Any, name: Any, arguments: Any) -> ToolResult:

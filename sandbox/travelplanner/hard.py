@@ -22,7 +22,9 @@ ROOM_TYPES = {
 }
 
 
-def _transport_cost(day: dict, people: int, lookup: Lookup) -> float:
+def transport_cost(day: dict, people: int, lookup: Lookup) -> float:
+    """Cost of a day's "transportation" (its route from the text, else from "current_city"): a flight's
+    price x people, self-driving per 5 people, taxi per 4; an unknown flight or other text costs 0."""
     value = day["transportation"]
     origin, destination = from_to(value)
     if origin is None or destination is None:
@@ -41,24 +43,37 @@ def _transport_cost(day: dict, people: int, lookup: Lookup) -> float:
     return 0
 
 
+def meal_cost(value: str, people: int, lookup: Lookup) -> float | None:
+    """A meal "Name, City": the first matching restaurant's average cost x people (None: no match)."""
+    rows = lookup.places(RESTAURANTS, value)
+    return rows[0]["Average Cost"] * people if rows else None
+
+
+def stay_cost(value: str, people: int, lookup: Lookup) -> float | None:
+    """A night at "Name, City": the first matching row's price x ceil(people / maximum occupancy)."""
+    rows = lookup.places(ACCOMMODATIONS, value)
+    return rows[0]["price"] * math.ceil(people / rows[0]["maximum occupancy"]) if rows else None
+
+
+def charges_stay(query: dict, day_index: int, lookup: Lookup) -> bool:
+    """Officially the last day's accommodation is charged too; strict charges nights only."""
+    return not (lookup.strict and day_index == query["days"] - 1)
+
+
 def total_cost(query: dict, days: Days, lookup: Lookup) -> float:
     """Flights x people, self-driving per 5 people, taxi per 4, meals x people, each night's room x
-    ceil(people / maximum occupancy). Officially the last day's accommodation is charged too; strict
-    charges nights only (the last day ends the trip)."""
+    ceil(people / maximum occupancy); an item the database lacks costs 0. HiMAP's Σ prices committed
+    items with these same helpers (sandbox/himap/travelplanner_pricing.py)."""
     people = query["people_number"]
     total: float = 0
     for index, day in enumerate(days):
         if is_filled(day["transportation"]):
-            total += _transport_cost(day, people, lookup)
+            total += transport_cost(day, people, lookup)
         for meal in MEALS:
             if is_filled(day[meal]):
-                rows = lookup.places(RESTAURANTS, day[meal])
-                total += rows[0]["Average Cost"] * people if rows else 0
-        last_day = index == query["days"] - 1
-        if is_filled(day["accommodation"]) and not (lookup.strict and last_day):
-            rows = lookup.places(ACCOMMODATIONS, day["accommodation"])
-            if rows:
-                total += rows[0]["price"] * math.ceil(people / rows[0]["maximum occupancy"])
+                total += meal_cost(day[meal], people, lookup) or 0
+        if is_filled(day["accommodation"]) and charges_stay(query, index, lookup):
+            total += stay_cost(day["accommodation"], people, lookup) or 0
     return total
 
 

@@ -1,0 +1,157 @@
+"""One GRPO update from a step's scored records: credit, fixed-shape rows, old/reference log-probs,
+then epochs x mini-batches of optimizer steps.
+
+The records may be any number of streams of the step's episodes (`RolloutBatch.groups` /
+`episodes`); b2tjax/credit.py turns their rewards into advantages and b2tjax/batch_layout.py pads
+them to the shapes the jitted steps were compiled for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from b2tjax import credit
+from b2tjax.batch_layout import RowLayout, agree_on_maximum
+from b2tjax.config import TrainConfig
+from b2tjax.train_step import StepFns, TrainState, pad_length, stack_rows, to_micro
+from rollout.record import EpisodeRecord
+
+
+@dataclasses.dataclass
+class RolloutBatch:
+    """A step's scored records plus task metrics (pass rates...).
+
+    `record.reward` is the episode's team reward, the same on every stream of an episode.
+    `groups[i]` / `episodes[i]`: prompt and episode index of record i (streams of one episode share
+    the episode; the G episodes of a prompt share the group). Both None: one record per episode, the
+    G records of a prompt contiguous. `local_rewards[i]`: record i's own local term (a day
+    executor's day score) or None; used by `grpo.credit=team_local`.
+    """
+
+    records: list[EpisodeRecord]
+    metrics: dict[str, float]
+    groups: list[int] | None = None
+    episodes: list[int] | None = None
+    local_rewards: list[float | None] | None = None
+
+
+def batch_advantages(cfg: TrainConfig, batch: RolloutBatch) -> tuple[np.ndarray, credit.Episodes]:
+    """[N] advantages of the batch's records under `grpo.credit`, and the episode structure."""
+    g = cfg.grpo
+    episodes = credit.episodes_of(
+        [r.reward for r in batch.records], cfg.rollout.group_size, batch.groups, batch.episodes
+    )
+    # role/day are EpisodeRecord fields of multi-stream rollouts; getattr keeps records without them
+    keys = credit.local_comparison_keys(
+        episodes.group[episodes.of_record],
+        [getattr(r, "role", "agent") for r in batch.records],
+        [getattr(r, "day", None) for r in batch.records],
+    )
+    adv = credit.record_advantages(
+        episodes,
+        credit=g.credit,
+        local_rewards=batch.local_rewards,
+        local_keys=keys,
+        local_weight=g.local_weight,
+        eps=g.adv_eps,
+        scale_by_std=g.scale_by_std,
+    )
+    return adv, episodes
+
+
+def credit_metrics(records: list[EpisodeRecord], adv: np.ndarray, episodes: credit.Episodes) -> dict:
+    """Rewards over episodes (each counted once), mean advantage per role."""
+    equal = [np.all(r == r[0]) for r in (episodes.reward[episodes.group == p] for p in set(episodes.group))]
+    metrics = {
+        "reward": float(episodes.reward.mean()),
+        "reward_std": float(episodes.reward.std()),
+        "groups_all_equal": float(np.mean(equal)),
+        "records": float(len(records)),
+        "episodes": float(episodes.count),
+    }
+    roles = np.array([getattr(r, "role", "agent") for r in records])
+    for role in sorted(set(roles)):
+        metrics[f"adv_mean/{role}"] = float(adv[roles == role].mean())
+    return metrics
+
+
+def step_rows(cfg: TrainConfig, records: list[EpisodeRecord], layout: RowLayout) -> dict[str, np.ndarray]:
+    """ids, sampled (the sampler's mask), sampler_lp and mask (what is trained), [rows, length]."""
+    length = agree_on_maximum(pad_length(max(len(r.ids) for r in records)))
+    empty: list[list] = [[] for _ in range(layout.padded)]  # padding rows: all zero
+    ids = stack_rows([r.ids for r in records] + empty, length, np.int32)
+    sampled = stack_rows([r.loss_mask for r in records] + empty, length, np.float32)
+    sampler_lp = stack_rows([r.logprobs for r in records] + empty, length, np.float32)
+    if cfg.grpo.loss_mask:
+        mask = sampled.copy()
+    else:  # ablation: every token after the prompt, environment replies included
+        after_prompt = [[0] * r.prompt_len + [1] * (len(r.ids) - r.prompt_len) for r in records]
+        mask = stack_rows(after_prompt + empty, length, np.float32)
+    mask[:, 0] = 0.0
+    return {"ids": ids, "sampled": sampled, "sampler_lp": sampler_lp, "mask": mask}
+
+
+def grpo_update(
+    cfg: TrainConfig,
+    fns: StepFns,
+    state: TrainState,
+    batch: RolloutBatch,
+    seed: int,
+    ref_params=None,
+    before_update: Callable[[], None] = lambda: None,
+) -> tuple[TrainState, dict]:
+    """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps. `before_update`
+    runs last before the first step, which donates `state`: from there on the step must finish.
+    `ref_params` is the frozen KL reference (needed when grpo.beta > 0)."""
+    g = cfg.grpo
+    records = batch.records
+    n = len(records)
+    adv, episodes = batch_advantages(cfg, batch)
+    nominal = cfg.rollout_batch // g.mini_batches
+    layout = RowLayout.for_records(n, g.mini_batches, nominal, g.micro_batch_size or nominal)
+    rows = step_rows(cfg, records, layout)
+    length = rows["ids"].shape[1]
+
+    ids_dev = fns.shard_batch({"ids": to_micro(rows["ids"], layout.rows // layout.micro_rows)})["ids"]
+    trainer_lp = fns.local_rows(fns.logprobs(state.params, ids_dev)).reshape(layout.rows, length)
+    sampled, sampler_lp = rows["sampled"], rows["sampler_lp"]
+    token_count = max(float(sampled.sum()), 1.0)
+    gap = np.abs(trainer_lp - sampler_lp) * sampled
+    metrics = {
+        "logprob_gap_mean": float(gap.sum() / token_count),
+        "logprob_gap_max": float(gap.max()),
+        **credit_metrics(records, adv, episodes),
+        "response_tokens": float(sampled.sum() / n),
+        "padded_share": layout.padded / layout.rows,
+    }
+    if g.recompute_old_logprobs:
+        old = trainer_lp
+    else:  # sampler's, except where the sampler recorded none (environment tokens, padding rows)
+        old = np.where(sampled > 0, sampler_lp, trainer_lp)
+    arrays = {
+        "ids": rows["ids"],
+        "mask": rows["mask"],
+        "old_logprobs": old.astype(np.float32),
+        "advantages": np.concatenate([adv, np.zeros(layout.padded, np.float32)]),
+    }
+    if g.beta > 0:
+        ref_lp = fns.local_rows(fns.logprobs(ref_params, ids_dev))
+        arrays["ref_logprobs"] = ref_lp.reshape(layout.rows, length)
+
+    before_update()
+    rng = np.random.default_rng(seed)
+    sums: dict[str, float] = {}
+    updates = 0
+    for _ in range(g.epochs):
+        for mini_rows in layout.mini_batch_rows(rng.permutation(n)):
+            micro = {k: to_micro(v[mini_rows], layout.micro_per_mini) for k, v in arrays.items()}
+            state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
+            for k, v in jax.device_get(step_metrics).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+            updates += 1
+    metrics.update({k: v / updates for k, v in sums.items()})
+    return state, metrics

@@ -1,0 +1,145 @@
+"""RolloutConfig: every knob of the sampler and of the episodes it runs, each under one name.
+
+The same object configures the trainer (`TrainConfig.rollout`, YAML key `rollout:`), the
+RolloutEngine, launch/rollouts.py (`--config FILE rollout.key=value`), the memory plan and the
+notebook. Choice fields are `Literal` types; `choice_error` checks a value against the type, so the
+allowed values are written once, in the annotation (the config loader uses the same function).
+
+Defaults describe the tiny CPU run (configs/tiny_cpu.yaml).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import typing
+from typing import Any, Literal
+
+from sandbox.python_tool import Isolation
+
+TurnCap = Literal["stop", "close"]
+PromptStyle = Literal["b2t", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
+CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's compute dtype
+
+
+@dataclasses.dataclass
+class RolloutConfig:
+    # -- what one training step rolls out (the trainer's; the engine takes any list of episodes)
+    group_size: int = 4  # G rollouts per prompt
+    prompts_per_step: int = 2
+    # -- the episode and its limits (each limit ends a stream with its StopReason)
+    max_turns: int = 4
+    max_turn_tokens: int = 96  # sampled tokens per assistant turn; also the decode segment length
+    max_seq_len: int = 1024  # whole stream, prompt included
+    max_prompt_tokens: int = 0  # trajectory events are dropped to fit; 0 = max_seq_len // 2
+    turn_cap: TurnCap = "stop"  # at max_turn_tokens: "stop" ends the episode; "close" appends a
+    # forced <|im_end|> (mask 0) and lets the environment answer
+    max_response_chars: int = 6000  # per tool/memory response, truncated in the middle
+    prompt_style: PromptStyle = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
+    memory_enabled: bool = True  # ablation: memory module off
+    python_tool: bool = False
+    # "full": refuse to start the Python tool without its kernel jail (root, mount/network namespaces);
+    # "unsafe-ok": run it anyway with only an in-process audit hook, which model-written code can escape.
+    python_tool_isolation: Isolation = "full"
+    # -- sampling
+    temperature: float = 1.0  # <= 0: greedy (the trainer needs > 0)
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    # -- device memory of the sampler (sized with launch/plan.py): episodes stream through
+    # `batch_rows` rows of KV cache (continuous batching), each `cache_len` slots long, fed at most
+    # `prefill_chunk` tokens per row per prefill call.
+    batch_rows: int = 8
+    cache_len: int = 0  # 0 = max_seq_len; else >= max_seq_len (a stream lives in one row)
+    cache_dtype: CacheDtype = "auto"
+    prefill_chunk: int = 1024
+    prefill_min_bucket: int = 16  # prefill widths are powers of two >= this (fewer compiles)
+    # -- engine schedule
+    refill: bool = True  # continuous batching; False = static batching (waves)
+    reprefill: bool = False  # baseline: re-feed the whole record every turn (benchmarks)
+    tool_workers: int = 8  # thread pool running episodes' environment steps
+
+    def __post_init__(self) -> None:
+        errors = self.errors()
+        if errors:
+            raise ValueError("invalid rollout config: " + "; ".join(errors))
+
+    @property
+    def cache_slots(self) -> int:
+        """KV-cache slots per row: what the engine allocates and the memory plan counts."""
+        return self.cache_len or self.max_seq_len
+
+    @property
+    def prompt_budget(self) -> int:
+        """Tokens the prompt may take (max_prompt_tokens, or half the stream)."""
+        return self.max_prompt_tokens or self.max_seq_len // 2
+
+    def errors(self, prefix: str = "") -> list[str]:
+        """Every value outside its range or choices, one line each naming the key (`prefix` + name)."""
+        errors = [
+            err
+            for name, hint in _hints(type(self)).items()
+            if (err := choice_error(prefix + name, getattr(self, name), hint)) is not None
+        ]
+        for name, low in _AT_LEAST.items():
+            if getattr(self, name) < low:
+                errors.append(f"{prefix}{name} must be >= {low}, got {getattr(self, name)!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            errors.append(f"{prefix}top_p must be in (0, 1], got {self.top_p!r}")
+        if self.max_prompt_tokens >= self.max_seq_len:
+            errors.append(
+                f"{prefix}max_prompt_tokens must be < {prefix}max_seq_len ({self.max_seq_len}), "
+                f"got {self.max_prompt_tokens}"
+            )
+        if self.cache_len and self.cache_len < self.max_seq_len:
+            errors.append(
+                f"{prefix}cache_len ({self.cache_len}) must be 0 or >= {prefix}max_seq_len "
+                f"({self.max_seq_len}): a stream's record lives in one cache row"
+            )
+        return errors
+
+
+# Lower bounds of the numeric knobs (0 where 0 means "default" or "off").
+_AT_LEAST: dict[str, int] = {
+    "group_size": 1,
+    "prompts_per_step": 1,
+    "max_turns": 1,
+    "max_turn_tokens": 1,
+    "max_seq_len": 2,
+    "max_prompt_tokens": 0,
+    "max_response_chars": 1,
+    "top_k": 0,
+    "batch_rows": 1,
+    "cache_len": 0,
+    "prefill_chunk": 1,
+    "prefill_min_bucket": 1,
+    "tool_workers": 1,
+}
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def allowed_values(hint: Any) -> tuple | None:
+    """The values a choice type admits (a Literal's arguments, an Enum's values); None otherwise."""
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return tuple(member.value for member in hint)
+    return None
+
+
+def choice_error(key: str, value: Any, hint: Any) -> str | None:
+    """One line naming `key` and the allowed values when `value` is not one of them; None if it
+    is (or when `hint` is no choice type)."""
+    allowed = allowed_values(hint)
+    if allowed is None or value in allowed:
+        return None
+    return f"{key} must be one of {', '.join(map(str, allowed))}; got {value!r}"
+
+
+def field_type(cls: type, name: str) -> Any:
+    """The resolved annotation of a dataclass field (string annotations evaluated)."""
+    return _hints(cls)[name]

@@ -1,0 +1,420 @@
+"""One HiMAP episode as a state machine over text turns: coordinator, rounds, day executors, Σ.
+
+Drivers (the scripted expert, rollout.himap) own the text; the session owns everything else.
+`start()` and every `turn(stream, text)` / `cut(stream, reason)` return an `Advance`: streams to
+start (with their prompts), streams to continue (with the environment's reply), streams whose
+role ended, and, once, the episode's answer. Streams: "coordinator" and one "day{d}.r{r}" per
+(day, round).
+
+Rounds are synchronous. The coordinator's distribute_task starts round r; its reply (the round
+report) comes when every executor of the round has ended; it then re-distributes only the
+rejected days (accepted days keep their commits; a rejected day's commits are released). The
+answer is `domain.merge` of the accepted days after all are accepted or the last round.
+
+Determinism: executors of a round advance in lockstep ticks. An executor's turn is staged when it
+ends (parse, argument checks and world tools: pure); when every live executor of the round has
+staged turn k, their protocol calls (Σ check/commit, submit, reject) are applied in day order.
+So the episode depends only on the texts, never on which stream the engine finished first.
+Serial mode runs one executor at a time (the next starts when one ends).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.benchmarks.base import Prompt
+from sandbox.env import StepResult
+from sandbox.himap.domain import HimapDomain, SubGoal, dumps
+from sandbox.himap.options import HimapOptions
+from sandbox.himap.prompts import coordinator_prompt, executor_prompt
+from sandbox.himap.roles import RoleEnv, StagedTurn
+from sandbox.himap.state import GlobalState
+from sandbox.himap.tools import ROUND_PENDING, coordinator_tools, executor_tools
+from sandbox.types import ToolResult
+
+COORDINATOR = "coordinator"
+
+
+def executor_stream(day: int, round_: int) -> str:
+    return f"day{day}.r{round_}"
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamStart:
+    name: str
+    role: str  # "coordinator" | "executor"
+    day: int | None
+    round: int | None
+    prompt: Prompt
+
+
+@dataclasses.dataclass
+class Advance:
+    """What the driver does next. `errors`/`calls`: the flags and names of the turn just handed in
+    (known at once, even when the turn's effects wait for the tick)."""
+
+    start: list[StreamStart] = dataclasses.field(default_factory=list)
+    reply: list[tuple[str, StepResult]] = dataclasses.field(default_factory=list)
+    end: list[tuple[str, StepResult | None]] = dataclasses.field(default_factory=list)
+    finished: bool = False
+    answer: str | None = None
+    errors: list[bool] = dataclasses.field(default_factory=list)
+    calls: list[str] = dataclasses.field(default_factory=list)
+
+    def merge(self, other: Advance) -> Advance:
+        self.start += other.start
+        self.reply += other.reply
+        self.end += other.end
+        if other.finished:
+            self.finished, self.answer = True, other.answer
+        return self
+
+
+@dataclasses.dataclass
+class DayOutcome:
+    """How one executor ended. status: accepted | rejected | submitted (kept until merge)."""
+
+    day: int
+    round: int
+    stream: str
+    status: str
+    code: str | None = None  # rejected: the executor's code, a Σ code, "turn_limit" or "cut"
+    reason: str = ""
+    cost: float | None = None
+    plan: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
+class _Executor:
+    goal: SubGoal
+    round: int
+    env: RoleEnv
+    prompt: Prompt
+
+
+class HimapSession:
+    """One episode of one instance; see the module docstring."""
+
+    def __init__(
+        self,
+        domain: HimapDomain,
+        options: HimapOptions | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
+        self.domain, self.options, self.clock = domain, options or HimapOptions(), clock
+        self.sigma: GlobalState | None = None
+        if self.options.global_state:
+            self.sigma = GlobalState(domain.pricing(), domain.budget, domain.visited())
+        self.round = 0
+        self.mode: str | None = None
+        self.goals: dict[int, SubGoal] = {}  # the latest sub-goal of every day
+        self.accepted: dict[int, DayOutcome] = {}
+        self.outcomes: list[DayOutcome] = []  # every executor's end, in order
+        self.executors: dict[str, _Executor] = {}
+        self.coordinator: RoleEnv | None = None
+        self.finished = False
+        self.answer: str | None = None
+        self.marks: dict[str, float] = {}  # start, round1, round1_end, finish (phase timing)
+        self._live: list[str] = []  # executors of the running round, day order
+        self._queue: list[str] = []  # serial mode: executors not started yet
+        self._staged: dict[str, StagedTurn] = {}
+        self._held: tuple[StagedTurn, list[Any]] | None = None  # coordinator turn awaiting its report
+        self._started: list[StreamStart] = []
+        self._round_outcomes: list[DayOutcome] = []
+
+    # -- queries ---------------------------------------------------------------------------------
+    def open_days(self) -> list[int]:
+        return [s.day for s in self.domain.slots() if s.day not in self.accepted]
+
+    def accepted_cost(self) -> float:
+        return math.fsum(o.cost or 0.0 for o in self.accepted.values())
+
+    @property
+    def round_running(self) -> bool:
+        return bool(self._live or self._queue)
+
+    # -- driver API ------------------------------------------------------------------------------
+    def start(self) -> Advance:
+        self.marks["start"] = self.clock()
+        if not self.options.coordinator:
+            self.start_round(self.domain.flat_split(), None)
+            return Advance(start=self._take_started())
+        env = RoleEnv(
+            self.domain.world(),
+            self.domain.coordinator_tools(),
+            coordinator_tools(self),
+            max_turns=self.options.coordinator_limits.max_turns,
+            max_response_chars=self.options.max_response_chars,
+        )
+        self.coordinator = env
+        prompt = coordinator_prompt(self.domain.request(), env.tool_schemas())
+        return Advance(start=[StreamStart(COORDINATOR, "coordinator", None, None, prompt)])
+
+    def turn(self, stream: str, text: str) -> Advance:
+        """`stream` ended a turn with `text` (its decoded assistant text)."""
+        if self.finished:
+            raise RuntimeError("the HiMAP episode is over")
+        if stream == COORDINATOR:
+            return self._coordinator_turn(text)
+        if stream not in self._live or stream in self._staged:
+            raise RuntimeError(f"stream {stream!r} is not waiting for a turn")
+        staged = self.executors[stream].env.stage(text)
+        self._staged[stream] = staged
+        out = Advance(errors=staged.errors, calls=staged.names)
+        if all(s in self._staged for s in self._live):
+            out.merge(self._tick())
+        return out
+
+    def cut(self, stream: str, reason: str) -> Advance:
+        """The driver stopped `stream` at a limit (tokens, turns): its role ends here."""
+        if self.finished:
+            return Advance()
+        if stream == COORDINATOR:
+            if self.coordinator is not None:
+                self.coordinator.done = True
+            return Advance() if self.round_running else self._finish()
+        if stream not in self._live:
+            return Advance()
+        self._live.remove(stream)
+        self._staged.pop(stream, None)
+        ex = self.executors[stream]
+        self._round_outcomes.append(
+            DayOutcome(ex.goal.day, ex.round, stream, "rejected", "cut", f"stopped: {reason}")
+        )
+        out = Advance(start=self._next_serial())
+        if self._live and all(s in self._staged for s in self._live):
+            return out.merge(self._tick())
+        return out.merge(self._end_round()) if not self.round_running else out
+
+    # -- coordinator -----------------------------------------------------------------------------
+    def _coordinator_turn(self, text: str) -> Advance:
+        env = self.coordinator
+        if env is None or self.round_running or env.done:
+            raise RuntimeError("the coordinator is not waiting for a turn")
+        staged = env.stage(text)
+        responses = env.apply(staged)
+        errors = [r.is_error for r in responses]
+        calls = [r.name for r in responses]
+        started = self._take_started()
+        if started:
+            self._held = (staged, responses)
+            return Advance(start=started, errors=errors, calls=calls)
+        step = env.finish(staged, responses)
+        if step.done:
+            out = self._finish()
+            out.end.insert(0, (COORDINATOR, step))
+            return dataclasses.replace(out, errors=errors, calls=calls)
+        return Advance(reply=[(COORDINATOR, step)], errors=errors, calls=calls)
+
+    def start_round(self, goals: list[SubGoal], mode: str | None) -> None:
+        """Begin the next round with these sub-goals (called by distribute_task or the flat split)."""
+        self.round += 1
+        self.mode = mode if mode is not None else self.mode
+        if self.round == 1:
+            self.marks["round1"] = self.clock()
+        dates = {s.day: s.date for s in self.domain.slots()}
+        names = []
+        for goal in sorted(goals, key=lambda g: g.day):
+            goal = dataclasses.replace(goal, transport_mode=self.mode, date=dates.get(goal.day))
+            self.goals[goal.day] = goal
+            names.append(self._make_executor(goal))
+        self._round_outcomes = []
+        if self.options.parallel:
+            self._live = names
+            self._started += [self._start_of(n) for n in names]
+        else:
+            self._queue = names
+            self._started += self._next_serial()
+
+    def _make_executor(self, goal: SubGoal) -> str:
+        name = executor_stream(goal.day, self.round)
+        ref: list[RoleEnv] = []
+        env = RoleEnv(
+            self.domain.world(),
+            self.domain.executor_tools(),
+            executor_tools(self, goal, ref),
+            max_turns=self.options.executor_limits.max_turns,
+            max_response_chars=self.options.max_response_chars,
+        )
+        ref.append(env)
+        prompt = executor_prompt(
+            goal,
+            self.domain.task(),
+            self.domain.executor_brief(goal),
+            env.tool_schemas(),
+            sigma=self.options.sigma_while_planning,
+            can_reject=self.options.bargaining and self.options.coordinator,
+            instruction=None if self.options.coordinator else self.domain.instruction(),
+        )
+        self.executors[name] = _Executor(goal, self.round, env, prompt)
+        return name
+
+    def _start_of(self, name: str) -> StreamStart:
+        ex = self.executors[name]
+        return StreamStart(name, "executor", ex.goal.day, ex.round, ex.prompt)
+
+    def _next_serial(self) -> list[StreamStart]:
+        if self._live or not self._queue:
+            return []
+        name = self._queue.pop(0)
+        self._live = [name]
+        return [self._start_of(name)]
+
+    def _take_started(self) -> list[StreamStart]:
+        started, self._started = self._started, []
+        return started
+
+    # -- executors -------------------------------------------------------------------------------
+    def submit_day(self, env: RoleEnv, goal: SubGoal, day: dict[str, Any]) -> ToolResult:
+        """submit_day's effect: with Σ during planning, commit the whole day atomically first."""
+        if not self.options.sigma_while_planning:
+            env.ending = ("submitted", (day, None))
+            later = " Σ checks it when the days are merged." if self.sigma is not None else ""
+            return ToolResult(f"submitted: day {goal.day} is handed in.{later}")
+        sigma = self.sigma
+        assert sigma is not None
+        before = sigma.committed(goal.day)
+        sigma.release(goal.day)
+        verdict = sigma.commit(goal.day, self.domain.day_items(goal, day))
+        if not verdict.ok:
+            if before:
+                sigma.commit(goal.day, before)  # restore what the day had reserved
+            return ToolResult(
+                f"not accepted: {verdict.code.value}: {verdict.message}. Change the day and submit again."
+            )
+        env.ending = ("accepted", (day, verdict.cost))
+        return ToolResult(f"accepted: day {goal.day} committed, cost {verdict.cost:.2f}; {verdict.message}")
+
+    def _tick(self) -> Advance:
+        """Apply the staged turns of every live executor in day order."""
+        out = Advance()
+        for name in list(self._live):
+            ex = self.executors[name]
+            staged = self._staged.pop(name)
+            step = ex.env.finish(staged, ex.env.apply(staged))
+            if not step.done:
+                out.reply.append((name, step))
+                continue
+            self._live.remove(name)
+            out.end.append((name, step))
+            self._round_outcomes.append(self._outcome(name, ex))
+        out.start += self._next_serial()
+        if not self.round_running:
+            out.merge(self._end_round())
+        return out
+
+    def _outcome(self, name: str, ex: _Executor) -> DayOutcome:
+        day, r = ex.goal.day, ex.round
+        if ex.env.ending is None:
+            return DayOutcome(day, r, name, "rejected", "turn_limit", "ran out of turns without submitting")
+        kind, payload = ex.env.ending
+        if kind == "rejected":
+            return DayOutcome(day, r, name, "rejected", payload[0], payload[1])
+        plan, cost = payload
+        return DayOutcome(day, r, name, kind, cost=cost, plan=plan)
+
+    # -- rounds ----------------------------------------------------------------------------------
+    def _end_round(self) -> Advance:
+        outcomes = sorted(self._round_outcomes, key=lambda o: o.day)
+        if self.sigma is not None and not self.options.early_detection:
+            outcomes = [self._commit_at_merge(o) for o in outcomes]
+        for o in outcomes:
+            if o.status != "rejected":
+                o.status = "accepted"
+                self.accepted[o.day] = o
+            elif self.sigma is not None:
+                self.sigma.release(o.day)
+        self.outcomes += outcomes
+        if self.round == 1:
+            self.marks["round1_end"] = self.clock()
+        coordinator = self.coordinator
+        if (
+            not self.open_days()
+            or self.round >= self.options.rounds
+            or coordinator is None
+            or coordinator.done
+        ):
+            return self._finish()
+        assert self._held is not None
+        staged, responses = self._held
+        self._held = None
+        report = dumps(self.round_report(outcomes))
+        responses = [dataclasses.replace(r, text=report) if r.text == ROUND_PENDING else r for r in responses]
+        step = coordinator.finish(staged, responses)
+        if step.done:
+            return self._finish()
+        return Advance(reply=[(COORDINATOR, step)])
+
+    def _commit_at_merge(self, o: DayOutcome) -> DayOutcome:
+        """Without early detection Σ sees a day only now; a conflict rejects the day."""
+        if o.status == "rejected":
+            return o
+        assert self.sigma is not None and o.plan is not None
+        verdict = self.sigma.commit(o.day, self.domain.day_items(self.goals[o.day], o.plan))
+        if verdict.ok:
+            return dataclasses.replace(o, cost=verdict.cost)
+        return dataclasses.replace(o, status="rejected", code=verdict.code.value, reason=verdict.message)
+
+    def round_report(self, outcomes: list[DayOutcome]) -> dict[str, Any]:
+        """The coordinator's view of a finished round (the reply to its distribute_task)."""
+        report: dict[str, Any] = {
+            "round": self.round,
+            "accepted": [{"day": o.day, "cost": o.cost} for o in outcomes if o.status == "accepted"],
+            "rejected": [
+                {"day": o.day, "code": o.code, "reason": o.reason} for o in outcomes if o.status == "rejected"
+            ],
+        }
+        if self.sigma is not None:
+            snap = self.sigma.snapshot()
+            report["state"] = {k: snap[k] for k in ("budget", "spent", "remaining", "mode")}
+            report["state"]["venues_taken"] = snap["venues"]
+        report["accepted_cost"] = round(self.accepted_cost(), 2)
+        if self.domain.budget is not None:
+            report["budget_left"] = round(self.domain.budget - self.accepted_cost(), 2)
+        report["open_days"] = self.open_days()
+        report["rounds_left"] = self.options.rounds - self.round
+        report["next"] = "call distribute_task for the open days only"
+        return report
+
+    def _finish(self) -> Advance:
+        self.finished = True
+        self.marks["finish"] = self.clock()
+        plans = {d: o.plan for d, o in self.accepted.items() if o.plan is not None}
+        self.answer = self.domain.merge(plans) if (plans or self.round) else None
+        return Advance(finished=True, answer=self.answer)
+
+    # -- metrics ---------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """Rounds, rejections by reason code, Σ rejections by code, turns per role, phase times."""
+        rejected = collections.Counter(o.code for o in self.outcomes if o.status == "rejected")
+        sigma = collections.Counter(
+            e.code.value
+            for e in (self.sigma.events if self.sigma else [])
+            if e.op != "release" and e.code.value != "ok"
+        )
+        m = self.marks
+        finish = m.get("finish", self.clock())
+        phases = {
+            "coordinator": m.get("round1", finish) - m.get("start", finish),
+            "executors": m.get("round1_end", finish) - m.get("round1", finish),
+            "bargaining": finish - m.get("round1_end", finish),
+        }
+        return {
+            "rounds": self.round,
+            "accepted_days": len(self.accepted),
+            "days": self.domain.num_days,
+            "rejections": dict(sorted(rejected.items())),
+            "sigma_rejections": dict(sorted(sigma.items())),
+            "turns": {
+                "coordinator": self.coordinator.turns if self.coordinator else 0,
+                "executors": sum(ex.env.turns for ex in self.executors.values()),
+            },
+            "executors": len(self.executors),
+            "phase_s": phases,
+            "spent": self.sigma.spent if self.sigma else None,
+        }

@@ -1,0 +1,98 @@
+"""HiMAP on TravelPlanner: the protocol driven with hand-written turns built from the official human
+plans (coordinator distributes the plan's cities, each executor submits its day) merges into a
+plan the official evaluator judges exactly as the human plan, with Σ's spend equal to the
+evaluator's total cost. Needs the shared TravelPlanner data (skipped without it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sandbox.himap.domains import domain_for
+from sandbox.himap.protocol import COORDINATOR, HimapSession
+from sandbox.travelplanner import hard
+from sandbox.travelplanner.benchmark import TravelPlannerBenchmark
+from sandbox.travelplanner.evaluator import evaluate
+from sandbox.travelplanner.lookup import Lookup
+from sandbox.travelplanner.plan_reader import PLAN_FIELDS
+from sandbox.travelplanner.query import normalize_query
+from sandbox.travelplanner.text import from_to
+from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401  (session fixtures)
+from tests.tp_harness import DATABASE_DIR
+
+
+def _call(name, **arguments):
+    body = json.dumps({"name": name, "arguments": arguments})
+    return f"<think>plan</think>\n<tool_call>\n{body}\n</tool_call>"
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory, tp_db):  # noqa: F811
+    root = tmp_path_factory.mktemp("tp_himap")
+    (root / "database").symlink_to(DATABASE_DIR)
+    benchmark = TravelPlannerBenchmark(root)
+    benchmark._db = tp_db  # the session's database, loaded once
+    return benchmark
+
+
+def test_days_submitted_by_executors_merge_into_the_human_plans_verdicts(
+    bench,
+    tp_db,  # noqa: F811
+    train_queries,  # noqa: F811
+    human_plans,  # noqa: F811
+):
+    lookup = Lookup(tp_db, strict=False)
+    shapes = set()
+    for query, plan in list(zip(train_queries, human_plans))[:12]:
+        q = normalize_query(query)
+        visible = {"id": "q", "query": query["query"], "days": q["days"]}
+        domain = domain_for(bench, visible)
+        assert (domain.task()["origin"], domain.task()["days"]) == (q["org"], q["days"])
+        days = plan[: q["days"]]
+        session = HimapSession(domain)
+        session.start()
+        goals = []
+        for slot, day in zip(domain.slots(), days):
+            city = from_to(day["current_city"])[1] or day["current_city"]
+            goal = {"day": slot.day, "city": city, "budget": 0, "day_type": slot.day_type}
+            goals.append({**goal, "accommodation": day["accommodation"]})
+        shapes.add(tuple(g["day_type"] for g in goals))
+        adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=goals))
+        assert adv.errors == [False] and len(adv.start) == q["days"]
+        executor = adv.start[0].prompt.messages[-1]["content"]
+        assert query["query"] not in executor  # context isolation: the sub-goal, not the request
+        for start, day in zip(adv.start, days):
+            adv = session.turn(start.name, _call("submit_day", **{f: day.get(f, "-") for f in PLAN_FIELDS}))
+            assert adv.errors == [False]
+        assert adv.finished and session.round == 1 and len(session.accepted) == q["days"]
+        merged = json.loads(adv.answer)
+        assert session.sigma.spent == pytest.approx(hard.total_cost(q, merged, lookup), abs=1e-9)
+        verdicts = [evaluate(query, p, tp_db, "official").to_dict() for p in (merged, plan)]
+        assert verdicts[0] == verdicts[1]
+    assert ("departure", "stay", "travel", "stay", "return") in shapes  # a multi-city trip was among them
+
+
+def test_scripted_himap_expert_solves_the_training_queries_like_the_single_expert(bench, tp_db):  # noqa: F811
+    from sandbox.himap.scripted import solve
+    from sandbox.travelplanner.expert import TravelPlannerExpert
+    from sandbox.travelplanner.tools import TravelPlannerWorld
+    from sandbox.travelplanner.training import load_training
+    from tests.tp_harness import DATA_DIR
+
+    single = TravelPlannerExpert(TravelPlannerWorld(tp_db))
+    passed = {"single": 0, "himap": 0}
+    rounds = []
+    for example in load_training(DATA_DIR):
+        truth = {"query": example.query, "cities": example.reference_cities}
+        visible = {"id": str(example.index), "query": example.query["query"], "days": example.query["days"]}
+        run = solve(bench, visible, truth)
+        alone = single.solve(visible, truth)
+        passed["single"] += evaluate(example.query, alone.plan, tp_db).final_pass
+        passed["himap"] += evaluate(example.query, json.loads(run.answer), tp_db).final_pass
+        rounds.append(run.metrics["rounds"])
+        for trace in run.traces:
+            if trace["role"] == "executor":
+                assert example.query["query"] not in trace["messages"][1]["content"]
+    assert passed["himap"] >= passed["single"] == len(rounds)
+    assert sum(rounds) / len(rounds) < 1.5
