@@ -313,7 +313,9 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
     vec = lambda dtype: sds((rows,), dtype)  # noqa: E731
     from rollout.sampling import SamplingArrays
 
-    params = SamplingArrays(temperature=vec(f32), top_p=vec(f32), top_k=vec(i32), seed=vec(i32))
+    params = SamplingArrays(
+        temperature=vec(f32), top_p=vec(f32), top_k=vec(i32), seed=vec(i32), stream=vec(i32)
+    )
     key = jax.eval_shape(lambda: jax.random.key(0))
     # Every row takes a full chunk (the first admission); on a mesh the engine passes rows=None.
     prefill_args = (
