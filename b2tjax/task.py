@@ -45,6 +45,28 @@ def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchma
     return load_tokenizer(path)
 
 
+def select_pairs(benchmark: Benchmark, split: str, difficulties: Sequence[str], limit: int) -> list[Pair]:
+    """The split's pairs of these difficulties, levels interleaved, the first `limit` (0 = all): the
+    instances a run trains or is evaluated on (benchmarks/results_table.py scores the expert on them)."""
+    wanted = set(difficulties)
+    pairs = [p for p in benchmark.load_split(split) if (p[0].get("difficulty") or "easy") in wanted]
+    return interleave_difficulties(pairs)[:limit] if limit else pairs
+
+
+def episode_metrics(records: Sequence[Any], rewards: Sequence[Any]) -> dict[str, float]:
+    """Episode-level rates beside the benchmark's pass rates: reward components, action errors
+    (an episode with any failed tool / memory call or malformed turn), turn-cap truncations, turns."""
+    if not records:
+        return {}
+    return {
+        "r_format": float(np.mean([r.r_format for r in rewards])),
+        "p_action": float(np.mean([r.p_action for r in rewards])),
+        "action_error_rate": float(np.mean([rec.any_error for rec in records])),
+        "truncated_rate": float(np.mean([rec.truncated for rec in records])),
+        "turns": float(np.mean([len(rec.turns) for rec in records])),
+    }
+
+
 class BenchmarkTask:
     """The trainer's Task for one benchmark: its instances as prompts, sandbox rollouts, its rewards."""
 
@@ -69,10 +91,7 @@ class BenchmarkTask:
         return cls(cfg, benchmark, load_or_train_tokenizer(cfg, data_dir, benchmark))
 
     def _load_split(self, split: str, limit: int) -> list[Pair]:
-        """The split's pairs of the configured difficulties, levels interleaved, the first `limit`."""
-        wanted = set(self.cfg.data.difficulties)
-        pairs = [p for p in self.benchmark.load_split(split) if (p[0].get("difficulty") or "easy") in wanted]
-        return interleave_difficulties(pairs)[:limit] if limit else pairs
+        return select_pairs(self.benchmark, split, self.cfg.data.difficulties, limit)
 
     def _check_prompt_budget(self) -> None:
         """At start-up, not after SFT: the prompt of the largest instance, compacted as far as the
@@ -166,15 +185,8 @@ class BenchmarkTask:
             self._engine.update_weights(model)
         records = self._engine.run(self._episodes(pairs), seed, should_stop=should_stop)
         evals, rewards = self._score(records, pairs)
-        metrics = {
-            **self.benchmark.headline(self.benchmark.metrics(evals)),
-            "r_format": float(np.mean([r.r_format for r in rewards])),
-            "p_action": float(np.mean([r.p_action for r in rewards])),
-            "action_error_rate": float(np.mean([rec.any_error for rec in records])),
-            "truncated_rate": float(np.mean([rec.truncated for rec in records])),
-            "turns": float(np.mean([len(rec.turns) for rec in records])),
-        }
-        return RolloutBatch(records, metrics)
+        headline = self.benchmark.headline(self.benchmark.metrics(evals))
+        return RolloutBatch(records, {**headline, **episode_metrics(records, rewards)})
 
     def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
         self._engine = None  # the training sampler's weights make room for the greedy one's
@@ -183,10 +195,12 @@ class BenchmarkTask:
         evals, rewards = self._score(records, self._eval)
         metrics = self.benchmark.metrics(evals)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
+        metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
         r = self.cfg.rollout
         header = (
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
             f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
-            f"mean reward {metrics['mean_reward']:.3f}"
+            f"mean reward {metrics['mean_reward']:.3f}, "
+            f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)

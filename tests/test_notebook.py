@@ -10,6 +10,7 @@ record invariants), not against the notebook's own arithmetic.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from b2tjax.plotting import PANELS
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "evaluate.ipynb"
@@ -43,6 +46,7 @@ summary = {
     "expert_plans": ns["expert_plans"],
     "curves": ns["curves"],
     "himap_view": ns["himap_view"], "himap_answer": ns["himap_expert"].answer,
+    "figure_titles": [ax.get_title() for ax in ns["fig"].axes] if ns["fig"] is not None else None,
 }
 json.dump(summary, open(out, "w"))
 """
@@ -66,7 +70,7 @@ def notebook_run(tmp_path_factory):
         [
             f"DATA_DIR = {str(tmp / 'data')!r}",
             f"OUT_DIR = {str(tmp / 'out')!r}",
-            f"RUN_DIR = {str(tmp / 'run')!r}",
+            f"RUN_DIRS = [{str(tmp / 'run')!r}]",
             "DATA_EXPERT_CHECK = False",
             "CHECKPOINT = 'tiny'",
             "NUM_EPISODES = 2",
@@ -178,12 +182,15 @@ def test_episode_view_shows_turns_responses_and_every_constraint(notebook_run):
 
 
 def test_training_curves_are_read_from_metrics_jsonl(notebook_run):
+    """Step 8 reads RUN_DIRS with b2tjax.plotting (the values metrics.jsonl holds) and draws its figure."""
     summary, stdout, _ = notebook_run
-    curves = summary["curves"]
+    curves = summary["curves"]["run"]
     assert curves["reward"] == [[1, 0.25], [2, 0.5], [3, 0.75]]
     assert [p[1] for p in curves["final_pass"]] == pytest.approx([0.1, 0.2, 0.3])
     assert "loss" not in curves
-    assert "reward: 3 points, last 0.75 at step 3" in stdout
+    assert "run: reward: 3 points, last 0.75 at step 3" in stdout
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert summary["figure_titles"] == [panel.title for panel in PANELS]
 
 
 def test_himap_section_shows_the_scripted_team_episode(notebook_run):
@@ -207,3 +214,16 @@ def test_himap_section_shows_the_scripted_team_episode(notebook_run):
     verdict = sandbox.evaluate_plan(summary["himap_answer"], visible, truth, tmp / "data")
     assert verdict.all_passed
     assert f"scripted HiMAP expert (full) on {instance_id}" in stdout
+
+
+@pytest.mark.parametrize("run_dirs", [[], ["runs/none-such"]])
+def test_curves_cell_says_what_to_do_without_runs(run_dirs, tmp_path, capsys):
+    """Without run directories step 8 draws nothing and names the command that makes them."""
+    nb = json.loads(NOTEBOOK.read_text())
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "plot_runs(" in "".join(c["source"]))
+    ns = {"REPO": tmp_path, "RUN_DIRS": run_dirs}
+    exec(compile("".join(cell["source"]), "<curves cell>", "exec"), ns)
+    out = capsys.readouterr().out
+    assert ns["fig"] is None and ns["curves"] == {}
+    assert "skipping the training curves" in out and "configs/tiny_cpu_curve.yaml" in out
+    assert ("RUN_DIRS is empty" if not run_dirs else str(tmp_path / "runs/none-such")) in out

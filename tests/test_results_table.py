@@ -1,0 +1,93 @@
+"""benchmarks/results_table.py: the table's cells are mean ± sample std of per-seed eval.json values, a
+missing run is a one-line error naming the command that makes it, and every row's command is a
+valid config of the curve recipe."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from b2tjax.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "results_table.py"
+RECIPE = ROOT / "configs" / "tiny_cpu_curve.yaml"
+
+
+@pytest.fixture(scope="module")
+def results_table():
+    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass resolves annotations through sys.modules
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_cells_are_mean_and_sample_std_over_seeds(results_table):
+    seeds = [
+        {"delivery_rate": 0.1, "final_pass_rate": 0.0, "mean_reward": -0.5, "action_error_rate": 0.5},
+        {"delivery_rate": 0.3, "final_pass_rate": 0.0, "mean_reward": -0.25, "action_error_rate": 0.25},
+        {"delivery_rate": 0.2, "final_pass_rate": 0.0, "mean_reward": 0.0, "action_error_rate": 0.0},
+    ]
+    table = results_table.format_table([("SFT + GRPO", seeds), ("Expert", [{"delivery_rate": 1.0}])])
+    header, rule, grpo, expert = table.splitlines()
+    assert header.split("|")[2].strip() == "Delivery %" and rule.startswith("|---|")
+    cells = [c.strip() for c in grpo.split("|")[1:-1]]
+    assert cells[0] == "SFT + GRPO (n=3)"
+    # delivery: mean 0.2, sample std sqrt(((-0.1)^2 + 0.1^2 + 0) / 2) = 0.1 -> percent
+    assert cells[1] == "20.0 ± 10.0"
+    assert cells[6] == "0.0 ± 0.0"  # final pass
+    assert cells[7] == "-0.250 ± 0.250"  # reward: mean -0.25, std 0.25 (a plain number)
+    assert cells[8] == "25.0 ± 25.0"  # action error rate in percent
+    assert cells[2] == "n/a"  # a column the runs did not record
+    expert_cells = [c.strip() for c in expert.split("|")[1:-1]]
+    assert expert_cells[:2] == ["Expert (n=1)", "100.0"]  # one value: no ± part
+
+
+def test_from_runs_names_the_missing_run_and_its_command(results_table, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):  # everything but the ReAct run of seed 1
+        for row in results_table.ROWS:
+            if (row.prefix, seed) != ("react", 1):
+                (runs / f"{row.prefix}-s{seed}").mkdir(parents=True)
+                (runs / f"{row.prefix}-s{seed}" / "eval.json").write_text(json.dumps({"mean_reward": 0.0}))
+    code = results_table.run_main(
+        results_table.main, ["--from-runs", "--runs", str(runs), "--seeds", "0", "1"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "1 run(s) have no eval.json" in err and str(runs / "react-s1") in err
+    assert "rollout.prompt_style=react" in err and "seed=1" in err
+    assert f"model.init=ckpt:{runs}/sft-s1/checkpoints" in err
+
+
+def test_every_row_is_a_valid_config_of_the_curve_recipe(results_table, tmp_path):
+    for row in results_table.ROWS:
+        command = results_table.train_command(row, 2, tmp_path, RECIPE)
+        assert command[:3] == ["launch/train.py", "--config", "configs/tiny_cpu_curve.yaml"]
+        overrides = command[command.index("seed=2") :]
+        cfg = load_config(RECIPE, overrides + [f"out={command[command.index('--out') + 1]}"])
+        assert cfg.seed == 2 and cfg.data.eval_split == "" and cfg.out == str(tmp_path / f"{row.prefix}-s2")
+    modes = {row.prefix: load_config(RECIPE, list(row.overrides[:1])).mode for row in results_table.ROWS}
+    assert modes == {"untrained": "eval", "sft": "sft_only", "react": "eval", "curve": "sft_grpo"}
+
+
+def test_curve_ends_average_the_first_and_last_grpo_steps(results_table):
+    rows = [{"step": 1, "phase": "sft", "loss": 3.0, "reward": 9.0}]  # SFT steps are not part of it
+    rewards = [-1.0, -0.5, -0.5, 0.0, 0.0, 0.0]
+    errors = [1.0, 0.5, 0.5, 0.0, 0.0, 0.0]
+    rows += [
+        {"step": 2 + i, "phase": "grpo", "reward": r, "action_error_rate": e}
+        for i, (r, e) in enumerate(zip(rewards, errors))
+    ]
+    ends = results_table.curve_ends(rows, window=4)
+    assert ends["reward"] == pytest.approx((-0.5, -0.125))  # (-1 - .5 - .5 + 0) / 4, (-.5 - .5 + 0 + 0) / 4
+    assert ends["action_error_rate"] == pytest.approx((0.5, 0.125))
+    assert "truncated_rate" not in ends  # not logged: left out, shown as n/a
+    table = results_table.format_curves({0: ends})
+    assert "| 0 | -0.500 → -0.125 | 0.500 → 0.125 | n/a |" in table
