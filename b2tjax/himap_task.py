@@ -112,11 +112,8 @@ class HimapTask(BenchmarkTask):
         from rollout.himap_metrics import himap_metrics, local_day_rewards
 
         pairs = [p for p in prompts for _ in range(group_size)]
-        if self._engine is None:
-            self._engine = self._engine_for(model, self.cfg.rollout.temperature)
-        else:
-            self._engine.update_weights(model)
-        episodes, records, verdicts, rewards = self._run_and_score(self._engine, pairs, seed, should_stop)
+        engine = self._sampler(model)
+        episodes, records, verdicts, rewards = self._run_and_score(engine, pairs, seed, should_stop)
         metrics = {
             **self.benchmark.headline(self.benchmark.metrics(verdicts)),
             "r_format": float(np.mean([r.r_format for r in rewards])),

@@ -170,6 +170,14 @@ class BenchmarkTask:
             records, pairs, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
         )
 
+    def _sampler(self, model: nnx.Module):
+        """The training engine, built (and compiled) once; later rollouts only refresh its weights."""
+        if self._engine is None:
+            self._engine = self._engine_for(model, self.cfg.rollout.temperature)
+        else:
+            self._engine.update_weights(model)
+        return self._engine
+
     def rollout(
         self,
         model: nnx.Module,
@@ -179,11 +187,7 @@ class BenchmarkTask:
         should_stop: Callable[[], bool] | None = None,
     ) -> RolloutBatch:
         pairs = [p for p in prompts for _ in range(group_size)]
-        if self._engine is None:
-            self._engine = self._engine_for(model, self.cfg.rollout.temperature)
-        else:
-            self._engine.update_weights(model)
-        records = self._engine.run(self._episodes(pairs), seed, should_stop=should_stop)
+        records = self._sampler(model).run(self._episodes(pairs), seed, should_stop=should_stop)
         evals, rewards = self._score(records, pairs)
         headline = self.benchmark.headline(self.benchmark.metrics(evals))
         return RolloutBatch(records, {**headline, **episode_metrics(records, rewards)})
