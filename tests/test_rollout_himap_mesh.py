@@ -1,0 +1,139 @@
+"""HiMAP episodes on an 8-device mesh (data 2 x fsdp 2 x tensor 2, fake CPU devices, in a subprocess).
+
+Three HiMAP episodes of 3, 2 and 2 days (coordinator's distribute_task forced from the scripted
+expert, the executors sampled greedily by a tiny random model) on 4 rows for 7 executors, so
+executors waiting for a sibling are parked and rows refilled: the sharded engine's records and
+answers equal the one-device engine's. Fully forced turns never reach the model, so the executors'
+sampled turns are what this checks about sharding.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from sandbox.instances.instructions import make_instruction
+from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
+from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+EPISODES = 3
+DAYS = (3, 2, 2)  # 7 executors on 4 rows: a 2-day pair is split across rows, so executors park
+
+
+def _trip(visible: dict, truth: dict, days: int) -> tuple[dict, dict]:
+    """The instance as a `days`-day trip (short episodes keep the test fast)."""
+    visible, truth = copy.deepcopy(visible), copy.deepcopy(truth)
+    truth["query"]["days"] = days
+    visible["instruction"] = make_instruction(random.Random(0), truth["query"], {}, "en")
+    return visible, truth
+
+
+def _child(bench_dir: str, tmp: str) -> dict:
+    import dataclasses
+
+    import jax
+
+    import sandbox
+    from models.config import get_config
+    from models.qwen3 import create_model
+    from models.sharding import make_mesh
+    from models.spm import SentencePieceTokenizer, train_sentencepiece
+    from rollout import RolloutEngine
+    from rollout.himap import himap_episode
+    from sandbox.benchmarks.b2t import B2TBenchmark
+    from sandbox.himap.options import HimapOptions, RoleLimits
+    from sandbox.himap.scripted import solve
+    from tests.rollout_fixtures import engine_config
+
+    assert jax.device_count() == 8
+    bench = B2TBenchmark(bench_dir)
+    world = sandbox.open_world(Path(bench_dir) / "world.sqlite")
+    corpus = [json.dumps(world.tool_schemas())] * 3 + [
+        "Plan a 2-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20
+    ]
+    tok = SentencePieceTokenizer(train_sentencepiece(corpus, Path(tmp) / "spm", vocab_size=1000))
+    cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size, initializer_range=0.1)
+    expert = HimapOptions(max_response_chars=1200)
+    # Short turn caps keep the records small; the expert ran with the full ones.
+    options = dataclasses.replace(
+        expert, executor_limits=RoleLimits(max_turns=2), coordinator_limits=RoleLimits(max_turns=2)
+    )
+    pairs = [_trip(v, h, d) for (v, h), d in zip(bench.load_split("test"), DAYS)]
+    distribute = [solve(bench, v, h, expert).texts["coordinator"][-1:] for v, h in pairs]
+
+    def run(mesh) -> tuple[list, list]:
+        episodes = [
+            himap_episode(v, bench, tok, options, forced={"coordinator": list(d)})
+            for (v, _), d in zip(pairs, distribute)
+        ]
+        # 4 rows (divisible over data x fsdp) for 7 executors (forced coordinators take no row).
+        config = engine_config(batch_rows=4, max_turns=4, max_seq_len=8192, cache_len=8192)
+        engine = RolloutEngine(create_model(cfg, mesh, seed=0), tok, config, mesh=mesh)
+        records = engine.run(episodes, rng=0)
+        out.setdefault("parks", []).append(engine.stats.parks)
+        return records, [e.answer for e in episodes]
+
+    out: dict = {}
+    single, single_answers = run(None)
+    sharded, sharded_answers = run(make_mesh(data=2, fsdp=2, tensor=2))
+    exact = lambda r: (  # noqa: E731
+        r.instance_id,
+        r.stream,
+        r.role,
+        r.day,
+        r.round,
+        r.ids,
+        r.loss_mask,
+        r.turns,
+        str(r.stop_reason),
+        r.answer,
+    )
+    out["records"] = [exact(r) for r in single]
+    out["records_equal"] = [exact(r) for r in single] == [exact(r) for r in sharded]
+    out["logprob_max_diff"] = max(
+        (abs(a - b) for x, y in zip(single, sharded) for a, b in zip(x.logprobs, y.logprobs)), default=0.0
+    )
+    out["logprob_lengths_equal"] = [len(r.logprobs) for r in single] == [len(r.logprobs) for r in sharded]
+    out["answers"] = single_answers
+    out["answers_equal"] = single_answers == sharded_answers
+    out["prompt_lens"] = [r.prompt_len for r in single]
+    out["sampled"] = [r.num_sampled for r in single]
+    return out
+
+
+def test_sharded_himap_records_equal_one_device_records(tmp_path, small_benchmark):  # noqa: F811
+    env = dict(
+        os.environ,
+        XLA_FLAGS="--xla_force_host_platform_device_count=8",
+        JAX_PLATFORMS="cpu",
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.run(
+        [sys.executable, __file__, str(small_benchmark), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(ROOT),
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    records = res["records"]
+    roles = [r[2] for r in records]
+    assert roles.count("coordinator") == EPISODES and roles.count("executor") >= sum(DAYS)
+    assert sum(res["sampled"]) > 0  # the executors' turns came from the model
+    assert min(res["parks"]) > 0  # on both engines, waiting executors gave their rows to their siblings
+    assert res["records_equal"]
+    assert res["logprob_lengths_equal"] and res["logprob_max_diff"] < 1e-4
+    assert res["answers_equal"] and len(res["answers"]) == EPISODES
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    print(json.dumps(_child(sys.argv[1], sys.argv[2])))
