@@ -73,7 +73,17 @@ def _child(bench_dir: str, tmp: str) -> dict:
             for (v, _), d in zip(pairs, distribute)
         ]
         # 4 rows (divisible over data x fsdp) for 7 executors (forced coordinators take no row).
-        config = engine_config(batch_rows=4, max_turns=4, max_seq_len=8192, cache_len=8192)
+        # Synchronous host work on one tool worker: otherwise the order in which episodes' jobs
+        # finish (timing) orders the queue and so decides whether a stream parks; records do not
+        # depend on it, but then a run could miss parking.
+        config = engine_config(
+            batch_rows=4,
+            max_turns=4,
+            max_seq_len=8192,
+            cache_len=8192,
+            async_host=False,
+            tool_workers=1,
+        )
         engine = RolloutEngine(create_model(cfg, mesh, seed=0), tok, config, mesh=mesh)
         records = engine.run(episodes, rng=0)
         out.setdefault("parks", []).append(engine.stats.parks)
