@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -221,10 +221,8 @@ class Trainer:
         writer: MetricsWriter,
     ) -> None:
         if guard.requested or self.ckpt.reached_preemption(global_step):
-            self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=True)
-            self.ckpt.wait()
-            writer.write(f"preempted: saved step {global_step}, exiting")
-            raise Preempted(global_step)
+            message = f"preempted: saved step {global_step}"
+            self._save_and_exit(global_step, state, train_state, writer, message)
 
     def _stop_mid_step(
         self,
@@ -241,11 +239,19 @@ class Trainer:
         if not guard.requested or jax.process_count() > 1:
             return
         done = global_step - 1
-        if done >= 1:
-            self.ckpt.save(done, state, train_state, self.cfg.to_dict(), force=True)
+        self._save_and_exit(
+            done, state, train_state, writer, f"preempted during step {global_step}: saved step {done}"
+        )
+
+    def _save_and_exit(
+        self, step: int, state: TrainState, train_state: dict, writer: MetricsWriter, message: str
+    ) -> NoReturn:
+        """Save `step` synchronously (nothing when no step has completed yet), log, and unwind."""
+        if step >= 1:
+            self.ckpt.save(step, state, train_state, self.cfg.to_dict(), force=True)
             self.ckpt.wait()
-        writer.write(f"preempted during step {global_step}: saved step {done}, exiting")
-        raise Preempted(done)
+        writer.write(f"{message}, exiting")
+        raise Preempted(step)
 
     def _save(self, global_step: int, state: TrainState, train_state: dict, final: bool) -> None:
         self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=final)
