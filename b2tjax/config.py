@@ -74,6 +74,10 @@ class GRPOConfig:
     # "team_local": plus local_weight x a day executor's own normalised day score (docs/HIMAP.md).
     credit: CreditMode = "team"
     local_weight: float = 0.5
+    # Train only on the records of groups whose rewards differ (DAPO's dynamic-sampling filter): a
+    # flat group's advantages are all 0, so with sparse rewards most of a step's forward/backward
+    # would be spent on rows that teach nothing. Sample more prompts per step to keep the batch full.
+    drop_flat_groups: bool = False
 
 
 @dataclass

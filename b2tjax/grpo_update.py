@@ -79,6 +79,20 @@ def credit_metrics(records: list[EpisodeRecord], adv: np.ndarray, episodes: cred
     return metrics
 
 
+def informative_records(adv: np.ndarray, episodes: credit.Episodes, mini_batches: int) -> np.ndarray:
+    """Indices of the records to train on under `grpo.drop_flat_groups`: those of groups whose
+    episode rewards differ. Topped up with flat records (advantage 0: no gradient) to at least
+    `mini_batches`, and to that many on every process when any process has one (the global batch
+    needs a shape everywhere); empty when no group of the step, on any process, has a spread."""
+    group_of = episodes.group[episodes.of_record]
+    spread = {p for p in set(group_of) if np.ptp(episodes.reward[episodes.group == p]) > 0}
+    keep = [i for i in range(len(adv)) if group_of[i] in spread]
+    if agree_on_maximum(len(keep)) == 0:
+        return np.zeros(0, np.int64)
+    flat = [i for i in range(len(adv)) if group_of[i] not in spread]
+    return np.asarray(keep + flat[: max(mini_batches - len(keep), 0)], np.int64)
+
+
 def step_rows(cfg: TrainConfig, records: list[EpisodeRecord], layout: RowLayout) -> dict[str, np.ndarray]:
     """ids, sampled (the sampler's mask), sampler_lp and mask (what is trained), [rows, length]."""
     length = agree_on_maximum(pad_length(max(len(r.ids) for r in records)))
@@ -109,10 +123,19 @@ def grpo_update(
     `ref_params` is the frozen KL reference (needed when grpo.beta > 0)."""
     g = cfg.grpo
     records = batch.records
-    n = len(records)
     adv, episodes = batch_advantages(cfg, batch)
+    step_metrics = credit_metrics(records, adv, episodes)
     nominal = cfg.rollout_batch // g.mini_batches
-    layout = RowLayout.for_records(n, g.mini_batches, nominal, g.micro_batch_size or nominal)
+    micro_rows = g.micro_batch_size or nominal
+    if g.drop_flat_groups:
+        kept = informative_records(adv, episodes, g.mini_batches)
+        step_metrics["trained_records"] = float(len(kept))
+        if not len(kept):  # nothing to learn from this step: no forward, no optimizer step
+            return state, {**step_metrics, "applied": 0.0}
+        records, adv = [records[i] for i in kept], adv[kept]
+        nominal = micro_rows  # mini-batches grow from one micro-batch by powers of two
+    n = len(records)
+    layout = RowLayout.for_records(n, g.mini_batches, nominal, micro_rows)
     rows = step_rows(cfg, records, layout)
     length = rows["ids"].shape[1]
 
@@ -124,7 +147,7 @@ def grpo_update(
     metrics = {
         "logprob_gap_mean": float(gap.sum() / token_count),
         "logprob_gap_max": float(gap.max()),
-        **credit_metrics(records, adv, episodes),
+        **step_metrics,
         "response_tokens": float(sampled.sum() / n),
         "padded_share": layout.padded / layout.rows,
     }

@@ -19,6 +19,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import json
+import math
 import shlex
 import statistics
 import subprocess
@@ -55,7 +56,14 @@ ROWS: tuple[Row, ...] = (
         ("mode=eval", "rollout.prompt_style=react", "model.init=ckpt:{runs}/sft-s{seed}/checkpoints"),
         after="sft",
     ),
-    Row("SFT + GRPO", "curve", ()),
+    # The recipe's GRPO phase started from the SFT-only run of the same seed: the same weights as
+    # its own SFT phase would give (the SFT phase is deterministic per seed), trained once.
+    Row(
+        "SFT + GRPO",
+        "curve",
+        ("mode=grpo", "model.init=ckpt:{runs}/sft-s{seed}/checkpoints"),
+        after="sft",
+    ),
 )
 
 
@@ -129,21 +137,61 @@ def format_table(rows: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> str:
     return "\n".join(lines)
 
 
-# Training-rollout metrics (temperature 1, metrics.jsonl) compared at the start and end of GRPO.
+# Training-rollout metrics (the recipe's sampling temperature, metrics.jsonl) at the start and end of GRPO.
 CURVE_KEYS = ("reward", "action_error_rate", "truncated_rate", "r_format", "delivery")
-CURVE_WINDOW = 8  # GRPO steps averaged at each end: the halves of a 16-step run (32 episodes each)
 
 
-def curve_ends(rows: Sequence[dict[str, Any]], window: int = CURVE_WINDOW) -> dict[str, tuple[float, float]]:
-    """key -> (mean over the first `window` GRPO steps, mean over the last `window`) of a run's
-    metrics.jsonl rows; keys the run did not log are left out."""
+def curve_ends(rows: Sequence[dict[str, Any]], window: int | None = None) -> dict[str, tuple[float, float]]:
+    """key -> (mean over the first `window` GRPO steps, mean over the last `window`; default: the
+    two halves of the run) of a run's metrics.jsonl rows; keys the run did not log are left out."""
     grpo = [r for r in rows if r.get("phase") == "grpo"]
+    window = window or max(len(grpo) // 2, 1)
     ends = {}
     for key in CURVE_KEYS:
         values = [float(r[key]) for r in grpo if isinstance(r.get(key), (int, float))]
         if values:
             ends[key] = (statistics.fmean(values[:window]), statistics.fmean(values[-window:]))
     return ends
+
+
+def error_counts(rows: Sequence[dict[str, Any]]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((episodes with an action error, episodes) in the first half of the GRPO steps, the same in
+    the second half) of a run's metrics.jsonl rows."""
+    grpo = [r for r in rows if r.get("phase") == "grpo" and "episodes" in r]
+    half = len(grpo) // 2
+
+    def count(part: Sequence[dict[str, Any]]) -> tuple[int, int]:
+        errors = sum(round(r["action_error_rate"] * r["episodes"]) for r in part)
+        return errors, sum(round(r["episodes"]) for r in part)
+
+    return count(grpo[:half]), count(grpo[half:])
+
+
+def two_proportion_test(first: tuple[int, int], second: tuple[int, int]) -> tuple[float, float]:
+    """(z, two-sided p) of the pooled two-proportion z-test that `second`'s rate equals `first`'s
+    (positive z: the second rate is lower)."""
+    (k1, n1), (k2, n2) = first, second
+    pooled = (k1 + k2) / (n1 + n2)
+    spread = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if spread == 0:
+        return 0.0, 1.0
+    z = (k1 / n1 - k2 / n2) / spread
+    return z, math.erfc(abs(z) / math.sqrt(2))
+
+
+def format_error_change(per_seed: dict[int, Sequence[dict[str, Any]]]) -> str:
+    """One line: action errors of the training episodes, first vs second half of GRPO, pooled over seeds."""
+    counts = [error_counts(rows) for rows in per_seed.values()]
+    first = (sum(c[0][0] for c in counts), sum(c[0][1] for c in counts))
+    second = (sum(c[1][0] for c in counts), sum(c[1][1] for c in counts))
+    if not first[1] or not second[1]:
+        return "Pooled action errors: no GRPO steps logged."
+    z, p = two_proportion_test(first, second)
+    return (
+        f"Pooled over seeds, training episodes with an action error: {first[0]}/{first[1]} in the "
+        f"first half of GRPO, {second[0]}/{second[1]} in the second (two-proportion z = {z:.2f}, "
+        f"two-sided p = {p:.3g})."
+    )
 
 
 def format_curves(per_seed: dict[int, dict[str, tuple[float, float]]]) -> str:
@@ -248,7 +296,8 @@ def render(runs: Path, seeds: Sequence[int], recipe: Path, evals: dict, expert: 
 
     rows = [(row.label, [evals[row.prefix][s] for s in seeds]) for row in ROWS] + [(EXPERT, [expert])]
     curve_row = next(row for row in ROWS if row.prefix == "curve")
-    curves = {s: curve_ends(load_run(run_dir(runs, curve_row, s))) for s in seeds}
+    logs = {s: load_run(run_dir(runs, curve_row, s)) for s in seeds}
+    curves = {s: curve_ends(rows) for s, rows in logs.items()}
     commands = [f"    {shown(train_command(row, s, runs, recipe))}" for row in ROWS for s in seeds]
     return "\n".join(
         [
@@ -256,10 +305,12 @@ def render(runs: Path, seeds: Sequence[int], recipe: Path, evals: dict, expert: 
             "",
             f"Mean ± sample std over seeds {', '.join(map(str, seeds))}; the expert is deterministic (n=1).",
             "",
-            f"SFT + GRPO training rollouts (temperature 1): mean of the first {CURVE_WINDOW} GRPO steps → "
-            f"mean of the last {CURVE_WINDOW}, per seed (RUN/metrics.jsonl):",
+            "SFT + GRPO training rollouts (sampled): mean over the first half of the GRPO steps → "
+            "mean over the second half, per seed (RUN/metrics.jsonl):",
             "",
             format_curves(curves),
+            "",
+            format_error_change(logs),
             "",
             "Runs (each row's numbers are RUN/eval.json):",
             "",

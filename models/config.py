@@ -36,6 +36,9 @@ class Qwen3Config:
     initializer_range: float = 0.02
     bos_token_id: int | None = QWEN3_BOS_ID
     eos_token_id: int | None = QWEN3_EOS_ID
+    # Every layer attends to the last `sliding_window` tokens only (itself included), as HF Qwen3 with
+    # use_sliding_window and max_window_layers=0; None is full causal attention (the Qwen3 releases).
+    sliding_window: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -58,6 +61,8 @@ class Qwen3Config:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
         if self.rope_theta <= 0:
             raise ValueError(f"rope_theta must be positive, got {self.rope_theta}")
+        if self.sliding_window is not None and int(self.sliding_window) <= 0:
+            raise ValueError(f"sliding_window must be positive or None, got {self.sliding_window}")
 
     @property
     def num_groups(self) -> int:
@@ -85,8 +90,7 @@ class Qwen3Config:
             or (hf.get("rope_parameters") or {}).get("rope_type", "default") != "default"
         ):
             raise ValueError("RoPE scaling is not supported; only rope_type 'default' is implemented")
-        if hf.get("use_sliding_window"):
-            raise ValueError("sliding-window attention is not supported")
+        sliding_window = _sliding_window(hf)
         # transformers >= 5 stores rope_theta under rope_parameters; older files keep it top-level.
         rope_theta = (hf.get("rope_parameters") or {}).get("rope_theta", hf.get("rope_theta", 1_000_000.0))
         missing = [
@@ -121,6 +125,7 @@ class Qwen3Config:
             initializer_range=float(hf.get("initializer_range", 0.02)),
             bos_token_id=hf.get("bos_token_id", QWEN3_BOS_ID),
             eos_token_id=eos,
+            sliding_window=sliding_window,
         )
 
     def to_hf(self, dtype: str = "float32") -> dict[str, Any]:
@@ -145,9 +150,9 @@ class Qwen3Config:
             "attention_bias": self.attention_bias,
             "attention_dropout": 0.0,
             "initializer_range": self.initializer_range,
-            "use_sliding_window": False,
-            "sliding_window": None,
-            "max_window_layers": self.num_hidden_layers,
+            "use_sliding_window": self.sliding_window is not None,
+            "sliding_window": self.sliding_window,
+            "max_window_layers": 0 if self.sliding_window is not None else self.num_hidden_layers,
             "use_cache": True,
             "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id,
@@ -165,6 +170,29 @@ class Qwen3Config:
         layer = attn + 3 * h * i + 2 * h
         head = 0 if self.tie_word_embeddings else h * self.vocab_size
         return self.vocab_size * h + self.num_hidden_layers * layer + h + head
+
+
+def _sliding_window(hf: dict[str, Any]) -> int | None:
+    """The window of a HF config whose layers all slide, None when none does. HF slides layer i iff
+    use_sliding_window and i >= max_window_layers (or as `layer_types` says); a mix is rejected."""
+    layers = int(hf.get("num_hidden_layers", 0))
+    window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
+    types = hf.get("layer_types")
+    if types is None:
+        first = int(hf.get("max_window_layers", layers))
+        types = [
+            "sliding_attention" if window is not None and i >= first else "full_attention"
+            for i in range(layers)
+        ]
+    sliding = sum(t == "sliding_attention" for t in types)
+    if sliding == 0:
+        return None
+    if sliding != len(types) or window is None:
+        raise ValueError(
+            f"sliding-window attention on {sliding} of {len(types)} layers is not supported; "
+            "only all layers (max_window_layers=0) or none"
+        )
+    return int(window)
 
 
 def _qwen3(hidden: int, inter: int, layers: int, heads: int, tied: bool) -> Qwen3Config:

@@ -107,14 +107,22 @@ def _read_block(
 
 
 def cached_attention(
-    q: jax.Array, k_cache: jax.Array, v_cache: jax.Array, layer: jax.Array, call: CachedCall, block: int
+    q: jax.Array,
+    k_cache: jax.Array,
+    v_cache: jax.Array,
+    layer: jax.Array,
+    call: CachedCall,
+    block: int,
+    window: int | None = None,
 ) -> jax.Array:
     """GQA of q [R, T, NH, D] over one layer of the cache, in key blocks with an online softmax.
 
     Only blocks below the longest filled row are read (a while loop with a data-dependent trip
     count), so the cost follows the live length, not the allocated one. Query t of row r sees
-    slot s iff s <= positions[r, t] and s < filled[r]. Scores, the running max and the running sum
-    are fp32; a fully masked query gets a uniform average (finite mask value), never NaN.
+    slot s iff s <= positions[r, t] and s < filled[r] (and, with `window`, s > positions[r, t] -
+    window: blocks wholly below every query's window are not read either). Scores, the running
+    max and the running sum are fp32; a fully masked query gets a uniform average (finite mask
+    value), never NaN.
     """
     r, t, nh, d = q.shape
     s, kvh = k_cache.shape[2], k_cache.shape[3]
@@ -123,6 +131,11 @@ def cached_attention(
     qg = q.reshape(r, t, kvh, g, d)
     neg = jnp.finfo(F32).min
     num_blocks = jnp.maximum((jnp.max(call.filled) + size - 1) // size, 1)
+    first_block = 0
+    if window is not None:  # the oldest slot any query here still sees decides the first block
+        first_block = jnp.minimum(
+            jnp.maximum(jnp.min(call.positions) - window + 1, 0) // size, num_blocks - 1
+        )
 
     def body(i, carry):
         run_max, run_sum, acc = carry  # [R, KVH, G, T], [R, KVH, G, T], [R, KVH, G, T, D]
@@ -137,6 +150,8 @@ def cached_attention(
             & (slot[None, None, :] <= call.positions[:, :, None])
             & (slot[None, None, :] < call.filled[:, None, None])
         )  # [R, T, size]
+        if window is not None:
+            visible &= slot[None, None, :] > call.positions[:, :, None] - window
         scores = jnp.where(visible[:, None, None], scores, neg)
         new_max = jnp.maximum(run_max, scores.max(axis=-1))
         correction = jnp.exp(run_max - new_max)
@@ -150,6 +165,6 @@ def cached_attention(
         jnp.zeros((r, kvh, g, t), F32),
         jnp.zeros((r, kvh, g, t, d), F32),
     )
-    _, run_sum, acc = jax.lax.fori_loop(0, num_blocks, body, init)
+    _, run_sum, acc = jax.lax.fori_loop(first_block, num_blocks, body, init)
     out = acc / run_sum[..., None]  # [R, KVH, G, T, D]
     return out.transpose(0, 3, 1, 2, 4).reshape(r, t, nh, d).astype(q.dtype)

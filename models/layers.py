@@ -113,16 +113,30 @@ def grouped_attention(
 
 
 def causal_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, impl: str, block: int | None = None
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    impl: str,
+    block: int | None = None,
+    window: int | None = None,
 ) -> jax.Array:
     """Causal GQA over this call's own tokens (q [B, T, NH, D]; k, v [B, T, KVH, D]) with a resolved
-    `impl`. jax.nn.dot_product_attention takes grouped K/V heads as they are and keeps its
-    logits and softmax in fp32 for 16-bit inputs, as the reference path does."""
+    `impl`; with `window`, query t sees keys t - window < s <= t only. jax.nn.dot_product_attention
+    takes grouped K/V heads as they are and keeps its logits and softmax in fp32 for 16-bit
+    inputs, as the reference path does."""
     if impl == "reference":
         idx = jnp.arange(q.shape[1], dtype=jnp.int32)
-        return grouped_attention(q, k, v, (idx[:, None] >= idx[None, :])[None], block)
+        mask = idx[:, None] >= idx[None, :]
+        if window is not None:
+            mask &= idx[None, :] > idx[:, None] - window
+        return grouped_attention(q, k, v, mask[None], block)
     return jax.nn.dot_product_attention(
-        q, k.astype(q.dtype), v.astype(q.dtype), is_causal=True, implementation=impl
+        q,
+        k.astype(q.dtype),
+        v.astype(q.dtype),
+        is_causal=True,
+        local_window_size=None if window is None else (window - 1, 0),
+        implementation=impl,
     )
 
 
@@ -159,6 +173,7 @@ class Attention(nnx.Module):
         self.attention_block = attention_block
         self.impl = impl  # resolved ATTENTION_IMPLS entry for calls without a cache
         self.cache_block = cache_block  # key block of attention over the KV cache
+        self.window = cfg.sliding_window
         self.dtype = dtype
 
     def _project(self, x: jax.Array, name: str) -> jax.Array:
@@ -239,7 +254,8 @@ class DecoderLayer(nnx.Module):
         """x [B, T, H] without a cache: causal attention over this call's tokens (by index;
         `positions` [B, T] only rotate q and k)."""
         q, k, v = self.attn.qkv(self.input_norm(x), positions)
-        return self._finish(x, causal_attention(q, k, v, self.attn.impl, self.attn.attention_block))
+        attn = causal_attention(q, k, v, self.attn.impl, self.attn.attention_block, self.attn.window)
+        return self._finish(x, attn)
 
     def cached(
         self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
@@ -250,5 +266,5 @@ class DecoderLayer(nnx.Module):
         q, k, v = self.attn.qkv(self.input_norm(x), call.positions)
         k_cache = write_layer(k_cache, layer, k, call)
         v_cache = write_layer(v_cache, layer, v, call)
-        attn = cached_attention(q, k_cache, v_cache, layer, call, self.attn.cache_block)
+        attn = cached_attention(q, k_cache, v_cache, layer, call, self.attn.cache_block, self.attn.window)
         return self._finish(x, attn), k_cache, v_cache

@@ -234,3 +234,48 @@ def test_padded_rows_change_neither_loss_nor_gradient(aggregation):
     assert unpadded[0]["clip_frac"] > 0 and unpadded[0]["kl"] > 0  # both branches of the objective live
     moved = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), unpadded[1], params)
     assert max(jax.tree.leaves(moved)) > 1e-4
+
+
+def test_drop_flat_groups_trains_exactly_on_the_informative_records():
+    """grpo.drop_flat_groups: a step of a spread group (records 0, 3, 4: rewards 0, 0.5, 2) and a
+    flat one (records 1, 2: both 1.0) updates the parameters exactly as training on the spread
+    group's records alone; a step whose groups are all flat leaves the state untouched."""
+    model_fn, params, base, records, reference = _model_and_records()
+    step = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, _cfg("token_mean", 1, 5, 0).grpo, **_STEP)
+    fns = dataclasses.replace(step, logprobs=base.logprobs)
+
+    def update(cfg, batch):
+        state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
+        return grpo_update(cfg, fns, state, batch, seed=0, ref_params=reference)
+
+    dropping = _cfg("token_mean", 1, 5, 1)
+    dropping.grpo = dataclasses.replace(dropping.grpo, drop_flat_groups=True)
+    mixed = RolloutBatch(records, {}, groups=[0, 1, 1, 0, 0], episodes=[0, 1, 2, 3, 4])
+    got_state, got = update(dropping, mixed)
+    spread_only = RolloutBatch([records[i] for i in (0, 3, 4)], {}, groups=[0, 0, 0], episodes=[0, 1, 2])
+    want_state, want = update(_cfg("token_mean", 1, 3, 0), spread_only)
+    assert got["trained_records"] == 3 and got["groups_all_equal"] == 0.5 and got["episodes"] == 5
+    for key in ("loss", "grad_norm", "entropy"):
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
+        got_state.params,
+        want_state.params,
+    )
+
+    flat = RolloutBatch([records[1], records[2]], {}, groups=[0, 0], episodes=[0, 1])
+    state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
+    same, metrics = grpo_update(dropping, fns, state, flat, seed=0, ref_params=reference)
+    assert same is state and metrics["applied"] == 0.0 and metrics["trained_records"] == 0.0
+    assert metrics["groups_all_equal"] == 1.0 and "loss" not in metrics
+
+
+def test_informative_records_top_up_to_the_mini_batches_with_flat_ones():
+    from b2tjax.grpo_update import informative_records
+
+    episodes = credit.episodes_of([1.0, 1.0, 0.0, 1.0, 3.0, 3.0], 2, None, None)  # groups of 2
+    adv = np.zeros(6, np.float32)
+    assert informative_records(adv, episodes, 1).tolist() == [2, 3]
+    assert informative_records(adv, episodes, 4).tolist() == [2, 3, 0, 1]  # two flat ones added
+    flat = credit.episodes_of([1.0, 1.0, 2.0, 2.0], 2, None, None)
+    assert informative_records(np.zeros(4, np.float32), flat, 2).tolist() == []

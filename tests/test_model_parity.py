@@ -127,3 +127,23 @@ def test_bad_config_is_rejected():
         dataclasses.replace(get_config("tiny"), num_key_value_heads=3)
     with pytest.raises(ValueError, match="remat"):
         Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), remat="bogus")
+
+
+def test_sliding_window_config_reads_like_transformers():
+    """HF slides layer i iff use_sliding_window and i >= max_window_layers: all layers give our
+    window, none gives full attention, a mix is refused in one line; ours round-trips."""
+    import transformers
+
+    from models.config import Qwen3Config, get_config
+
+    base = {**get_config("tiny").to_hf(), "use_sliding_window": True, "sliding_window": 16}
+    assert Qwen3Config.from_hf({**base, "max_window_layers": 0}).sliding_window == 16
+    assert Qwen3Config.from_hf({**base, "max_window_layers": 2}).sliding_window is None
+    assert Qwen3Config.from_hf({**base, "use_sliding_window": False}).sliding_window is None
+    with pytest.raises(ValueError, match="1 of 2 layers"):
+        Qwen3Config.from_hf({**base, "max_window_layers": 1})
+    windowed = dataclasses.replace(get_config("tiny"), sliding_window=16)
+    assert Qwen3Config.from_hf(windowed.to_hf()) == windowed
+    assert Qwen3Config.from_hf(transformers.Qwen3Config(**windowed.to_hf()).to_dict()) == windowed
+    with pytest.raises(ValueError, match="sliding_window"):
+        dataclasses.replace(get_config("tiny"), sliding_window=0)

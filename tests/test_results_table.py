@@ -74,7 +74,7 @@ def test_every_row_is_a_valid_config_of_the_curve_recipe(results_table, tmp_path
         cfg = load_config(RECIPE, overrides + [f"out={command[command.index('--out') + 1]}"])
         assert cfg.seed == 2 and cfg.data.eval_split == "" and cfg.out == str(tmp_path / f"{row.prefix}-s2")
     modes = {row.prefix: load_config(RECIPE, list(row.overrides[:1])).mode for row in results_table.ROWS}
-    assert modes == {"untrained": "eval", "sft": "sft_only", "react": "eval", "curve": "sft_grpo"}
+    assert modes == {"untrained": "eval", "sft": "sft_only", "react": "eval", "curve": "grpo"}
 
 
 def test_curve_ends_average_the_first_and_last_grpo_steps(results_table):
@@ -89,5 +89,25 @@ def test_curve_ends_average_the_first_and_last_grpo_steps(results_table):
     assert ends["reward"] == pytest.approx((-0.5, -0.125))  # (-1 - .5 - .5 + 0) / 4, (-.5 - .5 + 0 + 0) / 4
     assert ends["action_error_rate"] == pytest.approx((0.5, 0.125))
     assert "truncated_rate" not in ends  # not logged: left out, shown as n/a
+    halves = results_table.curve_ends(rows)  # default: the first and second half of the GRPO steps
+    assert halves["reward"] == pytest.approx((-2 / 3, 0.0))
     table = results_table.format_curves({0: ends})
     assert "| 0 | -0.500 → -0.125 | 0.500 → 0.125 | n/a |" in table
+
+
+def test_pooled_error_change_counts_episodes_and_tests_the_two_halves(results_table):
+    """Two seeds of 4 GRPO steps x 8 episodes: errors 6+5 then 3+2 (seed 0), 7+6 then 4+4 (seed 1)."""
+
+    def run(rates):
+        return [{"phase": "sft", "loss": 1.0}] + [
+            {"phase": "grpo", "episodes": 8.0, "action_error_rate": k / 8} for k in rates
+        ]
+
+    assert results_table.error_counts(run([6, 5, 3, 2])) == ((11, 16), (5, 16))
+    line = results_table.format_error_change({0: run([6, 5, 3, 2]), 1: run([7, 6, 4, 4])})
+    assert "24/32 in the first half of GRPO, 13/32 in the second" in line
+    # By hand: rates .75 and .40625, pooled .578125; se = sqrt(.578125 * .421875 * (2 / 32)) = .12347
+    z, p = results_table.two_proportion_test((24, 32), (13, 32))
+    assert z == pytest.approx(2.7843, abs=1e-3) and p == pytest.approx(0.00536, abs=1e-4)
+    assert "z = 2.78" in line
+    assert results_table.two_proportion_test((0, 8), (0, 8)) == (0.0, 1.0)
