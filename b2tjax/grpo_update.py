@@ -63,13 +63,17 @@ def batch_advantages(cfg: TrainConfig, batch: RolloutBatch) -> tuple[np.ndarray,
     return adv, episodes
 
 
+def spread_groups(episodes: credit.Episodes) -> set:
+    """The groups whose episode rewards differ (a flat group's advantages are all 0)."""
+    return {p for p in set(episodes.group) if np.ptp(episodes.reward[episodes.group == p]) > 0}
+
+
 def credit_metrics(records: list[EpisodeRecord], adv: np.ndarray, episodes: credit.Episodes) -> dict:
     """Rewards over episodes (each counted once), mean advantage per role."""
-    equal = [np.all(r == r[0]) for r in (episodes.reward[episodes.group == p] for p in set(episodes.group))]
     metrics = {
         "reward": float(episodes.reward.mean()),
         "reward_std": float(episodes.reward.std()),
-        "groups_all_equal": float(np.mean(equal)),
+        "groups_all_equal": 1.0 - len(spread_groups(episodes)) / len(set(episodes.group)),
         "records": float(len(records)),
         "episodes": float(episodes.count),
     }
@@ -79,17 +83,17 @@ def credit_metrics(records: list[EpisodeRecord], adv: np.ndarray, episodes: cred
     return metrics
 
 
-def informative_records(adv: np.ndarray, episodes: credit.Episodes, mini_batches: int) -> np.ndarray:
+def informative_records(episodes: credit.Episodes, mini_batches: int) -> np.ndarray:
     """Indices of the records to train on under `grpo.drop_flat_groups`: those of groups whose
     episode rewards differ. Topped up with flat records (advantage 0: no gradient) to at least
     `mini_batches`, and to that many on every process when any process has one (the global batch
     needs a shape everywhere); empty when no group of the step, on any process, has a spread."""
-    group_of = episodes.group[episodes.of_record]
-    spread = {p for p in set(group_of) if np.ptp(episodes.reward[episodes.group == p]) > 0}
-    keep = [i for i in range(len(adv)) if group_of[i] in spread]
+    group_of = episodes.group[episodes.of_record]  # [records]
+    spread = spread_groups(episodes)
+    keep = [i for i, p in enumerate(group_of) if p in spread]
     if agree_on_maximum(len(keep)) == 0:
         return np.zeros(0, np.int64)
-    flat = [i for i in range(len(adv)) if group_of[i] not in spread]
+    flat = [i for i, p in enumerate(group_of) if p not in spread]
     return np.asarray(keep + flat[: max(mini_batches - len(keep), 0)], np.int64)
 
 
@@ -128,7 +132,7 @@ def grpo_update(
     nominal = cfg.rollout_batch // g.mini_batches
     micro_rows = g.micro_batch_size or nominal
     if g.drop_flat_groups:
-        kept = informative_records(adv, episodes, g.mini_batches)
+        kept = informative_records(episodes, g.mini_batches)
         step_metrics["trained_records"] = float(len(kept))
         if not len(kept):  # nothing to learn from this step: no forward, no optimizer step
             return state, {**step_metrics, "applied": 0.0}

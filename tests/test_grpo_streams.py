@@ -274,8 +274,7 @@ def test_informative_records_top_up_to_the_mini_batches_with_flat_ones():
     from b2tjax.grpo_update import informative_records
 
     episodes = credit.episodes_of([1.0, 1.0, 0.0, 1.0, 3.0, 3.0], 2, None, None)  # groups of 2
-    adv = np.zeros(6, np.float32)
-    assert informative_records(adv, episodes, 1).tolist() == [2, 3]
-    assert informative_records(adv, episodes, 4).tolist() == [2, 3, 0, 1]  # two flat ones added
+    assert informative_records(episodes, 1).tolist() == [2, 3]
+    assert informative_records(episodes, 4).tolist() == [2, 3, 0, 1]  # two flat ones added
     flat = credit.episodes_of([1.0, 1.0, 2.0, 2.0], 2, None, None)
-    assert informative_records(np.zeros(4, np.float32), flat, 2).tolist() == []
+    assert informative_records(flat, 2).tolist() == []
