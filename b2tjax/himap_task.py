@@ -20,6 +20,7 @@ import numpy as np
 from flax import nnx
 
 from b2tjax.cli import UserError
+from b2tjax.eval_report import evaluation_header, model_params
 from b2tjax.sft import sft_examples
 from b2tjax.task import BenchmarkTask
 from b2tjax.trainer import RolloutBatch
@@ -140,10 +141,14 @@ class HimapTask(BenchmarkTask):
         metrics = self.benchmark.metrics(verdicts)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         metrics["himap"] = himap_metrics(episodes, records)
-        header = (
+        header = evaluation_header(
             f"{self.benchmark.name} HiMAP evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(greedy, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}); "
-            f"mean reward {metrics['mean_reward']:.3f}"
+            f"(greedy, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f})",
+            metrics,
+            records,
+            "himap.coordinator_limits / himap.executor_limits, rollout.max_turn_tokens="
+            f"{self.cfg.rollout.max_turn_tokens}",
+            model_params(model),
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
 

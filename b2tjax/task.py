@@ -20,6 +20,7 @@ from flax import nnx
 
 from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
+from b2tjax.eval_report import evaluation_header, model_params
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
 from b2tjax.trainer import RolloutBatch
@@ -201,10 +202,12 @@ class BenchmarkTask:
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
         r = self.cfg.rollout
-        header = (
+        header = evaluation_header(
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
-            f"mean reward {metrics['mean_reward']:.3f}, "
-            f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
+            f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'})",
+            metrics,
+            records,
+            f"rollout.max_turns={r.max_turns}, rollout.max_turn_tokens={r.max_turn_tokens}",
+            model_params(model),
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)

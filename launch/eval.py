@@ -1,4 +1,4 @@
-"""Score a benchmark's plans and print its metrics table.
+r"""Score a benchmark's plans and print its metrics table.
 
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
@@ -14,7 +14,7 @@ answer text>}. An instance of the split without a plan counts as undelivered (it
 constraint); plans for ids outside the split are reported and ignored. For TravelPlanner, a file in
 the official submission format ({"idx", "query", "plan"} per line, in the order of --queries) is
 scored against the official query file directly, with the official metric constants of --split
-(the database: DATA/database when --data is given, else the offline copy in ../shared).
+(the database: DATA/database when --data is given, else the copy shipped with the package).
 
 Plans can also come from an agent (`--agent NAME`) registered in `AGENTS` below: a function
 (benchmark, pairs, args) -> iterable of (id, answer). A benchmark's own options (see --help with
@@ -42,6 +42,7 @@ from b2tjax.cli import (
     check_output_file,
     damaged_store,
     run_main,
+    setup_logging,
 )
 from b2tjax.himap_agents import HimapFigures
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
@@ -243,7 +244,7 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Score one split's plans, print the metrics table and write the optional JSON outputs."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    setup_logging()
     args = parse_args(argv)
     check_inputs_and_outputs(args)
     if is_official_submission(args):

@@ -17,12 +17,11 @@ saves a checkpoint and exits with status 143; run again with --resume.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, run_main
+from b2tjax.cli import UserError, run_main, setup_logging
 from b2tjax.config import dump_config, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(str(err)) from None
     check_out_dir(Path(cfg.out), args.resume)
 
-    logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every file it writes at INFO
+    setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
         from b2tjax.prepare import ensure_data
 

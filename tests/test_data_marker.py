@@ -1,0 +1,71 @@
+"""A data directory names its benchmark (benchmark.json), and eval / rollouts / train read it (issue 26
+item 6): `eval.py --data data/tp` scores TravelPlanner without `--benchmark`, a contradicting
+`--benchmark` is one line naming both, and a directory without the marker keeps the old default."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from b2tjax import make_data
+from b2tjax.cli import UserError, benchmark_parser
+from b2tjax.data_marker import MARKER, MarkerError, check_marker, read_marker
+from b2tjax.prepare import ensure_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script_main(name: str):
+    """A launch script's main, loaded by path (launch/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"launch_{name}", ROOT / "launch" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+@pytest.fixture(scope="module")
+def tp_dir(tmp_path_factory) -> Path:
+    """TravelPlanner data from the shipped public data: the 45 official training queries only."""
+    out = tmp_path_factory.mktemp("marker") / "tp"
+    argv = ["--benchmark", "travelplanner", "--out", str(out), "--generated", "0", "--no-expert"]
+    assert make_data.main(argv) == 0
+    return out
+
+
+def test_make_data_writes_the_marker_and_eval_reads_it(tp_dir, tmp_path, capsys):
+    assert json.loads((tp_dir / MARKER).read_text()) == {"benchmark": "travelplanner"}
+    assert read_marker(tp_dir) == "travelplanner"
+    out = tmp_path / "metrics.json"
+    # no --benchmark: the directory says which one, and its expert passes every training query
+    assert (
+        _script_main("eval")(
+            ["--data", str(tp_dir), "--agent", "expert", "--split", "train", "--json", str(out)]
+        )
+        == 0
+    )
+    metrics = json.loads(out.read_text())
+    assert metrics["n"] == 45 and metrics["final_pass_rate"] == 1.0
+    assert "final_pass_rate" in capsys.readouterr().out
+
+
+def test_a_contradicting_benchmark_is_one_line_naming_both(tp_dir):
+    with pytest.raises(UserError, match=r"holds travelplanner data, not b2t: pass --benchmark travelplanner"):
+        benchmark_parser(["--data", str(tp_dir), "--benchmark", "b2t"], "of the plans")
+    with pytest.raises(UserError, match="holds travelplanner data, not b2t"):
+        ensure_data(tp_dir, "small", "b2t")  # train.py's data step
+    ensure_data(tp_dir, "small", "travelplanner")  # the right benchmark: present, nothing to build
+
+
+def test_without_a_marker_the_default_or_the_given_benchmark_applies(tmp_path):
+    assert read_marker(tmp_path) is None and read_marker(None) is None
+    assert benchmark_parser(["--data", str(tmp_path)], "x")[1] == "b2t"
+    assert (
+        benchmark_parser(["--data", str(tmp_path), "--benchmark", "travelplanner"], "x")[1] == "travelplanner"
+    )
+    check_marker(tmp_path, "travelplanner")  # nothing to contradict
+    (tmp_path / MARKER).write_text("[1, 2]\n")
+    with pytest.raises(MarkerError, match=f"{MARKER} is not a benchmark marker"):
+        read_marker(tmp_path)
