@@ -3,6 +3,7 @@ r"""Score a benchmark's plans and print its metrics table.
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
     python launch/eval.py --data DATA --agent expert --split test
+    python launch/eval.py --data DATA --records rollouts.jsonl --split test   # launch/rollouts.py's answers
     python launch/eval.py --data DATA --agent himap-expert [--himap-ablation flat]   # scripted HiMAP team
     python launch/eval.py --data DATA --agent himap --checkpoint runs/himap_tiny/checkpoints \
                           [--config configs/himap_tiny_cpu.yaml]   # a trained HiMAP policy, greedy
@@ -15,6 +16,9 @@ constraint); plans for ids outside the split are reported and ignored. For Trave
 the official submission format ({"idx", "query", "plan"} per line, in the order of --queries) is
 scored against the official query file directly, with the official metric constants of --split
 (the database: DATA/database when --data is given, else the copy shipped with the package).
+
+A rollouts file (`--records`, what launch/rollouts.py writes: one line per stream) is scored by its
+episodes' answers: a single agent's answer, or a HiMAP team's last coordinator answer.
 
 Plans can also come from an agent (`--agent NAME`) registered in `AGENTS` below: a function
 (benchmark, pairs, args) -> iterable of (id, answer). A benchmark's own options (see --help with
@@ -100,6 +104,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plans", type=Path, help="JSONL file of {id, plan} objects")
     source.add_argument("--agent", choices=sorted(AGENTS), help="agent that writes the plans")
+    source.add_argument(
+        "--records",
+        type=Path,
+        help="a rollouts file (launch/rollouts.py --out): each episode's answer is its plan",
+    )
     parser.add_argument("--split", default="test", help="split to score (default test)")
     parser.add_argument(
         "--checkpoint", type=Path, help="--agent himap: the model (run checkpoints/ or HF dir)"
@@ -170,7 +179,8 @@ def _read_jsonl(path: Path) -> list[dict]:
     rows = []
     for number, row in read_jsonl_objects(path, UserError):
         if not isinstance(row.get("id"), str):
-            raise UserError(f"{path}:{number}: expected an object with a string 'id'")
+            hint = " (a rollouts file: pass it with --records)" if "instance_id" in row else ""
+            raise UserError(f"{path}:{number}: expected an object with a string 'id'{hint}")
         rows.append(row)
     return rows
 
@@ -204,6 +214,18 @@ def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
     return plans
 
 
+def plans_from_records(path: Path, pairs: list[Pair]) -> dict[str, Any]:
+    """id -> plan of the selected instances from a rollouts file; other episodes are counted and ignored."""
+    from b2tjax.rollout_plans import plans_from_rollouts
+
+    wanted = {instance["id"] for instance, _ in pairs}
+    found = plans_from_rollouts(path)
+    unknown = sum(ident not in wanted for ident in found)
+    if unknown:
+        log.warning("%d episode(s) in %s are for instances outside the selection; ignored", unknown, path)
+    return {ident: plan for ident, plan in found.items() if ident in wanted}
+
+
 def score(bench: Benchmark, pairs: list[Pair], plans: dict[str, Any]) -> list:
     """Judge every instance's plan (missing plans are undelivered), logging progress."""
     results, started = [], time.perf_counter()
@@ -234,9 +256,10 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     """Fail before the (possibly long) scoring when a path given on the command line cannot work."""
     if args.data is not None and not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
-    if args.plans is not None and not args.plans.is_file():
-        problem = "is a directory" if args.plans.is_dir() else "does not exist"
-        raise UserError(f"--plans {args.plans} {problem}")
+    for option, path in (("--plans", args.plans), ("--records", args.records)):
+        if path is not None and not path.is_file():
+            problem = "is a directory" if path.is_dir() else "does not exist"
+            raise UserError(f"{option} {path} {problem}")
     for option, path in (("--json", args.json), ("--details", args.details)):
         if path is not None:
             check_output_file(path, option)
@@ -258,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.agent:
             args.himap_figures = HimapFigures()
             plans = dict(AGENTS[args.agent](bench, pairs, args))
+        elif args.records:
+            plans = plans_from_records(args.records, pairs)
         else:
             plans = plans_from_file(args.plans, pairs)
         results = score(bench, pairs, plans)
