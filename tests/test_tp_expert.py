@@ -17,14 +17,13 @@ from sandbox.travelplanner.expert import TravelPlannerExpert
 from sandbox.travelplanner.generator import generate_queries, plan_over
 from sandbox.travelplanner.query_text import parse_query_text
 from sandbox.travelplanner.tools import TravelPlannerWorld
-from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared, tp_harness  # noqa: F401 (fixture)
+from tests.tp_harness import DATA_DIR, DATABASE_DIR, tp_harness  # noqa: F401 (fixture)
 
 N_GENERATED = 45
 
 
 @pytest.fixture(scope="module")
 def db() -> Database:
-    require_shared()
     return Database.from_dir(DATABASE_DIR)
 
 

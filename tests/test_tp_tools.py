@@ -18,14 +18,13 @@ from sandbox.travelplanner.evaluator import Evaluation
 from sandbox.travelplanner.query_text import QueryTextError, parse_query_text
 from sandbox.travelplanner.reward import compute_reward, shaped_like_trip
 from sandbox.travelplanner.tools import NoToolWorld, TravelPlannerWorld
-from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared
+from tests.tp_harness import DATA_DIR, DATABASE_DIR
 
 B_TABLE = Path(__file__).parent / "data" / "tp_train_queries.jsonl"
 
 
 @pytest.fixture(scope="module")
 def db() -> Database:
-    require_shared()
     return Database.from_dir(DATABASE_DIR)
 
 
@@ -156,7 +155,6 @@ def test_tools_run_through_the_episode_env_and_sole_planning_has_none(world):
 
 @pytest.fixture(scope="module")
 def training():
-    require_shared()
     from sandbox.travelplanner.training import load_training
 
     return load_training(DATA_DIR)
