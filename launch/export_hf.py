@@ -18,7 +18,7 @@ from models.config import DTYPES
 from models.hf import save_pretrained
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -33,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)"
     )
     parser.add_argument("--max-shard-size", default="5GB")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
     tokenizer = None

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from b2tjax.cli import UserError, run_main, setup_logging
-from b2tjax.config import dump_config, load_config
+from b2tjax.config import TrainConfig, dump_config, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
@@ -60,8 +60,8 @@ def check_out_dir(out: Path, resume: bool) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def resolve_config(args: argparse.Namespace) -> TrainConfig:
+    """The run's config: the recipe (default configs/tiny_cpu.yaml), then the options, then key=value."""
     config_path = (
         args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     )
@@ -73,9 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.benchmark is not None:
         overrides.append(f"benchmark={args.benchmark}")
     try:
-        cfg = load_config(config_path, overrides)
+        return load_config(config_path, overrides)
     except ValueError as err:
         raise UserError(str(err)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = resolve_config(args)
     check_out_dir(Path(cfg.out), args.resume)
 
     setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
