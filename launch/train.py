@@ -23,6 +23,7 @@ from pathlib import Path
 
 from b2tjax.cli import UserError, run_main, setup_logging
 from b2tjax.config import TrainConfig, dump_config, load_config
+from b2tjax.data_marker import read_marker
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
@@ -61,7 +62,8 @@ def check_out_dir(out: Path, resume: bool) -> None:
 
 
 def resolve_config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config: the recipe (default configs/tiny_cpu.yaml), then the options, then key=value."""
+    """The run's config: the recipe (default configs/tiny_cpu.yaml), then the options, then key=value;
+    with no benchmark chosen, the one `data.data_dir` holds (its benchmark.json) when it names one."""
     config_path = (
         args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     )
@@ -73,8 +75,13 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     if args.benchmark is not None:
         overrides.append(f"benchmark={args.benchmark}")
     try:
-        return load_config(config_path, overrides)
-    except ValueError as err:
+        cfg = load_config(config_path, overrides)
+        chosen = args.benchmark is not None or any(o.startswith("benchmark=") for o in overrides)
+        held = None if chosen else read_marker(cfg.data.data_dir)
+        if held is not None and held != cfg.benchmark:
+            cfg = load_config(config_path, [*overrides, f"benchmark={held}"])
+        return cfg
+    except ValueError as err:  # MarkerError included
         raise UserError(str(err)) from None
 
 

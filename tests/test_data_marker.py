@@ -18,12 +18,12 @@ from b2tjax.prepare import ensure_data
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script_main(name: str):
-    """A launch script's main, loaded by path (launch/ is not a package)."""
+def _script(name: str):
+    """A launch script as a module, loaded by path (launch/ is not a package)."""
     spec = importlib.util.spec_from_file_location(f"launch_{name}", ROOT / "launch" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.main
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_dir, tmp_path, capsys)
     out = tmp_path / "metrics.json"
     # no --benchmark: the directory says which one, and its expert passes every training query
     assert (
-        _script_main("eval")(
+        _script("eval").main(
             ["--data", str(tp_dir), "--agent", "expert", "--split", "train", "--json", str(out)]
         )
         == 0
@@ -49,6 +49,14 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_dir, tmp_path, capsys)
     metrics = json.loads(out.read_text())
     assert metrics["n"] == 45 and metrics["final_pass_rate"] == 1.0
     assert "final_pass_rate" in capsys.readouterr().out
+
+
+def test_train_takes_the_benchmark_from_its_data_dir(tp_dir):
+    train = _script("train")
+    cfg = train.resolve_config(train.parse_args([f"data.data_dir={tp_dir}", "--out", "runs/tp"]))
+    assert cfg.benchmark == "travelplanner" and cfg.data.data_dir == str(tp_dir)
+    chosen = train.resolve_config(train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_dir}"]))
+    assert chosen.benchmark == "b2t"  # an explicit choice stands; the data step then refuses it (below)
 
 
 def test_a_contradicting_benchmark_is_one_line_naming_both(tp_dir):
