@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax import make_data
 from b2tjax.cli import UserError, benchmark_parser
 from b2tjax.data_marker import MARKER, MarkerError, check_marker, read_marker
 from b2tjax.prepare import ensure_data
+from tests.tp_fixtures import tp_data  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,23 +26,14 @@ def _script(name: str):
     return module
 
 
-@pytest.fixture(scope="module")
-def tp_dir(tmp_path_factory) -> Path:
-    """TravelPlanner data from the shipped public data: the 45 official training queries only."""
-    out = tmp_path_factory.mktemp("marker") / "tp"
-    argv = ["--benchmark", "travelplanner", "--out", str(out), "--generated", "0", "--no-expert"]
-    assert make_data.main(argv) == 0
-    return out
-
-
-def test_make_data_writes_the_marker_and_eval_reads_it(tp_dir, tmp_path, capsys):
-    assert json.loads((tp_dir / MARKER).read_text()) == {"benchmark": "travelplanner"}
-    assert read_marker(tp_dir) == "travelplanner"
+def test_make_data_writes_the_marker_and_eval_reads_it(tp_data, tmp_path, capsys):
+    assert json.loads((tp_data / MARKER).read_text()) == {"benchmark": "travelplanner"}
+    assert read_marker(tp_data) == "travelplanner"
     out = tmp_path / "metrics.json"
     # no --benchmark: the directory says which one, and its expert passes every training query
     assert (
         _script("eval").main(
-            ["--data", str(tp_dir), "--agent", "expert", "--split", "train", "--json", str(out)]
+            ["--data", str(tp_data), "--agent", "expert", "--split", "train", "--json", str(out)]
         )
         == 0
     )
@@ -51,20 +42,20 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_dir, tmp_path, capsys)
     assert "final_pass_rate" in capsys.readouterr().out
 
 
-def test_train_takes_the_benchmark_from_its_data_dir(tp_dir):
+def test_train_takes_the_benchmark_from_its_data_dir(tp_data):
     train = _script("train")
-    cfg = train.resolve_config(train.parse_args([f"data.data_dir={tp_dir}", "--out", "runs/tp"]))
-    assert cfg.benchmark == "travelplanner" and cfg.data.data_dir == str(tp_dir)
-    chosen = train.resolve_config(train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_dir}"]))
+    cfg = train.resolve_config(train.parse_args([f"data.data_dir={tp_data}", "--out", "runs/tp"]))
+    assert cfg.benchmark == "travelplanner" and cfg.data.data_dir == str(tp_data)
+    chosen = train.resolve_config(train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_data}"]))
     assert chosen.benchmark == "b2t"  # an explicit choice stands; the data step then refuses it (below)
 
 
-def test_a_contradicting_benchmark_is_one_line_naming_both(tp_dir):
+def test_a_contradicting_benchmark_is_one_line_naming_both(tp_data):
     with pytest.raises(UserError, match=r"holds travelplanner data, not b2t: pass --benchmark travelplanner"):
-        benchmark_parser(["--data", str(tp_dir), "--benchmark", "b2t"], "of the plans")
+        benchmark_parser(["--data", str(tp_data), "--benchmark", "b2t"], "of the plans")
     with pytest.raises(UserError, match="holds travelplanner data, not b2t"):
-        ensure_data(tp_dir, "small", "b2t")  # train.py's data step
-    ensure_data(tp_dir, "small", "travelplanner")  # the right benchmark: present, nothing to build
+        ensure_data(tp_data, "small", "b2t")  # train.py's data step
+    ensure_data(tp_data, "small", "travelplanner")  # the right benchmark: present, nothing to build
 
 
 def test_without_a_marker_the_default_or_the_given_benchmark_applies(tmp_path):

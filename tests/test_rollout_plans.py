@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax import make_data
 from b2tjax.cli import UserError
 from b2tjax.rollout_plans import plans_from_rollouts
 from rollout.record import EpisodeRecord
 from sandbox.benchmarks import get_benchmark
 from sandbox.types import StopReason
+from tests.tp_fixtures import tp_data  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,16 +57,8 @@ def test_bad_rollouts_files_are_one_line_errors(tmp_path):
         plans_from_rollouts(_write(tmp_path / "twice.jsonl", twice))
 
 
-@pytest.fixture(scope="module")
-def tp_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("records") / "tp"
-    argv = ["--benchmark", "travelplanner", "--out", str(out), "--generated", "0", "--no-expert"]
-    assert make_data.main(argv) == 0
-    return out
-
-
-def test_eval_scores_a_rollouts_file_by_its_answers(tp_dir, tmp_path):
-    bench = get_benchmark("travelplanner", tp_dir)
+def test_eval_scores_a_rollouts_file_by_its_answers(tp_data, tmp_path):
+    bench = get_benchmark("travelplanner", tp_data)
     pairs = bench.load_split("train")
     answers = dict(bench.expert_answers(pairs[:3]))  # correct plans, as answer text
     records = [
@@ -77,9 +69,8 @@ def test_eval_scores_a_rollouts_file_by_its_answers(tp_dir, tmp_path):
     rollouts = _write(tmp_path / "rollouts.jsonl", records)
     out = tmp_path / "m.json"
     main = _eval_main()
-    assert (
-        main(["--data", str(tp_dir), "--records", str(rollouts), "--split", "train", "--json", str(out)]) == 0
-    )
+    argv = ["--data", str(tp_data), "--records", str(rollouts), "--split", "train"]
+    assert main([*argv, "--json", str(out)]) == 0
     metrics = json.loads(out.read_text())
     # 3 correct plans of 45 instances; the 4th episode answered nothing, the other 41 are absent
     assert metrics["n"] == 45
@@ -88,4 +79,4 @@ def test_eval_scores_a_rollouts_file_by_its_answers(tp_dir, tmp_path):
     with pytest.raises(
         UserError, match=r"rollouts.jsonl:1: expected an object with a string 'id' \(a rollouts file"
     ):
-        main(["--data", str(tp_dir), "--plans", str(rollouts), "--split", "train"])
+        main(["--data", str(tp_data), "--plans", str(rollouts), "--split", "train"])

@@ -29,3 +29,15 @@ def train_queries() -> list[dict[str, Any]]:
 def human_plans() -> list[list[Any]]:
     """The human plans of the 45 training queries (padding `{}` entries included)."""
     return [chat.plan for chat in read_training_chats(DATA_DIR / "std_travelplanner.jsonl")]
+
+
+@pytest.fixture(scope="session")
+def tp_data(tmp_path_factory) -> Path:
+    """A TravelPlanner data directory built by make_data from the shipped data: the 45 official
+    training queries (and the generated dev split), no expert traces."""
+    from b2tjax import make_data
+
+    out = tmp_path_factory.mktemp("tp_data") / "tp"
+    argv = ["--benchmark", "travelplanner", "--out", str(out), "--generated", "0", "--no-expert"]
+    assert make_data.main(argv) == 0
+    return out
