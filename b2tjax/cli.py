@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
+from sandbox.benchmarks.b2t.world.integrity import StoreCorruptError
 from sandbox.python_tool import PythonIsolationError
-from sandbox.world.integrity import StoreCorruptError
 
 USER_ERROR_EXIT = 2
 

@@ -17,8 +17,8 @@ from sandbox.benchmarks.base import Benchmark, BenchmarkError, Pair, Prompt, Tok
 
 DEFAULT_BENCHMARK = "b2t"
 BENCHMARKS: dict[str, str] = {
-    "b2t": "sandbox.benchmarks.b2t:B2TBenchmark",
-    "travelplanner": "sandbox.travelplanner.benchmark:TravelPlannerBenchmark",
+    "b2t": "sandbox.benchmarks.b2t.benchmark:B2TBenchmark",
+    "travelplanner": "sandbox.benchmarks.travelplanner.benchmark:TravelPlannerBenchmark",
 }
 
 __all__ = [
@@ -65,6 +65,4 @@ def as_benchmark(obj: Any) -> Benchmark:
     B2T benchmark, so that callers written before benchmarks were pluggable keep working."""
     if isinstance(obj, Benchmark):
         return obj
-    from sandbox.benchmarks.b2t import B2TBenchmark
-
-    return B2TBenchmark.over_world(obj)
+    return benchmark_class("b2t").over_world(obj)  # through the registry: no static B2T import

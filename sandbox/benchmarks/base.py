@@ -26,15 +26,18 @@ from __future__ import annotations
 
 import abc
 import argparse
-import dataclasses
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sandbox.jsonl import read_jsonl_objects
 from sandbox.reward import Reward
-from sandbox.types import ToolResult
+from sandbox.types import Prompt, World
+
+if TYPE_CHECKING:  # types only: the HiMAP protocol is loaded by the benchmarks that offer it
+    from sandbox.himap.domain import HimapDomain
+    from sandbox.himap.expert import Policies
 
 Pair = tuple[dict[str, Any], dict[str, Any]]  # (visible instance, hidden ground truth)
 Log = Callable[[str], None]
@@ -42,14 +45,6 @@ Log = Callable[[str], None]
 
 class BenchmarkError(ValueError):
     """A user-facing problem with a benchmark's name, options or data; the message is one line."""
-
-
-class World(Protocol):
-    """The tools of one instance, as sandbox.EpisodeEnv and the prompt need them."""
-
-    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
-
-    def tool_schemas(self) -> list[dict[str, Any]]: ...
 
 
 class Verdict(Protocol):
@@ -61,20 +56,6 @@ class Verdict(Protocol):
     def all_passed(self) -> bool: ...
 
     def to_dict(self) -> dict[str, Any]: ...
-
-
-@dataclasses.dataclass
-class Prompt:
-    """The agent prompt of one instance as data: rollout.prompt renders it into the exact text.
-
-    `memory` says whether the prompt offers the memory module; the episode's EpisodeEnv enables
-    memory exactly when it does. `dropped` counts the items left out to fit a token budget.
-    """
-
-    messages: list[dict[str, str]]
-    tools: list[dict[str, Any]] | None
-    memory: bool = True
-    dropped: int = 0
 
 
 # Counts the tokens of a rendered prompt; rollout passes one built from the run's tokenizer.
@@ -209,6 +190,21 @@ class Benchmark(abc.ABC):
             if limit and len(traces) >= limit:
                 break
         return traces
+
+    # -- HiMAP (sandbox.himap): a benchmark offers it by overriding both hooks -------------------
+    @classmethod
+    def offers_himap(cls) -> bool:
+        """Whether HiMAP can run on this benchmark (it overrides `himap_domain`)."""
+        return cls.himap_domain is not Benchmark.himap_domain
+
+    def himap_domain(self, visible: dict[str, Any]) -> HimapDomain:
+        """The HiMAP domain (task tuple, day slots, Σ pricing) of one visible instance."""
+        raise BenchmarkError(f"HiMAP has no domain for benchmark {self.name!r}")
+
+    def himap_expert(self, visible: dict[str, Any], truth: dict[str, Any], knobs: Any = None) -> Policies:
+        """The scripted HiMAP team's role policies for one instance (see sandbox.himap.expert.drive);
+        `knobs` are the benchmark's own expert settings."""
+        raise BenchmarkError(f"HiMAP has no scripted expert for benchmark {self.name!r}")
 
     def tokenizer_corpus(self) -> list[str]:
         """Text a small SentencePiece tokenizer is trained on: train prompts and expert traces."""
