@@ -79,7 +79,7 @@ def sequential_episode(bench: Any, tok: Any, visible: dict, truth: dict) -> Any:
 
     result = Expert(bench.world).solve(visible, truth)
     texts = [m["content"] for m in result.turns if m["role"] == "assistant"]
-    prompt = bench.prompt(visible, variant="b2t", memory=True)
+    prompt = bench.prompt(visible, variant="tool_agent", memory=True)
     env = EpisodeEnv(
         bench.world_for(visible),
         memory_enabled=True,

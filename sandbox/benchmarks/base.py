@@ -68,7 +68,7 @@ class Benchmark(abc.ABC):
     name: ClassVar[str]
     splits: ClassVar[tuple[str, ...]]  # split names load_split accepts; first = training split
     eval_split: ClassVar[str] = "test"  # what training evaluates on when data.eval_split is unset
-    prompt_variants: ClassVar[tuple[str, ...]] = ("b2t", "react")  # first = default
+    prompt_variants: ClassVar[tuple[str, ...]] = ("tool_agent", "react")  # first = default
     # "b2t": the framework's agent prompt (memory module, tools); "react": plain ReAct baseline.
 
     def __init__(self, data_dir: str | Path | None, **options: Any) -> None:
@@ -130,7 +130,7 @@ class Benchmark(abc.ABC):
         self,
         visible: dict[str, Any],
         *,
-        variant: str = "b2t",
+        variant: str = "tool_agent",
         memory: bool = True,
         max_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,

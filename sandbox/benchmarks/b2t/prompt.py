@@ -20,7 +20,7 @@ from typing import Any
 
 from sandbox.benchmarks.base import BenchmarkError, Prompt, TokenCounter
 
-VARIANTS = ("b2t", "react")
+VARIANTS = ("tool_agent", "react")
 # Drop order: lower rank goes first.
 _ACTION_RANK = {"click": 0, "add_to_favorites": 1, "favorite": 1, "book": 2}
 
@@ -128,7 +128,7 @@ def build_prompt(
     max_tokens: int | None = None,
     count_tokens: TokenCounter | None = None,
     memory: bool = True,
-    variant: str = "b2t",
+    variant: str = "tool_agent",
 ) -> Prompt:
     """The agent prompt for one visible instance (keys `instruction`, `trajectory`).
 
@@ -139,7 +139,7 @@ def build_prompt(
         raise BenchmarkError(f"unknown prompt variant {variant!r}; choose from {VARIANTS}")
     if "instruction" not in instance:
         raise BenchmarkError(f"instance {instance.get('id', '?')!r} has no 'instruction'")
-    memory = memory and variant == "b2t"
+    memory = memory and variant == "tool_agent"
     tools = list(tool_schemas) if tool_schemas else None
     trajectory = instance.get("trajectory") or []
 

@@ -219,7 +219,7 @@ class TravelPlannerBenchmark(Benchmark):
         self,
         visible: dict[str, Any],
         *,
-        variant: str = "b2t",
+        variant: str = "tool_agent",
         memory: bool = True,
         max_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,

@@ -17,7 +17,7 @@ from typing import Any
 from sandbox.benchmarks.base import BenchmarkError, Prompt, TokenCounter
 
 MODES = ("two-stage", "sole-planning")
-VARIANTS = ("b2t", "react")
+VARIANTS = ("tool_agent", "react")
 
 ROLE = (
     "You are an experienced travel planner for trips between US cities. Read the traveller's query, "
@@ -75,7 +75,7 @@ def build_prompt(
     *,
     mode: str = "two-stage",
     reference_text: str | None = None,
-    variant: str = "b2t",
+    variant: str = "tool_agent",
     memory: bool = True,
     max_tokens: int | None = None,
     count_tokens: TokenCounter | None = None,
@@ -86,7 +86,7 @@ def build_prompt(
         raise BenchmarkError(f"unknown prompt variant {variant!r}; choose from {VARIANTS}")
     if mode not in MODES:
         raise BenchmarkError(f"unknown TravelPlanner mode {mode!r}; choose from {MODES}")
-    memory = memory and variant == "b2t" and mode == "two-stage"
+    memory = memory and variant == "tool_agent" and mode == "two-stage"
     if mode == "sole-planning":
         if reference_text is None:
             raise BenchmarkError("sole-planning needs the query's reference information")
