@@ -203,7 +203,8 @@ class BenchmarkTask:
         r = self.cfg.rollout
         header = (
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'tool_agent'}); "
+            f"(greedy, prompt {r.prompt_style}, "
+            f"memory {r.memory_enabled and r.prompt_style == 'tool_agent'}); "
             f"mean reward {metrics['mean_reward']:.3f}, "
             f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
         )

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.benchmarks.b2t.schema import POI_TABLES, SCHEMA_VERSION
-from sandbox.benchmarks.b2t.world.integrity import verify_store
 from sandbox.benchmarks.b2t.tools import registry
+from sandbox.benchmarks.b2t.world.integrity import verify_store
 from sandbox.types import ToolResult
 
 JSON_COLUMNS = frozenset(
