@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from sandbox.jsonl import read_jsonl_objects
+from sandbox.jsonl import read_jsonl
 from sandbox.reward import Reward
 from sandbox.types import Prompt, World
 
@@ -184,12 +184,7 @@ class Benchmark(abc.ABC):
         path = self._path("sft", "train.jsonl")
         if not path.exists():
             return None
-        traces = []
-        for _, trace in read_jsonl_objects(path, BenchmarkError):
-            traces.append(trace)
-            if limit and len(traces) >= limit:
-                break
-        return traces
+        return read_jsonl(path, BenchmarkError, limit)
 
     # -- HiMAP (sandbox.himap): a benchmark offers it by overriding both hooks -------------------
     @classmethod

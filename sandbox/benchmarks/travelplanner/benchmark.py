@@ -42,6 +42,7 @@ from sandbox.benchmarks.travelplanner.query import normalize_query
 from sandbox.benchmarks.travelplanner.reference import render_reference_info
 from sandbox.benchmarks.travelplanner.reward import compute_reward, shaped_like_trip
 from sandbox.benchmarks.travelplanner.tools import NoToolWorld, TravelPlannerWorld
+from sandbox.jsonl import read_jsonl
 from sandbox.reward import Reward
 
 
@@ -335,17 +336,9 @@ def _reference_dict(ref: Any) -> dict[str, Any]:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        return read_jsonl(Path(path), BenchmarkError)
     except OSError as err:
         raise BenchmarkError(
             f"cannot read {path} ({err.strerror}); build the data with launch/make_data.py "
             "--benchmark travelplanner"
         ) from None
-    rows = []
-    for i, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise BenchmarkError(f"{path}:{i}: not JSON ({err.msg})") from None
-    return rows

@@ -14,11 +14,12 @@ or both. Pure Python: no pandas, so rollout hosts need nothing beyond the standa
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sandbox.jsonl import read_jsonl_objects
 
 ACCOMMODATIONS = "accommodations"
 ATTRACTIONS = "attractions"
@@ -183,17 +184,15 @@ class Database:
         of equal data."""
         file = Path(path)
         try:
-            lines = file.read_text(encoding="utf-8").splitlines()
+            for line_no, info in read_jsonl_objects(file, DatabaseError):
+                try:
+                    self.add_reference_block(info)
+                except (TypeError, KeyError, ValueError, AttributeError) as err:
+                    raise DatabaseError(
+                        f"{file}:{line_no}: not valid reference information ({err})"
+                    ) from None
         except OSError as err:
             raise DatabaseError(f"{file}: cannot read ({err.strerror})") from None
-        for line_no, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                info = json.loads(line)
-                self.add_reference_block(info)
-            except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as err:
-                raise DatabaseError(f"{file}:{line_no}: not valid reference information ({err})") from None
 
     def add_reference_block(self, info: dict[str, Any]) -> None:
         """Add one query's reference information (a dict as in `*_ref_info.jsonl`)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.benchmarks.travelplanner.query import QueryError, normalize_query
+from sandbox.jsonl import read_jsonl
 
 SPLIT_SIZES = {"train": 45, "validation": 180, "test": 1000}
 
@@ -43,14 +44,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             csv.field_size_limit(sys.maxsize)  # reference_information cells are large
             with path.open(encoding="utf-8", newline="") as handle:
                 return list(csv.DictReader(handle))
-        rows = []
-        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise LoaderError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-        return rows
+        return read_jsonl(path, LoaderError)
     except OSError as err:
         raise LoaderError(f"{path}: cannot read ({err.strerror})") from None
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.benchmarks.travelplanner.plan_reader import read_plan
+from sandbox.jsonl import read_jsonl_objects
 
 
 class SubmissionError(ValueError):
@@ -33,18 +34,11 @@ def read_submission(path: str | Path) -> list[list[Any] | None]:
     file = Path(path)
     plans: list[list[Any] | None] = []
     try:
-        lines = file.read_text(encoding="utf-8").splitlines()
+        for line_no, record in read_jsonl_objects(file, SubmissionError):
+            if "plan" not in record:
+                raise SubmissionError(f"{file}:{line_no}: expected an object with a 'plan' field")
+            plan = record["plan"]
+            plans.append(read_plan(plan) if isinstance(plan, str) else plan)
     except OSError as err:
         raise SubmissionError(f"{file}: cannot read ({err.strerror})") from None
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SubmissionError(f"{file}:{line_no}: not valid JSON ({err.msg})") from None
-        if not isinstance(record, dict) or "plan" not in record:
-            raise SubmissionError(f"{file}:{line_no}: expected an object with a 'plan' field")
-        plan = record["plan"]
-        plans.append(read_plan(plan) if isinstance(plan, str) else plan)
     return plans
