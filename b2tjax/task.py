@@ -23,8 +23,7 @@ from b2tjax.config import TrainConfig
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
 from b2tjax.trainer import RolloutBatch
-from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark
-from sandbox.benchmarks.b2t.instances.loader import interleave_difficulties
+from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark, interleave_difficulties
 
 
 def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchmark) -> Any:

@@ -13,7 +13,16 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from sandbox.benchmarks.base import Benchmark, BenchmarkError, Pair, Prompt, TokenCounter, Verdict, World
+from sandbox.benchmarks.base import (
+    Benchmark,
+    BenchmarkError,
+    Pair,
+    Prompt,
+    TokenCounter,
+    Verdict,
+    World,
+    interleave_difficulties,
+)
 
 DEFAULT_BENCHMARK = "b2t"
 BENCHMARKS: dict[str, str] = {
@@ -34,6 +43,7 @@ __all__ = [
     "as_benchmark",
     "benchmark_class",
     "get_benchmark",
+    "interleave_difficulties",
 ]
 
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import abc
 import argparse
+import itertools
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -41,6 +42,17 @@ if TYPE_CHECKING:  # types only: the HiMAP protocol is loaded by the benchmarks 
 
 Pair = tuple[dict[str, Any], dict[str, Any]]  # (visible instance, hidden ground truth)
 Log = Callable[[str], None]
+
+
+def interleave_difficulties(pairs: Iterable[Pair]) -> list[Pair]:
+    """(visible, hidden) pairs taken in turn from each difficulty level, each level in file order.
+
+    The first N of the result cover every level, so a short evaluation is not all "easy".
+    """
+    by_level: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_level.setdefault(pair[0].get("difficulty", "easy"), []).append(pair)
+    return [p for row in itertools.zip_longest(*by_level.values()) for p in row if p is not None]
 
 
 class BenchmarkError(ValueError):

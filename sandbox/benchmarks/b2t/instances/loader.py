@@ -7,7 +7,6 @@ line and field at fault, before any long job starts.
 """
 
 import datetime as dt
-import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,17 +93,6 @@ def load_split(
             v["difficulty"] = difficulty_of(h["profile"])
         out.append(LoadedInstance(v, h))
     return out
-
-
-def interleave_difficulties(pairs: Iterable[tuple[dict, Any]]) -> list[tuple[dict, Any]]:
-    """(visible, hidden) pairs taken in turn from each difficulty level, each level in file order.
-
-    The first N of the result cover every level, so a short evaluation is not all "easy".
-    """
-    by_level: dict[str, list[tuple[dict, Any]]] = {}
-    for pair in pairs:
-        by_level.setdefault(pair[0].get("difficulty", "easy"), []).append(pair)
-    return [p for row in itertools.zip_longest(*by_level.values()) for p in row if p is not None]
 
 
 def difficulty_of(profile: dict[str, Any]) -> str:

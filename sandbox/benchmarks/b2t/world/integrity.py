@@ -14,14 +14,17 @@ import hashlib
 import os
 import sqlite3
 
+from sandbox.benchmarks.base import BenchmarkError
+
 CONTENT_HASH_KEY = "content_sha256"
 _HEADER_COUNTERS = ((24, 28), (92, 96))  # file change counter, version-valid-for number
 _LEAF_PAGES = (0x0D, 0x0A)  # b-tree page types: table leaf, index leaf
 _BUFFER = 1 << 20
 
 
-class StoreCorruptError(ValueError):
-    """The store fails its integrity check or its content hash; the message names the file."""
+class StoreCorruptError(BenchmarkError):
+    """The store fails its integrity check or its content hash; the message names the file. A
+    BenchmarkError, so generic callers report it as one line without knowing B2T."""
 
 
 def _meta_pages(conn: sqlite3.Connection) -> tuple[int, list[int]]:
