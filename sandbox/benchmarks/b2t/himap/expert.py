@@ -20,15 +20,15 @@ import math
 from typing import Any
 
 from sandbox.benchmarks.b2t.expert import responses
-from sandbox.benchmarks.b2t.expert.planner import (
+from sandbox.benchmarks.b2t.expert.planner import _Solver
+from sandbox.benchmarks.b2t.expert.schedule import DayFrame, Place, Stop
+from sandbox.benchmarks.b2t.expert.shared import (
     BREAKFAST_CLOSE_FROM,
     BREAKFAST_OPEN_BY,
     Option,
-    _Solver,
     add_new_legs,
     map_guide_calls,
 )
-from sandbox.benchmarks.b2t.expert.schedule import DayFrame, Place, Stop
 from sandbox.expert_session import ExpertFailure, tool_call, turn_text
 from sandbox.himap.expert import RoleSession, subgoal_of
 from sandbox.himap.protocol import StreamStart
