@@ -719,7 +719,7 @@ def test_plan_from_generated_store_rows_is_authentic(small_world):
 def _readme_section(title: str) -> str:
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "sandbox" / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "sandbox" / "benchmarks" / "b2t" / "README.md").read_text()
     start = text.index(f"## {title}\n")
     return text[start : text.index("\n## ", start + 1)]
 

@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sandbox.benchmarks.b2t.vocab import INTRACITY_MODES
+from sandbox.benchmarks.b2t.plan_synonyms import (
+    INTERCITY_MODE_SYNONYMS,
+    KEY_SYNONYMS,
+    LOCAL_MODE_SYNONYMS,
+    PLAN_WRAPPERS,
+    TYPE_SYNONYMS,
+)
 
 ACTIVITY_TYPES = ("intercity_transport", "meal", "attraction", "entertainment", "hotel")
 # Activity types that happen at a named place reached by local transport.
@@ -45,129 +51,6 @@ MAX_TEXT_CHARS = 1_000_000
 MAX_DAYS = 60
 MAX_ACTIVITIES_PER_DAY = 60
 
-_KEY_SYNONYMS = {
-    "activity_type": "type",
-    "kind": "type",
-    "category": "type",
-    "title": "name",
-    "poi_name": "name",
-    "place": "name",
-    "venue": "name",
-    "start": "start_time",
-    "begin_time": "start_time",
-    "from_time": "start_time",
-    "departure_time": "start_time",
-    "depart_time": "start_time",
-    "end": "end_time",
-    "finish_time": "end_time",
-    "to_time": "end_time",
-    "arrival_time": "end_time",
-    "arrive_time": "end_time",
-    "cost": "price",
-    "total_price": "price",
-    "total_cost": "price",
-    "price_cny": "price",
-    "transportation": "transport",
-    "local_transport": "transport",
-    "getting_there": "transport",
-    "duration": "duration_min",
-    "duration_minutes": "duration_min",
-    "minutes": "duration_min",
-    "travel_time_min": "duration_min",
-    "time_min": "duration_min",
-    "distance": "distance_km",
-    "km": "distance_km",
-    "flight_number": "number",
-    "train_number": "number",
-    "flight_no": "number",
-    "train_no": "number",
-    "transport_number": "number",
-    "from": "from_city",
-    "origin": "from_city",
-    "origin_city": "from_city",
-    "departure_city": "from_city",
-    "to": "to_city",
-    "destination": "to_city",
-    "destination_city": "to_city",
-    "arrival_city": "to_city",
-    "seat": "seat_class",
-    "cabin": "seat_class",
-    "cabin_class": "seat_class",
-    "seat_type": "seat_class",
-    "transport_mode": "mode",
-    "transport_type": "mode",
-    "meal_type": "meal",
-    "cityinfo": "city_info",
-    "city_information": "city_info",
-    "city_description": "city_info",
-    "city_introduction": "city_info",
-    "city_background": "city_info",
-    "tip": "tips",
-    "notes": "tips",
-    "note": "tips",
-    "desc": "description",
-    "details": "description",
-    "day_number": "day",
-    "day_index": "day",
-    "condition": "condition",
-    "weather_condition": "condition",
-    "weather": "weather",
-    "max_temperature": "max_temp",
-    "high": "max_temp",
-    "high_temp": "max_temp",
-    "min_temperature": "min_temp",
-    "low": "min_temp",
-    "low_temp": "min_temp",
-    "schedule": "activities",
-    "itinerary": "activities",
-    "items": "activities",
-}
-_TYPE_SYNONYMS = {
-    "intercity": "intercity_transport",
-    "intercity_transportation": "intercity_transport",
-    "major_transport": "intercity_transport",
-    "transport": "intercity_transport",
-    "train": "intercity_transport",
-    "flight": "intercity_transport",
-    "restaurant": "meal",
-    "dining": "meal",
-    "food": "meal",
-    "breakfast": "meal",
-    "lunch": "meal",
-    "dinner": "meal",
-    "sightseeing": "attraction",
-    "scenic_spot": "attraction",
-    "sight": "attraction",
-    "accommodation": "hotel",
-    "hotel_check_in": "hotel",
-    "check_in": "hotel",
-    "lodging": "hotel",
-}
-_INTERCITY_MODE_SYNONYMS = {
-    "train": "train",
-    "rail": "train",
-    "high_speed_rail": "train",
-    "regular_train": "train",
-    "flight": "flight",
-    "plane": "flight",
-    "airplane": "flight",
-    "air": "flight",
-}
-_LOCAL_MODE_SYNONYMS = {m.lower(): m for m in INTRACITY_MODES} | {
-    "metro": "Subway",
-    "walk": "Walking",
-    "on_foot": "Walking",
-    "foot": "Walking",
-    "cab": "Taxi",
-    "car": "Taxi",
-    "driving": "Taxi",
-    "drive": "Taxi",
-    "ride_sharing": "Ride-sharing",
-    "ridesharing": "Ride-sharing",
-    "ride_hailing": "Ride-sharing",
-    "didi": "Ride-sharing",
-}
-_PLAN_WRAPPERS = ("plan", "days", "itinerary", "travel_plan", "answer", "trip")
 _TRAIN_NUMBER = re.compile(r"^[GDCKTZYL]\d{1,4}$")
 _FLIGHT_NUMBER = re.compile(r"^[A-Z0-9]{2}\d{2,4}$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -344,7 +227,7 @@ def _answer_body(text: str) -> str:
 @lru_cache(maxsize=8192)
 def _norm_str_key(key: str) -> str:
     snake = _NON_WORD.sub("_", _CAMEL.sub("_", key.strip()).lower()).strip("_")
-    return _KEY_SYNONYMS.get(snake, snake)
+    return KEY_SYNONYMS.get(snake, snake)
 
 
 def _norm_key(key: Any) -> str:
@@ -379,7 +262,7 @@ def _to_plan(data: Any) -> Plan:
         wrapped = [
             v
             for k, v in data.items()
-            if isinstance(k, str) and k.strip().lower() in _PLAN_WRAPPERS and isinstance(v, list)
+            if isinstance(k, str) and k.strip().lower() in PLAN_WRAPPERS and isinstance(v, list)
         ]
         if wrapped:
             data = wrapped[0]
@@ -425,7 +308,7 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
     obj = _norm_keys(raw)
     raw_type = obj.get("type")
     type_key = _type_key(raw_type) if isinstance(raw_type, str) and len(raw_type) < 100 else None
-    kind = _TYPE_SYNONYMS.get(type_key, type_key) if type_key else None
+    kind = TYPE_SYNONYMS.get(type_key, type_key) if type_key else None
     if kind not in ACTIVITY_TYPES:
         raise _FormatError(f"{where} has unknown type {raw_type!r}; use one of {', '.join(ACTIVITY_TYPES)}")
     if isinstance(obj.get("time"), str) and "start_time" not in obj:
@@ -473,8 +356,8 @@ def _canonical_time(text: str, minutes: int) -> str:
 def _intercity_mode(raw_mode: Any, type_key: str | None, number: str | None) -> str | None:
     if isinstance(raw_mode, str) and len(raw_mode) < 100:
         key = _type_key(raw_mode)
-        if key in _INTERCITY_MODE_SYNONYMS:
-            return _INTERCITY_MODE_SYNONYMS[key]
+        if key in INTERCITY_MODE_SYNONYMS:
+            return INTERCITY_MODE_SYNONYMS[key]
     if type_key in ("train", "flight"):
         return type_key
     if number:
@@ -493,7 +376,7 @@ def _to_transport(raw: Any) -> LocalTransport | None:
     obj = _norm_keys(raw)
     mode = _as_text(obj.get("mode"))
     if mode and len(mode) < 100:
-        mode = _LOCAL_MODE_SYNONYMS.get(_type_key(mode), mode)
+        mode = LOCAL_MODE_SYNONYMS.get(_type_key(mode), mode)
     return LocalTransport(
         mode=mode,
         duration_min=_as_number(obj.get("duration_min")),

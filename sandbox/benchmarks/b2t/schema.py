@@ -3,7 +3,7 @@
 One table per record kind. List-valued fields (facilities, reviews, seat fares, room information,
 ticket information) are JSON text. Times are "HH:MM" strings, dates "YYYY-MM-DD", prices CNY.
 The generator, the user-data loader, the tools, the evaluator and the instance generator all use
-this one definition; `sandbox/README.md` documents it for users bringing their own data.
+this one definition; `sandbox/benchmarks/b2t/README.md` documents it for users bringing their own data.
 """
 
 SCHEMA_VERSION = 1

@@ -1,6 +1,6 @@
 """Everything the checks share about one plan, derived once: query, profile, POI records, legs.
 
-Conventions every check follows (documented in sandbox/README.md):
+Conventions every check follows (documented in sandbox/benchmarks/b2t/README.md):
 - POIs are looked up in the query's destination city by normalised name, in the table of their
   activity type (meal -> restaurants). A check that needs a store record skips items the store
   does not know: "POI authenticity" already fails them, so one wrong name fails one constraint.

@@ -4,8 +4,8 @@ Every POI sits at a chosen offset (km north, km east) from Chengdu's centre, so 
 times are known; "alternative" POIs share the coordinates of the POI they stand in for, so a test
 can swap one in and break exactly one rule. Local transport legs are filled from `sandbox.benchmarks.b2t.geo`
 (the model MapGuide uses) by `route_plan`, which tests call again after editing a plan.
-A worked example of the plan format and the evaluator (sandbox/README.md), and the fixture of the
-evaluator tests and benchmarks/bench_eval.py.
+A worked example of the plan format and the evaluator (sandbox/benchmarks/b2t/README.md), and
+the fixture of the evaluator tests and benchmarks/bench_eval.py.
 """
 
 from __future__ import annotations
@@ -204,6 +204,15 @@ def build_mini_world(path: str | Path) -> Path:
         conn.execute(ddl)
     for ddl in INDEXES:
         conn.execute(ddl)
+    _write_cities_and_restaurants(conn)
+    _write_sights_and_hotels(conn)
+    _write_services(conn)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _write_cities_and_restaurants(conn: sqlite3.Connection) -> None:
     for city, (lat, lon) in CENTRE.items():
         _insert(
             conn,
@@ -241,6 +250,9 @@ def build_mini_world(path: str | Path) -> Path:
                 "reviews": "[]",
             },
         )
+
+
+def _write_sights_and_hotels(conn: sqlite3.Connection) -> None:
     for n, (name, (north, east, kind, price, walk, op, cl)) in enumerate(ATTRACTIONS.items()):
         _insert(
             conn,
@@ -303,6 +315,10 @@ def build_mini_world(path: str | Path) -> Path:
                 "room_info": "[]",
             },
         )
+
+
+def _write_services(conn: sqlite3.Connection) -> None:
+    """Trains, flights and weather of the trip."""
     for number, kind, origin, dest, dep, arr, fares in TRAINS:
         _insert(
             conn,
@@ -373,9 +389,6 @@ def build_mini_world(path: str | Path) -> Path:
                 "air_quality": "Good",
             },
         )
-    conn.commit()
-    conn.close()
-    return path
 
 
 # --------------------------------------------------------------------------- the valid plan

@@ -93,8 +93,6 @@ class VenueSearch:
     # ------------------------------------------------------------------ step 3
 
     def _step_places(self, hotel: Place) -> tuple[list[Place], list[Place]]:
-        dp, ap = self.pref["dining"], self.pref["attraction"]
-        need_sights = self.days + 2
         restaurants: dict[str, Place] = {}
         attractions: dict[str, Place] = {}
         memory = [
@@ -104,86 +102,21 @@ class VenueSearch:
                 "value": {"name": hotel.name, "price_per_night": hotel.price, "rooms": self.rooms},
             }
         ]
-        cuisines = dp.get("cuisine_preferences") or [None]
         anchors = [hotel.name, self.city]
         for round_ in range(MAX_PLACE_ROUNDS):
             if round_ >= len(anchors):
                 break
             anchor = anchors[round_]
-            calls = []
-            for cuisine in cuisines:
-                prefs = {
-                    k: v
-                    for k, v in (
-                        ("cuisine", [cuisine] if cuisine else None),
-                        ("price_level", [dp["price_level"]] if dp.get("price_level") else None),
-                        ("environment", dp.get("dining_environment")),
-                    )
-                    if v
-                }
-                max_price = None if dp.get("price_level") else 120
-                for open_at in (None, "07:30"):
-                    calls.append(
-                        tool_call(
-                            "RestaurantSearch",
-                            city=self.city,
-                            n=SEARCH_N,
-                            preferences=prefs or None,
-                            near=anchor,
-                            radius_km=RADIUS_KM,
-                            max_price=max_price,
-                            open_at=open_at,
-                        )
-                    )
-            aprefs = {
-                k: v
-                for k, v in (
-                    ("attraction_type", ap.get("preferred_attraction_types")),
-                    ("walk_tolerance", [ap["walking_tolerance"]] if ap.get("walking_tolerance") else None),
-                )
-                if v
-            }
-            calls.append(
-                tool_call(
-                    "AttractionSearch",
-                    city=self.city,
-                    n=SEARCH_N,
-                    preferences=aprefs or None,
-                    near=anchor,
-                    radius_km=RADIUS_KM,
-                    max_price=None if aprefs else 80,
-                )
-            )
             think = (
                 f"Hotel {hotel.name} ({hotel.price:g} CNY/night). Now restaurants that fit (some open "
                 f"for breakfast) and attractions near it, skipping places visited before."
                 if round_ == 0
                 else f"Not enough options yet; searching around {anchor} too."
             )
-            replies = self.s.act(think, memory, calls)
+            replies = self.s.act(think, memory, self._place_calls(anchor))
             memory = []
-            for text in replies[:-1]:
-                for r in responses.items(text):
-                    if r["name"].casefold() not in self.visited["restaurants"]:
-                        restaurants.setdefault(r["name"], _restaurant(r))
-            for r in responses.items(replies[-1]):
-                if (
-                    r["name"].casefold() not in self.visited["attractions"]
-                    and r["walking_km"] <= self.walking_limit
-                ):
-                    attractions.setdefault(r["name"], _attraction(r))
-                    if r["name"] not in anchors:
-                        anchors.append(r["name"])
-            early = sum(
-                1
-                for p in restaurants.values()
-                if p.open_min <= BREAKFAST_OPEN_BY and p.close_min >= BREAKFAST_CLOSE_FROM
-            )
-            if (
-                len(restaurants) - early >= 2 * self.days + 2
-                and early >= self.days + 2
-                and len(attractions) >= need_sights
-            ):
+            self._collect_places(replies, restaurants, attractions, anchors)
+            if self._enough_places(restaurants, attractions):
                 break
         self.s.act(
             "Saving the candidate places before timing the days.",
@@ -196,6 +129,90 @@ class VenueSearch:
         return (
             sorted(restaurants.values(), key=lambda p: (near(p) + p.price / 40.0, p.name)),
             sorted(attractions.values(), key=lambda p: (near(p) + p.price / 40.0, p.name)),
+        )
+
+    def _place_calls(self, anchor: str) -> list[dict[str, Any]]:
+        """One round's searches around `anchor`: restaurants per preferred cuisine (any hours and
+        open for breakfast), then attractions (the last call)."""
+        dp, ap = self.pref["dining"], self.pref["attraction"]
+        calls = []
+        for cuisine in dp.get("cuisine_preferences") or [None]:
+            prefs = {
+                k: v
+                for k, v in (
+                    ("cuisine", [cuisine] if cuisine else None),
+                    ("price_level", [dp["price_level"]] if dp.get("price_level") else None),
+                    ("environment", dp.get("dining_environment")),
+                )
+                if v
+            }
+            max_price = None if dp.get("price_level") else 120
+            for open_at in (None, "07:30"):
+                calls.append(
+                    tool_call(
+                        "RestaurantSearch",
+                        city=self.city,
+                        n=SEARCH_N,
+                        preferences=prefs or None,
+                        near=anchor,
+                        radius_km=RADIUS_KM,
+                        max_price=max_price,
+                        open_at=open_at,
+                    )
+                )
+        aprefs = {
+            k: v
+            for k, v in (
+                ("attraction_type", ap.get("preferred_attraction_types")),
+                ("walk_tolerance", [ap["walking_tolerance"]] if ap.get("walking_tolerance") else None),
+            )
+            if v
+        }
+        calls.append(
+            tool_call(
+                "AttractionSearch",
+                city=self.city,
+                n=SEARCH_N,
+                preferences=aprefs or None,
+                near=anchor,
+                radius_km=RADIUS_KM,
+                max_price=None if aprefs else 80,
+            )
+        )
+        return calls
+
+    def _collect_places(
+        self,
+        replies: list[str],
+        restaurants: dict[str, Place],
+        attractions: dict[str, Place],
+        anchors: list[str],
+    ) -> None:
+        """Add the round's new, not visited places (first seen wins); attractions become anchors."""
+        for text in replies[:-1]:
+            for r in responses.items(text):
+                if r["name"].casefold() not in self.visited["restaurants"]:
+                    restaurants.setdefault(r["name"], _restaurant(r))
+        for r in responses.items(replies[-1]):
+            if (
+                r["name"].casefold() not in self.visited["attractions"]
+                and r["walking_km"] <= self.walking_limit
+            ):
+                attractions.setdefault(r["name"], _attraction(r))
+                if r["name"] not in anchors:
+                    anchors.append(r["name"])
+
+    def _enough_places(self, restaurants: dict[str, Place], attractions: dict[str, Place]) -> bool:
+        """Enough to fill every day: breakfast places, other meals and sights with spares."""
+        early = sum(
+            1
+            for p in restaurants.values()
+            if p.open_min <= BREAKFAST_OPEN_BY and p.close_min >= BREAKFAST_CLOSE_FROM
+        )
+        return (
+            len(restaurants) - early >= 2 * self.days + 2
+            and early >= self.days + 2
+            and len(attractions) >= self.days + 2
         )
 
 

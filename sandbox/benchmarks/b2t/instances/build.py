@@ -136,7 +136,7 @@ def build_benchmark(
 def _write_sft(
     out_dir: Path, built: list[Built], prompt_builder: PromptBuilder | None, store: str | Path
 ) -> None:
-    """sft/train.jsonl: {"id", "messages", "tools"} per train instance (see sandbox/README.md)."""
+    """sft/train.jsonl: {"id", "messages", "tools"} per train instance (see the B2T README)."""
     from sandbox.benchmarks.b2t.world.store import open_world
 
     schemas = open_world(store).tool_schemas()

@@ -236,6 +236,29 @@ def build_trajectory(
                 continue
             used.add(poi.poi_id)
             pois.append(poi)
+    noise = _pick_noise(rng, profile, groups, noise_pools, n_noise, used)
+    if len(noise) < n_noise:
+        raise TrajectoryError("too few mismatched records to use as noise")
+
+    sessions_per_city = _sessions_per_city(rng, shape, cities, pois)
+    _assign_funnel(rng, shape, pois, sessions_per_city)
+    for poi in noise:
+        poi.click_session = rng.randrange(sessions_per_city[poi.city])
+    events = _emit(rng, shape, cities, sessions_per_city, pois, noise, request_date)
+
+    return events, _history(pois, destination)
+
+
+def _pick_noise(
+    rng: random.Random,
+    profile: dict[str, Any],
+    groups: list[tuple[str, str]],
+    noise_pools: list[list[Any]],
+    n_noise: int,
+    used: set[str],
+) -> list[_Poi]:
+    """Up to `n_noise` records that do not match the profile (clicked, never booked); adds their
+    ids to `used`."""
     noise: list[_Poi] = []
     noise_groups = [i for i, p in enumerate(noise_pools) if p]
     for _ in range(n_noise * 20):
@@ -247,22 +270,18 @@ def build_trajectory(
         if not record_matches(profile, poi.kind, record) and poi.poi_id not in used:
             used.add(poi.poi_id)
             noise.append(poi)
-    if len(noise) < n_noise:
-        raise TrajectoryError("too few mismatched records to use as noise")
+    return noise
 
-    sessions_per_city = _sessions_per_city(rng, shape, cities, pois)
-    _assign_funnel(rng, shape, pois, sessions_per_city)
-    for poi in noise:
-        poi.click_session = rng.randrange(sessions_per_city[poi.city])
-    events = _emit(rng, shape, cities, sessions_per_city, pois, noise, request_date)
 
+def _history(pois: list[_Poi], destination: str) -> dict[str, list[str]]:
+    """What the user booked in the destination: the profile's hidden history."""
     history = empty_history()
     for poi in pois:
         if poi.book_session is not None and poi.city == destination:
             history[HISTORY_KEY[poi.kind]].append(
                 poi.record.number if poi.kind == "transport" else poi.record["name"]
             )
-    return events, history
+    return history
 
 
 def _sessions_per_city(

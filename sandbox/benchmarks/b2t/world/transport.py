@@ -169,11 +169,9 @@ def _dates(scale: Scale) -> list[dt.date]:
     return [start + dt.timedelta(days=k) for k in range((end - start).days + 1)]
 
 
-def flights(scale: Scale, seed: int) -> Iterator[tuple]:
-    """Rows of the flights table in schema column order: each daily flight, each date, both cabins."""
-    rng = random.Random(f"{seed}:flights")
-    dates = _dates(scale)
-    schedules = []  # fixed per-route schedule: a flight keeps its number and times every day
+def _flight_schedules(rng: random.Random, scale: Scale) -> list[tuple]:
+    """The fixed per-route schedules: a flight keeps its number and times every day."""
+    schedules = []
     used_numbers: set[str] = set()
     for a, b, daily in flight_routes(scale):
         km = city_distance_km(a, b)
@@ -209,6 +207,14 @@ def flights(scale: Scale, seed: int) -> Iterator[tuple]:
                     km,
                 )
             )
+    return schedules
+
+
+def flights(scale: Scale, seed: int) -> Iterator[tuple]:
+    """Rows of the flights table in schema column order: each daily flight, each date, both cabins."""
+    rng = random.Random(f"{seed}:flights")
+    dates = _dates(scale)
+    schedules = _flight_schedules(rng, scale)  # draws first, as the rows below always did
     row_id = 0
     for date in dates:
         day = date.isoformat()
