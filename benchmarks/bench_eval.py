@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from sandbox.benchmarks.b2t.evaluator import evaluate_plan
-from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 from sandbox.benchmarks.b2t.evaluator.lookup import index_for
 from sandbox.benchmarks.b2t.plan import read_plan
 

@@ -16,7 +16,8 @@ import pytest
 
 from sandbox.benchmarks import BENCHMARKS, BenchmarkError, as_benchmark, get_benchmark
 from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
-from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 

@@ -19,12 +19,12 @@ from sandbox.benchmarks.b2t.evaluator.example import (
     GROUND_TRUTH,
     INSTANCE,
     _train,
-    build_mini_world,
     find,
     route_plan,
     valid_plan,
     visit,
 )
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 from sandbox.benchmarks.b2t.evaluator.lookup import index_for
 from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
 

@@ -11,11 +11,11 @@ from sandbox.benchmarks.b2t.evaluator import evaluate_plan
 from sandbox.benchmarks.b2t.evaluator.example import (
     GROUND_TRUTH,
     INSTANCE,
-    build_mini_world,
     find,
     route_plan,
     valid_plan,
 )
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 from sandbox.benchmarks.b2t.reward import compute_reward
 
 
