@@ -9,7 +9,7 @@ episode's executor turns in lockstep, day order, the outcome does not depend on 
 
 Results: the answer, role-split SFT traces ({"messages", "tools", "role", "day", "round",
 "stream"}), each stream's assistant texts (replayed as forced tokens by rollout.himap) and the
-session's metrics. Benchmark policies live beside it (b2t_expert.py).
+session's metrics. Each benchmark's policies live in its own folder (Benchmark.himap_expert).
 """
 
 from __future__ import annotations
