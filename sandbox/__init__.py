@@ -7,8 +7,7 @@ lazily so that `import sandbox` stays cheap and importing one part never drags i
 No benchmark's name is exported here: `sandbox.benchmarks.b2t` exports the B2T store and judge.
 """
 
-import importlib
-from typing import Any
+from sandbox.lazy import lazy_exports
 
 _EXPORTS = {
     "ToolResult": "sandbox.types",
@@ -23,8 +22,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -4,8 +4,7 @@ reward, metrics, expert planner, prompt and HiMAP domain (see README.md in this 
 Public names are resolved lazily, so importing one part (say the world store) loads no other.
 """
 
-import importlib
-from typing import Any
+from sandbox.lazy import lazy_exports
 
 _EXPORTS = {
     "open_world": "sandbox.benchmarks.b2t.world.store",
@@ -18,8 +17,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'sandbox.benchmarks.b2t' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
