@@ -4,7 +4,9 @@
     bench = get_benchmark("b2t", "DATA")          # or "travelplanner"; options as keywords
 
 Entries are "module:Class" strings so that importing the registry loads no benchmark, and a
-benchmark whose module is absent fails only when selected, with a one-line BenchmarkError.
+benchmark whose module is absent fails only when selected, with a one-line BenchmarkError. Each
+entry points into the benchmark's folder (sandbox/benchmarks/<name>/); a new benchmark is that
+folder plus one line here.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ Conventions shared by every benchmark:
 - A verdict is the benchmark's own result object; it has `delivered: bool` (a readable plan
   shaped like the trip), `all_passed: bool` and `to_dict() -> dict` (JSON for detail files).
 - Benchmark-specific settings are keyword options of the constructor (e.g. a tool mode).
+- HiMAP is offered through two hooks, `himap_domain` and `himap_expert`; the protocol in
+  sandbox/himap knows no benchmark by name.
+- A benchmark's code lives in its own folder, sandbox/benchmarks/<name>/, which nothing outside it
+  imports: adding one is that folder plus one line in the registry (sandbox/benchmarks/__init__.py).
 
 Pure Python; never imports jax.
 """
