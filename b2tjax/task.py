@@ -24,8 +24,7 @@ from b2tjax.eval_report import evaluation_header, model_params
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
 from b2tjax.trainer import RolloutBatch
-from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark
-from sandbox.instances.loader import interleave_difficulties
+from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark, interleave_difficulties
 
 
 def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchmark) -> Any:
@@ -204,7 +203,8 @@ class BenchmarkTask:
         r = self.cfg.rollout
         header = evaluation_header(
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'})",
+            f"(greedy, prompt {r.prompt_style}, "
+            f"memory {r.memory_enabled and r.prompt_style == 'tool_agent'})",
             metrics,
             records,
             f"rollout.max_turns={r.max_turns}, rollout.max_turn_tokens={r.max_turn_tokens}",

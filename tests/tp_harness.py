@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sandbox.travelplanner.database import PACKAGE_DATA_DIR
+from sandbox.benchmarks.travelplanner.database import PACKAGE_DATA_DIR
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 HARNESS_DIR = SHARED / "reference" / "travelplanner_harness"
