@@ -6,7 +6,7 @@ order (continuations joined, comments and `VAR=value` prefixes dropped; in the r
 optional `[...]` group is left out and `a|b` reads as `a`). What a command costs decides what is
 checked, so the whole walk stays near a minute on 2 cores:
 - `make_data.py` runs for real, in a scratch working directory, when its `--out` does not exist yet
-  (B2T with `--instances 1`: 3 instances per split; TravelPlanner as written);
+  (B2T with `--instances 1`: 3 instances per split; TravelPlanner with `--generated 4`);
 - `eval.py` runs for real when its `--data` exists and its plans come from a scripted agent or from
   a file that exists; otherwise it is parsed;
 - `train.py` and `plan.py` are parsed by their own parsers and their recipe is loaded with its
@@ -65,14 +65,16 @@ def _module(script: str):
     return module
 
 
-def _make_data(argv: list[str], benchmark: str | None = None) -> None:
+def _make_data(argv: list[str]) -> None:
     from b2tjax import make_data
 
     args = make_data.parse_args(argv)
     if args.out.exists():
         return
-    if (benchmark or args.benchmark) == "b2t" and "--instances" not in argv:
+    if args.benchmark == "b2t" and "--instances" not in argv:
         argv = [*argv, "--instances", "1"]
+    if args.benchmark == "travelplanner" and "--generated" not in argv:
+        argv = [*argv, "--generated", "4"]  # the 45 official queries + 4
     assert make_data.main(argv) == 0, argv
 
 
