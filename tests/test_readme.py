@@ -7,12 +7,12 @@ optional `[...]` group is left out and `a|b` reads as `a`). What a command costs
 checked, so the whole walk stays near a minute on 2 cores:
 - `make_data.py` runs for real, in a scratch working directory, when its `--out` does not exist yet
   (B2T with `--instances 1`: 3 instances per split; TravelPlanner with `--generated 4`);
-- `eval.py` runs for real when its `--data` exists and its plans come from a scripted agent or from
-  a file that exists; otherwise it is parsed;
+- `eval.py` runs for real when its `--data` exists and its plans come from the scripted expert
+  (`--policy expert`, single agent or HiMAP team) or from a file that exists; otherwise it is parsed;
 - `train.py` and `plan.py` are parsed by their own parsers and their recipe is loaded with its
   `key=value` overrides (`load_config`), so a renamed flag, a removed recipe or a stale config key
-  fails; a train run's data step (make_data into `data.data_dir`) runs for real when that directory
-  is absent, as the run would do first (`--instances 1`);
+  fails; a small-world run's data step (make_data into `data.data_dir`) runs for real when that
+  directory is absent, as the run would do first (`--instances 1`);
 - the other launch scripts (rollouts, HF import/export, plots) are parsed by their own parsers;
 - a benchmark script must exist.
 A real run that fails, or a parser that rejects a README line, fails the test with the line.
@@ -31,7 +31,6 @@ from b2tjax.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH_LINKS = ("configs", "launch")  # what relative README paths need inside the scratch directory
-SCRIPTED_AGENTS = ("expert", "himap-expert")
 
 
 def readme_commands(text: str) -> list[list[str]]:
@@ -81,16 +80,17 @@ def _make_data(argv: list[str]) -> None:
 def _train(module, argv: list[str]) -> None:
     args = module.parse_args(argv)
     cfg = module.resolve_config(args)
-    if cfg.task == "travel" and not Path(cfg.data.data_dir).exists():
+    small = cfg.data.world_scale == "small"  # a full world is minutes: its recipes are parsed only
+    if cfg.task == "travel" and small and not Path(cfg.data.data_dir).exists():
         data = ["--out", cfg.data.data_dir, "--scale", cfg.data.world_scale]
         _make_data(["--benchmark", cfg.benchmark, *data])
 
 
 def _eval(module, argv: list[str]) -> None:
     args = module.parse_args(argv)
-    files = [p for p in (args.plans, getattr(args, "records", None)) if p is not None]
+    files = [p for p in (args.plans, args.records) if p is not None]
     ready = args.data is not None and args.data.is_dir()
-    if ready and (args.agent in SCRIPTED_AGENTS or (files and all(p.is_file() for p in files))):
+    if ready and (args.policy == "expert" or (files and all(p.is_file() for p in files))):
         assert module.main(argv) == 0, argv
 
 
