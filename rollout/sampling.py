@@ -25,6 +25,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from models.sharding import on_mesh
+from rollout.buckets import pow2_bucket
 
 FINISH_NONE = 0  # row inactive or still running
 FINISH_STOP = 1  # sampled a stop token (<|im_end|> / <|endoftext|>)
@@ -149,15 +150,20 @@ class ModelRunner:
 
 def decode_bucket(max_turn_tokens: int) -> int:
     """Static length of a decode segment: a power of two >= the turn budget (few compiles)."""
-    size = 16
-    while size < max_turn_tokens:
-        size *= 2
-    return size
+    return pow2_bucket(max_turn_tokens)
 
 
 @functools.lru_cache(maxsize=16)
 def compiled_functions(graphdef: Any, valid_vocab: int | None = None) -> tuple[Any, Any]:
-    """Jitted (prefill, decode) per model graph and vocabulary, shared by every engine on them."""
+    """Jitted (prefill, decode) per model graph and vocabulary, shared by every engine on them.
+
+    What recompiles: `graphdef` and `valid_vocab` (bound here: one pair of programs per model),
+    `max_steps` (decode's only static argument: one program per segment bucket) and the *shapes*
+    of the array arguments -- rows B and cache slots S (fixed per engine), the prefill's row count
+    R and width T (powers of two, rollout.buckets). Everything else is a runtime array and never
+    recompiles: tokens, num_new, reset, rows, active, budget, the SamplingArrays (temperature,
+    top-p, top-k, seeds, stream ordinals), the rng key and `stop_after`. The cache and the logits
+    are donated (updated in place)."""
     prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
     decode = jax.jit(
         functools.partial(_decode, graphdef, valid_vocab),
@@ -188,6 +194,34 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
     return next_logits.at[rows].set(updated), cache
 
 
+class DecodeCarry(NamedTuple):
+    """The `lax.while_loop` state of a decode segment (B rows, N = max_steps, V vocabulary).
+
+    `state` rides in the carry: NNX refuses Variables whose values are tracers of an outer trace
+    level, so the model is merged from the loop's own copy."""
+
+    state: Any  # nnx.State: the sampler's weights
+    step: jax.Array  # int32 []: loop iterations so far (the output column written next)
+    cache: Any  # models.kv_cache.KVCache: B rows of S slots, lengths int32 [B]
+    logits: jax.Array  # fp32 [B, V]: next-token logits of every row
+    alive: jax.Array  # bool [B]: still sampling this segment
+    count: jax.Array  # int32 [B]: tokens sampled this segment
+    finish: jax.Array  # int32 [B]: FINISH_* of rows that stopped
+    out_ids: jax.Array  # int32 [B, N]: sampled ids (0 past count)
+    out_lp: jax.Array  # fp32 [B, N]: their log-probs (0 past count)
+
+
+class DecodeOut(NamedTuple):
+    """A decode segment's result; ids/logprobs [B, N], count/finish [B], then the device state."""
+
+    ids: jax.Array
+    logprobs: jax.Array
+    count: jax.Array
+    finish: jax.Array
+    cache: Any
+    next_logits: jax.Array
+
+
 def _decode(
     graphdef,
     valid_vocab,
@@ -202,7 +236,7 @@ def _decode(
     stop_after=None,
     *,
     max_steps,
-):
+) -> DecodeOut:
     """Decode up to `max_steps` tokens for every active row, one token per row per step.
 
     Ids >= valid_vocab (padded embedding rows) are never sampled and excluded from the log-probs.
@@ -212,53 +246,58 @@ def _decode(
     compile; None = every active row) rows have stopped, leaving the others mid-turn
     (FINISH_NONE) for the next segment, so the host can start on the finished turns early.
     Every sampled token (stop token included) is fed back into the cache, so afterwards
-    cache.lengths[b] == number of tokens in row b's record.
-    Returns ids int32 [B, N], logprobs fp32 [B, N], count int32 [B], finish int32 [B],
-    cache, next_logits [B, V].
+    cache.lengths[b] == number of tokens in row b's record. active bool [B], budget int32 [B],
+    params SamplingArrays [B], stop_ids int32 [K], key a typed rng key.
     """
     batch = next_logits.shape[0]
     alive0 = active & (budget > 0)
     if stop_after is None:
         stop_after = jnp.sum(alive0, dtype=jnp.int32)
 
-    def cond(carry):
-        _, step, _, _, alive, *_ = carry
-        stopped = jnp.sum(alive0 & ~alive, dtype=jnp.int32)
-        return (step < max_steps) & jnp.any(alive) & (stopped < stop_after)
+    def cond(carry: DecodeCarry) -> jax.Array:
+        stopped = jnp.sum(alive0 & ~carry.alive, dtype=jnp.int32)
+        return (carry.step < max_steps) & jnp.any(carry.alive) & (stopped < stop_after)
 
-    def body(carry):
-        # `state` rides in the carry: NNX refuses Variables whose values are tracers of an outer
-        # trace level, so the model is merged from the loop's own copy.
-        state, step, cache, logits, alive, count, finish, out_ids, out_lp = carry
-        keys = row_keys(key, params.seed, params.stream, cache.lengths)
-        tok, lp = sample_tokens(logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
-        out_ids = jax.lax.dynamic_update_slice(out_ids, jnp.where(alive, tok, 0)[:, None], (0, step))
-        out_lp = jax.lax.dynamic_update_slice(out_lp, jnp.where(alive, lp, 0.0)[:, None], (0, step))
-        count = count + alive.astype(jnp.int32)
-        model = nnx.merge(graphdef, state)
-        new_logits, cache = model.forward_cached(tok[:, None], alive.astype(jnp.int32), cache, last_only=True)
-        logits = jnp.where(alive[:, None], new_logits, logits)
+    def body(c: DecodeCarry) -> DecodeCarry:
+        keys = row_keys(key, params.seed, params.stream, c.cache.lengths)
+        tok, lp = sample_tokens(c.logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
+        out_ids = jax.lax.dynamic_update_slice(c.out_ids, jnp.where(c.alive, tok, 0)[:, None], (0, c.step))
+        out_lp = jax.lax.dynamic_update_slice(c.out_lp, jnp.where(c.alive, lp, 0.0)[:, None], (0, c.step))
+        count = c.count + c.alive.astype(jnp.int32)
+        model = nnx.merge(graphdef, c.state)
+        new_logits, cache = model.forward_cached(
+            tok[:, None], c.alive.astype(jnp.int32), c.cache, last_only=True
+        )
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
         finish = jnp.where(
-            alive & is_stop, FINISH_STOP, jnp.where(alive & out_of_budget, FINISH_BUDGET, finish)
+            c.alive & is_stop, FINISH_STOP, jnp.where(c.alive & out_of_budget, FINISH_BUDGET, c.finish)
         )
-        alive = alive & ~is_stop & ~out_of_budget
-        return state, step + 1, cache, logits, alive, count, finish, out_ids, out_lp
+        return DecodeCarry(
+            state=c.state,
+            step=c.step + 1,
+            cache=cache,
+            logits=jnp.where(c.alive[:, None], new_logits, c.logits),
+            alive=c.alive & ~is_stop & ~out_of_budget,
+            count=count,
+            finish=finish,
+            out_ids=out_ids,
+            out_lp=out_lp,
+        )
 
-    carry = (
-        state,
-        jnp.int32(0),
-        cache,
-        next_logits,
-        alive0,
-        jnp.zeros(batch, jnp.int32),
-        jnp.zeros(batch, jnp.int32),
-        jnp.zeros((batch, max_steps), jnp.int32),
-        jnp.zeros((batch, max_steps), jnp.float32),
+    init = DecodeCarry(
+        state=state,
+        step=jnp.int32(0),
+        cache=cache,
+        logits=next_logits,
+        alive=alive0,
+        count=jnp.zeros(batch, jnp.int32),
+        finish=jnp.zeros(batch, jnp.int32),
+        out_ids=jnp.zeros((batch, max_steps), jnp.int32),
+        out_lp=jnp.zeros((batch, max_steps), jnp.float32),
     )
-    _, _, cache, next_logits, _, count, finish, out_ids, out_lp = jax.lax.while_loop(cond, body, carry)
-    return out_ids, out_lp, count, finish, cache, next_logits
+    c = jax.lax.while_loop(cond, body, init)
+    return DecodeOut(c.out_ids, c.out_lp, c.count, c.finish, c.cache, c.logits)
 
 
 def teacher_forced_logprobs(
@@ -271,9 +310,7 @@ def teacher_forced_logprobs(
     records of similar length share one compilation.
     """
     graphdef, state = nnx.split(model)
-    width = 16
-    while width < len(ids):
-        width *= 2
+    width = pow2_bucket(len(ids))
     tokens = np.zeros((1, width), np.int32)
     tokens[0, : len(ids)] = ids
     out = _teacher_forced(graphdef, valid_vocab, state, jnp.asarray(tokens), jnp.float32(temperature))
