@@ -1,5 +1,5 @@
 """The engine's device calls: the KV cache and next-token logits of one run, the argument building
-for the jitted prefill and decode programs (rollout/sampling.py), and every host <-> device
+for the jitted prefill and decode programs (rollout/programs.py), and every host <-> device
 transfer of a rollout (token ids in; sampled ids, log-probs, counts and finish codes out).
 
 Keeping all transfers here is what multi-host needs: there each process will feed its own rows'
@@ -20,7 +20,8 @@ import numpy as np
 
 from rollout.buckets import pow2_bucket
 from rollout.placement import new_rollout_arrays
-from rollout.sampling import SamplingArrays, decode_bucket
+from rollout.programs import decode_bucket
+from rollout.sampling import SamplingArrays
 from rollout.stats import EngineStats, Span
 from rollout.stream import Phase, RowTable, Stream
 

@@ -65,9 +65,9 @@ from jax.sharding import Mesh
 
 from rollout.config import RolloutConfig
 from rollout.episodes import Episode
+from rollout.programs import ModelRunner
 from rollout.record import EpisodeRecord
 from rollout.run import Run
-from rollout.sampling import ModelRunner
 from rollout.stats import EngineStats
 
 

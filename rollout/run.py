@@ -17,8 +17,8 @@ import jax
 from rollout.device import DeviceCalls
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.host_jobs import HostJobs, call_limit, pending_events
+from rollout.programs import FINISH_BUDGET, FINISH_STOP
 from rollout.record import EpisodeRecord
-from rollout.sampling import FINISH_BUDGET, FINISH_STOP
 from rollout.stats import EngineStats, overlap_length, union_length
 from rollout.stream import Phase, RowTable, Stream
 from sandbox.types import StopReason
