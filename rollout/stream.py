@@ -1,7 +1,8 @@
 """A stream's state in the engine: one `Phase` (the truth about where the stream is) and the
 row table (which batch row each stream occupies: the row -> owner mapping).
 
-Phases and their transitions (every one is made in rollout/engine.py or rollout/host_jobs.py):
+Phases and their transitions (all made in rollout/run.py, except the pool hand-over and its
+return, made in rollout/host_jobs.py):
 
     QUEUED ──seat──> SAMPLING ──turn ends──> TURN_ENDED ──handed to the pool──> HANDED
       ^                 ^                       (a fully forced turn ends at once)   │
@@ -10,9 +11,10 @@ Phases and their transitions (every one is made in rollout/engine.py or rollout/
     any live phase ──limit / Stop / error──> STOPPED, or NOTIFY first when its on_limit notice
     still has to reach the episode through the pool (async_host); NOTIFY ──handed──> STOPPED.
 
-A WAITING stream may hold its row (the engine parks it, freeing the row, when queued streams need
-one) or not (parked, or never seated: a fully forced first turn). `row` says which; the phase
-never depends on it, and no phase is re-derived from collections.
+A new stream is WAITING until its first Continue (its prompt) is applied. A WAITING stream may
+hold its row (the engine parks it, freeing the row, when queued streams need one) or not (parked,
+or never seated: a fully forced first turn). `row` says which; the phase never depends on it,
+and no phase is re-derived from collections.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class Stream:
     ordinal: int  # creation order inside the episode (sampling key; order of its turn-ends)
     record: EpisodeRecord
     limits: StreamLimits  # resolved: every field set
-    phase: Phase = Phase.QUEUED
+    phase: Phase = Phase.WAITING  # until its first Continue gives it a turn to sample
     row: int | None = None  # its batch row; None: queued, parked, never seated, or stopped
     pending: list[int] = dataclasses.field(default_factory=list)  # record tokens not yet in the row's cache
     reset: bool = False  # the next prefill restarts the row at position 0
