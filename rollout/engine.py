@@ -39,15 +39,17 @@ row, so continuous and static batching, and runs with or without parking, produc
 episodes. `run` returns one EpisodeRecord per stream (one per episode for single-agent episodes),
 in episode order then stream-creation order.
 
-Modules, one job each: rollout/stream.py (a stream's `Phase`, the row table), rollout/device.py
-(the device state, argument building and every host <-> device transfer), rollout/host_jobs.py
-(episode callbacks in the pool), rollout/stats.py (`EngineStats`); this module is the loop that
-schedules them (admission, parking, actions, limits). What comes next fits as follows:
+Modules, one job each: rollout/run.py (the loop of one run: admission, parking, host phases,
+actions, limits), rollout/stream.py (a stream's `Phase`, the row table), rollout/device.py (the
+device state, argument building and every host <-> device transfer), rollout/programs.py (the
+jitted prefill and decode programs), rollout/host_jobs.py (episode callbacks in the pool),
+rollout/stats.py (`EngineStats`). What comes next fits as follows:
   - multi-host: a process will drive only the episodes whose rows live on its addressable
     devices (`RowTable.local`, the row -> stream mapping), run their host jobs once, and feed and
     read back its own shards in rollout/device.py; every process calls each jitted program in the
-    same order, so "anything left to decode" becomes one small collective per segment in `_loop`.
-  - prefix reuse: `_seat` + `DeviceCalls.prefill` are the single admission step that puts a
+    same order, so "anything left to decode" becomes one small collective per segment in
+    `Run.loop`.
+  - prefix reuse: `Run._seat` + `DeviceCalls.prefill` are the single admission step that puts a
     stream's context into its row; copying another local row's KV slots for a shared prefix
     replaces part of the pending tokens there, and nothing else changes.
 """
