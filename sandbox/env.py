@@ -20,6 +20,7 @@ from typing import Protocol
 from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
 from sandbox.python_budget import PythonBudget
+from sandbox.strict_json import scrub_surrogates
 from sandbox.types import StopReason, ToolResult
 
 PYTHON_TOOL_NAME = "Python"
@@ -197,7 +198,8 @@ class EpisodeEnv:
         return [f.result() for f in futures]
 
     def _respond(self, kind: str, name: str, result: ToolResult) -> Response:
-        text = truncate_middle(result.text, self.max_response_chars)
+        # A tool may echo what it was given; the reply must stay encodable text for the tokenizer.
+        text = scrub_surrogates(truncate_middle(result.text, self.max_response_chars))
         return Response(
             kind=kind,
             name=name,
