@@ -13,6 +13,7 @@ import sys
 import time
 
 from b2tjax.cli import UserError, run_main
+from b2tjax.outputs import check_outputs
 from models.checkpoint import load_model
 from models.config import DTYPES
 from models.hf import save_pretrained
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
+    inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]
+    check_outputs([("--out", args.out)], inputs=inputs, files=False)
     tokenizer = None
     spec = args.tokenizer
     if spec is None and os.path.exists(os.path.join(args.checkpoint, "tokenizer.json")):
