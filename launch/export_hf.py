@@ -2,7 +2,11 @@
 directory loadable by transformers.
 
     python launch/export_hf.py --checkpoint CKPT_DIR --out HF_DIR [--tokenizer qwen3|PATH]
-                               [--dtype float32|bfloat16] [--max-shard-size 5GB]
+                               [--dtype float32|bfloat16] [--max-shard-size 5GB] [--step N]
+
+A training run's checkpoints/ directory exports its newest step; if that step is damaged (it
+fails to restore or its checksums), the export stops with one line naming the older steps on
+disk, and `--step N` picks one of them explicitly.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)"
     )
     parser.add_argument("--max-shard-size", default="5GB")
+    parser.add_argument("--step", type=int, default=None, help="a run's step to export (default: newest)")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
@@ -48,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
         tokenizer = load_tokenizer(spec)
     start = time.time()
-    model = load_model(args.checkpoint)
+    model = load_model(args.checkpoint, step=args.step)
     dtype = DTYPES[args.dtype] if args.dtype else None
     save_pretrained(
         model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype, progress=True

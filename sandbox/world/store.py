@@ -15,7 +15,7 @@ from typing import Any
 from sandbox.schema import POI_TABLES, SCHEMA_VERSION
 from sandbox.tools import registry
 from sandbox.types import ToolResult
-from sandbox.world.integrity import verify_store
+from sandbox.world.integrity import verify_store_once
 
 JSON_COLUMNS = frozenset(
     {"environment", "reviews", "facilities", "room_info", "ticket_info", "fares", "airports", "stations"}
@@ -54,7 +54,7 @@ class World:
         self._python_lock = threading.Lock()
         self._name_index: dict[tuple[str, str], dict[str, str]] = {}  # filled lazily; dict writes are atomic
         if verify:
-            verify_store(self.path)
+            verify_store_once(self.path)
         self.meta = {r["key"]: r["value"] for r in self.query("SELECT key, value FROM meta")}
         if self.meta.get("schema_version") != str(SCHEMA_VERSION):
             raise ValueError(
