@@ -328,6 +328,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         if line.strip():
             try:
                 rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise BenchmarkError(f"{path}:{i}: not JSON ({err.msg})") from None
+            except ValueError as err:  # JSONDecodeError, or an integer over Python's digit limit
+                reason = getattr(err, "msg", None) or str(err).split(":")[0][:80]
+                raise BenchmarkError(f"{path}:{i}: not JSON ({reason})") from None
     return rows

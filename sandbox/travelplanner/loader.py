@@ -48,8 +48,9 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             if line.strip():
                 try:
                     rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise LoaderError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+                except ValueError as err:  # JSONDecodeError, or an integer over Python's digit limit
+                    reason = getattr(err, "msg", None) or str(err).split(":")[0][:80]
+                    raise LoaderError(f"{path}:{line_no}: not valid JSON ({reason})") from None
         return rows
     except OSError as err:
         raise LoaderError(f"{path}: cannot read ({err.strerror})") from None

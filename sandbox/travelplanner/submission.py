@@ -41,8 +41,9 @@ def read_submission(path: str | Path) -> list[list[Any] | None]:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SubmissionError(f"{file}:{line_no}: not valid JSON ({err.msg})") from None
+        except ValueError as err:  # JSONDecodeError, or an integer over Python's digit limit
+            reason = getattr(err, "msg", None) or str(err).split(":")[0][:80]
+            raise SubmissionError(f"{file}:{line_no}: not valid JSON ({reason})") from None
         if not isinstance(record, dict) or "plan" not in record:
             raise SubmissionError(f"{file}:{line_no}: expected an object with a 'plan' field")
         plan = record["plan"]
