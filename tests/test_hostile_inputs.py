@@ -114,3 +114,73 @@ def test_memory_values_round_trip_as_json(small_world):
     env.step('<memory>{"action": "write", "key": "k", "value": {"budget": 12.5, "n": [1, 2]}}</memory>')
     read = env.step('<memory>{"action": "read", "key": "k"}</memory>')
     assert json.loads(read.responses[0].text) == {"k": {"budget": 12.5, "n": [1, 2]}}
+
+
+# ---------------------------------------------------------------- plan readers
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Day 1:\n" + " " * 600,  # 35.8 s before (TravelPlanner's text format)
+        "Day 1:\n" + " " * 20000,
+        "```" + " " * 20000,  # an unclosed code fence: 1.8 s before (B2T)
+        "```json" + " " * 20000,
+        "Day 1:\n" + "* " * 10000 + ":",
+        "Day " + "9" * 5000 + ":\nBreakfast: x",
+        '[{"day": 1, "price": ' + "9" * 5000 + "}]",
+    ],
+)
+def test_plan_readers_handle_pathological_answers_in_well_under_a_second(answer):
+    from sandbox.plan import read_plan
+    from sandbox.travelplanner.plan_reader import read_plan as tp_read_plan
+
+    for reader in (read_plan, tp_read_plan):
+        assert _elapsed(reader, answer) < 1.0, reader.__module__
+
+
+def test_numbers_that_read_as_infinity_are_no_price():
+    from sandbox.plan import read_plan
+
+    meal = {"type": "meal", "name": "X", "meal": "lunch", "start_time": "12:00", "end_time": "13:00"}
+    plan = read_plan([{"day": 1, "date": "2026-05-01", "activities": [{**meal, "price": "9" * 400}]}])
+    assert plan.ok and plan.plan.days[0].activities[0].price is None
+
+
+# ---------------------------------------------------------------- Σ (HiMAP's shared state)
+
+
+@pytest.fixture(scope="module")
+def mini_world(tmp_path_factory):
+    from sandbox.evaluator.example import build_mini_world
+
+    return build_mini_world(tmp_path_factory.mktemp("mini") / "world.sqlite")
+
+
+def test_tool_numbers_must_be_finite():
+    from sandbox.tools.args import Param, ToolArgError, validate_arguments
+
+    params = (Param("budget", "number", "a budget", required=True),)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ToolArgError):
+            validate_arguments("distribute_task", params, {"budget": bad})
+    assert validate_arguments("distribute_task", params, {"budget": 10**30})["budget"] == 10**30
+
+
+def test_sigma_commits_an_item_once_per_day_and_only_for_its_own_day(mini_world):
+    from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+    from sandbox.himap.b2t_pricing import b2t_state
+    from sandbox.himap.state import SigmaCode
+
+    state = b2t_state(mini_world, INSTANCE, GROUND_TRUTH)
+    day2 = valid_plan()[1]["activities"]
+    show = next(a for a in day2 if a["type"] in ("entertainment", "attraction"))
+    nine = state.commit(2, [show] * 9)
+    assert nine.code == SigmaCode.DUPLICATE_VENUE and state.committed(2) == []
+    assert state.commit(2, [show]).ok
+    spent = state.spent
+    assert state.commit(2, [dict(show)]).code == SigmaCode.DUPLICATE_VENUE and state.spent == spent
+    dinner = next(a for a in day2 if a.get("meal") == "dinner")
+    hoard = state.commit(1, [{**dinner, "day": 2}])  # day 1's executor takes day 2's dinner
+    assert hoard.code == SigmaCode.BAD_ITEM and "day 2" in hoard.message
+    assert state.committed(1) == []
