@@ -21,7 +21,7 @@ from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
 from sandbox.python_budget import PythonBudget
 from sandbox.strict_json import scrub_surrogates
-from sandbox.types import StopReason, ToolResult
+from sandbox.types import StopReason, ToolResult, World
 
 PYTHON_TOOL_NAME = "Python"
 _NO_ACTION_MESSAGE = (
@@ -72,10 +72,6 @@ def truncate_middle(text: str, max_chars: int) -> str:
     head = (keep + 1) // 2
     tail = keep - head
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
-
-
-class World(Protocol):
-    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
 
 
 class PythonRunner(Protocol):

@@ -132,8 +132,8 @@ def test_a_config_json_that_is_not_json_is_one_line(tmp_path, model):
 
 
 def test_judging_against_an_edited_store_fails(tmp_path, small_world_path):
-    from sandbox.evaluator.lookup import index_for
-    from sandbox.world.integrity import StoreCorruptError
+    from sandbox.benchmarks.b2t.evaluator.lookup import index_for
+    from sandbox.benchmarks.b2t.world.integrity import StoreCorruptError
 
     store = tmp_path / "world.sqlite"
     shutil.copy(small_world_path, store)

@@ -16,15 +16,16 @@ import time
 
 import pytest
 
-from sandbox.evaluator import evaluate_plan
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
-from sandbox.himap.b2t_pricing import b2t_state
+from sandbox.benchmarks.b2t.evaluator import evaluate_plan
+from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
+from sandbox.benchmarks.b2t.himap.pricing import b2t_state
+from sandbox.benchmarks.b2t.plan import read_plan
+from sandbox.benchmarks.b2t.reward import compute_reward
+from sandbox.benchmarks.travelplanner.plan_reader import read_plan as tp_read_plan
 from sandbox.himap.state import SigmaCode
 from sandbox.parser import parse_turn
-from sandbox.plan import read_plan
-from sandbox.reward import compute_reward
 from sandbox.strict_json import StrictJSONError, loads_strict
-from sandbox.travelplanner.plan_reader import read_plan as tp_read_plan
 
 SEED = 27
 BUDGET_S = 20.0  # wall-clock budget of each fuzz loop; the case count it reaches is reported

@@ -132,15 +132,15 @@ def test_memory_values_round_trip_as_json(small_world):
     ],
 )
 def test_plan_readers_handle_pathological_answers_in_well_under_a_second(answer):
-    from sandbox.plan import read_plan
-    from sandbox.travelplanner.plan_reader import read_plan as tp_read_plan
+    from sandbox.benchmarks.b2t.plan import read_plan
+    from sandbox.benchmarks.travelplanner.plan_reader import read_plan as tp_read_plan
 
     for reader in (read_plan, tp_read_plan):
         assert _elapsed(reader, answer) < 1.0, reader.__module__
 
 
 def test_numbers_that_read_as_infinity_are_no_price():
-    from sandbox.plan import read_plan
+    from sandbox.benchmarks.b2t.plan import read_plan
 
     meal = {"type": "meal", "name": "X", "meal": "lunch", "start_time": "12:00", "end_time": "13:00"}
     plan = read_plan([{"day": 1, "date": "2026-05-01", "activities": [{**meal, "price": "9" * 400}]}])
@@ -152,7 +152,7 @@ def test_numbers_that_read_as_infinity_are_no_price():
 
 @pytest.fixture(scope="module")
 def mini_world(tmp_path_factory):
-    from sandbox.evaluator.example import build_mini_world
+    from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 
     return build_mini_world(tmp_path_factory.mktemp("mini") / "world.sqlite")
 
@@ -168,8 +168,8 @@ def test_tool_numbers_must_be_finite():
 
 
 def test_sigma_commits_an_item_once_per_day_and_only_for_its_own_day(mini_world):
-    from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
-    from sandbox.himap.b2t_pricing import b2t_state
+    from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+    from sandbox.benchmarks.b2t.himap.pricing import b2t_state
     from sandbox.himap.state import SigmaCode
 
     state = b2t_state(mini_world, INSTANCE, GROUND_TRUTH)

@@ -12,9 +12,10 @@ import unicodedata
 
 import pytest
 
-from sandbox.evaluator import evaluate_plan
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, _train, build_mini_world, route_plan, valid_plan
-from sandbox.reward import compute_reward
+from sandbox.benchmarks.b2t.evaluator import evaluate_plan
+from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, _train, route_plan, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
+from sandbox.benchmarks.b2t.reward import compute_reward
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 
 LOCAL = ("meal", "attraction", "entertainment", "hotel")
@@ -136,11 +137,11 @@ def _tp_invent(plan: list) -> list:
 def test_travelplanner_invented_places_score_below_an_honest_plan_missing_one_constraint(
     train_queries, human_plans, tp_db, mode, index
 ):
-    from sandbox.travelplanner import evaluate
-    from sandbox.travelplanner.hard import total_cost
-    from sandbox.travelplanner.lookup import Lookup
-    from sandbox.travelplanner.reward import compute_reward as tp_reward
-    from sandbox.travelplanner.reward import shaped_like_trip
+    from sandbox.benchmarks.travelplanner import evaluate
+    from sandbox.benchmarks.travelplanner.hard import total_cost
+    from sandbox.benchmarks.travelplanner.lookup import Lookup
+    from sandbox.benchmarks.travelplanner.reward import compute_reward as tp_reward
+    from sandbox.benchmarks.travelplanner.reward import shaped_like_trip
 
     query, plan = copy.deepcopy(train_queries[index]), copy.deepcopy(human_plans[index])
 
