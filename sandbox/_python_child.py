@@ -19,7 +19,10 @@ import struct
 import sys
 import traceback
 
-import _python_jail as jail  # registered by the worker, which loads these modules by path
+try:
+    import _python_jail as jail  # registered by the worker, which loads these modules by path
+except ImportError:  # imported as part of the package (tests, tooling)
+    from sandbox import _python_jail as jail
 
 CODE_FILENAME = "<python>"
 _HERE = os.path.dirname(os.path.abspath(__file__))
