@@ -39,11 +39,11 @@ from b2tjax.cli import (
     UserError,
     add_benchmark_options,
     benchmark_parser,
-    check_output_file,
     damaged_store,
     run_main,
 )
 from b2tjax.himap_agents import HimapFigures
+from b2tjax.outputs import check_outputs
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
 from sandbox.himap.options import ABLATIONS
 from sandbox.jsonl import read_jsonl_objects
@@ -236,9 +236,9 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     if args.plans is not None and not args.plans.is_file():
         problem = "is a directory" if args.plans.is_dir() else "does not exist"
         raise UserError(f"--plans {args.plans} {problem}")
-    for option, path in (("--json", args.json), ("--details", args.details)):
-        if path is not None:
-            check_output_file(path, option)
+    inputs = [("--plans", args.plans), ("--queries", getattr(args, "queries", None))]
+    inputs += [("--config", args.config), ("--checkpoint", args.checkpoint)]
+    check_outputs([("--json", args.json), ("--details", args.details)], inputs=inputs, data_dirs=[args.data])
 
 
 def main(argv: list[str] | None = None) -> int:

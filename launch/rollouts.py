@@ -36,11 +36,11 @@ from b2tjax.cli import (
     UserError,
     add_benchmark_options,
     benchmark_parser,
-    check_output_file,
     damaged_store,
     run_main,
 )
 from b2tjax.config import load_rollout_config
+from b2tjax.outputs import check_outputs
 from rollout.config import RolloutConfig, TurnCap
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 from sandbox.himap.options import ABLATIONS, HimapOptions, RoleLimits
@@ -187,7 +187,9 @@ def tokenizer_spec(args: argparse.Namespace, bench: Any, instances: list[dict]) 
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """Fail before loading anything when a path on the command line cannot work."""
+    """Fail before loading anything when a path or number on the command line cannot work."""
+    if args.num < 1:
+        raise UserError(f"--num must be at least 1, got {args.num}")
     if not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
     ckpt = args.checkpoint
@@ -199,7 +201,8 @@ def check_arguments(args: argparse.Namespace) -> None:
                 f"--checkpoint {ckpt} holds no config.json: it is no model checkpoint, run "
                 "checkpoints/ or Hugging Face directory"
             )
-    check_output_file(args.out, "--out")
+    inputs = [("--checkpoint", args.checkpoint), ("--config", args.config), ("--tokenizer", args.tokenizer)]
+    check_outputs([("--out", args.out)], inputs=inputs, data_dirs=[args.data])
 
 
 def himap_episodes(
