@@ -155,8 +155,8 @@ def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
     import yaml
     from flax import nnx
 
-    from b2tjax.task import BenchmarkTask
-    from b2tjax.toy_tools import lookup_tokenizer
+    from b2tjax.tasks.benchmark import BenchmarkTask
+    from b2tjax.tasks.toy_tools import lookup_tokenizer
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
     from rollout.config import RolloutConfig

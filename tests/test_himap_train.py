@@ -81,7 +81,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     rollout_setup,  # noqa: F811
     small_benchmark,  # noqa: F811
 ):
-    from b2tjax.himap_task import HimapTask
+    from b2tjax.tasks.himap import HimapTask
     from b2tjax.trainer import Trainer
     from rollout.himap import himap_episode
     from sandbox.benchmarks.b2t import B2TBenchmark
@@ -117,7 +117,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
 
         batch = None
 
-        def _himap_episodes(self, pairs):
+        def _episodes(self, pairs):
             return [
                 himap_episode(
                     v, self.benchmark, self.tokenizer, self.options, forced=shortcut if i == 0 else None
@@ -159,7 +159,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
 
 
 def test_launch_eval_scores_the_scripted_himap_team(tmp_path, small_benchmark):  # noqa: F811
-    """`launch/eval.py --agent himap-expert`: every plan delivered, and as many passed as the
+    """`launch/eval.py --policy expert --agent himap`: every plan delivered, and as many passed as the
     single-agent expert's on the same instances (the benchmark's verdicts, computed here)."""
     import json
 
@@ -168,7 +168,7 @@ def test_launch_eval_scores_the_scripted_himap_team(tmp_path, small_benchmark): 
 
     out = tmp_path / "himap.json"
     argv = ["--data", str(small_benchmark), "--split", "test", "--difficulty", "easy", "--json", str(out)]
-    assert main([*argv, "--agent", "himap-expert"]) == 0
+    assert main([*argv, "--policy", "expert", "--agent", "himap"]) == 0
     metrics = json.loads(out.read_text())
     bench = B2TBenchmark(small_benchmark)
     pairs = [p for p in bench.load_split("test") if p[0]["difficulty"] == "easy"]
@@ -182,6 +182,6 @@ def test_launch_eval_himap_needs_a_checkpoint_one_line(tmp_path, capsys):
     from launch.eval import main
 
     with pytest.raises(SystemExit) as stop:
-        main(["--data", str(tmp_path), "--agent", "himap"])
+        main(["--data", str(tmp_path), "--policy", "model", "--agent", "himap"])
     assert stop.value.code == 2
-    assert "--agent himap needs --checkpoint DIR" in capsys.readouterr().err
+    assert "--policy model needs --checkpoint DIR" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""GRPO learns multi-turn tool use: the lookup task (b2tjax/toy_tools.py) through the real RolloutEngine,
+"""GRPO learns multi-turn tool use: the lookup task (b2tjax/tasks/toy_tools.py) through the real RolloutEngine,
 episode environment and Trainer, on a tiny Qwen3 (2 layers, hidden 64).
 
 The reward needs the value the `lookup` tool returned, drawn at random per episode. An SFT warm start
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from b2tjax import grpo
-from b2tjax.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
+from b2tjax.tasks.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
 from rollout.episodes import Continue, Stop
 from tests.lookup_fixtures import (
     GRPO_STEPS,

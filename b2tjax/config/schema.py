@@ -20,7 +20,7 @@ from models.qwen3 import Remat
 from rollout.config import RolloutConfig
 
 Dtype = Literal["float32", "bfloat16"]
-Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.toy)
+Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.tasks.toy)
 Mode = Literal["sft_grpo", "grpo", "sft_only", "eval"]  # sft_only: baseline; eval: e.g. ReAct baseline
 Agent = Literal["single", "himap"]  # one agent per episode | HiMAP team (coordinator + day executors)
 
