@@ -1,4 +1,5 @@
-"""Train-step throughput and model FLOPs utilisation (MFU), on whatever JAX backend is present.
+"""Speed benchmark: train-step throughput and model FLOPs utilisation (MFU), on whatever JAX backend is
+present.
 
     python benchmarks/bench_train.py                                   # tiny model, CPU
     python benchmarks/bench_train.py --preset qwen3-0.6b --batch 8 --seq 2048 --dtype bfloat16   # GPU/TPU

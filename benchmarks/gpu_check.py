@@ -1,5 +1,5 @@
-"""A first look at an accelerator: HF parity in bf16, prefill / decode speed against the memory
-bandwidth bound, train-step MFU and the rollout engine's tokens/s, in one run of a few minutes.
+"""Speed benchmark: a first look at an accelerator: HF parity in bf16, prefill / decode speed against the
+memory bandwidth bound, train-step MFU and the rollout engine's tokens/s, in one run of a few minutes.
 
     python benchmarks/gpu_check.py                  # GPU/TPU: a random Qwen3-0.6B (28 layers)
     python benchmarks/gpu_check.py --layers 2 --vocab 16384 --batch 2 --prompt 128 --new 16   # CPU
