@@ -3,7 +3,8 @@
 One global step counter runs through both phases (SFT steps 1..S, GRPO steps S+1..S+N), so a run
 has one CheckpointManager and `--resume` continues wherever it stopped. What is task-specific
 (sampling episodes, rewards, SFT examples, the final evaluation) sits behind the `Task` protocol:
-the agent task on a benchmark (b2tjax/tasks/benchmark.py) and the toy digit task (b2tjax/tasks/toy.py) share this loop.
+the agent task on a benchmark (b2tjax/tasks/benchmark.py) and the toy digit task
+(b2tjax/tasks/toy.py) share this loop.
 """
 
 from __future__ import annotations

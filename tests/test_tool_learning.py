@@ -1,5 +1,5 @@
-"""GRPO learns multi-turn tool use: the lookup task (b2tjax/tasks/toy_tools.py) through the real RolloutEngine,
-episode environment and Trainer, on a tiny Qwen3 (2 layers, hidden 64).
+"""GRPO learns multi-turn tool use: the lookup task (b2tjax/tasks/toy_tools.py) through the real
+RolloutEngine, episode environment and Trainer, on a tiny Qwen3 (2 layers, hidden 64).
 
 The reward needs the value the `lookup` tool returned, drawn at random per episode. An SFT warm start
 on scripted demonstrations teaches only the protocol (their answers are random values), so the policy
