@@ -91,19 +91,20 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
     lp, ent = sequence_logprobs(
         model, micro["ids"], temperature=temperature, chunk_size=cfg.logprob_chunk, valid_vocab=valid_vocab
     )
-    loss, stats = grpo.grpo_loss(
-        lp,
-        micro["old_logprobs"],
-        micro["advantages"],
-        micro["mask"],
-        norm,
-        mode=cfg.aggregation,
-        clip_low=cfg.clip_low,
-        clip_high=cfg.clip_high,
-        ref_logprobs=micro.get("ref_logprobs"),
-        beta=cfg.beta,
-    )
-    stats["entropy"] = jnp.sum(ent * micro["mask"]) / norm.num_tokens
+    with jax.named_scope("loss"):
+        loss, stats = grpo.grpo_loss(
+            lp,
+            micro["old_logprobs"],
+            micro["advantages"],
+            micro["mask"],
+            norm,
+            mode=cfg.aggregation,
+            clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high,
+            ref_logprobs=micro.get("ref_logprobs"),
+            beta=cfg.beta,
+        )
+        stats["entropy"] = jnp.sum(ent * micro["mask"]) / norm.num_tokens
     return loss, stats
 
 
@@ -112,9 +113,10 @@ def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro
     lp, ent = sequence_logprobs(
         model, micro["ids"], temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab
     )
-    mask = micro["mask"].astype(jnp.float32)
-    loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
-    return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
+    with jax.named_scope("loss"):
+        mask = micro["mask"].astype(jnp.float32)
+        loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
+        return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
 
 
 def _accumulate(micro_loss: Callable, params, batch: dict, norm):
@@ -123,7 +125,10 @@ def _accumulate(micro_loss: Callable, params, batch: dict, norm):
 
     def body(carry, micro):
         loss_sum, grads_sum, stats_sum = carry
-        (loss, stats), grads = grad_fn(params, micro, norm)
+        # the forward ops keep their scopes (forward, logprobs, loss); JAX names the backward ones
+        # transpose(jvp(...)) of them, all under this scope
+        with jax.named_scope("forward_backward"):
+            (loss, stats), grads = grad_fn(params, micro, norm)
         grads_sum = jax.tree.map(jnp.add, grads_sum, grads)
         stats_sum = jax.tree.map(jnp.add, stats_sum, stats)
         return (loss_sum + loss, grads_sum, stats_sum), None
@@ -140,9 +145,10 @@ def _accumulate(micro_loss: Callable, params, batch: dict, norm):
 
 
 def _update(optimizer, schedule, state: TrainState, loss, grads, stats):
-    params, opt_state, applied, grad_norm = apply_if_finite(
-        optimizer, state.params, state.opt_state, grads, loss
-    )
+    with jax.named_scope("optimizer_update"):
+        params, opt_state, applied, grad_norm = apply_if_finite(
+            optimizer, state.params, state.opt_state, grads, loss
+        )
     metrics = dict(
         stats,
         loss=loss,

@@ -142,3 +142,32 @@ def test_bf16_compute_keeps_fp32_master_weights():
     # bf16 forward: same loss to bf16 precision, ratios within bf16 rounding of 1.
     np.testing.assert_allclose(losses["bf16"][0], losses["fp32"][0], rtol=0.05, atol=0.02)
     np.testing.assert_allclose(losses["bf16"][1], 1.0, atol=0.02)
+
+
+def _scopes(lowered) -> set[str]:
+    """Every name in the `jax.named_scope` paths of a lowered program's op locations (JAX writes a
+    backward op's path as e.g. `forward_backward/transpose(jvp(forward))/mlp/dot_general`)."""
+    import re
+
+    paths = re.findall(r'loc\("([^"/][^"]*/[^"]*)"', lowered.as_text(debug_info=True))
+    return {name for path in paths for name in re.findall(r"\w+", path)}
+
+
+def test_a_profile_of_the_train_step_reads_like_the_code():
+    """The GRPO step's and the sampler's ops carry the model's and the step's block names, so a
+    profile groups by them."""
+    from rollout.sampling import sample_tokens
+
+    cfg, model, params, opt, fns = _setup()
+    ids, mask, _ = _batch(cfg.vocab_size)
+    zeros = np.zeros((N, T), np.float32)
+    flat = dict(ids=ids, mask=mask, old_logprobs=zeros, ref_logprobs=zeros, advantages=np.ones(N, np.float32))
+    batch = fns.shard_batch({k: to_micro(v, 1) for k, v in flat.items()})
+    step = _scopes(fns.grpo_step.lower(init_train_state(params, opt), batch))
+    blocks = {"embed", "layers", "attention", "mlp", "final_norm"}  # log-probs project chunk by chunk
+    blocks |= {"forward_backward", "forward", "logprobs", "loss", "optimizer_update"}
+    assert blocks <= step, sorted(blocks - step)
+    assert "lm_head" in _scopes(jax.jit(lambda x: model(x)).lower(jnp.asarray(ids)))
+    logits, keys = jnp.zeros((2, 8)), jax.random.split(jax.random.key(0), 2)
+    knobs = (jnp.ones(2), jnp.ones(2), jnp.zeros(2, jnp.int32))  # temperature, top_p, top_k
+    assert "sample" in _scopes(jax.jit(sample_tokens).lower(logits, keys, *knobs))
