@@ -60,8 +60,21 @@ class HimapTask(BenchmarkTask):
 
     # -- Task protocol --------------------------------------------------------------------------
     def sft_examples(self) -> list[dict] | None:
-        """The scripted HiMAP expert's role-split traces (one per stream) on the train split; None
-        (no warm start) when the benchmark has no scripted HiMAP expert."""
+        """The scripted HiMAP expert's role-split traces (one per stream) on the first
+        `himap.sft_instances` train instances, only from those whose merged plan passes every check
+        (sandbox.himap.scripted.expert_traces: SFT imitates correct plans); None (no warm start)
+        when the benchmark has no scripted HiMAP expert or none of its plans passes."""
+        from sandbox.himap.domains import expert_policies
+        from sandbox.himap.scripted import expert_traces
+
+        n = self.cfg.himap.sft_instances
+        pairs = self._train[:n] if n else self._train
+        try:  # policies are built per instance; building one tells whether the benchmark has them
+            if pairs:
+                expert_policies(self.benchmark, *pairs[0])
+        except ValueError:
+            print(f"no scripted HiMAP expert for {self.benchmark.name}: no SFT warm start", flush=True)
+            return None
         # the role limits budget the sampler; the expert keeps its own turn counts (default limits)
         defaults = HimapOptions()
         expert_options = dataclasses.replace(
@@ -69,11 +82,12 @@ class HimapTask(BenchmarkTask):
             coordinator_limits=defaults.coordinator_limits,
             executor_limits=defaults.executor_limits,
         )
-        traces = himap_expert_traces(
-            self.benchmark, self._train, expert_options, self.cfg.himap.sft_instances
-        )
-        if traces is None:
-            print(f"no scripted HiMAP expert for {self.benchmark.name}: no SFT warm start", flush=True)
+        traces = list(expert_traces(self.benchmark, pairs, expert_options))
+        if not traces:  # e.g. the flat ablation: an equal budget split fails the budget check
+            print(
+                "no scripted HiMAP plan passes every check under these switches: no SFT warm start",
+                flush=True,
+            )
             return None
         limit = self.cfg.sft.max_examples
         return sft_examples(traces[:limit] if limit else traces, self.tokenizer, self.cfg.sft.max_seq_len)
@@ -126,26 +140,3 @@ class HimapTask(BenchmarkTask):
 
     def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
         return f"HiMAP, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}"
-
-
-def himap_expert_traces(
-    benchmark: Any, pairs: Sequence[Pair], options: Any, instances: int = 0
-) -> list[dict] | None:
-    """Role-split SFT traces of the scripted HiMAP expert on the first `instances` pairs (0 = all);
-    None when the benchmark has no scripted expert. Episodes the expert does not deliver teach
-    nothing and are left out."""
-    from sandbox.himap.domains import expert_policies
-    from sandbox.himap.scripted import solve
-
-    pairs = pairs[:instances] if instances else pairs
-    if pairs:
-        try:  # policies are built per instance; building one tells whether the benchmark has them
-            expert_policies(benchmark, *pairs[0])
-        except ValueError:
-            return None
-    traces: list[dict] = []
-    for visible, truth in pairs:
-        result = solve(benchmark, visible, truth, options)
-        if result.answer is not None:
-            traces += result.traces
-    return traces
