@@ -129,9 +129,9 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
     records = {tuple(r.ids): r for r in task.first.records}
     assert sum(r.prompt_len < len(r.ids) - r.num_sampled for r in records.values()) > 0  # some replies exist
     batch = batches[0]  # the first optimizer step of the first GRPO step
-    mask = batch["mask"]
+    mask = batch.mask
     weights = np.asarray(grpo.token_weights(mask, "seq_mean_token_mean", grpo.batch_normaliser(mask, 64)))
-    for ids, w in zip(batch["ids"].reshape(-1, mask.shape[-1]), weights.reshape(-1, mask.shape[-1])):
+    for ids, w in zip(batch.ids.reshape(-1, mask.shape[-1]), weights.reshape(-1, mask.shape[-1])):
         # rows are shuffled into mini-batches: find each row's record (the longest one it starts with)
         record = max(
             (r for key, r in records.items() if list(key) == ids[: len(key)].tolist()),
