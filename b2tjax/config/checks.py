@@ -7,10 +7,11 @@ field's annotation cannot say: ranges, and how sections must agree with each oth
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from b2tjax.config.schema import HimapConfig, HimapRoleConfig, TrainConfig
-from rollout.config import RolloutConfig
+if TYPE_CHECKING:  # annotations only: TrainConfig.validate calls in here
+    from b2tjax.config.schema import HimapConfig, HimapRoleConfig, TrainConfig
+    from rollout.config import RolloutConfig
 
 
 def config_errors(cfg: TrainConfig) -> list[str]:
