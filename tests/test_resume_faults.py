@@ -120,7 +120,7 @@ def test_resume_continues_from_newest_intact_step(tmp_path, straight_run):
 DRIVER = """
 import os, signal, sys
 from b2tjax.config import load_config
-from b2tjax.toy import DigitTask
+from b2tjax.tasks.toy import DigitTask
 from b2tjax.trainer import Preempted, Trainer, build_model
 
 class SignalDuringRollout(DigitTask):
