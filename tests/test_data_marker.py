@@ -33,7 +33,7 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_data, tmp_path, capsys
     # no --benchmark: the directory says which one, and its expert passes every training query
     assert (
         _script("eval").main(
-            ["--data", str(tp_data), "--agent", "expert", "--split", "train", "--json", str(out)]
+            ["--data", str(tp_data), "--policy", "expert", "--split", "train", "--json", str(out)]
         )
         == 0
     )

@@ -57,18 +57,8 @@ def test_travelplanner_data_and_expert_evaluation_from_a_fresh_clone(clone):
         assert (clone / "data" / "tp" / "database" / table).read_bytes() == (shipped / table).read_bytes()
 
     # no --benchmark: data/tp says it holds TravelPlanner data
-    argv = [
-        "launch/eval.py",
-        "--data",
-        "data/tp",
-        "--agent",
-        "expert",
-        "--split",
-        "train",
-        "--json",
-        "m.json",
-    ]
-    scored = _run(clone, *argv)
+    argv = ["--data", "data/tp", "--policy", "expert", "--split", "train", "--json", "m.json"]
+    scored = _run(clone, "launch/eval.py", *argv)
     assert scored.returncode == 0, scored.stderr[-2000:]
     metrics = json.loads((clone / "m.json").read_text())
     assert metrics["n"] >= 45 and metrics["final_pass_rate"] == 1.0  # the 45 official + generated
