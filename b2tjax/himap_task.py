@@ -137,6 +137,7 @@ class HimapTask(BenchmarkTask):
         self._engine = None  # the training sampler's weights make room for the greedy one's
         engine = self._engine_for(model, temperature=0.0)  # greedy
         episodes, records, verdicts, rewards = self._run_and_score(engine, self._eval, 0)
+        self._last_eval = (records, {i: e.session for i, e in enumerate(episodes)})  # report_episodes
         metrics = self.benchmark.metrics(verdicts)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         metrics["himap"] = himap_metrics(episodes, records)

@@ -81,6 +81,7 @@ class BenchmarkTask:
         self._check_prompt_budget()
         self._engine = None
         self._python_pool = None
+        self._last_eval: tuple[list, dict | None] | None = None  # records, HiMAP sessions by episode
         self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
 
     @classmethod
@@ -196,6 +197,7 @@ class BenchmarkTask:
         self._engine = None  # the training sampler's weights make room for the greedy one's
         engine = self._engine_for(model, temperature=0.0)  # greedy
         records = engine.run(self._episodes(self._eval), 0)
+        self._last_eval = (records, None)  # for report_episodes
         evals, rewards = self._score(records, self._eval)
         metrics = self.benchmark.metrics(evals)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
@@ -208,3 +210,16 @@ class BenchmarkTask:
             f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
+
+    def report_episodes(self) -> list[dict] | None:
+        """The HTML report's episodes of the last `evaluate` (None before one): each episode's
+        turns decoded from its records, judged again (cheap next to the rollout)."""
+        if self._last_eval is None:
+            return None
+        from b2tjax.report.build import record_episodes
+
+        records, sessions = self._last_eval
+        episodes, _ = record_episodes(
+            self.benchmark, self._eval, records, self.tokenizer, agent="final evaluation", sessions=sessions
+        )
+        return episodes

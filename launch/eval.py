@@ -2,6 +2,7 @@
 
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
+                          [--report REPORT.html]   # the HTML report: timelines, maps, verdicts
     python launch/eval.py --data DATA --agent expert --split test
     python launch/eval.py --data DATA --agent himap-expert [--himap-ablation flat]   # scripted HiMAP team
     python launch/eval.py --data DATA --agent himap --checkpoint runs/himap_tiny/checkpoints \
@@ -117,6 +118,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
     parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
+    parser.add_argument(
+        "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
+    )
     add_benchmark_options(parser, name)
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
@@ -236,7 +240,7 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     if args.plans is not None and not args.plans.is_file():
         problem = "is a directory" if args.plans.is_dir() else "does not exist"
         raise UserError(f"--plans {args.plans} {problem}")
-    for option, path in (("--json", args.json), ("--details", args.details)):
+    for option, path in (("--json", args.json), ("--details", args.details), ("--report", args.report)):
         if path is not None:
             check_output_file(path, option)
 
@@ -255,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         if not pairs:
             raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
         if args.agent:
-            args.himap_figures = HimapFigures()
+            args.himap_figures = HimapFigures(views={} if args.report else None)
             plans = dict(AGENTS[args.agent](bench, pairs, args))
         else:
             plans = plans_from_file(args.plans, pairs)
@@ -265,12 +269,38 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.DatabaseError as err:  # a store is read lazily: damage shows at the first query
         raise damaged_store(args.data, err) from None
     metrics = bench.metrics(results)
-    print(bench.format_metrics(metrics))
+    table = bench.format_metrics(metrics)
+    print(table)
     if args.agent and args.agent.startswith("himap"):
         print(args.himap_figures.summary())
         metrics["himap"] = args.himap_figures.episodes
     write_outputs(args, metrics, results)
+    if args.report:
+        write_html_report(args, bench, pairs, plans, results, table)
     return 0
+
+
+def write_html_report(
+    args: argparse.Namespace,
+    bench: Benchmark,
+    pairs: list[Pair],
+    plans: dict[str, Any],
+    results: list,
+    table: str,
+) -> None:
+    """The --report page: every plan's timeline, map and verdicts (HiMAP agents: the team's lanes)."""
+    from b2tjax.report import ReportError, write_report
+    from b2tjax.report.build import answer_episodes
+
+    agent = args.agent or args.plans.name
+    views = args.himap_figures.views if args.agent else None
+    episodes = answer_episodes(bench, pairs, plans, results, agent=agent, himap=views)
+    title = f"{bench.name} {args.split}: {agent}"
+    try:
+        write_report(args.report, episodes, title=title, metrics_text=table)
+    except ReportError as err:
+        raise UserError(str(err)) from None
+    log.info("wrote the report %s (%d episodes)", args.report, len(episodes))
 
 
 if __name__ == "__main__":

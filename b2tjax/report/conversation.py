@@ -43,7 +43,10 @@ def turn(
             calls.append({"name": action.name, "args": json.dumps(action.arguments, ensure_ascii=False)})
         elif isinstance(action, dict):
             memory.append(json.dumps(action, ensure_ascii=False))
-    plain = not (parsed.think or parsed.actions or parsed.answer)
+    names = [
+        a.name if isinstance(a, ToolCall) else "memory" if isinstance(a, dict) else "" for a in parsed.actions
+    ]
+    plain = not (parsed.think or parsed.tool_calls or parsed.memory_ops or parsed.answer is not None)
     return {
         "tokens": tokens,
         "think": clip(parsed.think or "", max_chars),
@@ -52,9 +55,15 @@ def turn(
         "answer": clip(parsed.answer, max_chars) if parsed.answer is not None else None,
         "errors": list(parsed.errors),
         "text": clip(text.strip(), max_chars) if plain else None,
+        # one response block per action, in order: name each by its call (parse errors stay "")
         "responses": [
-            {"kind": kind, "name": "", "error": False, **clip(body, max_chars)}
-            for kind, body in _RESPONSE.findall(reply)
+            {
+                "kind": kind,
+                "name": names[k] if k < len(names) else "",
+                "error": False,
+                **clip(body, max_chars),
+            }
+            for k, (kind, body) in enumerate(_RESPONSE.findall(reply))
         ],
         "shade": [[piece, round(lp, 3)] for piece, lp in shade] if shade else None,
     }

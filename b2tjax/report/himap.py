@@ -28,9 +28,10 @@ def streams_from_records(records: Sequence[Any], tokenizer: Any, shading: bool =
 
 
 def himap_view(session: Any, streams: Sequence[Stream]) -> dict[str, Any]:
-    """Report data of one finished HiMAP session (sandbox.himap.protocol.HimapSession)."""
-    outcomes = {o.stream: o for o in session.outcomes}
-    events = session.sigma.events if session.sigma is not None else []
+    """Report data of one finished HiMAP session (sandbox.himap.protocol.HimapSession); with
+    `session` None (records read back from a file) only the streams and their rounds."""
+    outcomes = {o.stream: o for o in session.outcomes} if session is not None else {}
+    events = session.sigma.events if session is not None and session.sigma is not None else []
     by_day: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
     for e in events:
         by_day[e.day].append(
@@ -51,29 +52,36 @@ def himap_view(session: Any, streams: Sequence[Stream]) -> dict[str, Any]:
         o = outcomes.get(name)
         outcome = {"status": o.status, "code": o.code, "reason": o.reason, "cost": o.cost} if o else None
         lanes[day].append({"name": name, "round": round_, "turns": turns, "outcome": outcome})
-    rounds: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
-    for o in session.outcomes:
-        rounds[o.round].append({"day": o.day, "status": o.status, "code": o.code})
-    metrics = session.metrics()
     return {
-        "task": {
-            k: v
-            for k, v in session.domain.task().items()
-            if not isinstance(v, (list, dict)) or len(str(v)) < 300
-        },
-        "goals": [session.goals[d].to_dict() for d in sorted(session.goals)],
+        **_session_part(session, streams),
         "lanes": [
             {"day": day, "streams": lanes.get(day, []), "events": by_day.get(day, [])}
             for day in sorted(set(lanes) | set(by_day))
         ],
         "last_seq": max((e.seq for e in events), default=0),
+        "coordinator": coordinator,
+    }
+
+
+def _session_part(session: Any, streams: Sequence[Stream]) -> dict[str, Any]:
+    """Task tuple, sub-goals, rounds and figures: the session's, or what the streams tell."""
+    if session is None:
+        rounds = sorted({r for _, role, _, r, _ in streams if role != "coordinator" and r is not None})
+        days = {d for _, role, d, _, _ in streams if role != "coordinator" and d is not None}
+        figures = {"rounds": len(rounds), "accepted_days": None, "days": len(days)}
+        return {"task": {}, "goals": [], "rounds": [], "figures": figures}
+    rounds: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
+    for o in session.outcomes:
+        rounds[o.round].append({"day": o.day, "status": o.status, "code": o.code})
+    metrics = session.metrics()
+    keep = ("rounds", "accepted_days", "days", "rejections", "sigma_rejections", "spent")
+    return {
+        # the task tuple's short fields (long lists, such as a behaviour log, stay in the request)
+        "task": {k: v for k, v in session.domain.task().items() if len(str(v)) < 300},
+        "goals": [session.goals[d].to_dict() for d in sorted(session.goals)],
         "rounds": [
             {"round": r, "outcomes": sorted(rows, key=lambda x: x["day"])}
             for r, rows in sorted(rounds.items())
         ],
-        "coordinator": coordinator,
-        "figures": {
-            k: metrics[k]
-            for k in ("rounds", "accepted_days", "days", "rejections", "sigma_rejections", "spent")
-        },
+        "figures": {k: metrics[k] for k in keep},
     }

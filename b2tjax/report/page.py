@@ -1,13 +1,15 @@
 """Write the report: one self-contained HTML file (inline CSS, JS and SVG; it loads nothing) from
 report episodes (b2tjax.report.episode), the split's metrics table and optional training curves.
 
-The episodes travel as one JSON block that the page's script renders; only the summary lines are
+The episodes travel as one compressed JSON block that the page's script renders; only the summary lines are
 built when the page opens, each episode's body when its section is first opened.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
+import gzip
 import html
 import io
 import json
@@ -67,8 +69,10 @@ def render_report(
         + f" · written {stamp}"
     )
     data = {"subtitle": subtitle, "groups": GROUPS, "episodes": list(episodes)}
-    # "</" inside the JSON would end the script element early; "<\/" is the same JSON string.
-    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    # gzip'd JSON as base64: tool responses repeat a lot, so the page is ~10x smaller (the browser
+    # decompresses it with DecompressionStream, no library); mtime=0 keeps the bytes reproducible.
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    blob = base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
     curves = ""
     if run_dirs:
         curves = f'<h3>Training curves</h3><div class="curves">{curves_svg(run_dirs)}</div>'
@@ -82,7 +86,7 @@ def render_report(
     page = _asset("page.html")
     for marker, value in parts.items():
         page = page.replace(marker, value)
-    return page.replace("@@DATA@@", blob)  # last: the data may contain the other markers' text
+    return page.replace("@@DATA@@", blob)
 
 
 def write_report(path: str | Path, episodes: Sequence[dict[str, Any]], **options: Any) -> Path:

@@ -1,8 +1,9 @@
-// b2tjax evaluation report: renders the embedded JSON. Episode bodies are built only when their
-// section is first opened, so a page of hundreds of episodes opens fast. No network access.
+// b2tjax evaluation report: renders the embedded data (gzip'd JSON, base64). Episode bodies are
+// built only when their section is first opened, so a page of hundreds of episodes opens fast.
+// No network access: the data is decompressed in memory.
 "use strict";
-const DATA = JSON.parse(document.getElementById("report-data").textContent);
-const EPISODES = DATA.episodes;
+let DATA = null;
+let EPISODES = [];
 const DAY_COLORS = ["#3b6fd8", "#e0823d", "#2f9e8f", "#c4499b", "#7c5cd6", "#d64545", "#6a8f2a", "#8a6d3b"];
 const KINDS = ["intercity", "meal", "attraction", "entertainment", "hotel", "city"];
 
@@ -126,9 +127,10 @@ function renderBody(ep) {
     ? el("div", { class: "panel" }, el("h3", {}, "Itinerary"), renderTimeline(ep.days, failing))
     : el("div", { class: "panel" }, el("h3", {}, "Answer"),
       ep.answer ? el("pre", { class: "txt" }, ep.answer) : el("p", { class: "muted" }, `no plan (${ep.why || "no answer"})`));
-  body.append(el("div", { class: "row" },
-    el("div", { class: "panel request" }, el("h3", {}, "Request"), renderRequest(ep.request)),
-    el("div", { class: "panel" }, el("h3", {}, "Map"), renderMap(ep.days, failing))));
+  const request = el("div", { class: "panel request" }, el("h3", {}, "Request"), renderRequest(ep.request));
+  body.append(ep.days.length
+    ? el("div", { class: "row" }, request, el("div", { class: "panel" }, el("h3", {}, "Map"), renderMap(ep.days, failing)))
+    : request);
   body.append(plan, el("div", { class: "panel" }, el("h3", {}, "Verdict"), renderVerdict(ep, body)));
   if (ep.himap) body.append(el("div", { class: "panel" }, el("h3", {}, "HiMAP team"), renderHimap(ep.himap)));
   const turns = ep.himap ? ep.himap.coordinator : ep.turns;
@@ -288,9 +290,13 @@ function renderTurns(turns) {
 function renderHimap(h) {
   const box = el("div", {});
   const f = h.figures;
-  box.append(el("p", { class: "muted" }, `${f.rounds} round(s), ${f.accepted_days}/${f.days} days accepted` +
-    (f.spent !== null ? `, Σ spent ${f.spent}` : "") + `; executor rejections ${JSON.stringify(f.rejections)}; Σ rejections ${JSON.stringify(f.sigma_rejections)}`));
-  box.append(el("table", { class: "kv" }, el("tr", {}, Object.keys(h.task).map((k) => el("th", {}, k))),
+  const counts = (obj) => Object.entries(obj).map(([k, v]) => `${k} ${v}`).join(", ") || "none";
+  const line = [`${f.rounds} round(s)`, f.accepted_days !== null ? `${f.accepted_days}/${f.days} days accepted` : `${f.days} days`];
+  if (f.spent !== undefined && f.spent !== null) line.push(`Σ spent ${f.spent}`);
+  if (f.rejections) line.push(`executor rejections: ${counts(f.rejections)}`, `Σ rejections: ${counts(f.sigma_rejections)}`);
+  box.append(el("p", { class: "muted" }, line.join(" · ")));
+  if (!Object.keys(h.task).length) box.append(el("p", { class: "muted" }, "Σ events, sub-goals and outcomes are not in a records file: only the streams are shown"));
+  if (Object.keys(h.task).length) box.append(el("table", { class: "kv" }, el("tr", {}, Object.keys(h.task).map((k) => el("th", {}, k))),
     el("tr", {}, Object.values(h.task).map((v) => el("td", {}, typeof v === "object" ? JSON.stringify(v) : String(v))))));
   if (h.goals.length) {
     const keys = [...new Set(h.goals.flatMap((g) => Object.keys(g)))];
@@ -322,15 +328,29 @@ function renderHimap(h) {
     el("span", {}, el("i", { style: "background:#1f9d55" }), "commit accepted"), el("span", {}, el("i", { style: "background:#d64545" }), "commit rejected"),
     el("span", {}, el("i", { style: "background:#b7bfcc" }), "check"), el("span", {}, el("i", { style: "background:#e08a00" }), "check rejected"),
     el("span", {}, el("i", { style: "border:2px solid #6b7385" }), "release")));
-  box.append(el("table", { class: "kv" }, el("tr", {}, el("th", {}, "round"), el("th", {}, "outcomes")),
+  if (h.rounds.length) box.append(el("table", { class: "kv" }, el("tr", {}, el("th", {}, "round"), el("th", {}, "outcomes")),
     h.rounds.map((r) => el("tr", {}, el("td", {}, r.round), el("td", {}, r.outcomes.map((o) => `day ${o.day} ${o.status}${o.code ? ` (${o.code})` : ""}`).join(", "))))));
   box.append(reader);
   return box;
 }
 
-document.getElementById("subtitle").textContent = DATA.subtitle;
-renderBars();
-setupFilters();
-renderList();
-applyFilters();
-document.body.dataset.ready = "1";
+async function loadData() {
+  const text = document.getElementById("report-data").textContent.trim();
+  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+loadData().then((data) => {
+  DATA = data;
+  EPISODES = data.episodes;
+  document.getElementById("subtitle").textContent = DATA.subtitle;
+  renderBars();
+  setupFilters();
+  renderList();
+  applyFilters();
+  document.body.dataset.ready = "1";
+}).catch((err) => {
+  document.getElementById("subtitle").textContent = `this report could not be read: ${err}`;
+  document.body.dataset.ready = "error";
+});
