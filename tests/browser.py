@@ -32,7 +32,7 @@ class Browser:
         binary = find_chromium()
         if binary is None:
             raise RuntimeError("no chromium found (apt-get install -y chromium)")
-        self.timeout, self.requests, self._ids = timeout, [], itertools.count(1)
+        self.timeout, self.requests, self.errors, self._ids = timeout, [], [], itertools.count(1)
         self._profile = tempfile.TemporaryDirectory(prefix="b2tjax-chromium-")
         self._proc = subprocess.Popen(
             [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -78,8 +78,11 @@ class Browser:
         self._profile.cleanup()
 
     def _event(self, message: dict[str, Any]) -> None:
+        """Record network requests and uncaught JavaScript errors."""
         if message.get("method") == "Network.requestWillBeSent":
             self.requests.append(message["params"]["request"]["url"])
+        elif message.get("method") == "Runtime.exceptionThrown":
+            self.errors.append(message["params"]["exceptionDetails"].get("text", "?"))
 
     def send(self, method: str, **params: Any) -> dict[str, Any]:
         """Call a DevTools method and return its result (events seen meanwhile are recorded)."""
@@ -113,6 +116,15 @@ class Browser:
         if "exceptionDetails" in result:
             raise RuntimeError(f"JavaScript error: {result['exceptionDetails']}")
         return result["result"].get("value")
+
+    def wait_for(self, expression: str) -> Any:
+        """Poll a JavaScript expression until it is truthy; its value (RuntimeError on timeout)."""
+        deadline = time.monotonic() + self.timeout
+        while not (value := self.eval(expression)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out waiting for {expression}")
+            time.sleep(0.02)
+        return value
 
     def screenshot(self, path: Path, full_page: bool = False) -> bytes:
         """A PNG of the viewport (or the whole page), written to `path`."""
