@@ -279,8 +279,10 @@ class TrainConfig:
         errors = self.himap.errors(self.rollout)
         if self.task != "travel":
             errors.append(f"agent: himap needs task: travel, got task: {self.task}")
-        elif self.benchmark not in ("b2t", "travelplanner"):
-            errors.append(f"agent: himap has no domain for benchmark {self.benchmark!r} (b2t, travelplanner)")
+        elif self.benchmark not in (offered := _himap_benchmarks()):
+            errors.append(
+                f"agent: himap has no domain for benchmark {self.benchmark!r} ({', '.join(offered)})"
+            )
         return errors
 
     def _range_errors(self) -> list[str]:
@@ -521,3 +523,10 @@ def load_rollout_config(
     if errors:
         raise ValueError("invalid rollout config:\n  " + "\n  ".join(errors))
     return cfg.rollout
+
+
+def _himap_benchmarks() -> list[str]:
+    """The registered benchmarks that offer HiMAP (a registry query: a new benchmark needs no edit here)."""
+    from sandbox.benchmarks import BENCHMARKS, benchmark_class
+
+    return [name for name in sorted(BENCHMARKS) if benchmark_class(name).offers_himap()]

@@ -38,7 +38,6 @@ class HimapTask(BenchmarkTask):
         """At start-up: HiMAP prompts are not compacted (the coordinator reads the whole request), so
         the largest instance's first prompts must fit the coordinator's / executors' stream length."""
         from rollout.prompt import prompt_ids
-        from sandbox.himap.domains import domain_for
         from sandbox.himap.protocol import HimapSession
 
         instances = [visible for visible, _ in self._train + self._eval]
@@ -46,7 +45,7 @@ class HimapTask(BenchmarkTask):
             return
         largest = max(instances, key=lambda visible: len(str(visible)))
         try:
-            started = HimapSession(domain_for(self.benchmark, largest), self.options).start().start
+            started = HimapSession(self.benchmark.himap_domain(largest), self.options).start().start
         except ValueError as err:
             raise UserError(f"agent: himap on {self.benchmark.name}: {err}") from None
         for stream in started:
@@ -155,13 +154,12 @@ def himap_expert_traces(
     """Role-split SFT traces of the scripted HiMAP expert on the first `instances` pairs (0 = all);
     None when the benchmark has no scripted expert. Episodes the expert does not deliver teach
     nothing and are left out."""
-    from sandbox.himap.domains import expert_policies
     from sandbox.himap.scripted import solve
 
     pairs = pairs[:instances] if instances else pairs
     if pairs:
         try:  # policies are built per instance; building one tells whether the benchmark has them
-            expert_policies(benchmark, *pairs[0])
+            benchmark.himap_expert(*pairs[0])
         except ValueError:
             return None
     traces: list[dict] = []

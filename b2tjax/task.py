@@ -23,8 +23,7 @@ from b2tjax.config import TrainConfig
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
 from b2tjax.trainer import RolloutBatch
-from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark
-from sandbox.instances.loader import interleave_difficulties
+from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark, interleave_difficulties
 
 
 def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchmark) -> Any:
@@ -205,7 +204,8 @@ class BenchmarkTask:
         r = self.cfg.rollout
         header = (
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(greedy, prompt {r.prompt_style}, memory {r.memory_enabled and r.prompt_style == 'b2t'}); "
+            f"(greedy, prompt {r.prompt_style}, "
+            f"memory {r.memory_enabled and r.prompt_style == 'tool_agent'}); "
             f"mean reward {metrics['mean_reward']:.3f}, "
             f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
         )

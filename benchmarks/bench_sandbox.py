@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox import vocab
-from sandbox.world.generator import build_world
-from sandbox.world.store import open_world
+from sandbox.benchmarks.b2t import vocab
+from sandbox.benchmarks.b2t.world.generator import build_world
+from sandbox.benchmarks.b2t.world.store import open_world
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -257,7 +257,7 @@ def expert_metrics(recipe: Path) -> dict[str, Any]:
     from b2tjax.config import load_config
     from b2tjax.task import select_pairs
     from sandbox.benchmarks import get_benchmark
-    from sandbox.expert import Expert
+    from sandbox.benchmarks.b2t.expert import Expert
 
     cfg = load_config(recipe)
     bench = get_benchmark(cfg.benchmark, Path(cfg.data.data_dir))

@@ -149,10 +149,10 @@ def is_official_submission(args: argparse.Namespace) -> bool:
 def score_official_submission(args: argparse.Namespace) -> int:
     """Score an official TravelPlanner submission file against the official query file, with the
     official metric constants of --split (train / validation / test)."""
-    from sandbox.travelplanner import DatabaseError
-    from sandbox.travelplanner.loader import SPLIT_SIZES, LoaderError
-    from sandbox.travelplanner.scoring import evaluate_files, score_summary
-    from sandbox.travelplanner.submission import SubmissionError
+    from sandbox.benchmarks.travelplanner import DatabaseError
+    from sandbox.benchmarks.travelplanner.loader import SPLIT_SIZES, LoaderError
+    from sandbox.benchmarks.travelplanner.scoring import evaluate_files, score_summary
+    from sandbox.benchmarks.travelplanner.submission import SubmissionError
 
     split = args.split if args.split in SPLIT_SIZES else None
     database = args.data / "database" if args.data is not None else None

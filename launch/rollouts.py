@@ -79,7 +79,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=get_args(TurnCap),
         help="rollout.turn_cap: at --max-turn-tokens end the episode (stop) or close the turn and go on",
     )
-    p.add_argument("--variant", help="rollout.prompt_style (b2t: agent prompt, react: ReAct baseline)")
+    p.add_argument(
+        "--variant",
+        help="rollout.prompt_style (tool_agent: tools + memory agent prompt, react: ReAct baseline)",
+    )
     p.add_argument("--no-memory", action="store_true", help="rollout.memory_enabled=false (ablation)")
     p.add_argument(
         "--python-tool-isolation",

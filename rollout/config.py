@@ -19,7 +19,7 @@ from typing import Any, Literal
 from sandbox.python_tool import Isolation
 
 TurnCap = Literal["stop", "close"]
-PromptStyle = Literal["b2t", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
+PromptStyle = Literal["tool_agent", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
 CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's compute dtype
 
 
@@ -36,7 +36,7 @@ class RolloutConfig:
     turn_cap: TurnCap = "stop"  # at max_turn_tokens: "stop" ends the episode; "close" appends a
     # forced <|im_end|> (mask 0) and lets the environment answer
     max_response_chars: int = 6000  # per tool/memory response, truncated in the middle
-    prompt_style: PromptStyle = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
+    prompt_style: PromptStyle = "tool_agent"  # "tool_agent" (tools + memory, Figure 11) | "react" (ReAct)
     memory_enabled: bool = True  # ablation: memory module off
     python_tool: bool = False
     # "full": refuse to start the Python tool without its kernel jail (root, mount/network namespaces);

@@ -209,7 +209,7 @@ def agent_episode(
     max_turns: int = 10,
     max_prompt_tokens: int | None = None,
     memory: bool = True,
-    variant: str = "b2t",
+    variant: str = "tool_agent",
     max_response_chars: int = 6000,
     python_tool: Any = None,
 ) -> AgentEpisode:

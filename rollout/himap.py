@@ -106,10 +106,9 @@ def himap_episode(
     """A HiMAP episode for one visible instance of `benchmark` (a sandbox Benchmark): a fresh
     protocol session (its own Σ) on the benchmark's HiMAP domain."""
     from sandbox.benchmarks import as_benchmark
-    from sandbox.himap.domains import domain_for
 
     bench = as_benchmark(benchmark)
-    session = HimapSession(domain_for(bench, instance), options)
+    session = HimapSession(bench.himap_domain(instance), options)
     return HimapEpisode(str(instance["id"]), session, tokenizer, forced=forced)
 
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
-from sandbox.types import StopReason, ToolResult
+from sandbox.types import StopReason, ToolResult, World
 
 PYTHON_TOOL_NAME = "Python"
 _NO_ACTION_MESSAGE = (
@@ -67,10 +67,6 @@ def truncate_middle(text: str, max_chars: int) -> str:
     head = (keep + 1) // 2
     tail = keep - head
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
-
-
-class World(Protocol):
-    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
 
 
 class PythonRunner(Protocol):

@@ -1,7 +1,8 @@
 """Read a JSONL file of objects, reporting a bad line as `path:line: reason`.
 
-The data files a user may write (store tables, instances, ground truth, plans) are all JSONL of
-objects; one reader keeps their error reports alike while each caller raises its own error type.
+The data files a user may write (store tables, instances, ground truth, plans, TravelPlanner
+queries, submissions and reference blocks, SFT traces) are all JSONL of objects; this is the one
+reader, so their error reports are alike while each caller raises its own error type.
 """
 
 import json
@@ -18,6 +19,16 @@ def read_jsonl_objects(path: Path, error: type[Exception]) -> Iterator[tuple[int
             yield from _objects(path, handle, error)
         except UnicodeDecodeError:  # the file decodes block by block: no exact line to name
             raise error(f"{path}: not UTF-8 text") from None
+
+
+def read_jsonl(path: Path, error: type[Exception], limit: int = 0) -> list[dict[str, Any]]:
+    """The objects of the file in order (the first `limit` when > 0); errors as read_jsonl_objects."""
+    rows = []
+    for _, record in read_jsonl_objects(path, error):
+        rows.append(record)
+        if limit and len(rows) >= limit:
+            break
+    return rows
 
 
 def _objects(path: Path, handle: Any, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:

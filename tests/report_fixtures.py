@@ -33,7 +33,7 @@ def travelplanner(tmp_path_factory):
     """(benchmark, dev pairs, the expert's plans by id) on a small TravelPlanner data directory."""
     require_shared()
     from sandbox.benchmarks import get_benchmark
-    from sandbox.travelplanner.prepare import make_data
+    from sandbox.benchmarks.travelplanner.prepare import make_data
 
     data = tmp_path_factory.mktemp("tp") / "data"
     args = argparse.Namespace(tp_data=DATA_DIR, generated=2, scale="small", seed=0, no_expert=True)

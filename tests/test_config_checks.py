@@ -72,7 +72,7 @@ CHOICES = [
     ("model.param_dtype", "int8", "float32, bfloat16"),
     ("grpo.aggregation", "mean_of_means", "seq_mean_token_mean, token_mean, fixed_length"),
     ("rollout.turn_cap", "cut", "stop, close"),
-    ("rollout.prompt_style", "cot", "b2t, react"),
+    ("rollout.prompt_style", "cot", "tool_agent, react"),
     ("rollout.python_tool_isolation", "none", "full, unsafe-ok"),
     ("rollout.cache_dtype", "fp8", "auto, float32, bfloat16"),
 ]

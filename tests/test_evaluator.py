@@ -1,6 +1,7 @@
 """The 32-constraint evaluator: a hand-built valid plan passes all; breaking one rule fails one.
 
-The mini world (sandbox/evaluator/example.py) is a real SQLite store written from hand-chosen rows,
+The mini world (sandbox/benchmarks/b2t/evaluator/example.py) is a real SQLite store written from
+hand-chosen rows,
 so every expected verdict below follows from those rows and the documented rules.
 """
 
@@ -13,18 +14,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox.evaluator import C_NAMES, CONSTRAINT_NAMES, CONSTRAINTS, UPC_NAMES, evaluate_plan
-from sandbox.evaluator.example import (
+from sandbox.benchmarks.b2t.evaluator import C_NAMES, CONSTRAINT_NAMES, CONSTRAINTS, UPC_NAMES, evaluate_plan
+from sandbox.benchmarks.b2t.evaluator.example import (
     GROUND_TRUTH,
     INSTANCE,
     _train,
-    build_mini_world,
     find,
     route_plan,
     valid_plan,
     visit,
 )
-from sandbox.evaluator.lookup import index_for
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
+from sandbox.benchmarks.b2t.evaluator.lookup import index_for
 from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
 
 
@@ -718,7 +719,7 @@ def test_plan_from_generated_store_rows_is_authentic(small_world):
 def _readme_section(title: str) -> str:
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "sandbox" / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "sandbox" / "benchmarks" / "b2t" / "README.md").read_text()
     start = text.index(f"## {title}\n")
     return text[start : text.index("\n## ", start + 1)]
 

@@ -67,7 +67,7 @@ def test_himap_needs_a_travel_task_and_maps_to_the_protocol_options():
 def _two_day(visible, truth):
     """The instance as a 2-day trip with a short behaviour log (two executors and a short
     coordinator prompt keep the step small)."""
-    from sandbox.instances.instructions import make_instruction
+    from sandbox.benchmarks.b2t.instances.instructions import make_instruction
 
     visible, truth = copy.deepcopy(visible), copy.deepcopy(truth)
     truth["query"]["days"] = 2
@@ -84,7 +84,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     from b2tjax.himap_task import HimapTask
     from b2tjax.trainer import Trainer
     from rollout.himap import himap_episode
-    from sandbox.benchmarks.b2t import B2TBenchmark
+    from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
     from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
 
@@ -164,7 +164,7 @@ def test_launch_eval_scores_the_scripted_himap_team(tmp_path, small_benchmark): 
     import json
 
     from launch.eval import main
-    from sandbox.benchmarks.b2t import B2TBenchmark
+    from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
 
     out = tmp_path / "himap.json"
     argv = ["--data", str(small_benchmark), "--split", "test", "--difficulty", "easy", "--json", str(out)]

@@ -7,9 +7,16 @@ import json
 
 import pytest
 
-from sandbox.evaluator import evaluate_plan
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, find, route_plan, valid_plan
-from sandbox.reward import compute_reward
+from sandbox.benchmarks.b2t.evaluator import evaluate_plan
+from sandbox.benchmarks.b2t.evaluator.example import (
+    GROUND_TRUTH,
+    INSTANCE,
+    find,
+    route_plan,
+    valid_plan,
+)
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
+from sandbox.benchmarks.b2t.reward import compute_reward
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +82,10 @@ def test_unreadable_answer_and_no_answer(world):
     assert compute_reward(None, True, action_penalty=False).total == 0.0
 
 
-def test_reward_is_exported_by_the_sandbox_package(world):
-    import sandbox
+def test_reward_is_exported_by_the_b2t_package(world):
+    from sandbox.benchmarks import b2t
 
-    assert sandbox.compute_reward is compute_reward
-    assert sandbox.evaluate_plan(
+    assert b2t.compute_reward is compute_reward
+    assert b2t.evaluate_plan(
         json.dumps(valid_plan()), INSTANCE, copy.deepcopy(GROUND_TRUTH), world
     ).all_passed

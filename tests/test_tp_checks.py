@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.travelplanner import Database, evaluate
-from sandbox.travelplanner.database import Route
+from sandbox.benchmarks.travelplanner import Database, evaluate
+from sandbox.benchmarks.travelplanner.database import Route
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import HarnessRaised, tp_harness  # noqa: F401 - fixture
 
@@ -270,7 +270,7 @@ def test_undelivered_and_unreadable_inputs_never_raise(case, tp_db):
 
 
 def test_structured_examples_pass_all_13_checks(tp_db):
-    from sandbox.travelplanner.loader import read_structured
+    from sandbox.benchmarks.travelplanner.loader import read_structured
     from tests.tp_harness import DATA_DIR
 
     files = sorted((DATA_DIR / "structured").glob("plan_*.json"))
