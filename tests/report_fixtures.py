@@ -4,13 +4,22 @@ without ../shared), each benchmark's expert plans, and a plan broken on purpose.
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
+import gzip
 import json
+import re
 from typing import Any
 
 import pytest
 
 from tests.tp_harness import DATA_DIR, require_shared
+
+
+def page_data(page: str) -> dict[str, Any]:
+    """The JSON a report page embeds (gzip'd, base64), read back as the page's script reads it."""
+    blob = re.search(r'id="report-data">([^<]*)</script>', page).group(1)
+    return json.loads(gzip.decompress(base64.b64decode(blob)))
 
 
 @pytest.fixture(scope="module")

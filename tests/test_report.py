@@ -4,9 +4,7 @@ write it (launch/eval.py --report). The page in a real browser: tests/test_repor
 
 from __future__ import annotations
 
-import base64
 import csv
-import gzip
 import importlib.util
 import json
 import re
@@ -17,7 +15,7 @@ import pytest
 
 from b2tjax.report import ReportError, build_episode, render_report
 from b2tjax.report.conversation import turn
-from tests.report_fixtures import b2t, repeat_first_restaurant, travelplanner  # noqa: F401 - fixtures
+from tests.report_fixtures import b2t, page_data, repeat_first_restaurant, travelplanner  # noqa: F401 - fixtures
 from tests.tp_harness import DATABASE_DIR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,12 +25,6 @@ TABLES = {
     "entertainment": "entertainment",
     "hotel": "hotels",
 }
-
-
-def page_data(page: str) -> dict:
-    """The JSON a report page embeds (gzip'd, base64), read back as the page's script reads it."""
-    blob = re.search(r'id="report-data">([^<]*)</script>', page).group(1)
-    return json.loads(gzip.decompress(base64.b64decode(blob)))
 
 
 def minutes(hhmm: str) -> int:
