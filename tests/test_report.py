@@ -192,3 +192,42 @@ def test_eval_report_of_the_expert_and_of_a_plans_file(b2t, tmp_path):  # noqa: 
     check = next(c for c in episodes[visible["id"]]["checks"] if c["name"] == "no_repeated_restaurants")
     assert sorted(check["items"]) == sorted(keys)
     assert sum(e["delivered"] for e in episodes.values()) == 1  # the other instances had no plan
+
+
+class _EvaluatedTask:
+    """A task whose final evaluation holds report episodes, as BenchmarkTask's does after evaluate."""
+
+    def __init__(self, episodes):
+        self.episodes = episodes
+
+    def sft_examples(self):
+        return [{"ids": list(range(1, 33)), "mask": [0] * 8 + [1] * 24}] * 4
+
+    def train_examples(self):
+        return []
+
+    def evaluate(self, model):
+        return {"final_pass_rate": 1.0}, "the metrics table"
+
+    def report_episodes(self):
+        return self.episodes
+
+
+def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F811
+    from b2tjax.config import load_config
+    from b2tjax.trainer import Trainer, build_model
+
+    bench, _, pairs, plans = b2t
+    episodes = [
+        build_episode(
+            bench, v, plans[v["id"]], bench.evaluate(plans[v["id"]], v, t), agent="final evaluation"
+        )
+        for v, t in pairs
+    ]
+    overrides = [f"out={tmp_path}", "mode=sft_only", "task=travel", "sft.steps=2", "sft.batch_size=2"]
+    cfg = load_config(None, overrides + ["sft.max_seq_len=32", "checkpoint.every_steps=2"])
+    Trainer(cfg, _EvaluatedTask(episodes), build_model(cfg, vocab_size=64), progress=False).run()
+    assert json.loads((tmp_path / "eval.json").read_text()) == {"final_pass_rate": 1.0}
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert page_data(page)["episodes"] == json.loads(json.dumps(episodes))
+    assert "the metrics table" in page and "Training curves" in page
