@@ -28,7 +28,7 @@ const svgEl = (tag, attrs) => {
   return node;
 };
 const hhmm = (m) => `${String(Math.floor(m / 60)).padStart(2, "0")}:${String(Math.round(m % 60)).padStart(2, "0")}`;
-const short = (label) => label.split(": ").pop();  // "lunch: Name" -> "Name" (the colour says meal)
+const short = (label) => label.replace(/^(breakfast|lunch|dinner): /, "");  // the colour says meal
 const pct = (x) => `${(100 * x).toFixed(0)}%`;
 
 function clipped(c) {

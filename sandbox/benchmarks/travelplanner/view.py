@@ -15,7 +15,13 @@ from typing import Any
 
 from sandbox.benchmarks.travelplanner.database import ACCOMMODATIONS, ATTRACTIONS, RESTAURANTS
 from sandbox.benchmarks.travelplanner.plan_reader import read_plan
-from sandbox.benchmarks.travelplanner.text import attraction_items, from_to, is_filled, name_and_city
+from sandbox.benchmarks.travelplanner.text import (
+    attraction_items,
+    from_to,
+    is_filled,
+    name_and_city,
+    transport_mode,
+)
 from sandbox.benchmarks.view import check, item, items_of_kind, request
 
 # The item kinds each check reads (the day keys when empty: a check about whole days).
@@ -84,16 +90,17 @@ def _day(position: int, entry: dict[str, Any], db: Any) -> dict[str, Any]:
         key = f"d{number}.{len(items)}"
         row = _lookup(db, table, text) if table else None
         lat, lon = (row.get("Latitude"), row.get("Longitude")) if row else (None, None)
-        new = item(
-            key, kind, label, lat=lat, lon=lon, detail="" if row or not table else "not in the database"
-        )
+        detail = text if not table else "" if row else "not in the database"
+        new = item(key, kind, label, lat=lat, lon=lon, detail=detail)
         new["missing"] = bool(table) and row is None
         items.append(new)
 
     add("city", city)
     transport = entry.get("transportation")
     if is_filled(transport):
-        add("intercity", str(transport))
+        start, end = from_to(str(transport))
+        leg = f"{transport_mode(str(transport)) or 'transport'} {start} → {end}" if start else str(transport)
+        add("intercity", leg, text=str(transport))  # the whole text (times, cost) is the detail
     for meal in ("breakfast", "lunch", "dinner"):
         if is_filled(entry.get(meal)):
             add("meal", f"{meal}: {name_and_city(entry[meal])[0]}", RESTAURANTS, str(entry[meal]))
