@@ -80,7 +80,7 @@ def checkpoint_answers(
     checkpoint or a Hugging Face directory, with its tokenizer beside the weights)."""
     from models.tokenizer import load_tokenizer
     from rollout import RolloutConfig, RolloutEngine
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
 
     if not (checkpoint / "config.json").is_file():
         raise UserError(f"--checkpoint {checkpoint} holds no config.json: no model checkpoint")

@@ -79,7 +79,7 @@ class HimapTask(BenchmarkTask):
         return sft_examples(traces[:limit] if limit else traces, self.tokenizer, self.cfg.sft.max_seq_len)
 
     def _himap_episodes(self, pairs: Sequence[Pair]) -> list[Any]:
-        from rollout.himap import himap_episode
+        from rollout.agents.himap import himap_episode
 
         return [himap_episode(visible, self.benchmark, self.tokenizer, self.options) for visible, _ in pairs]
 

@@ -1,7 +1,7 @@
 """A recipe's device memory, computed by compiling its programs ahead of time (launch/plan.py).
 
 The SFT step, the GRPO step and the sampler's prefill and decode are the very jitted functions a
-run executes (b2tjax.trainer.phase_step_fns, rollout.sampling's compiled prefill / decode). They
+run executes (b2tjax.trainer.phase_step_fns, rollout.programs' compiled prefill / decode). They
 are lowered with abstract arguments (jax.ShapeDtypeStruct carrying the run's shardings) and
 compiled for the mesh; nothing is allocated. `compiled.memory_analysis()` gives per-device bytes
 of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that stay alive while a
@@ -300,7 +300,7 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
-    from rollout.sampling import compiled_functions, decode_bucket
+    from rollout.programs import compiled_functions, decode_bucket
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef)

@@ -135,7 +135,7 @@ class BenchmarkTask:
         return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
 
     def _episodes(self, pairs: Sequence[tuple[dict, dict]]):
-        from rollout.episodes import agent_episode
+        from rollout.agents.single import agent_episode
 
         r = self.cfg.rollout
         return [

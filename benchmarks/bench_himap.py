@@ -91,7 +91,7 @@ def sequential_episode(bench: Any, tok: Any, visible: dict, truth: dict) -> Any:
 
 
 def himap_episode_for(bench: Any, tok: Any, visible: dict, truth: dict, parallel: bool) -> Any:
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
     from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
 

@@ -27,7 +27,8 @@ from models.config import get_config
 from models.greedy import greedy_generate
 from models.kv_cache import init_cache
 from models.qwen3 import Qwen3ForCausalLM
-from rollout.sampling import ModelRunner, SamplingArrays
+from rollout.programs import ModelRunner
+from rollout.sampling import SamplingArrays
 
 
 def per_token(run: Callable[[int], object], new: int, repeats: int) -> float:
@@ -56,7 +57,7 @@ class _IdTokenizer:
 
 
 def engine_runner(model: Qwen3ForCausalLM, prompt: np.ndarray, slots: int) -> Callable[[int], object]:
-    """The RolloutEngine's jitted prefill + decode segment (rollout.sampling.ModelRunner), greedy."""
+    """The RolloutEngine's jitted prefill + decode segment (rollout.programs.ModelRunner), greedy."""
     runner = ModelRunner(model)
     b, p = prompt.shape
     vocab = model.config.vocab_size

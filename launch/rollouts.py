@@ -207,7 +207,7 @@ def himap_episodes(
 ) -> list[Any]:
     """One HiMAP team episode per instance (--himap-ablation; the roles' default turn limits, at
     most rollout.max_turns: a stream's limits may only tighten the engine's)."""
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
 
     defaults = HimapOptions()
     options = HimapOptions.ablation(

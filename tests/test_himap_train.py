@@ -83,7 +83,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
 ):
     from b2tjax.himap_task import HimapTask
     from b2tjax.trainer import Trainer
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
     from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
     from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
