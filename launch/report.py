@@ -59,7 +59,10 @@ def read_records(path: Path) -> list:
     records = []
     for number, row in read_jsonl_objects(path, UserError):
         if not isinstance(row.get("instance_id"), str) or not isinstance(row.get("ids"), list):
-            raise UserError(f"{path}:{number}: not a rollout record (no instance_id / ids)")
+            raise UserError(
+                f"{path}:{number}: not a rollout record (no instance_id / ids); "
+                "for a plans file use launch/eval.py --plans FILE --report OUT"
+            )
         records.append(EpisodeRecord.from_json(row))
     if not records:
         raise UserError(f"{path} holds no records")
