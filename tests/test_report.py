@@ -231,3 +231,56 @@ def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert page_data(page)["episodes"] == json.loads(json.dumps(episodes))
     assert "the metrics table" in page and "Training curves" in page
+
+
+def _records_of_traces(traces, tokenizer, instance_id, answer):
+    """EpisodeRecords as an engine run of these streams writes them: each assistant message is a
+    sampled turn, the message after it the environment's reply (the prompt is left out)."""
+    from rollout.record import EpisodeRecord
+
+    records = []
+    for trace in traces:
+        record = EpisodeRecord(instance_id, stream=trace["stream"], role=trace["role"])
+        record.day, record.round = trace["day"], trace["round"]
+        for message in trace["messages"][2:]:
+            ids = tokenizer.encode(message["content"])
+            if message["role"] == "assistant":
+                record.turns.append((len(record.ids), len(record.ids) + len(ids)))
+                record.append(ids, sampled=True, logprobs=[-0.5] * len(ids))
+            else:
+                record.append(ids, sampled=False)
+        record.answer = answer if trace["role"] == "coordinator" else None
+        records.append(record)
+    return records
+
+
+def test_records_of_a_himap_team_make_one_episode_with_a_lane_per_day(b2t):  # noqa: F811
+    from b2tjax.report.build import record_episodes
+    from models.tokenizer import load_tokenizer
+    from sandbox.himap.scripted import solve
+
+    bench, _, pairs, _ = b2t
+    visible, truth = pairs[0]
+    team = solve(bench, visible, truth)
+    tokenizer = load_tokenizer("qwen3")
+    records = _records_of_traces(team.traces, tokenizer, visible["id"], team.answer)
+    (plain,), (verdict,) = record_episodes(bench, pairs, records, tokenizer, agent="team")
+    assert verdict.all_passed and plain["passed"] and plain["himap"]["figures"]["days"] == len(plain["days"])
+    executors = [t for t in team.traces if t["role"] == "executor"]
+    lanes = plain["himap"]["lanes"]
+    assert [lane["day"] for lane in lanes] == sorted({t["day"] for t in executors})
+    for lane in lanes:
+        (stream,) = lane["streams"]  # one round: every day accepted at once
+        trace = next(t for t in executors if t["stream"] == stream["name"])
+        calls = [m for m in trace["messages"] if m["role"] == "assistant"]
+        assert len(stream["turns"]) == len(calls) and stream["outcome"] is None  # no session here
+    assert plain["tokens"] == sum(r.num_sampled for r in records)
+    (full,), _ = record_episodes(bench, pairs, records, tokenizer, sessions={0: team.session})
+    assert full["himap"]["figures"]["accepted_days"] == len(full["days"])
+    events = [e for lane in full["himap"]["lanes"] for e in lane["events"]]
+    assert len(events) == len(team.session.sigma.events) and full["himap"]["last_seq"] == max(
+        e["seq"] for e in events
+    )
+    assert all(
+        s["outcome"]["status"] == "accepted" for lane in full["himap"]["lanes"] for s in lane["streams"]
+    )
