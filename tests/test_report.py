@@ -192,6 +192,11 @@ def test_eval_report_of_the_expert_and_of_a_plans_file(b2t, tmp_path):  # noqa: 
     check = next(c for c in episodes[visible["id"]]["checks"] if c["name"] == "no_repeated_restaurants")
     assert sorted(check["items"]) == sorted(keys)
     assert sum(e["delivered"] for e in episodes.values()) == 1  # the other instances had no plan
+    out = tmp_path / "team.html"
+    argv = ["--data", str(data), "--agent", "himap-expert", "--difficulty", "easy", "--report", str(out)]
+    assert main(argv) == 0
+    teams = page_data(out.read_text())["episodes"]
+    assert teams and all(len(e["himap"]["lanes"]) == len(e["days"]) > 1 for e in teams)
 
 
 class _EvaluatedTask:
