@@ -6,7 +6,7 @@ day executor).
     python launch/report.py --data DATA --rollouts rollouts.jsonl --out report.html \
         [--benchmark b2t] [--split test] [--run runs/tiny] [--logprobs] [--title TEXT]
     python launch/eval.py --data DATA --plans PLANS.jsonl --report report.html    # plans, no turns
-    python launch/eval.py --data DATA --agent expert --report report.html         # an agent's plans
+    python launch/eval.py --data DATA --policy expert --report report.html        # a policy's plans
 
 ROLLOUTS.jsonl is what launch/rollouts.py writes (single agents or `--agent himap` teams); each line
 names the tokenizer its ids decode with (`--tokenizer` overrides it). `--run` adds the training

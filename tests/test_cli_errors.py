@@ -100,7 +100,7 @@ def test_report_bad_rollouts_and_output(tmp_path, data_dir):
     assert_one_clear_line(result, f"{plans}:1", "launch/eval.py --plans")  # where plans files go
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = run_script("eval.py", "--data", data_dir, "--agent", "expert", "--report", blocker / "r.html")
+    result = run_script("eval.py", "--data", data_dir, "--policy", "expert", "--report", blocker / "r.html")
     assert_one_clear_line(result, str(blocker))
 
 
@@ -109,7 +109,7 @@ def test_truncated_world_store(tmp_path, data_dir):
     shutil.copytree(data_dir, data)
     store = data / "world.sqlite"
     store.write_bytes(store.read_bytes()[:100_000])
-    assert_one_clear_line(run_script("eval.py", "--data", data, "--agent", "expert"), str(store))
+    assert_one_clear_line(run_script("eval.py", "--data", data, "--policy", "expert"), str(store))
     assert_one_clear_line(
         run_script("rollouts.py", "--model", "tiny", "--data", data, "--out", tmp_path / "r.jsonl"),
         str(store),

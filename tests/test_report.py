@@ -177,7 +177,7 @@ def _launch(name: str):
 def test_eval_report_of_the_expert_and_of_a_plans_file(b2t, tmp_path):  # noqa: F811
     bench, data, pairs, plans = b2t
     out = tmp_path / "expert.html"
-    assert _launch("eval")(["--data", str(data), "--agent", "expert", "--report", str(out)]) == 0
+    assert _launch("eval")(["--data", str(data), "--policy", "expert", "--report", str(out)]) == 0
     episodes = page_data(out.read_text())["episodes"]
     assert len(episodes) == len(bench.load_split("test")) and all(e["passed"] for e in episodes)
     visible = pairs[0][0]
@@ -193,7 +193,8 @@ def test_eval_report_of_the_expert_and_of_a_plans_file(b2t, tmp_path):  # noqa: 
     assert sorted(check["items"]) == sorted(keys)
     assert sum(e["delivered"] for e in episodes.values()) == 1  # the other instances had no plan
     out = tmp_path / "team.html"
-    argv = ["--data", str(data), "--agent", "himap-expert", "--difficulty", "easy", "--report", str(out)]
+    argv = ["--data", str(data), "--policy", "expert", "--agent", "himap", "--difficulty", "easy"]
+    argv += ["--report", str(out)]
     assert main(argv) == 0
     teams = page_data(out.read_text())["episodes"]
     assert teams and all(len(e["himap"]["lanes"]) == len(e["days"]) > 1 for e in teams)
