@@ -4,26 +4,15 @@ item 6): `eval.py --data data/tp` scores TravelPlanner without `--benchmark`, a 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from b2tjax.cli import UserError, benchmark_parser
 from b2tjax.data_marker import MARKER, MarkerError, check_marker, read_marker
 from b2tjax.prepare import ensure_data
+from tests.launch_scripts import load_script
 from tests.tp_fixtures import tp_data  # noqa: F401 - fixture
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script(name: str):
-    """A launch script as a module, loaded by path (launch/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"launch_{name}", ROOT / "launch" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_make_data_writes_the_marker_and_eval_reads_it(tp_data, tmp_path, capsys):
@@ -32,7 +21,7 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_data, tmp_path, capsys
     out = tmp_path / "metrics.json"
     # no --benchmark: the directory says which one, and its expert passes every training query
     assert (
-        _script("eval").main(
+        load_script("launch/eval.py").main(
             ["--data", str(tp_data), "--policy", "expert", "--split", "train", "--json", str(out)]
         )
         == 0
@@ -43,7 +32,7 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_data, tmp_path, capsys
 
 
 def test_train_takes_the_benchmark_from_its_data_dir(tp_data):
-    train = _script("train")
+    train = load_script("launch/train.py")
     cfg = train.resolve_config(train.parse_args([f"data.data_dir={tp_data}", "--out", "runs/tp"]))
     assert cfg.benchmark == "travelplanner" and cfg.data.data_dir == str(tp_data)
     chosen = train.resolve_config(train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_data}"]))

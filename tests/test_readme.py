@@ -20,7 +20,6 @@ A real run that fails, or a parser that rejects a README line, fails the test wi
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 from pathlib import Path
@@ -28,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from b2tjax.config import load_config
+from tests.launch_scripts import ROOT, load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRATCH_LINKS = ("configs", "launch")  # what relative README paths need inside the scratch directory
 
 
@@ -54,14 +53,6 @@ def readme_commands(text: str) -> list[list[str]]:
                 if len(argv) >= 2 and argv[0] == "python" and argv[1].endswith(".py"):
                     commands.append([argv[1]] + [a.split("|")[0] if "|" in a else a for a in argv[2:]])
     return commands
-
-
-def _module(script: str):
-    path = ROOT / script
-    spec = importlib.util.spec_from_file_location(f"readme_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _make_data(argv: list[str]) -> None:
@@ -102,7 +93,7 @@ def _check(argv: list[str]) -> None:
     if script == "launch/make_data.py":
         _make_data(rest)
         return
-    module = _module(script)
+    module = load_script(script)
     if script == "launch/train.py":
         _train(module, rest)
     elif script == "launch/eval.py":

@@ -3,7 +3,6 @@ answers of a rollouts file as launch/rollouts.py writes it (EpisodeRecord.to_jso
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,16 +13,8 @@ from b2tjax.rollout_plans import plans_from_rollouts
 from rollout.record import EpisodeRecord
 from sandbox.benchmarks import get_benchmark
 from sandbox.types import StopReason
+from tests.launch_scripts import load_script
 from tests.tp_fixtures import tp_data  # noqa: F401 - fixture
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _eval_main():
-    spec = importlib.util.spec_from_file_location("launch_eval", ROOT / "launch" / "eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
 
 
 def _write(path: Path, records: list[EpisodeRecord]) -> Path:
@@ -68,7 +59,7 @@ def test_eval_scores_a_rollouts_file_by_its_answers(tp_data, tmp_path):
     records.append(EpisodeRecord(pairs[3][0]["id"], answer=None, stop_reason=StopReason.MAX_TURNS, episode=3))
     rollouts = _write(tmp_path / "rollouts.jsonl", records)
     out = tmp_path / "m.json"
-    main = _eval_main()
+    main = load_script("launch/eval.py").main
     argv = ["--data", str(tp_data), "--records", str(rollouts), "--split", "train"]
     assert main([*argv, "--json", str(out)]) == 0
     metrics = json.loads(out.read_text())
