@@ -199,7 +199,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=Path("DATA"), help="B2T data (built when absent)")
+    p.add_argument("--data", type=Path, default=Path("data/small"), help="B2T data (built when absent)")
     p.add_argument("--per-days", type=int, default=2, help="instances per trip length")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)

@@ -40,7 +40,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    data_dir: str = "DATA"  # a path: the benchmark's data directory (built by launch/make_data.py)
+    data_dir: str = "data/small"  # a path: the benchmark's data directory (built by launch/make_data.py)
     world_scale: str = (
         "small"  # small | full (sandbox.world.scales): passed to launch/make_data.py when DATA is absent
     )

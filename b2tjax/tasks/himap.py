@@ -136,6 +136,12 @@ class HimapTask(BenchmarkTask):
     def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
         return {"himap": self._agent_metrics(episodes, records)}
 
+    def _length_caps(self) -> str:
+        return (
+            "himap.coordinator_limits / himap.executor_limits, "
+            f"rollout.max_turn_tokens={self.cfg.rollout.max_turn_tokens}"
+        )
+
     def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
         return {i: e.session for i, e in enumerate(episodes)}  # episode index -> its HimapSession
 
