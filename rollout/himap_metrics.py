@@ -2,7 +2,8 @@
 step, launch/eval.py and the notebook print, and benchmarks/bench_himap.py reports.
 
 Counts are per episode (means), so steps with different numbers of episodes compare. Keys:
-`rounds`, `streams`, `rejections/<code>` (executors' and the session's reject codes),
+`rounds`, `streams`, `fallback_days` (open days the coordinator's fallback planned),
+`rejections/<code>` (executors' and the session's reject codes),
 `sigma_rejections/<code>` (Σ's non-ok verdicts), `tokens/<role>` (sampled tokens),
 `context/<role>` (prompt and environment tokens), `phase_s/<phase>` (coordinator / executors /
 bargaining wall time, the paper's Table 15).
@@ -40,6 +41,7 @@ def himap_metrics(episodes: Sequence[Any], records: Sequence[EpisodeRecord]) -> 
     for episode in episodes:
         m = episode.session.metrics()
         sums["rounds"] += m["rounds"]
+        sums["fallback_days"] += m["fallback_days"]
         for code, count in m["rejections"].items():
             sums[f"rejections/{code}"] += count
         for code, count in m["sigma_rejections"].items():

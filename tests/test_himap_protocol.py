@@ -99,12 +99,17 @@ def test_forced_infeasible_hint_is_rejected_and_only_that_day_is_redistributed(b
 def test_a_coordinator_that_never_fixes_the_day_stops_after_three_rounds(bench, pairs):
     visible, truth = next((v, h) for v, h in pairs if parse_instruction(v["instruction"])["days"] >= 4)
     knobs = ExpertKnobs(hint_override={2: 1.0}, fix_rejections=False)
-    run = solve(bench, visible, truth, knobs=knobs)
+    run = solve(bench, visible, truth, HimapOptions(fallback=False), knobs)
     assert run.session.finished and run.session.round == 3
     assert sorted(n for n in run.texts if n.startswith("day2.")) == ["day2.r1", "day2.r2", "day2.r3"]
     assert [o.code for o in run.session.outcomes if o.day == 2] == ["budget"] * 3
     assert json.loads(run.answer)[1]["activities"] == []  # the day never got a plan
     assert not bench.evaluate(run.answer, visible, truth).all_passed
+    # With the fallback (the default) the coordinator writes the plan after the third round.
+    rescued = solve(bench, visible, truth, knobs=knobs)
+    assert rescued.metrics["fallback_days"] == 1 and rescued.session.round == 3
+    assert rescued.session.accepted[2].stream == COORDINATOR
+    assert bench.evaluate(rescued.answer, visible, truth).all_passed
 
 
 def _check(bench, answer, visible, truth, name):

@@ -29,6 +29,8 @@ class HimapOptions:
     early_detection: executors check/commit against Σ while they plan; without it Σ is applied
       when the days are merged (a conflicting day is rejected then).
     parallel: executors of a round run together (lockstep turns); without it one after another.
+    fallback: with bargaining, when the last round leaves days open the coordinator gets the round
+      report and may hand in a complete plan itself (submit_plan) instead of leaving them empty.
     """
 
     global_state: bool = True
@@ -36,8 +38,10 @@ class HimapOptions:
     bargaining: bool = True
     early_detection: bool = True
     parallel: bool = True
+    fallback: bool = True
     max_rounds: int = 3
-    coordinator_limits: RoleLimits = RoleLimits(max_turns=8)
+    # 8 turns plan and bargain; the rest leave room for a fallback plan (searches, timing, submit)
+    coordinator_limits: RoleLimits = RoleLimits(max_turns=24)
     executor_limits: RoleLimits = RoleLimits(max_turns=16)
     max_response_chars: int = 6000
 
@@ -55,6 +59,11 @@ class HimapOptions:
     def rounds(self) -> int:
         """Rounds the protocol can run: one without bargaining or without a coordinator."""
         return self.max_rounds if self.bargaining and self.coordinator else 1
+
+    @property
+    def fallback_allowed(self) -> bool:
+        """The coordinator may plan left-open days itself after the last round (bargaining's end)."""
+        return self.fallback and self.bargaining and self.coordinator
 
     @property
     def sigma_while_planning(self) -> bool:
