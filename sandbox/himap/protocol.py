@@ -12,10 +12,12 @@ rejected days (accepted days keep their commits; a rejected day's commits are re
 answer is `domain.merge` of the accepted days after all are accepted or the last round; when the
 last round leaves days open the coordinator may first hand them in itself (sandbox/himap/fallback.py).
 
-Determinism: executors of a round advance in lockstep ticks. An executor's turn is staged when it
-ends (parse, argument checks and world tools: pure); when every live executor of the round has
-staged turn k, their protocol calls (Σ check/commit, submit, reject) are applied in day order.
-So the episode depends only on the texts, never on which stream the engine finished first.
+Determinism without lockstep: an executor's turn is staged when it ends (parse, argument checks
+and world tools: pure). A turn without protocol calls (searches only) is answered at once. Only
+turns with protocol calls (Σ check/commit, submit, reject) are ordered, by a logical clock: day
+d's k-th such turn is applied after every lower day's k-th and every higher day's (k-1)-th (or
+that day's end), i.e. in (k, day) order. Σ sees the same sequence of calls whatever the batching,
+so the episode depends only on the texts, never on which stream the engine finished first.
 Serial mode runs one executor at a time (the next starts when one ends).
 """
 
@@ -127,7 +129,8 @@ class HimapSession:
         self.marks: dict[str, float] = {}  # start, round1, round1_end, finish (phase timing)
         self._live: list[str] = []  # executors of the running round, day order
         self._queue: list[str] = []  # serial mode: executors not started yet
-        self._staged: dict[str, StagedTurn] = {}
+        self._staged: dict[str, StagedTurn] = {}  # ordered turns waiting for the logical clock
+        self._clock: dict[str, int] = {}  # executor -> its ordered turns applied so far
         self._held: tuple[StagedTurn, list[Any]] | None = None  # coordinator turn awaiting its report
         self._started: list[StreamStart] = []
         self._round_outcomes: list[DayOutcome] = []
@@ -178,11 +181,12 @@ class HimapSession:
         if stream not in self._live or stream in self._staged:
             raise RuntimeError(f"stream {stream!r} is not waiting for a turn")
         staged = self.executors[stream].env.stage(text)
-        self._staged[stream] = staged
         out = Advance(errors=staged.errors, calls=staged.names)
-        if all(s in self._staged for s in self._live):
-            out.merge(self._tick())
-        return out
+        if self.options.sigma_while_planning and staged.has_protocol_calls:
+            self._staged[stream] = staged
+        else:  # searches only (or nothing shared to order): the reply needs no other day
+            self._apply(stream, staged, out)
+        return out.merge(self._drain())
 
     def cut(self, stream: str, reason: str) -> Advance:
         """The driver stopped `stream` at a limit (tokens, turns): its role ends here."""
@@ -200,10 +204,7 @@ class HimapSession:
         self._round_outcomes.append(
             DayOutcome(ex.goal.day, ex.round, stream, "rejected", "cut", f"stopped: {reason}")
         )
-        out = Advance(start=self._next_serial())
-        if self._live and all(s in self._staged for s in self._live):
-            return out.merge(self._tick())
-        return out.merge(self._end_round()) if not self.round_running else out
+        return Advance(start=self._next_serial()).merge(self._drain())
 
     # -- coordinator -----------------------------------------------------------------------------
     def _coordinator_turn(self, text: str) -> Advance:
@@ -307,20 +308,40 @@ class HimapSession:
         env.ending = ("accepted", (day, verdict.cost))
         return ToolResult(f"accepted: day {goal.day} committed, cost {verdict.cost:.2f}; {verdict.message}")
 
-    def _tick(self) -> Advance:
-        """Apply the staged turns of every live executor in day order."""
-        out = Advance()
-        for name in list(self._live):
-            ex = self.executors[name]
-            staged = self._staged.pop(name)
-            step = ex.env.finish(staged, ex.env.apply(staged))
-            if not step.done:
-                out.reply.append((name, step))
-                continue
-            self._live.remove(name)
-            out.end.append((name, step))
-            self._round_outcomes.append(self._outcome(name, ex))
+    def _apply(self, name: str, staged: StagedTurn, out: Advance) -> None:
+        """Run the turn's protocol calls and hand the executor its reply (or its end)."""
+        ex = self.executors[name]
+        step = ex.env.finish(staged, ex.env.apply(staged))
+        if not step.done:
+            out.reply.append((name, step))
+            return
+        self._live.remove(name)
+        out.end.append((name, step))
+        self._round_outcomes.append(self._outcome(name, ex))
         out.start += self._next_serial()
+
+    def _due(self, name: str) -> bool:
+        """The logical clock: `name`'s waiting turn k goes after every lower live day's k-th ordered
+        turn and every higher live day's (k-1)-th (ended days wait for nothing)."""
+        k, day = self._clock.get(name, 0) + 1, self.executors[name].goal.day
+        for other in self._live:
+            if other != name:
+                need = k if self.executors[other].goal.day < day else k - 1
+                if self._clock.get(other, 0) < need:
+                    return False
+        return True
+
+    def _drain(self) -> Advance:
+        """Apply every waiting ordered turn that is due, in (k, day) order; end the round when
+        no executor is left."""
+        out = Advance()
+        while True:
+            due = [n for n in self._staged if self._due(n)]
+            if not due:
+                break
+            name = min(due, key=lambda n: (self._clock.get(n, 0), self.executors[n].goal.day))
+            self._clock[name] = self._clock.get(name, 0) + 1
+            self._apply(name, self._staged.pop(name), out)
         if not self.round_running:
             out.merge(self._end_round())
         return out
