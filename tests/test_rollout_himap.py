@@ -1,6 +1,6 @@
 """HiMAP through the real rollout engine (tiny random model): the scripted expert's turns, replayed as
 forced tokens, give byte-identical answers to the host-only driver; four episodes share three rows
-(waiting coordinators are parked, no deadlock); static and continuous batching give the same
+(coordinators wait for their rounds, no deadlock); static and continuous batching give the same
 records; records say which role, day and round they belong to."""
 
 from __future__ import annotations
@@ -100,7 +100,9 @@ def test_four_episodes_on_three_rows_complete(sampled):
     assert all(e.session.finished for e in episodes)
     executors = [r for r in records if r.role == "executor"]
     assert len(executors) >= 2 * EPISODES and all(r.stop_reason in ("done", "max_turns") for r in executors)
-    assert stats.reprefill_tokens > 0  # coordinators waited without their rows
+    # Sampled executors' turns call nothing shared, so no executor waits for another (no lockstep):
+    # each episode's days finish while its coordinator waits, and nobody has to give a row up.
+    assert stats.parks == 0 and stats.episodes == EPISODES
     roles = role_metrics(records)
     assert roles["coordinator"]["streams"] == EPISODES and roles["executor"]["streams"] == len(executors)
     assert roles["executor"]["sampled"] == sum(r.num_sampled for r in executors) > 0
@@ -147,8 +149,8 @@ def test_a_coordinator_out_of_turns_still_stops_with_the_merged_answer(rollout_s
     assert executors == ["day1.r1", "day2.r1"] and outcome.errors == [False]
     call = '{"name": "reject_subgoal", "arguments": {"reason": "x"}}'
     reject = f"<think>no</think>\n<tool_call>\n{call}\n</tool_call>"
-    episode.on_turn_end("day1.r1", reject, eos=False)
-    actions = episode.on_turn_end("day2.r1", reject, eos=False).actions
+    actions = episode.on_turn_end("day1.r1", reject, eos=False).actions  # day 1 is due at once
+    actions += episode.on_turn_end("day2.r1", reject, eos=False).actions
     stops = {a.stream: (a.reason, a.answer) for a in actions}
     assert stops["coordinator"] == ("answer", episode.answer) and episode.answer is not None
     assert stops["day1.r1"][0] == stops["day2.r1"][0] == "done"

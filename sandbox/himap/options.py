@@ -41,7 +41,7 @@ class HimapOptions:
     fallback: bool = True
     max_rounds: int = 3
     # 8 turns plan and bargain; the rest leave room for a fallback plan (searches, timing, submit)
-    coordinator_limits: RoleLimits = RoleLimits(max_turns=24)
+    coordinator_limits: RoleLimits = RoleLimits(max_turns=16)
     executor_limits: RoleLimits = RoleLimits(max_turns=16)
     max_response_chars: int = 6000
 
