@@ -1,4 +1,5 @@
-"""Sequential single agent vs HiMAP (parallel, serial, no Σ, flat) on 3-, 5- and 7-day trips.
+"""Speed benchmark: sequential single agent vs HiMAP (parallel, serial, no Σ, flat) on 3-, 5- and
+7-day trips.
 
     python benchmarks/bench_himap.py --benchmark b2t [--data DATA] [--per-days 2] [--json OUT.json]
     python benchmarks/bench_himap.py --benchmark travelplanner [--per-days 2]

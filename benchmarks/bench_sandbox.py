@@ -1,4 +1,5 @@
-"""Tool latency on the full-scale world: p50/p99 of each search tool and MapGuide, Python tool rate.
+"""Speed benchmark: tool latency on the full-scale world: p50/p99 of each search tool and MapGuide, Python
+tool rate.
 
     python benchmarks/bench_sandbox.py [--store /tmp/b2t_full/world.sqlite] [--calls 300]
 

@@ -34,7 +34,7 @@ def local_day_rewards(episodes: Sequence[Any], records: Sequence[EpisodeRecord])
 
 
 def himap_metrics(episodes: Sequence[Any], records: Sequence[EpisodeRecord]) -> dict[str, float]:
-    """Means over `episodes` (rollout.himap.HimapEpisode after the run) of the session's figures
+    """Means over `episodes` (rollout.agents.himap.HimapEpisode after the run) of the session's figures
     and the records' tokens per role; see the module docstring for the keys."""
     n = max(len(episodes), 1)
     sums: collections.Counter[str] = collections.Counter()

@@ -93,7 +93,7 @@ def test_truncated_world_store(tmp_path, data_dir):
     shutil.copytree(data_dir, data)
     store = data / "world.sqlite"
     store.write_bytes(store.read_bytes()[:100_000])
-    assert_one_clear_line(run_script("eval.py", "--data", data, "--agent", "expert"), str(store))
+    assert_one_clear_line(run_script("eval.py", "--data", data, "--policy", "expert"), str(store))
     assert_one_clear_line(
         run_script("rollouts.py", "--model", "tiny", "--data", data, "--out", tmp_path / "r.jsonl"),
         str(store),

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from rollout import RolloutEngine
-from rollout.himap import himap_episode, role_metrics
+from rollout.agents.himap import himap_episode, role_metrics
 from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
 from sandbox.benchmarks.b2t.instances.instructions import make_instruction
 from sandbox.himap.options import HimapOptions, RoleLimits

@@ -45,7 +45,7 @@ def _child(bench_dir: str, tmp: str) -> dict:
     from models.sharding import make_mesh
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout import RolloutEngine
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
     from sandbox.benchmarks import b2t
     from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
     from sandbox.himap.options import HimapOptions, RoleLimits

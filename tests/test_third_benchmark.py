@@ -26,7 +26,7 @@ def bench(tmp_path, monkeypatch):
 
 
 def test_config_and_registry_see_the_new_benchmark(bench):
-    from b2tjax.config import _himap_benchmarks
+    from b2tjax.config.checks import _himap_benchmarks
 
     assert "tiny_trip" in _himap_benchmarks()  # HiMAP is offered without editing b2tjax/config.py
     assert [visible["days"] for visible, _ in bench.load_split("test")] == [2, 3, 2, 3]
@@ -34,7 +34,7 @@ def test_config_and_registry_see_the_new_benchmark(bench):
 
 def test_an_agent_episode_runs_in_the_engine_and_is_scored(bench, rollout_setup):  # noqa: F811
     from rollout import RolloutEngine
-    from rollout.episodes import ForcedTokens
+    from rollout.agents.single import ForcedTokens
     from rollout.prompt import prompt_ids
     from rollout.scoring import score_records
     from sandbox.env import EpisodeEnv
@@ -68,7 +68,7 @@ def test_sft_traces_become_training_windows(bench, rollout_setup):  # noqa: F811
 
 def test_a_himap_episode_runs_on_the_host_and_in_the_engine(bench, rollout_setup):  # noqa: F811
     from rollout import RolloutEngine
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
     from rollout.scoring import score_team_episodes
     from sandbox.himap.scripted import expert_traces, solve
 

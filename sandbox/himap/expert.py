@@ -8,7 +8,7 @@ replies and ends, and stops when the session has its answer. Because the session
 executors' protocol calls by its logical clock, the outcome does not depend on thread timing.
 
 Results: the answer, role-split SFT traces ({"messages", "tools", "role", "day", "round",
-"stream"}), each stream's assistant texts (replayed as forced tokens by rollout.himap) and the
+"stream"}), each stream's assistant texts (replayed as forced tokens by rollout.agents.himap) and the
 session's metrics. Each benchmark's policies live in its own folder (Benchmark.himap_expert).
 """
 

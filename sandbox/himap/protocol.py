@@ -1,6 +1,6 @@
 """One HiMAP episode as a state machine over text turns: coordinator, rounds, day executors, Σ.
 
-Drivers (the scripted expert, rollout.himap) own the text; the session owns everything else.
+Drivers (the scripted expert, rollout.agents.himap) own the text; the session owns everything else.
 `start()` and every `turn(stream, text)` / `cut(stream, reason)` return an `Advance`: streams to
 start (with their prompts), streams to continue (with the environment's reply), streams whose
 role ended, and, once, the episode's answer. Streams: "coordinator" and one "day{d}.r{r}" per

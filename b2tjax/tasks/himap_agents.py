@@ -72,32 +72,18 @@ def checkpoint_answers(
 ) -> Iterator[tuple[str, str | None]]:
     """Greedy HiMAP episodes of the model in `checkpoint` (a training run's checkpoints/, a model
     checkpoint or a Hugging Face directory, with its tokenizer beside the weights)."""
-    from models.tokenizer import load_tokenizer
+    from b2tjax.policy import load_policy
     from rollout import RolloutConfig, RolloutEngine
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
 
-    if not (checkpoint / "config.json").is_file():
-        raise UserError(f"--checkpoint {checkpoint} holds no config.json: no model checkpoint")
-    own = (checkpoint / "tokenizer.json").exists() or len(list(checkpoint.glob("*.model"))) == 1
-    tokenizer = load_tokenizer(str(checkpoint) if own else "qwen3")
-    model = load_checkpoint_model(checkpoint)
     try:
         config = RolloutConfig(**{**CHECKPOINT_ROLLOUT, **rollout_overrides, "temperature": 0.0})
+        policy = load_policy(checkpoint)
     except ValueError as err:
         raise UserError(str(err)) from None
+    model, tokenizer = policy.model, policy.tokenizer
     episodes = [himap_episode(visible, bench, tokenizer, options) for visible, _ in pairs]
     RolloutEngine(model, tokenizer, config).run(episodes, rng=0)
     for episode, (visible, _) in zip(episodes, pairs):
         figures.episodes.append(episode.session.metrics())
         yield visible["id"], episode.answer
-
-
-def load_checkpoint_model(checkpoint: Path) -> Any:
-    """Hugging Face safetensors or an Orbax model / run checkpoint."""
-    if any(checkpoint.glob("*.safetensors")):
-        from models.hf import load_pretrained
-
-        return load_pretrained(checkpoint)
-    from models.checkpoint import load_model
-
-    return load_model(checkpoint)
