@@ -53,12 +53,12 @@ class Setup:
     passes: Callable[[str | None, dict, dict], bool]
 
 
-def tokenizer_for(bench: Any, path: Path) -> Any:
+def tokenizer_for(corpus: Callable[[], list[str]], path: Path) -> Any:
     from models.spm import SentencePieceTokenizer, train_sentencepiece
 
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        train_sentencepiece(bench.tokenizer_corpus(), path.with_suffix(""), vocab_size=4096)
+        train_sentencepiece(corpus(), path.with_suffix(""), vocab_size=4096)
     return SentencePieceTokenizer(path)
 
 
@@ -79,7 +79,7 @@ def b2t_setup(data_dir: Path, per_days: int) -> Setup:
     def passes(answer: str | None, visible: dict, truth: dict) -> bool:
         return answer is not None and bench.evaluate(answer, visible, truth).all_passed
 
-    tok = tokenizer_for(bench, data_dir / "tokenizer" / "bench_himap_sp4096.model")
+    tok = tokenizer_for(bench.tokenizer_corpus, data_dir / "tokenizer" / "bench_himap_sp4096.model")
     return Setup(bench, tok, pairs, single, passes)
 
 
@@ -112,7 +112,11 @@ def travelplanner_setup(shared: Path, cache: Path, per_days: int) -> Setup:
         plan = json.loads(answer) if answer else []
         return bool(answer) and evaluate(examples[visible["id"]].query, plan, bench.db).final_pass
 
-    tok = tokenizer_for(bench, cache / "bench_himap_tp_sp4096.model")
+    def corpus() -> list[str]:  # no DATA here: the queries, tool schemas and the expert's turns
+        texts = [v["query"] for v, _ in pool] + [json.dumps(bench.world_for(pool[0][0]).tool_schemas())]
+        return texts + [t for v, h in pairs for t in single(v, h)]
+
+    tok = tokenizer_for(corpus, cache / "bench_himap_tp_sp4096.model")
     return Setup(bench, tok, pairs, single, passes)
 
 
