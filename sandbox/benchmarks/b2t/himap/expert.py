@@ -198,7 +198,7 @@ class _DayPlanner(_Solver):
                 return
             if self._ask_map(stops, frame):
                 continue  # re-plan with MapGuide's times
-            if self.claims and self._claim(stops, out, back, restaurants + attractions):
+            if self.claims and self._claim(stops, restaurants + attractions):
                 continue  # some venue is taken: re-plan without it
             if self._submit(stops, out, back, weather):
                 return
@@ -325,11 +325,12 @@ class _DayPlanner(_Solver):
             self.s.legs[(a, b)] = responses.routes(text)
         return True
 
-    def _claim(self, stops: list[Stop], out, back, candidates: list[Place]) -> bool:
+    def _claim(self, stops: list[Stop], candidates: list[Place]) -> bool:
         """check_items for each venue not yet seen free; True when some are taken (now excluded).
         Checks reserve nothing, so a day never holds venues it may drop; submit_day commits. After
         a first conflict every candidate is checked at once (a survey), so re-plans are few."""
-        todo = [(s.place, self._activity(s, out, back)) for s in stops if s.kind in VENUE_KINDS]
+        # minimal probes, not the full activities: a check only asks whether the venue is free
+        todo = [(s.place, self._probe(s.place)) for s in stops if s.kind in VENUE_KINDS]
         if self.excluded:
             todo += [(p, self._probe(p)) for p in candidates]
         seen, calls, places = set(), [], []
