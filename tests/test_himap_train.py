@@ -36,11 +36,11 @@ RECIPE = ROOT / "configs" / "himap_tiny_cpu.yaml"
         ("himap.coordinator_limits.max_turns=5", "himap.coordinator_limits.max_turns must be in [1, rollout"),
         (
             "himap.coordinator_limits.max_turn_tokens=49",
-            "himap.coordinator_limits.max_turn_tokens must be in [0, rollout.max_turn_tokens=48]",
+            "himap.coordinator_limits.max_turn_tokens must be in [1, rollout.max_turn_tokens=48]",
         ),
         (
-            "himap.executor_limits.max_seq_len=9999",
-            "himap.executor_limits.max_seq_len must be in [0, rollout.max_seq_len=5120]",
+            "himap.executor_limits.max_seq_len=9999",  # the old key name still loads
+            "himap.executor_limits.max_total_tokens must be in [1, rollout.max_seq_len=5120]",
         ),
         ("himap.parallel=maybe", "himap.parallel: expected true/false, got 'maybe'"),
         ("himap.rounds=2", "unknown config key 'himap.rounds'"),
@@ -58,10 +58,10 @@ def test_himap_needs_a_travel_task_and_maps_to_the_protocol_options():
     with pytest.raises(ValueError, match="agent: himap needs task: travel"):
         load_config(RECIPE, ["task=toy"])
     cfg = load_config(RECIPE, ["himap.coordinator=true", "himap.executor_limits.max_turn_tokens=32"])
-    options = cfg.himap.options(cfg.rollout.max_response_chars)
+    options = cfg.himap  # the config's section is the protocol's HimapOptions
     assert options.coordinator and options.max_rounds == 2
     assert (options.executor_limits.max_turns, options.executor_limits.max_turn_tokens) == (2, 32)
-    assert options.coordinator_limits.max_total_tokens is None  # 0 = the rollout section's
+    assert options.coordinator_limits.max_total_tokens is None  # the recipe's 0 = the rollout section's
 
 
 def _two_day(visible, truth):

@@ -15,8 +15,9 @@ from rollout import RolloutEngine
 from rollout.agents.himap import himap_episode, role_metrics
 from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
 from sandbox.benchmarks.b2t.instances.instructions import make_instruction
-from sandbox.himap.options import HimapOptions, RoleLimits
+from sandbox.himap.options import HimapOptions
 from sandbox.himap.scripted import solve
+from sandbox.limits import StreamLimits
 from tests.rollout_fixtures import engine_config, rollout_setup  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
@@ -60,7 +61,7 @@ def sampled(rollout_setup, scripted):  # noqa: F811
     bench, pairs, runs = scripted
     tok = rollout_setup.tokenizer
     options = dataclasses.replace(
-        OPTIONS, executor_limits=RoleLimits(max_turns=2), coordinator_limits=RoleLimits(max_turns=2)
+        OPTIONS, executor_limits=StreamLimits(max_turns=2), coordinator_limits=StreamLimits(max_turns=2)
     )
     out = {}
     for refill in (True, False):
@@ -141,7 +142,7 @@ def test_flat_replay_puts_the_answer_on_the_executor_that_ended_last(rollout_set
 def test_a_coordinator_out_of_turns_still_stops_with_the_merged_answer(rollout_setup, scripted):  # noqa: F811
     bench, pairs, runs = scripted
     visible, _ = pairs[0]
-    options = dataclasses.replace(OPTIONS, coordinator_limits=RoleLimits(max_turns=1))
+    options = dataclasses.replace(OPTIONS, coordinator_limits=StreamLimits(max_turns=1))
     episode = himap_episode(visible, bench, rollout_setup.tokenizer, options)
     assert [a.stream for a in episode.start()] == ["coordinator"]
     outcome = episode.on_turn_end("coordinator", runs[0].texts["coordinator"][-1], eos=False)

@@ -48,8 +48,9 @@ def _child(bench_dir: str, tmp: str) -> dict:
     from rollout.agents.himap import himap_episode
     from sandbox.benchmarks import b2t
     from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
-    from sandbox.himap.options import HimapOptions, RoleLimits
+    from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
+    from sandbox.limits import StreamLimits
     from tests.rollout_fixtures import engine_config
 
     assert jax.device_count() == 8
@@ -63,7 +64,7 @@ def _child(bench_dir: str, tmp: str) -> dict:
     expert = HimapOptions(max_response_chars=1200)
     # Short turn caps keep the records small; the expert ran with the full ones.
     options = dataclasses.replace(
-        expert, executor_limits=RoleLimits(max_turns=2), coordinator_limits=RoleLimits(max_turns=2)
+        expert, executor_limits=StreamLimits(max_turns=2), coordinator_limits=StreamLimits(max_turns=2)
     )
     pairs = [_trip(v, h, d) for (v, h), d in zip(bench.load_split("test"), DAYS)]
     distribute = [solve(bench, v, h, expert).texts["coordinator"][-1:] for v, h in pairs]
