@@ -202,7 +202,8 @@ def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
 
     # the full team, with tool replies long enough for the expert to read (the recipe's 1,200
     # characters cut them, and its flat team splits the budget equally: no plan of it passes)
-    full = ["rollout.max_seq_len=8192", "rollout.max_response_chars=6000", "himap.coordinator=true"]
+    # (10240: the coordinator's prompt also lists the executors' search tools, for its fallback)
+    full = ["rollout.max_seq_len=10240", "rollout.max_response_chars=6000", "himap.coordinator=true"]
     cfg = load_config(RECIPE, [f"data.data_dir={small_benchmark}", *full])
     bench = B2TBenchmark(small_benchmark)
     good = bench.load_split("train")[:2]
