@@ -45,11 +45,14 @@ class StreamLimits:
         """These limits with every None filled from `config` (a RolloutConfig); ValueError when one
         exceeds the config's (a longer stream would not fit its cache row, a longer turn not the
         decode segment)."""
-        problems = self.errors("stream limit ", config, "the engine's ")
-        if problems:
-            raise ValueError(problems[0] + " (a stream's limits can only tighten the config's)")
-        resolved = {
-            name: int(getattr(config, _CONFIG_NAMES.get(name, name))) if value is None else int(value)
-            for name, value in dataclasses.asdict(self).items()
-        }
+        resolved = {}
+        for name, value in dataclasses.asdict(self).items():
+            config_name = _CONFIG_NAMES.get(name, name)
+            ceiling = int(getattr(config, config_name))
+            if value is not None and value > ceiling:
+                raise ValueError(
+                    f"stream limit {name}={value} exceeds the engine's {config_name}={ceiling} "
+                    "(a stream's limits can only tighten the config's)"
+                )
+            resolved[name] = ceiling if value is None else int(value)
         return StreamLimits(**resolved)
