@@ -205,10 +205,32 @@ class Trainer:
                 if jax.process_index() == 0:
                     (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.write(table)
+                    self._write_report(table, writer)
             return RunResult(self.total_steps, last, eval_metrics, table)
         finally:
             writer.close()
             self.ckpt.close()
+
+    def _write_report(self, table: str, writer: MetricsWriter) -> None:
+        """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
+        tasks), with this run's curves; a report that cannot be written is logged, not fatal."""
+        episodes = getattr(self.task, "report_episodes", lambda: None)()
+        if not episodes:
+            return
+        from b2tjax.report import ReportError, write_report
+
+        try:
+            path = write_report(
+                self.out / "report.html",
+                episodes,
+                title=f"final evaluation of {self.out.name}",
+                metrics_text=table,
+                run_dirs=[self.out],
+            )
+        except ReportError as err:
+            writer.write(f"no report.html: {err}")
+        else:
+            writer.write(f"wrote {path}")
 
     # ------------------------------------------------------------------------------------------
     def _maybe_stop(

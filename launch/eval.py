@@ -2,6 +2,7 @@
 
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
+                          [--report REPORT.html]   # the HTML report: timelines, maps, verdicts
     python launch/eval.py --data DATA --policy expert --split test
     python launch/eval.py --data DATA --policy expert --agent himap [--himap-ablation flat]   # scripted team
     python launch/eval.py --data DATA --policy model --agent himap --checkpoint runs/himap_tiny/checkpoints \
@@ -130,6 +131,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
     parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
+    parser.add_argument(
+        "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
+    )
     add_benchmark_options(parser, name)
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
@@ -253,7 +257,11 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
         raise UserError(f"--plans {args.plans} {problem}")
     inputs = [("--plans", args.plans), ("--queries", getattr(args, "queries", None))]
     inputs += [("--config", args.config), ("--checkpoint", args.checkpoint)]
-    check_outputs([("--json", args.json), ("--details", args.details)], inputs=inputs, data_dirs=[args.data])
+    check_outputs(
+        [("--json", args.json), ("--details", args.details), ("--report", args.report)],
+        inputs=inputs,
+        data_dirs=[args.data],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         if not pairs:
             raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
         if args.policy:
-            args.himap_figures = HimapFigures()
+            args.himap_figures = HimapFigures(views={} if args.report else None)
             plans = dict(POLICIES[args.policy, args.agent](bench, pairs, args))
         else:
             plans = plans_from_file(args.plans, pairs)
@@ -280,12 +288,41 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.DatabaseError as err:  # a store is read lazily: damage shows at the first query
         raise damaged_store(args.data, err) from None
     metrics = bench.metrics(results)
-    print(bench.format_metrics(metrics))
+    table = bench.format_metrics(metrics)
+    print(table)
     if args.policy and args.agent == "himap":
         print(args.himap_figures.summary())
         metrics["himap"] = args.himap_figures.episodes
     write_outputs(args, metrics, results)
+    if args.report:
+        write_html_report(args, bench, pairs, plans, results, table)
     return 0
+
+
+def write_html_report(
+    args: argparse.Namespace,
+    bench: Benchmark,
+    pairs: list[Pair],
+    plans: dict[str, Any],
+    results: list,
+    table: str,
+) -> None:
+    """The --report page: every plan's timeline, map and verdicts (HiMAP agents: the team's lanes)."""
+    from b2tjax.report import ReportError, write_report
+    from b2tjax.report.build import answer_episodes
+
+    if args.policy:
+        agent = args.policy + (" (HiMAP team)" if args.agent == "himap" else "")
+    else:
+        agent = args.plans.name
+    views = args.himap_figures.views if args.policy else None
+    episodes = answer_episodes(bench, pairs, plans, results, agent=agent, himap=views)
+    title = f"{bench.name} {args.split}: {agent}"
+    try:
+        write_report(args.report, episodes, title=title, metrics_text=table)
+    except ReportError as err:
+        raise UserError(str(err)) from None
+    log.info("wrote the report %s (%d episodes)", args.report, len(episodes))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
                                                             # rollout.prompt_style=react: ReAct baseline
 
 `key=value` arguments override the config (dotted paths, YAML values). A SIGTERM (TPU preemption)
-saves a checkpoint and exits with status 143; run again with --resume.
+saves a checkpoint and exits with status 143; run again with --resume. The final evaluation writes
+OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
 """
 
 from __future__ import annotations

@@ -77,6 +77,7 @@ class BenchmarkTask:
         self._engine: Any = None  # the sampler, kept across steps; built for `self._temperature`
         self._temperature: float | None = None
         self._python_pool = None
+        self._last_eval: tuple[list, dict | None] | None = None  # records, HiMAP sessions by episode
         self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
 
     @classmethod
@@ -221,6 +222,7 @@ class BenchmarkTask:
 
         run = self._run_and_score(model, self._eval, sampling.seed, sampling.temperature)
         episodes, records, verdicts, rewards = run
+        self._last_eval = (records, self._report_sessions(episodes))  # for report_episodes
         metrics = self.benchmark.metrics(verdicts)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
@@ -242,3 +244,20 @@ class BenchmarkTask:
         (`Prompt.memory`, which the episode's env follows), not the style's name."""
         memory = bool(episodes) and all(e.env.memory_enabled for e in episodes)
         return f"prompt {self.cfg.rollout.prompt_style}, memory {memory}"
+
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        """What the report needs of the episodes beyond their records (HiMAP: Σ's sessions)."""
+        return None
+
+    def report_episodes(self) -> list[dict] | None:
+        """The HTML report's episodes of the last `evaluate` (None before one): each episode's
+        turns decoded from its records, judged again (cheap next to the rollout)."""
+        if self._last_eval is None:
+            return None
+        from b2tjax.report.build import record_episodes
+
+        records, sessions = self._last_eval
+        episodes, _ = record_episodes(
+            self.benchmark, self._eval, records, self.tokenizer, agent="final evaluation", sessions=sessions
+        )
+        return episodes

@@ -136,5 +136,8 @@ class HimapTask(BenchmarkTask):
     def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
         return {"himap": self._agent_metrics(episodes, records)}
 
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        return {i: e.session for i, e in enumerate(episodes)}  # episode index -> its HimapSession
+
     def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
         return f"HiMAP, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}"
