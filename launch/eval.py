@@ -81,7 +81,7 @@ def himap_checkpoint(
             cfg = load_config(args.config)
         except ValueError as err:
             raise UserError(str(err)) from None
-        options = cfg.himap.options(cfg.rollout.max_response_chars)
+        options = dataclasses.replace(cfg.himap, max_response_chars=cfg.rollout.max_response_chars)
         overrides = dataclasses.asdict(cfg.rollout)  # the recipe's whole rollout: section, greedy
     return checkpoint_answers(bench, pairs, args.checkpoint, options, overrides, args.himap_figures)
 

@@ -44,7 +44,8 @@ from b2tjax.policy import ROLLOUT_DEFAULTS, checkpoint_error
 from rollout.config import RolloutConfig, TurnCap
 from rollout.record import stop_reason_counts
 from sandbox.benchmarks import BenchmarkError, benchmark_class
-from sandbox.himap.options import ABLATIONS, HimapOptions, RoleLimits
+from sandbox.himap.options import ABLATIONS, HimapOptions
+from sandbox.limits import StreamLimits
 from sandbox.python_tool import ISOLATION_MODES, PythonSandbox
 
 log = logging.getLogger("rollout")
@@ -181,8 +182,8 @@ def himap_episodes(
     options = HimapOptions.ablation(
         args.himap_ablation,
         max_response_chars=config.max_response_chars,
-        coordinator_limits=RoleLimits(min(defaults.coordinator_limits.max_turns, config.max_turns)),
-        executor_limits=RoleLimits(min(defaults.executor_limits.max_turns, config.max_turns)),
+        coordinator_limits=StreamLimits(min(defaults.coordinator_limits.max_turns or 1, config.max_turns)),
+        executor_limits=StreamLimits(min(defaults.executor_limits.max_turns or 1, config.max_turns)),
     )
     try:
         return [himap_episode(inst, bench, tok, options) for inst in instances]

@@ -30,7 +30,7 @@ class HimapTask(BenchmarkTask):
     """BenchmarkTask whose episodes are HiMAP teams; see the module docstring."""
 
     def __init__(self, cfg, benchmark, tokenizer):
-        self.options = cfg.himap.options(cfg.rollout.max_response_chars)
+        self.options = dataclasses.replace(cfg.himap, max_response_chars=cfg.rollout.max_response_chars)
         super().__init__(cfg, benchmark, tokenizer)
 
     def _check_prompt_budget(self) -> None:
