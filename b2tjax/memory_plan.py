@@ -8,9 +8,11 @@ of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that st
 program runs without being its arguments (the train state during a rollout, the sampler weights
 and the KL reference during a train step) are added as "resident".
 
-The compile is for the host's backend (CPU, with N fake devices standing in for the N chips), so
-buffer sizes follow XLA's CPU buffer assignment: the shapes, shardings and what is alive at once
-are the real program's; a GPU/TPU compile may fuse differently and differ by some percent.
+The compile is for the mesh's devices: compile-only devices of a TPU slice or of NVIDIA GPUs
+(b2tjax/targets.py), whose own compiler assigns the buffers, or N fake CPU devices, whose XLA:CPU
+buffer assignment overstates bf16 programs (fp32 copies of bf16 weights, copies of the carried KV
+cache; docs/TRAINING.md compares the two). A TPU compile that runs out of device memory is
+reported as a program that does not fit, with the compiler's own message.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,8 @@ class ProgramMemory:
     resident: dict[str, int]
     analytic: dict[str, int]  # closed-form sizes of the same groups, as a cross-check
     notes: list[str] = dataclasses.field(default_factory=list)
+    compile_s: float = 0.0
+    error: str = ""  # the compiler's refusal (e.g. TPU out of memory); the program does not fit
 
     @property
     def peak_bytes(self) -> int:
@@ -117,17 +122,27 @@ def shard_bytes(tree: Any) -> int:
 def memory_of(
     name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int], analytic: dict[str, int]
 ) -> ProgramMemory:
-    """Compile `lowered` and read its memory analysis."""
-    stats = lowered.compile().memory_analysis()
+    """Compile `lowered` and read its memory analysis. The TPU compiler refuses a program that
+    does not fit the chip (RESOURCE_EXHAUSTED); that refusal is the plan's answer, not a crash."""
+    started = time.perf_counter()
+    groups = {k: shard_bytes(v) for k, v in arguments.items()}
+    try:
+        stats = lowered.compile().memory_analysis()
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        message = " ".join(str(err).split())[:300]
+        return ProgramMemory(name, groups, 0, 0, 0, 0, resident, analytic, error=message)
     return ProgramMemory(
         name=name,
-        arguments={k: shard_bytes(v) for k, v in arguments.items()},
+        arguments=groups,
         argument_bytes=int(stats.argument_size_in_bytes),
         output_bytes=int(stats.output_size_in_bytes),
         alias_bytes=int(stats.alias_size_in_bytes),
         temp_bytes=int(stats.temp_size_in_bytes),
         resident=resident,
         analytic=analytic,
+        compile_s=time.perf_counter() - started,
     )
 
 
@@ -392,6 +407,9 @@ def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
         extra = _gib(analytic) if analytic is not None else ""
         lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
     lines += [f"note: {note}" for note in p.notes]
+    if p.error:
+        return "\n".join([*lines, f"DOES NOT FIT: the compiler refused it: {p.error}"])
+    lines.append(f"compiled in {p.compile_s:.0f}s")
     if hbm_bytes:
         share = p.total_bytes / hbm_bytes
         verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
@@ -406,17 +424,18 @@ def as_dict(p: ProgramMemory) -> dict:
 
 
 def fits(p: ProgramMemory, hbm_bytes: int) -> bool:
-    return p.total_bytes <= (1 - HEADROOM) * hbm_bytes
+    return not p.error and p.total_bytes <= (1 - HEADROOM) * hbm_bytes
 
 
 def failures(programs: list[ProgramMemory], hbm_bytes: int) -> list[str]:
     """One line per program that does not fit `hbm_bytes` with the headroom."""
     limit = int((1 - HEADROOM) * hbm_bytes)
-    return [
+    refused = [f"{p.name} does not compile: {p.error}" for p in programs if p.error]
+    return refused + [
         f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
         f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
         for p in programs
-        if hbm_bytes and not fits(p, hbm_bytes)
+        if hbm_bytes and not p.error and not fits(p, hbm_bytes)
     ]
 
 
