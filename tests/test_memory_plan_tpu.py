@@ -6,17 +6,15 @@ libtpu (the `[test]` extra brings it through `jax[tpu]`) gives compile-only devi
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.test_memory_plan import ROOT, run_plan
+
 pytest.importorskip("libtpu", reason="libtpu is not installed (pip install -e .[test] brings it)")
 
-ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "qwen3_0.6b_tpu.yaml"
 GIB = 1024**3
 # Qwen3-0.6B by hand: hidden 1024, 16 query / 8 KV heads of 128, MLP 3072, tied 151936-token embedding.
@@ -27,25 +25,7 @@ CHIPS = 4
 
 
 def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
-    out = tmp_path / "plan.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "launch" / "plan.py"),
-            "--config",
-            str(RECIPE),
-            "--json",
-            str(out),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1200,
-        cwd=str(ROOT),
-    )
-    return proc, json.loads(out.read_text()) if out.exists() else None
+    return run_plan(tmp_path, RECIPE, *args)
 
 
 @pytest.fixture(scope="module")
