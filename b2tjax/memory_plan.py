@@ -21,7 +21,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -312,7 +312,7 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
     )
 
 
-def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
+def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
     from rollout.sampling import compiled_functions, decode_bucket
@@ -354,7 +354,8 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
         resident["KL reference params"] = ctx.reference_bytes()
     analytic = {k: ctx.analytic[k] for k in ("sampler weights", "KV cache")}
     groups = {"sampler weights": ctx.sampler_state, "KV cache": cache}
-    return [memory_of(name, low, groups, resident, analytic) for name, low in lowered.items()]
+    for name, low in lowered.items():
+        yield memory_of(name, low, groups, resident, analytic)
 
 
 PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")
@@ -362,20 +363,19 @@ PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "roll
 
 def plan_programs(
     cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS
-) -> list[ProgramMemory]:
+) -> Iterator[ProgramMemory]:
     """Memory of the programs the run executes (SFT only with an SFT phase, rollout for the
-    travel task), restricted to the names in `only`."""
+    travel task), restricted to the names in `only`, each as soon as it is compiled (a TPU
+    compile of a large model takes minutes per program)."""
     ctx = PlanContext.build(cfg, mesh)
-    out = []
     if "sft_step" in only and cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
-        out.append(_train_step(ctx, "sft"))
+        yield _train_step(ctx, "sft")
     if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
-        out.append(_train_step(ctx, "grpo"))
+        yield _train_step(ctx, "grpo")
     if cfg.task == "travel" and "sampler_refresh" in only and cfg.mode != "sft_only":
-        out.append(_refresh(ctx))
+        yield _refresh(ctx)
     if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
-        out.extend(p for p in _rollout_programs(ctx, only) if p.name in only)
-    return out
+        yield from _rollout_programs(ctx, only)
 
 
 # ----------------------------------------------------------------------------------------------

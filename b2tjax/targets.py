@@ -116,8 +116,10 @@ def target_devices(target: Target) -> list[jax.Device]:
 
     if target.platform == "cpu":
         return jax.devices("cpu")
-    # Compile-only use touches no chip, so several plans (or test workers) may load libtpu at once.
+    # Compile-only use touches no chip: several plans (or test workers) may load libtpu at once,
+    # and the CUDA plugin needs no CUDA runtime (its version check would refuse to load without one).
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
     try:
         if target.platform == "tpu":
             topo = topologies.get_topology_desc(

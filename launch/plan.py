@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     started = time.perf_counter()
-    programs = memory_plan.plan_programs(cfg, mesh, only)
-    for program in programs:
-        print("\n" + memory_plan.format_table(program, hbm))
+    programs = []
+    for program in memory_plan.plan_programs(cfg, mesh, only):
+        programs.append(program)
+        print("\n" + memory_plan.format_table(program, hbm), flush=True)
     print(f"\ncompiled {len(programs)} programs in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
         args.json.write_text(
