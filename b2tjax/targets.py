@@ -30,7 +30,8 @@ TPU_GENERATIONS = {
     "v5e": ("v5e", "default", 1, 16.0, False),
     "v6e": ("v6e", "default", 1, 32.0, False),
 }
-# GPU -> (device_description_str, HBM bytes as CUDA reports them, SMs, shared memory per SM)
+# GPU -> (device_description_str, HBM bytes as CUDA reports them, SMs, shared memory per SM); the
+# other figures of gpu_target_config (bandwidth, L2, clock) are an H100 SXM's for both.
 GPUS = {
     "h100": ("NVIDIA H100 80GB HBM3", 84_942_979_072, 132, 233_472),
     "h200": ("NVIDIA H200", 150_754_820_096, 132, 233_472),
