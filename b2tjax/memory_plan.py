@@ -406,15 +406,16 @@ def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
     for label, value, analytic in rows:
         extra = _gib(analytic) if analytic is not None else ""
         lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
+    if hbm_bytes and not p.error:
+        share = p.total_bytes / hbm_bytes
+        lines.append(f"| {'device memory':<40} | {_gib(hbm_bytes)} | {f'{share:.0%} used':>12} |")
     lines += [f"note: {note}" for note in p.notes]
     if p.error:
         return "\n".join([*lines, f"DOES NOT FIT: the compiler refused it: {p.error}"])
-    lines.append(f"compiled in {p.compile_s:.0f}s")
     if hbm_bytes:
-        share = p.total_bytes / hbm_bytes
         verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
-        lines.append(f"| {'device memory':<40} | {_gib(hbm_bytes)} | {f'{share:.0%} used':>12} |")
         lines.append(f"{verdict} with {HEADROOM:.0%} headroom")
+    lines.append(f"compiled in {p.compile_s:.0f}s")
     return "\n".join(lines)
 
 
