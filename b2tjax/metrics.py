@@ -16,6 +16,8 @@ from typing import Any
 import jax
 from tqdm.auto import tqdm
 
+from sandbox.jsonl import read_jsonl_objects
+
 # Postfix keys shown on the bar, in order, with short labels.
 _BAR_KEYS = (
     ("loss", "loss"),
@@ -103,9 +105,15 @@ class MetricsWriter:
         else:
             print(text, flush=True)
 
-    def close(self) -> None:
+    def end_progress(self) -> None:
+        """Close the bar for good, so that what follows (the evaluation table) prints below it
+        instead of inside it with the bar redrawn after."""
         if self._bar is not None:
             self._bar.close()
+            self._bar = None
+
+    def close(self) -> None:
+        self.end_progress()
         if self._tb is not None:
             self._tb.close()
         if self._jsonl is not None:
@@ -139,10 +147,7 @@ def read_metrics(path: str | Path, phase: str | None = None) -> dict[int, dict]:
     `phase` keeps only that phase's records ("sft", "grpo", "eval"); None keeps the training ones.
     """
     out: dict[int, dict] = {}
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                if (phase is None and row.get("phase") != "eval") or row.get("phase") == phase:
-                    out[row["step"]] = row
+    for _, row in read_jsonl_objects(Path(path), ValueError):
+        if (phase is None and row.get("phase") != "eval") or row.get("phase") == phase:
+            out[row["step"]] = row
     return out

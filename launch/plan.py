@@ -23,7 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+from b2tjax.cli import UserError
 from b2tjax.config import load_config
+from b2tjax.outputs import check_outputs
 
 PROGRAMS = (
     "sft_step",
@@ -90,8 +92,9 @@ def resolve_target(args: argparse.Namespace, cfg) -> tuple:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        check_outputs([("--json", args.json)], inputs=[("--config", args.config)])
         cfg = load_config(args.config, args.overrides)
-    except (ValueError, FileNotFoundError, OSError) as err:
+    except (UserError, ValueError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     only = tuple(p.strip() for p in args.programs.split(",") if p.strip())
@@ -136,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     for program in memory_plan.plan_programs(cfg, mesh, only):
         programs.append(program)
         print("\n" + memory_plan.format_table(program, hbm), flush=True)
-    print(f"\ncompiled {len(programs)} programs in {time.perf_counter() - started:.0f}s")
+    noun = "program" if len(programs) == 1 else "programs"
+    print(f"\ncompiled {len(programs)} {noun} in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
         args.json.write_text(
             json.dumps(

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from sandbox.travelplanner import Database, DatabaseError, normalize_query
-from sandbox.travelplanner.loader import (
+from sandbox.benchmarks.travelplanner import Database, DatabaseError, normalize_query
+from sandbox.benchmarks.travelplanner.loader import (
     LoaderError,
     check_split,
     read_queries,
@@ -14,14 +14,14 @@ from sandbox.travelplanner.loader import (
     read_structured,
     read_training_chats,
 )
-from sandbox.travelplanner.plan_reader import read_plan
+from sandbox.benchmarks.travelplanner.plan_reader import read_plan
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import DATA_DIR
 
 
 def test_database_sizes_follow_the_official_loader(tp_db):
-    # Figures of ../shared/data/travelplanner/README.md: 5,047 listings of which 4,285 have no empty
-    # field; 5,302 attractions; 9,551 restaurants; 312 cities; 313 flights.
+    # Figures of sandbox/benchmarks/travelplanner/data/ATTRIBUTION.md: 5,047 listings of which 4,285
+    # have no empty field; 5,302 attractions; 9,551 restaurants; 312 cities; 313 flights.
     sizes = {kind: sum(len(rows) for rows in by_city.values()) for kind, by_city in tp_db.places.items()}
     assert sizes == {"accommodations": 4285, "attractions": 5302, "restaurants": 9551}
     assert len(tp_db.cities) == 312 and len(tp_db.flight_rows) == 313
