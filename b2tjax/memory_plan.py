@@ -8,9 +8,11 @@ of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that st
 program runs without being its arguments (the train state during a rollout, the sampler weights
 and the KL reference during a train step) are added as "resident".
 
-The compile is for the host's backend (CPU, with N fake devices standing in for the N chips), so
-buffer sizes follow XLA's CPU buffer assignment: the shapes, shardings and what is alive at once
-are the real program's; a GPU/TPU compile may fuse differently and differ by some percent.
+The compile is for the mesh's devices: compile-only devices of a TPU slice or of NVIDIA GPUs
+(b2tjax/targets.py), whose own compiler assigns the buffers, or N fake CPU devices, whose XLA:CPU
+buffer assignment overstates bf16 programs (fp32 copies of bf16 weights, copies of the carried KV
+cache; docs/TRAINING.md compares the two). A TPU compile that runs out of device memory is
+reported as a program that does not fit, with the compiler's own message.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,8 @@ class ProgramMemory:
     resident: dict[str, int]
     analytic: dict[str, int]  # closed-form sizes of the same groups, as a cross-check
     notes: list[str] = dataclasses.field(default_factory=list)
+    compile_s: float = 0.0
+    error: str = ""  # the compiler's refusal (e.g. TPU out of memory); the program does not fit
 
     @property
     def peak_bytes(self) -> int:
@@ -117,17 +122,27 @@ def shard_bytes(tree: Any) -> int:
 def memory_of(
     name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int], analytic: dict[str, int]
 ) -> ProgramMemory:
-    """Compile `lowered` and read its memory analysis."""
-    stats = lowered.compile().memory_analysis()
+    """Compile `lowered` and read its memory analysis. The TPU compiler refuses a program that
+    does not fit the chip (RESOURCE_EXHAUSTED); that refusal is the plan's answer, not a crash."""
+    started = time.perf_counter()
+    groups = {k: shard_bytes(v) for k, v in arguments.items()}
+    try:
+        stats = lowered.compile().memory_analysis()
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        message = " ".join(str(err).split())[:300]
+        return ProgramMemory(name, groups, 0, 0, 0, 0, resident, analytic, error=message)
     return ProgramMemory(
         name=name,
-        arguments={k: shard_bytes(v) for k, v in arguments.items()},
+        arguments=groups,
         argument_bytes=int(stats.argument_size_in_bytes),
         output_bytes=int(stats.output_size_in_bytes),
         alias_bytes=int(stats.alias_size_in_bytes),
         temp_bytes=int(stats.temp_size_in_bytes),
         resident=resident,
         analytic=analytic,
+        compile_s=time.perf_counter() - started,
     )
 
 
@@ -297,7 +312,7 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
     )
 
 
-def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
+def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
     from rollout.programs import compiled_functions, decode_bucket
@@ -339,7 +354,8 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
         resident["KL reference params"] = ctx.reference_bytes()
     analytic = {k: ctx.analytic[k] for k in ("sampler weights", "KV cache")}
     groups = {"sampler weights": ctx.sampler_state, "KV cache": cache}
-    return [memory_of(name, low, groups, resident, analytic) for name, low in lowered.items()]
+    for name, low in lowered.items():
+        yield memory_of(name, low, groups, resident, analytic)
 
 
 PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")
@@ -347,20 +363,19 @@ PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "roll
 
 def plan_programs(
     cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS
-) -> list[ProgramMemory]:
+) -> Iterator[ProgramMemory]:
     """Memory of the programs the run executes (SFT only with an SFT phase, rollout for the
-    travel task), restricted to the names in `only`."""
+    travel task), restricted to the names in `only`, each as soon as it is compiled (a TPU
+    compile of a large model takes minutes per program)."""
     ctx = PlanContext.build(cfg, mesh)
-    out = []
     if "sft_step" in only and cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
-        out.append(_train_step(ctx, "sft"))
+        yield _train_step(ctx, "sft")
     if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
-        out.append(_train_step(ctx, "grpo"))
+        yield _train_step(ctx, "grpo")
     if cfg.task == "travel" and "sampler_refresh" in only and cfg.mode != "sft_only":
-        out.append(_refresh(ctx))
+        yield _refresh(ctx)
     if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
-        out.extend(p for p in _rollout_programs(ctx, only) if p.name in only)
-    return out
+        yield from _rollout_programs(ctx, only)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -391,12 +406,16 @@ def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
     for label, value, analytic in rows:
         extra = _gib(analytic) if analytic is not None else ""
         lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
-    lines += [f"note: {note}" for note in p.notes]
-    if hbm_bytes:
+    if hbm_bytes and not p.error:
         share = p.total_bytes / hbm_bytes
-        verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
         lines.append(f"| {'device memory':<40} | {_gib(hbm_bytes)} | {f'{share:.0%} used':>12} |")
+    lines += [f"note: {note}" for note in p.notes]
+    if p.error:
+        return "\n".join([*lines, f"DOES NOT FIT: the compiler refused it: {p.error}"])
+    if hbm_bytes:
+        verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
         lines.append(f"{verdict} with {HEADROOM:.0%} headroom")
+    lines.append(f"compiled in {p.compile_s:.0f}s")
     return "\n".join(lines)
 
 
@@ -406,17 +425,18 @@ def as_dict(p: ProgramMemory) -> dict:
 
 
 def fits(p: ProgramMemory, hbm_bytes: int) -> bool:
-    return p.total_bytes <= (1 - HEADROOM) * hbm_bytes
+    return not p.error and p.total_bytes <= (1 - HEADROOM) * hbm_bytes
 
 
 def failures(programs: list[ProgramMemory], hbm_bytes: int) -> list[str]:
     """One line per program that does not fit `hbm_bytes` with the headroom."""
     limit = int((1 - HEADROOM) * hbm_bytes)
-    return [
+    refused = [f"{p.name} does not compile: {p.error}" for p in programs if p.error]
+    return refused + [
         f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
         f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
         for p in programs
-        if hbm_bytes and not fits(p, hbm_bytes)
+        if hbm_bytes and not p.error and not fits(p, hbm_bytes)
     ]
 
 

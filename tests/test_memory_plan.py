@@ -17,7 +17,8 @@ TWO_LAYERS = "model.overrides={num_hidden_layers: 2}"
 GIB = 1024**3
 
 
-def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+def run_plan(tmp_path: Path, config: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """launch/plan.py on `config` in a fresh process; its --json figures (None when it wrote none)."""
     out = tmp_path / "plan.json"
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     proc = subprocess.run(
@@ -25,9 +26,7 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
             sys.executable,
             str(ROOT / "launch" / "plan.py"),
             "--config",
-            str(ROOT / "configs" / "qwen3_0.6b.yaml"),
-            "--devices",
-            "8",
+            str(config),
             "--json",
             str(out),
             *args,
@@ -35,10 +34,14 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=1200,
         cwd=str(ROOT),
     )
     return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    return run_plan(tmp_path, ROOT / "configs" / "qwen3_0.6b.yaml", "--devices", "8", *args)
 
 
 def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
@@ -85,8 +88,8 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
 
 
 def test_himap_recipes_have_their_base_recipes_plan():
-    """The HiMAP Qwen3 recipes are not compiled here (like the other Qwen3 recipes); every setting
-    the memory plan reads matches the base recipe's, whose plan docs/TRAINING.md shows."""
+    """The HiMAP Qwen3 recipes (H100 and TPU) are not compiled here (like the other Qwen3 recipes);
+    every setting the memory plan reads matches the base recipe's, whose plan docs/TRAINING.md shows."""
     from b2tjax.config import load_config
 
     def planned(cfg) -> dict:
@@ -101,8 +104,8 @@ def test_himap_recipes_have_their_base_recipes_plan():
             "grpo": (cfg.grpo.logprob_chunk, cfg.grpo.beta),
         }
 
-    for size in ("4b", "8b"):
-        himap = load_config(ROOT / "configs" / f"himap_qwen3_{size}.yaml")
-        base = load_config(ROOT / "configs" / f"qwen3_{size}.yaml")
+    for name in ("qwen3_4b", "qwen3_8b", "qwen3_8b_tpu"):
+        himap = load_config(ROOT / "configs" / f"himap_{name}.yaml")
+        base = load_config(ROOT / "configs" / f"{name}.yaml")
         assert himap.agent == "himap" and base.agent == "single"
-        assert planned(himap) == planned(base), size
+        assert planned(himap) == planned(base), name

@@ -124,6 +124,7 @@ class HardwareConfig:
     device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
     devices: int = 1  # >= 1: accelerator chips in the whole job
     hbm_gib: float = 0.0  # >= 0: memory per device in GiB; 0 = not stated (the plan then reports only)
+    target: str = ""  # what launch/plan.py compiles for (b2tjax/targets.py: v5p-16, h100-8, ...); "" = cpu
 
 
 @dataclass
