@@ -3,7 +3,8 @@
 Three HiMAP episodes of 3, 2 and 2 days (coordinator's distribute_task forced from the scripted
 expert, the executors sampled greedily by a tiny random model) on 4 rows for 7 executors, so
 executors waiting for a sibling are parked and rows refilled: the sharded engine's records and
-answers equal the one-device engine's. Fully forced turns never reach the model, so the sampled
+answers equal the one-device engine's, and with prefix reuse (on in both) they equal the
+one-device engine's without it. Fully forced turns never reach the model, so the sampled
 turns (the executors', and each coordinator's second turn after its days report) are what this
 checks about sharding.
 """
@@ -68,7 +69,7 @@ def _child(bench_dir: str, tmp: str) -> dict:
     pairs = [_trip(v, h, d) for (v, h), d in zip(bench.load_split("test"), DAYS)]
     distribute = [solve(bench, v, h, expert).texts["coordinator"][-1:] for v, h in pairs]
 
-    def run(mesh) -> tuple[list, list]:
+    def run(mesh, reuse: bool = True) -> tuple[list, list]:
         episodes = [
             himap_episode(v, bench, tok, options, forced={"coordinator": list(d)})
             for (v, _), d in zip(pairs, distribute)
@@ -84,13 +85,17 @@ def _child(bench_dir: str, tmp: str) -> dict:
             cache_len=8192,
             async_host=False,
             tool_workers=1,
+            prefix_reuse=reuse,
         )
         engine = RolloutEngine(create_model(cfg, mesh, seed=0), tok, config, mesh=mesh)
         records = engine.run(episodes, rng=0)
         out.setdefault("parks", []).append(engine.stats.parks)
+        out.setdefault("reused", []).append(engine.stats.reused_tokens)
+        out.setdefault("prefilled", []).append(engine.stats.prefill_tokens)
         return records, [e.answer for e in episodes]
 
     out: dict = {}
+    plain, plain_answers = run(None, reuse=False)
     single, single_answers = run(None)
     sharded, sharded_answers = run(make_mesh(data=2, fsdp=2, tensor=2))
     exact = lambda r: (  # noqa: E731
@@ -107,6 +112,16 @@ def _child(bench_dir: str, tmp: str) -> dict:
     )
     out["records"] = [exact(r) for r in single]
     out["records_equal"] = [exact(r) for r in single] == [exact(r) for r in sharded]
+    out["reuse_records_equal"] = [exact(r) for r in plain] == [exact(r) for r in single]
+    out["reuse_logprob_excess"] = max(  # |diff| beyond 1e-6 (relative above magnitude 1), <= 0 if within
+        (
+            abs(a - b) - 1e-6 * max(1.0, abs(a))
+            for x, y in zip(plain, single)
+            for a, b in zip(x.logprobs, y.logprobs)
+        ),
+        default=0.0,
+    )
+    out["reuse_answers_equal"] = plain_answers == single_answers
     out["logprob_max_diff"] = max(
         (abs(a - b) for x, y in zip(single, sharded) for a, b in zip(x.logprobs, y.logprobs)), default=0.0
     )
@@ -144,6 +159,13 @@ def test_sharded_himap_records_equal_one_device_records(tmp_path, small_benchmar
     assert res["records_equal"]
     assert res["logprob_lengths_equal"] and res["logprob_max_diff"] < 1e-4
     assert res["answers_equal"] and len(res["answers"]) == EPISODES
+    # prefix reuse (the executors' shared system + tools prefix, parked streams' resident rows):
+    # the records of the engine without it, fewer tokens computed, the copied ones accounted
+    plain_prefilled, *prefilled = res["prefilled"]
+    assert res["reused"][0] == 0 and min(res["reused"][1:]) > 0
+    assert all(p + r == plain_prefilled for p, r in zip(prefilled, res["reused"][1:]))
+    assert res["reuse_records_equal"] and res["reuse_answers_equal"]
+    assert res["reuse_logprob_excess"] <= 0.0
 
 
 if __name__ == "__main__":
