@@ -67,17 +67,17 @@ def make_instance(i: int) -> dict:
 def build(args: argparse.Namespace):
     from flax import nnx
 
-    import sandbox
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout.prompt import prompt_ids, prompt_text
+    from sandbox.benchmarks import b2t
     from sandbox.benchmarks.b2t.prompt import build_prompt
     from sandbox.benchmarks.b2t.world.generator import build_world
 
     root = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
     build_world(root / "world.sqlite", scale="small", seed=0)
-    world = sandbox.open_world(root / "world.sqlite")
+    world = b2t.open_world(root / "world.sqlite")
     instances = [make_instance(i) for i in range(args.episodes)]
     # One of the nine tool schemas keeps prompts near 1.1k tokens, so a CPU run fits a 2k cache.
     schemas = [t for t in world.tool_schemas() if t["function"]["name"] == "AttractionSearch"]
