@@ -232,7 +232,8 @@ def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
 
 def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
-    from b2tjax.train_step import abstract_train_state, pad_length, state_shardings
+    from b2tjax.train_batch import TrainBatch, pad_length
+    from b2tjax.train_step import abstract_train_state, state_shardings
     from b2tjax.trainer import phase_optimizer, phase_step_fns
 
     cfg = ctx.cfg
@@ -248,19 +249,18 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     )
     if phase == "sft":
         rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
-        keys = {"ids": jnp.int32, "mask": jnp.float32}
     else:
         rows = cfg.rollout_batch // cfg.grpo.mini_batches
         micro_rows, length = cfg.grpo.micro_batch_size, cfg.rollout.max_seq_len
-        keys = {"ids": jnp.int32, "mask": jnp.float32, "old_logprobs": jnp.float32}
-        if cfg.grpo.beta > 0:
-            keys["ref_logprobs"] = jnp.float32
     micro_rows = micro_rows or rows
     shape = (rows // micro_rows, micro_rows, pad_length(length))
-    spec = {k: (shape, dtype) for k, dtype in keys.items()}
+    tokens = jax.ShapeDtypeStruct(shape, jnp.float32)
+    batch = TrainBatch(ids=jax.ShapeDtypeStruct(shape, jnp.int32), mask=tokens)
     if phase == "grpo":
-        spec["advantages"] = (shape[:2], jnp.float32)
-    batch = fns.abstract_batch(spec)
+        ref = tokens if cfg.grpo.beta > 0 else None
+        rows_f32 = jax.ShapeDtypeStruct(shape[:2], jnp.float32)
+        batch = TrainBatch(batch.ids, tokens, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
+    batch = fns.abstract_batch(batch)
     step = fns.sft_step if phase == "sft" else fns.grpo_step
     resident = {"sampler weights": shard_bytes(ctx.sampler_state)} if phase == "grpo" else {}
     if phase == "grpo" and cfg.grpo.beta > 0:

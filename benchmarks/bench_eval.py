@@ -1,4 +1,4 @@
-"""Plans scored per second by the 32-constraint evaluator on one core (goal: >= 500 plans/s).
+"""Speed benchmark: plans scored per second by the 32-constraint evaluator on one core (goal: >= 500 plans/s).
 
     python benchmarks/bench_eval.py [--seconds 3]
 

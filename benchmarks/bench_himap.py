@@ -1,4 +1,5 @@
-"""Sequential single agent vs HiMAP parallel vs HiMAP serial on the same instances and tiny model.
+"""Speed benchmark: sequential single agent vs HiMAP parallel vs HiMAP serial on the same instances and
+tiny model.
 
     python benchmarks/bench_himap.py [--data DATA] [--per-days 1] [--json OUT.json]
 

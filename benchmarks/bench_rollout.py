@@ -1,4 +1,4 @@
-"""Rollout engine throughput on a tiny random Qwen3 with the real sandbox.
+"""Speed benchmark: rollout engine throughput on a tiny random Qwen3 with the real sandbox.
 
 Modes, measured in the same run on the same episodes:
   sync / async   : host work between decode segments (synchronous engine), or hidden behind them

@@ -1,4 +1,5 @@
-"""Greedy decoding side by side with Tunix's sampler (`google-tunix`), same jax, same shapes, same run.
+"""Speed benchmark: greedy decoding side by side with Tunix's sampler (`google-tunix`), same jax, same
+shapes, same run.
 
 Tunix is an optional peer, not a dependency: install it to compare (`pip install google-tunix`);
 without it this prints a message and exits 0. Shapes follow issue 14: Qwen3-0.6B width, 2 layers,

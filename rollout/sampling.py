@@ -86,6 +86,11 @@ def sample_tokens(
 ) -> tuple[jax.Array, jax.Array]:
     """One token per row and its log-prob. logits [B, V] fp32, keys [B] typed keys, params [B].
     When every row is greedy, no random draw or top-p/top-k sort runs (a lax.cond skips them)."""
+    with jax.named_scope("sample"):
+        return _sample_tokens(logits, keys, temperature, top_p, top_k, valid_vocab)
+
+
+def _sample_tokens(logits, keys, temperature, top_p, top_k, valid_vocab):  # sample_tokens, unscoped
     greedy = jnp.argmax(mask_padded_vocab(logits.astype(jnp.float32), valid_vocab), axis=-1)
 
     def draw() -> jax.Array:

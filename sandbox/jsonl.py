@@ -5,10 +5,13 @@ queries, submissions and reference blocks, SFT traces) are all JSONL of objects;
 reader, so their error reports are alike while each caller raises its own error type.
 """
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from sandbox.strict_json import StrictJSONError, loads_strict
+
+_FILE_DEPTH = 64  # a plan (list of days of activities of fields) nests far less
 
 
 def read_jsonl_objects(path: Path, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -36,11 +39,9 @@ def _objects(path: Path, handle: Any, error: type[Exception]) -> Iterator[tuple[
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise error(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-        except RecursionError:
-            raise error(f"{path}:{line_no}: JSON nested too deeply") from None
+            record = loads_strict(line, max_depth=_FILE_DEPTH)
+        except StrictJSONError as err:
+            raise error(f"{path}:{line_no}: {err}") from None
         if not isinstance(record, dict):
             raise error(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
         yield line_no, record

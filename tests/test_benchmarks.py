@@ -66,7 +66,7 @@ def test_launch_scripts_refuse_an_unknown_benchmark_in_one_line(tmp_path):
         "tripadvisor",
         "--data",
         str(tmp_path),
-        "--agent",
+        "--policy",
         "expert",
     ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=60)

@@ -44,15 +44,17 @@ def test_perfect_plan(world):
 
 def test_partial_plan_components(world):
     plan = valid_plan()
-    find(plan, 2, "Teahouse Garden")["name"] = "Imaginary Noodle House"  # C: POI authenticity
+    # An invented restaurant fails C: POI authenticity, business hours and its two trips, and UPC:
+    # cuisine, price level, dining environment and budget (none can be verified without it).
+    find(plan, 2, "Teahouse Garden")["name"] = "Imaginary Noodle House"
     plan[1]["weather"]["condition"] = "Snowy"  # C: weather
     plan[0]["activities"][0]["seat_class"] = "First Class Seat"  # UPC: seat class
     plan[0]["activities"][0]["price"] = 2600
     result = score(route_plan(plan), world)
     reward = compute_reward(result, True)
-    assert (reward.r_format, reward.r_c, reward.r_upc) == (1.0, 20 / 22, 9 / 10)
+    assert (reward.r_format, reward.r_c, reward.r_upc) == (1.0, 18 / 22, 5 / 10)
     assert reward.p_action == -1.0
-    assert reward.total == pytest.approx(-1.0 + 20 / 22 + 9 / 10)
+    assert reward.total == pytest.approx(-1.0 + 18 / 22 + 5 / 10)
 
 
 def test_format_gate_and_its_ablation(world):

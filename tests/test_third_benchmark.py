@@ -26,7 +26,7 @@ def bench(tmp_path, monkeypatch):
 
 
 def test_config_and_registry_see_the_new_benchmark(bench):
-    from b2tjax.config import _himap_benchmarks
+    from b2tjax.config.checks import _himap_benchmarks
 
     assert "tiny_trip" in _himap_benchmarks()  # HiMAP is offered without editing b2tjax/config.py
     assert [visible["days"] for visible, _ in bench.load_split("test")] == [2, 3, 2, 3]

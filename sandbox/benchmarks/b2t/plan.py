@@ -39,6 +39,7 @@ from sandbox.benchmarks.b2t.plan_synonyms import (
     PLAN_WRAPPERS,
     TYPE_SYNONYMS,
 )
+from sandbox.textscan import code_fences
 
 ACTIVITY_TYPES = ("intercity_transport", "meal", "attraction", "entertainment", "hotel")
 # Activity types that happen at a named place reached by local transport.
@@ -58,7 +59,6 @@ _NON_WORD = re.compile(r"[^a-z0-9]+")
 _TIME = re.compile(r"^\s*(\d{1,2})[:：.](\d{2})(?::\d{2})?\s*$")
 _TIME_RANGE = re.compile(r"^\s*(\d{1,2}[:：.]\d{2})\s*(?:-|–|—|~|to)\s*(\d{1,2}[:：.]\d{2})\s*$")
 _TRAILING_COMMA = re.compile(r",(\s*[\]}])")
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -217,8 +217,8 @@ def _answer_body(text: str) -> str:
         close_at = text.find("</answer>")
         if close_at >= 0:
             text = text[:close_at]
-    fence = _FENCE.search(text)
-    return fence.group(1) if fence else text
+    fences = code_fences(text, languages=("json", "JSON"))  # linear; the old regex was not
+    return fences[0].strip() if fences else text
 
 
 # ---------------------------------------------------------------- JSON -> Plan
@@ -402,7 +402,10 @@ def _as_text(value: Any) -> str | None:
     if kind is str:
         return value.strip() or None
     if kind is int or kind is float:
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # an integer over Python's 4,300-digit conversion limit
+            return None
     return None
 
 
@@ -416,7 +419,8 @@ def _as_number(value: Any) -> float | None:
         return number if number == number and abs(number) != float("inf") else None
     if kind is str:
         match = _NUMBER.search(value.replace(",", ""))
-        return float(match.group()) if match else None
+        number = float(match.group()) if match else None  # "9" * 400 reads as infinity
+        return number if number is not None and abs(number) != float("inf") else None
     return None
 
 

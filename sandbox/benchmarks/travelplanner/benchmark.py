@@ -293,6 +293,13 @@ class TravelPlannerBenchmark(Benchmark):
                 rows.append((name, value is not False, "hard; not applicable" if value is None else "hard"))
         return rows
 
+    def episode_view(
+        self, visible: dict[str, Any], answer: Any, verdict: TravelPlannerVerdict
+    ) -> dict[str, Any]:
+        from sandbox.benchmarks.travelplanner.view import travelplanner_view
+
+        return travelplanner_view(visible, answer, self.checks(verdict), self.db)
+
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         return {
             **super().headline(metrics),

@@ -153,7 +153,8 @@ def is_valid_information_in_current_city(query: dict, plan: list, days: Days, lo
 
 
 def _transport_exists(day: dict, lookup: Lookup) -> bool:
-    """The flight / drive of a day's transportation exists (a text naming neither is not checked)."""
+    """The flight / drive of a day's transportation exists (a text naming neither is officially not
+    checked; strictly it fails, as nothing in it can be verified)."""
     value = day["transportation"]
     origin, destination = from_to(value)
     if origin is None or destination is None:
@@ -171,7 +172,7 @@ def _transport_exists(day: dict, lookup: Lookup) -> bool:
         return (
             lookup.drive_cost(before_parenthesis(origin), before_parenthesis(destination), mode) is not None
         )
-    return True
+    return not lookup.strict
 
 
 def is_valid_information_in_sandbox(query: dict, plan: list, days: Days, lookup: Lookup) -> bool:
@@ -203,13 +204,16 @@ def _runs(values: list[Any]) -> list[tuple[Any, int]]:
 
 def is_valid_accommodation(query: dict, plan: list, days: Days, lookup: Lookup) -> bool:
     """Minimum nights: a run of the same accommodation is at least its `minimum nights` long, judged
-    officially only when exactly one row matches (strict: the first matching row)."""
+    officially only when exactly one row matches (strict: the first matching row, and a stay the
+    database lacks fails: its minimum cannot be verified, so it is not met)."""
     if any("accommodation" not in day for day in days):
         return False
     for value, nights in _runs([day["accommodation"] for day in days]):
         if value in ("-", ""):
             continue
         rows = lookup.places(ACCOMMODATIONS, value)
+        if lookup.strict and not rows:
+            return False
         judged = bool(rows) if lookup.strict else len(rows) == 1
         if judged and nights < rows[0]["minimum nights"]:
             return False

@@ -21,6 +21,8 @@ import json
 import re
 from typing import Any
 
+from sandbox.textscan import code_fences, split_field
+
 FIELD_KEYS = {
     "current city": "current_city",
     "current_city": "current_city",
@@ -43,9 +45,11 @@ PLAN_FIELDS = (
     "accommodation",
 )
 
-_FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.DOTALL)
-_DAY_HEADER = re.compile(r"^[\s*#>-]*day\s*(\d+)\s*[*:]*\s*(.*)$", re.IGNORECASE)
-_FIELD_LINE = re.compile(r"^[\s*#>-]*([A-Za-z_ ]+?)\s*\**\s*:\s*\**\s*(.*?)\s*$")
+# Each reader is linear in the answer (sandbox/textscan.py says why the old patterns were not).
+_DAY_HEADER = re.compile(r"^[\s*#>-]*day\s*(\d+)[*:\s]*(.*)$", re.IGNORECASE)
+_PREFIX = re.compile(r"[\s*#>-]*")
+_KEY = re.compile(r"[A-Za-z_ ]+")
+_MAX_DAY_DIGITS = 4
 
 
 def _as_plan(value: Any) -> list[Any] | None:
@@ -78,14 +82,14 @@ def _text_format(text: str) -> list[dict[str, Any]] | None:
     days: list[dict[str, Any]] = []
     for line in text.splitlines():
         header = _DAY_HEADER.match(line)
-        if header:
+        if header and len(header.group(1)) <= _MAX_DAY_DIGITS:
             days.append({"days": int(header.group(1)), **{f: "-" for f in PLAN_FIELDS}})
             line = header.group(2)  # "Day 1: Current City: X" carries a field on the same line
-        field = _FIELD_LINE.match(line)
+        field = split_field(line, _PREFIX, _KEY)
         if days and field:
-            key = FIELD_KEYS.get(field.group(1).strip().lower())
+            key = FIELD_KEYS.get(field[0].strip().lower())
             if key is not None:
-                days[-1][key] = field.group(2) or "-"
+                days[-1][key] = field[1] or "-"
     return days or None
 
 
@@ -93,7 +97,7 @@ def read_plan(answer: str) -> list[dict[str, Any]] | None:
     """The plan in `answer` (see the module docstring), or None."""
     if not isinstance(answer, str) or not answer.strip():
         return None
-    fenced = _FENCE.findall(answer)
+    fenced = code_fences(answer)
     for text in [*fenced, answer]:
         plan = _structured(text.strip())
         if plan is not None:

@@ -151,6 +151,10 @@ def local_transport_authenticity(ctx: EvalContext) -> list[str]:
             where = f"day {view.day.number} {leg.activity.label}"
             if mode is not None and mode not in geo.LOCAL_MODES:
                 out.append(f"{where}: unknown local transport mode {mode!r}")
+            elif leg.unknown_end and mode is not None:
+                # An end the store does not know (or no hotel to start the day from): the trip's
+                # duration and distance cannot be checked, so they are not accepted.
+                out.append(f"{where}: the trip starts or ends at a place the store does not know")
             elif leg.expected is not None and stated is not None:
                 expected = leg.expected.duration_min
                 tolerance = max(LOCAL_DURATION_TOLERANCE_MIN, LOCAL_DURATION_TOLERANCE_FRACTION * expected)
@@ -168,7 +172,7 @@ def local_transport_authenticity(ctx: EvalContext) -> list[str]:
     "Every visit (meal, attraction, entertainment, hotel check-in) lies within the place's business hours.",
 )
 def business_hours(ctx: EvalContext) -> list[str]:
-    out = []
+    out = ctx.unknown_places(what="its business hours")
     for view, act, poi in ctx.local_activities():
         if poi is not None and not within_hours(poi.open_min, poi.close_min, act.start, act.end):
             hours = "-".join(f"{m // 60:02d}:{m % 60:02d}" for m in (poi.open_min, poi.close_min))

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from sandbox.benchmarks.b2t.plan import normalize_name, time_to_minutes
+from sandbox.benchmarks.b2t.world.integrity import verify_store_once
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ class WorldIndex:
 
     def __init__(self, path: str):
         self.path = path
+        # Judging against an edited store (prices set to 99,999) must fail as opening it does.
+        verify_store_once(path)
         self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
         self._pois: dict[tuple[str, str], dict[str, Poi]] = {}

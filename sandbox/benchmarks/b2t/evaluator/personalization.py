@@ -2,7 +2,9 @@
 
 An attribute that is absent or null in the profile is unconstrained: its check passes. Profile
 values may be a string or a list of strings; a list means "any of these". Attributes are read
-from the store record of each POI (not from what the plan claims). Historical experiences are
+from the store record of each POI (not from what the plan claims); a constrained attribute of a
+place the store does not know is not met (`EvalContext.unknown_places`), nor is the budget of a
+plan with an item whose store price cannot be found. Historical experiences are
 folded in: a hotel, restaurant or attraction the user already visited (profile `history`) fails
 the hotel star level, cuisine type or attraction type check respectively; past transportation
 is not constrained (taking the same train again is no fault). The profile's intracity transport
@@ -29,7 +31,7 @@ def _matches(
     """Every POI of a kind has a wanted value, and is not one the user visited before."""
     wanted = ctx.profile.values(dimension, attribute)
     visited = ctx.profile.history_names(history) if history else frozenset()
-    out = []
+    out = ctx.unknown_places((kind,), f"its {describe}") if wanted is not None else []
     for view, act, poi in ctx.local_activities():
         if poi is None or poi.kind != kind:
             continue
@@ -63,7 +65,7 @@ def hotel_amenities(ctx: EvalContext) -> list[str]:
     wanted = ctx.profile.values("hotel", "essential_facilities")
     if wanted is None:
         return []
-    out = []
+    out = ctx.unknown_places(("hotel",), "its facilities")
     for view, act, poi in ctx.local_activities():
         if poi is not None and poi.kind == "hotel":
             lacking = [f for f in wanted if f not in poi.facilities]
@@ -121,7 +123,17 @@ def walking_tolerance(ctx: EvalContext) -> list[str]:
     if not isinstance(tolerance, str) or tolerance not in WALKING_LIMIT_KM:
         return []
     limit = WALKING_LIMIT_KM[tolerance]
-    return [
+    if limit == float("inf"):
+        return []
+    # Walking at an unknown attraction, or on a walking leg to or from an unknown place, is unknown.
+    out = ctx.unknown_places(("attraction",), "its walking")
+    out += [
+        f"day {view.day.number} {leg.activity.label}: a walk to or from a place the store does not know"
+        for view in ctx.days
+        for leg in view.legs
+        if leg.activity.transport.mode == "Walking" and leg.unknown_end
+    ]
+    return out + [
         f"day {view.day.number}: {km:.1f} km of walking (limit {limit:g} km)"
         for view, km in zip(ctx.days, daily_walking_km(ctx))
         if km > limit + 1e-9
@@ -156,7 +168,7 @@ def price_level(ctx: EvalContext) -> list[str]:
     if wanted is None:
         return []
     ranges = [PRICE_LEVEL_RANGE[w] for w in wanted if w in PRICE_LEVEL_RANGE]
-    out = []
+    out = ctx.unknown_places(("restaurant",), "its price level")
     for view, act, poi in ctx.local_activities():
         if (
             poi is not None
@@ -179,7 +191,7 @@ def dining_environment(ctx: EvalContext) -> list[str]:
     wanted = ctx.profile.values("dining", "dining_environment")
     if wanted is None:
         return []
-    return [
+    return ctx.unknown_places(("restaurant",), "its dining environment") + [
         f"day {view.day.number} {act.label}: environment {sorted(poi.environment)} has none of {wanted}"
         for view, act, poi in ctx.local_activities()
         if poi is not None and poi.kind == "restaurant" and not poi.environment & set(wanted)
@@ -269,12 +281,20 @@ def item_costs(ctx: EvalContext) -> list[tuple[int, Activity, float]]:
 def budget(ctx: EvalContext) -> list[str]:
     if ctx.query.budget is None:
         return []
+    # A price the store cannot confirm (an invented place or service) could be anything.
+    out = ctx.unknown_places(what="its price")
+    out += [
+        f"day {view.day.number} {act.label}: no store fare for this service and seat, so its price "
+        "cannot be verified"
+        for view, act in ctx.intercity()
+        if service_fare(ctx.index, view.date, act) is None
+    ]
     costs = item_costs(ctx)
     total = sum(cost for _, _, cost in costs)
     if total <= ctx.query.budget + 1e-6:
-        return []
+        return out
     top = sorted(costs, key=lambda item: -item[2])[:2]
-    return [
+    return out + [
         f"total cost {total:.0f} CNY exceeds the budget {ctx.query.budget:.0f} CNY "
         f"(largest: " + ", ".join(f"day {d} {a.label} {c:.0f}" for d, a, c in top) + ")"
     ]

@@ -77,6 +77,19 @@ def stamp_content_hash(path: str | os.PathLike) -> str:
     return value
 
 
+_VERIFIED: set[tuple] = set()  # file identities verified in this process (kept across fork)
+
+
+def verify_store_once(path: str | os.PathLike) -> None:
+    """`verify_store`, skipped for a file this process already verified unchanged (same inode,
+    size and modification time): the world and the evaluator's index both open the store."""
+    st = os.stat(path)
+    identity = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if identity not in _VERIFIED:
+        verify_store(path)
+        _VERIFIED.add(identity)
+
+
 def verify_store(path: str | os.PathLike) -> None:
     """Raise StoreCorruptError unless the content hash matches (or, without one, quick_check passes)."""
     fix = "rebuild it with launch/make_data.py"

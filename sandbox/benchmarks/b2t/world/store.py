@@ -14,7 +14,7 @@ from typing import Any
 
 from sandbox.benchmarks.b2t.schema import POI_TABLES, SCHEMA_VERSION
 from sandbox.benchmarks.b2t.tools import registry
-from sandbox.benchmarks.b2t.world.integrity import verify_store
+from sandbox.benchmarks.b2t.world.integrity import verify_store_once
 from sandbox.types import ToolResult
 
 JSON_COLUMNS = frozenset(
@@ -55,7 +55,7 @@ class World:
         self._python_lock = threading.Lock()
         self._name_index: dict[tuple[str, str], dict[str, str]] = {}  # filled lazily; dict writes are atomic
         if verify:
-            verify_store(self.path)
+            verify_store_once(self.path)
         self.meta = {r["key"]: r["value"] for r in self.query("SELECT key, value FROM meta")}
         if self.meta.get("schema_version") != str(SCHEMA_VERSION):
             raise ValueError(

@@ -5,6 +5,7 @@ when absent (b2tjax.prepare), trains the SentencePiece tokenizer of the tiny rec
 benchmark's corpus (or loads the Qwen3 / a checkpoint tokenizer), and opens the benchmark
 `cfg.benchmark`. Rollouts run through the RolloutEngine; rewards are `rollout.scoring.score_records`,
 i.e. the benchmark's judge and reward (action penalty and format gate switchable for the ablations).
+How the final evaluation samples is an `EvalSampling` passed to `evaluate`, not a change to the task.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from flax import nnx
 
 from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
+from b2tjax.grpo_update import RolloutBatch
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
-from b2tjax.trainer import RolloutBatch
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark, interleave_difficulties
 
 
@@ -52,18 +53,13 @@ def select_pairs(benchmark: Benchmark, split: str, difficulties: Sequence[str], 
     return interleave_difficulties(pairs)[:limit] if limit else pairs
 
 
-def episode_metrics(records: Sequence[Any], rewards: Sequence[Any]) -> dict[str, float]:
-    """Episode-level rates beside the benchmark's pass rates: reward components, action errors
-    (an episode with any failed tool / memory call or malformed turn), turn-cap truncations, turns."""
-    if not records:
-        return {}
-    return {
-        "r_format": float(np.mean([r.r_format for r in rewards])),
-        "p_action": float(np.mean([r.p_action for r in rewards])),
-        "action_error_rate": float(np.mean([rec.any_error for rec in records])),
-        "truncated_rate": float(np.mean([rec.truncated for rec in records])),
-        "turns": float(np.mean([len(rec.turns) for rec in records])),
-    }
+@dataclasses.dataclass(frozen=True)
+class EvalSampling:
+    """How an evaluation samples, passed to `evaluate`: greedy (temperature 0) from a fixed seed by
+    default; the other sampling knobs are the recipe's `rollout:` ones."""
+
+    temperature: float = 0.0
+    seed: int = 0
 
 
 class BenchmarkTask:
@@ -78,8 +74,10 @@ class BenchmarkTask:
         self.eval_split = cfg.data.eval_split or benchmark.eval_split
         self._eval = self._load_split(self.eval_split, cfg.data.eval_instances)
         self._check_prompt_budget()
-        self._engine = None
+        self._engine: Any = None  # the sampler, kept across steps; built for `self._temperature`
+        self._temperature: float | None = None
         self._python_pool = None
+        self._last_eval: tuple[list, dict | None] | None = None  # records, HiMAP sessions by episode
         self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
 
     @classmethod
@@ -161,21 +159,39 @@ class BenchmarkTask:
             self._python_pool = PythonSandbox(isolation=self.cfg.rollout.python_tool_isolation)
         return self._python_pool
 
-    def _score(self, records, pairs) -> tuple[list, list]:
-        from rollout.scoring import score_records
-
-        g = self.cfg.grpo
-        return score_records(
-            records, pairs, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
-        )
-
-    def _sampler(self, model: nnx.Module):
-        """The training engine, built (and compiled) once; later rollouts only refresh its weights."""
-        if self._engine is None:
-            self._engine = self._engine_for(model, self.cfg.rollout.temperature)
+    def _sampler(self, model: nnx.Module, temperature: float):
+        """The engine for `temperature`, built (and compiled) once and then only given fresh weights.
+        Asked for another temperature (the evaluation after training), the old engine is dropped
+        first, so its weights and KV cache make room for the new one's."""
+        if self._engine is None or self._temperature != temperature:
+            self._engine = None
+            self._engine = self._engine_for(model, temperature)
+            self._temperature = temperature
         else:
             self._engine.update_weights(model)
         return self._engine
+
+    def _run_and_score(
+        self, model: nnx.Module, pairs: Sequence[Pair], seed: int, temperature: float, should_stop=None
+    ):
+        """One episode per pair, run and scored: (episodes, records, verdicts, rewards)."""
+        from rollout.scoring import score_records
+
+        episodes = self._episodes(pairs)
+        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop)
+        g = self.cfg.grpo
+        verdicts, rewards = score_records(
+            records, pairs, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
+        )
+        return episodes, records, verdicts, rewards
+
+    def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
+        """The trainer's batch: one record per episode, a prompt's G records contiguous."""
+        return RolloutBatch(records, metrics)
+
+    def _agent_metrics(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        """Figures of the agent architecture beside the episode metrics (none for a single agent)."""
+        return {}
 
     def rollout(
         self,
@@ -185,26 +201,63 @@ class BenchmarkTask:
         seed: int,
         should_stop: Callable[[], bool] | None = None,
     ) -> RolloutBatch:
-        pairs = [p for p in prompts for _ in range(group_size)]
-        records = self._sampler(model).run(self._episodes(pairs), seed, should_stop=should_stop)
-        evals, rewards = self._score(records, pairs)
-        headline = self.benchmark.headline(self.benchmark.metrics(evals))
-        return RolloutBatch(records, {**headline, **episode_metrics(records, rewards)})
+        from rollout.scoring import episode_metrics
 
-    def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
-        self._engine = None  # the training sampler's weights make room for the greedy one's
-        engine = self._engine_for(model, temperature=0.0)  # greedy
-        records = engine.run(self._episodes(self._eval), 0)
-        evals, rewards = self._score(records, self._eval)
-        metrics = self.benchmark.metrics(evals)
+        pairs = [p for p in prompts for _ in range(group_size)]
+        temperature = self.cfg.rollout.temperature
+        episodes, records, verdicts, rewards = self._run_and_score(
+            model, pairs, seed, temperature, should_stop
+        )
+        metrics = {
+            **self.benchmark.headline(self.benchmark.metrics(verdicts)),
+            **episode_metrics(records, rewards),
+            **self._agent_metrics(episodes, records),
+        }
+        return self._batch(episodes, records, metrics, group_size)
+
+    def evaluate(self, model: nnx.Module, sampling: EvalSampling = EvalSampling()) -> tuple[dict, str]:
+        """The benchmark's metrics on the eval split, plus the mean reward and the episode metrics
+        training logs; (metrics, a printable header and table)."""
+        from rollout.scoring import episode_metrics
+
+        run = self._run_and_score(model, self._eval, sampling.seed, sampling.temperature)
+        episodes, records, verdicts, rewards = run
+        self._last_eval = (records, self._report_sessions(episodes))  # for report_episodes
+        metrics = self.benchmark.metrics(verdicts)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
-        r = self.cfg.rollout
+        metrics.update(self._eval_extras(episodes, records))
         header = (
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(greedy, prompt {r.prompt_style}, "
-            f"memory {r.memory_enabled and r.prompt_style == 'tool_agent'}); "
+            f"(temperature {sampling.temperature:g}, {self._eval_setting(episodes, records, metrics)}); "
             f"mean reward {metrics['mean_reward']:.3f}, "
             f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
+
+    def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        """Entries of the evaluation's metrics beyond the shared ones (none for a single agent)."""
+        return {}
+
+    def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
+        """The prompt style, and whether the episodes had memory: the benchmark's prompt decides
+        (`Prompt.memory`, which the episode's env follows), not the style's name."""
+        memory = bool(episodes) and all(e.env.memory_enabled for e in episodes)
+        return f"prompt {self.cfg.rollout.prompt_style}, memory {memory}"
+
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        """What the report needs of the episodes beyond their records (HiMAP: Σ's sessions)."""
+        return None
+
+    def report_episodes(self) -> list[dict] | None:
+        """The HTML report's episodes of the last `evaluate` (None before one): each episode's
+        turns decoded from its records, judged again (cheap next to the rollout)."""
+        if self._last_eval is None:
+            return None
+        from b2tjax.report.build import record_episodes
+
+        records, sessions = self._last_eval
+        episodes, _ = record_episodes(
+            self.benchmark, self._eval, records, self.tokenizer, agent="final evaluation", sessions=sessions
+        )
+        return episodes

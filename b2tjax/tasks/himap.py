@@ -13,16 +13,15 @@ episodes greedily.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from flax import nnx
 
 from b2tjax.cli import UserError
+from b2tjax.grpo_update import RolloutBatch
 from b2tjax.sft import sft_examples
-from b2tjax.task import BenchmarkTask
-from b2tjax.trainer import RolloutBatch
+from b2tjax.tasks.benchmark import BenchmarkTask
 from sandbox.benchmarks import Pair
 from sandbox.himap.options import HimapOptions
 
@@ -60,8 +59,20 @@ class HimapTask(BenchmarkTask):
 
     # -- Task protocol --------------------------------------------------------------------------
     def sft_examples(self) -> list[dict] | None:
-        """The scripted HiMAP expert's role-split traces (one per stream) on the train split; None
-        (no warm start) when the benchmark has no scripted HiMAP expert."""
+        """The scripted HiMAP expert's role-split traces (one per stream) on the first
+        `himap.sft_instances` train instances, only from those whose merged plan passes every check
+        (sandbox.himap.scripted.expert_traces: SFT imitates correct plans); None (no warm start)
+        when the benchmark has no scripted HiMAP expert or none of its plans passes."""
+        from sandbox.himap.scripted import expert_traces
+
+        n = self.cfg.himap.sft_instances
+        pairs = self._train[:n] if n else self._train
+        try:  # policies are built per instance; building one tells whether the benchmark has them
+            if pairs:
+                self.benchmark.himap_expert(*pairs[0])
+        except ValueError:
+            print(f"no scripted HiMAP expert for {self.benchmark.name}: no SFT warm start", flush=True)
+            return None
         # the role limits budget the sampler; the expert keeps its own turn counts (default limits)
         defaults = HimapOptions()
         expert_options = dataclasses.replace(
@@ -69,26 +80,30 @@ class HimapTask(BenchmarkTask):
             coordinator_limits=defaults.coordinator_limits,
             executor_limits=defaults.executor_limits,
         )
-        traces = himap_expert_traces(
-            self.benchmark, self._train, expert_options, self.cfg.himap.sft_instances
-        )
-        if traces is None:
-            print(f"no scripted HiMAP expert for {self.benchmark.name}: no SFT warm start", flush=True)
+        traces = list(expert_traces(self.benchmark, pairs, expert_options))
+        if not traces:  # e.g. the flat ablation: an equal budget split fails the budget check
+            print(
+                "no scripted HiMAP plan passes every check under these switches: no SFT warm start",
+                flush=True,
+            )
             return None
         limit = self.cfg.sft.max_examples
         return sft_examples(traces[:limit] if limit else traces, self.tokenizer, self.cfg.sft.max_seq_len)
 
-    def _himap_episodes(self, pairs: Sequence[Pair]) -> list[Any]:
+    def _episodes(self, pairs: Sequence[Pair]) -> list[Any]:
         from rollout.agents.himap import himap_episode
 
         return [himap_episode(visible, self.benchmark, self.tokenizer, self.options) for visible, _ in pairs]
 
-    def _run_and_score(self, engine, pairs: Sequence[Pair], seed: int, should_stop=None):
-        """Run one HiMAP episode per pair; (episodes, records, verdicts, rewards), records rewarded."""
+    def _run_and_score(
+        self, model: nnx.Module, pairs: Sequence[Pair], seed: int, temperature: float, should_stop=None
+    ):
+        """One HiMAP episode per pair, run and scored by its merged answer (the team reward on every
+        stream): (episodes, records, verdicts, rewards)."""
         from rollout.scoring import score_team_episodes
 
-        episodes = self._himap_episodes(pairs)
-        records = engine.run(episodes, seed, should_stop=should_stop)
+        episodes = self._episodes(pairs)
+        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop)
         g = self.cfg.grpo
         verdicts, rewards = score_team_episodes(
             records,
@@ -100,28 +115,16 @@ class HimapTask(BenchmarkTask):
         )
         return episodes, records, verdicts, rewards
 
-    def rollout(
-        self,
-        model: nnx.Module,
-        prompts: list[Any],
-        group_size: int,
-        seed: int,
-        should_stop: Callable[[], bool] | None = None,
-    ) -> RolloutBatch:
-        from rollout.himap_metrics import himap_metrics, local_day_rewards
+    def _agent_metrics(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        from rollout.himap_metrics import himap_metrics
 
-        pairs = [p for p in prompts for _ in range(group_size)]
-        engine = self._sampler(model)
-        episodes, records, verdicts, rewards = self._run_and_score(engine, pairs, seed, should_stop)
-        metrics = {
-            **self.benchmark.headline(self.benchmark.metrics(verdicts)),
-            "r_format": float(np.mean([r.r_format for r in rewards])),
-            "p_action": float(np.mean([r.p_action for r in rewards])),
-            "action_error_rate": float(np.mean(episode_errors(records, len(episodes)))),
-            "truncated_rate": float(np.mean([rec.truncated for rec in records])),
-            "turns": float(np.mean([len(rec.turns) for rec in records])),
-            **himap_metrics(episodes, records),
-        }
+        return himap_metrics(episodes, records)
+
+    def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
+        """Several records per episode: say which prompt and episode each belongs to, and carry each
+        day executor's own day score for `grpo.credit=team_local`."""
+        from rollout.himap_metrics import local_day_rewards
+
         return RolloutBatch(
             records,
             metrics,
@@ -130,48 +133,11 @@ class HimapTask(BenchmarkTask):
             local_rewards=local_day_rewards(episodes, records),
         )
 
-    def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
-        from rollout.himap_metrics import himap_metrics
+    def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        return {"himap": self._agent_metrics(episodes, records)}
 
-        self._engine = None  # the training sampler's weights make room for the greedy one's
-        engine = self._engine_for(model, temperature=0.0)  # greedy
-        episodes, records, verdicts, rewards = self._run_and_score(engine, self._eval, 0)
-        metrics = self.benchmark.metrics(verdicts)
-        metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
-        metrics["himap"] = himap_metrics(episodes, records)
-        header = (
-            f"{self.benchmark.name} HiMAP evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(greedy, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}); "
-            f"mean reward {metrics['mean_reward']:.3f}"
-        )
-        return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        return {i: e.session for i, e in enumerate(episodes)}  # episode index -> its HimapSession
 
-
-def himap_expert_traces(
-    benchmark: Any, pairs: Sequence[Pair], options: Any, instances: int = 0
-) -> list[dict] | None:
-    """Role-split SFT traces of the scripted HiMAP expert on the first `instances` pairs (0 = all);
-    None when the benchmark has no scripted expert. Episodes the expert does not deliver teach
-    nothing and are left out."""
-    from sandbox.himap.scripted import solve
-
-    pairs = pairs[:instances] if instances else pairs
-    if pairs:
-        try:  # policies are built per instance; building one tells whether the benchmark has them
-            benchmark.himap_expert(*pairs[0])
-        except ValueError:
-            return None
-    traces: list[dict] = []
-    for visible, truth in pairs:
-        result = solve(benchmark, visible, truth, options)
-        if result.answer is not None:
-            traces += result.traces
-    return traces
-
-
-def episode_errors(records: Sequence[Any], episodes: int) -> list[bool]:
-    """Per episode: did any of its streams make an action error (what P_action penalises)."""
-    errors = [False] * episodes
-    for record in records:
-        errors[record.episode] = errors[record.episode] or record.any_error
-    return errors
+    def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
+        return f"HiMAP, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}"
