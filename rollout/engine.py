@@ -99,8 +99,9 @@ class RolloutEngine:
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()
         # Debug hook, called as trace(stream_key, event, fed_ids, position) for every chunk fed to
-        # the model ("prefill") and every decoded segment ("decode"); tests use it to prove that
-        # the model's input is the record so far.
+        # the model ("prefill"), every prefix copied from another row ("copy", at position 0) and
+        # every decoded segment ("decode"); tests use it to prove that the model's input is the
+        # record so far.
         self.trace: Callable[[tuple[int, str], str, list[int], int], None] | None = None
         self.progress: Callable[[int, int], None] | None = None  # progress(done, total)
 
