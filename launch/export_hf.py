@@ -23,7 +23,7 @@ from models.config import DTYPES
 from models.hf import save_pretrained
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -39,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-shard-size", default="5GB")
     parser.add_argument("--step", type=int, default=None, help="a run's step to export (default: newest)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
     inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]
