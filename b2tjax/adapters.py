@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import jax
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -90,11 +91,57 @@ def base_identity(cfg: Any) -> dict[str, str]:
     return {"path": path, "sha256": hashlib.sha256(storage.encode()).hexdigest()}
 
 
-def check_base(saved: dict | None, current: dict | None, step: int) -> None:
-    """Refuse, in one line, to resume adapters trained on another base (or a LoRA / full mismatch)."""
+def check_base(saved: dict | None, current: dict | None, step: int, action: str = "--resume") -> None:
+    """Refuse, in one line, to use adapters on another base than theirs (or a LoRA / full mismatch)."""
     if saved == current or (saved or {}).get("sha256") == (current or {}).get("sha256"):
         return
     what = lambda b: "full fine-tuning (no base)" if not b else f"{b['path']} (sha256 {b['sha256'][:12]})"  # noqa: E731
     raise UserError(
-        f"--resume refused: checkpoint step {step} was trained on {what(saved)}, this run loads {what(current)}"
+        f"{action} refused: checkpoint step {step} was trained on {what(saved)}, this run loads {what(current)}"
     )
+
+
+def run_items(directory: str | os.PathLike) -> tuple[int, dict, dict] | None:
+    """(newest step, run config, train_state) of a training run's checkpoint directory, or None
+    when `directory` is not one (a plain model checkpoint)."""
+    import orbax.checkpoint as ocp
+
+    directory = Path(directory).absolute()
+    if (directory / "params").is_dir() or not directory.is_dir():
+        return None
+    with ocp.CheckpointManager(directory) as manager:
+        steps = manager.all_steps()
+        if not steps:
+            return None
+        items = manager.restore(
+            max(steps), args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore())
+        )
+    return max(steps), items["config"], items["train_state"]
+
+
+def load_lora_run(directory: str | os.PathLike) -> tuple[nnx.Module, Any]:
+    """(base + trained adapters, run config) of a LoRA run's checkpoint directory: the base is
+    rebuilt from the run's `model.init` (refused when its identity is not the one trained on) and
+    the newest step's adapters restored onto it."""
+    import orbax.checkpoint as ocp
+
+    from b2tjax.config import config_from_dict
+    from b2tjax.trainer import build_model
+    from models.config import Qwen3Config
+
+    found = run_items(directory)
+    if found is None:
+        raise UserError(f"{directory} is not a training run's checkpoint directory")
+    step, config, train_state = found
+    cfg = config_from_dict(config)
+    if not cfg.model.lora.enabled:
+        raise UserError(f"{directory} is a full fine-tuning run (model.lora.rank = 0), it has no adapters")
+    check_base(train_state.get("base"), base_identity(cfg), step, action="export")
+    model = build_model(cfg, vocab_size=Qwen3Config.from_hf(os.fspath(directory)).vocab_size)
+    adapters = nnx.state(model, nnx.LoRAParam)
+    target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), nnx.to_pure_dict(adapters))
+    with ocp.StandardCheckpointer() as ckptr:
+        restored = ckptr.restore(Path(directory).absolute() / str(step) / "params", target)
+    nnx.replace_by_pure_dict(adapters, restored)
+    nnx.update(model, adapters)
+    return model, cfg

@@ -2,7 +2,11 @@
 directory loadable by transformers.
 
     python launch/export_hf.py --checkpoint CKPT_DIR --out HF_DIR [--tokenizer qwen3|PATH]
-                               [--dtype float32|bfloat16] [--max-shard-size 5GB]
+                               [--dtype float32|bfloat16] [--max-shard-size 5GB] [--adapter]
+
+A LoRA run exports its base with the adapters merged in, or with --adapter the adapters alone as
+a PEFT directory (adapter_config.json + adapter_model.safetensors) for
+`peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(BASE), HF_DIR)`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import sys
 import time
 
 from b2tjax.cli import UserError, run_main
+from b2tjax.adapters import base_init, load_lora_run, run_items
 from models.checkpoint import load_model
+from models.lora import merge_lora
 from models.config import DTYPES
 from models.hf import save_pretrained
 
@@ -33,9 +39,17 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)"
     )
     parser.add_argument("--max-shard-size", default="5GB")
+    parser.add_argument(
+        "--adapter", action="store_true", help="a LoRA run: write its adapters as a PEFT directory"
+    )
     args = parser.parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
+    lora_run = is_lora_run(args.checkpoint)
+    if args.adapter:
+        if not lora_run:
+            raise UserError(f"--adapter: {args.checkpoint} is not a LoRA run's checkpoint directory")
+        return export_adapter(args.checkpoint, args.out)
     tokenizer = None
     spec = args.tokenizer
     if spec is None and os.path.exists(os.path.join(args.checkpoint, "tokenizer.json")):
@@ -45,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
         tokenizer = load_tokenizer(spec)
     start = time.time()
-    model = load_model(args.checkpoint)
+    model = merge_lora(load_lora_run(args.checkpoint)[0]) if lora_run else load_model(args.checkpoint)
     dtype = DTYPES[args.dtype] if args.dtype else None
     save_pretrained(
         model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype, progress=True
@@ -53,6 +67,27 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s"
     )
+    return 0
+
+
+def is_lora_run(directory: str) -> bool:
+    found = run_items(directory)
+    return found is not None and found[1].get("model", {}).get("lora", {}).get("rank", 0) > 0
+
+
+def export_adapter(directory: str, out: str) -> int:
+    """The adapters of a LoRA run as a PEFT directory naming the run's Hugging Face base."""
+    from models.peft import save_adapter
+
+    model, cfg = load_lora_run(directory)
+    init = base_init(cfg)
+    if not init.startswith("hf:"):
+        raise UserError(
+            f"--adapter needs a Hugging Face base (model.init=hf:DIR), the run's is {init or 'a random init'}; "
+            "export the merged model instead (without --adapter)"
+        )
+    save_adapter(model, out, os.path.abspath(init[3:]))
+    print(f"exported the LoRA adapters of {directory} to {out} (base {init[3:]})")
     return 0
 
 

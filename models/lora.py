@@ -135,20 +135,22 @@ def delta(a: jax.Array, b: jax.Array, scale: float) -> jax.Array:
 
 def merge_lora(model: nnx.Module) -> nnx.Module:
     """Fold every adapter into its base weight in place (W + (alpha / r) A B, in fp32, stored back in
-    the compute dtype; a quantized base is dequantized) and drop the adapters; returns the model."""
+    the base's dtype; an int8 base is dequantized to the compute dtype, with or without an adapter)
+    and drop the adapters: a plain Qwen3 model again. Returns the model."""
     for target in TARGETS:
         module = module_of(model, target)
         a = getattr(module, f"{target}_lora_a", None)
-        if a is None:
+        quantized = quant.is_quantized(module, target)
+        if a is None and not quantized:
             continue
-        b = getattr(module, f"{target}_lora_b")
         dense = quant.read(module, target, jnp.float32)
-        dtype = module.dtype if quant.is_quantized(module, target) else getattr(module, target).dtype
+        dtype = module.dtype if quantized else getattr(module, target).dtype
         quant.drop(module, target)
-        merged = (dense + delta(a[...], b[...], module.lora_scale)).astype(dtype)
-        setattr(module, target, getattr(module, target).replace(merged))
-        delattr(module, f"{target}_lora_a")
-        delattr(module, f"{target}_lora_b")
+        if a is not None:
+            dense = dense + delta(a[...], getattr(module, f"{target}_lora_b")[...], module.lora_scale)
+            delattr(module, f"{target}_lora_a")
+            delattr(module, f"{target}_lora_b")
+        setattr(module, target, getattr(module, target).replace(dense.astype(dtype)))
     return model
 
 
