@@ -145,3 +145,22 @@ def load_lora_run(directory: str | os.PathLike) -> tuple[nnx.Module, Any]:
     nnx.replace_by_pure_dict(adapters, restored)
     nnx.update(model, adapters)
     return model, cfg
+
+
+def abstract_run_model(cfg: Any, model_cfg: Any) -> nnx.Module:
+    """The model a run trains, shapes only (launch/plan.py): the base in the compute dtype under
+    LoRA (int8 projections under QLoRA) with its adapters, else the plain model in param_dtype."""
+    from models.config import DTYPES
+    from models.qwen3 import Qwen3ForCausalLM
+
+    dtype = DTYPES[cfg.model.compute_dtype]
+    lora_cfg = cfg.model.lora
+    param_dtype = dtype if lora_cfg.enabled else DTYPES[cfg.model.param_dtype]
+
+    def build() -> nnx.Module:
+        model = Qwen3ForCausalLM(model_cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat)
+        if lora_cfg.quant == "int8":
+            lora.quantize_base(model)
+        return lora.add_lora(model, lora_cfg)
+
+    return nnx.eval_shape(build)
