@@ -40,10 +40,15 @@ def base_init(cfg: Any) -> str:
         raise UserError(f"the adapter {path} names base {base}, which is not a local directory")
     lora_cfg = cfg.model.lora
     saved = peft.lora_config_of(peft.read_config(path))
-    if (saved.rank, saved.alpha, sorted(saved.targets)) != (lora_cfg.rank, lora_cfg.alpha, sorted(lora_cfg.targets)):
+    if (saved.rank, saved.alpha, sorted(saved.targets)) != (
+        lora_cfg.rank,
+        lora_cfg.alpha,
+        sorted(lora_cfg.targets),
+    ):
         raise UserError(
-            f"model.lora (rank {lora_cfg.rank}, alpha {lora_cfg.alpha}, targets {lora_cfg.targets}) differs from "
-            f"the adapter {path} (rank {saved.rank}, alpha {saved.alpha}, targets {saved.targets})"
+            f"model.lora (rank {lora_cfg.rank}, alpha {lora_cfg.alpha}, targets {lora_cfg.targets}) "
+            f"differs from the adapter {path} "
+            f"(rank {saved.rank}, alpha {saved.alpha}, targets {saved.targets})"
         )
     return f"hf:{base}"
 
@@ -97,7 +102,8 @@ def check_base(saved: dict | None, current: dict | None, step: int, action: str 
         return
     what = lambda b: "full fine-tuning (no base)" if not b else f"{b['path']} (sha256 {b['sha256'][:12]})"  # noqa: E731
     raise UserError(
-        f"{action} refused: checkpoint step {step} was trained on {what(saved)}, this run loads {what(current)}"
+        f"{action} refused: checkpoint step {step} was trained on {what(saved)}, "
+        f"this run loads {what(current)}"
     )
 
 
@@ -114,7 +120,8 @@ def run_items(directory: str | os.PathLike) -> tuple[int, dict, dict] | None:
         if not steps:
             return None
         items = manager.restore(
-            max(steps), args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore())
+            max(steps),
+            args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore()),
         )
     return max(steps), items["config"], items["train_state"]
 
@@ -139,7 +146,9 @@ def load_lora_run(directory: str | os.PathLike) -> tuple[nnx.Module, Any]:
     check_base(train_state.get("base"), base_identity(cfg), step, action="export")
     model = build_model(cfg, vocab_size=Qwen3Config.from_hf(os.fspath(directory)).vocab_size)
     adapters = nnx.state(model, nnx.LoRAParam)
-    target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), nnx.to_pure_dict(adapters))
+    target = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), nnx.to_pure_dict(adapters)
+    )
     with ocp.StandardCheckpointer() as ckptr:
         restored = ckptr.restore(Path(directory).absolute() / str(step) / "params", target)
     nnx.replace_by_pure_dict(adapters, restored)
@@ -158,7 +167,9 @@ def abstract_run_model(cfg: Any, model_cfg: Any) -> nnx.Module:
     param_dtype = dtype if lora_cfg.enabled else DTYPES[cfg.model.param_dtype]
 
     def build() -> nnx.Module:
-        model = Qwen3ForCausalLM(model_cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat)
+        model = Qwen3ForCausalLM(
+            model_cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat
+        )
         if lora_cfg.quant == "int8":
             lora.quantize_base(model)
         return lora.add_lora(model, lora_cfg)

@@ -95,7 +95,9 @@ class RunCheckpointer:
         if not steps:
             return None
         try:
-            item = self.manager.restore(max(steps), args=ocp.args.Composite(train_state=ocp.args.JsonRestore()))
+            item = self.manager.restore(
+                max(steps), args=ocp.args.Composite(train_state=ocp.args.JsonRestore())
+            )
         except Exception:  # a damaged step: restore_newest reports it and falls back
             return None
         return max(steps), item["train_state"]

@@ -312,7 +312,10 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
     return memory_of(
         "sampler_refresh",
         low,
-        {"params": weights.split(ctx.train_layout)[1], "sampler weights": weights.split(ctx.sampler_state)[1]},
+        {
+            "params": weights.split(ctx.train_layout)[1],
+            "sampler weights": weights.split(ctx.sampler_state)[1],
+        },
         resident,
         {k: ctx.analytic[k] for k in ("params", "sampler weights")},
     )

@@ -443,7 +443,9 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     if init.startswith("hf:"):
         from models.hf import load_pretrained
 
-        model = load_pretrained(init[3:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat)
+        model = load_pretrained(
+            init[3:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat
+        )
     elif init.startswith("ckpt:"):
         from models.checkpoint import load_model
 

@@ -50,6 +50,7 @@ def decode_time(model: nnx.Module, batch: int, live: int, steps: int) -> float:
                 jnp.ones((batch, 1), jnp.int32), jnp.ones((batch,), jnp.int32), cache
             )
             return cache
+
         return jax.lax.fori_loop(0, steps, body, cache)
 
     filled = prefill(state, cache)
@@ -57,7 +58,9 @@ def decode_time(model: nnx.Module, batch: int, live: int, steps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", default="qwen3-0.6b")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rank", type=int, default=16)
@@ -79,7 +82,8 @@ def main() -> None:
     print(
         f"{args.config} x {args.layers} layers, rank {args.rank}, {args.dtype}, {jax.default_backend()}: "
         f"{adapters / 1e6:.2f}M adapter params\n"
-        f"| sampler | decode step (ms), batch {args.batch}, {args.live} live tokens | per-update cost (ms) |\n"
+        f"| sampler | decode step (ms), batch {args.batch}, {args.live} live tokens "
+        "| per-update cost (ms) |\n"
         f"|---|---|---|\n"
         f"| adapters applied | {applied * 1e3:.2f} | 0 (adapters cast: {adapters * 2 / 1e6:.1f} MB) |\n"
         f"| adapters merged | {merged * 1e3:.2f} | {merge_s * 1e3:.1f} (merge every target) |"

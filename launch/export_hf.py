@@ -16,12 +16,12 @@ import os
 import sys
 import time
 
-from b2tjax.cli import UserError, run_main
 from b2tjax.adapters import base_init, load_lora_run, run_items
+from b2tjax.cli import UserError, run_main
 from models.checkpoint import load_model
-from models.lora import merge_lora
 from models.config import DTYPES
 from models.hf import save_pretrained
+from models.lora import merge_lora
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,8 +83,8 @@ def export_adapter(directory: str, out: str) -> int:
     init = base_init(cfg)
     if not init.startswith("hf:"):
         raise UserError(
-            f"--adapter needs a Hugging Face base (model.init=hf:DIR), the run's is {init or 'a random init'}; "
-            "export the merged model instead (without --adapter)"
+            "--adapter needs a Hugging Face base (model.init=hf:DIR), the run's is "
+            f"{init or 'a random init'}; export the merged model instead (without --adapter)"
         )
     save_adapter(model, out, os.path.abspath(init[3:]))
     print(f"exported the LoRA adapters of {directory} to {out} (base {init[3:]})")

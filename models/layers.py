@@ -196,7 +196,9 @@ class Attention(nnx.Module):
 
     def out(self, attn: jax.Array) -> jax.Array:
         """attn [B, T, NH, D] -> [B, T, H]."""
-        y = lora.apply(self, "o_proj", attn, jnp.einsum("btnd,ndh->bth", attn, quant.read(self, "o_proj", self.dtype)))
+        y = lora.apply(
+            self, "o_proj", attn, jnp.einsum("btnd,ndh->bth", attn, quant.read(self, "o_proj", self.dtype))
+        )
         if self.use_bias:
             y = y + self.o_bias[...].astype(self.dtype)
         return y

@@ -55,7 +55,9 @@ class LoraConfig:
         errors = [] if self.rank >= 0 else [f"{prefix}rank must be >= 0 (0 = off), got {self.rank}"]
         unknown = sorted(set(self.targets) - set(TARGETS))
         if unknown or (self.enabled and not self.targets):
-            errors.append(f"{prefix}targets must be a non-empty subset of {list(TARGETS)}, got {self.targets}")
+            errors.append(
+                f"{prefix}targets must be a non-empty subset of {list(TARGETS)}, got {self.targets}"
+            )
         if self.dropout != 0.0:
             errors.append(f"{prefix}dropout must be 0 (a dropped-out forward breaks GRPO's ratio)")
         if self.quant != "none" and not self.enabled:
@@ -88,7 +90,9 @@ def add_lora(model: nnx.Module, cfg: LoraConfig, seed: int = 0, mesh: Mesh | Non
         n_in = in_dims(target)
         layers, ins, outs = base.shape[0], base.shape[1 : 1 + n_in], base.shape[1 + n_in :]
         bound = 1.0 / math.sqrt(math.prod(ins))
-        a = jax.random.uniform(jax.random.fold_in(key, i), (layers, *ins, cfg.rank), jnp.float32, -bound, bound)
+        a = jax.random.uniform(
+            jax.random.fold_in(key, i), (layers, *ins, cfg.rank), jnp.float32, -bound, bound
+        )
         b = jnp.zeros((layers, cfg.rank, *outs), jnp.float32)
         a_names = (names[0], *names[1 : 1 + n_in], "lora_rank")
         b_names = (names[0], "lora_rank", *names[1 + n_in :])

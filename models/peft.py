@@ -119,5 +119,9 @@ def load_adapter(model: nnx.Module, path: str | os.PathLike) -> nnx.Module:
                     layers.append(t.reshape(var.shape[1:]))
                 value = jnp.asarray(np.stack(layers), var.dtype)
                 sharding = getattr(var[...], "sharding", None)
-                setattr(module, var_name, var.replace(value if sharding is None else jax.device_put(value, sharding)))
+                setattr(
+                    module,
+                    var_name,
+                    var.replace(value if sharding is None else jax.device_put(value, sharding)),
+                )
     return model

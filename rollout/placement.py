@@ -107,8 +107,9 @@ def kept_in_place(state: nnx.State, dtype: Any, mesh: Mesh | None) -> Any:
         if mesh_shape is None:
             return True
         names = var.get_metadata().get("out_sharding")
-        rules = logical_to_spec(names, var.shape, mesh_shape), logical_to_spec(
-            names, var.shape, mesh_shape, SAMPLER_RULES
+        rules = (
+            logical_to_spec(names, var.shape, mesh_shape),
+            logical_to_spec(names, var.shape, mesh_shape, SAMPLER_RULES),
         )
         return rules[0] == rules[1]
 

@@ -128,7 +128,10 @@ def test_adapters_shard_like_their_base_weights():
     model = lora.add_lora(_base(), lora.LoraConfig(rank=4))
     spec = lambda v: variable_sharding(v, mesh).spec  # noqa: E731
     attn, mlp = model.layers.attn, model.layers.mlp
-    assert attn.q_proj.get_metadata()["out_sharding"][1:2] == attn.q_proj_lora_a.get_metadata()["out_sharding"][1:2]
+    assert (
+        attn.q_proj.get_metadata()["out_sharding"][1:2]
+        == attn.q_proj_lora_a.get_metadata()["out_sharding"][1:2]
+    )
     assert attn.q_proj_lora_b.get_metadata()["out_sharding"] == ("layers", "lora_rank", "heads", "head_dim")
     assert attn.o_proj_lora_a.get_metadata()["out_sharding"] == ("layers", "heads", "head_dim", "lora_rank")
     assert mlp.down_proj_lora_b.get_metadata()["out_sharding"] == ("layers", "lora_rank", "embed")

@@ -61,7 +61,9 @@ def test_peft_export_loads_in_transformers_with_our_logits(trained, tmp_path):
     ours = np.asarray(ours_model(IDS))
     assert export_hf.main(["--checkpoint", str(ckpt), "--out", str(tmp_path / "adapter"), "--adapter"]) == 0
     config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
-    assert config["r"] == 4 and config["lora_alpha"] == 8 and config["base_model_name_or_path"] == str(base_dir)
+    assert (
+        config["r"] == 4 and config["lora_alpha"] == 8 and config["base_model_name_or_path"] == str(base_dir)
+    )
 
     hf_base = transformers.AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32)
     plain = _hf_logits(hf_base, IDS)
