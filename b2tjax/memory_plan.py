@@ -291,6 +291,8 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     if ctx.frozen:
         arguments["frozen base"] = ctx.frozen
     plan = memory_of(f"{phase}_step", step.lower(state, batch), arguments, resident, analytic)
+    if ctx.frozen:
+        plan.notes.append(_lora_note(ctx, plan.arguments["optimizer state"]))
     row_devices = shards(ctx.mesh, "data", "fsdp")
     if micro_rows % row_devices:
         plan.notes.append(
@@ -298,6 +300,18 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
             f"(data x fsdp): every device computes all of them; use a multiple of {row_devices}"
         )
     return plan
+
+
+def _lora_note(ctx: PlanContext, optimizer_bytes: int) -> str:
+    """How far the adapters shrink the optimizer state against full fine-tuning on the same mesh."""
+    trained = sum(x.size for x in jax.tree.leaves(ctx.params))
+    total = ctx.model.num_params()
+    full = 2 * total * jnp.dtype(DTYPES[ctx.cfg.model.param_dtype]).itemsize
+    full //= shards(ctx.mesh, "data", "fsdp", "tensor")
+    return (
+        f"LoRA trains {trained / 1e6:.1f}M of {total / 1e9:.2f}B parameters ({trained / total:.2%}): "
+        f"optimizer state {optimizer_bytes / GIB:.3f} GiB instead of {full / GIB:.1f} GiB (full fine-tuning)"
+    )
 
 
 def _refresh(ctx: PlanContext) -> ProgramMemory:
