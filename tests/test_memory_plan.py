@@ -17,7 +17,9 @@ TWO_LAYERS = "model.overrides={num_hidden_layers: 2}"
 GIB = 1024**3
 
 
-def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+def _plan(
+    tmp_path: Path, *args: str, config: str = "qwen3_0.6b.yaml", devices: int = 8
+) -> tuple[subprocess.CompletedProcess, dict | None]:
     out = tmp_path / "plan.json"
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     proc = subprocess.run(
@@ -25,9 +27,9 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
             sys.executable,
             str(ROOT / "launch" / "plan.py"),
             "--config",
-            str(ROOT / "configs" / "qwen3_0.6b.yaml"),
+            str(ROOT / "configs" / config),
             "--devices",
-            "8",
+            str(devices),
             "--json",
             str(out),
             *args,
@@ -112,20 +114,11 @@ def test_lora_recipe_trains_adapters_only_and_shares_the_base(tmp_path):
     """configs/qwen3_8b_lora.yaml with 2 of its 36 layers on its one 80 GB device: the optimizer
     state is the adapters' (hand-computed), the base is a bf16 argument of its own and the sampler
     holds only a bf16 copy of the adapters beside the train step."""
-    out = tmp_path / "plan.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    args = ["--config", str(ROOT / "configs" / "qwen3_8b_lora.yaml"), "--json", str(out)]
-    args += ["--programs", "grpo_step", TWO_LAYERS]
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "launch" / "plan.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=str(ROOT),
+    proc, plan = _plan(
+        tmp_path, "--programs", "grpo_step", TWO_LAYERS, config="qwen3_8b_lora.yaml", devices=1
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (grpo,) = json.loads(out.read_text())["programs"]
+    (grpo,) = plan["programs"]
     # rank 16 on q, k, v, o, gate, up, down of Qwen3-8B (hidden 4096, 32 x 128 q, 8 x 128 kv, mlp 12288)
     per_layer = 16 * sum(i + o for i, o in [(4096, 4096), (4096, 1024), (4096, 1024), (4096, 4096)])
     per_layer += 16 * (2 * (4096 + 12288) + (12288 + 4096))
