@@ -126,6 +126,26 @@ def run_items(directory: str | os.PathLike) -> tuple[int, dict, dict] | None:
     return max(steps), items["config"], items["train_state"]
 
 
+def is_lora_run(directory: str | os.PathLike) -> bool:
+    """Whether `directory` is the checkpoint directory of a run with `model.lora.rank > 0`."""
+    found = run_items(directory)
+    return found is not None and found[1].get("model", {}).get("lora", {}).get("rank", 0) > 0
+
+
+def load_checkpoint_model(directory: str | os.PathLike) -> nnx.Module:
+    """The model of a directory: Hugging Face safetensors, an Orbax model checkpoint, or a training
+    run's checkpoints (a LoRA run's: its base with the trained adapters)."""
+    if any(Path(directory).glob("*.safetensors")):
+        from models.hf import load_pretrained
+
+        return load_pretrained(directory)
+    if is_lora_run(directory):
+        return load_lora_run(directory)[0]
+    from models.checkpoint import load_model
+
+    return load_model(directory)
+
+
 def load_lora_run(directory: str | os.PathLike) -> tuple[nnx.Module, Any]:
     """(base + trained adapters, run config) of a LoRA run's checkpoint directory: the base is
     rebuilt from the run's `model.init` (refused when its identity is not the one trained on) and

@@ -72,6 +72,7 @@ def checkpoint_answers(
 ) -> Iterator[tuple[str, str | None]]:
     """Greedy HiMAP episodes of the model in `checkpoint` (a training run's checkpoints/, a model
     checkpoint or a Hugging Face directory, with its tokenizer beside the weights)."""
+    from b2tjax.adapters import load_checkpoint_model  # LoRA runs: their base + adapters
     from models.tokenizer import load_tokenizer
     from rollout import RolloutConfig, RolloutEngine
     from rollout.himap import himap_episode
@@ -90,14 +91,3 @@ def checkpoint_answers(
     for episode, (visible, _) in zip(episodes, pairs):
         figures.episodes.append(episode.session.metrics())
         yield visible["id"], episode.answer
-
-
-def load_checkpoint_model(checkpoint: Path) -> Any:
-    """Hugging Face safetensors or an Orbax model / run checkpoint."""
-    if any(checkpoint.glob("*.safetensors")):
-        from models.hf import load_pretrained
-
-        return load_pretrained(checkpoint)
-    from models.checkpoint import load_model
-
-    return load_model(checkpoint)

@@ -22,8 +22,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from b2tjax.adapters import base_identity, base_init, check_base, with_adapters
+from b2tjax.adapters import base_identity, base_init, check_base, is_lora_run, with_adapters
 from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
+from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
 from b2tjax.data import BatchIterator, example_dataset
 from b2tjax.grpo_update import RolloutBatch, grpo_update
@@ -448,6 +449,12 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
         )
     elif init.startswith("ckpt:"):
         from models.checkpoint import load_model
+
+        if is_lora_run(init[5:]):
+            raise UserError(
+                f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
+                "(launch/export_hf.py --adapter) and pass hf:ADAPTER_DIR"
+            )
 
         model = load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat)
     elif init:

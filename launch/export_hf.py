@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from b2tjax.adapters import base_init, load_lora_run, run_items
+from b2tjax.adapters import base_init, is_lora_run, load_lora_run
 from b2tjax.cli import UserError, run_main
 from models.checkpoint import load_model
 from models.config import DTYPES
@@ -68,11 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s"
     )
     return 0
-
-
-def is_lora_run(directory: str) -> bool:
-    found = run_items(directory)
-    return found is not None and found[1].get("model", {}).get("lora", {}).get("rank", 0) > 0
 
 
 def export_adapter(directory: str, out: str) -> int:

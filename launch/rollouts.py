@@ -146,14 +146,9 @@ def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
     from flax import nnx
 
     if args.checkpoint is not None:
-        ckpt = args.checkpoint
-        if any(ckpt.glob("*.safetensors")):
-            from models.hf import load_pretrained
+        from b2tjax.adapters import load_checkpoint_model  # a LoRA run: its base + adapters
 
-            return load_pretrained(ckpt)
-        from models.checkpoint import load_model as load_orbax
-
-        return load_orbax(ckpt)
+        return load_checkpoint_model(args.checkpoint)
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
 
