@@ -455,7 +455,6 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
                 f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
                 "(launch/export_hf.py --adapter) and pass hf:ADAPTER_DIR"
             )
-
         model = load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat)
     elif init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
