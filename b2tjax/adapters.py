@@ -107,9 +107,9 @@ def check_base(saved: dict | None, current: dict | None, step: int, action: str 
     )
 
 
-def run_items(directory: str | os.PathLike) -> tuple[int, dict, dict] | None:
-    """(newest step, run config, train_state) of a training run's checkpoint directory, or None
-    when `directory` is not one (a plain model checkpoint)."""
+def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[int, dict, dict] | None:
+    """(step, run config, train_state) of a training run's checkpoint directory (`step`, default the
+    newest), or None when `directory` is not one (a plain model checkpoint)."""
     import orbax.checkpoint as ocp
 
     directory = Path(directory).absolute()
@@ -119,11 +119,12 @@ def run_items(directory: str | os.PathLike) -> tuple[int, dict, dict] | None:
         steps = manager.all_steps()
         if not steps:
             return None
+        step = max(steps) if step is None else step
         items = manager.restore(
-            max(steps),
+            step,
             args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore()),
         )
-    return max(steps), items["config"], items["train_state"]
+    return step, items["config"], items["train_state"]
 
 
 def is_lora_run(directory: str | os.PathLike) -> bool:
@@ -132,31 +133,17 @@ def is_lora_run(directory: str | os.PathLike) -> bool:
     return found is not None and found[1].get("model", {}).get("lora", {}).get("rank", 0) > 0
 
 
-def load_checkpoint_model(directory: str | os.PathLike) -> nnx.Module:
-    """The model of a directory: Hugging Face safetensors, an Orbax model checkpoint, or a training
-    run's checkpoints (a LoRA run's: its base with the trained adapters)."""
-    if any(Path(directory).glob("*.safetensors")):
-        from models.hf import load_pretrained
-
-        return load_pretrained(directory)
-    if is_lora_run(directory):
-        return load_lora_run(directory)[0]
-    from models.checkpoint import load_model
-
-    return load_model(directory)
-
-
-def load_lora_run(directory: str | os.PathLike) -> tuple[nnx.Module, Any]:
+def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tuple[nnx.Module, Any]:
     """(base + trained adapters, run config) of a LoRA run's checkpoint directory: the base is
     rebuilt from the run's `model.init` (refused when its identity is not the one trained on) and
-    the newest step's adapters restored onto it."""
+    the adapters of `step` (default: the newest) restored onto it."""
     import orbax.checkpoint as ocp
 
     from b2tjax.config import config_from_dict
     from b2tjax.trainer import build_model
     from models.config import Qwen3Config
 
-    found = run_items(directory)
+    found = run_items(directory, step)
     if found is None:
         raise UserError(f"{directory} is not a training run's checkpoint directory")
     step, config, train_state = found

@@ -6,7 +6,9 @@ and launch/export_hf.py read a training run directly. `params` is the `nnx.to_pu
 
 Saves are asynchronous (the train loop continues while tensorstore writes); Orbax writes into a
 temporary directory and renames it when complete, so a run killed mid-save leaves the previous
-checkpoint intact. A resume takes the newest step that restores; damaged newer steps are reported
+checkpoint intact. Once a step's save has finished, a background thread writes its SHA-256
+manifest (`models.checksums`), and a restore checks the step against it first, so a flipped byte
+counts as damage. A resume takes the newest step that restores; damaged newer steps are reported
 and set aside, never deleted (`RunCheckpointer.restore_newest`).
 A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
 and exits, see `PreemptionGuard`.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ import orbax.checkpoint as ocp
 
 from b2tjax.train_step import TrainState
 from models.checkpoint import restore_newest
+from models.checksums import has_manifest, verify_manifest, write_manifest
 
 ITEMS = ("params", "opt_state", "train_state", "config")
 
@@ -49,6 +53,8 @@ class RunCheckpointer:
             create=True,
         )
         self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
+        self._sealer: threading.Thread | None = None
+        self._unsealed: list[int] = []  # steps this run saved that have no manifest yet
         if model_config_json is not None and jax.process_index() == 0:
             (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
 
@@ -60,6 +66,8 @@ class RunCheckpointer:
             return False
         if force and step in self.manager.all_steps():
             return False
+        self.manager.wait_until_finished()  # (Orbax's save waits for the previous one anyway)
+        self._seal()
         args = ocp.args.Composite(
             params=ocp.args.StandardSave(state.params),
             opt_state=ocp.args.StandardSave(
@@ -68,11 +76,16 @@ class RunCheckpointer:
             train_state=ocp.args.JsonSave(train_state),
             config=ocp.args.JsonSave(config),
         )
-        return bool(self.manager.save(step, args=args, force=force))
+        started = bool(self.manager.save(step, args=args, force=force))
+        if started:
+            self._unsealed.append(step)
+        return started
 
     def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict, dict]:
         """Restore `step` into the shapes/shardings of `abstract_state` (arrays or ShapeDtypeStructs)."""
         target = jax.tree.map(_abstract, abstract_state)
+        self._join_sealer()
+        verify_manifest(self.directory / str(step))
         restored = self.manager.restore(
             step,
             args=ocp.args.Composite(
@@ -139,11 +152,37 @@ class RunCheckpointer:
         except Exception:  # no distributed runtime: only the local SIGTERM flag applies
             return False
 
+    def _seal(self) -> None:
+        """Write the manifests of the finished steps this run saved, in a background thread (only
+        those: sealing an older step found on disk would bless whatever damage it has)."""
+        self._join_sealer()
+        steps, self._unsealed = self._unsealed, []
+        if jax.process_index() != 0:
+            return
+        steps = [s for s in steps if not has_manifest(self.directory / str(s))]
+
+        def seal() -> None:
+            for step in steps:
+                try:
+                    write_manifest(self.directory / str(step))
+                except OSError:  # deleted meanwhile (max_to_keep): nothing left to seal
+                    pass
+
+        self._sealer = threading.Thread(target=seal, name="checkpoint-checksums", daemon=True)
+        self._sealer.start()
+
+    def _join_sealer(self) -> None:
+        if self._sealer is not None:
+            self._sealer.join()
+            self._sealer = None
+
     def wait(self) -> None:
         self.manager.wait_until_finished()
+        self._seal()
+        self._join_sealer()
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
+        self.wait()
         self.manager.close()
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
 from sandbox.python_tool import PythonIsolationError
-from sandbox.world.integrity import StoreCorruptError
 
 USER_ERROR_EXIT = 2
 
@@ -46,7 +45,7 @@ def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | 
     try:
         return main(argv)
     # their messages name what is at fault (PythonIsolationError: what is missing and the opt-in)
-    except (UserError, BenchmarkError, StoreCorruptError, PythonIsolationError) as err:
+    except (UserError, BenchmarkError, PythonIsolationError) as err:  # BenchmarkError: a corrupt store too
         message = str(err)
     except OSError as err:  # missing, unreadable or unwritable paths, a full disk
         message = describe_os_error(err)

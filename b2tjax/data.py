@@ -16,6 +16,8 @@ from typing import Any
 import grain
 import jax
 
+from sandbox import jsonl
+
 
 def example_dataset(
     examples: Sequence[Any], seed: int, *, process_index: int | None = None, process_count: int | None = None
@@ -49,15 +51,4 @@ class BatchIterator:
 
 def read_jsonl(path: str | Path, limit: int = 0) -> list[dict]:
     """Objects of a JSONL file (first `limit` when > 0), with the line number in any parse error."""
-    rows = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not valid JSON ({err})") from None
-            if limit and len(rows) >= limit:
-                break
-    return rows
+    return jsonl.read_jsonl(Path(path), ValueError, limit)

@@ -17,7 +17,8 @@ import numpy as np
 from b2tjax import credit
 from b2tjax.batch_layout import RowLayout, agree_on_maximum
 from b2tjax.config import TrainConfig
-from b2tjax.train_step import StepFns, TrainState, pad_length, stack_rows, to_micro
+from b2tjax.train_batch import TrainBatch, pad_length, stack_rows, to_micro
+from b2tjax.train_step import StepFns, TrainState
 from rollout.record import EpisodeRecord
 
 
@@ -143,7 +144,7 @@ def grpo_update(
     rows = step_rows(cfg, records, layout)
     length = rows["ids"].shape[1]
 
-    ids_dev = fns.shard_batch({"ids": to_micro(rows["ids"], layout.rows // layout.micro_rows)})["ids"]
+    ids_dev = fns.shard_rows(to_micro(rows["ids"], layout.rows // layout.micro_rows))
     trainer_lp = fns.local_rows(fns.logprobs(state.params, ids_dev)).reshape(layout.rows, length)
     sampled, sampler_lp = rows["sampled"], rows["sampler_lp"]
     token_count = max(float(sampled.sum()), 1.0)
@@ -159,15 +160,16 @@ def grpo_update(
         old = trainer_lp
     else:  # sampler's, except where the sampler recorded none (environment tokens, padding rows)
         old = np.where(sampled > 0, sampler_lp, trainer_lp)
-    arrays = {
-        "ids": rows["ids"],
-        "mask": rows["mask"],
-        "old_logprobs": old.astype(np.float32),
-        "advantages": np.concatenate([adv, np.zeros(layout.padded, np.float32)]),
-    }
+    ref_lp = None
     if g.beta > 0:
-        ref_lp = fns.local_rows(fns.logprobs(ref_params, ids_dev))
-        arrays["ref_logprobs"] = ref_lp.reshape(layout.rows, length)
+        ref_lp = fns.local_rows(fns.logprobs(ref_params, ids_dev)).reshape(layout.rows, length)
+    flat = TrainBatch(
+        ids=rows["ids"],
+        mask=rows["mask"],
+        old_logprobs=old.astype(np.float32),
+        advantages=np.concatenate([adv, np.zeros(layout.padded, np.float32)]),
+        ref_logprobs=ref_lp,
+    )
 
     before_update()
     rng = np.random.default_rng(seed)
@@ -175,7 +177,7 @@ def grpo_update(
     updates = 0
     for _ in range(g.epochs):
         for mini_rows in layout.mini_batch_rows(rng.permutation(n)):
-            micro = {k: to_micro(v[mini_rows], layout.micro_per_mini) for k, v in arrays.items()}
+            micro = flat.take(mini_rows).split(layout.micro_per_mini)
             state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
             for k, v in jax.device_get(step_metrics).items():
                 sums[k] = sums.get(k, 0.0) + float(v)

@@ -74,14 +74,16 @@ def sequence_logprobs(
     Position 0 has no prediction and gets 0.0 (it is always a prompt token). This matches the
     EpisodeRecord convention (one log-prob per id). Returns (logprobs, entropy), both [B, T] fp32.
     """
-    hidden = model.hidden_states(ids)  # [B, T, H]
-    lp, ent = hidden_logprobs(
-        hidden[:, :-1],
-        model.lm_head_weight(),
-        ids[:, 1:],
-        temperature=temperature,
-        chunk_size=chunk_size,
-        valid_vocab=valid_vocab,
-    )
+    with jax.named_scope("forward"):
+        hidden = model.hidden_states(ids)  # [B, T, H]
+    with jax.named_scope("logprobs"):  # the chunked lm-head projection and log-softmax
+        lp, ent = hidden_logprobs(
+            hidden[:, :-1],
+            model.lm_head_weight(),
+            ids[:, 1:],
+            temperature=temperature,
+            chunk_size=chunk_size,
+            valid_vocab=valid_vocab,
+        )
     zeros = jnp.zeros((ids.shape[0], 1), jnp.float32)
     return jnp.concatenate([zeros, lp], axis=1), jnp.concatenate([zeros, ent], axis=1)

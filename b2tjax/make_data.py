@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def staging_dir(out: Path, force: bool) -> Path:
     """Check --out (before any work) and create the temporary sibling the build writes into."""
+    if out.is_symlink():  # replacing it would rename the link, not the directory it points to
+        raise UserError(f"--out {out} is a symbolic link; give the directory itself ({out.resolve()})")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file, expected a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
@@ -77,6 +79,9 @@ def publish(staging: Path, out: Path) -> None:
 
 def build(args: argparse.Namespace) -> int:
     """The benchmark's make_data into a staging directory, published by one rename when complete."""
+    source = getattr(args, "from_jsonl", None)
+    if source is not None and args.out.resolve() in (Path(source).resolve(), *Path(source).resolve().parents):
+        raise UserError(f"--from-jsonl {source} lies in --out {args.out}, which the build replaces")
     staging = staging_dir(args.out, args.force)
     started = time.perf_counter()
     try:

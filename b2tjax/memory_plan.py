@@ -1,7 +1,7 @@
 """A recipe's device memory, computed by compiling its programs ahead of time (launch/plan.py).
 
 The SFT step, the GRPO step and the sampler's prefill and decode are the very jitted functions a
-run executes (b2tjax.trainer.phase_step_fns, rollout.sampling's compiled prefill / decode). They
+run executes (b2tjax.trainer.phase_step_fns, rollout.programs' compiled prefill / decode). They
 are lowered with abstract arguments (jax.ShapeDtypeStruct carrying the run's shardings) and
 compiled for the mesh; nothing is allocated. `compiled.memory_analysis()` gives per-device bytes
 of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that stay alive while a
@@ -251,7 +251,8 @@ def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
 
 def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
-    from b2tjax.train_step import abstract_train_state, pad_length, state_shardings
+    from b2tjax.train_batch import TrainBatch, pad_length
+    from b2tjax.train_step import abstract_train_state, state_shardings
     from b2tjax.trainer import phase_optimizer, phase_step_fns
 
     cfg = ctx.cfg
@@ -268,19 +269,18 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     )
     if phase == "sft":
         rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
-        keys = {"ids": jnp.int32, "mask": jnp.float32}
     else:
         rows = cfg.rollout_batch // cfg.grpo.mini_batches
         micro_rows, length = cfg.grpo.micro_batch_size, cfg.rollout.max_seq_len
-        keys = {"ids": jnp.int32, "mask": jnp.float32, "old_logprobs": jnp.float32}
-        if cfg.grpo.beta > 0:
-            keys["ref_logprobs"] = jnp.float32
     micro_rows = micro_rows or rows
     shape = (rows // micro_rows, micro_rows, pad_length(length))
-    spec = {k: (shape, dtype) for k, dtype in keys.items()}
+    tokens = jax.ShapeDtypeStruct(shape, jnp.float32)
+    batch = TrainBatch(ids=jax.ShapeDtypeStruct(shape, jnp.int32), mask=tokens)
     if phase == "grpo":
-        spec["advantages"] = (shape[:2], jnp.float32)
-    batch = fns.abstract_batch(spec)
+        ref = tokens if cfg.grpo.beta > 0 else None
+        rows_f32 = jax.ShapeDtypeStruct(shape[:2], jnp.float32)
+        batch = TrainBatch(batch.ids, tokens, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
+    batch = fns.abstract_batch(batch)
     step = fns.sft_step if phase == "sft" else fns.grpo_step
     sampler_own = shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])
     resident = {"sampler weights": sampler_own} if phase == "grpo" else {}
@@ -338,7 +338,7 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
-    from rollout.sampling import compiled_functions, decode_bucket
+    from rollout.programs import compiled_functions, decode_bucket
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef)

@@ -16,6 +16,8 @@ from typing import Any
 import jax
 from tqdm.auto import tqdm
 
+from sandbox.jsonl import read_jsonl_objects
+
 # Postfix keys shown on the bar, in order, with short labels.
 _BAR_KEYS = (
     ("loss", "loss"),
@@ -139,10 +141,7 @@ def read_metrics(path: str | Path, phase: str | None = None) -> dict[int, dict]:
     `phase` keeps only that phase's records ("sft", "grpo", "eval"); None keeps the training ones.
     """
     out: dict[int, dict] = {}
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                if (phase is None and row.get("phase") != "eval") or row.get("phase") == phase:
-                    out[row["step"]] = row
+    for _, row in read_jsonl_objects(Path(path), ValueError):
+        if (phase is None and row.get("phase") != "eval") or row.get("phase") == phase:
+            out[row["step"]] = row
     return out

@@ -26,6 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from b2tjax import grpo
 from b2tjax.logprobs import sequence_logprobs
 from b2tjax.optim import apply_if_finite
+from b2tjax.train_batch import TrainBatch
 from models.sharding import on_mesh
 
 Params = dict  # nnx.to_pure_dict layout
@@ -81,73 +82,53 @@ def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Host-side batch layout
-
-
-def pad_length(length: int, multiple: int = 64) -> int:
-    """Round sequence lengths up so jitted steps compile once per bucket, not once per batch."""
-    return max(multiple, -(-length // multiple) * multiple)
-
-
-def stack_rows(rows: list[list], length: int, dtype, fill=0) -> np.ndarray:
-    """Right-pad ragged rows to [N, length]; rows longer than `length` are cut."""
-    out = np.full((len(rows), length), fill, dtype=dtype)
-    for i, row in enumerate(rows):
-        row = row[:length]
-        out[i, : len(row)] = row
-    return out
-
-
-def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
-    """[N, ...] -> [M, N / M, ...]."""
-    if x.shape[0] % micro_batches:
-        raise ValueError(f"{x.shape[0]} rows do not split into {micro_batches} micro-batches")
-    return x.reshape(micro_batches, x.shape[0] // micro_batches, *x.shape[1:])
-
-
-# ----------------------------------------------------------------------------------------------
 # Losses on one micro-batch
 
 
 def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
     lp, ent = sequence_logprobs(
-        model, micro["ids"], temperature=temperature, chunk_size=cfg.logprob_chunk, valid_vocab=valid_vocab
+        model, micro.ids, temperature=temperature, chunk_size=cfg.logprob_chunk, valid_vocab=valid_vocab
     )
-    loss, stats = grpo.grpo_loss(
-        lp,
-        micro["old_logprobs"],
-        micro["advantages"],
-        micro["mask"],
-        norm,
-        mode=cfg.aggregation,
-        clip_low=cfg.clip_low,
-        clip_high=cfg.clip_high,
-        ref_logprobs=micro.get("ref_logprobs"),
-        beta=cfg.beta,
-    )
-    stats["entropy"] = jnp.sum(ent * micro["mask"]) / norm.num_tokens
+    with jax.named_scope("loss"):
+        loss, stats = grpo.grpo_loss(
+            lp,
+            micro.old_logprobs,
+            micro.advantages,
+            micro.mask,
+            norm,
+            mode=cfg.aggregation,
+            clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high,
+            ref_logprobs=micro.ref_logprobs,
+            beta=cfg.beta,
+        )
+        stats["entropy"] = jnp.sum(ent * micro.mask) / norm.num_tokens
     return loss, stats
 
 
 def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
     lp, ent = sequence_logprobs(
-        model, micro["ids"], temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab
+        model, micro.ids, temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab
     )
-    mask = micro["mask"].astype(jnp.float32)
-    loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
-    return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
+    with jax.named_scope("loss"):
+        mask = micro.mask.astype(jnp.float32)
+        loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
+        return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
 
 
-def _accumulate(micro_loss: Callable, params, batch: dict, norm, frozen):
+def _accumulate(micro_loss: Callable, params, batch: TrainBatch, norm, frozen):
     """Sum loss, grads and stats over the leading micro-batch axis with lax.scan (gradients with
     respect to `params` only: the frozen base gets none)."""
     grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
 
     def body(carry, micro):
         loss_sum, grads_sum, stats_sum = carry
-        (loss, stats), grads = grad_fn(params, micro, norm, frozen)
+        # the forward ops keep their scopes (forward, logprobs, loss); JAX names the backward ones
+        # transpose(jvp(...)) of them, all under this scope
+        with jax.named_scope("forward_backward"):
+            (loss, stats), grads = grad_fn(params, micro, norm, frozen)
         grads_sum = jax.tree.map(jnp.add, grads_sum, grads)
         stats_sum = jax.tree.map(jnp.add, stats_sum, stats)
         return (loss_sum + loss, grads_sum, stats_sum), None
@@ -164,9 +145,10 @@ def _accumulate(micro_loss: Callable, params, batch: dict, norm, frozen):
 
 
 def _update(optimizer, schedule, state: TrainState, loss, grads, stats):
-    params, opt_state, applied, grad_norm = apply_if_finite(
-        optimizer, state.params, state.opt_state, grads, loss
-    )
+    with jax.named_scope("optimizer_update"):
+        params, opt_state, applied, grad_norm = apply_if_finite(
+            optimizer, state.params, state.opt_state, grads, loss
+        )
     metrics = dict(
         stats,
         loss=loss,
@@ -186,41 +168,38 @@ def _update(optimizer, schedule, state: TrainState, loss, grads, stats):
 class StepFns:
     """The jitted functions of a run, all with explicit in/out shardings when a mesh is given."""
 
-    grpo_step: Callable  # (state, batch) -> (state, metrics)
-    sft_step: Callable  # (state, batch) -> (state, metrics)
+    grpo_step: Callable  # (state, TrainBatch) -> (state, metrics)
+    sft_step: Callable  # (state, TrainBatch) -> (state, metrics)
     logprobs: Callable  # (params, ids [M, b, T]) -> [M, b, T]
     mesh: Mesh | None
 
-    def shard_batch(self, batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-        """Put [M, b, ...] host arrays on devices with rows split over (data, fsdp).
+    def shard_batch(self, batch: TrainBatch) -> TrainBatch:
+        """A micro-batched TrainBatch of host arrays on devices (`shard_rows` for each array)."""
+        return jax.tree.map(self.shard_rows, batch)
 
-        With several JAX processes each passes its own rows; the global batch is their
+    def shard_rows(self, x: np.ndarray) -> jax.Array:
+        """Put a [M, b, ...] host array on devices with rows split over (data, fsdp).
+
+        With several JAX processes each passes its own rows; the global array is their
         concatenation along the row axis (process order), and every normaliser covers all of it.
         """
         if self.mesh is None:
-            return {k: jnp.asarray(v) for k, v in batch.items()}
+            return jnp.asarray(x)
         procs = jax.process_count()
-        out = {}
-        for k, v in batch.items():
-            global_shape = (v.shape[0], v.shape[1] * procs, *v.shape[2:])
-            sharding = batch_sharding(self.mesh, global_shape)
-            out[k] = (
-                jax.device_put(v, sharding)
-                if procs == 1
-                else jax.make_array_from_process_local_data(sharding, v, global_shape)
-            )
-        return out
+        global_shape = (x.shape[0], x.shape[1] * procs, *x.shape[2:])
+        sharding = batch_sharding(self.mesh, global_shape)
+        if procs == 1:
+            return jax.device_put(x, sharding)
+        return jax.make_array_from_process_local_data(sharding, x, global_shape)
 
-    def abstract_batch(
-        self, shapes: dict[str, tuple[tuple[int, ...], Any]]
-    ) -> dict[str, jax.ShapeDtypeStruct]:
-        """What `shard_batch` would make of arrays of these global (shape, dtype)s, without data."""
-        return {
-            k: jax.ShapeDtypeStruct(
-                shape, dtype, sharding=None if self.mesh is None else batch_sharding(self.mesh, shape)
-            )
-            for k, (shape, dtype) in shapes.items()
-        }
+    def abstract_batch(self, batch: TrainBatch) -> TrainBatch:
+        """What `shard_batch` would make of a TrainBatch of global jax.ShapeDtypeStructs, without data."""
+
+        def place(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+            sharding = None if self.mesh is None else batch_sharding(self.mesh, s.shape)
+            return jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding)
+
+        return jax.tree.map(place, batch)
 
     def local_rows(self, x: jax.Array) -> np.ndarray:
         """This process' rows of a [M, b_global, ...] array made by `shard_batch`, as NumPy."""
@@ -321,13 +300,13 @@ def make_step_fns(
         _sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab, temperature=1.0
     )
 
-    def grpo_step(state: TrainState, batch: dict, frozen: Params):
-        norm = grpo.batch_normaliser(batch["mask"], fixed_length)
+    def grpo_step(state: TrainState, batch: TrainBatch, frozen: Params):
+        norm = grpo.batch_normaliser(batch.mask, fixed_length)
         loss, grads, stats = _accumulate(grpo_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 
-    def sft_step(state: TrainState, batch: dict, frozen: Params):
-        norm = grpo.batch_normaliser(batch["mask"], fixed_length)
+    def sft_step(state: TrainState, batch: TrainBatch, frozen: Params):
+        norm = grpo.batch_normaliser(batch.mask, fixed_length)
         loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 

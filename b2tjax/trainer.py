@@ -3,7 +3,8 @@
 One global step counter runs through both phases (SFT steps 1..S, GRPO steps S+1..S+N), so a run
 has one CheckpointManager and `--resume` continues wherever it stopped. What is task-specific
 (sampling episodes, rewards, SFT examples, the final evaluation) sits behind the `Task` protocol:
-the agent task on a benchmark (b2tjax/task.py) and the toy digit task (b2tjax/toy.py) share this loop.
+the agent task on a benchmark (b2tjax/tasks/benchmark.py) and the toy digit task
+(b2tjax/tasks/toy.py) share this loop.
 """
 
 from __future__ import annotations
@@ -31,16 +32,14 @@ from b2tjax.grpo_update import RolloutBatch, grpo_update
 from b2tjax.mesh import build_mesh
 from b2tjax.metrics import MetricsWriter
 from b2tjax.optim import learning_rate_schedule, make_optimizer
+from b2tjax.train_batch import TrainBatch, pad_length, stack_rows
 from b2tjax.train_step import (
     BoundModel,
     StepFns,
     TrainState,
     init_train_state,
     make_step_fns,
-    pad_length,
-    stack_rows,
     state_shardings,
-    to_micro,
 )
 from models.config import DTYPES
 from rollout.engine import RolloutStopped
@@ -215,10 +214,32 @@ class Trainer:
                 if jax.process_index() == 0:
                     (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.write(table)
+                    self._write_report(table, writer)
             return RunResult(self.total_steps, last, eval_metrics, table)
         finally:
             writer.close()
             self.ckpt.close()
+
+    def _write_report(self, table: str, writer: MetricsWriter) -> None:
+        """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
+        tasks), with this run's curves; a report that cannot be written is logged, not fatal."""
+        episodes = getattr(self.task, "report_episodes", lambda: None)()
+        if not episodes:
+            return
+        from b2tjax.report import ReportError, write_report
+
+        try:
+            path = write_report(
+                self.out / "report.html",
+                episodes,
+                title=f"final evaluation of {self.out.name}",
+                metrics_text=table,
+                run_dirs=[self.out],
+            )
+        except ReportError as err:
+            writer.write(f"no report.html: {err}")
+        else:
+            writer.write(f"wrote {path}")
 
     # ------------------------------------------------------------------------------------------
     def _maybe_stop(
@@ -282,15 +303,13 @@ class Trainer:
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
             length = pad_length(min(max(len(r["ids"]) for r in rows), cfg.sft.max_seq_len))
-            batch = {
-                "ids": stack_rows([r["ids"] for r in rows], length, np.int32),
-                "mask": stack_rows([r["mask"] for r in rows], length, np.float32),
-            }
-            batch["mask"][:, 0] = 0.0  # position 0 has no prediction
-            tokens = int(batch["mask"].sum())
-            state, metrics = fns.sft_step(
-                state, fns.shard_batch({k: to_micro(v, micro) for k, v in batch.items()})
+            batch = TrainBatch(
+                ids=stack_rows([r["ids"] for r in rows], length, np.int32),
+                mask=stack_rows([r["mask"] for r in rows], length, np.float32),
             )
+            batch.mask[:, 0] = 0.0  # position 0 has no prediction
+            tokens = int(batch.mask.sum())
+            state, metrics = fns.sft_step(state, fns.shard_batch(batch.split(micro)))
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
             dt = time.perf_counter() - t0
             counters["sft_tokens"] = counters.get("sft_tokens", 0) + tokens

@@ -1,9 +1,10 @@
-"""Plans scored per second by the 32-constraint evaluator on one core (goal: >= 500 plans/s).
+"""Speed benchmark: plans scored per second by the 32-constraint evaluator on one core (goal: >= 500 plans/s).
 
     python benchmarks/bench_eval.py [--seconds 3]
 
 Scores a 3-day plan (18 local activities + 2 trains) against the hand-made mini world of
-sandbox/evaluator/example.py, as `<answer>` text (what the RL loop passes: read + evaluate) and as
+sandbox/benchmarks/b2t/evaluator/example.py, as `<answer>` text (what the RL loop passes: read +
+evaluate) and as
 parsed JSON, cold (first plan after opening the store) and warm. The reference in the same run is
 `json.loads` of the same answer: the least any evaluator must do. A mixed set (valid plan plus
 variants with broken rules, as rollouts produce) is scored too.
@@ -19,10 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sandbox.evaluator import evaluate_plan
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
-from sandbox.evaluator.lookup import index_for
-from sandbox.plan import read_plan
+from sandbox.benchmarks.b2t.evaluator import evaluate_plan
+from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
+from sandbox.benchmarks.b2t.evaluator.lookup import index_for
+from sandbox.benchmarks.b2t.plan import read_plan
 
 
 def pin_one_core() -> str:

@@ -1,4 +1,5 @@
-"""Sequential single agent vs HiMAP parallel vs HiMAP serial on the same instances and tiny model.
+"""Speed benchmark: sequential single agent vs HiMAP parallel vs HiMAP serial on the same instances and
+tiny model.
 
     python benchmarks/bench_himap.py [--data DATA] [--per-days 1] [--json OUT.json]
 
@@ -74,12 +75,12 @@ def sequential_episode(bench: Any, tok: Any, visible: dict, truth: dict) -> Any:
     """The single-agent expert's turns, forced, in one stream with the agent's prompt and tools."""
     from rollout import ForcedTokens
     from rollout.prompt import prompt_ids
+    from sandbox.benchmarks.b2t.expert import Expert
     from sandbox.env import EpisodeEnv
-    from sandbox.expert import Expert
 
     result = Expert(bench.world).solve(visible, truth)
     texts = [m["content"] for m in result.turns if m["role"] == "assistant"]
-    prompt = bench.prompt(visible, variant="b2t", memory=True)
+    prompt = bench.prompt(visible, variant="tool_agent", memory=True)
     env = EpisodeEnv(
         bench.world_for(visible),
         memory_enabled=True,
@@ -91,7 +92,7 @@ def sequential_episode(bench: Any, tok: Any, visible: dict, truth: dict) -> Any:
 
 
 def himap_episode_for(bench: Any, tok: Any, visible: dict, truth: dict, parallel: bool) -> Any:
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
     from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
 

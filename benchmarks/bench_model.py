@@ -1,7 +1,7 @@
-"""Prefill and greedy-decode throughput: our jitted Qwen3 vs transformers (torch, same weights,
-same machine, same run). Prints a table with the ratio ours / transformers, then our decode step
-time at several *allocated* cache lengths with the same live tokens (--live, default 512): the
-KV cache is updated in place and attention reads only live blocks, so it should barely grow.
+"""Speed benchmark: prefill and greedy-decode throughput: our jitted Qwen3 vs transformers (torch, same
+weights, same machine, same run). Prints a table with the ratio ours / transformers, then our decode step
+time at several *allocated* cache lengths with the same live tokens (--live, default 512): the KV cache is
+updated in place and attention reads only live blocks, so it should barely grow.
 
     python benchmarks/bench_model.py [--config tiny] [--batch 4] [--prompt 256] [--new 64]
                                      [--cache-lengths 1024 4096 16384] [--live 512]

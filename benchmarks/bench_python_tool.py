@@ -1,4 +1,4 @@
-"""Python tool throughput: the jailed fork-server pool against a fresh interpreter per call.
+"""Speed benchmark: Python tool throughput: the jailed fork-server pool against a fresh interpreter per call.
 
     python benchmarks/bench_python_tool.py [--calls 100]
 

@@ -1,4 +1,4 @@
-"""Rollout engine throughput on a tiny random Qwen3 with the real sandbox.
+"""Speed benchmark: rollout engine throughput on a tiny random Qwen3 with the real sandbox.
 
 Modes, measured in the same run on the same episodes:
   sync / async   : host work between decode segments (synchronous engine), or hidden behind them
@@ -65,8 +65,8 @@ def build(args: argparse.Namespace):
     from models.qwen3 import Qwen3ForCausalLM
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout.prompt import prompt_ids, prompt_text
-    from sandbox.benchmarks.b2t_prompt import build_prompt
-    from sandbox.world.generator import build_world
+    from sandbox.benchmarks.b2t.prompt import build_prompt
+    from sandbox.benchmarks.b2t.world.generator import build_world
 
     root = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
     build_world(root / "world.sqlite", scale="small", seed=0)

@@ -1,4 +1,5 @@
-"""Tokenizer throughput: our Qwen3 tokenizer vs transformers' AutoTokenizer and tiktoken (same run).
+"""Speed benchmark: tokenizer throughput: our Qwen3 tokenizer vs transformers' AutoTokenizer and tiktoken
+(same run).
 
     python benchmarks/bench_tokenizer.py [--repeat 3]
 

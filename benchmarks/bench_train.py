@@ -1,4 +1,5 @@
-"""Train-step throughput and model FLOPs utilisation (MFU), on whatever JAX backend is present.
+"""Speed benchmark: train-step throughput and model FLOPs utilisation (MFU), on whatever JAX backend is
+present.
 
     python benchmarks/bench_train.py                                   # tiny model, CPU
     python benchmarks/bench_train.py --preset qwen3-0.6b --batch 8 --seq 2048 --dtype bfloat16   # GPU/TPU
@@ -23,7 +24,8 @@ import numpy as np
 import optax
 
 from b2tjax.config import GRPOConfig
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
+from b2tjax.train_batch import TrainBatch
+from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import DTYPES, get_config
 from models.qwen3 import create_model
 
@@ -118,7 +120,7 @@ def main(argv=None) -> int:
         if n % micro:
             continue
         state = init_train_state(jax.tree.map(jnp.copy, params), optimizer)
-        batch = fns.shard_batch({k: to_micro(v, micro) for k, v in flat.items()})
+        batch = fns.shard_batch(TrainBatch(**flat).split(micro))
         seconds, _ = time_step(fns, state, batch, args.repeats)
         rows.append((f"GRPO step, {micro} micro-batch{'es' if micro > 1 else ''}", seconds))
 

@@ -1,4 +1,5 @@
-"""Greedy decoding side by side with Tunix's sampler (`google-tunix`), same jax, same shapes, same run.
+"""Speed benchmark: greedy decoding side by side with Tunix's sampler (`google-tunix`), same jax, same
+shapes, same run.
 
 Tunix is an optional peer, not a dependency: install it to compare (`pip install google-tunix`);
 without it this prints a message and exits 0. Shapes follow issue 14: Qwen3-0.6B width, 2 layers,
@@ -27,7 +28,8 @@ from models.config import get_config
 from models.greedy import greedy_generate
 from models.kv_cache import init_cache
 from models.qwen3 import Qwen3ForCausalLM
-from rollout.sampling import ModelRunner, SamplingArrays
+from rollout.programs import ModelRunner
+from rollout.sampling import SamplingArrays
 
 
 def per_token(run: Callable[[int], object], new: int, repeats: int) -> float:
@@ -56,7 +58,7 @@ class _IdTokenizer:
 
 
 def engine_runner(model: Qwen3ForCausalLM, prompt: np.ndarray, slots: int) -> Callable[[int], object]:
-    """The RolloutEngine's jitted prefill + decode segment (rollout.sampling.ModelRunner), greedy."""
+    """The RolloutEngine's jitted prefill + decode segment (rollout.programs.ModelRunner), greedy."""
     runner = ModelRunner(model)
     b, p = prompt.shape
     vocab = model.config.vocab_size

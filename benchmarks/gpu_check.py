@@ -1,5 +1,5 @@
-"""A first look at an accelerator: HF parity in bf16, prefill / decode speed against the memory
-bandwidth bound, train-step MFU and the rollout engine's tokens/s, in one run of a few minutes.
+"""Speed benchmark: a first look at an accelerator: HF parity in bf16, prefill / decode speed against the
+memory bandwidth bound, train-step MFU and the rollout engine's tokens/s, in one run of a few minutes.
 
     python benchmarks/gpu_check.py                  # GPU/TPU: a random Qwen3-0.6B (28 layers)
     python benchmarks/gpu_check.py --layers 2 --vocab 16384 --batch 2 --prompt 128 --new 16   # CPU
@@ -113,7 +113,8 @@ def check_train(cfg, batch: int, seq: int) -> dict:
     import optax
 
     from b2tjax.config import GRPOConfig
-    from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
+    from b2tjax.train_batch import TrainBatch
+    from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
     from benchmarks.bench_train import matmul_peak, model_flops_per_token, time_step
     from models.qwen3 import create_model
 
@@ -136,7 +137,7 @@ def check_train(cfg, batch: int, seq: int) -> dict:
         "advantages": rng.normal(size=batch).astype(np.float32),
     }
     state = init_train_state(params, optimizer)
-    seconds, _ = time_step(fns, state, fns.shard_batch({k: to_micro(v, 1) for k, v in flat.items()}), 3)
+    seconds, _ = time_step(fns, state, fns.shard_batch(TrainBatch(**flat).split(1)), 3)
     peak = matmul_peak(jnp.bfloat16, 1024 if jax.devices()[0].platform == "cpu" else 8192, 3)
     flops = model_flops_per_token(cfg, seq) * batch * seq
     return {

@@ -9,7 +9,7 @@ Each model row is one `launch/train.py` run of the recipe (default configs/tiny_
 seed, in RUNS/<row>-s<seed>, whose final evaluation (eval.json: greedy, the recipe's test
 instances) gives the numbers; the command of every run is printed with the table. The SFT + GRPO
 runs are the learning-curve runs (`launch/plot.py RUNS/curve-s0 ...` draws them). The expert row is
-the rule-based planner on the same instances (`launch/eval.py --agent expert` scores the same plans).
+the rule-based planner on the same instances (`launch/eval.py --policy expert` scores the same plans).
 A run directory that already holds eval.json is read, not redone.
 """
 
@@ -255,9 +255,9 @@ def ensure_runs(runs: Path, seeds: Sequence[int], recipe: Path, jobs: int, from_
 def expert_metrics(recipe: Path) -> dict[str, Any]:
     """The expert on the recipe's evaluation instances: pass rates, reward and action error rate."""
     from b2tjax.config import load_config
-    from b2tjax.task import select_pairs
+    from b2tjax.tasks.benchmark import select_pairs
     from sandbox.benchmarks import get_benchmark
-    from sandbox.expert import Expert
+    from sandbox.benchmarks.b2t.expert import Expert
 
     cfg = load_config(recipe)
     bench = get_benchmark(cfg.benchmark, Path(cfg.data.data_dir))

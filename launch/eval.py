@@ -2,9 +2,10 @@
 
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
-    python launch/eval.py --data DATA --agent expert --split test
-    python launch/eval.py --data DATA --agent himap-expert [--himap-ablation flat]   # scripted HiMAP team
-    python launch/eval.py --data DATA --agent himap --checkpoint runs/himap_tiny/checkpoints \
+                          [--report REPORT.html]   # the HTML report: timelines, maps, verdicts
+    python launch/eval.py --data DATA --policy expert --split test
+    python launch/eval.py --data DATA --policy expert --agent himap [--himap-ablation flat]   # scripted team
+    python launch/eval.py --data DATA --policy model --agent himap --checkpoint runs/himap_tiny/checkpoints \
                           [--config configs/himap_tiny_cpu.yaml]   # a trained HiMAP policy, greedy
     python launch/eval.py --benchmark travelplanner --queries validation.jsonl --plans submission.jsonl \
                           --split validation [--mode official|strict] [--data DATA]
@@ -16,9 +17,11 @@ the official submission format ({"idx", "query", "plan"} per line, in the order 
 scored against the official query file directly, with the official metric constants of --split
 (the database: DATA/database when --data is given, else the offline copy in ../shared).
 
-Plans can also come from an agent (`--agent NAME`) registered in `AGENTS` below: a function
-(benchmark, pairs, args) -> iterable of (id, answer). A benchmark's own options (see --help with
---benchmark NAME) are passed to it.
+Plans can also be written here: `--policy` names the plan writer (`expert`: the scripted planner
+that reads the hidden truth; `model`: a checkpoint, greedy) and `--agent` the agent architecture it
+runs as (`single` | `himap`), as in launch/rollouts.py and the training config. Each supported pair
+is registered in `POLICIES` below: a function (benchmark, pairs, args) -> iterable of (id, answer).
+A benchmark's own options (see --help with --benchmark NAME) are passed to it.
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ from b2tjax.cli import (
     UserError,
     add_benchmark_options,
     benchmark_parser,
-    check_output_file,
     damaged_store,
     run_main,
 )
-from b2tjax.himap_agents import HimapFigures
+from b2tjax.outputs import check_outputs
+from b2tjax.tasks.himap_agents import HimapFigures
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
 from sandbox.himap.options import ABLATIONS
 from sandbox.jsonl import read_jsonl_objects
@@ -53,7 +56,7 @@ log = logging.getLogger("eval")
 
 def himap_expert(bench: Benchmark, pairs: list[Pair], args: argparse.Namespace) -> Iterable[tuple[str, Any]]:
     """The scripted HiMAP team (coordinator, day executors, Σ, bargaining) under --himap-ablation."""
-    from b2tjax.himap_agents import expert_answers
+    from b2tjax.tasks.himap_agents import expert_answers
     from sandbox.himap.options import HimapOptions
 
     return expert_answers(bench, pairs, HimapOptions.ablation(args.himap_ablation), args.himap_figures)
@@ -64,7 +67,7 @@ def himap_checkpoint(
 ) -> Iterable[tuple[str, Any]]:
     """A checkpoint's greedy HiMAP episodes; --config supplies the rollout: and himap: sections."""
     from b2tjax.config import load_config
-    from b2tjax.himap_agents import checkpoint_answers
+    from b2tjax.tasks.himap_agents import checkpoint_answers
     from sandbox.himap.options import HimapOptions
 
     options, overrides = HimapOptions.ablation(args.himap_ablation), {}
@@ -78,17 +81,18 @@ def himap_checkpoint(
     return checkpoint_answers(bench, pairs, args.checkpoint, options, overrides, args.himap_figures)
 
 
-# Agents that produce plans: name -> (benchmark, pairs, args) -> iterable of (id, answer).
-AGENTS: dict[str, Callable[[Benchmark, list[Pair], argparse.Namespace], Iterable[tuple[str, Any]]]] = {
-    "expert": lambda bench, pairs, args: bench.expert_answers(pairs),  # solves through the real tools
-    "himap-expert": himap_expert,
-    "himap": himap_checkpoint,
+Writer = Callable[[Benchmark, list[Pair], argparse.Namespace], Iterable[tuple[str, Any]]]
+# Plan writers: (policy, agent architecture) -> (benchmark, pairs, args) -> iterable of (id, answer).
+POLICIES: dict[tuple[str, str], Writer] = {
+    ("expert", "single"): lambda bench, pairs, args: bench.expert_answers(pairs),  # through the real tools
+    ("expert", "himap"): himap_expert,
+    ("model", "himap"): himap_checkpoint,
 }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Options: the plans come either from a file (--plans) or from a registered agent (--agent);
-    the chosen benchmark adds its own options (known only once --benchmark is read)."""
+    """Options: the plans come either from a file (--plans) or from a plan writer (--policy, run as
+    --agent); the chosen benchmark adds its own options (known only once --benchmark is read)."""
     parser, name = benchmark_parser(argv, "of the plans", description=__doc__)
     parser.add_argument(
         "--data",
@@ -98,33 +102,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plans", type=Path, help="JSONL file of {id, plan} objects")
-    source.add_argument("--agent", choices=sorted(AGENTS), help="agent that writes the plans")
-    parser.add_argument("--split", default="test", help="split to score (default test)")
-    parser.add_argument(
-        "--checkpoint", type=Path, help="--agent himap: the model (run checkpoints/ or HF dir)"
+    source.add_argument(
+        "--policy",
+        choices=sorted({policy for policy, _ in POLICIES}),
+        help="plan writer: expert (the scripted planner) | model (--checkpoint, greedy)",
     )
     parser.add_argument(
-        "--config", type=Path, help="--agent himap: recipe whose rollout:/himap: sections apply"
+        "--agent",
+        choices=("single", "himap"),
+        default="single",
+        help="agent architecture the --policy runs as: one agent | a HiMAP team (default single)",
+    )
+    parser.add_argument("--split", default="test", help="split to score (default test)")
+    parser.add_argument(
+        "--checkpoint", type=Path, help="--policy model: the model (run checkpoints/ or HF dir)"
+    )
+    parser.add_argument(
+        "--config", type=Path, help="--policy model: recipe whose rollout:/himap: sections apply"
     )
     parser.add_argument(
         "--himap-ablation",
         choices=ABLATIONS,
         default="full",
-        help="HiMAP agents: the full system or one of the paper's Table-7 ablations (default full)",
+        help="--agent himap: the full system or one of the paper's Table-7 ablations (default full)",
     )
     parser.add_argument(
         "--difficulty", nargs="+", choices=("easy", "medium", "hard"), help="only these difficulty levels"
     )
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
     parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
+    parser.add_argument(
+        "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
+    )
     add_benchmark_options(parser, name)
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
         parser.error("the following arguments are required: --data")
-    if (args.agent == "himap") != (args.checkpoint is not None):
-        parser.error("--agent himap needs --checkpoint DIR, and --checkpoint is only for --agent himap")
-    if args.config is not None and args.agent != "himap":
-        parser.error("--config is only for --agent himap")
+    if args.policy is not None and (args.policy, args.agent) not in POLICIES:
+        parser.error(f"--policy {args.policy} has no --agent {args.agent} writer yet; choose --agent himap")
+    if (args.policy == "model") != (args.checkpoint is not None):
+        parser.error("--policy model needs --checkpoint DIR, and --checkpoint is only for --policy model")
+    if args.config is not None and args.policy != "model":
+        parser.error("--config is only for --policy model")
     return args
 
 
@@ -145,10 +164,10 @@ def is_official_submission(args: argparse.Namespace) -> bool:
 def score_official_submission(args: argparse.Namespace) -> int:
     """Score an official TravelPlanner submission file against the official query file, with the
     official metric constants of --split (train / validation / test)."""
-    from sandbox.travelplanner import DatabaseError
-    from sandbox.travelplanner.loader import SPLIT_SIZES, LoaderError
-    from sandbox.travelplanner.scoring import evaluate_files, score_summary
-    from sandbox.travelplanner.submission import SubmissionError
+    from sandbox.benchmarks.travelplanner import DatabaseError
+    from sandbox.benchmarks.travelplanner.loader import SPLIT_SIZES, LoaderError
+    from sandbox.benchmarks.travelplanner.scoring import evaluate_files, score_summary
+    from sandbox.benchmarks.travelplanner.submission import SubmissionError
 
     split = args.split if args.split in SPLIT_SIZES else None
     database = args.data / "database" if args.data is not None else None
@@ -236,9 +255,13 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     if args.plans is not None and not args.plans.is_file():
         problem = "is a directory" if args.plans.is_dir() else "does not exist"
         raise UserError(f"--plans {args.plans} {problem}")
-    for option, path in (("--json", args.json), ("--details", args.details)):
-        if path is not None:
-            check_output_file(path, option)
+    inputs = [("--plans", args.plans), ("--queries", getattr(args, "queries", None))]
+    inputs += [("--config", args.config), ("--checkpoint", args.checkpoint)]
+    check_outputs(
+        [("--json", args.json), ("--details", args.details), ("--report", args.report)],
+        inputs=inputs,
+        data_dirs=[args.data],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,9 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs = load_pairs(bench, args.split, args.difficulty)
         if not pairs:
             raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
-        if args.agent:
-            args.himap_figures = HimapFigures()
-            plans = dict(AGENTS[args.agent](bench, pairs, args))
+        if args.policy:
+            args.himap_figures = HimapFigures(views={} if args.report else None)
+            plans = dict(POLICIES[args.policy, args.agent](bench, pairs, args))
         else:
             plans = plans_from_file(args.plans, pairs)
         results = score(bench, pairs, plans)
@@ -265,12 +288,41 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.DatabaseError as err:  # a store is read lazily: damage shows at the first query
         raise damaged_store(args.data, err) from None
     metrics = bench.metrics(results)
-    print(bench.format_metrics(metrics))
-    if args.agent and args.agent.startswith("himap"):
+    table = bench.format_metrics(metrics)
+    print(table)
+    if args.policy and args.agent == "himap":
         print(args.himap_figures.summary())
         metrics["himap"] = args.himap_figures.episodes
     write_outputs(args, metrics, results)
+    if args.report:
+        write_html_report(args, bench, pairs, plans, results, table)
     return 0
+
+
+def write_html_report(
+    args: argparse.Namespace,
+    bench: Benchmark,
+    pairs: list[Pair],
+    plans: dict[str, Any],
+    results: list,
+    table: str,
+) -> None:
+    """The --report page: every plan's timeline, map and verdicts (HiMAP agents: the team's lanes)."""
+    from b2tjax.report import ReportError, write_report
+    from b2tjax.report.build import answer_episodes
+
+    if args.policy:
+        agent = args.policy + (" (HiMAP team)" if args.agent == "himap" else "")
+    else:
+        agent = args.plans.name
+    views = args.himap_figures.views if args.policy else None
+    episodes = answer_episodes(bench, pairs, plans, results, agent=agent, himap=views)
+    title = f"{bench.name} {args.split}: {agent}"
+    try:
+        write_report(args.report, episodes, title=title, metrics_text=table)
+    except ReportError as err:
+        raise UserError(str(err)) from None
+    log.info("wrote the report %s (%d episodes)", args.report, len(episodes))
 
 
 if __name__ == "__main__":

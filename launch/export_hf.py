@@ -2,7 +2,11 @@
 directory loadable by transformers.
 
     python launch/export_hf.py --checkpoint CKPT_DIR --out HF_DIR [--tokenizer qwen3|PATH]
-                               [--dtype float32|bfloat16] [--max-shard-size 5GB] [--adapter]
+                               [--dtype float32|bfloat16] [--max-shard-size 5GB] [--step N] [--adapter]
+
+A training run's checkpoints/ directory exports its newest step; if that step is damaged (it
+fails to restore or its checksums), the export stops with one line naming the older steps on
+disk, and `--step N` picks one of them explicitly.
 
 A LoRA run exports its base with the adapters merged in, or with --adapter the adapters alone as
 a PEFT directory (adapter_config.json + adapter_model.safetensors) for
@@ -18,6 +22,7 @@ import time
 
 from b2tjax.adapters import base_init, is_lora_run, load_lora_run
 from b2tjax.cli import UserError, run_main
+from b2tjax.outputs import check_outputs
 from models.checkpoint import load_model
 from models.config import DTYPES
 from models.hf import save_pretrained
@@ -39,17 +44,20 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype", default=None, choices=sorted(DTYPES), help="exported dtype (default: stored)"
     )
     parser.add_argument("--max-shard-size", default="5GB")
+    parser.add_argument("--step", type=int, default=None, help="a run's step to export (default: newest)")
     parser.add_argument(
         "--adapter", action="store_true", help="a LoRA run: write its adapters as a PEFT directory"
     )
     args = parser.parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
+    inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]
+    check_outputs([("--out", args.out)], inputs=inputs, files=False)
     lora_run = is_lora_run(args.checkpoint)
     if args.adapter:
         if not lora_run:
             raise UserError(f"--adapter: {args.checkpoint} is not a LoRA run's checkpoint directory")
-        return export_adapter(args.checkpoint, args.out)
+        return export_adapter(args.checkpoint, args.out, args.step)
     tokenizer = None
     spec = args.tokenizer
     if spec is None and os.path.exists(os.path.join(args.checkpoint, "tokenizer.json")):
@@ -59,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 
         tokenizer = load_tokenizer(spec)
     start = time.time()
-    model = merge_lora(load_lora_run(args.checkpoint)[0]) if lora_run else load_model(args.checkpoint)
+    if lora_run:
+        model = merge_lora(load_lora_run(args.checkpoint, step=args.step)[0])
+    else:
+        model = load_model(args.checkpoint, step=args.step)
     dtype = DTYPES[args.dtype] if args.dtype else None
     save_pretrained(
         model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype, progress=True
@@ -70,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def export_adapter(directory: str, out: str) -> int:
+def export_adapter(directory: str, out: str, step: int | None = None) -> int:
     """The adapters of a LoRA run as a PEFT directory naming the run's Hugging Face base."""
     from models.peft import save_adapter
 
-    model, cfg = load_lora_run(directory)
+    model, cfg = load_lora_run(directory, step=step)
     init = base_init(cfg)
     if not init.startswith("hf:"):
         raise UserError(

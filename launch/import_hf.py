@@ -11,6 +11,7 @@ import sys
 import time
 
 from b2tjax.cli import UserError, run_main
+from b2tjax.outputs import check_outputs
 from models.checkpoint import save_model
 from models.config import DTYPES
 from models.hf import load_pretrained
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not os.path.isdir(args.hf):
         raise UserError(f"--hf {args.hf} is not a directory")
+    check_outputs([("--out", args.out)], inputs=[("--hf", args.hf)], files=False)
     start = time.time()
     model = load_pretrained(args.hf, dtype=DTYPES[args.dtype], progress=True)
     print(

@@ -21,7 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from b2tjax.cli import UserError
 from b2tjax.config import load_config
+from b2tjax.outputs import check_outputs
 
 PROGRAMS = (
     "sft_step",
@@ -59,8 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        check_outputs([("--json", args.json)], inputs=[("--config", args.config)])
         cfg = load_config(args.config, args.overrides)
-    except (ValueError, FileNotFoundError, OSError) as err:
+    except (UserError, ValueError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     only = tuple(p.strip() for p in args.programs.split(",") if p.strip())

@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from b2tjax.cli import UserError
+from b2tjax.outputs import check_outputs
 from b2tjax.plotting import PlotError, plot_runs
 
 
@@ -31,6 +33,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        check_outputs([("--out", args.out)], inputs=[("RUN_DIR", d) for d in args.run_dirs])
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         plot_runs(args.run_dirs, args.out, labels=args.labels)
     except PlotError as err:

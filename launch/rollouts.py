@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import json
 import logging
 import sqlite3
@@ -36,11 +35,12 @@ from b2tjax.cli import (
     UserError,
     add_benchmark_options,
     benchmark_parser,
-    check_output_file,
     damaged_store,
     run_main,
 )
 from b2tjax.config import load_rollout_config
+from b2tjax.outputs import check_outputs
+from b2tjax.policy import ROLLOUT_DEFAULTS, checkpoint_error
 from rollout.config import RolloutConfig, TurnCap
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 from sandbox.himap.options import ABLATIONS, HimapOptions, RoleLimits
@@ -79,7 +79,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=get_args(TurnCap),
         help="rollout.turn_cap: at --max-turn-tokens end the episode (stop) or close the turn and go on",
     )
-    p.add_argument("--variant", help="rollout.prompt_style (b2t: agent prompt, react: ReAct baseline)")
+    p.add_argument(
+        "--variant",
+        help="rollout.prompt_style (tool_agent: tools + memory agent prompt, react: ReAct baseline)",
+    )
     p.add_argument("--no-memory", action="store_true", help="rollout.memory_enabled=false (ablation)")
     p.add_argument(
         "--python-tool-isolation",
@@ -106,9 +109,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # The script's own defaults (long episodes of a real model, the Python tool on), under any recipe.
-SCRIPT_DEFAULTS = RolloutConfig(
-    batch_rows=8, max_turns=10, max_turn_tokens=1024, max_seq_len=16384, python_tool=True
-)
 # flag -> rollout key
 FLAG_KEYS = {
     "batch_size": "batch_rows",
@@ -135,63 +135,38 @@ def rollout_config(args: argparse.Namespace) -> RolloutConfig:
     if args.no_memory:
         flags.append("rollout.memory_enabled=false")
     try:
-        return load_rollout_config(args.config, [*flags, *args.overrides], base=SCRIPT_DEFAULTS)
+        return load_rollout_config(args.config, [*flags, *args.overrides], base=ROLLOUT_DEFAULTS)
     except ValueError as err:
         raise UserError(str(err)) from None
 
 
-def load_model(args: argparse.Namespace, vocab_size: int | None) -> Any:
-    """The policy: --checkpoint (Hugging Face safetensors or Orbax), else a random tiny Qwen3 sized
-    to the tokenizer."""
-    from flax import nnx
+def load_policy(args: argparse.Namespace, bench: Any, instances: list[dict]) -> Any:
+    """The policy (b2tjax.policy): --checkpoint, else a random tiny Qwen3; the tokenizer --tokenizer,
+    else the checkpoint's own, else a SentencePiece model trained now on the instances' prompts."""
+    from b2tjax.policy import load_policy as load
+    from b2tjax.policy import prompt_tokenizer
 
-    if args.checkpoint is not None:
-        from b2tjax.adapters import load_checkpoint_model  # a LoRA run: its base + adapters
+    def train() -> str:
+        path = prompt_tokenizer(bench, instances, args.variant, args.out.with_suffix("").as_posix() + ".spm")
+        log.info("trained a SentencePiece tokenizer on %d prompts: %s", len(instances), path)
+        return path
 
-        return load_checkpoint_model(args.checkpoint)
-    from models.config import get_config
-    from models.qwen3 import Qwen3ForCausalLM
-
-    cfg = dataclasses.replace(get_config("tiny"), vocab_size=vocab_size)
-    return Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(args.seed))
-
-
-def tokenizer_spec(args: argparse.Namespace, bench: Any, instances: list[dict]) -> str:
-    """What to load: --tokenizer, else the checkpoint's own, else (tiny) a SentencePiece model trained now."""
-    if args.tokenizer:
-        return args.tokenizer
-    if args.checkpoint is not None:
-        has_own = (args.checkpoint / "tokenizer.json").exists() or len(
-            list(args.checkpoint.glob("*.model"))
-        ) == 1
-        return str(args.checkpoint) if has_own else "qwen3"
-    from models.spm import train_sentencepiece
-    from rollout.prompt import prompt_text
-
-    corpus = [
-        prompt_text(bench.prompt(inst, variant=args.variant or bench.prompt_variants[0]))
-        for inst in instances
-    ]
-    prefix = args.out.with_suffix("").as_posix() + ".spm"
-    path = train_sentencepiece(corpus, prefix, vocab_size=2048)
-    log.info("trained a SentencePiece tokenizer on %d prompts: %s", len(corpus), path)
-    return str(path)
+    try:
+        return load(args.checkpoint, args.tokenizer, train_tokenizer=train, seed=args.seed)
+    except ValueError as err:
+        raise UserError(str(err)) from None
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """Fail before loading anything when a path on the command line cannot work."""
+    """Fail before loading anything when a path or number on the command line cannot work."""
+    if args.num < 1:
+        raise UserError(f"--num must be at least 1, got {args.num}")
     if not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
-    ckpt = args.checkpoint
-    if ckpt is not None:
-        if not ckpt.is_dir():
-            raise UserError(f"--checkpoint {ckpt} is not a directory")
-        if not (ckpt / "config.json").is_file():
-            raise UserError(
-                f"--checkpoint {ckpt} holds no config.json: it is no model checkpoint, run "
-                "checkpoints/ or Hugging Face directory"
-            )
-    check_output_file(args.out, "--out")
+    if args.checkpoint is not None and (error := checkpoint_error(args.checkpoint)) is not None:
+        raise UserError(error)
+    inputs = [("--checkpoint", args.checkpoint), ("--config", args.config), ("--tokenizer", args.tokenizer)]
+    check_outputs([("--out", args.out)], inputs=inputs, data_dirs=[args.data])
 
 
 def himap_episodes(
@@ -199,7 +174,7 @@ def himap_episodes(
 ) -> list[Any]:
     """One HiMAP team episode per instance (--himap-ablation; the roles' default turn limits, at
     most rollout.max_turns: a stream's limits may only tighten the engine's)."""
-    from rollout.himap import himap_episode
+    from rollout.agents.himap import himap_episode
 
     defaults = HimapOptions()
     options = HimapOptions.ablation(
@@ -219,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     config = rollout_config(args)
     check_arguments(args)
-    from models.tokenizer import load_tokenizer
     from rollout import RolloutEngine, agent_episode
 
     cls = benchmark_class(args.benchmark)
@@ -240,13 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if not instances:
         raise UserError(f"no instances in split {args.split!r} of {args.data}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    spec = tokenizer_spec(args, bench, instances)
-    tok = load_tokenizer(spec)
-    model = load_model(args, tok.vocab_size)
-    if model.config.vocab_size < tok.vocab_size:
-        raise UserError(
-            f"tokenizer {spec} has {tok.vocab_size} ids but the model only {model.config.vocab_size}"
-        )
+    policy = load_policy(args, bench, instances)
+    model, tok, spec = policy.model, policy.tokenizer, policy.tokenizer_spec
 
     python_tool = None
     if args.agent == "himap":

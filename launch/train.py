@@ -11,7 +11,8 @@
                                                             # rollout.prompt_style=react: ReAct baseline
 
 `key=value` arguments override the config (dotted paths, YAML values). A SIGTERM (TPU preemption)
-saves a checkpoint and exits with status 143; run again with --resume.
+saves a checkpoint and exits with status 143; run again with --resume. The final evaluation writes
+OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
 """
 
 from __future__ import annotations
@@ -98,14 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     if jax.process_index() == 0:
         dump_config(cfg, Path(cfg.out) / "config.yaml")
     if cfg.task == "toy":
-        from b2tjax.toy import DigitTask
+        from b2tjax.tasks.toy import DigitTask
 
         task, vocab = DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
     else:
         if cfg.agent == "himap":
-            from b2tjax.himap_task import HimapTask as TaskClass
+            from b2tjax.tasks.himap import HimapTask as TaskClass
         else:
-            from b2tjax.task import BenchmarkTask as TaskClass
+            from b2tjax.tasks.benchmark import BenchmarkTask as TaskClass
 
         task = TaskClass.prepare(cfg)
         vocab = task.vocab_size

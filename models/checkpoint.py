@@ -3,7 +3,10 @@
 A model checkpoint is `DIR/config.json` (HF-style) + `DIR/params` (Orbax StandardSave of
 `nnx.to_pure_dict(nnx.state(model, nnx.Param))`). `load_model` also accepts a training run's
 CheckpointManager directory (`OUT/checkpoints`, config.json beside the step dirs) and restores the
-`params` item of the newest step that restores. Restores go straight into the target dtype and sharding.
+`params` item of its newest step (or `step`); a newest step that does not restore is an error, not
+a quiet fall back to an older model, unless the caller asks for that (`fallback=True`). Every
+checkpoint is checked against its SHA-256 manifest first (`models.checksums`). Restores go
+straight into the target dtype and sharding.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import Mesh, SingleDeviceSharding
 
+from models.checksums import verify_manifest, write_manifest
 from models.config import Qwen3Config
 from models.qwen3 import abstract_model
 from models.sharding import variable_sharding
@@ -45,6 +49,7 @@ def save_model(model, directory: str | os.PathLike) -> str:
     with ocp.StandardCheckpointer() as ckptr:
         ckptr.save(os.path.join(directory, PARAMS_ITEM), pure, force=True)
         ckptr.wait_until_finished()
+    write_manifest(directory, only=(CONFIG_FILE, PARAMS_ITEM))
     return directory
 
 
@@ -102,6 +107,11 @@ def restore_newest(
     raise CheckpointError(f"no checkpoint step of {where} restores (tried {sorted(steps, reverse=True)})")
 
 
+def _verified(step_dir: str, restore: Callable[[], T]) -> T:
+    verify_manifest(step_dir)  # a flipped byte fails here; Orbax would read it silently
+    return restore()
+
+
 def load_model(
     directory: str | os.PathLike,
     dtype: Any = jnp.float32,
@@ -110,10 +120,11 @@ def load_model(
     remat: str = "none",
     attention_block: int | None = 1024,
     step: int | None = None,
+    fallback: bool = False,
 ):
     """Qwen3ForCausalLM from a model checkpoint or a CheckpointManager directory: `step`, or the
-    newest step that restores (damaged newer steps are reported and skipped). `param_dtype`
-    defaults to `dtype`; with `mesh`, params are restored already sharded."""
+    newest step (with `fallback`, the newest that restores; damaged newer steps are reported and
+    skipped). `param_dtype` defaults to `dtype`; with `mesh`, params are restored already sharded."""
     directory = os.path.abspath(os.fspath(directory))
     if not os.path.isdir(directory):
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
@@ -124,12 +135,36 @@ def load_model(
     graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat, attention_block)
     if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
         with ocp.StandardCheckpointer() as ckptr:
-            pure = ckptr.restore(os.path.join(directory, PARAMS_ITEM), targets)
+            item = os.path.join(directory, PARAMS_ITEM)
+            pure = _verified(directory, lambda: ckptr.restore(item, targets))
     else:
         args = ocp.args.Composite(**{PARAMS_ITEM: ocp.args.StandardRestore(targets)})
         with ocp.CheckpointManager(directory) as manager:
-            steps = manager.all_steps() if step is None else [step]
-            _, restored, _ = restore_newest(steps, lambda s: manager.restore(s, args=args), directory)
+            steps = manager.all_steps()
+
+            def restore(s: int) -> Any:
+                return _verified(os.path.join(directory, str(s)), lambda: manager.restore(s, args=args))
+
+            if not steps:
+                raise CheckpointError(f"{directory} holds no checkpoint step")
+            if fallback and step is None:
+                _, restored, _ = restore_newest(steps, restore, directory)
+            else:
+                restored = _restore_exactly(max(steps) if step is None else step, restore, directory, steps)
         pure = restored[PARAMS_ITEM]
     nnx.replace_by_pure_dict(state, pure)
     return nnx.merge(graphdef, state)
+
+
+def _restore_exactly(step: int, restore: Callable[[int], T], where: str, steps: Sequence[int]) -> T:
+    """`restore(step)`, or a one-line CheckpointError: an older step is the user's choice to make."""
+    if step not in steps:
+        raise CheckpointError(f"{where} has no checkpoint step {step} (steps: {sorted(steps)})")
+    try:
+        return restore(step)
+    except Exception as err:  # noqa: BLE001 - whatever the damage, say which step and why
+        older = sorted(s for s in steps if s < step)
+        hint = f"; choose an older step explicitly (on disk: {older})" if older else ""
+        raise CheckpointError(
+            f"checkpoint step {step} of {where} does not restore ({_reason(err)}){hint}"
+        ) from None

@@ -17,6 +17,11 @@ QWEN3_BOS_ID = 151643
 QWEN3_EOS_ID = 151645
 
 
+class ConfigFileError(OSError, ValueError):
+    """A config.json that is not a Qwen3 config. An OSError so that launch scripts report it in one
+    line like an unreadable file; a ValueError for callers that catch bad configs."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Qwen3Config:
     """Every field of a Qwen3 `config.json` that changes the math or the parameter shapes."""
@@ -71,17 +76,29 @@ class Qwen3Config:
 
     @classmethod
     def from_hf(cls, source: dict[str, Any] | str | os.PathLike) -> Qwen3Config:
-        """Build from a HF config dict, a `config.json` path, or a directory holding one."""
+        """Build from a HF config dict, a `config.json` path, or a directory holding one. A file
+        that is not a Qwen3 config (not JSON, not an object, fields missing) is a one-line
+        ConfigFileError naming it."""
         if isinstance(source, dict):
-            hf = source
-        else:
-            path = os.fspath(source)
-            if os.path.isdir(path):
-                path = os.path.join(path, "config.json")
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"no Qwen3 config.json at {path}")
-            with open(path) as f:
+            return cls._from_hf_dict(source)
+        path = os.fspath(source)
+        if os.path.isdir(path):
+            path = os.path.join(path, "config.json")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no Qwen3 config.json at {path}")
+        try:
+            with open(path, encoding="utf-8") as f:
                 hf = json.load(f)
+            if not isinstance(hf, dict):
+                raise ValueError(f"expected a JSON object, got {type(hf).__name__}")
+            return cls._from_hf_dict(hf)
+        except json.JSONDecodeError as err:
+            raise ConfigFileError(f"{path} is not valid JSON ({err.msg} at line {err.lineno})") from None
+        except (ValueError, TypeError) as err:  # UnicodeDecodeError is a ValueError
+            raise ConfigFileError(f"{path}: {str(err).splitlines()[0][:200]}") from None
+
+    @classmethod
+    def _from_hf_dict(cls, hf: dict[str, Any]) -> Qwen3Config:
         model_type = hf.get("model_type", "qwen3")
         if model_type != "qwen3":
             raise ValueError(f"expected a Qwen3 config (model_type 'qwen3'), got model_type={model_type!r}")

@@ -250,15 +250,18 @@ class DecoderLayer(nnx.Module):
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 
     def _finish(self, x: jax.Array, attn: jax.Array) -> jax.Array:
-        x = constrain(x + self.attn.out(attn), ("batch", "seq", "act_embed"))
-        x = x + self.mlp(self.post_attn_norm(x))
+        with jax.named_scope("attention"):
+            x = constrain(x + self.attn.out(attn), ("batch", "seq", "act_embed"))
+        with jax.named_scope("mlp"):
+            x = x + self.mlp(self.post_attn_norm(x))
         return constrain(x, ("batch", "seq", "act_embed"))
 
     def __call__(self, x: jax.Array, positions: jax.Array) -> jax.Array:
         """x [B, T, H] without a cache: causal attention over this call's tokens (by index;
         `positions` [B, T] only rotate q and k)."""
-        q, k, v = self.attn.qkv(self.input_norm(x), positions)
-        attn = causal_attention(q, k, v, self.attn.impl, self.attn.attention_block, self.attn.window)
+        with jax.named_scope("attention"):  # the output projection and residual: _finish
+            q, k, v = self.attn.qkv(self.input_norm(x), positions)
+            attn = causal_attention(q, k, v, self.attn.impl, self.attn.attention_block, self.attn.window)
         return self._finish(x, attn)
 
     def cached(
@@ -267,8 +270,9 @@ class DecoderLayer(nnx.Module):
         """x [R, T, H] appended to the stacked cache [L, B, S, KVH, D] as layer `layer`: writes this
         call's keys/values into their slots, attends over the live cache blocks, returns
         (x, k_cache, v_cache)."""
-        q, k, v = self.attn.qkv(self.input_norm(x), call.positions)
-        k_cache = write_layer(k_cache, layer, k, call)
-        v_cache = write_layer(v_cache, layer, v, call)
-        attn = cached_attention(q, k_cache, v_cache, layer, call, self.attn.cache_block, self.attn.window)
+        with jax.named_scope("attention"):
+            q, k, v = self.attn.qkv(self.input_norm(x), call.positions)
+            k_cache = write_layer(k_cache, layer, k, call)
+            v_cache = write_layer(v_cache, layer, v, call)
+            attn = cached_attention(q, k_cache, v_cache, layer, call, self.attn.cache_block, self.attn.window)
         return self._finish(x, attn), k_cache, v_cache

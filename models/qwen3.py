@@ -40,7 +40,8 @@ class Embedder(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, ids: jax.Array) -> jax.Array:
-        return jnp.take(self.embedding[...].astype(self.dtype), ids, axis=0)
+        with jax.named_scope("embed"):
+            return jnp.take(self.embedding[...].astype(self.dtype), ids, axis=0)
 
 
 class LMHead(nnx.Module):
@@ -118,7 +119,8 @@ class Qwen3ForCausalLM(nnx.Module):
 
         if self.remat != "none":
             body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
-        return jax.lax.scan(body, x, layer_state)[0]
+        with jax.named_scope("layers"):
+            return jax.lax.scan(body, x, layer_state)[0]
 
     def _run_layers_cached(
         self, x: jax.Array, call: CachedCall, cache: KVCache
@@ -134,7 +136,8 @@ class Qwen3ForCausalLM(nnx.Module):
             return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
 
         layers = jnp.arange(self.config.num_hidden_layers, dtype=jnp.int32)
-        return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers))[0]
+        with jax.named_scope("layers"):
+            return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers))[0]
 
     def lm_head_weight(self) -> jax.Array:
         """[H, V] in param dtype: the transposed embedding when tied."""
@@ -144,9 +147,10 @@ class Qwen3ForCausalLM(nnx.Module):
 
     def logits(self, hidden: jax.Array) -> jax.Array:
         """hidden [B, T, H] -> fp32 logits [B, T, V] (fp32 accumulation)."""
-        w = self.lm_head_weight().astype(self.dtype)
-        out = jnp.einsum("bth,hv->btv", hidden.astype(self.dtype), w, preferred_element_type=F32)
-        return constrain(out, ("batch", "seq", "act_vocab"))
+        with jax.named_scope("lm_head"):
+            w = self.lm_head_weight().astype(self.dtype)
+            out = jnp.einsum("bth,hv->btv", hidden.astype(self.dtype), w, preferred_element_type=F32)
+            return constrain(out, ("batch", "seq", "act_vocab"))
 
     def hidden_states(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
         """Causal forward without cache: int32 [B, T] -> final-normed hidden [B, T, H] (compute dtype).
@@ -157,7 +161,9 @@ class Qwen3ForCausalLM(nnx.Module):
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         x = constrain(self.embed(input_ids), ("batch", "seq", "act_embed"))
-        return self.norm(self._run_layers(x, positions))
+        x = self._run_layers(x, positions)
+        with jax.named_scope("final_norm"):
+            return self.norm(x)
 
     def __call__(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
         """int32 [B, T] -> fp32 logits [B, T, V], causal."""
@@ -200,7 +206,8 @@ class Qwen3ForCausalLM(nnx.Module):
         call = CachedCall(positions=positions, filled=filled, slots=slots, rows=rows)
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
         x, k, v = self._run_layers_cached(x, call, cache)
-        hidden = self.norm(x)
+        with jax.named_scope("final_norm"):
+            hidden = self.norm(x)
         if last_only:
             last = jnp.maximum(num_new - 1, 0)
             logits = self.logits(hidden[jnp.arange(r), last][:, None])[:, 0]  # [R, V]

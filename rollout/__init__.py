@@ -3,21 +3,14 @@
 Generic over benchmarks: prompts, worlds and judging come from a sandbox.benchmarks.Benchmark.
 """
 
+from rollout.agents.single import AgentEpisode, ForcedTokens, agent_episode
 from rollout.config import RolloutConfig
-from rollout.engine import EngineStats, RolloutEngine
-from rollout.episodes import (
-    AgentEpisode,
-    Continue,
-    Episode,
-    ForcedTokens,
-    Stop,
-    StreamLimits,
-    TurnOutcome,
-    agent_episode,
-)
+from rollout.engine import RolloutEngine
+from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.prompt import prompt_ids, prompt_text
 from rollout.record import EpisodeRecord
 from rollout.sampling import token_logprobs
+from rollout.stats import EngineStats
 
 __all__ = [
     "AgentEpisode",

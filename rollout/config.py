@@ -2,8 +2,8 @@
 
 The same object configures the trainer (`TrainConfig.rollout`, YAML key `rollout:`), the
 RolloutEngine, launch/rollouts.py (`--config FILE rollout.key=value`), the memory plan and the
-notebook. Choice fields are `Literal` types; `choice_error` checks a value against the type, so the
-allowed values are written once, in the annotation (the config loader uses the same function).
+notebook. Choice fields are `Literal` types; sandbox.fields.choice_error checks a value against the
+type, so the allowed values are written once, in the annotation (the config loader uses the same one).
 
 Defaults describe the tiny CPU run (configs/tiny_cpu.yaml).
 """
@@ -11,15 +11,13 @@ Defaults describe the tiny CPU run (configs/tiny_cpu.yaml).
 from __future__ import annotations
 
 import dataclasses
-import enum
-import functools
-import typing
-from typing import Any, Literal
+from typing import Literal
 
+from sandbox.fields import choice_error, field_types
 from sandbox.python_tool import Isolation
 
 TurnCap = Literal["stop", "close"]
-PromptStyle = Literal["b2t", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
+PromptStyle = Literal["tool_agent", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
 CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's compute dtype
 
 
@@ -36,7 +34,7 @@ class RolloutConfig:
     turn_cap: TurnCap = "stop"  # at max_turn_tokens: "stop" ends the episode; "close" appends a
     # forced <|im_end|> (mask 0) and lets the environment answer
     max_response_chars: int = 6000  # per tool/memory response, truncated in the middle
-    prompt_style: PromptStyle = "b2t"  # "b2t" (paper, Figure 11) | "react" (ReAct baseline prompt)
+    prompt_style: PromptStyle = "tool_agent"  # "tool_agent" (tools + memory, Figure 11) | "react" (ReAct)
     memory_enabled: bool = True  # ablation: memory module off
     python_tool: bool = False
     # "full": refuse to start the Python tool without its kernel jail (root, mount/network namespaces);
@@ -84,7 +82,7 @@ class RolloutConfig:
         """Every value outside its range or choices, one line each naming the key (`prefix` + name)."""
         errors = [
             err
-            for name, hint in _hints(type(self)).items()
+            for name, hint in field_types(type(self)).items()
             if (err := choice_error(prefix + name, getattr(self, name), hint)) is not None
         ]
         for name, low in _AT_LEAST.items():
@@ -122,31 +120,3 @@ _AT_LEAST: dict[str, int] = {
     "prefill_min_bucket": 1,
     "tool_workers": 1,
 }
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def allowed_values(hint: Any) -> tuple | None:
-    """The values a choice type admits (a Literal's arguments, an Enum's values); None otherwise."""
-    if typing.get_origin(hint) is Literal:
-        return typing.get_args(hint)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return tuple(member.value for member in hint)
-    return None
-
-
-def choice_error(key: str, value: Any, hint: Any) -> str | None:
-    """One line naming `key` and the allowed values when `value` is not one of them; None if it
-    is (or when `hint` is no choice type)."""
-    allowed = allowed_values(hint)
-    if allowed is None or value in allowed:
-        return None
-    return f"{key} must be one of {', '.join(map(str, allowed))}; got {value!r}"
-
-
-def field_type(cls: type, name: str) -> Any:
-    """The resolved annotation of a dataclass field (string annotations evaluated)."""
-    return _hints(cls)[name]

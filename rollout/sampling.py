@@ -1,4 +1,6 @@
-"""Jitted generation: prefill/append of new tokens and a `lax.while_loop` decode segment.
+"""Sampling math, shared by the rollout's jitted programs (rollout/programs.py) and the trainer:
+per-row keys, top-p/top-k sampling, and the one log-prob definition; plus the teacher-forced
+reference the sampler's log-probs are tested against.
 
 Log-prob convention (shared with the trainer, b2tjax/logprobs.py): the log-probability of a token is
 taken under the *tempered, unfiltered* distribution, log_softmax(logits / T)[id]. Top-p / top-k
@@ -8,27 +10,20 @@ log-probs at T = 1. `token_logprobs` is the one definition both sides call. Ids 
 tokenizer's vocabulary size (the model's padded embedding rows) are masked on both sides
 (`mask_padded_vocab`): never sampled, and excluded from every log-softmax.
 
-Shapes are static per bucket: B rows, cache length S, prefill chunk T, decode segment length N.
-Sampling parameters are runtime arrays [B], so changing them never recompiles.
+Sampling parameters are runtime arrays [B] (`SamplingArrays`), so changing them never recompiles.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh
 
-from models.sharding import on_mesh
-
-FINISH_NONE = 0  # row inactive or still running
-FINISH_STOP = 1  # sampled a stop token (<|im_end|> / <|endoftext|>)
-FINISH_BUDGET = 2  # reached its token budget for this segment
+from rollout.buckets import pow2_bucket
 
 
 def effective_temperature(temperature: jax.Array | float) -> jax.Array:
@@ -91,6 +86,11 @@ def sample_tokens(
 ) -> tuple[jax.Array, jax.Array]:
     """One token per row and its log-prob. logits [B, V] fp32, keys [B] typed keys, params [B].
     When every row is greedy, no random draw or top-p/top-k sort runs (a lax.cond skips them)."""
+    with jax.named_scope("sample"):
+        return _sample_tokens(logits, keys, temperature, top_p, top_k, valid_vocab)
+
+
+def _sample_tokens(logits, keys, temperature, top_p, top_k, valid_vocab):  # sample_tokens, unscoped
     greedy = jnp.argmax(mask_padded_vocab(logits.astype(jnp.float32), valid_vocab), axis=-1)
 
     def draw() -> jax.Array:
@@ -128,139 +128,6 @@ def row_keys(key: jax.Array, seeds: jax.Array, streams: jax.Array, positions: ja
     return jax.vmap(one)(seeds, streams, positions)
 
 
-class ModelRunner:
-    """The sampler's own copy of the weights (compute dtype, laid out for sampling on `mesh`: see
-    rollout/placement.py) and the jitted prefill / decode functions (compiled per bucket)."""
-
-    def __init__(self, model: nnx.Module, valid_vocab: int | None = None, mesh: Mesh | None = None):
-        from rollout.placement import SamplerWeights
-
-        self.graphdef, state = nnx.split(model)
-        self.weights = SamplerWeights(state, model.dtype, mesh)
-        self.state = self.weights.create(state)
-        prefill, decode = compiled_functions(self.graphdef, valid_vocab)
-        self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
-
-    def update_state(self, model: nnx.Module) -> None:
-        """New weights, same graph (e.g. after a training step): cast and resharded on the devices
-        into the previous copy's buffers; no recompilation."""
-        self.state = self.weights.refresh(nnx.state(model), self.state)
-
-
-def decode_bucket(max_turn_tokens: int) -> int:
-    """Static length of a decode segment: a power of two >= the turn budget (few compiles)."""
-    size = 16
-    while size < max_turn_tokens:
-        size *= 2
-    return size
-
-
-@functools.lru_cache(maxsize=16)
-def compiled_functions(graphdef: Any, valid_vocab: int | None = None) -> tuple[Any, Any]:
-    """Jitted (prefill, decode) per model graph and vocabulary, shared by every engine on them."""
-    prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
-    decode = jax.jit(
-        functools.partial(_decode, graphdef, valid_vocab),
-        static_argnames=("max_steps",),
-        donate_argnums=(1, 2),
-    )
-    return prefill, decode
-
-
-def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
-    """Append tokens[i, :num_new[i]] to cache row rows[i] (after resetting it where reset[i]).
-
-    Only the R selected rows are computed and only their new slots are written (the donated cache
-    is updated in place), so refilling one row of a large batch costs one row. rows int32 [R]
-    (distinct); tokens int32 [R, T]; num_new int32 [R] (0 leaves a row untouched); reset bool [R];
-    next_logits fp32 [B, V]. Returns (next_logits [B, V], cache). `rows=None` means every row in
-    order (R = B): no row is gathered or scattered, so on a mesh each device extends its own rows.
-    """
-    model = nnx.merge(graphdef, state)
-    if rows is None:
-        cache = dataclasses.replace(cache, lengths=jnp.where(reset, 0, cache.lengths))
-        last, cache = model.forward_cached(tokens, num_new, cache, last_only=True)
-        return jnp.where((num_new > 0)[:, None], last, next_logits), cache
-    lengths = cache.lengths.at[rows].set(jnp.where(reset, 0, cache.lengths[rows]))
-    cache = dataclasses.replace(cache, lengths=lengths)
-    last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, rows=rows)  # fp32 [R, V]
-    updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
-    return next_logits.at[rows].set(updated), cache
-
-
-def _decode(
-    graphdef,
-    valid_vocab,
-    state,
-    cache,
-    next_logits,
-    active,
-    budget,
-    params,
-    stop_ids,
-    key,
-    stop_after=None,
-    *,
-    max_steps,
-):
-    """Decode up to `max_steps` tokens for every active row, one token per row per step.
-
-    Ids >= valid_vocab (padded embedding rows) are never sampled and excluded from the log-probs.
-
-    A row stops on a stop token or when it has produced `budget[b]` tokens; the loop returns when
-    every row has stopped, or as soon as `stop_after` (int32 scalar, traced: any value, one
-    compile; None = every active row) rows have stopped, leaving the others mid-turn
-    (FINISH_NONE) for the next segment, so the host can start on the finished turns early.
-    Every sampled token (stop token included) is fed back into the cache, so afterwards
-    cache.lengths[b] == number of tokens in row b's record.
-    Returns ids int32 [B, N], logprobs fp32 [B, N], count int32 [B], finish int32 [B],
-    cache, next_logits [B, V].
-    """
-    batch = next_logits.shape[0]
-    alive0 = active & (budget > 0)
-    if stop_after is None:
-        stop_after = jnp.sum(alive0, dtype=jnp.int32)
-
-    def cond(carry):
-        _, step, _, _, alive, *_ = carry
-        stopped = jnp.sum(alive0 & ~alive, dtype=jnp.int32)
-        return (step < max_steps) & jnp.any(alive) & (stopped < stop_after)
-
-    def body(carry):
-        # `state` rides in the carry: NNX refuses Variables whose values are tracers of an outer
-        # trace level, so the model is merged from the loop's own copy.
-        state, step, cache, logits, alive, count, finish, out_ids, out_lp = carry
-        keys = row_keys(key, params.seed, params.stream, cache.lengths)
-        tok, lp = sample_tokens(logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
-        out_ids = jax.lax.dynamic_update_slice(out_ids, jnp.where(alive, tok, 0)[:, None], (0, step))
-        out_lp = jax.lax.dynamic_update_slice(out_lp, jnp.where(alive, lp, 0.0)[:, None], (0, step))
-        count = count + alive.astype(jnp.int32)
-        model = nnx.merge(graphdef, state)
-        new_logits, cache = model.forward_cached(tok[:, None], alive.astype(jnp.int32), cache, last_only=True)
-        logits = jnp.where(alive[:, None], new_logits, logits)
-        is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
-        out_of_budget = count >= budget
-        finish = jnp.where(
-            alive & is_stop, FINISH_STOP, jnp.where(alive & out_of_budget, FINISH_BUDGET, finish)
-        )
-        alive = alive & ~is_stop & ~out_of_budget
-        return state, step + 1, cache, logits, alive, count, finish, out_ids, out_lp
-
-    carry = (
-        state,
-        jnp.int32(0),
-        cache,
-        next_logits,
-        alive0,
-        jnp.zeros(batch, jnp.int32),
-        jnp.zeros(batch, jnp.int32),
-        jnp.zeros((batch, max_steps), jnp.int32),
-        jnp.zeros((batch, max_steps), jnp.float32),
-    )
-    _, _, cache, next_logits, _, count, finish, out_ids, out_lp = jax.lax.while_loop(cond, body, carry)
-    return out_ids, out_lp, count, finish, cache, next_logits
-
-
 def teacher_forced_logprobs(
     model: nnx.Module, ids: list[int], temperature: float, valid_vocab: int | None = None
 ) -> np.ndarray:
@@ -271,9 +138,7 @@ def teacher_forced_logprobs(
     records of similar length share one compilation.
     """
     graphdef, state = nnx.split(model)
-    width = 16
-    while width < len(ids):
-        width *= 2
+    width = pow2_bucket(len(ids))
     tokens = np.zeros((1, width), np.int32)
     tokens[0, : len(ids)] = ids
     out = _teacher_forced(graphdef, valid_vocab, state, jnp.asarray(tokens), jnp.float32(temperature))

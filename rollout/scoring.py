@@ -1,13 +1,18 @@
-"""Score finished episodes: the benchmark judges each record's answer, then its GRPO reward.
+"""Score finished episodes: the benchmark judges each episode's answer, then its GRPO reward.
 
-The rollout API leaves `EpisodeRecord.reward` to the caller; the trainer's BenchmarkTask and the
-evaluation notebook both fill it here, so training and evaluation reward the same way.
+The rollout API leaves `EpisodeRecord.reward` to the caller; the trainer's tasks (single agent and
+HiMAP), launch/eval.py and the evaluation notebook all fill it here, so training and evaluation
+reward the same way. One path serves both shapes of episode: a single-agent episode is one record
+(`score_records`), a HiMAP episode several sharing one team answer (`score_team_episodes`); both
+judge through `_judge`, and `episode_metrics` summarises either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from rollout.record import EpisodeRecord
 from sandbox.benchmarks import as_benchmark
@@ -22,31 +27,21 @@ def score_records(
     action_penalty: bool = True,
     format_gate: bool = True,
 ) -> tuple[list[Any], list[Reward]]:
-    """Judge record i against pairs[i] = (visible instance, ground truth) and set its `reward`.
+    """Single-stream episodes: judge record i's answer against pairs[i] = (visible instance, ground
+    truth) and set its `reward`.
 
     `benchmark` is a sandbox Benchmark (a B2T World, store path or DATA directory also works).
     A record without an answer is undelivered and earns only the action penalty (SPEC section 7).
-    Returns (verdicts, rewards).
+    Returns (verdicts, rewards), one each per record.
     """
     if len(records) != len(pairs):
         raise ValueError(
             f"{len(records)} records but {len(pairs)} (instance, ground truth) pairs: "
             "give one pair per record, in record order"
         )
-    bench = as_benchmark(benchmark)
-    verdicts, rewards = [], []
-    for record, (instance, truth) in zip(records, pairs):
-        verdict = bench.evaluate(record.answer, instance, truth)
-        reward = bench.reward(
-            verdict if record.answer is not None else None,
-            record.any_error,
-            action_penalty=action_penalty,
-            format_gate=format_gate,
-        )
-        record.reward = reward.total
-        verdicts.append(verdict)
-        rewards.append(reward)
-    return verdicts, rewards
+    streams = [[record] for record in records]
+    answers = [record.answer for record in records]
+    return _judge(streams, answers, pairs, benchmark, action_penalty, format_gate)
 
 
 def score_team_episodes(
@@ -64,21 +59,58 @@ def score_team_episodes(
     Returns one (verdict, reward) per episode."""
     if len(answers) != len(pairs):
         raise ValueError(f"{len(answers)} episode answers but {len(pairs)} (instance, ground truth) pairs")
-    by_episode: list[list[EpisodeRecord]] = [[] for _ in answers]
+    return _judge(_by_episode(records, len(answers)), answers, pairs, benchmark, action_penalty, format_gate)
+
+
+def _by_episode(records: Sequence[EpisodeRecord], episodes: int) -> list[list[EpisodeRecord]]:
+    """The records of each episode index in [0, episodes), in record order."""
+    streams: list[list[EpisodeRecord]] = [[] for _ in range(episodes)]
     for record in records:
-        by_episode[record.episode].append(record)
+        streams[record.episode].append(record)
+    return streams
+
+
+def _judge(
+    streams: Sequence[Sequence[EpisodeRecord]],
+    answers: Sequence[str | None],
+    pairs: Sequence[tuple[dict, dict]],
+    benchmark: Any,
+    action_penalty: bool,
+    format_gate: bool,
+) -> tuple[list[Any], list[Reward]]:
+    """Episode i (its records streams[i], its answer answers[i]) judged against pairs[i]; every one
+    of its records gets the episode's reward."""
     bench = as_benchmark(benchmark)
     verdicts, rewards = [], []
-    for answer, streams, (instance, truth) in zip(answers, by_episode, pairs):
+    for answer, records, (instance, truth) in zip(answers, streams, pairs):
         verdict = bench.evaluate(answer, instance, truth)
         reward = bench.reward(
             verdict if answer is not None else None,
-            any(r.any_error for r in streams),
+            any(r.any_error for r in records),
             action_penalty=action_penalty,
             format_gate=format_gate,
         )
-        for record in streams:
+        for record in records:
             record.reward = reward.total
         verdicts.append(verdict)
         rewards.append(reward)
     return verdicts, rewards
+
+
+def episode_metrics(records: Sequence[EpisodeRecord], rewards: Sequence[Reward]) -> dict[str, float]:
+    """Episode-level rates beside the benchmark's pass rates, logged each GRPO step and in the final
+    evaluation: reward components and action errors (an episode any of whose streams had a failed
+    tool / memory call or malformed turn) per episode, turn-cap truncations and turns per stream.
+
+    `rewards` holds one reward per episode and each record's `episode` indexes it, as after one
+    `RolloutEngine.run` (a single-agent episode is one record)."""
+    if not records or not rewards:
+        return {}
+    errors = [any(r.any_error for r in streams) for streams in _by_episode(records, len(rewards))]
+    return {
+        "r_format": float(np.mean([r.r_format for r in rewards])),
+        "p_action": float(np.mean([r.p_action for r in rewards])),
+        "action_error_rate": float(np.mean(errors)),
+        "truncated_rate": float(np.mean([rec.truncated for rec in records])),
+        "turns": float(np.mean([len(rec.turns) for rec in records])),
+    }

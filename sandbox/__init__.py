@@ -1,29 +1,25 @@
-"""The travel sandbox: world store, tools, memory, episode environment, evaluator and reward.
+"""The agent sandbox: the generic core every benchmark shares (tool results, turn parser, memory,
+episode environment, Python tool, reward type) plus the benchmarks themselves under
+`sandbox.benchmarks` (B2T, TravelPlanner) and the HiMAP protocol under `sandbox.himap`.
 
 Pure Python (no JAX), so it runs on rollout hosts and in notebooks. Public names are resolved
 lazily so that `import sandbox` stays cheap and importing one part never drags in the others.
+No benchmark's name is exported here: `sandbox.benchmarks.b2t` exports the B2T store and judge.
 """
 
-import importlib
-from typing import Any
+from sandbox.lazy import lazy_exports
 
 _EXPORTS = {
-    "open_world": "sandbox.world.store",
-    "World": "sandbox.world.store",
     "ToolResult": "sandbox.types",
+    "World": "sandbox.types",
+    "Prompt": "sandbox.types",
     "parse_turn": "sandbox.parser",
     "ParsedTurn": "sandbox.parser",
     "EpisodeEnv": "sandbox.env",
     "StepResult": "sandbox.env",
-    "read_plan": "sandbox.plan",
-    "evaluate_plan": "sandbox.evaluator",
-    "compute_reward": "sandbox.reward",
+    "Reward": "sandbox.reward",
 }
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -6,17 +6,22 @@ the order they appear, with a `<tool_response>` or `<memory_response>` block. Pa
 answered in place with error blocks. The episode ends when an `<answer>` is given or after
 `max_turns` turns. Nothing the agent writes makes `step` raise. One turn's responses together are
 capped (`max_turn_chars`); beyond the cap they are replaced by one error block saying what was cut.
+Python calls are bounded per turn and per episode (`sandbox.python_budget`) and wait for the shared
+pool as this episode (`owner=`), so one episode's loops cannot starve the others.
 """
 
 import concurrent.futures as cf
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
 from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
-from sandbox.types import StopReason, ToolResult
+from sandbox.python_budget import PythonBudget
+from sandbox.strict_json import scrub_surrogates
+from sandbox.types import StopReason, ToolResult, World
 
 PYTHON_TOOL_NAME = "Python"
 _NO_ACTION_MESSAGE = (
@@ -69,11 +74,9 @@ def truncate_middle(text: str, max_chars: int) -> str:
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
 
-class World(Protocol):
-    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
-
-
 class PythonRunner(Protocol):
+    """`PythonSandbox`; its optional `run_timed(code, timeout_s, owner=)` also returns the seconds used."""
+
     def run(self, code: str, timeout_s: float | None = None) -> ToolResult: ...
 
 
@@ -116,6 +119,7 @@ class EpisodeEnv:
         max_response_chars: int = 6000,
         max_turn_chars: int | None = None,
         memory: Memory | None = None,
+        python_budget: PythonBudget | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be >= 1")
@@ -123,6 +127,7 @@ class EpisodeEnv:
         self.memory_enabled = memory_enabled
         self.memory = memory if memory is not None else Memory()
         self.python_tool = python_tool
+        self.python_budget = python_budget if python_budget is not None else PythonBudget()
         self.max_turns = max_turns
         self.max_response_chars = max_response_chars
         # Default: room for 8 full responses (the expert's busiest turns use about 4).
@@ -137,10 +142,10 @@ class EpisodeEnv:
 
     # ------------------------------------------------------------------ actions
 
-    def _call_tool(self, call: ToolCall) -> ToolResult:
+    def _call_tool(self, call: ToolCall, python_grant: float | str | None = None) -> ToolResult:
         try:
             if call.name == PYTHON_TOOL_NAME:
-                return self._call_python(call.arguments)
+                return self._call_python(call.arguments, python_grant)
             result = self.world.call_tool(call.name, call.arguments)
             if not isinstance(result, ToolResult):
                 return ToolResult.error(f"tool {call.name} returned no result")
@@ -148,7 +153,7 @@ class EpisodeEnv:
         except Exception as e:  # noqa: BLE001 - tools should not raise; if one does, the agent is told
             return ToolResult.error(f"tool {call.name} failed internally: {type(e).__name__}: {e}")
 
-    def _call_python(self, arguments: dict) -> ToolResult:
+    def _call_python(self, arguments: dict, grant: float | str | None) -> ToolResult:
         if self.python_tool is None:
             return ToolResult.error("the Python tool is not available in this environment")
         extra = sorted(set(arguments) - {"code"})
@@ -156,22 +161,41 @@ class EpisodeEnv:
             return ToolResult.error(f"unknown argument(s) {extra} for Python; it takes only 'code'")
         if not isinstance(arguments.get("code"), str):
             return ToolResult.error("Python needs a string argument 'code'")
-        return self.python_tool.run(arguments["code"])
+        if isinstance(grant, str):
+            return ToolResult.error(grant)
+        run_timed = getattr(self.python_tool, "run_timed", None)
+        if run_timed is not None:
+            result, used = run_timed(arguments["code"], grant, owner=id(self))
+        else:  # a runner without slot accounting: charge the wall time
+            start = time.monotonic()
+            result = self.python_tool.run(arguments["code"], grant)
+            used = time.monotonic() - start
+        self.python_budget.charge(min(used, grant) if grant is not None else used)
+        return result
 
     def _memory(self, op: dict) -> ToolResult:
         if not self.memory_enabled:
             return ToolResult.error("the memory module is disabled in this environment; use tool calls only")
         return self.memory.apply(op)
 
+    def _python_grants(self, calls: list[ToolCall]) -> list[float | str | None]:
+        """Per call: the Python time limit or refusal from the budget (None: not a Python call)."""
+        per_call = getattr(getattr(self.python_tool, "limits", None), "timeout_s", 2.0)
+        is_python = [c.name == PYTHON_TOOL_NAME for c in calls]
+        grants = iter(self.python_budget.grant(sum(is_python), per_call))
+        return [next(grants) if p else None for p in is_python]
+
     def _run_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
+        grants = self._python_grants(calls)
         if len(calls) <= 1:
-            return [self._call_tool(c) for c in calls]
+            return [self._call_tool(c, g) for c, g in zip(calls, grants)]
         pool = self._executor or _shared_pool()
-        futures = [pool.submit(self._call_tool, c) for c in calls]
+        futures = [pool.submit(self._call_tool, c, g) for c, g in zip(calls, grants)]
         return [f.result() for f in futures]
 
     def _respond(self, kind: str, name: str, result: ToolResult) -> Response:
-        text = truncate_middle(result.text, self.max_response_chars)
+        # A tool may echo what it was given; the reply must stay encodable text for the tokenizer.
+        text = scrub_surrogates(truncate_middle(result.text, self.max_response_chars))
         return Response(
             kind=kind,
             name=name,

@@ -1,13 +1,17 @@
 """Read a JSONL file of objects, reporting a bad line as `path:line: reason`.
 
-The data files a user may write (store tables, instances, ground truth, plans) are all JSONL of
-objects; one reader keeps their error reports alike while each caller raises its own error type.
+The data files a user may write (store tables, instances, ground truth, plans, TravelPlanner
+queries, submissions and reference blocks, SFT traces) are all JSONL of objects; this is the one
+reader, so their error reports are alike while each caller raises its own error type.
 """
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from sandbox.strict_json import StrictJSONError, loads_strict
+
+_FILE_DEPTH = 64  # a plan (list of days of activities of fields) nests far less
 
 
 def read_jsonl_objects(path: Path, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -20,16 +24,24 @@ def read_jsonl_objects(path: Path, error: type[Exception]) -> Iterator[tuple[int
             raise error(f"{path}: not UTF-8 text") from None
 
 
+def read_jsonl(path: Path, error: type[Exception], limit: int = 0) -> list[dict[str, Any]]:
+    """The objects of the file in order (the first `limit` when > 0); errors as read_jsonl_objects."""
+    rows = []
+    for _, record in read_jsonl_objects(path, error):
+        rows.append(record)
+        if limit and len(rows) >= limit:
+            break
+    return rows
+
+
 def _objects(path: Path, handle: Any, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
     for line_no, line in enumerate(handle, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise error(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-        except RecursionError:
-            raise error(f"{path}:{line_no}: JSON nested too deeply") from None
+            record = loads_strict(line, max_depth=_FILE_DEPTH)
+        except StrictJSONError as err:
+            raise error(f"{path}:{line_no}: {err}") from None
         if not isinstance(record, dict):
             raise error(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
         yield line_no, record

@@ -7,12 +7,14 @@ scratch directory, a separate uid, rlimits, an audit hook) is described in the w
 and in sandbox/README.md; `PythonSandbox.isolation` says which layers applied on this machine.
 Without the kernel layer the code is not contained, so the pool refuses to start in that case
 unless the caller opts in with `isolation="unsafe-ok"`. `run` is thread-safe: the episode
-environment calls it from a thread pool, and each call holds one slot.
+environment calls it from a thread pool, and each call holds one slot. Slots go to waiting calls
+owner by owner (`owner=`, one per episode), so an episode that queues many calls delays another
+episode's call by at most one call's time limit.
 """
 
+import itertools
 import json
 import os
-import queue
 import select
 import shutil
 import struct
@@ -22,9 +24,12 @@ import tempfile
 import threading
 import time
 import weakref
+from collections import Counter
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from sandbox._python_cgroup import remove_leftovers
 from sandbox.env import truncate_middle
 from sandbox.types import ToolResult
 
@@ -113,6 +118,56 @@ class _Slot:
                 pipe.close()
             except OSError:
                 pass
+        isolation = getattr(self, "isolation", {})
+        if isolation.get("cgroup_paths"):  # a call cut short leaves its cgroup behind
+            remove_leftovers(isolation["cgroup_paths"], isolation["cgroup_prefix"])
+
+
+class _FairSlots:
+    """Idle slots handed to waiting calls, fewest-slots-held owner first (ties: who asked first).
+
+    A plain FIFO would serve an episode's 20 queued calls before a later episode's one call.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._idle: list[_Slot] = []
+        self._waiting: list[tuple[int, Hashable]] = []  # (ticket, owner)
+        self._held: Counter = Counter()
+        self._tickets = itertools.count()
+
+    def put(self, slot: _Slot) -> None:
+        with self._cond:
+            self._idle.append(slot)
+            self._cond.notify_all()
+
+    def get(self, owner: Hashable | None) -> tuple[_Slot, Hashable]:
+        """Wait for a slot; returns it and the owner key to pass to `release`."""
+        with self._cond:
+            ticket = next(self._tickets)
+            owner = ("call", ticket) if owner is None else owner
+            entry = (ticket, owner)
+            self._waiting.append(entry)
+            try:
+                while not (self._idle and self._first() == entry):
+                    self._cond.wait()
+            finally:
+                self._waiting.remove(entry)
+            self._held[owner] += 1
+            self._cond.notify_all()  # the next waiter may take another idle slot
+            return self._idle.pop(), owner
+
+    def _first(self) -> tuple[int, Hashable]:
+        return min(self._waiting, key=lambda w: (self._held[w[1]], w[0]))
+
+    def release(self, owner: Hashable, slot: _Slot | None) -> None:
+        with self._cond:
+            self._held[owner] -= 1
+            if not self._held[owner]:
+                del self._held[owner]
+            if slot is not None:
+                self._idle.append(slot)
+            self._cond.notify_all()
 
 
 def _shutdown(slots: list, base_dirs: list) -> None:
@@ -152,7 +207,7 @@ class PythonSandbox:
         self.limits = limits
         self._kernel_isolation = kernel_isolation
         self._audit_guard = audit_guard
-        self._idle: queue.Queue[_Slot] = queue.Queue()
+        self._idle = _FairSlots()
         self._slots: list[_Slot] = []
         self._base_dirs: list[str] = []
         self._lock = threading.Lock()
@@ -199,15 +254,21 @@ class PythonSandbox:
         shutil.rmtree(slot.base_dir, ignore_errors=True)
         return self._spawn()
 
-    def run(self, code: str, timeout_s: float | None = None) -> ToolResult:
+    def run(self, code: str, timeout_s: float | None = None, *, owner: Hashable | None = None) -> ToolResult:
         """Run `code` in a fresh jailed process; see the class docstring."""
+        return self.run_timed(code, timeout_s, owner=owner)[0]
+
+    def run_timed(
+        self, code: str, timeout_s: float | None = None, *, owner: Hashable | None = None
+    ) -> tuple[ToolResult, float]:
+        """`run`, plus the seconds the call held a slot (what an episode's Python budget counts)."""
         if not isinstance(code, str):
-            return ToolResult.error(f"'code' must be a string, got {type(code).__name__}")
+            return ToolResult.error(f"'code' must be a string, got {type(code).__name__}"), 0.0
         lim = self.limits
         if len(code) > lim.max_code_chars:
-            return ToolResult.error(f"code is {len(code)} characters; the limit is {lim.max_code_chars}")
+            return ToolResult.error(f"code is {len(code)} characters; the limit is {lim.max_code_chars}"), 0.0
         if self._closed:
-            return ToolResult.error("the Python tool has been shut down")
+            return ToolResult.error("the Python tool has been shut down"), 0.0
         timeout = float(timeout_s if timeout_s is not None else lim.timeout_s)
         request = {
             "code": code,
@@ -217,24 +278,31 @@ class PythonSandbox:
             "max_file_mb": lim.max_file_mb,
             "max_procs": lim.max_procs,
         }
-        slot = self._idle.get()
+        slot, owner = self._idle.get(owner)
+        start = time.monotonic()
         try:
-            reply = None
-            if slot.alive():
-                try:
-                    slot.send(request)
-                    reply = slot.receive(timeout + _PROTOCOL_SLACK_S)
-                except (OSError, ValueError):
-                    reply = None
-            if reply is None:
-                slot = self._replace(slot)
-                return ToolResult.error("the Python process crashed or stopped answering; it was restarted")
-            return self._to_result(reply, timeout)
+            result, slot = self._call(slot, request, timeout)
+            return result, time.monotonic() - start
         except Exception as e:  # noqa: BLE001 - a broken pool must not crash the rollout
-            return ToolResult.error(f"the Python tool failed: {type(e).__name__}: {e}")
+            return ToolResult.error(
+                f"the Python tool failed: {type(e).__name__}: {e}"
+            ), time.monotonic() - start
         finally:
-            if not self._closed:
-                self._idle.put(slot)
+            self._idle.release(owner, None if self._closed else slot)
+
+    def _call(self, slot: _Slot, request: dict, timeout: float) -> tuple[ToolResult, _Slot]:
+        """The reply to `request` and the slot to return to the pool (a new one if `slot` died)."""
+        reply = None
+        if slot.alive():
+            try:
+                slot.send(request)
+                reply = slot.receive(timeout + _PROTOCOL_SLACK_S)
+            except (OSError, ValueError):
+                reply = None
+        if reply is None:
+            error = ToolResult.error("the Python process crashed or stopped answering; it was restarted")
+            return error, self._replace(slot)
+        return self._to_result(reply, timeout), slot
 
     def _to_result(self, reply: dict, timeout: float) -> ToolResult:
         lim = self.limits

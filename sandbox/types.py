@@ -1,7 +1,12 @@
-"""Small value types shared by the tools, the Python sandbox and the episode environment."""
+"""Small value types shared by the tools, the Python sandbox, the episode environment and every
+benchmark: a tool's result, why an episode stopped, the World an agent acts in, and the prompt."""
 
+from __future__ import annotations
+
+import dataclasses
 import enum
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -19,11 +24,11 @@ class ToolResult:
     env_fault: bool = False
 
     @classmethod
-    def error(cls, message: str) -> "ToolResult":
+    def error(cls, message: str) -> ToolResult:
         return cls(text=f"Error: {message}", is_error=True)
 
     @classmethod
-    def environment_fault(cls, message: str) -> "ToolResult":
+    def environment_fault(cls, message: str) -> ToolResult:
         return cls(
             text=f"Error: {message}; this is a fault of the environment, not of the call", env_fault=True
         )
@@ -49,3 +54,26 @@ class StopReason(str, enum.Enum):
 # Reasons that mean the episode was cut by a limit: the answer is missing and the record is
 # `truncated` (the reward says so).
 TRUNCATING = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS, StopReason.MAX_TOTAL_TOKENS})
+
+
+class World(Protocol):
+    """The tools of one instance, as EpisodeEnv and a benchmark's prompt need them: `call_tool`
+    never raises (a failure is an error ToolResult) and `tool_schemas` are OpenAI-style."""
+
+    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
+
+    def tool_schemas(self) -> list[dict[str, Any]]: ...
+
+
+@dataclasses.dataclass
+class Prompt:
+    """The agent prompt of one instance as data: rollout.prompt renders it into the exact text.
+
+    `memory` says whether the prompt offers the memory module; the episode's EpisodeEnv enables
+    memory exactly when it does. `dropped` counts the items left out to fit a token budget.
+    """
+
+    messages: list[dict[str, str]]
+    tools: list[dict[str, Any]] | None
+    memory: bool = True
+    dropped: int = 0

@@ -1,4 +1,4 @@
-"""Shared pieces of the lookup-task tests (b2tjax/toy_tools.py): the measured training recipe, a
+"""Shared pieces of the lookup-task tests (b2tjax/tasks/toy_tools.py): the measured training recipe, a
 helper running the real Trainer on it, and a compilation cache shared by the modules' runs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from b2tjax.config import TrainConfig, apply_overrides
 from b2tjax.metrics import read_metrics
-from b2tjax.toy_tools import LookupTask
+from b2tjax.tasks.toy_tools import LookupTask
 from b2tjax.trainer import RunResult, Trainer, build_model
 
 NUM_VALUES = 4

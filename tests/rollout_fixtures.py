@@ -44,15 +44,15 @@ class Setup:
 def rollout_setup(tmp_path_factory):
     from flax import nnx
 
-    import sandbox
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
     from models.spm import SentencePieceTokenizer, train_sentencepiece
-    from sandbox.world.generator import build_world
+    from sandbox.benchmarks import b2t
+    from sandbox.benchmarks.b2t.world.generator import build_world
 
     root = tmp_path_factory.mktemp("rollout")
     build_world(root / "world.sqlite", scale="small", seed=0)
-    world = sandbox.open_world(root / "world.sqlite")
+    world = b2t.open_world(root / "world.sqlite")
     corpus = (
         [json.dumps(world.tool_schemas())] * 3
         + [

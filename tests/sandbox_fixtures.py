@@ -9,7 +9,7 @@ import pytest
 @pytest.fixture(scope="session")
 def small_world_path(tmp_path_factory):
     """Path of a freshly generated small-scale world store (seed 0)."""
-    from sandbox.world.generator import build_world
+    from sandbox.benchmarks.b2t.world.generator import build_world
 
     path = tmp_path_factory.mktemp("small_world") / "world.sqlite"
     build_world(path, scale="small", seed=0)
@@ -18,7 +18,7 @@ def small_world_path(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def small_world(small_world_path):
-    """The small world opened read-only with `sandbox.open_world`."""
-    import sandbox
+    """The small world opened read-only with `b2t.open_world`."""
+    from sandbox.benchmarks import b2t
 
-    return sandbox.open_world(small_world_path)
+    return b2t.open_world(small_world_path)

@@ -29,7 +29,7 @@ def _instance(num_events: int = 30) -> dict:
 
 @pytest.fixture(scope="module")
 def schemas():
-    from sandbox.tools.registry import tool_schemas
+    from sandbox.benchmarks.b2t.tools.registry import tool_schemas
 
     return tool_schemas()
 
@@ -40,7 +40,7 @@ def tok(tmp_path_factory, schemas):
 
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout.prompt import prompt_text
-    from sandbox.benchmarks.b2t_prompt import build_prompt
+    from sandbox.benchmarks.b2t.prompt import build_prompt
 
     corpus = [prompt_text(build_prompt(_instance(), schemas)), json.dumps(schemas)]
     return SentencePieceTokenizer(
@@ -51,7 +51,7 @@ def tok(tmp_path_factory, schemas):
 def test_sections_and_switches(schemas):
     from models.chat import render
     from rollout.prompt import prompt_text
-    from sandbox.benchmarks.b2t_prompt import MEMORY_MODULE, build_prompt
+    from sandbox.benchmarks.b2t.prompt import MEMORY_MODULE, build_prompt
 
     full = build_prompt(_instance(), schemas)
     text = prompt_text(full)
@@ -75,7 +75,7 @@ def test_sections_and_switches(schemas):
 
 def test_compaction_drops_clicks_first_and_fits_minimally(schemas, tok):
     from rollout.prompt import prompt_ids, token_counter
-    from sandbox.benchmarks.b2t_prompt import build_prompt
+    from sandbox.benchmarks.b2t.prompt import build_prompt
 
     inst = _instance()
     full_len = len(prompt_ids(build_prompt(inst, schemas), tok))
@@ -98,7 +98,7 @@ def test_compaction_drops_clicks_first_and_fits_minimally(schemas, tok):
         e["action"] != "click" for e in inst["trajectory"][:latest_dropped] if e in kept
     )  # oldest first
     # minimal: keeping one more event would not fit
-    from sandbox.benchmarks.b2t_prompt import _drop_order, _messages
+    from sandbox.benchmarks.b2t.prompt import _drop_order, _messages
     from sandbox.benchmarks.base import Prompt
 
     one_more = Prompt(_messages(inst, "b2t", True, set(_drop_order(inst["trajectory"])[: n - 1])), schemas)
@@ -108,7 +108,7 @@ def test_compaction_drops_clicks_first_and_fits_minimally(schemas, tok):
 def test_budget_errors(schemas, tok):
     from rollout.prompt import token_counter
     from sandbox.benchmarks import BenchmarkError
-    from sandbox.benchmarks.b2t_prompt import build_prompt
+    from sandbox.benchmarks.b2t.prompt import build_prompt
 
     with pytest.raises(BenchmarkError, match="count_tokens"):
         build_prompt(_instance(), schemas, max_tokens=100)

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from sandbox.benchmarks import BENCHMARKS, BenchmarkError, as_benchmark, get_benchmark
-from sandbox.benchmarks.b2t import B2TBenchmark
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
+from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
+from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 
@@ -49,7 +50,7 @@ def test_registry_rejects_an_unknown_benchmark_with_the_choices():
 
 def test_entries_resolve_lazily_and_a_missing_module_is_one_clear_error(monkeypatch):
     from sandbox.benchmarks import benchmark_class
-    from sandbox.travelplanner.benchmark import TravelPlannerBenchmark
+    from sandbox.benchmarks.travelplanner.benchmark import TravelPlannerBenchmark
 
     assert benchmark_class("travelplanner") is TravelPlannerBenchmark
     monkeypatch.setitem(BENCHMARKS, "ghost", "sandbox.ghost.benchmark:GhostBenchmark")
@@ -65,7 +66,7 @@ def test_launch_scripts_refuse_an_unknown_benchmark_in_one_line(tmp_path):
         "tripadvisor",
         "--data",
         str(tmp_path),
-        "--agent",
+        "--policy",
         "expert",
     ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=60)

@@ -72,7 +72,7 @@ CHOICES = [
     ("model.param_dtype", "int8", "float32, bfloat16"),
     ("grpo.aggregation", "mean_of_means", "seq_mean_token_mean, token_mean, fixed_length"),
     ("rollout.turn_cap", "cut", "stop, close"),
-    ("rollout.prompt_style", "cot", "b2t, react"),
+    ("rollout.prompt_style", "cot", "tool_agent, react"),
     ("rollout.python_tool_isolation", "none", "full, unsafe-ok"),
     ("rollout.cache_dtype", "fp8", "auto, float32, bfloat16"),
 ]
@@ -155,8 +155,8 @@ def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
     import yaml
     from flax import nnx
 
-    from b2tjax.task import BenchmarkTask
-    from b2tjax.toy_tools import lookup_tokenizer
+    from b2tjax.tasks.benchmark import BenchmarkTask
+    from b2tjax.tasks.toy_tools import lookup_tokenizer
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
     from rollout.config import RolloutConfig
@@ -179,7 +179,8 @@ def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
 def test_launch_rollouts_reads_the_recipe_then_flags_then_overrides(tmp_path):
     import yaml
 
-    from launch.rollouts import SCRIPT_DEFAULTS, parse_args, rollout_config
+    from b2tjax.policy import ROLLOUT_DEFAULTS
+    from launch.rollouts import parse_args, rollout_config
 
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump({"rollout": EVERY_KNOB}))
@@ -189,7 +190,7 @@ def test_launch_rollouts_reads_the_recipe_then_flags_then_overrides(tmp_path):
     assert _knobs(rollout_config(args)) == {**EVERY_KNOB, "top_k": 5, "batch_rows": 2}
     plain = rollout_config(parse_args([*base, "--max-total-tokens", "2048", "--variant", "react"]))
     assert (plain.max_seq_len, plain.prompt_style, plain.max_turn_tokens) == (2048, "react", 1024)
-    assert plain.batch_rows == SCRIPT_DEFAULTS.batch_rows == 8
+    assert plain.batch_rows == ROLLOUT_DEFAULTS.batch_rows == 8
 
 
 def test_launch_rollouts_rejects_a_bad_knob_in_one_line(tmp_path):

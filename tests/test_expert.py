@@ -3,10 +3,19 @@
 import json
 
 import sandbox
-from sandbox.evaluator import evaluate_plan
-from sandbox.expert import Expert, expert_answers
-from sandbox.expert.schedule import DayFrame, Leg, Place, meal_owed, needs_attraction, problems, timeline
-from sandbox.instances.loader import load_split
+from sandbox.benchmarks import b2t
+from sandbox.benchmarks.b2t.evaluator import evaluate_plan
+from sandbox.benchmarks.b2t.expert import Expert, expert_answers
+from sandbox.benchmarks.b2t.expert.schedule import (
+    DayFrame,
+    Leg,
+    Place,
+    meal_owed,
+    needs_attraction,
+    problems,
+    timeline,
+)
+from sandbox.benchmarks.b2t.instances.loader import load_split
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 
@@ -26,7 +35,7 @@ def test_expert_plans_pass_all_32_constraints_on_the_test_split(small_benchmark)
 
 
 def test_sft_traces_replay_through_the_environment(small_benchmark):  # noqa: F811
-    world = sandbox.open_world(small_benchmark / "world.sqlite")
+    world = b2t.open_world(small_benchmark / "world.sqlite")
     truth = {v["id"]: h for v, h in _pairs(small_benchmark, "train")}
     lines = (small_benchmark / "sft" / "train.jsonl").read_text().splitlines()
     assert len(lines) == len(truth)
@@ -66,7 +75,7 @@ def test_expert_reports_an_impossible_budget_instead_of_cheating(small_benchmark
     visible, hidden = _pairs(small_benchmark, "test")[0]
     poor = json.loads(json.dumps(hidden))
     poor["query"]["budget"] = 50
-    result = Expert(sandbox.open_world(small_benchmark / "world.sqlite")).solve(visible, poor)
+    result = Expert(b2t.open_world(small_benchmark / "world.sqlite")).solve(visible, poor)
     assert not result.ok and result.answer is None
     assert "budget" in result.reason or "hotel" in result.reason
 

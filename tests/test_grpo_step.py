@@ -1,5 +1,6 @@
 """The jitted GRPO step on the tiny Qwen3: micro-batch accumulation, non-finite skip, log-prob pass."""
 
+import dataclasses
 import functools
 
 import jax
@@ -12,7 +13,8 @@ from flax import nnx
 from b2tjax import grpo
 from b2tjax.config import GRPOConfig, OptimConfig
 from b2tjax.optim import learning_rate_schedule, make_optimizer
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
+from b2tjax.train_batch import TrainBatch
+from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
 from rollout.sampling import teacher_forced_logprobs
@@ -66,7 +68,7 @@ def test_micro_batches_equal_one_batch(aggregation):
 
     results = {}
     for micro in (1, 4):
-        batch = fns.shard_batch({k: to_micro(v, micro) for k, v in flat.items()})
+        batch = fns.shard_batch(TrainBatch(**flat).split(micro))
         state = init_train_state(jax.tree.map(jnp.copy, params), opt)
         new_state, metrics = fns.grpo_step(state, batch)
         results[micro] = (float(metrics["loss"]), float(metrics["clip_frac"]), new_state.params)
@@ -98,12 +100,7 @@ def test_non_finite_loss_skips_step_and_counts_it():
     cfg, _, params, opt, fns = _setup("token_mean", beta=0.0)
     ids, mask, _ = _batch(cfg.vocab_size)
     adv = np.array([np.nan, 1.0, -1.0, 0.5], np.float32)
-    batch = fns.shard_batch(
-        {
-            k: v[None]
-            for k, v in dict(ids=ids, mask=mask, old_logprobs=np.zeros_like(mask), advantages=adv).items()
-        }
-    )
+    batch = fns.shard_batch(TrainBatch(ids, mask, old_logprobs=np.zeros_like(mask), advantages=adv).split(1))
     state = init_train_state(jax.tree.map(jnp.copy, params), opt)
     opt_before = jax.tree.map(np.asarray, state.opt_state)
     new_state, metrics = fns.grpo_step(state, batch)
@@ -114,7 +111,7 @@ def test_non_finite_loss_skips_step_and_counts_it():
         lambda a, b: np.testing.assert_array_equal(np.asarray(a), b), new_state.opt_state, opt_before
     )
     # A finite batch afterwards trains normally.
-    batch["advantages"] = jnp.asarray(np.array([[0.3, 1.0, -1.0, 0.5]], np.float32))
+    batch = dataclasses.replace(batch, advantages=jnp.asarray(np.array([[0.3, 1.0, -1.0, 0.5]], np.float32)))
     newer, metrics = fns.grpo_step(new_state, batch)
     assert float(metrics["applied"]) == 1.0 and int(newer.skipped) == 1
 
@@ -132,9 +129,7 @@ def test_bf16_compute_keeps_fp32_master_weights():
             model_fn, opt, lambda s: 1e-2, GRPOConfig(logprob_chunk=8), temperature=1.0, fixed_length=FIXED
         )
         old = np.asarray(fns.logprobs(params, ids[None]))[0]  # on-policy: ratio 1 at the first step
-        batch = fns.shard_batch(
-            {k: v[None] for k, v in dict(ids=ids, mask=mask, old_logprobs=old, advantages=adv).items()}
-        )
+        batch = fns.shard_batch(TrainBatch(ids, mask, old_logprobs=old, advantages=adv).split(1))
         new_state, metrics = fns.grpo_step(init_train_state(params, opt), batch)
         assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(new_state.params))
         losses[name] = (float(metrics["loss"]), float(metrics["ratio_mean"]))
@@ -142,3 +137,32 @@ def test_bf16_compute_keeps_fp32_master_weights():
     # bf16 forward: same loss to bf16 precision, ratios within bf16 rounding of 1.
     np.testing.assert_allclose(losses["bf16"][0], losses["fp32"][0], rtol=0.05, atol=0.02)
     np.testing.assert_allclose(losses["bf16"][1], 1.0, atol=0.02)
+
+
+def _scopes(lowered) -> set[str]:
+    """Every name in the `jax.named_scope` paths of a lowered program's op locations (JAX writes a
+    backward op's path as e.g. `forward_backward/transpose(jvp(forward))/mlp/dot_general`)."""
+    import re
+
+    paths = re.findall(r'loc\("([^"/][^"]*/[^"]*)"', lowered.as_text(debug_info=True))
+    return {name for path in paths for name in re.findall(r"\w+", path)}
+
+
+def test_a_profile_of_the_train_step_reads_like_the_code():
+    """The GRPO step's and the sampler's ops carry the model's and the step's block names, so a
+    profile groups by them."""
+    from rollout.sampling import sample_tokens
+
+    cfg, model, params, opt, fns = _setup()
+    ids, mask, _ = _batch(cfg.vocab_size)
+    zeros = np.zeros((N, T), np.float32)
+    flat = dict(ids=ids, mask=mask, old_logprobs=zeros, ref_logprobs=zeros, advantages=np.ones(N, np.float32))
+    batch = fns.shard_batch(TrainBatch(**flat).split(1))
+    step = _scopes(fns.grpo_step.lower(init_train_state(params, opt), batch))
+    blocks = {"embed", "layers", "attention", "mlp", "final_norm"}  # log-probs project chunk by chunk
+    blocks |= {"forward_backward", "forward", "logprobs", "loss", "optimizer_update"}
+    assert blocks <= step, sorted(blocks - step)
+    assert "lm_head" in _scopes(jax.jit(lambda x: model(x)).lower(jnp.asarray(ids)))
+    logits, keys = jnp.zeros((2, 8)), jax.random.split(jax.random.key(0), 2)
+    knobs = (jnp.ones(2), jnp.ones(2), jnp.zeros(2, jnp.int32))  # temperature, top_p, top_k
+    assert "sample" in _scopes(jax.jit(sample_tokens).lower(logits, keys, *knobs))

@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-from sandbox.benchmarks.b2t import B2TBenchmark
-from sandbox.benchmarks.b2t_prompt import format_event
-from sandbox.expert import Expert
-from sandbox.himap.b2t_expert import ExpertKnobs
-from sandbox.himap.b2t_task import parse_instruction
-from sandbox.himap.domains import domain_for
+from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
+from sandbox.benchmarks.b2t.expert import Expert
+from sandbox.benchmarks.b2t.himap.expert import ExpertKnobs
+from sandbox.benchmarks.b2t.himap.instruction_parser import parse_instruction
+from sandbox.benchmarks.b2t.prompt import format_event
 from sandbox.himap.expert import replay
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.protocol import COORDINATOR, HimapSession
@@ -137,8 +136,8 @@ def test_without_sigma_days_repeat_a_restaurant_and_with_sigma_the_later_day_pic
 def test_executor_turns_apply_in_day_order_whatever_order_they_arrive_in(bench, pairs, full_runs):
     visible, _ = pairs[0]
     texts = full_runs[0].texts
-    forward = replay(HimapSession(domain_for(bench, visible)), texts)
-    backward = replay(HimapSession(domain_for(bench, visible)), texts, reverse=True)
+    forward = replay(HimapSession(bench.himap_domain(visible)), texts)
+    backward = replay(HimapSession(bench.himap_domain(visible)), texts, reverse=True)
     assert forward.answer == backward.answer == full_runs[0].answer
     assert [(e.op, e.day, e.code, e.cost) for e in forward.sigma.events] == [
         (e.op, e.day, e.code, e.cost) for e in backward.sigma.events
@@ -155,7 +154,7 @@ def _call(name, **arguments):
 
 def test_protocol_replies_errors_for_agent_mistakes_and_plain_replies_for_sigma_verdicts(bench, pairs):
     visible, truth = pairs[0]
-    session = HimapSession(domain_for(bench, visible))
+    session = HimapSession(bench.himap_domain(visible))
     assert [s.name for s in session.start().start] == [COORDINATOR]
     adv = session.turn(COORDINATOR, _call("information_extractor"))
     task = json.loads(adv.reply[0][1].responses[0].text)
@@ -247,7 +246,7 @@ def test_each_ablation_switch_changes_what_the_roles_get(bench, pairs, name):
 
 def test_cut_streams_end_their_role_and_never_hang_the_round(bench, pairs):
     visible, truth = pairs[0]
-    session = HimapSession(domain_for(bench, visible))
+    session = HimapSession(bench.himap_domain(visible))
     session.start()
     task = json.loads(session.turn(COORDINATOR, _call("information_extractor")).reply[0][1].responses[0].text)
     days = task["days"]

@@ -17,21 +17,21 @@ import time
 
 import pytest
 
-import sandbox
-from sandbox.evaluator import evaluate_plan
-from sandbox.evaluator.context import EvalContext, Profile, parse_query
-from sandbox.evaluator.lookup import index_for
-from sandbox.evaluator.personalization import item_costs
-from sandbox.evaluator.reasonableness import no_repeated_restaurants
-from sandbox.expert import Expert
-from sandbox.himap.b2t_pricing import B2TPricing, b2t_state, visited_from_trajectory
+from sandbox.benchmarks import b2t
+from sandbox.benchmarks.b2t.evaluator import evaluate_plan
+from sandbox.benchmarks.b2t.evaluator.context import EvalContext, Profile, parse_query
+from sandbox.benchmarks.b2t.evaluator.lookup import index_for
+from sandbox.benchmarks.b2t.evaluator.personalization import item_costs
+from sandbox.benchmarks.b2t.evaluator.reasonableness import no_repeated_restaurants
+from sandbox.benchmarks.b2t.expert import Expert
+from sandbox.benchmarks.b2t.himap.pricing import B2TPricing, b2t_state, visited_from_trajectory
+from sandbox.benchmarks.b2t.instances.catalog import Catalog
+from sandbox.benchmarks.b2t.instances.generate import make_instance
+from sandbox.benchmarks.b2t.plan import normalize_name, read_plan
+from sandbox.benchmarks.travelplanner import evaluate, hard, normalize_query
+from sandbox.benchmarks.travelplanner.himap.pricing import plan_from_state, travelplanner_state
+from sandbox.benchmarks.travelplanner.lookup import Lookup
 from sandbox.himap.state import GlobalState, SigmaCode
-from sandbox.himap.travelplanner_pricing import plan_from_state, travelplanner_state
-from sandbox.instances.catalog import Catalog
-from sandbox.instances.generate import make_instance
-from sandbox.plan import normalize_name, read_plan
-from sandbox.travelplanner import evaluate, hard, normalize_query
-from sandbox.travelplanner.lookup import Lookup
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401  (session fixtures)
 
@@ -42,7 +42,7 @@ DIFFICULTIES = ("easy", "medium", "hard")
 def solved(small_world_path):  # noqa: F811
     """Six small-world instances with their expert plans: [(visible, hidden, plan days)]."""
     catalog = Catalog.load(small_world_path)
-    expert = Expert(sandbox.open_world(small_world_path))
+    expert = Expert(b2t.open_world(small_world_path))
     out = []
     for index in range(6):
         inst = make_instance(catalog, "test", DIFFICULTIES[index % 3], index, seed=0)

@@ -67,7 +67,7 @@ def test_himap_needs_a_travel_task_and_maps_to_the_protocol_options():
 def _two_day(visible, truth):
     """The instance as a 2-day trip with a short behaviour log (two executors and a short
     coordinator prompt keep the step small)."""
-    from sandbox.instances.instructions import make_instruction
+    from sandbox.benchmarks.b2t.instances.instructions import make_instruction
 
     visible, truth = copy.deepcopy(visible), copy.deepcopy(truth)
     truth["query"]["days"] = 2
@@ -85,10 +85,10 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     lora_rank,
 ):
     """Full fine-tuning, and LoRA adapters on the frozen model (the sampler applying them)."""
-    from b2tjax.himap_task import HimapTask
+    from b2tjax.tasks.himap import HimapTask
     from b2tjax.trainer import Trainer
-    from rollout.himap import himap_episode
-    from sandbox.benchmarks.b2t import B2TBenchmark
+    from rollout.agents.himap import himap_episode
+    from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
     from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
 
@@ -122,7 +122,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
 
         batch = None
 
-        def _himap_episodes(self, pairs):
+        def _episodes(self, pairs):
             return [
                 himap_episode(
                     v, self.benchmark, self.tokenizer, self.options, forced=shortcut if i == 0 else None
@@ -171,16 +171,16 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
 
 
 def test_launch_eval_scores_the_scripted_himap_team(tmp_path, small_benchmark):  # noqa: F811
-    """`launch/eval.py --agent himap-expert`: every plan delivered, and as many passed as the
+    """`launch/eval.py --policy expert --agent himap`: every plan delivered, and as many passed as the
     single-agent expert's on the same instances (the benchmark's verdicts, computed here)."""
     import json
 
     from launch.eval import main
-    from sandbox.benchmarks.b2t import B2TBenchmark
+    from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
 
     out = tmp_path / "himap.json"
     argv = ["--data", str(small_benchmark), "--split", "test", "--difficulty", "easy", "--json", str(out)]
-    assert main([*argv, "--agent", "himap-expert"]) == 0
+    assert main([*argv, "--policy", "expert", "--agent", "himap"]) == 0
     metrics = json.loads(out.read_text())
     bench = B2TBenchmark(small_benchmark)
     pairs = [p for p in bench.load_split("test") if p[0]["difficulty"] == "easy"]
@@ -194,6 +194,45 @@ def test_launch_eval_himap_needs_a_checkpoint_one_line(tmp_path, capsys):
     from launch.eval import main
 
     with pytest.raises(SystemExit) as stop:
-        main(["--data", str(tmp_path), "--agent", "himap"])
+        main(["--data", str(tmp_path), "--policy", "model", "--agent", "himap"])
     assert stop.value.code == 2
-    assert "--agent himap needs --checkpoint DIR" in capsys.readouterr().err
+    assert "--policy model needs --checkpoint DIR" in capsys.readouterr().err
+
+
+def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
+    tmp_path,
+    rollout_setup,  # noqa: F811
+    small_benchmark,  # noqa: F811
+):
+    """HimapTask.sft_examples (what training uses) keeps the traces of instances whose merged plan
+    passes; a delivered plan that fails a check (here: the budget, cut to 1) teaches nothing, and
+    switches under which no plan passes (the tiny recipe's flat team) give no warm start."""
+    from b2tjax.sft import sft_examples
+    from b2tjax.tasks.himap import HimapTask
+    from sandbox.benchmarks.b2t import B2TBenchmark
+    from sandbox.himap.scripted import solve
+
+    # the full team, with tool replies long enough for the expert to read (the recipe's 1,200
+    # characters cut them, and its flat team splits the budget equally: no plan of it passes)
+    full = ["rollout.max_seq_len=8192", "rollout.max_response_chars=6000", "himap.coordinator=true"]
+    cfg = load_config(RECIPE, [f"data.data_dir={small_benchmark}", *full])
+    bench = B2TBenchmark(small_benchmark)
+    good = bench.load_split("train")[:2]
+    visible, truth = good[0]
+    broke = copy.deepcopy(truth)
+    broke["query"]["budget"] = 1
+    spoiled = solve(bench, visible, broke)
+    assert spoiled.answer is not None  # delivered, yet over budget:
+    assert not bench.evaluate(spoiled.answer, visible, broke).all_passed
+    assert all(bench.evaluate(solve(bench, *pair).answer, *pair).all_passed for pair in good)
+    task = HimapTask(cfg, bench, rollout_setup.tokenizer)
+    task._train = [good[0], (visible, broke), good[1]]  # the instances the warm start reads
+    expected = [trace for pair in good for trace in solve(bench, *pair).traces]
+    want = sft_examples(expected, rollout_setup.tokenizer, cfg.sft.max_seq_len)
+    assert [example["ids"] for example in task.sft_examples()] == [example["ids"] for example in want]
+
+    flat = HimapTask(
+        load_config(RECIPE, [f"data.data_dir={small_benchmark}", full[0]]), bench, task.tokenizer
+    )
+    flat._train = good
+    assert flat.sft_examples() is None

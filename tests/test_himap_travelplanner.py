@@ -9,15 +9,14 @@ import json
 
 import pytest
 
-from sandbox.himap.domains import domain_for
+from sandbox.benchmarks.travelplanner import hard
+from sandbox.benchmarks.travelplanner.benchmark import TravelPlannerBenchmark
+from sandbox.benchmarks.travelplanner.evaluator import evaluate
+from sandbox.benchmarks.travelplanner.lookup import Lookup
+from sandbox.benchmarks.travelplanner.plan_reader import PLAN_FIELDS
+from sandbox.benchmarks.travelplanner.query import normalize_query
+from sandbox.benchmarks.travelplanner.text import from_to
 from sandbox.himap.protocol import COORDINATOR, HimapSession
-from sandbox.travelplanner import hard
-from sandbox.travelplanner.benchmark import TravelPlannerBenchmark
-from sandbox.travelplanner.evaluator import evaluate
-from sandbox.travelplanner.lookup import Lookup
-from sandbox.travelplanner.plan_reader import PLAN_FIELDS
-from sandbox.travelplanner.query import normalize_query
-from sandbox.travelplanner.text import from_to
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401  (session fixtures)
 from tests.tp_harness import DATABASE_DIR
 
@@ -47,7 +46,7 @@ def test_days_submitted_by_executors_merge_into_the_human_plans_verdicts(
     for query, plan in list(zip(train_queries, human_plans))[:12]:
         q = normalize_query(query)
         visible = {"id": "q", "query": query["query"], "days": q["days"]}
-        domain = domain_for(bench, visible)
+        domain = bench.himap_domain(visible)
         assert (domain.task()["origin"], domain.task()["days"]) == (q["org"], q["days"])
         days = plan[: q["days"]]
         session = HimapSession(domain)
@@ -74,10 +73,10 @@ def test_days_submitted_by_executors_merge_into_the_human_plans_verdicts(
 
 
 def test_scripted_himap_expert_solves_the_training_queries_like_the_single_expert(bench, tp_db):  # noqa: F811
+    from sandbox.benchmarks.travelplanner.expert import TravelPlannerExpert
+    from sandbox.benchmarks.travelplanner.tools import TravelPlannerWorld
+    from sandbox.benchmarks.travelplanner.training import load_training
     from sandbox.himap.scripted import solve
-    from sandbox.travelplanner.expert import TravelPlannerExpert
-    from sandbox.travelplanner.tools import TravelPlannerWorld
-    from sandbox.travelplanner.training import load_training
     from tests.tp_harness import DATA_DIR
 
     single = TravelPlannerExpert(TravelPlannerWorld(tp_db))

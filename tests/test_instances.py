@@ -8,14 +8,14 @@ import shutil
 
 import pytest
 
-from sandbox import vocab
-from sandbox.instances import feasibility
-from sandbox.instances.build import build_benchmark
-from sandbox.instances.catalog import Catalog
-from sandbox.instances.generate import generate_split, make_instance, write_split
-from sandbox.instances.instructions import make_instruction
-from sandbox.instances.loader import InstanceFormatError, load_split
-from sandbox.instances.profiles import consistency_problems, sample_profile
+from sandbox.benchmarks.b2t import vocab
+from sandbox.benchmarks.b2t.instances import feasibility
+from sandbox.benchmarks.b2t.instances.build import build_benchmark
+from sandbox.benchmarks.b2t.instances.catalog import Catalog
+from sandbox.benchmarks.b2t.instances.generate import generate_split, make_instance, write_split
+from sandbox.benchmarks.b2t.instances.instructions import make_instruction
+from sandbox.benchmarks.b2t.instances.loader import InstanceFormatError, load_split
+from sandbox.benchmarks.b2t.instances.profiles import consistency_problems, sample_profile
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 
 POI_CATEGORY = {
@@ -34,7 +34,7 @@ _BUILT: dict[str, object] = {}  # shared by test_expert.py, which imports this f
 def small_benchmark(tmp_path_factory, small_world_path):  # noqa: F811
     """The default small benchmark, expert-validated, with SFT traces (built once per session)."""
     if "dir" not in _BUILT:
-        from sandbox.benchmarks.b2t_prompt import build_prompt
+        from sandbox.benchmarks.b2t.prompt import build_prompt
 
         out = tmp_path_factory.mktemp("bench")
         shutil.copy(small_world_path, out / "world.sqlite")
@@ -155,9 +155,9 @@ def test_same_seed_gives_identical_files(small_world_path, tmp_path):  # noqa: F
 def test_every_seed_builds_on_a_sparse_world(tmp_path):
     # World seed 7 at small scale once had a hard instance (train, index 17 of seed 7) no attempt could
     # serve: long trips of hard profiles need more matching restaurants than a city holds.
-    from sandbox.expert import Expert
-    from sandbox.world.generator import build_world
-    from sandbox.world.store import open_world
+    from sandbox.benchmarks.b2t.expert import Expert
+    from sandbox.benchmarks.b2t.world.generator import build_world
+    from sandbox.benchmarks.b2t.world.store import open_world
 
     build_world(tmp_path / "world.sqlite", "small", seed=7)
     catalog = Catalog.load(tmp_path / "world.sqlite")

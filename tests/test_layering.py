@@ -2,10 +2,13 @@
 
 `sandbox/` is pure Python (its tools run in worker processes forked before JAX starts, and users
 evaluate plans on machines without an accelerator stack), and the packages depend one way only:
-sandbox <- models <- rollout <- b2tjax, with rollout and b2tjax free to use sandbox. A static scan
-of every import statement (function-level ones included: a cycle hidden inside a function is still
-a cycle) checks the direction and that no package has an import cycle; a fresh interpreter checks
-that importing all of sandbox loads neither jax nor flax.
+sandbox <- models <- rollout <- b2tjax, with rollout and b2tjax free to use sandbox. Inside sandbox,
+each benchmark is one folder `sandbox/benchmarks/<name>/` that no module outside it imports: the
+core and the HiMAP protocol import no benchmark at all, and rollout/ and b2tjax/ reach benchmarks
+only through the registry (`sandbox.benchmarks`, `sandbox.benchmarks.base`). A static scan of every
+import statement (function-level ones included: a cycle hidden inside a function is still a cycle)
+checks these rules and that no package has an import cycle; a fresh interpreter checks that
+importing all of sandbox loads neither jax nor flax.
 """
 
 from __future__ import annotations
@@ -83,13 +86,34 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
+REGISTRY = "sandbox.benchmarks"
+# What generic code may import of the benchmarks: the registry, the interface and the interface's
+# plain-data episode view format (view.py, what Benchmark.episode_view returns).
+REGISTRY_MODULES = {REGISTRY, f"{REGISTRY}.base", f"{REGISTRY}.view"}
+
+
+def _benchmark_of(module: str) -> str | None:
+    """The benchmark package a module belongs to ("sandbox.benchmarks.b2t"), None for others."""
+    parts = module.split(".")
+    if len(parts) > 2 and ".".join(parts[:2]) == REGISTRY and module not in REGISTRY_MODULES:
+        return ".".join(parts[:3])
+    return None
+
+
+def _crosses(a: str, b: str) -> bool:
+    """Whether `a` importing `b` breaks the layering (package direction or benchmark isolation)."""
+    if b.split(".")[0] in FORBIDDEN[a.split(".")[0]]:
+        return True
+    target = _benchmark_of(b)
+    if target is not None and _benchmark_of(a) != target:
+        return True  # benchmark code is imported only from inside its own folder
+    if a.startswith("sandbox.") and _benchmark_of(a) is None and a not in REGISTRY_MODULES:
+        return b in REGISTRY_MODULES  # the core and HiMAP know no benchmark, not even the registry
+    return False
+
+
 def layering_violations(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(
-        f"{a} imports {b}"
-        for a, targets in graph.items()
-        for b in targets
-        if b.split(".")[0] in FORBIDDEN[a.split(".")[0]]
-    )
+    return sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets if _crosses(a, b))
 
 
 def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -157,6 +181,38 @@ def test_checks_catch_what_they_claim(tmp_path):
     graph = import_graph(tmp_path)
     assert layering_violations(graph) == ["sandbox.a imports models.qwen3"]
     assert import_cycles(graph) == [["models.qwen3", "models.sharding"]]
+
+
+def test_benchmark_isolation_is_caught(tmp_path):
+    """Reaching into a benchmark from outside its folder (another benchmark, the core, HiMAP,
+    rollout) is found; the registry, and a benchmark's own modules, are allowed."""
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    files = {
+        "sandbox/benchmarks/__init__.py": "from sandbox.benchmarks.base import Benchmark\n",
+        "sandbox/benchmarks/base.py": "from sandbox import types\n",
+        "sandbox/types.py": "",
+        "sandbox/env.py": "from sandbox.benchmarks import base\n",
+        "sandbox/himap/__init__.py": "",
+        "sandbox/himap/session.py": "from sandbox.benchmarks.alpha.world import W\n",
+        "sandbox/benchmarks/alpha/__init__.py": "",
+        "sandbox/benchmarks/alpha/world.py": "from sandbox.benchmarks.alpha import tools\n",
+        "sandbox/benchmarks/alpha/tools.py": "from sandbox.benchmarks.base import Benchmark\n",
+        "sandbox/benchmarks/beta/__init__.py": "",
+        "sandbox/benchmarks/beta/prompt.py": "from sandbox.benchmarks.alpha.tools import T\n",
+        "rollout/episodes.py": "def f():\n    from sandbox.benchmarks import get_benchmark\n",
+        "b2tjax/task.py": "def f():\n    from sandbox.benchmarks.beta import prompt\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert layering_violations(import_graph(tmp_path)) == [
+        "b2tjax.task imports sandbox.benchmarks.beta.prompt",
+        "sandbox.benchmarks.beta.prompt imports sandbox.benchmarks.alpha.tools",
+        "sandbox.env imports sandbox.benchmarks.base",
+        "sandbox.himap.session imports sandbox.benchmarks.alpha.world",
+    ]
 
 
 def test_sandbox_imports_no_jax():

@@ -11,7 +11,8 @@ from flax import nnx
 
 from b2tjax.config import GRPOConfig, OptimConfig
 from b2tjax.optim import learning_rate_schedule, make_optimizer
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, to_micro
+from b2tjax.train_batch import TrainBatch
+from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
 from models import lora
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
@@ -73,7 +74,7 @@ def _train_step(model: nnx.Module):
     state = init_train_state(params, opt)
     mask = np.ones(IDS.shape, np.float32)
     mask[:, 0] = 0
-    batch = {"ids": to_micro(IDS, 1), "mask": to_micro(mask, 1)}
+    batch = TrainBatch(IDS, mask).split(1)
     return model_fn, params, frozen, state, fns.sft_step(state, fns.shard_batch(batch))
 
 

@@ -14,7 +14,7 @@ from flax import nnx
 
 from b2tjax.adapters import load_lora_run
 from b2tjax.config import load_config
-from b2tjax.toy import DigitTask
+from b2tjax.tasks.toy import DigitTask
 from b2tjax.trainer import Trainer, build_model
 from launch import export_hf
 from models.config import get_config

@@ -13,7 +13,7 @@ import pytest
 
 from b2tjax.cli import UserError
 from b2tjax.config import load_config
-from b2tjax.toy import DigitTask
+from b2tjax.tasks.toy import DigitTask
 from b2tjax.trainer import Trainer, build_model
 
 ROOT = Path(__file__).resolve().parents[1]

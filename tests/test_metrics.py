@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sandbox.evaluator import CONSTRAINTS, ConstraintResult, EvalResult
-from sandbox.metrics import compute_metrics, format_table
+from sandbox.benchmarks.b2t.evaluator import CONSTRAINTS, ConstraintResult, EvalResult
+from sandbox.benchmarks.b2t.metrics import compute_metrics, format_table
 
 
 def verdict(difficulty: str, delivered: bool, failing: set[str]) -> EvalResult:
@@ -102,7 +102,8 @@ def test_eval_cli_scores_a_plans_file(tmp_path):
     import sys
     from pathlib import Path
 
-    from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
+    from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+    from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 
     data = tmp_path / "data"
     (data / "instances").mkdir(parents=True)

@@ -47,6 +47,7 @@ summary = {
     "curves": ns["curves"],
     "himap_view": ns["himap_view"], "himap_answer": ns["himap_expert"].answer,
     "figure_titles": [ax.get_title() for ax in ns["fig"].axes] if ns["fig"] is not None else None,
+    "report": str(ns["report_path"]),
 }
 json.dump(summary, open(out, "w"))
 """
@@ -110,7 +111,7 @@ def test_notebook_is_valid_nbformat_v4_with_a_parameters_cell():
 
 
 def test_data_was_built_and_metrics_tables_have_every_key(notebook_run):
-    from sandbox.evaluator import CONSTRAINT_NAMES
+    from sandbox.benchmarks.b2t.evaluator import CONSTRAINT_NAMES
 
     summary, stdout, tmp = notebook_run
     for name in ("world.sqlite", "instances/test.jsonl", "ground_truth/test.jsonl"):
@@ -124,13 +125,13 @@ def test_data_was_built_and_metrics_tables_have_every_key(notebook_run):
         assert list(metrics["per_constraint"]) == list(CONSTRAINT_NAMES)
         assert {level: m["n"] for level, m in metrics["per_difficulty"].items()} == {"easy": 1, "medium": 1}
     # The reference row scores the expert's plans against the right instances: re-judge them here.
-    import sandbox
     from b2tjax.data import read_jsonl
+    from sandbox.benchmarks import b2t
 
     visible = {row["id"]: row for row in read_jsonl(tmp / "data" / "instances" / "test.jsonl")}
     truth = {row["id"]: row for row in read_jsonl(tmp / "data" / "ground_truth" / "test.jsonl")}
     verdicts = [
-        sandbox.evaluate_plan(summary["expert_plans"][i], visible[i], truth[i], tmp / "data")
+        b2t.evaluate_plan(summary["expert_plans"][i], visible[i], truth[i], tmp / "data")
         for i in summary["pair_ids"]
     ]
     assert any(v.delivered for v in verdicts), "the expert wrote no readable plan"
@@ -164,7 +165,7 @@ def test_rewards_follow_the_spec_formula_and_records_are_consistent(notebook_run
 
 
 def test_episode_view_shows_turns_responses_and_every_constraint(notebook_run):
-    from sandbox.evaluator import CONSTRAINT_NAMES
+    from sandbox.benchmarks.b2t.evaluator import CONSTRAINT_NAMES
 
     summary, _, _ = notebook_run
     view = summary["episode_view"]
@@ -196,8 +197,8 @@ def test_training_curves_are_read_from_metrics_jsonl(notebook_run):
 def test_himap_section_shows_the_scripted_team_episode(notebook_run):
     """Step 7: the coordinator, one executor per day of the trip, Σ's events and the rounds; the
     merged plan, re-judged here, passes every constraint (the scripted team is an upper bound)."""
-    import sandbox
     from b2tjax.data import read_jsonl
+    from sandbox.benchmarks import b2t
 
     summary, stdout, tmp = notebook_run
     index = summary["episode_index"]
@@ -211,9 +212,28 @@ def test_himap_section_shows_the_scripted_team_episode(notebook_run):
     for day in range(1, days + 1):
         assert f"=== day{day}.r1: executor (day {day}, round 1)" in view
     assert " commit " in view  # Σ committed the days
-    verdict = sandbox.evaluate_plan(summary["himap_answer"], visible, truth, tmp / "data")
+    verdict = b2t.evaluate_plan(summary["himap_answer"], visible, truth, tmp / "data")
     assert verdict.all_passed
     assert f"scripted HiMAP expert (full) on {instance_id}" in stdout
+
+
+def test_report_cell_writes_every_episode_it_ran(notebook_run):
+    """Step 9: the HTML report holds the model's episodes (with their turns), the expert's and the
+    scripted HiMAP team's (with one lane per day), and the run's curves."""
+    from tests.report_fixtures import page_data
+
+    summary, stdout, _ = notebook_run
+    page = Path(summary["report"]).read_text(encoding="utf-8")
+    episodes = page_data(page)["episodes"]
+    ids = summary["pair_ids"]
+    assert [(e["agent"], e["id"]) for e in episodes] == [("model tiny", i) for i in ids] + [
+        ("expert", i) for i in ids
+    ] + [("HiMAP expert", ids[summary["episode_index"]])]
+    for episode, record in zip(episodes, summary["records"]):
+        assert len(episode["turns"]) == len(record["turns"]) and episode["tokens"] == sum(record["loss_mask"])
+    assert len(episodes[-1]["himap"]["lanes"]) == len(episodes[-1]["days"]) > 1
+    assert ("<svg" in page) == (summary["figure_titles"] is not None)  # the curves, when matplotlib draws
+    assert f"wrote {summary['report']} (5 episodes" in stdout
 
 
 @pytest.mark.parametrize("run_dirs", [[], ["runs/none-such"]])

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox.evaluator.example import valid_plan
-from sandbox.plan import read_plan, time_to_minutes
+from sandbox.benchmarks.b2t.evaluator.example import valid_plan
+from sandbox.benchmarks.b2t.plan import read_plan, time_to_minutes
 
 
 def test_valid_plan_round_trips_every_field():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from b2tjax.plotting import PANELS, PlotError, plot_runs
-from b2tjax.toy_tools import LookupConfig, LookupTask
+from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
 from tests.lookup_fixtures import (
     NUM_VALUES,
     SHORT_RUN,

@@ -2,7 +2,8 @@
 
 Damaged checkpoints: of the steps 3..6 the straight run keeps, step 6 loses a file, step 5 gets its
 array data truncated and step 4 loses its `params` item directory. `load_model` (what export_hf and
-rollout use) must then restore step 3, with the parameters of the straight run's step 3, and
+rollout use) must then refuse step 6 in one line rather than quietly load an older model; asked to
+fall back (`fallback=True`) it restores step 3, with the parameters of the straight run's step 3, and
 `--resume` must report the three skipped steps, keep them on disk, continue from step 3 and end with
 the straight run's parameters and metrics, each step logged once.
 
@@ -48,12 +49,12 @@ def _train(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
-def _params(directory: Path, step: int | None = None) -> dict:
+def _params(directory: Path, step: int | None = None, fallback: bool = False) -> dict:
     from flax import nnx
 
     from models.checkpoint import load_model
 
-    return nnx.to_pure_dict(nnx.state(load_model(directory, step=step), nnx.Param))
+    return nnx.to_pure_dict(nnx.state(load_model(directory, step=step, fallback=fallback), nnx.Param))
 
 
 def _assert_same(a: dict, b: dict) -> None:
@@ -83,8 +84,12 @@ def test_load_model_skips_damaged_steps(tmp_path, straight_run, capfd):
     damaged = tmp_path / "damaged"
     shutil.copytree(straight, damaged)
     _damage(damaged / "checkpoints")
+    from models.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"step 6 .* does not restore .*\[3, 4, 5\]"):
+        _params(damaged / "checkpoints")
     capfd.readouterr()
-    restored = _params(damaged / "checkpoints")
+    restored = _params(damaged / "checkpoints", fallback=True)
     report = capfd.readouterr().err
     _assert_same(restored, _params(straight / "checkpoints", step=3))
     for step in (6, 5, 4):
@@ -115,7 +120,7 @@ def test_resume_continues_from_newest_intact_step(tmp_path, straight_run):
 DRIVER = """
 import os, signal, sys
 from b2tjax.config import load_config
-from b2tjax.toy import DigitTask
+from b2tjax.tasks.toy import DigitTask
 from b2tjax.trainer import Preempted, Trainer, build_model
 
 class SignalDuringRollout(DigitTask):

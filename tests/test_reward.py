@@ -7,9 +7,16 @@ import json
 
 import pytest
 
-from sandbox.evaluator import evaluate_plan
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, find, route_plan, valid_plan
-from sandbox.reward import compute_reward
+from sandbox.benchmarks.b2t.evaluator import evaluate_plan
+from sandbox.benchmarks.b2t.evaluator.example import (
+    GROUND_TRUTH,
+    INSTANCE,
+    find,
+    route_plan,
+    valid_plan,
+)
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
+from sandbox.benchmarks.b2t.reward import compute_reward
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +44,17 @@ def test_perfect_plan(world):
 
 def test_partial_plan_components(world):
     plan = valid_plan()
-    find(plan, 2, "Teahouse Garden")["name"] = "Imaginary Noodle House"  # C: POI authenticity
+    # An invented restaurant fails C: POI authenticity, business hours and its two trips, and UPC:
+    # cuisine, price level, dining environment and budget (none can be verified without it).
+    find(plan, 2, "Teahouse Garden")["name"] = "Imaginary Noodle House"
     plan[1]["weather"]["condition"] = "Snowy"  # C: weather
     plan[0]["activities"][0]["seat_class"] = "First Class Seat"  # UPC: seat class
     plan[0]["activities"][0]["price"] = 2600
     result = score(route_plan(plan), world)
     reward = compute_reward(result, True)
-    assert (reward.r_format, reward.r_c, reward.r_upc) == (1.0, 20 / 22, 9 / 10)
+    assert (reward.r_format, reward.r_c, reward.r_upc) == (1.0, 18 / 22, 5 / 10)
     assert reward.p_action == -1.0
-    assert reward.total == pytest.approx(-1.0 + 20 / 22 + 9 / 10)
+    assert reward.total == pytest.approx(-1.0 + 18 / 22 + 5 / 10)
 
 
 def test_format_gate_and_its_ablation(world):
@@ -75,10 +84,10 @@ def test_unreadable_answer_and_no_answer(world):
     assert compute_reward(None, True, action_penalty=False).total == 0.0
 
 
-def test_reward_is_exported_by_the_sandbox_package(world):
-    import sandbox
+def test_reward_is_exported_by_the_b2t_package(world):
+    from sandbox.benchmarks import b2t
 
-    assert sandbox.compute_reward is compute_reward
-    assert sandbox.evaluate_plan(
+    assert b2t.compute_reward is compute_reward
+    assert b2t.evaluate_plan(
         json.dumps(valid_plan()), INSTANCE, copy.deepcopy(GROUND_TRUTH), world
     ).all_passed

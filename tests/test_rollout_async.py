@@ -127,7 +127,8 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
     import jax.numpy as jnp
 
     from rollout.placement import new_rollout_arrays
-    from rollout.sampling import FINISH_BUDGET, FINISH_NONE, ModelRunner, SamplingArrays
+    from rollout.programs import FINISH_BUDGET, FINISH_NONE, ModelRunner
+    from rollout.sampling import SamplingArrays
 
     model = rollout_setup.model
     runner = ModelRunner(model, valid_vocab=rollout_setup.tokenizer.vocab_size)  # the engine's

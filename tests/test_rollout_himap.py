@@ -12,11 +12,11 @@ import random
 import pytest
 
 from rollout import RolloutEngine
-from rollout.himap import himap_episode, role_metrics
-from sandbox.benchmarks.b2t import B2TBenchmark
+from rollout.agents.himap import himap_episode, role_metrics
+from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
+from sandbox.benchmarks.b2t.instances.instructions import make_instruction
 from sandbox.himap.options import HimapOptions, RoleLimits
 from sandbox.himap.scripted import solve
-from sandbox.instances.instructions import make_instruction
 from tests.rollout_fixtures import engine_config, rollout_setup  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandbox.instances.instructions import make_instruction
+from sandbox.benchmarks.b2t.instances.instructions import make_instruction
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 
@@ -40,21 +40,21 @@ def _child(bench_dir: str, tmp: str) -> dict:
 
     import jax
 
-    import sandbox
     from models.config import get_config
     from models.qwen3 import create_model
     from models.sharding import make_mesh
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout import RolloutEngine
-    from rollout.himap import himap_episode
-    from sandbox.benchmarks.b2t import B2TBenchmark
+    from rollout.agents.himap import himap_episode
+    from sandbox.benchmarks import b2t
+    from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
     from sandbox.himap.options import HimapOptions, RoleLimits
     from sandbox.himap.scripted import solve
     from tests.rollout_fixtures import engine_config
 
     assert jax.device_count() == 8
     bench = B2TBenchmark(bench_dir)
-    world = sandbox.open_world(Path(bench_dir) / "world.sqlite")
+    world = b2t.open_world(Path(bench_dir) / "world.sqlite")
     corpus = [json.dumps(world.tool_schemas())] * 3 + [
         "Plan a 2-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20
     ]

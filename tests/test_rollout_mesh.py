@@ -26,18 +26,18 @@ def _child(tmp: str) -> dict:
     import numpy as np
     from flax import nnx
 
-    import sandbox
     from models.config import get_config
     from models.qwen3 import create_model
     from models.sharding import make_mesh
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout import RolloutEngine
-    from sandbox.world.generator import build_world
+    from sandbox.benchmarks import b2t
+    from sandbox.benchmarks.b2t.world.generator import build_world
     from tests.rollout_fixtures import ANSWER, SEARCH, Setup, engine_config, forced_episode
 
     assert jax.device_count() == 8
     build_world(Path(tmp) / "world.sqlite", scale="small", seed=0)
-    world = sandbox.open_world(Path(tmp) / "world.sqlite")
+    world = b2t.open_world(Path(tmp) / "world.sqlite")
     corpus = [json.dumps(world.tool_schemas())] * 3 + [
         "Plan a 3-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20
     ]

@@ -8,7 +8,8 @@ import pytest
 
 from rollout.record import EpisodeRecord
 from rollout.scoring import score_records
-from sandbox.evaluator.example import GROUND_TRUTH, INSTANCE, build_mini_world, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
+from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 
 
 @pytest.fixture(scope="module")

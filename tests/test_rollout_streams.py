@@ -243,7 +243,7 @@ def test_streams_of_different_episodes_never_share_sampling_keys(rollout_setup):
     (episode, stream) pairs share a key."""
     import jax
 
-    from rollout.engine import episode_seed
+    from rollout.device import episode_seed
     from rollout.sampling import row_keys
 
     episodes, streams = np.meshgrid(np.arange(3), np.arange(130), indexing="ij")

@@ -1,5 +1,5 @@
-"""GRPO learns multi-turn tool use: the lookup task (b2tjax/toy_tools.py) through the real RolloutEngine,
-episode environment and Trainer, on a tiny Qwen3 (2 layers, hidden 64).
+"""GRPO learns multi-turn tool use: the lookup task (b2tjax/tasks/toy_tools.py) through the real
+RolloutEngine, episode environment and Trainer, on a tiny Qwen3 (2 layers, hidden 64).
 
 The reward needs the value the `lookup` tool returned, drawn at random per episode. An SFT warm start
 on scripted demonstrations teaches only the protocol (their answers are random values), so the policy
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from b2tjax import grpo
-from b2tjax.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
+from b2tjax.tasks.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
 from rollout.episodes import Continue, Stop
 from tests.lookup_fixtures import (
     GRPO_STEPS,
@@ -146,9 +146,9 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
     records = {tuple(r.ids): r for r in task.first.records}
     assert sum(r.prompt_len < len(r.ids) - r.num_sampled for r in records.values()) > 0  # some replies exist
     batch = batches[0]  # the first optimizer step of the first GRPO step
-    mask = batch["mask"]
+    mask = batch.mask
     weights = np.asarray(grpo.token_weights(mask, "seq_mean_token_mean", grpo.batch_normaliser(mask, 64)))
-    for ids, w in zip(batch["ids"].reshape(-1, mask.shape[-1]), weights.reshape(-1, mask.shape[-1])):
+    for ids, w in zip(batch.ids.reshape(-1, mask.shape[-1]), weights.reshape(-1, mask.shape[-1])):
         # rows are shuffled into mini-batches: find each row's record (the longest one it starts with)
         record = max(
             (r for key, r in records.items() if list(key) == ids[: len(key)].tolist()),

@@ -7,11 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sandbox import geo, vocab
-from sandbox.tools.format import RESPONSE_CHAR_BUDGET
-from sandbox.tools.places import transport_hubs
-from sandbox.world.generator import build_world
-from sandbox.world.store import open_world
+from sandbox.benchmarks.b2t import geo, vocab
+from sandbox.benchmarks.b2t.tools.format import RESPONSE_CHAR_BUDGET
+from sandbox.benchmarks.b2t.tools.places import transport_hubs
+from sandbox.benchmarks.b2t.world.generator import build_world
+from sandbox.benchmarks.b2t.world.store import open_world
 
 TOOL_NAMES = [
     "AccommodationSearch",

@@ -6,7 +6,7 @@ import numpy as np
 
 from b2tjax.config import load_config
 from b2tjax.metrics import read_metrics
-from b2tjax.toy import DigitTask
+from b2tjax.tasks.toy import DigitTask
 from b2tjax.trainer import Trainer, build_model
 
 ROOT = Path(__file__).resolve().parents[1]

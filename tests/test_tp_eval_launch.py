@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.travelplanner.submission import write_submission
+from sandbox.benchmarks.travelplanner.submission import write_submission
 from tests.tp_fixtures import human_plans, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import DATABASE_DIR, require_shared
 
@@ -27,7 +27,7 @@ def test_official_submission_is_scored_with_the_official_constants(
     require_shared()
     # --queries and --mode are the TravelPlanner plugin's options (branch tp-agent).
     pytest.importorskip(
-        "sandbox.travelplanner.benchmark", reason="the TravelPlanner plugin is not merged yet"
+        "sandbox.benchmarks.travelplanner.benchmark", reason="the TravelPlanner plugin is not merged yet"
     )
     data = tmp_path / "data"
     data.mkdir()

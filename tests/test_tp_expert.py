@@ -11,12 +11,12 @@ import json
 
 import pytest
 
+from sandbox.benchmarks.travelplanner import Database, evaluate
+from sandbox.benchmarks.travelplanner.expert import TravelPlannerExpert
+from sandbox.benchmarks.travelplanner.generator import generate_queries, plan_over
+from sandbox.benchmarks.travelplanner.query_text import parse_query_text
+from sandbox.benchmarks.travelplanner.tools import TravelPlannerWorld
 from sandbox.env import EpisodeEnv
-from sandbox.travelplanner import Database, evaluate
-from sandbox.travelplanner.expert import TravelPlannerExpert
-from sandbox.travelplanner.generator import generate_queries, plan_over
-from sandbox.travelplanner.query_text import parse_query_text
-from sandbox.travelplanner.tools import TravelPlannerWorld
 from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared, tp_harness  # noqa: F401 (fixture)
 
 N_GENERATED = 45
@@ -39,7 +39,7 @@ def generated(db):
 
 
 def test_expert_solves_all_45_training_queries_and_the_harness_agrees_on_the_9(db, expert, tp_harness):  # noqa: F811
-    from sandbox.travelplanner.training import load_training
+    from sandbox.benchmarks.travelplanner.training import load_training
 
     for example in load_training(DATA_DIR):
         truth = {"query": example.query, "cities": example.reference_cities}
@@ -123,7 +123,7 @@ def test_unsolvable_query_is_a_failed_result_not_an_exception(expert, generated)
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory, db):
-    from sandbox.travelplanner.prepare import make_data
+    from sandbox.benchmarks.travelplanner.prepare import make_data
 
     out = tmp_path_factory.mktemp("tpdata")
     args = argparse.Namespace(tp_data=DATA_DIR, generated=9, scale="small", seed=3, no_expert=False)
@@ -153,7 +153,7 @@ def test_make_data_and_the_plugin_end_to_end(data_dir):
     assert len(bench.checks(verdicts[0])) == 13 and all(ok for _, ok, _ in bench.checks(verdicts[0]))
     assert [ok for _, ok, _ in bench.checks(broken)][8:] == [False] * 5  # gate failed
     assert json.loads(json.dumps(broken.to_dict()))["shaped"] is False
-    from sandbox.travelplanner.metrics import applicable_hard
+    from sandbox.benchmarks.travelplanner.metrics import applicable_hard
 
     assert sum(applicable_hard(v.query) for v in verdicts[:45]) == 105  # the official train constant
     assert "hard-7" in metrics["per_level_days"] and "final_pass_rate" in bench.format_metrics(metrics)
@@ -183,7 +183,7 @@ def test_sft_traces_replay_and_prompts_of_both_modes(data_dir):
 
 def test_a_user_query_file_is_a_split_with_its_reference_information(data_dir, tmp_path):
     from sandbox.benchmarks import BenchmarkError, get_benchmark
-    from sandbox.travelplanner.training import load_training
+    from sandbox.benchmarks.travelplanner.training import load_training
 
     examples = load_training(DATA_DIR)[:3]
     rows = [

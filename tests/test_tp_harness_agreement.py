@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.travelplanner import evaluate
+from sandbox.benchmarks.travelplanner import evaluate
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import HarnessRaised, tp_harness  # noqa: F401 - fixture
 from tests.tp_random_plans import random_plan, random_query

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from sandbox.travelplanner import Database, DatabaseError, normalize_query
-from sandbox.travelplanner.loader import (
+from sandbox.benchmarks.travelplanner import Database, DatabaseError, normalize_query
+from sandbox.benchmarks.travelplanner.loader import (
     LoaderError,
     check_split,
     read_queries,
@@ -14,7 +14,7 @@ from sandbox.travelplanner.loader import (
     read_structured,
     read_training_chats,
 )
-from sandbox.travelplanner.plan_reader import read_plan
+from sandbox.benchmarks.travelplanner.plan_reader import read_plan
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import DATA_DIR
 

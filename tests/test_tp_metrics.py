@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from sandbox.travelplanner.evaluator import COMMONSENSE_NAMES, Evaluation
-from sandbox.travelplanner.loader import LoaderError
-from sandbox.travelplanner.metrics import applicable_hard, breakdown, compute_metrics, format_table
-from sandbox.travelplanner.scoring import evaluate_files
-from sandbox.travelplanner.submission import SubmissionError, read_submission, write_submission
+from sandbox.benchmarks.travelplanner.evaluator import COMMONSENSE_NAMES, Evaluation
+from sandbox.benchmarks.travelplanner.loader import LoaderError
+from sandbox.benchmarks.travelplanner.metrics import applicable_hard, breakdown, compute_metrics, format_table
+from sandbox.benchmarks.travelplanner.scoring import evaluate_files
+from sandbox.benchmarks.travelplanner.submission import SubmissionError, read_submission, write_submission
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401 - fixtures
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.benchmarks.travelplanner import Database
+from sandbox.benchmarks.travelplanner.evaluator import Evaluation
+from sandbox.benchmarks.travelplanner.query_text import QueryTextError, parse_query_text
+from sandbox.benchmarks.travelplanner.reward import compute_reward, shaped_like_trip
+from sandbox.benchmarks.travelplanner.tools import NoToolWorld, TravelPlannerWorld
 from sandbox.env import EpisodeEnv
-from sandbox.travelplanner import Database
-from sandbox.travelplanner.evaluator import Evaluation
-from sandbox.travelplanner.query_text import QueryTextError, parse_query_text
-from sandbox.travelplanner.reward import compute_reward, shaped_like_trip
-from sandbox.travelplanner.tools import NoToolWorld, TravelPlannerWorld
 from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared
 
 B_TABLE = Path(__file__).parent / "data" / "tp_train_queries.jsonl"
@@ -157,13 +157,13 @@ def test_tools_run_through_the_episode_env_and_sole_planning_has_none(world):
 @pytest.fixture(scope="module")
 def training():
     require_shared()
-    from sandbox.travelplanner.training import load_training
+    from sandbox.benchmarks.travelplanner.training import load_training
 
     return load_training(DATA_DIR)
 
 
 def test_all_45_queries_equal_the_structured_files_and_b_table(training):
-    from sandbox.travelplanner import normalize_query
+    from sandbox.benchmarks.travelplanner import normalize_query
 
     table = [json.loads(line) for line in B_TABLE.read_text().splitlines()]
     assert len(training) == 45 and sum(e.structured for e in training) == 9

@@ -9,14 +9,14 @@ import sqlite3
 import pytest
 
 from b2tjax.make_data import main as make_data_main
-from sandbox import geo, vocab
-from sandbox.schema import TABLES
-from sandbox.world.cities import CITIES
-from sandbox.world.generator import build_world
-from sandbox.world.loader import DataFileError, build_store_from_files, export_store_to_jsonl
-from sandbox.world.scales import SCALES
-from sandbox.world.store import open_world
-from sandbox.world.transport import RAIL_DETOUR, TRAIN_CLASSES
+from sandbox.benchmarks.b2t import geo, vocab
+from sandbox.benchmarks.b2t.schema import TABLES
+from sandbox.benchmarks.b2t.world.cities import CITIES
+from sandbox.benchmarks.b2t.world.generator import build_world
+from sandbox.benchmarks.b2t.world.loader import DataFileError, build_store_from_files, export_store_to_jsonl
+from sandbox.benchmarks.b2t.world.scales import SCALES
+from sandbox.benchmarks.b2t.world.store import open_world
+from sandbox.benchmarks.b2t.world.transport import RAIL_DETOUR, TRAIN_CLASSES
 
 
 def _sha256(path) -> str:
@@ -308,7 +308,7 @@ def _corrupt_copy(store, path, first_page: int = 40):
 def test_a_damaged_store_is_refused_when_opened(store, tmp_path):
     import shutil
 
-    from sandbox.world.integrity import StoreCorruptError
+    from sandbox.benchmarks.b2t.world.integrity import StoreCorruptError
 
     assert len(open_world(store).meta["content_sha256"]) == 64  # intact: opens
     with pytest.raises(StoreCorruptError, match="content hash differs"):

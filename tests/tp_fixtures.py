@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.travelplanner import Database
-from sandbox.travelplanner.loader import read_training_chats
+from sandbox.benchmarks.travelplanner import Database
+from sandbox.benchmarks.travelplanner.loader import read_training_chats
 from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared
 
 # The 45 training queries in structured form: the 9 structured files verbatim, the other 36

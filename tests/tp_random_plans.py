@@ -11,8 +11,8 @@ many different ways, which is what an agreement test needs.
 import random
 from typing import Any
 
-from sandbox.travelplanner import Database
-from sandbox.travelplanner.hard import HOUSE_RULES, ROOM_TYPES
+from sandbox.benchmarks.travelplanner import Database
+from sandbox.benchmarks.travelplanner.hard import HOUSE_RULES, ROOM_TYPES
 
 CUISINES = ("Chinese", "American", "Italian", "Mexican", "Indian", "Mediterranean", "French")
 MEALS = ("breakfast", "lunch", "dinner")

@@ -4,7 +4,9 @@
     bench = get_benchmark("b2t", "DATA")          # or "travelplanner"; options as keywords
 
 Entries are "module:Class" strings so that importing the registry loads no benchmark, and a
-benchmark whose module is absent fails only when selected, with a one-line BenchmarkError.
+benchmark whose module is absent fails only when selected, with a one-line BenchmarkError. Each
+entry points into the benchmark's folder (sandbox/benchmarks/<name>/); a new benchmark is that
+folder plus one line here.
 """
 
 from __future__ import annotations
@@ -13,12 +15,21 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from sandbox.benchmarks.base import Benchmark, BenchmarkError, Pair, Prompt, TokenCounter, Verdict, World
+from sandbox.benchmarks.base import (
+    Benchmark,
+    BenchmarkError,
+    Pair,
+    Prompt,
+    TokenCounter,
+    Verdict,
+    World,
+    interleave_difficulties,
+)
 
 DEFAULT_BENCHMARK = "b2t"
 BENCHMARKS: dict[str, str] = {
-    "b2t": "sandbox.benchmarks.b2t:B2TBenchmark",
-    "travelplanner": "sandbox.travelplanner.benchmark:TravelPlannerBenchmark",
+    "b2t": "sandbox.benchmarks.b2t.benchmark:B2TBenchmark",
+    "travelplanner": "sandbox.benchmarks.travelplanner.benchmark:TravelPlannerBenchmark",
 }
 
 __all__ = [
@@ -34,6 +45,7 @@ __all__ = [
     "as_benchmark",
     "benchmark_class",
     "get_benchmark",
+    "interleave_difficulties",
 ]
 
 
@@ -65,6 +77,4 @@ def as_benchmark(obj: Any) -> Benchmark:
     B2T benchmark, so that callers written before benchmarks were pluggable keep working."""
     if isinstance(obj, Benchmark):
         return obj
-    from sandbox.benchmarks.b2t import B2TBenchmark
-
-    return B2TBenchmark.over_world(obj)
+    return benchmark_class("b2t").over_world(obj)  # through the registry: no static B2T import

@@ -18,6 +18,10 @@ Conventions shared by every benchmark:
 - A verdict is the benchmark's own result object; it has `delivered: bool` (a readable plan
   shaped like the trip), `all_passed: bool` and `to_dict() -> dict` (JSON for detail files).
 - Benchmark-specific settings are keyword options of the constructor (e.g. a tool mode).
+- HiMAP is offered through two hooks, `himap_domain` and `himap_expert`; the protocol in
+  sandbox/himap knows no benchmark by name.
+- A benchmark's code lives in its own folder, sandbox/benchmarks/<name>/, which nothing outside it
+  imports: adding one is that folder plus one line in the registry (sandbox/benchmarks/__init__.py).
 
 Pure Python; never imports jax.
 """
@@ -26,30 +30,37 @@ from __future__ import annotations
 
 import abc
 import argparse
-import dataclasses
+import itertools
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from sandbox.jsonl import read_jsonl_objects
+from sandbox.jsonl import read_jsonl
 from sandbox.reward import Reward
-from sandbox.types import ToolResult
+from sandbox.types import Prompt, World
+
+if TYPE_CHECKING:  # types only: the HiMAP protocol is loaded by the benchmarks that offer it
+    from sandbox.himap.domain import HimapDomain
+    from sandbox.himap.expert import Policies
 
 Pair = tuple[dict[str, Any], dict[str, Any]]  # (visible instance, hidden ground truth)
 Log = Callable[[str], None]
 
 
+def interleave_difficulties(pairs: Iterable[Pair]) -> list[Pair]:
+    """(visible, hidden) pairs taken in turn from each difficulty level, each level in file order.
+
+    The first N of the result cover every level, so a short evaluation is not all "easy".
+    """
+    by_level: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_level.setdefault(pair[0].get("difficulty", "easy"), []).append(pair)
+    return [p for row in itertools.zip_longest(*by_level.values()) for p in row if p is not None]
+
+
 class BenchmarkError(ValueError):
     """A user-facing problem with a benchmark's name, options or data; the message is one line."""
-
-
-class World(Protocol):
-    """The tools of one instance, as sandbox.EpisodeEnv and the prompt need them."""
-
-    def call_tool(self, name: str, arguments: dict) -> ToolResult: ...
-
-    def tool_schemas(self) -> list[dict[str, Any]]: ...
 
 
 class Verdict(Protocol):
@@ -63,20 +74,6 @@ class Verdict(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-@dataclasses.dataclass
-class Prompt:
-    """The agent prompt of one instance as data: rollout.prompt renders it into the exact text.
-
-    `memory` says whether the prompt offers the memory module; the episode's EpisodeEnv enables
-    memory exactly when it does. `dropped` counts the items left out to fit a token budget.
-    """
-
-    messages: list[dict[str, str]]
-    tools: list[dict[str, Any]] | None
-    memory: bool = True
-    dropped: int = 0
-
-
 # Counts the tokens of a rendered prompt; rollout passes one built from the run's tokenizer.
 TokenCounter = Callable[[Prompt], int]
 
@@ -87,7 +84,7 @@ class Benchmark(abc.ABC):
     name: ClassVar[str]
     splits: ClassVar[tuple[str, ...]]  # split names load_split accepts; first = training split
     eval_split: ClassVar[str] = "test"  # what training evaluates on when data.eval_split is unset
-    prompt_variants: ClassVar[tuple[str, ...]] = ("b2t", "react")  # first = default
+    prompt_variants: ClassVar[tuple[str, ...]] = ("tool_agent", "react")  # first = default
     # "b2t": the framework's agent prompt (memory module, tools); "react": plain ReAct baseline.
 
     def __init__(self, data_dir: str | Path | None, **options: Any) -> None:
@@ -149,7 +146,7 @@ class Benchmark(abc.ABC):
         self,
         visible: dict[str, Any],
         *,
-        variant: str = "b2t",
+        variant: str = "tool_agent",
         memory: bool = True,
         max_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
@@ -189,6 +186,14 @@ class Benchmark(abc.ABC):
         views (the notebook); an empty list when the benchmark has no such listing."""
         return []
 
+    def episode_view(self, visible: dict[str, Any], answer: Any, verdict: Verdict) -> dict[str, Any]:
+        """Plain data the HTML report draws for one judged answer: the request, the plan as day
+        timelines (times, places, coordinates) and the checks with the timeline items each failing
+        one concerns (format: sandbox.benchmarks.view). Default: the request text and `checks`."""
+        from sandbox.benchmarks.view import default_view
+
+        return default_view(visible, self.checks(verdict))
+
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         """The few scalars logged at every training step."""
         return {"final_pass": metrics["final_pass_rate"], "delivery": metrics["delivery_rate"]}
@@ -203,12 +208,22 @@ class Benchmark(abc.ABC):
         path = self._path("sft", "train.jsonl")
         if not path.exists():
             return None
-        traces = []
-        for _, trace in read_jsonl_objects(path, BenchmarkError):
-            traces.append(trace)
-            if limit and len(traces) >= limit:
-                break
-        return traces
+        return read_jsonl(path, BenchmarkError, limit)
+
+    # -- HiMAP (sandbox.himap): a benchmark offers it by overriding both hooks -------------------
+    @classmethod
+    def offers_himap(cls) -> bool:
+        """Whether HiMAP can run on this benchmark (it overrides `himap_domain`)."""
+        return cls.himap_domain is not Benchmark.himap_domain
+
+    def himap_domain(self, visible: dict[str, Any]) -> HimapDomain:
+        """The HiMAP domain (task tuple, day slots, Σ pricing) of one visible instance."""
+        raise BenchmarkError(f"HiMAP has no domain for benchmark {self.name!r}")
+
+    def himap_expert(self, visible: dict[str, Any], truth: dict[str, Any], knobs: Any = None) -> Policies:
+        """The scripted HiMAP team's role policies for one instance (see sandbox.himap.expert.drive);
+        `knobs` are the benchmark's own expert settings."""
+        raise BenchmarkError(f"HiMAP has no scripted expert for benchmark {self.name!r}")
 
     def tokenizer_corpus(self) -> list[str]:
         """Text a small SentencePiece tokenizer is trained on: train prompts and expert traces."""

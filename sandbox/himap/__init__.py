@@ -1,7 +1,7 @@
 """HiMAP-Travel: a coordinator splits a trip into days, one executor plans each day, and the
 synchronized global state Σ (`state.GlobalState`) keeps the parallel days jointly valid: one budget,
-no venue twice, one intercity mode. Each benchmark supplies its `Pricing` (b2t_pricing,
-travelplanner_pricing) so that Σ's spend is exactly what that benchmark's evaluator counts."""
+no venue twice, one intercity mode. Each benchmark supplies its `Pricing` (in its
+folder's himap/pricing.py) so that Σ's spend is exactly what that benchmark's evaluator counts."""
 
 from sandbox.himap.state import (
     BadItem,

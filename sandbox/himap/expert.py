@@ -9,19 +9,21 @@ episode's executor turns in lockstep, day order, the outcome does not depend on 
 
 Results: the answer, role-split SFT traces ({"messages", "tools", "role", "day", "round",
 "stream"}), each stream's assistant texts (replayed as forced tokens by rollout.himap) and the
-session's metrics. Benchmark policies live beside it (b2t_expert.py).
+session's metrics. Each benchmark's policies live in its own folder (Benchmark.himap_expert).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.env import StepResult
-from sandbox.expert.session import ExpertFailure, ExpertSession, turn_text
+from sandbox.expert_session import ExpertFailure, ExpertSession, turn_text
+from sandbox.himap.prompts import SUBGOAL_PREFIX
 from sandbox.himap.protocol import Advance, HimapSession, StreamStart
 
 POLICY_TIMEOUT_S = 120.0
@@ -76,6 +78,7 @@ class RoleSession(ExpertSession):
 
 
 Policy = Callable[[RoleSession, StreamStart], None]
+Policies = Callable[[StreamStart], Policy]  # a team: the policy of each stream's role
 
 
 @dataclasses.dataclass
@@ -97,7 +100,7 @@ class HimapExpertResult:
     failures: dict[str, str]  # stream -> why its policy stopped early
 
 
-def drive(session: HimapSession, policy_for: Callable[[StreamStart], Policy]) -> HimapExpertResult:
+def drive(session: HimapSession, policy_for: Policies) -> HimapExpertResult:
     """Run one episode with scripted policies (`policy_for(start)` picks the role's policy)."""
     roles: dict[str, _Role] = {}
     speaking: list[str] = []
@@ -200,3 +203,12 @@ def replay(session: HimapSession, texts: dict[str, list[str]], *, reverse: bool 
             used[name] = k + 1
             handle(session.turn(name, recorded[k]))
     return session
+
+
+def subgoal_of(start: StreamStart) -> dict[str, Any]:
+    """The sub-goal an executor's prompt states (what a model reads too): every benchmark's
+    scripted executor plans its day from this, not from the coordinator's private state."""
+    for line in start.prompt.messages[-1]["content"].splitlines():
+        if line.startswith(SUBGOAL_PREFIX):
+            return json.loads(line[len(SUBGOAL_PREFIX) :])
+    raise ExpertFailure("the executor prompt has no sub-goal")

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.benchmarks.base import Prompt
 from sandbox.himap.domain import SubGoal, dumps
+from sandbox.types import Prompt
 
+SUBGOAL_PREFIX = "Your sub-goal: "  # the executor prompt line that states its sub-goal
 ACTIONS = (
     "Each turn: think briefly inside <think></think>, then call one or more tools with "
     '<tool_call>{"name": ..., "arguments": {...}}</tool_call>; several calls in one turn run '
@@ -72,7 +73,7 @@ def executor_prompt(
     system = "\n\n".join(
         [EXECUTOR, *([EXECUTOR_SIGMA] if sigma else []), *([EXECUTOR_REJECT] if can_reject else []), ACTIONS]
     )
-    parts = [f"Your sub-goal: {dumps(goal.to_dict())}", f"Trip essentials: {dumps(task)}"]
+    parts = [f"{SUBGOAL_PREFIX}{dumps(goal.to_dict())}", f"Trip essentials: {dumps(task)}"]
     if instruction is not None:
         parts.insert(0, f"The traveller's request: {instruction}")
     if brief:

@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.benchmarks.base import Prompt
 from sandbox.env import StepResult
 from sandbox.himap.domain import HimapDomain, SubGoal, dumps
 from sandbox.himap.options import HimapOptions
@@ -35,7 +34,7 @@ from sandbox.himap.prompts import coordinator_prompt, executor_prompt
 from sandbox.himap.roles import RoleEnv, StagedTurn
 from sandbox.himap.state import GlobalState
 from sandbox.himap.tools import ROUND_PENDING, coordinator_tools, executor_tools
-from sandbox.types import ToolResult
+from sandbox.types import Prompt, ToolResult
 
 COORDINATOR = "coordinator"
 

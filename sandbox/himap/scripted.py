@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sandbox.himap.domains import domain_for, expert_policies
 from sandbox.himap.expert import HimapExpertResult, drive
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.protocol import HimapSession
@@ -20,8 +19,8 @@ def solve(
     knobs: Any = None,
 ) -> HimapExpertResult:
     """The scripted HiMAP expert on one instance of `benchmark` (with its hidden `truth`)."""
-    session = HimapSession(domain_for(benchmark, visible), options)
-    return drive(session, expert_policies(benchmark, visible, truth, knobs))
+    session = HimapSession(benchmark.himap_domain(visible), options)
+    return drive(session, benchmark.himap_expert(visible, truth, knobs))
 
 
 def expert_traces(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import json
 import math
 import threading
 from collections.abc import Iterable, Sequence
@@ -271,6 +272,7 @@ class GlobalState:
             entries.append(entry)
         rule = (
             self._slot_rule(day, entries)
+            or self._repeat_rule(day, entries)
             or self._venue_rule(entries)
             or self._mode_rule(entries)
             or self._budget_rule(entries)
@@ -319,6 +321,19 @@ class GlobalState:
                     "(release the day to re-plan it)",
                 )
             taken.add(entry.slot)
+        return None
+
+    def _repeat_rule(self, day: int, entries: list[_Entry]) -> SigmaVerdict | None:
+        """An item at most once per day: items without a venue or slot (a train, a show) could
+        otherwise be committed nine times over."""
+        seen = {_identity(e.item) for e in self._days.get(day, [])}
+        for entry in entries:
+            key = _identity(entry.item)
+            if key in seen:
+                return SigmaVerdict(
+                    SigmaCode.DUPLICATE_VENUE, f"{self._pricing.label(entry.item)} is already in day {day}"
+                )
+            seen.add(key)
         return None
 
     def _venue_rule(self, entries: list[_Entry]) -> SigmaVerdict | None:
@@ -373,6 +388,11 @@ class GlobalState:
     def _ok_message(self, entries: list[_Entry], total: float) -> str:
         left = "" if self._budget is None else f", remaining {self._budget - self._spent - total:.2f}"
         return f"ok: {len(entries)} item(s) cost {total:.2f}{left}"
+
+
+def _identity(item: dict) -> str:
+    """An item's content without its day, as canonical JSON (field order does not matter)."""
+    return json.dumps({k: v for k, v in item.items() if k != "day"}, sort_keys=True, default=repr)
 
 
 def _one_line(err: Exception) -> str:

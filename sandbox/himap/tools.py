@@ -86,8 +86,8 @@ def _distribution_problem(
             return str(err)
         if checked["day_type"] not in DAY_TYPES:
             return f"subgoal {i}: day_type must be one of {list(DAY_TYPES)}, got {checked['day_type']!r}"
-        if checked["budget"] < 0:
-            return f"subgoal {i}: the budget hint must be >= 0"
+        if checked["budget"] < 0 or (domain.budget is not None and checked["budget"] > domain.budget):
+            return f"subgoal {i}: the budget hint must be between 0 and the total budget"
         days.append(int(checked["day"]))
     open_days = session.open_days()
     if sorted(days) != open_days:
@@ -113,8 +113,9 @@ def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv])
 
         def sigma_op(op: str):
             def run(args: dict[str, Any]) -> ToolResult:
-                items = [{**i, "day": day} if isinstance(i, dict) else i for i in args["items"]]
-                verdict = getattr(session.sigma, op)(day, items)
+                # Items go to Σ as written: one that names another day is refused there (an
+                # executor reserves only for its own day), one without a day gets this one.
+                verdict = getattr(session.sigma, op)(day, args["items"])
                 return ToolResult(
                     verdict.message if verdict.ok else f"{verdict.code.value}: {verdict.message}"
                 )

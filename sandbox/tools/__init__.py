@@ -1,1 +1,1 @@
-"""The nine agent tools (SPEC.md section 3): POI searches, flights, trains, weather, MapGuide, Python."""
+"""Tool plumbing shared by every benchmark: parameter specs and validation (args), name -> tool dispatch."""

@@ -6,6 +6,7 @@ that tells the agent what to fix; the registry turns it into an error result.
 """
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,8 +59,10 @@ def _type_ok(value: Any, json_type: str) -> bool:
         return (isinstance(value, int) and not isinstance(value, bool)) or (
             isinstance(value, float) and value.is_integer()
         )
-    if json_type == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if json_type == "number":  # finite: NaN passes every comparison it is put through (`NaN > x` is False)
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and math.isfinite(value)
+        )
     if json_type == "object":
         return isinstance(value, dict)
     if json_type == "array":  # HiMAP's protocol tools take lists (sub-goals, activities, items)

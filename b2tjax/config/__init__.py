@@ -1,0 +1,46 @@
+"""The training config, split by job: `schema` (the sections and their knobs), `loader` (YAML and
+`key=value` overrides, converted by annotation) and `checks` (ranges and cross-section rules)."""
+
+from b2tjax.config.loader import (
+    apply_overrides,
+    config_from_dict,
+    config_json,
+    dump_config,
+    load_config,
+    load_rollout_config,
+)
+from b2tjax.config.schema import (
+    CheckpointConfig,
+    DataConfig,
+    GRPOConfig,
+    HardwareConfig,
+    HimapConfig,
+    HimapRoleConfig,
+    MeshConfig,
+    ModelConfig,
+    OptimConfig,
+    SFTConfig,
+    ToyConfig,
+    TrainConfig,
+)
+
+__all__ = [
+    "CheckpointConfig",
+    "DataConfig",
+    "GRPOConfig",
+    "HardwareConfig",
+    "HimapConfig",
+    "HimapRoleConfig",
+    "MeshConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "SFTConfig",
+    "ToyConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "config_from_dict",
+    "config_json",
+    "dump_config",
+    "load_config",
+    "load_rollout_config",
+]

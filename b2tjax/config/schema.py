@@ -1,0 +1,241 @@
+"""The training config's schema: one dataclass per YAML section, every knob with its allowed values.
+
+Defaults describe the tiny CPU run (`configs/tiny_cpu.yaml` spells them out). Each field's
+annotation is its type and, for a choice, its allowed values (`Literal`): the loader
+(b2tjax.config.loader) converts and checks every value by it, so they are written once; the
+comment beside a knob says what the values mean. Ranges and cross-section rules are in
+b2tjax.config.checks. The `rollout:` section is rollout.config.RolloutConfig, the object the
+RolloutEngine takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from b2tjax.credit import CreditMode
+from b2tjax.grpo import AggregationMode
+from models.lora import LoraConfig
+from models.qwen3 import Remat
+from rollout.config import RolloutConfig
+
+Dtype = Literal["float32", "bfloat16"]
+Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.tasks.toy)
+Mode = Literal["sft_grpo", "grpo", "sft_only", "eval"]  # sft_only: baseline; eval: e.g. ReAct baseline
+Agent = Literal["single", "himap"]  # one agent per episode | HiMAP team (coordinator + day executors)
+
+
+@dataclass
+class ModelConfig:
+    preset: str = "tiny"  # models.config.get_config name, used when init is "" (random init)
+    init: str = ""  # "" random | "hf:DIR" (Hugging Face checkpoint) | "ckpt:DIR" (models.checkpoint)
+    # Qwen3Config fields over the preset, {name: value} (e.g. {num_hidden_layers: 4}); {} = none
+    overrides: dict[str, Any] = field(default_factory=dict)
+    compute_dtype: Dtype = "float32"  # float32 | bfloat16 (GPU/TPU); master weights stay param_dtype
+    param_dtype: Dtype = "float32"  # float32 | bfloat16: the master weights and optimizer state
+    tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
+    sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
+    remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
+    # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class DataConfig:
+    data_dir: str = "DATA"  # a path: the benchmark's data directory (built by launch/make_data.py)
+    world_scale: str = (
+        "small"  # small | full (sandbox.world.scales): passed to launch/make_data.py when DATA is absent
+    )
+    train_split: str = "train"  # a split name of the benchmark's data
+    eval_split: str = ""  # "" = the benchmark's own (B2T: test; TravelPlanner: dev, generated queries)
+    # a subset of [easy, medium, hard]: the instances trained on
+    difficulties: list[str] = field(default_factory=lambda: ["easy", "medium", "hard"])
+    max_train_instances: int = 0  # >= 0; 0 = all
+    eval_instances: int = 8  # >= 0: instances in the final evaluation table (0 = whole split)
+    shuffle_seed: int = 0  # any integer: order of the training instances
+
+
+@dataclass
+class GRPOConfig:
+    adv_eps: float = 1e-6  # > 0: added to the group std before dividing
+    scale_by_std: bool = True  # true | false: false = the "no_std" variant
+    clip_low: float = 0.2  # >= 0: PPO ratio clip below, 1 - clip_low
+    clip_high: float = 0.28  # >= 0: ratio clip above, 1 + clip_high (DAPO clip-higher)
+    beta: float = 0.0  # >= 0: KL coefficient; 0 = no reference model at all
+    aggregation: AggregationMode = "seq_mean_token_mean"  # | token_mean | fixed_length (grpo.token_weights)
+    fixed_length: int = 0  # >= 0: normaliser of "fixed_length"; 0 = rollout.max_seq_len
+    loss_mask: bool = True  # ablation: False trains on environment tokens too
+    action_penalty: bool = True  # ablation: P_action off
+    format_gate: bool = True  # ablation: false pays r_c + r_upc even without R_format
+    recompute_old_logprobs: bool = False  # true: a forward pass recomputes them; false: the sampler's
+    mini_batches: int = 1  # >= 1, divides the rollout batch: optimizer steps per rollout batch and epoch
+    epochs: int = 1  # >= 1: passes over each rollout batch
+    micro_batch_size: int = 0  # >= 0, divides the mini-batch: rows per forward/backward; 0 = all
+    logprob_chunk: int = 128  # >= 1: sequence chunk of the vocabulary projection
+    # "team": every stream of an episode trains on the episode's group-normalised team reward;
+    # "team_local": plus local_weight x a day executor's own normalised day score (docs/HIMAP.md).
+    credit: CreditMode = "team"
+    local_weight: float = 0.5  # >= 0: weight of the local score under "team_local"
+    # Train only on the records of groups whose rewards differ (DAPO's dynamic-sampling filter): a
+    # flat group's advantages are all 0, so with sparse rewards most of a step's forward/backward
+    # would be spent on rows that teach nothing. Sample more prompts per step to keep the batch full.
+    drop_flat_groups: bool = False
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-4  # > 0: peak learning rate (linear warmup, cosine decay)
+    warmup_steps: int = 2  # >= 0
+    final_lr_ratio: float = 0.1  # in [0, 1]: the last step's lr / lr
+    weight_decay: float = 0.0  # >= 0: AdamW decoupled weight decay
+    b1: float = 0.9  # in [0, 1): Adam first-moment decay
+    b2: float = 0.999  # in [0, 1): Adam second-moment decay
+    eps: float = 1e-8  # > 0: Adam denominator epsilon
+    max_grad_norm: float = 1.0  # > 0: global-norm gradient clip
+
+
+@dataclass
+class SFTConfig:
+    steps: int = 40  # >= 0; 0 = no SFT warm start
+    batch_size: int = 4  # >= 1: traces per optimizer step
+    micro_batch_size: int = 0  # >= 0, divides batch_size; 0 = whole batch
+    max_seq_len: int = 1024  # >= 2: a trace is cut to this many tokens
+    max_examples: int = 0  # >= 0; 0 = all traces
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=4))  # as `optim:`
+
+
+@dataclass
+class CheckpointConfig:
+    every_steps: int = 10  # >= 1: GRPO steps between saves
+    keep: int = 2  # >= 1: newest checkpoints kept
+    async_save: bool = True  # true: write in the background while training goes on
+
+
+@dataclass
+class MeshConfig:
+    data: int = 1  # >= 1: data-parallel replicas
+    fsdp: int = -1  # >= 1, or -1 = every device not used by the other axes
+    tensor: int = 1  # >= 1: tensor-parallel shards (divides the heads)
+
+
+@dataclass
+class HardwareConfig:
+    """The machine a recipe is sized for; launch/plan.py checks every program fits it."""
+
+    device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
+    devices: int = 1  # >= 1: accelerator chips in the whole job
+    hbm_gib: float = 0.0  # >= 0: memory per device in GiB; 0 = not stated (the plan then reports only)
+
+
+@dataclass
+class ToyConfig:
+    """The digit task: prompt [BOS, k] -> the reward is 1 iff the answer token is digit k."""
+
+    num_digits: int = 10  # >= 1: prompts k in [0, num_digits)
+    vocab_size: int = 16  # >= 2 + 2 * num_digits (pad, BOS, digit names, digits)
+    answer_len: int = 1  # >= 1: sampled tokens per answer
+
+
+@dataclass
+class HimapRoleConfig:
+    """Stream limits of one HiMAP role; 0 = the rollout section's value (never more than it: the
+    decode segment and the cache row are sized by the rollout section)."""
+
+    max_turns: int = 8  # in [1, rollout.max_turns]
+    max_turn_tokens: int = 0  # in [0, rollout.max_turn_tokens]
+    max_seq_len: int = 0  # in [0, rollout.max_seq_len]
+
+
+@dataclass
+class HimapConfig:
+    """The HiMAP team (`agent: himap`; docs/HIMAP.md). The switches are the paper's Table-7
+    ablations; credit assignment is `grpo.credit`."""
+
+    global_state: bool = True  # Σ: one budget, no venue twice, one intercity mode
+    coordinator: bool = True  # false = flat: equal budget split, executors read the instruction
+    bargaining: bool = True  # executors may reject a sub-goal; the coordinator re-plans that day
+    early_detection: bool = True  # check/commit against Σ while planning (else only at merge)
+    parallel: bool = True  # a round's executors run together (false: one after another)
+    max_rounds: int = 3  # >= 1: coordinator rounds (bargaining re-plans)
+    coordinator_limits: HimapRoleConfig = field(default_factory=lambda: HimapRoleConfig(max_turns=8))
+    executor_limits: HimapRoleConfig = field(default_factory=lambda: HimapRoleConfig(max_turns=16))
+    sft_instances: int = 0  # train instances the scripted HiMAP expert solves for SFT; 0 = all
+
+    def options(self, max_response_chars: int) -> Any:
+        """The sandbox.himap.options.HimapOptions these settings describe."""
+        from sandbox.himap.options import HimapOptions, RoleLimits
+
+        def limits(role: HimapRoleConfig) -> RoleLimits:
+            return RoleLimits(role.max_turns, role.max_turn_tokens or None, role.max_seq_len or None)
+
+        return HimapOptions(
+            global_state=self.global_state,
+            coordinator=self.coordinator,
+            bargaining=self.bargaining,
+            early_detection=self.early_detection,
+            parallel=self.parallel,
+            max_rounds=self.max_rounds,
+            coordinator_limits=limits(self.coordinator_limits),
+            executor_limits=limits(self.executor_limits),
+            max_response_chars=max_response_chars,
+        )
+
+
+@dataclass
+class TrainConfig:
+    task: Task = "travel"  # travel (an agent on `benchmark`) | toy (the digit task)
+    benchmark: str = "b2t"  # a name in sandbox.benchmarks.BENCHMARKS: "b2t" | "travelplanner"
+    mode: Mode = "sft_grpo"  # sft_grpo | grpo | sft_only (baseline) | eval (e.g. a ReAct baseline)
+    agent: Agent = "single"  # single | himap:: HiMAP episodes (the `himap:` section) for rollouts, SFT, eval
+    seed: int = 0  # any integer: model init, sampling and data order
+    steps: int = 12  # >= 0: GRPO steps (one rollout batch each)
+    out: str = "runs/tiny"  # a path: the run directory (checkpoints, logs, plots)
+    log_every: int = 1  # >= 1: steps between metric lines
+    eval_at_end: bool = True  # true: greedy evaluation on data.eval_split after training
+    distributed: bool = False  # true: call jax.distributed.initialize() (multi-host TPU / multi-node GPU)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    toy: ToyConfig = field(default_factory=ToyConfig)
+    himap: HimapConfig = field(default_factory=HimapConfig)
+
+    def validate(self) -> TrainConfig:
+        """Reject settings that would only fail deep inside a long run (b2tjax.config.checks)."""
+        from b2tjax.config.checks import config_errors
+
+        errors = config_errors(self)
+        if errors:
+            raise ValueError("invalid training config:\n  " + "\n  ".join(errors))
+        return self
+
+    def get(self, dotted: str) -> Any:
+        """The value at a dotted key such as 'sft.optim.lr'."""
+        value: Any = self
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        return value
+
+    @property
+    def rollout_batch(self) -> int:
+        return self.rollout.prompts_per_step * self.rollout.group_size
+
+    @property
+    def cache_len(self) -> int:
+        """Slots per KV-cache row of the sampler."""
+        return self.rollout.cache_slots
+
+    @property
+    def cache_dtype(self) -> str:
+        """The sampler's KV-cache dtype ("auto" = the model's compute dtype)."""
+        auto = self.rollout.cache_dtype == "auto"
+        return self.model.compute_dtype if auto else self.rollout.cache_dtype
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,263 @@
+"""The trainer's Task over any benchmark: data, tokenizer, rollouts, reward, evaluation.
+
+`BenchmarkTask.prepare(cfg)` makes a fresh machine ready: it builds DATA with launch/make_data.py
+when absent (b2tjax.prepare), trains the SentencePiece tokenizer of the tiny recipe on the
+benchmark's corpus (or loads the Qwen3 / a checkpoint tokenizer), and opens the benchmark
+`cfg.benchmark`. Rollouts run through the RolloutEngine; rewards are `rollout.scoring.score_records`,
+i.e. the benchmark's judge and reward (action penalty and format gate switchable for the ablations).
+How the final evaluation samples is an `EvalSampling` passed to `evaluate`, not a change to the task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
+from b2tjax.cli import UserError
+from b2tjax.config import TrainConfig
+from b2tjax.grpo_update import RolloutBatch
+from b2tjax.prepare import ensure_data
+from b2tjax.sft import sft_examples
+from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark, interleave_difficulties
+
+
+def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchmark) -> Any:
+    """The run's tokenizer: `cfg.model.tokenizer`, or for "sentencepiece" the tiny recipe's model in
+    DATA/tokenizer/, trained once on the benchmark's corpus so later runs and resumes reuse the same ids."""
+    from models.tokenizer import load_tokenizer
+
+    spec = cfg.model.tokenizer
+    if spec != "sentencepiece":
+        return load_tokenizer(spec)
+    path = data_dir / "tokenizer" / f"sp{cfg.model.sp_vocab_size}.model"
+    if not path.exists():
+        from models.spm import train_sentencepiece
+
+        vocab = cfg.model.sp_vocab_size
+        print(f"training a {vocab}-piece SentencePiece tokenizer on the corpus ...", flush=True)
+        train_sentencepiece(benchmark.tokenizer_corpus(), path.with_suffix(""), vocab_size=vocab)
+    return load_tokenizer(path)
+
+
+def select_pairs(benchmark: Benchmark, split: str, difficulties: Sequence[str], limit: int) -> list[Pair]:
+    """The split's pairs of these difficulties, levels interleaved, the first `limit` (0 = all): the
+    instances a run trains or is evaluated on (benchmarks/results_table.py scores the expert on them)."""
+    wanted = set(difficulties)
+    pairs = [p for p in benchmark.load_split(split) if (p[0].get("difficulty") or "easy") in wanted]
+    return interleave_difficulties(pairs)[:limit] if limit else pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSampling:
+    """How an evaluation samples, passed to `evaluate`: greedy (temperature 0) from a fixed seed by
+    default; the other sampling knobs are the recipe's `rollout:` ones."""
+
+    temperature: float = 0.0
+    seed: int = 0
+
+
+class BenchmarkTask:
+    """The trainer's Task for one benchmark: its instances as prompts, sandbox rollouts, its rewards."""
+
+    def __init__(self, cfg: TrainConfig, benchmark: Benchmark, tokenizer: Any):
+        self.cfg = cfg
+        self.benchmark = benchmark
+        self.tokenizer = tokenizer
+        self.vocab_size = tokenizer.vocab_size
+        self._train = self._load_split(cfg.data.train_split, cfg.data.max_train_instances)
+        self.eval_split = cfg.data.eval_split or benchmark.eval_split
+        self._eval = self._load_split(self.eval_split, cfg.data.eval_instances)
+        self._check_prompt_budget()
+        self._engine: Any = None  # the sampler, kept across steps; built for `self._temperature`
+        self._temperature: float | None = None
+        self._python_pool = None
+        self._last_eval: tuple[list, dict | None] | None = None  # records, HiMAP sessions by episode
+        self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
+
+    @classmethod
+    def prepare(cls, cfg: TrainConfig) -> BenchmarkTask:
+        data_dir = Path(cfg.data.data_dir)
+        ensure_data(data_dir, cfg.data.world_scale, cfg.benchmark)
+        benchmark = get_benchmark(cfg.benchmark, data_dir)
+        return cls(cfg, benchmark, load_or_train_tokenizer(cfg, data_dir, benchmark))
+
+    def _load_split(self, split: str, limit: int) -> list[Pair]:
+        return select_pairs(self.benchmark, split, self.cfg.data.difficulties, limit)
+
+    def _check_prompt_budget(self) -> None:
+        """At start-up, not after SFT: the prompt of the largest instance, compacted as far as the
+        benchmark can (a B2T trajectory is dropped), must fit rollout.max_prompt_tokens."""
+        from rollout.prompt import token_counter
+
+        r = self.cfg.rollout
+        budget = r.prompt_budget
+        instances = [visible for visible, _ in self._train + self._eval]
+        if not instances:
+            return
+        largest = max(instances, key=lambda visible: len(json.dumps(visible)))
+        try:
+            self.benchmark.prompt(
+                largest,
+                variant=r.prompt_style,
+                memory=r.memory_enabled,
+                max_tokens=budget,
+                count_tokens=token_counter(self.tokenizer),
+            )
+        except BenchmarkError as err:
+            raise UserError(f"rollout.max_prompt_tokens={budget} is too small: {err}") from None
+
+    # -- Task protocol --------------------------------------------------------------------------
+    def train_examples(self) -> Sequence[Any]:
+        return self._train
+
+    def sft_examples(self) -> list[dict] | None:
+        traces = self.benchmark.sft_traces(self.cfg.sft.max_examples)
+        if traces is None:
+            return None
+        return sft_examples(traces, self.tokenizer, self.cfg.sft.max_seq_len)
+
+    def _engine_for(self, model: nnx.Module, temperature: float):
+        """An engine with the recipe's memory plan: `batch_rows` rows of `cache_len` slots on the
+        run's mesh, whatever the number of episodes (they stream through the rows)."""
+        from b2tjax.mesh import build_mesh
+        from rollout.engine import RolloutEngine
+
+        config = dataclasses.replace(self.cfg.rollout, temperature=temperature)
+        return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
+
+    def _episodes(self, pairs: Sequence[tuple[dict, dict]]):
+        from rollout.agents.single import agent_episode
+
+        r = self.cfg.rollout
+        return [
+            agent_episode(
+                inst,
+                self.benchmark,
+                self.tokenizer,
+                max_turns=r.max_turns,
+                max_prompt_tokens=r.prompt_budget,
+                memory=r.memory_enabled,
+                variant=r.prompt_style,
+                max_response_chars=r.max_response_chars,
+                python_tool=self._python_tool(),
+            )
+            for inst, _ in pairs
+        ]
+
+    def _python_tool(self):
+        if not self.cfg.rollout.python_tool:
+            return None
+        if self._python_pool is None:
+            from sandbox.python_tool import PythonSandbox
+
+            self._python_pool = PythonSandbox(isolation=self.cfg.rollout.python_tool_isolation)
+        return self._python_pool
+
+    def _sampler(self, model: nnx.Module, temperature: float):
+        """The engine for `temperature`, built (and compiled) once and then only given fresh weights.
+        Asked for another temperature (the evaluation after training), the old engine is dropped
+        first, so its weights and KV cache make room for the new one's."""
+        if self._engine is None or self._temperature != temperature:
+            self._engine = None
+            self._engine = self._engine_for(model, temperature)
+            self._temperature = temperature
+        else:
+            self._engine.update_weights(model)
+        return self._engine
+
+    def _run_and_score(
+        self, model: nnx.Module, pairs: Sequence[Pair], seed: int, temperature: float, should_stop=None
+    ):
+        """One episode per pair, run and scored: (episodes, records, verdicts, rewards)."""
+        from rollout.scoring import score_records
+
+        episodes = self._episodes(pairs)
+        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop)
+        g = self.cfg.grpo
+        verdicts, rewards = score_records(
+            records, pairs, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
+        )
+        return episodes, records, verdicts, rewards
+
+    def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
+        """The trainer's batch: one record per episode, a prompt's G records contiguous."""
+        return RolloutBatch(records, metrics)
+
+    def _agent_metrics(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        """Figures of the agent architecture beside the episode metrics (none for a single agent)."""
+        return {}
+
+    def rollout(
+        self,
+        model: nnx.Module,
+        prompts: list[Any],
+        group_size: int,
+        seed: int,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> RolloutBatch:
+        from rollout.scoring import episode_metrics
+
+        pairs = [p for p in prompts for _ in range(group_size)]
+        temperature = self.cfg.rollout.temperature
+        episodes, records, verdicts, rewards = self._run_and_score(
+            model, pairs, seed, temperature, should_stop
+        )
+        metrics = {
+            **self.benchmark.headline(self.benchmark.metrics(verdicts)),
+            **episode_metrics(records, rewards),
+            **self._agent_metrics(episodes, records),
+        }
+        return self._batch(episodes, records, metrics, group_size)
+
+    def evaluate(self, model: nnx.Module, sampling: EvalSampling = EvalSampling()) -> tuple[dict, str]:
+        """The benchmark's metrics on the eval split, plus the mean reward and the episode metrics
+        training logs; (metrics, a printable header and table)."""
+        from rollout.scoring import episode_metrics
+
+        run = self._run_and_score(model, self._eval, sampling.seed, sampling.temperature)
+        episodes, records, verdicts, rewards = run
+        self._last_eval = (records, self._report_sessions(episodes))  # for report_episodes
+        metrics = self.benchmark.metrics(verdicts)
+        metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
+        metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
+        metrics.update(self._eval_extras(episodes, records))
+        header = (
+            f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
+            f"(temperature {sampling.temperature:g}, {self._eval_setting(episodes, records, metrics)}); "
+            f"mean reward {metrics['mean_reward']:.3f}, "
+            f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
+        )
+        return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
+
+    def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        """Entries of the evaluation's metrics beyond the shared ones (none for a single agent)."""
+        return {}
+
+    def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
+        """The prompt style, and whether the episodes had memory: the benchmark's prompt decides
+        (`Prompt.memory`, which the episode's env follows), not the style's name."""
+        memory = bool(episodes) and all(e.env.memory_enabled for e in episodes)
+        return f"prompt {self.cfg.rollout.prompt_style}, memory {memory}"
+
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        """What the report needs of the episodes beyond their records (HiMAP: Σ's sessions)."""
+        return None
+
+    def report_episodes(self) -> list[dict] | None:
+        """The HTML report's episodes of the last `evaluate` (None before one): each episode's
+        turns decoded from its records, judged again (cheap next to the rollout)."""
+        if self._last_eval is None:
+            return None
+        from b2tjax.report.build import record_episodes
+
+        records, sessions = self._last_eval
+        episodes, _ = record_episodes(
+            self.benchmark, self._eval, records, self.tokenizer, agent="final evaluation", sessions=sessions
+        )
+        return episodes

@@ -1,0 +1,143 @@
+"""The trainer's Task with HiMAP episodes (`agent: himap`): a coordinator and day executors per episode.
+
+Same data, tokenizer and engine as BenchmarkTask; what changes is the episode and its scoring.
+Each (prompt, group member) is one HiMAP episode of 1 + days (+ re-planned days) streams, all run
+through the same RolloutEngine. An episode's merged answer is judged once by the benchmark and that
+team reward is set on every stream (`rollout.scoring.score_team_episodes`); the RolloutBatch says
+which prompt (`groups`) and episode (`episodes`) each record belongs to, and carries each day
+executor's local reward (its day accepted or not) for `grpo.credit=team_local`. The SFT warm start
+is the scripted HiMAP expert's role-split traces on the train split; evaluation runs HiMAP
+episodes greedily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from flax import nnx
+
+from b2tjax.cli import UserError
+from b2tjax.grpo_update import RolloutBatch
+from b2tjax.sft import sft_examples
+from b2tjax.tasks.benchmark import BenchmarkTask
+from sandbox.benchmarks import Pair
+from sandbox.himap.options import HimapOptions
+
+
+class HimapTask(BenchmarkTask):
+    """BenchmarkTask whose episodes are HiMAP teams; see the module docstring."""
+
+    def __init__(self, cfg, benchmark, tokenizer):
+        self.options = cfg.himap.options(cfg.rollout.max_response_chars)
+        super().__init__(cfg, benchmark, tokenizer)
+
+    def _check_prompt_budget(self) -> None:
+        """At start-up: HiMAP prompts are not compacted (the coordinator reads the whole request), so
+        the largest instance's first prompts must fit the coordinator's / executors' stream length."""
+        from rollout.prompt import prompt_ids
+        from sandbox.himap.protocol import HimapSession
+
+        instances = [visible for visible, _ in self._train + self._eval]
+        if not instances:
+            return
+        largest = max(instances, key=lambda visible: len(str(visible)))
+        try:
+            started = HimapSession(self.benchmark.himap_domain(largest), self.options).start().start
+        except ValueError as err:
+            raise UserError(f"agent: himap on {self.benchmark.name}: {err}") from None
+        for stream in started:
+            limit = self.options.limits(stream.role).max_total_tokens or self.cfg.rollout.max_seq_len
+            length = len(prompt_ids(stream.prompt, self.tokenizer))
+            if length >= limit:
+                raise UserError(
+                    f"the HiMAP {stream.role} prompt of instance {largest['id']} has {length} tokens, "
+                    f"but its streams hold {limit} (rollout.max_seq_len / himap.{stream.role}_limits."
+                    "max_seq_len): HiMAP prompts are not compacted"
+                )
+
+    # -- Task protocol --------------------------------------------------------------------------
+    def sft_examples(self) -> list[dict] | None:
+        """The scripted HiMAP expert's role-split traces (one per stream) on the first
+        `himap.sft_instances` train instances, only from those whose merged plan passes every check
+        (sandbox.himap.scripted.expert_traces: SFT imitates correct plans); None (no warm start)
+        when the benchmark has no scripted HiMAP expert or none of its plans passes."""
+        from sandbox.himap.scripted import expert_traces
+
+        n = self.cfg.himap.sft_instances
+        pairs = self._train[:n] if n else self._train
+        try:  # policies are built per instance; building one tells whether the benchmark has them
+            if pairs:
+                self.benchmark.himap_expert(*pairs[0])
+        except ValueError:
+            print(f"no scripted HiMAP expert for {self.benchmark.name}: no SFT warm start", flush=True)
+            return None
+        # the role limits budget the sampler; the expert keeps its own turn counts (default limits)
+        defaults = HimapOptions()
+        expert_options = dataclasses.replace(
+            self.options,
+            coordinator_limits=defaults.coordinator_limits,
+            executor_limits=defaults.executor_limits,
+        )
+        traces = list(expert_traces(self.benchmark, pairs, expert_options))
+        if not traces:  # e.g. the flat ablation: an equal budget split fails the budget check
+            print(
+                "no scripted HiMAP plan passes every check under these switches: no SFT warm start",
+                flush=True,
+            )
+            return None
+        limit = self.cfg.sft.max_examples
+        return sft_examples(traces[:limit] if limit else traces, self.tokenizer, self.cfg.sft.max_seq_len)
+
+    def _episodes(self, pairs: Sequence[Pair]) -> list[Any]:
+        from rollout.agents.himap import himap_episode
+
+        return [himap_episode(visible, self.benchmark, self.tokenizer, self.options) for visible, _ in pairs]
+
+    def _run_and_score(
+        self, model: nnx.Module, pairs: Sequence[Pair], seed: int, temperature: float, should_stop=None
+    ):
+        """One HiMAP episode per pair, run and scored by its merged answer (the team reward on every
+        stream): (episodes, records, verdicts, rewards)."""
+        from rollout.scoring import score_team_episodes
+
+        episodes = self._episodes(pairs)
+        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop)
+        g = self.cfg.grpo
+        verdicts, rewards = score_team_episodes(
+            records,
+            [e.answer for e in episodes],
+            pairs,
+            self.benchmark,
+            action_penalty=g.action_penalty,
+            format_gate=g.format_gate,
+        )
+        return episodes, records, verdicts, rewards
+
+    def _agent_metrics(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        from rollout.himap_metrics import himap_metrics
+
+        return himap_metrics(episodes, records)
+
+    def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
+        """Several records per episode: say which prompt and episode each belongs to, and carry each
+        day executor's own day score for `grpo.credit=team_local`."""
+        from rollout.himap_metrics import local_day_rewards
+
+        return RolloutBatch(
+            records,
+            metrics,
+            groups=[r.episode // group_size for r in records],
+            episodes=[r.episode for r in records],
+            local_rewards=local_day_rewards(episodes, records),
+        )
+
+    def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
+        return {"himap": self._agent_metrics(episodes, records)}
+
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        return {i: e.session for i, e in enumerate(episodes)}  # episode index -> its HimapSession
+
+    def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
+        return f"HiMAP, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}"

@@ -1,0 +1,100 @@
+"""HiMAP as plan-writing agents for launch/eval.py and the notebook: the scripted HiMAP expert, and
+a model checkpoint rolled out greedily as a HiMAP team through the RolloutEngine.
+
+Both yield (instance id, merged answer) and keep the per-episode HiMAP figures (rounds, rejections
+by code, Σ rejections by code, phase times) in `figures`, which `summary` turns into one line.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from b2tjax.cli import UserError
+from sandbox.benchmarks import Benchmark, Pair
+from sandbox.himap.options import HimapOptions
+
+# The engine's defaults for a checkpoint rolled out without a recipe: the roles' own limits
+# (HimapOptions) decide the turns; rows and lengths hold a real model's coordinator and executors.
+CHECKPOINT_ROLLOUT = {"batch_rows": 8, "max_turns": 16, "max_turn_tokens": 1024, "max_seq_len": 16384}
+
+
+@dataclasses.dataclass
+class HimapFigures:
+    """Per-episode HiMAP figures of an agent's run (the session's `metrics()`); with `views` a dict,
+    also each episode's report view (b2tjax.report.himap) by instance id."""
+
+    episodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    views: dict[str, dict[str, Any]] | None = None
+
+    def summary(self) -> str:
+        """One line: episodes, mean rounds, rejections and Σ rejections by code (totals)."""
+        n = len(self.episodes)
+        if not n:
+            return "HiMAP: no episodes"
+        rounds = sum(m["rounds"] for m in self.episodes) / n
+        rejections: collections.Counter[str] = collections.Counter()
+        sigma: collections.Counter[str] = collections.Counter()
+        for m in self.episodes:
+            rejections.update(m["rejections"])
+            sigma.update(m["sigma_rejections"])
+        rejected, sigma_rejected = dict(sorted(rejections.items())), dict(sorted(sigma.items()))
+        return (
+            f"HiMAP: {n} episodes, mean rounds {rounds:.2f}, executor rejections {rejected}, "
+            f"Σ rejections {sigma_rejected}"
+        )
+
+
+def expert_answers(
+    bench: Benchmark, pairs: Sequence[Pair], options: HimapOptions, figures: HimapFigures
+) -> Iterator[tuple[str, str | None]]:
+    """The scripted HiMAP expert's merged plan per pair (it reads the hidden truth, as the
+    single-agent expert does). A benchmark without a HiMAP domain or expert is a UserError."""
+    from sandbox.himap.scripted import solve
+
+    for visible, truth in pairs:
+        try:
+            result = solve(bench, visible, truth, options)
+        except ValueError as err:  # no HiMAP domain / scripted expert for this benchmark
+            raise UserError(str(err)) from None
+        figures.episodes.append(result.metrics)
+        if figures.views is not None:
+            from b2tjax.report.himap import himap_view, streams_from_traces
+
+            figures.views[visible["id"]] = himap_view(result.session, streams_from_traces(result.traces))
+        yield visible["id"], result.answer
+
+
+def checkpoint_answers(
+    bench: Benchmark,
+    pairs: Sequence[Pair],
+    checkpoint: Path,
+    options: HimapOptions,
+    rollout_overrides: dict[str, Any],
+    figures: HimapFigures,
+) -> Iterator[tuple[str, str | None]]:
+    """Greedy HiMAP episodes of the model in `checkpoint` (a training run's checkpoints/, a model
+    checkpoint or a Hugging Face directory, with its tokenizer beside the weights)."""
+    from b2tjax.policy import load_policy
+    from rollout import RolloutConfig, RolloutEngine
+    from rollout.agents.himap import himap_episode
+
+    try:
+        config = RolloutConfig(**{**CHECKPOINT_ROLLOUT, **rollout_overrides, "temperature": 0.0})
+        policy = load_policy(checkpoint)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    model, tokenizer = policy.model, policy.tokenizer
+    episodes = [himap_episode(visible, bench, tokenizer, options) for visible, _ in pairs]
+    records = RolloutEngine(model, tokenizer, config).run(episodes, rng=0)
+    for index, (episode, (visible, _)) in enumerate(zip(episodes, pairs)):
+        figures.episodes.append(episode.session.metrics())
+        if figures.views is not None:
+            from b2tjax.report.himap import himap_view, streams_from_records
+
+            streams = streams_from_records([r for r in records if r.episode == index], tokenizer)
+            figures.views[visible["id"]] = himap_view(episode.session, streams)
+        yield visible["id"], episode.answer

@@ -1,0 +1,199 @@
+"""The jitted programs of the rollout: prefill (append tokens to chosen cache rows) and a decode
+segment (a `lax.while_loop` sampling one token per row per step), compiled per model graph and
+shape bucket, and `ModelRunner`, which holds the sampler's weights and both programs.
+
+Shapes are static per bucket: B rows, cache length S, prefill rows R and chunk T, decode segment
+length N (rollout.buckets). Sampling parameters are runtime arrays [B], so changing them never
+recompiles; `compiled_functions` lists what does. The sampling math (keys, top-p/top-k, log-probs)
+is rollout/sampling.py, shared with the trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh
+
+from models.sharding import on_mesh
+from rollout.buckets import pow2_bucket
+from rollout.sampling import row_keys, sample_tokens
+
+FINISH_NONE = 0  # row inactive or still running
+FINISH_STOP = 1  # sampled a stop token (<|im_end|> / <|endoftext|>)
+FINISH_BUDGET = 2  # reached its token budget for this segment
+
+
+class ModelRunner:
+    """The sampler's own copy of the weights (compute dtype, laid out for sampling on `mesh`: see
+    rollout/placement.py) and the jitted prefill / decode functions (compiled per bucket)."""
+
+    def __init__(self, model: nnx.Module, valid_vocab: int | None = None, mesh: Mesh | None = None):
+        from rollout.placement import SamplerWeights
+
+        self.graphdef, state = nnx.split(model)
+        self.weights = SamplerWeights(state, model.dtype, mesh)
+        self.state = self.weights.create(state)
+        prefill, decode = compiled_functions(self.graphdef, valid_vocab)
+        self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
+
+    def update_state(self, model: nnx.Module) -> None:
+        """New weights, same graph (e.g. after a training step): cast and resharded on the devices
+        into the previous copy's buffers; no recompilation."""
+        self.state = self.weights.refresh(nnx.state(model), self.state)
+
+
+def decode_bucket(max_turn_tokens: int) -> int:
+    """Static length of a decode segment: a power of two >= the turn budget (few compiles)."""
+    return pow2_bucket(max_turn_tokens)
+
+
+@functools.lru_cache(maxsize=16)
+def compiled_functions(graphdef: Any, valid_vocab: int | None = None) -> tuple[Any, Any]:
+    """Jitted (prefill, decode) per model graph and vocabulary, shared by every engine on them.
+
+    What recompiles: `graphdef` and `valid_vocab` (bound here: one pair of programs per model),
+    `max_steps` (decode's only static argument: one program per segment bucket) and the *shapes*
+    of the array arguments -- rows B and cache slots S (fixed per engine), the prefill's row count
+    R and width T (powers of two, rollout.buckets). Everything else is a runtime array and never
+    recompiles: tokens, num_new, reset, rows, active, budget, the SamplingArrays (temperature,
+    top-p, top-k, seeds, stream ordinals), the rng key and `stop_after`. The cache and the logits
+    are donated (updated in place)."""
+    prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
+    decode = jax.jit(
+        functools.partial(_decode, graphdef, valid_vocab),
+        static_argnames=("max_steps",),
+        donate_argnums=(1, 2),
+    )
+    return prefill, decode
+
+
+def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
+    """Append tokens[i, :num_new[i]] to cache row rows[i] (after resetting it where reset[i]).
+
+    Only the R selected rows are computed and only their new slots are written (the donated cache
+    is updated in place), so refilling one row of a large batch costs one row. rows int32 [R]
+    (distinct); tokens int32 [R, T]; num_new int32 [R] (0 leaves a row untouched); reset bool [R];
+    next_logits fp32 [B, V]. Returns (next_logits [B, V], cache). `rows=None` means every row in
+    order (R = B): no row is gathered or scattered, so on a mesh each device extends its own rows.
+    """
+    model = nnx.merge(graphdef, state)
+    if rows is None:
+        cache = dataclasses.replace(cache, lengths=jnp.where(reset, 0, cache.lengths))
+        last, cache = model.forward_cached(tokens, num_new, cache, last_only=True)
+        return jnp.where((num_new > 0)[:, None], last, next_logits), cache
+    lengths = cache.lengths.at[rows].set(jnp.where(reset, 0, cache.lengths[rows]))
+    cache = dataclasses.replace(cache, lengths=lengths)
+    last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, rows=rows)  # fp32 [R, V]
+    updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
+    return next_logits.at[rows].set(updated), cache
+
+
+class DecodeCarry(NamedTuple):
+    """The `lax.while_loop` state of a decode segment (B rows, N = max_steps, V vocabulary).
+
+    `state` rides in the carry: NNX refuses Variables whose values are tracers of an outer trace
+    level, so the model is merged from the loop's own copy."""
+
+    state: Any  # nnx.State: the sampler's weights
+    step: jax.Array  # int32 []: loop iterations so far (the output column written next)
+    cache: Any  # models.kv_cache.KVCache: B rows of S slots, lengths int32 [B]
+    logits: jax.Array  # fp32 [B, V]: next-token logits of every row
+    alive: jax.Array  # bool [B]: still sampling this segment
+    count: jax.Array  # int32 [B]: tokens sampled this segment
+    finish: jax.Array  # int32 [B]: FINISH_* of rows that stopped
+    out_ids: jax.Array  # int32 [B, N]: sampled ids (0 past count)
+    out_lp: jax.Array  # fp32 [B, N]: their log-probs (0 past count)
+
+
+class DecodeOut(NamedTuple):
+    """A decode segment's result; ids/logprobs [B, N], count/finish [B], then the device state."""
+
+    ids: jax.Array
+    logprobs: jax.Array
+    count: jax.Array
+    finish: jax.Array
+    cache: Any
+    next_logits: jax.Array
+
+
+def _decode(
+    graphdef,
+    valid_vocab,
+    state,
+    cache,
+    next_logits,
+    active,
+    budget,
+    params,
+    stop_ids,
+    key,
+    stop_after=None,
+    *,
+    max_steps,
+) -> DecodeOut:
+    """Decode up to `max_steps` tokens for every active row, one token per row per step.
+
+    Ids >= valid_vocab (padded embedding rows) are never sampled and excluded from the log-probs.
+
+    A row stops on a stop token or when it has produced `budget[b]` tokens; the loop returns when
+    every row has stopped, or as soon as `stop_after` (int32 scalar, traced: any value, one
+    compile; None = every active row) rows have stopped, leaving the others mid-turn
+    (FINISH_NONE) for the next segment, so the host can start on the finished turns early.
+    Every sampled token (stop token included) is fed back into the cache, so afterwards
+    cache.lengths[b] == number of tokens in row b's record. active bool [B], budget int32 [B],
+    params SamplingArrays [B], stop_ids int32 [K], key a typed rng key.
+    """
+    batch = next_logits.shape[0]
+    alive0 = active & (budget > 0)
+    if stop_after is None:
+        stop_after = jnp.sum(alive0, dtype=jnp.int32)
+
+    def cond(carry: DecodeCarry) -> jax.Array:
+        stopped = jnp.sum(alive0 & ~carry.alive, dtype=jnp.int32)
+        return (carry.step < max_steps) & jnp.any(carry.alive) & (stopped < stop_after)
+
+    def body(c: DecodeCarry) -> DecodeCarry:
+        keys = row_keys(key, params.seed, params.stream, c.cache.lengths)
+        tok, lp = sample_tokens(c.logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
+        out_ids = jax.lax.dynamic_update_slice(c.out_ids, jnp.where(c.alive, tok, 0)[:, None], (0, c.step))
+        out_lp = jax.lax.dynamic_update_slice(c.out_lp, jnp.where(c.alive, lp, 0.0)[:, None], (0, c.step))
+        count = c.count + c.alive.astype(jnp.int32)
+        model = nnx.merge(graphdef, c.state)
+        new_logits, cache = model.forward_cached(
+            tok[:, None], c.alive.astype(jnp.int32), c.cache, last_only=True
+        )
+        is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+        out_of_budget = count >= budget
+        finish = jnp.where(
+            c.alive & is_stop, FINISH_STOP, jnp.where(c.alive & out_of_budget, FINISH_BUDGET, c.finish)
+        )
+        return DecodeCarry(
+            state=c.state,
+            step=c.step + 1,
+            cache=cache,
+            logits=jnp.where(c.alive[:, None], new_logits, c.logits),
+            alive=c.alive & ~is_stop & ~out_of_budget,
+            count=count,
+            finish=finish,
+            out_ids=out_ids,
+            out_lp=out_lp,
+        )
+
+    init = DecodeCarry(
+        state=state,
+        step=jnp.int32(0),
+        cache=cache,
+        logits=next_logits,
+        alive=alive0,
+        count=jnp.zeros(batch, jnp.int32),
+        finish=jnp.zeros(batch, jnp.int32),
+        out_ids=jnp.zeros((batch, max_steps), jnp.int32),
+        out_lp=jnp.zeros((batch, max_steps), jnp.float32),
+    )
+    c = jax.lax.while_loop(cond, body, init)
+    return DecodeOut(c.out_ids, c.out_lp, c.count, c.finish, c.cache, c.logits)

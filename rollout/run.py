@@ -1,0 +1,439 @@
+"""The orchestrating loop of one `RolloutEngine.run` (see rollout/engine.py for the design):
+admission and parking, the sync / async host phases, decode results, episode actions and limits.
+Device work is delegated to rollout/device.py, callbacks to rollout/host_jobs.py; a stream's state
+is its `Phase` (rollout/stream.py)."""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from rollout.device import DeviceCalls
+from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
+from rollout.host_jobs import HostJobs, call_limit, pending_events
+from rollout.programs import FINISH_BUDGET, FINISH_STOP
+from rollout.record import EpisodeRecord
+from rollout.stats import EngineStats, overlap_length, union_length
+from rollout.stream import Phase, RowTable, Stream
+from sandbox.types import StopReason
+
+
+class Run:
+    """State of one `RolloutEngine.run` call: the streams, the row table, the admission queue,
+    and the device and host parts it schedules."""
+
+    def __init__(
+        self,
+        engine: Any,  # the RolloutEngine (runner, config, tokenizer, hooks)
+        episodes: list[Episode],
+        key: jax.Array,
+        pool: concurrent.futures.Executor,
+    ):
+        self.engine, self.cfg, self.tok = engine, engine.config, engine.tokenizer
+        self.episodes, self.key = episodes, key
+        self.streams: list[dict[str, Stream]] = [dict() for _ in episodes]
+        self.rows = RowTable(self.cfg.batch_rows)
+        self.queue: collections.deque[Stream] = collections.deque()  # admission order (FIFO)
+        self.stats = EngineStats(episodes=len(episodes))
+        self.device = DeviceCalls(engine, self.stats)
+        self.host = HostJobs(pool, episodes, self.tok)
+        self.failed: set[int] = set()  # episodes ended by an error: later actions are dropped
+        self.done_episodes: set[int] = set()
+        self.next_episode = 0
+        self.default_limits = StreamLimits().resolve(self.cfg)
+        self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
+
+    # -- main loop -----------------------------------------------------------------------------
+    def loop(self, should_stop: Callable[[], bool] | None) -> bool:
+        """Run every episode to its end: True; False when `should_stop` said so after a segment."""
+        t0 = time.perf_counter()
+        while True:
+            if self.cfg.async_host:
+                self._host_phase_async()
+            else:
+                self._host_phase_sync()
+            if self._all_done():
+                break
+            if self._too_few_ready():
+                self._collect(wait=True)
+                continue
+            self.device.prefill(self.rows)
+            # A decode segment runs until every live row has ended its turn (or, with
+            # segment_return_share < 1, that share of them), never one token per host round trip.
+            # With async_host the turns handed over just before keep running in the pool meanwhile
+            # (decoding releases the GIL). No row to run and no host work in flight means every live
+            # stream waits on another: a real deadlock.
+            if not self._decode() and not self._wait_for_host():
+                self._break_deadlock()
+            if should_stop is not None and should_stop():
+                return False
+        self.stats.wall_s = time.perf_counter() - t0
+        self.stats.env_s = union_length(self.host.spans)
+        self.stats.hidden_s = overlap_length(self.host.spans, self.device.spans)
+        return True
+
+    def _host_phase_sync(self) -> None:
+        """Host work drains completely before the device runs again (ending turns frees rows,
+        admitting fills them, replies become pending tokens), so prefill and decode see every row
+        that can run."""
+        self._admit()
+        while self._submit():
+            while self.host:
+                self._collect(wait=True)
+            self._admit()
+
+    def _host_phase_async(self) -> None:
+        """Apply what the pool has finished, admit, and hand the new finished turns over without
+        waiting; the next segment decodes the rows still sampling while they run, and rows whose
+        turn-end is still out sit it out."""
+        self._collect(wait=False)
+        self._admit()
+        self._submit()
+
+    def _live_streams(self) -> list[Stream]:
+        return [s for index in range(self.next_episode) for s in self.streams[index].values() if s.live]
+
+    def _all_done(self) -> bool:
+        if self.rows.occupied() or self.next_episode < len(self.episodes) or self.host:
+            return False
+        waiting_on_host = (Phase.QUEUED, Phase.TURN_ENDED, Phase.NOTIFY)
+        return not any(s.phase in waiting_on_host for ep in self.streams for s in ep.values())
+
+    def _too_few_ready(self) -> bool:
+        """Async: wait for more turn-ends before decoding while fewer than `segment_return_share` of
+        the rows that will sample next are ready. Why: a decode step costs the whole batch however
+        few rows are active, so a segment started with 1 row ready and 7 tool calls about to return
+        would spend 7/8 of every step on nothing while those rows wait for it to end."""
+        if not self.host:
+            return False
+        ready = len(self.rows.in_phase(Phase.SAMPLING))
+        coming = sum(1 for s in self._live_streams() if s.phase is Phase.HANDED)
+        # floor: a segment that returned after ceil(share * n) of n rows stopped may go on with the rest
+        return ready < math.floor(self.cfg.segment_return_share * (ready + coming))
+
+    def _wait_for_host(self) -> bool:
+        """Nothing was decoded: wait for the first episode job in flight and apply it. False when
+        nothing at all can make progress (no job, no event to hand over, no queued stream that a
+        free row can take)."""
+        if self.host:
+            self._collect(wait=True)
+            return True
+        streams = [s for ep in self.streams for s in ep.values()]
+        if any(s.phase in (Phase.TURN_ENDED, Phase.NOTIFY) for s in streams):
+            return True
+        return bool(self.rows.free()) and any(s.phase is Phase.QUEUED for s in streams)
+
+    def _break_deadlock(self) -> None:
+        """No row can run, no turn is waiting for its episode, and no queued stream lacks a row
+        (parking freed rows for them): every live stream waits for another stream of its episode,
+        so no action can ever come. A genuine deadlock (an episode bug): stop them."""
+        for index, streams in enumerate(self.streams):
+            for stream in streams.values():
+                if stream.live:
+                    self._stop(
+                        stream, StopReason.ERROR, message="stream was waiting with nothing left running"
+                    )
+            self._maybe_finish(index)
+
+    # -- admission -----------------------------------------------------------------------------
+    def _admit(self) -> None:
+        """Seat queued streams, then new episodes, in free rows; park waiting streams for queued
+        ones when no row is free (new episodes never displace a waiting stream: only streams
+        already started can be what a waiting stream waits for)."""
+        self._drop_rowless()
+        free = self.rows.free()
+        if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
+            return  # static batching: wait for the whole wave
+        # Queued streams (new streams of running episodes) go before new episodes: an episode
+        # holds its environment and tools open until all its streams end, so finishing started
+        # ones first bounds the episodes alive at once. Episodes start lazily, only when a row is
+        # free, so `start()` (prompt building, world queries) is paid as rows open, not all up front.
+        while True:
+            self._drop_rowless()
+            if not self.queue:
+                if not free or self.next_episode >= len(self.episodes):
+                    return
+                self._start_episode(self.next_episode)
+                self.next_episode += 1
+                continue
+            if not free:
+                victim = self._park_candidate()
+                if victim is None:
+                    return  # every row is sampling; the queue waits for a turn to end
+                free.append(self._park(victim))
+            self._seat(self.queue.popleft(), free.pop(0))
+
+    def _drop_rowless(self) -> None:
+        """Unqueue streams at the head that need no row now (no longer QUEUED: stopped, or a fully
+        forced turn awaiting on_turn_end or waiting after it); a Continue queues them again."""
+        while self.queue and self.queue[0].phase is not Phase.QUEUED:
+            self.queue.popleft()
+
+    def _seat(self, stream: Stream, row: int) -> None:
+        """Give `stream` a row; its whole record is (re-)prefilled into it."""
+        self.rows.seat(stream, row)
+        stream.phase = Phase.SAMPLING
+        self.stats.reprefill_tokens += stream.cached  # > 0 only for a stream that was parked
+        # A row is reused without clearing it: `reset` makes the next prefill start the row at
+        # position 0 (its stale slots are masked by the row's fill length), and the stream's
+        # whole record so far is pending, since nothing of it is in this row's cache.
+        stream.reset, stream.cached = True, 0
+        stream.pending = list(stream.record.ids)
+
+    def _park_candidate(self) -> Stream | None:
+        """The waiting stream holding a row that waited longest; ties by episode and creation
+        order, so runs are reproducible."""
+        waiting = self.rows.in_phase(Phase.WAITING)
+        return min(waiting, key=lambda s: (s.idle_since, s.episode_index, s.ordinal), default=None)
+
+    def _park(self, stream: Stream) -> int:
+        """Free a waiting stream's row, keeping its record (and `cached`, for reprefill_tokens)."""
+        row = self.rows.release(stream)
+        stream.pending = []
+        self.stats.parks += 1
+        return row
+
+    def _start_episode(self, index: int) -> None:
+        episode = self.episodes[index]
+        try:
+            actions = episode.start()
+        except Exception as exc:  # a broken episode must not take the run down
+            self._fail_episode(index, f"start() raised {type(exc).__name__}: {exc}")
+            return
+        self._apply(index, actions)
+
+    # -- decode results ------------------------------------------------------------------------
+    def _decode(self) -> bool:
+        """One decode segment over the rows that are sampling. False if no row could run."""
+        batch: list[tuple[int, Stream, int]] = []
+        stopped = False
+        for r, s in enumerate(self.rows.slots):
+            if s is None or s.phase is not Phase.SAMPLING:
+                continue
+            room = min(
+                s.limits.max_turn_tokens - s.turn_sampled, s.limits.max_total_tokens - len(s.record.ids)
+            )
+            if room <= 0:  # cannot happen by construction; never spin on it
+                self._stop(s, StopReason.MAX_TOTAL_TOKENS, notify=True)
+                stopped = True
+                continue
+            batch.append((r, s, room))
+        if not batch:
+            return stopped
+        segment = self.device.decode(batch, self.key)
+        # `batch` fixed which stream each row decoded for: applying one row's result can stop (and
+        # unseat) a sibling through on_limit before this loop reaches the sibling's row.
+        for r, stream, _ in batch:
+            if not stream.live:  # stopped by a sibling's on_limit while this loop ran: its row is gone
+                continue
+            k = int(segment.count[r])
+            new_ids = segment.ids[r, :k].tolist()
+            if self.engine.trace is not None:
+                self.engine.trace(stream.key, "decode", new_ids, stream.cached)
+            stream.record.append(new_ids, sampled=True, logprobs=segment.logprobs[r, :k].tolist())
+            stream.cached += k
+            stream.turn_sampled += k
+            if segment.finish[r] == FINISH_STOP:
+                self._turn_complete(stream)
+            elif segment.finish[r] == FINISH_BUDGET:
+                self._hit_budget(stream)
+        return True
+
+    def _hit_budget(self, stream: Stream) -> None:
+        if len(stream.record.ids) >= stream.limits.max_total_tokens:
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
+        elif self.cfg.turn_cap == "stop":
+            self._stop(stream, StopReason.MAX_TURN_TOKENS, notify=True)
+        elif len(stream.record.ids) + 1 >= stream.limits.max_total_tokens:
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
+        else:  # "close": forced <|im_end|>, mask 0
+            end = self.tok.im_end_id
+            stream.record.forced.append((len(stream.record.ids), len(stream.record.ids) + 1))
+            stream.record.append([end], sampled=False)
+            stream.pending.append(end)
+            self._turn_complete(stream)
+
+    # -- host jobs -----------------------------------------------------------------------------
+    def _submit(self) -> bool:
+        """Hand each started episode's new events (turn-ends; async: limit notices) to the pool as
+        one job, unless a job of it is still out or it failed. True if any job was submitted."""
+        submitted = False
+        for index in range(self.next_episode):
+            if index in self.host or index in self.failed:
+                continue
+            events = pending_events(list(self.streams[index].values()))
+            if events:
+                self.host.submit(index, events)
+                submitted = True
+        return submitted
+
+    def _collect(self, wait: bool) -> None:
+        """Apply the finished episode jobs (wait: at least one), in episode order."""
+        for index, events, results in self.host.finished(wait):
+            for (stream, reason), (outcome, elapsed) in zip(events, results):
+                if index in self.failed:
+                    continue  # the episode is over; its later outcomes are dropped
+                self._apply_outcome(stream, reason, outcome, elapsed)
+            self._maybe_finish(index)
+
+    def _apply_outcome(
+        self, stream: Stream, reason: str | None, outcome: TurnOutcome | Exception, elapsed: float
+    ) -> None:
+        """One callback's result: its actions applied, or its episode failed if it raised."""
+        index = stream.episode_index
+        stream.env_s += elapsed
+        if isinstance(outcome, Exception):
+            name = "on_turn_end" if reason is None else "on_limit"
+            self._fail_episode(index, f"{name}() raised {type(outcome).__name__}: {outcome}")
+            return
+        stream.record.errors.extend(outcome.errors)
+        stream.record.calls.extend(outcome.call_names)
+        self._apply(index, outcome.actions)
+
+    # -- episode actions and stream lifecycle --------------------------------------------------
+    def _new_stream(self, index: int, name: str, start: Continue | None, limits: StreamLimits) -> Stream:
+        """A stream of episode `index`, tagged with what its starting Continue says."""
+        record = EpisodeRecord(
+            instance_id=str(self.episodes[index].instance_id),
+            stream=name,
+            tokenizer=self.tokenizer_name,
+            episode=index,
+            role=(start.role if start is not None and start.role is not None else "agent"),
+            day=start.day if start is not None else None,
+            round=start.round if start is not None else None,
+        )
+        stream = Stream(index, len(self.streams[index]), record, limits, started=time.perf_counter())
+        self.streams[index][name] = stream
+        return stream
+
+    def _apply(self, index: int, actions: list[Continue | Stop]) -> None:
+        """Apply an episode's actions (at start, after a turn, or after a limit)."""
+        for action in actions:
+            if index in self.failed:
+                break  # e.g. an on_limit of an earlier action raised
+            stream = self.streams[index].get(action.stream)
+            if isinstance(action, Stop):
+                if stream is not None and stream.live:
+                    self._stop(stream, action.reason, action.answer)
+            elif stream is None:
+                if not self._open_stream(index, action):
+                    return
+            elif stream.live and not self._continue(stream, action):
+                return
+        self._maybe_finish(index)
+
+    def _open_stream(self, index: int, action: Continue) -> bool:
+        """A Continue naming a new stream: its prompt, then it queues. False if the episode failed."""
+        try:
+            limits = (action.limits or StreamLimits()).resolve(self.cfg)
+        except ValueError as exc:
+            self._fail_episode(index, f"stream {action.stream!r}: {exc}")
+            return False
+        stream = self._new_stream(index, action.stream, action, limits)
+        stream.record.prompt_len = len(action.tokens)
+        if len(action.tokens) + len(action.forced) >= limits.max_total_tokens:
+            stream.record.append(action.tokens, sampled=False)
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
+            return True
+        self._append_context(stream, action.tokens, action.forced)
+        self.queue.append(stream)
+        return True
+
+    def _continue(self, stream: Stream, action: Continue) -> bool:
+        """A Continue for a live stream: the reply and the next turn, or a limit. False if the
+        episode failed (a Continue while the stream is still sampling its turn)."""
+        index = stream.episode_index
+        if stream.phase.sampling:
+            self._fail_episode(index, f"Continue for stream {action.stream!r} while it is generating")
+            return False
+        added = len(action.tokens) + len(action.forced)
+        if stream.turns_done >= stream.limits.max_turns:
+            self._stop(stream, StopReason.MAX_TURNS, notify=True)
+        elif len(stream.record.ids) + added >= stream.limits.max_total_tokens:
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
+        else:
+            self._append_context(stream, action.tokens, action.forced)
+            if stream.row is None and stream not in self.queue:
+                self.queue.append(stream)  # parked: re-admitted with its whole record
+        return True
+
+    def _append_context(self, stream: Stream, tokens: list[int], forced: list[int]) -> None:
+        """Append mask-0 context, then the forced start of the next assistant turn."""
+        record = stream.record
+        record.append(tokens, sampled=False)
+        stream.turn_start, stream.turn_sampled = len(record.ids), 0
+        stream.phase = Phase.QUEUED if stream.row is None else Phase.SAMPLING
+        if forced:
+            record.forced.append((len(record.ids), len(record.ids) + len(forced)))
+            record.append(forced, sampled=False)
+        if self.cfg.reprefill and stream.row is not None:
+            stream.pending, stream.reset, stream.cached = list(record.ids), True, 0
+        else:
+            stream.pending.extend(tokens)
+            stream.pending.extend(forced)
+        if forced and forced[-1] in (self.tok.im_end_id, self.tok.eos_id):
+            self._turn_complete(stream)  # fully scripted turn: nothing to sample
+
+    def _turn_complete(self, stream: Stream) -> None:
+        stream.record.turns.append((stream.turn_start, len(stream.record.ids)))
+        stream.turns_done += 1
+        stream.phase = Phase.TURN_ENDED
+        stream.idle_since = self.stats.segments
+
+    def _stop(
+        self,
+        stream: Stream,
+        reason: str,
+        answer: str | None = None,
+        *,
+        notify: bool = False,
+        message: str | None = None,
+    ) -> None:
+        """End a live stream's record; `notify`: tell its episode through on_limit (async: in the
+        pool, chained after the episode's earlier callbacks; sync: right away)."""
+        if not stream.live:
+            return
+        if stream.phase.sampling and len(stream.record.ids) > stream.turn_start:
+            stream.record.turns.append((stream.turn_start, len(stream.record.ids)))  # cut turn
+        stream.phase, stream.pending = Phase.STOPPED, []
+        stream.record.stop_reason, stream.record.answer = reason, answer
+        stream.record.error_message = message
+        stream.record.timings.update(
+            wall_s=time.perf_counter() - stream.started, env_s=stream.env_s, turns=float(stream.turns_done)
+        )
+        self.rows.release(stream)
+        if notify and self.cfg.async_host:
+            # The episode may be inside a callback in the pool: the notice joins its chain.
+            stream.phase, stream.stop_notice = Phase.NOTIFY, reason
+        elif notify:
+            outcome, elapsed = call_limit(self.episodes[stream.episode_index], stream, reason)
+            self._apply_outcome(stream, reason, outcome, elapsed)
+
+    def _fail_episode(self, index: int, message: str) -> None:
+        self.failed.add(index)
+        streams = self.streams[index]
+        for stream in streams.values():
+            if stream.phase is Phase.NOTIFY:
+                stream.phase = Phase.STOPPED  # its notice is dropped: the episode is over
+        if not streams:
+            self._new_stream(index, "main", None, self.default_limits)
+        for stream in streams.values():
+            if stream.live:
+                self._stop(stream, StopReason.ERROR, message=message)
+            elif stream.record.stop_reason != StopReason.ERROR:
+                stream.record.error_message = message
+        self._maybe_finish(index)
+
+    def _maybe_finish(self, index: int) -> None:
+        streams = self.streams[index].values()
+        waiting = index in self.host or any(s.phase is Phase.NOTIFY for s in streams)
+        if streams and not any(s.live for s in streams) and not waiting and index not in self.done_episodes:
+            self.done_episodes.add(index)
+            if self.engine.progress is not None:
+                self.engine.progress(len(self.done_episodes), len(self.episodes))

@@ -1,0 +1,277 @@
+"""The processes of one Python-tool call, forked by the supervisor (`_python_worker.py`).
+
+A call is three processes. The *keeper* (forked by the supervisor, root) joins the call's cgroup,
+gives the call a new IPC namespace and its children a new PID namespace, and forks the *init*
+(pid 1 there), which forks the *user* process: it drops to the run's uid, sets the rlimits,
+installs the syscall filter and the audit hook, and runs the code. When the user process ends,
+the init reports its wait status to the keeper and exits, and the kernel kills every process left
+in the namespace; the keeper ends the same way as the user process did, so the supervisor reads
+the call's outcome from its own child. Loaded by path; imports nothing from the project.
+"""
+
+import ast
+import io
+import linecache
+import os
+import resource
+import signal
+import struct
+import sys
+import traceback
+
+try:
+    import _python_jail as jail  # registered by the worker, which loads these modules by path
+except ImportError:  # imported as part of the package (tests, tooling)
+    from sandbox import _python_jail as jail
+
+CODE_FILENAME = "<python>"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def audit_guard(workdir: str):
+    """Audit hook that refuses what the sandbox does not offer, with a message the agent can read."""
+    real = os.path.realpath
+    workdir = real(workdir)
+    own_pid = os.getpid()
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    path_events = {
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.mkdir",
+        "os.symlink",
+        "os.link",
+        "os.chmod",
+        "os.chown",
+        "os.truncate",
+        "os.utime",
+        "shutil.rmtree",
+        "shutil.copyfile",
+        "shutil.move",
+    }
+    process_events = {
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.exec",
+        "os.spawn",
+        "os.system",
+        "subprocess.Popen",
+        "pty.spawn",
+        "os.startfile",
+    }
+
+    def inside(path) -> bool:
+        if isinstance(path, int):
+            return True  # an already-open descriptor
+        try:
+            p = real(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return False
+        return p == workdir or p.startswith(workdir + os.sep)
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode, flags = args
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & write_flags
+            )
+            if writing and path is not None and not inside(path):
+                raise PermissionError(f"writing outside the working directory is not allowed: {path!r}")
+        elif event in path_events:
+            for a in args:
+                if isinstance(a, (str, bytes, os.PathLike)) and not inside(a):
+                    raise PermissionError(f"{event} outside the working directory is not allowed: {a!r}")
+        elif event.startswith("socket."):
+            raise PermissionError("network access is disabled in the Python tool")
+        elif event in process_events:
+            raise PermissionError("starting processes is disabled in the Python tool")
+        elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
+            if event != "os.kill" or args[0] != own_pid:
+                raise PermissionError("sending signals to other processes is not allowed")
+
+    return hook
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """Traceback without the sandbox's own frames (they are noise to the agent)."""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if os.path.dirname(os.path.abspath(f.filename)) != _HERE
+    ]
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.StackSummary.from_list(frames).format()
+    lines += traceback.format_exception_only(type(exc), exc)
+    sys.stderr.write("".join(lines))
+
+
+def _run_user_code(code: str) -> int:
+    """Execute `code` like a script; a trailing expression's value is printed, as in a REPL."""
+    linecache.cache[CODE_FILENAME] = (len(code), None, code.splitlines(True), CODE_FILENAME)
+    scope = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        tree = ast.parse(code, CODE_FILENAME)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, CODE_FILENAME, "exec"), scope)
+        if last is not None:
+            value = eval(compile(ast.Expression(last.value), CODE_FILENAME, "eval"), scope)
+            if value is not None:
+                print(repr(value))
+        return 0
+    except SystemExit as e:
+        if e.code is None or e.code == 0:
+            return 0
+        if not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+            return 1
+        if not 0 < e.code < 256:  # the OS keeps the low byte only: 256 would read as success
+            print(f"SystemExit: exit code {e.code} is outside 1..255", file=sys.stderr)
+            return 1
+        return e.code
+    except BaseException as e:  # noqa: BLE001 - everything the user code raises is reported
+        _print_user_traceback(e)
+        return 1
+
+
+def _limit(req: dict, kernel: bool) -> None:
+    """The per-process rlimits (the call's cgroup bounds the processes together)."""
+    mem = int(req["memory_mb"]) * 2**20
+    limits = {
+        resource.RLIMIT_AS: mem,
+        resource.RLIMIT_DATA: mem,
+        resource.RLIMIT_CPU: int(req["timeout_s"]) + 1,
+        resource.RLIMIT_FSIZE: int(req["max_file_mb"]) * 2**20,
+        resource.RLIMIT_NOFILE: 64,
+        resource.RLIMIT_CORE: 0,
+    }
+    if kernel:
+        limits[resource.RLIMIT_NPROC] = int(req["max_procs"])
+    for which, value in limits.items():
+        resource.setrlimit(which, (value, value))
+
+
+def _user(req: dict, out_w: int, workdir: str, uid: int | None, guard: bool, init_pid: int) -> None:
+    """The user process: drop privileges, confine, run the code; never returns."""
+    code = 1
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        os.closerange(3, 65536)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXCPU, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        _limit(req, uid is not None)
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            jail.deny_keyrings()
+        # After the uid change (which clears it): die with the init, even if it died already.
+        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != init_pid:
+            os._exit(1)
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update({**_ENV, "HOME": workdir, "TMPDIR": workdir})
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        import tempfile
+
+        tempfile.tempdir = workdir
+        sys.dont_write_bytecode = True
+        if guard:
+            sys.addaudithook(audit_guard(workdir))
+        code = _run_user_code(req["code"])
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - a broken child must still exit, never return
+        _report_crash()
+        code = 1
+    os._exit(code & 0xFF)
+
+
+def _report_crash() -> None:
+    try:
+        traceback.print_exc()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def _init(req: dict, out_w: int, status_w: int, workdir: str, uid: int | None, guard: bool) -> None:
+    """The call's pid 1: forks the user process, reaps orphans, reports the user's wait status."""
+    try:
+        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        own = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            os.close(status_w)
+            _user(req, out_w, workdir, uid, guard, own)
+        os.close(out_w)
+        while True:
+            done, status = os.waitpid(-1, 0)
+            if done == pid:
+                os.write(status_w, struct.pack("i", status))
+                os._exit(0)  # as pid 1, this kills what the call left running
+    except BaseException:  # noqa: BLE001
+        _report_crash()
+    os._exit(1)
+
+
+def _end_like(status: int) -> None:
+    """Exit the way a process with wait status `status` did (same code, or same signal)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        jail.libc.prctl(jail.PR_SET_DUMPABLE, 0, 0, 0, 0)  # no core dump of this process
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def keeper(req: dict, out_w: int, workdir: str, call: dict) -> None:
+    """The call's first process (forked by the supervisor); never returns.
+
+    `call`: `uid` (None without the kernel jail), `guard` (audit hook), `joins` (descriptors of
+    the call cgroup's `cgroup.procs`), `supervisor` (its pid, to notice that it already died).
+    """
+    try:
+        os.setsid()  # the whole call is one process group (user code may still leave it)
+        os.dup2(out_w, 2)
+        for fd in call["joins"]:
+            os.write(fd, b"0")  # before anything forks, so every process of the call is counted
+            os.close(fd)
+        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != call["supervisor"]:
+            os._exit(1)
+        if call["uid"] is not None:
+            jail.enter_call_namespaces()
+        status_r, status_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(status_r)
+            _init(req, out_w, status_w, workdir, call["uid"], call["guard"])
+        os.close(status_w)
+        os.close(out_w)
+        raw = os.read(status_r, 4)
+        os.waitpid(pid, 0)
+        _end_like(struct.unpack("i", raw)[0] if len(raw) == 4 else signal.SIGKILL)
+    except BaseException:  # noqa: BLE001
+        _report_crash()
+    os._exit(1)

@@ -1,0 +1,1 @@
+"""TravelPlanner's HiMAP domain: task tuple, day slots, Σ pricing and the scripted team expert."""

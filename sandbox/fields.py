@@ -1,0 +1,126 @@
+"""Typed dataclass fields: a raw value (YAML, `key=value`) converted and checked by the field's annotation.
+
+Every config section (rollout.config.RolloutConfig, the training config in b2tjax.config) declares
+its knobs as annotated dataclass fields; these helpers read the annotation, so a knob's type and
+its allowed values are written once. They live here, in the lowest package, because both rollout/
+and b2tjax/ use them and neither may import the other's way.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import types
+import typing
+from typing import Any, Literal
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def field_type(cls: type, name: str) -> Any:
+    """The resolved annotation of a dataclass field (string annotations evaluated)."""
+    return _hints(cls)[name]
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """Every field name of a dataclass -> its resolved annotation."""
+    return _hints(cls)
+
+
+def allowed_values(hint: Any) -> tuple | None:
+    """The values a choice type admits (a Literal's arguments, an Enum's values); None otherwise."""
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return tuple(member.value for member in hint)
+    return None
+
+
+def choice_error(key: str, value: Any, hint: Any) -> str | None:
+    """One line naming `key` and the allowed values when `value` is not one of them; None if it
+    is (or when `hint` is no choice type)."""
+    allowed = allowed_values(hint)
+    if allowed is None or value in allowed:
+        return None
+    return f"{key} must be one of {', '.join(map(str, allowed))}; got {value!r}"
+
+
+def coerce(value: Any, hint: Any, key: str) -> Any:
+    """`value` converted to the annotation `hint`, or a one-line ValueError naming `key`.
+
+    Handles bool, int, float, str, Literal/Enum choices, `X | None`, `list[X]` and `dict[K, V]`
+    (elements converted in turn, their keys named `key[i]`); any other annotation passes as is.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [arg for arg in args if arg is not type(None)]  # only Optional unions are fields
+        return coerce(value, inner, key)
+    choices = allowed_values(hint)
+    if choices is not None:
+        kinds = {type(choice) for choice in choices}
+        value = coerce(value, kinds.pop(), key) if len(kinds) == 1 and value is not None else value
+        error = choice_error(key, value, hint)
+        if error is not None:
+            raise ValueError(error)
+        return hint(value) if isinstance(hint, type) else value
+    if hint in _SCALARS:
+        return _SCALARS[hint](value, key)
+    if hint is list or origin is list:
+        items = list(value) if isinstance(value, (list, tuple)) else [value]  # `a=x` means [x]
+        return [coerce(item, args[0], f"{key}[{i}]") for i, item in enumerate(items)] if args else items
+    if hint is dict or origin is dict:
+        if not isinstance(value, dict):
+            _bad(key, "a mapping", value)
+        if not args:
+            return dict(value)
+        return {coerce(k, args[0], key): coerce(v, args[1], f"{key}.{k}") for k, v in value.items()}
+    return value
+
+
+def _to_bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise ValueError(f"{key}: expected true/false, got {value!r}")
+
+
+def _to_int(value: Any, key: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        number = float(value) if isinstance(value, str) else None
+    except ValueError:
+        number = None
+    if number is None or not number.is_integer():
+        _bad(key, "an integer", value)
+    return int(number)
+
+
+def _to_float(value: Any, key: str) -> float:
+    if isinstance(value, bool):
+        _bad(key, "a number", value)
+    try:
+        return float(value)  # YAML reads "1e-6" as a string
+    except (TypeError, ValueError):
+        _bad(key, "a number", value)
+
+
+def _to_str(value: Any, key: str) -> str:
+    if isinstance(value, (dict, list)):
+        _bad(key, "a string", value)
+    return str(value)
+
+
+_SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
+def _bad(key: str, what: str, value: Any) -> typing.NoReturn:
+    raise ValueError(f"{key}: expected {what}, got {value!r}")
