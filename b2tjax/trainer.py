@@ -213,6 +213,7 @@ class Trainer:
                 )
                 if jax.process_index() == 0:
                     (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
+                    writer.end_progress()
                     writer.write(table)
                     self._write_report(table, writer)
             return RunResult(self.total_steps, last, eval_metrics, table)

@@ -29,7 +29,7 @@ from models.hf import save_pretrained
 from models.lora import merge_lora
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--adapter", action="store_true", help="a LoRA run: write its adapters as a PEFT directory"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
     inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]

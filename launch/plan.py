@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     programs = memory_plan.plan_programs(cfg, mesh, only)
     for program in programs:
         print("\n" + memory_plan.format_table(program, hbm))
-    print(f"\ncompiled {len(programs)} programs in {time.perf_counter() - started:.0f}s")
+    noun = "program" if len(programs) == 1 else "programs"
+    print(f"\ncompiled {len(programs)} {noun} in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
         args.json.write_text(
             json.dumps(

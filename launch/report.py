@@ -1,4 +1,4 @@
-"""Write the HTML evaluation report of rollout records: one self-contained page (no network) with the
+r"""Write the HTML evaluation report of rollout records: one self-contained page (no network) with the
 split's metrics, per-constraint pass rates, optional training curves and, per episode, the request,
 the day timelines and map, every check's verdict and the whole conversation (HiMAP: one lane per
 day executor).

@@ -2,8 +2,8 @@
 
 Three HiMAP episodes of 3, 2 and 2 days (coordinator's distribute_task forced from the scripted
 expert, the executors sampled greedily by a tiny random model) on 4 rows for 7 executors, so
-executors waiting for a sibling are parked and rows refilled: the sharded engine's records and
-answers equal the one-device engine's. Fully forced turns never reach the model, so the sampled
+rows are refilled as executors end: the sharded engine's records and answers equal the
+one-device engine's. Fully forced turns never reach the model, so the sampled
 turns (the executors', and each coordinator's second turn after its days report) are what this
 checks about sharding.
 """
@@ -24,7 +24,7 @@ from tests.test_instances import small_benchmark  # noqa: F401  (session fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 EPISODES = 3
-DAYS = (3, 2, 2)  # 7 executors on 4 rows: a 2-day pair is split across rows, so executors park
+DAYS = (3, 2, 2)  # 7 executors on 4 rows: a 2-day pair is split across rows
 
 
 def _trip(visible: dict, truth: dict, days: int) -> tuple[dict, dict]:
@@ -48,8 +48,9 @@ def _child(bench_dir: str, tmp: str) -> dict:
     from rollout.agents.himap import himap_episode
     from sandbox.benchmarks import b2t
     from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
-    from sandbox.himap.options import HimapOptions, RoleLimits
+    from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
+    from sandbox.limits import StreamLimits
     from tests.rollout_fixtures import engine_config
 
     assert jax.device_count() == 8
@@ -60,10 +61,11 @@ def _child(bench_dir: str, tmp: str) -> dict:
     ]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, Path(tmp) / "spm", vocab_size=1000))
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size, initializer_range=0.1)
-    expert = HimapOptions(max_response_chars=1200)
+    # Without the fallback the coordinator's prompt lists no executor tools: it fits 8192 tokens.
+    expert = HimapOptions(max_response_chars=1200, fallback=False)
     # Short turn caps keep the records small; the expert ran with the full ones.
     options = dataclasses.replace(
-        expert, executor_limits=RoleLimits(max_turns=2), coordinator_limits=RoleLimits(max_turns=2)
+        expert, executor_limits=StreamLimits(max_turns=2), coordinator_limits=StreamLimits(max_turns=2)
     )
     pairs = [_trip(v, h, d) for (v, h), d in zip(bench.load_split("test"), DAYS)]
     distribute = [solve(bench, v, h, expert).texts["coordinator"][-1:] for v, h in pairs]
@@ -140,7 +142,9 @@ def test_sharded_himap_records_equal_one_device_records(tmp_path, small_benchmar
     assert roles.count("coordinator") == EPISODES and roles.count("executor") >= sum(DAYS)
     # Every stream sampled: the executors' turns and each coordinator's turn after its days report.
     assert min(res["sampled"]) > 0
-    assert min(res["parks"]) > 0  # on both engines, waiting executors gave their rows to their siblings
+    # No lockstep: sampled executors' turns call nothing shared, so none waits for a sibling and
+    # parking (tests/test_rollout_streams.py) is not needed here; both engines schedule alike.
+    assert res["parks"][0] == res["parks"][1]
     assert res["records_equal"]
     assert res["logprob_lengths_equal"] and res["logprob_max_diff"] < 1e-4
     assert res["answers_equal"] and len(res["answers"]) == EPISODES

@@ -21,6 +21,7 @@ from flax import nnx
 
 from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
+from b2tjax.eval_report import evaluation_header, model_params
 from b2tjax.grpo_update import RolloutBatch
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
@@ -227,17 +228,24 @@ class BenchmarkTask:
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
         metrics.update(self._eval_extras(episodes, records))
-        header = (
+        header = evaluation_header(
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(temperature {sampling.temperature:g}, {self._eval_setting(episodes, records, metrics)}); "
-            f"mean reward {metrics['mean_reward']:.3f}, "
-            f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
+            f"(temperature {sampling.temperature:g}, {self._eval_setting(episodes, records, metrics)})",
+            metrics,
+            records,
+            self._length_caps(),
+            model_params(model),
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
 
     def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
         """Entries of the evaluation's metrics beyond the shared ones (none for a single agent)."""
         return {}
+
+    def _length_caps(self) -> str:
+        """The limits that truncate an episode, in the recipe's terms (for the evaluation's notes)."""
+        r = self.cfg.rollout
+        return f"rollout.max_turns={r.max_turns}, rollout.max_turn_tokens={r.max_turn_tokens}"
 
     def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
         """The prompt style, and whether the episodes had memory: the benchmark's prompt decides

@@ -116,7 +116,8 @@ class TravelPlannerBenchmark(Benchmark):
             "--queries",
             type=Path,
             default=None,
-            help="official-format query file (JSONL) to use as the split",
+            help="an official TravelPlanner query file (the Hugging Face dataset's validation.csv / "
+            "test.csv, or JSONL) to use as the split",
         )
 
     @classmethod
