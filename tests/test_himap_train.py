@@ -76,11 +76,15 @@ def _two_day(visible, truth):
     return visible, truth
 
 
+# LoRA first: the full fine-tuning run donates the session model's arrays to its train step.
+@pytest.mark.parametrize("lora_rank", [4, 0])
 def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     tmp_path,
     rollout_setup,  # noqa: F811
     small_benchmark,  # noqa: F811
+    lora_rank,
 ):
+    """Full fine-tuning, and LoRA adapters on the frozen model (the sampler applying them)."""
     from b2tjax.tasks.himap import HimapTask
     from b2tjax.trainer import Trainer
     from rollout.agents.himap import himap_episode
@@ -104,6 +108,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
             "rollout.max_turn_tokens=8",
             "rollout.prefill_chunk=1024",
             "rollout.prefill_min_bucket=1024",  # one prefill width: one compile
+            f"model.lora.rank={lora_rank}",
         ],
     )
     bench = B2TBenchmark(small_benchmark)
@@ -133,7 +138,14 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
             return [pair]
 
     task = Task(cfg, bench, rollout_setup.tokenizer)
-    result = Trainer(cfg, task, rollout_setup.model, progress=False).run()
+    model = rollout_setup.model
+    if lora_rank:
+        from flax import nnx
+
+        from models.lora import add_lora
+
+        model = add_lora(nnx.clone(model), cfg.model.lora)
+    result = Trainer(cfg, task, model, progress=False).run()
 
     batch = task.batch
     streams = [[r.stream for r in batch.records if r.episode == e] for e in (0, 1)]

@@ -109,3 +109,25 @@ def test_himap_recipes_have_their_base_recipes_plan():
         base = load_config(ROOT / "configs" / f"{name}.yaml")
         assert himap.agent == "himap" and base.agent == "single"
         assert planned(himap) == planned(base), name
+
+
+def test_lora_recipe_trains_adapters_only_and_shares_the_base(tmp_path):
+    """configs/qwen3_8b_lora.yaml with 2 of its 36 layers on its one 80 GB device: the optimizer
+    state is the adapters' (hand-computed), the base is a bf16 argument of its own and the sampler
+    holds only a bf16 copy of the adapters beside the train step."""
+    config = ROOT / "configs" / "qwen3_8b_lora.yaml"
+    proc, plan = run_plan(tmp_path, config, "--devices", "1", "--programs", "grpo_step", TWO_LAYERS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (grpo,) = plan["programs"]
+    # rank 16 on q, k, v, o, gate, up, down of Qwen3-8B (hidden 4096, 32 x 128 q, 8 x 128 kv, mlp 12288)
+    per_layer = 16 * sum(i + o for i, o in [(4096, 4096), (4096, 1024), (4096, 1024), (4096, 4096)])
+    per_layer += 16 * (2 * (4096 + 12288) + (12288 + 4096))
+    adapters = 2 * per_layer
+    assert grpo["arguments"]["params"] == adapters * 4  # fp32
+    assert grpo["arguments"]["optimizer state"] == 2 * adapters * 4 + 8  # two moments + counters
+    layer = 4096 * 128 * (32 + 2 * 8) + 32 * 128 * 4096 + 2 * 128 + 3 * 4096 * 12288 + 2 * 4096
+    base = 2 * 151936 * 4096 + 2 * layer + 4096  # untied embedding and LM head
+    assert grpo["arguments"]["frozen base"] == base * 2  # bf16
+    assert grpo["resident"]["sampler weights"] == adapters * 2  # the base is shared, not copied
+    assert any("optimizer state" in note and "instead of" in note for note in grpo["notes"])
+    assert "fits with 10% headroom" in proc.stdout

@@ -22,6 +22,7 @@ def config_errors(cfg: TrainConfig) -> list[str]:
         + _range_errors(cfg)
         + _benchmark_errors(cfg)
         + cfg.rollout.errors("rollout.")
+        + cfg.model.lora.errors()
         + _agent_errors(cfg)
     )
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from b2tjax.credit import CreditMode
 from b2tjax.grpo import AggregationMode
+from models.lora import LoraConfig
 from models.qwen3 import Remat
 from rollout.config import RolloutConfig
 from sandbox.himap.options import HimapOptions
@@ -37,6 +38,8 @@ class ModelConfig:
     tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
     sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
     remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
+    # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
+    lora: LoraConfig = field(default_factory=LoraConfig)
 
 
 @dataclass
