@@ -59,7 +59,8 @@ def load_checkpoint_model(checkpoint: Path) -> Any:
         from models.hf import load_pretrained
 
         return load_pretrained(checkpoint)
-    from b2tjax.adapters import is_lora_run, load_lora_run
+    from b2tjax.adapters import is_lora_run
+    from b2tjax.lora_run import load_lora_run
 
     if is_lora_run(checkpoint):
         return load_lora_run(checkpoint)[0]

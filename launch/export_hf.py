@@ -20,8 +20,9 @@ import os
 import sys
 import time
 
-from b2tjax.adapters import base_init, is_lora_run, load_lora_run
+from b2tjax.adapters import base_init, is_lora_run
 from b2tjax.cli import UserError, run_main
+from b2tjax.lora_run import load_lora_run
 from b2tjax.outputs import check_outputs
 from models.checkpoint import load_model
 from models.config import DTYPES

@@ -12,8 +12,8 @@ import pytest
 import torch
 from flax import nnx
 
-from b2tjax.adapters import load_lora_run
 from b2tjax.config import load_config
+from b2tjax.lora_run import load_lora_run
 from b2tjax.tasks.toy import DigitTask
 from b2tjax.trainer import Trainer, build_model
 from launch import export_hf
