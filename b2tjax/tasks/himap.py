@@ -96,7 +96,13 @@ class HimapTask(BenchmarkTask):
         return [himap_episode(visible, self.benchmark, self.tokenizer, self.options) for visible, _ in pairs]
 
     def _run_and_score(
-        self, model: nnx.Module, pairs: Sequence[Pair], seed: int, temperature: float, should_stop=None
+        self,
+        model: nnx.Module,
+        pairs: Sequence[Pair],
+        seed: int,
+        temperature: float,
+        should_stop=None,
+        group_size: int = 1,
     ):
         """One HiMAP episode per pair, run and scored by its merged answer (the team reward on every
         stream): (episodes, records, verdicts, rewards)."""
