@@ -27,7 +27,9 @@ from typing import IO
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--processes", type=int, default=2, help="JAX processes (stand-in hosts)")
     parser.add_argument("--devices-per-process", type=int, default=1, help="CPU devices per process")
     parser.add_argument("--port", type=int, default=0, help="coordinator port (default: a free one)")
@@ -67,10 +69,11 @@ def cluster_commands(script: str, args: list[str]) -> str:
     """The same job on a TPU pod slice (every worker runs it; JAX finds its peers) and on SLURM
     (one task per node; jax.distributed.initialize() reads SLURM's variables, so pass distributed=true)."""
     line = shlex.join(["python", script, *args])
+    remote = shlex.quote(f"cd b2tjax && {line} distributed=true")
     return "\n".join(
         [
             "# TPU pod slice (one process per host):",
-            f"gcloud compute tpus tpu-vm ssh $TPU --zone=$ZONE --worker=all --command={shlex.quote(f'cd b2tjax && {line} distributed=true')}",
+            f"gcloud compute tpus tpu-vm ssh $TPU --zone=$ZONE --worker=all --command={remote}",
             "# SLURM / multi-node GPU (one task per node):",
             f"srun --nodes=$NODES --ntasks-per-node=1 {line} distributed=true",
         ]

@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every file it writes at INFO
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
-        from b2tjax.prepare import ensure_data
+        from b2tjax.prepare import build_or_wait
 
-        ensure_data(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark)
+        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark)
 
     from b2tjax.mesh import maybe_initialize_distributed
 

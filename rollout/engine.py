@@ -43,12 +43,15 @@ Modules, one job each: rollout/run.py (the loop of one run: admission, parking, 
 actions, limits), rollout/stream.py (a stream's `Phase`, the row table), rollout/device.py (the
 device state, argument building and every host <-> device transfer), rollout/programs.py (the
 jitted prefill and decode programs), rollout/host_jobs.py (episode callbacks in the pool),
-rollout/stats.py (`EngineStats`). Several processes (a pod, one JAX process per host): `run(episodes, local=...)` is called by every
-process with the same episode list; each drives only its `local` episodes (rollout.hosts.episode_owner
+rollout/stats.py (`EngineStats`), rollout/lockstep.py (the loop on several processes).
+
+Several processes (a pod, one JAX process per host): every process calls `run(episodes, local=...)`
+with the same episode list; each drives only its `local` episodes (rollout.hosts.episode_owner
 decides) in the rows on its own devices (`RowTable.local`), runs their host jobs once, feeds its
 rows' tokens as process-local data and reads back only its addressable shards (rollout/device.py);
 rollout/lockstep.py keeps every process calling each jitted program in the same order, with one
 small collective per round. `run` then returns this process' records only.
+
 Prefix reuse: `Run._seat` + `DeviceCalls.prefill` are the single admission step that puts a
 stream's context into its row; copying another local row's KV slots for a shared prefix replaces
 part of the pending tokens there, and nothing else changes.

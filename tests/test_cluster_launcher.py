@@ -55,7 +55,8 @@ def test_a_dead_process_stops_the_others_within_the_grace(tmp_path):
 
 
 def test_prints_pod_and_slurm_commands(tmp_path):
-    cmd = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--print-only", "--", "launch/train.py", "steps=3"]
+    launcher = str(ROOT / "launch" / "cluster.py")
+    cmd = [sys.executable, launcher, "--print-only", "--", "launch/train.py", "steps=3"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "--worker=all" in out and "launch/train.py steps=3 distributed=true" in out
     assert "srun --nodes=$NODES --ntasks-per-node=1 python launch/train.py steps=3 distributed=true" in out

@@ -35,13 +35,19 @@ def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchma
     spec = cfg.model.tokenizer
     if spec != "sentencepiece":
         return load_tokenizer(spec)
+    import jax
+
     path = data_dir / "tokenizer" / f"sp{cfg.model.sp_vocab_size}.model"
-    if not path.exists():
+    if not path.exists() and jax.process_index() == 0:  # one trainer; the other processes wait below
         from models.spm import train_sentencepiece
 
         vocab = cfg.model.sp_vocab_size
         print(f"training a {vocab}-piece SentencePiece tokenizer on the corpus ...", flush=True)
         train_sentencepiece(benchmark.tokenizer_corpus(), path.with_suffix(""), vocab_size=vocab)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("tokenizer trained")
     return load_tokenizer(path)
 
 
