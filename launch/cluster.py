@@ -124,6 +124,7 @@ class Cluster:
             pump.start()
             self.procs.append(proc)
             self.pumps.append(pump)
+            self._say(f"process {i}: pid {proc.pid}")  # e.g. to preempt one host by hand
 
     def signal_all(self, sig: int) -> None:
         for proc in self.procs:

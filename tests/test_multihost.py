@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -160,3 +162,62 @@ def test_a_two_process_checkpoint_resumes_on_any_count(runs, tmp_path, processes
         _cluster(args, _env(cache))
     last = SFT_STEPS + GRPO_STEPS
     _assert_same_metrics(_steps(two)[last], _steps(resumed)[last])
+
+
+def _start_cluster(args: list[str], env: dict) -> tuple[subprocess.Popen, dict[int, int]]:
+    """A cluster in the background, and its processes' pids (the launcher prints them first)."""
+    launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2", "--grace", "20"]
+    script = str(ROOT / "launch" / "train.py")
+    cmd = [*launcher, "--devices-per-process", "2", "--", script, *args]
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids: dict[int, int] = {}
+    while len(pids) < 2:
+        line = job.stdout.readline()
+        assert line, "the launcher ended before starting its processes"
+        if line.startswith("[cluster] process "):
+            index, pid = line.split()[2].rstrip(":"), line.split()[-1]
+            pids[int(index)] = int(pid)
+    return job, pids
+
+
+def _wait_for_step(ckpt: Path, step: int, job: subprocess.Popen, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not (ckpt / str(step)).is_dir():
+        assert job.poll() is None and time.monotonic() < deadline, "no checkpoint came"
+        time.sleep(0.2)
+
+
+SFT_ONLY = ["mode=sft_only", "sft.steps=40", "checkpoint.every_steps=1", "checkpoint.async_save=false"]
+
+
+def test_sigterm_to_one_process_stops_both_at_the_same_step(runs, tmp_path):
+    _, _, data, cache = runs
+    out = tmp_path / "preempted"
+    args = [*_args(data, out), *SFT_ONLY]
+    job, pids = _start_cluster(args, _env(cache))
+    _wait_for_step(out / "checkpoints", 2, job)
+    os.kill(pids[1], signal.SIGTERM)  # one host is preempted
+    output, _ = job.communicate(timeout=300)
+    assert job.returncode == 143, output[-3000:]
+    assert "[cluster] exit statuses [143, 143]" in output
+    lines = [line for line in output.splitlines() if "preempted: saved step" in line]
+    saved = {line.split()[0]: line.split("saved step ")[1].split(",")[0] for line in lines}
+    assert set(saved) == {"[0]", "[1]"} and len(set(saved.values())) == 1, saved
+    assert (out / "checkpoints" / saved["[0]"]).is_dir()
+
+
+def test_kill_9_brings_the_job_down_and_it_resumes(runs, tmp_path):
+    _, _, data, cache = runs
+    out = tmp_path / "killed"
+    args = [*_args(data, out), *SFT_ONLY]
+    job, pids = _start_cluster(args, _env(cache))
+    _wait_for_step(out / "checkpoints", 2, job)
+    os.kill(pids[1], signal.SIGKILL)
+    t0 = time.monotonic()
+    output, _ = job.communicate(timeout=300)
+    assert time.monotonic() - t0 < 120
+    assert job.returncode != 0, output[-3000:]
+    statuses = output.split("[cluster] exit statuses ")[1].splitlines()[0]
+    assert statuses.startswith("[") and "137" in statuses
+    resumed = _one([*args, "--resume"], _env(cache, devices=4))
+    assert "resuming from step" in resumed.stdout
