@@ -190,28 +190,30 @@ def _wait_for_step(ckpt: Path, step: int, job: subprocess.Popen, timeout: float 
 SFT_ONLY = ["mode=sft_only", "sft.steps=40", "checkpoint.every_steps=1", "checkpoint.async_save=false"]
 
 
-def test_sigterm_to_one_process_stops_both_at_the_same_step(runs, tmp_path):
+def _sft_job_past_step_2(runs, out: Path) -> tuple[subprocess.Popen, dict[int, int], list[str]]:
+    """An SFT-only cluster job that has committed its step-2 checkpoint: (job, pids, its args)."""
     _, _, data, cache = runs
-    out = tmp_path / "preempted"
     args = [*_args(data, out), *SFT_ONLY]
     job, pids = _start_cluster(args, _env(cache))
     _wait_for_step(out / "checkpoints", 2, job)
+    return job, pids, args
+
+
+def test_sigterm_to_one_process_stops_both_at_the_same_step(runs, tmp_path):
+    out = tmp_path / "preempted"
+    job, pids, _ = _sft_job_past_step_2(runs, out)
     os.kill(pids[1], signal.SIGTERM)  # one host is preempted
     output, _ = job.communicate(timeout=300)
     assert job.returncode == 143, output[-3000:]
     assert "[cluster] exit statuses [143, 143]" in output
-    lines = [line for line in output.splitlines() if "preempted: saved step" in line]
-    saved = {line.split()[0]: line.split("saved step ")[1].split(",")[0] for line in lines}
+    lines = [line for line in output.splitlines() if "preempted at step" in line]
+    saved = {line.split()[0]: line.split("preempted at step ")[1].split(";")[0] for line in lines}
     assert set(saved) == {"[0]", "[1]"} and len(set(saved.values())) == 1, saved
     assert (out / "checkpoints" / saved["[0]"]).is_dir()
 
 
 def test_kill_9_brings_the_job_down_and_it_resumes(runs, tmp_path):
-    _, _, data, cache = runs
-    out = tmp_path / "killed"
-    args = [*_args(data, out), *SFT_ONLY]
-    job, pids = _start_cluster(args, _env(cache))
-    _wait_for_step(out / "checkpoints", 2, job)
+    job, pids, args = _sft_job_past_step_2(runs, tmp_path / "killed")
     os.kill(pids[1], signal.SIGKILL)
     t0 = time.monotonic()
     output, _ = job.communicate(timeout=300)
@@ -219,5 +221,32 @@ def test_kill_9_brings_the_job_down_and_it_resumes(runs, tmp_path):
     assert job.returncode != 0, output[-3000:]
     statuses = output.split("[cluster] exit statuses ")[1].splitlines()[0]
     assert statuses.startswith("[") and "137" in statuses
-    resumed = _one([*args, "--resume"], _env(cache, devices=4))
+    resumed = _one([*args, "--resume"], _env(runs[3], devices=4))
     assert "resuming from step" in resumed.stdout
+
+
+@pytest.mark.slow
+def test_a_himap_step_on_two_processes_matches_one(runs, tmp_path):
+    _, _, data, cache = runs
+    himap = [
+        "--config",
+        str(ROOT / "configs" / "himap_tiny_cpu.yaml"),
+        "--no-progress",
+        f"data.data_dir={data}",
+        "steps=1",
+        "eval_at_end=false",
+        "himap.max_rounds=1",  # no scripted plan passes: no SFT, straight to one GRPO step
+        "rollout.prompts_per_step=2",
+        "mesh.fsdp=2",
+        "mesh.tensor=2",
+        "save_records=true",
+    ]
+    _cluster([*himap, "--out", str(tmp_path / "two")], _env(cache))
+    _one([*himap, "--out", str(tmp_path / "one")], _env(cache, devices=4))
+    _assert_same_metrics(_steps(tmp_path / "one")[1], _steps(tmp_path / "two")[1])
+    ra, rb = _records(tmp_path / "one", 1), _records(tmp_path / "two", 1)
+    assert [(r["episode"], r["stream"]) for r in ra] == [(r["episode"], r["stream"]) for r in rb]
+    assert {r["process"] for r in rb} == {0, 1}  # both processes drove a team
+    for x, y in zip(ra, rb):
+        assert x["ids"] == y["ids"] and x["loss_mask"] == y["loss_mask"] and x["reward"] == y["reward"]
+        np.testing.assert_allclose(x["logprobs"], y["logprobs"], atol=1e-5)
