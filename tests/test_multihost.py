@@ -93,7 +93,7 @@ def runs(tmp_path_factory):
 
 
 def _steps(out: Path) -> dict[int, dict]:
-    return {m["step"]: m for m in read_metrics(out / "metrics.jsonl")}
+    return read_metrics(out / "metrics.jsonl")
 
 
 def _assert_same_metrics(a: dict, b: dict) -> None:
