@@ -83,10 +83,17 @@ def _cluster(args: list[str], env: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """(one, two, data, cache): run directories of 1 x 4 and 2 x 2 devices over the same DATA."""
+def shared(tmp_path_factory) -> tuple[Path, Path]:
+    """(DATA, compilation cache) of the module's runs; the first cluster run builds DATA."""
     root = tmp_path_factory.mktemp("multihost")
-    data, cache = root / "DATA", root / "cache"
+    return root / "DATA", root / "cache"
+
+
+@pytest.fixture(scope="module")
+def runs(shared):
+    """(one, two, data, cache): run directories of 1 x 4 and 2 x 2 devices over the same DATA."""
+    data, cache = shared
+    root = data.parent
     _cluster(_args(data, root / "two"), _env(cache))  # process 0 builds DATA, process 1 waits for it
     _one(_args(data, root / "one"), _env(cache, devices=4))
     return root / "one", root / "two", data, cache
@@ -226,8 +233,8 @@ def test_kill_9_brings_the_job_down_and_it_resumes(runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_himap_step_on_two_processes_matches_one(runs, tmp_path):
-    _, _, data, cache = runs
+def test_a_himap_step_on_two_processes_matches_one(shared, tmp_path):
+    data, cache = shared
     himap = [
         "--config",
         str(ROOT / "configs" / "himap_tiny_cpu.yaml"),
