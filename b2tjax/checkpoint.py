@@ -101,6 +101,20 @@ class RunCheckpointer:
         state = TrainState(restored["params"], opt["opt"], opt["step"], opt["skipped"])
         return state, restored["train_state"], restored["config"]
 
+    def newest_train_state(self) -> tuple[int, dict] | None:
+        """(step, train_state JSON) of the newest step, read alone (before restoring arrays into a
+        layout that may not be theirs), or None when there is none or it does not read."""
+        steps = self.manager.all_steps()
+        if not steps:
+            return None
+        try:
+            item = self.manager.restore(
+                max(steps), args=ocp.args.Composite(train_state=ocp.args.JsonRestore())
+            )
+        except Exception:  # a damaged step: restore_newest reports it and falls back
+            return None
+        return max(steps), item["train_state"]
+
     def restore_newest(
         self, abstract_state: TrainState, report: Callable[[str], None]
     ) -> tuple[int, TrainState, dict, dict] | None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from b2tjax.data_marker import MarkerError, check_marker, read_marker
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
 from sandbox.python_tool import PythonIsolationError
 
@@ -57,6 +59,18 @@ def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | 
     return USER_ERROR_EXIT
 
 
+# Libraries whose INFO lines flood a run: Orbax logs through absl (flag lookups, missing metrics,
+# metadata-store dumps), and JAX reports every accelerator backend it probes and does not find.
+QUIET_LOGGERS = ("absl", "jax._src.xla_bridge")
+
+
+def setup_logging() -> None:
+    """Our scripts' INFO lines on stderr with time and source; the libraries' only from WARNING."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def check_output_file(path: Path, option: str) -> None:
     """Fail before any work when `path` cannot be written (a run must not end by losing its result)."""
     if path.is_dir():
@@ -85,24 +99,37 @@ def damaged_store(data_dir: Path, err: Exception) -> UserError:
 
 
 def benchmark_parser(
-    argv: Sequence[str] | None, purpose: str, **parser_options
+    argv: Sequence[str] | None, purpose: str, *, reads_data: bool = True, **parser_options
 ) -> tuple[argparse.ArgumentParser, str]:
     """A script's parser with `--benchmark` (help: "benchmark `purpose`"), and the benchmark named
-    in `argv`: its own options depend on it, so it is read before the full parser exists."""
+    in `argv`, else the one `--data DIR` holds (its marker), else the default: its own options depend
+    on it, so it is read before the full parser exists. A `--benchmark` that the marker contradicts
+    is a UserError. `reads_data=False` (make_data) takes no marker."""
+    held_by = "the one --data holds, else " if reads_data else ""
 
-    def add_benchmark(parser: argparse.ArgumentParser) -> None:
+    def add_benchmark(parser: argparse.ArgumentParser, default: str | None) -> None:
         parser.add_argument(
             "--benchmark",
-            default=DEFAULT_BENCHMARK,
+            default=default,
             choices=sorted(BENCHMARKS),
-            help=f"benchmark {purpose} (default {DEFAULT_BENCHMARK})",
+            help=f"benchmark {purpose} (default: {held_by}{DEFAULT_BENCHMARK})",
         )
 
     first = argparse.ArgumentParser(add_help=False)
-    add_benchmark(first)
-    name = first.parse_known_args(argv)[0].benchmark
+    add_benchmark(first, None)
+    if reads_data:
+        first.add_argument("--data", type=Path)
+    known = first.parse_known_args(argv)[0]
+    known.data = getattr(known, "data", None)
+    try:
+        held = read_marker(known.data)
+        if known.benchmark is not None:
+            check_marker(known.data, known.benchmark)
+    except MarkerError as err:
+        raise UserError(str(err)) from None
+    name = known.benchmark or held or DEFAULT_BENCHMARK
     parser = argparse.ArgumentParser(formatter_class=argparse.RawDescriptionHelpFormatter, **parser_options)
-    add_benchmark(parser)
+    add_benchmark(parser, name)
     return parser, name
 
 

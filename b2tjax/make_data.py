@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, add_benchmark_options, benchmark_parser, run_main
+from b2tjax.cli import UserError, add_benchmark_options, benchmark_parser, run_main, setup_logging
+from b2tjax.data_marker import write_marker
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 
 USAGE = """\
@@ -29,6 +30,7 @@ Layout of DATA is fixed by docs/ARCHITECTURE.md; each benchmark's `make_data` wr
 --out is replaced only with --force. The build writes into a hidden temporary sibling of --out and
 renames it at the end, so an interrupted build never leaves a half-written DATA. The same seed and
 scale give the same bytes in every file except DATA/build_info.json (timings of this build).
+DATA/benchmark.json names the benchmark, so `launch/eval.py --data DATA` needs no --benchmark.
 """
 
 
@@ -37,7 +39,9 @@ log = logging.getLogger("make_data")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Common options, then those of the chosen benchmark (known only once --benchmark is read)."""
-    parser, name = benchmark_parser(argv, "to build", prog="make_data.py", description=USAGE)
+    parser, name = benchmark_parser(
+        argv, "to build", reads_data=False, prog="make_data.py", description=USAGE
+    )
     parser.add_argument("--out", required=True, type=Path, help="data directory to write")
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
     parser.add_argument("--scale", default="small", help="data size, e.g. small|full (default small)")
@@ -86,6 +90,7 @@ def build(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         benchmark_class(args.benchmark).make_data(staging, args, log.info)
+        write_marker(staging, args.benchmark)  # eval / rollouts / train read it from --data
         info = {
             "note": "timings of this build; the only file that differs between two builds of a seed",
             "seconds": round(time.perf_counter() - started, 1),
@@ -108,5 +113,5 @@ def build(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Build DATA with the chosen benchmark's make_data; a user mistake is a one-line error."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    setup_logging()
     return run_main(lambda a: build(parse_args(a)), argv)

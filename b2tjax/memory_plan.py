@@ -8,9 +8,11 @@ of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that st
 program runs without being its arguments (the train state during a rollout, the sampler weights
 and the KL reference during a train step) are added as "resident".
 
-The compile is for the host's backend (CPU, with N fake devices standing in for the N chips), so
-buffer sizes follow XLA's CPU buffer assignment: the shapes, shardings and what is alive at once
-are the real program's; a GPU/TPU compile may fuse differently and differ by some percent.
+The compile is for the mesh's devices: compile-only devices of a TPU slice or of NVIDIA GPUs
+(b2tjax/targets.py), whose own compiler assigns the buffers, or N fake CPU devices, whose XLA:CPU
+buffer assignment overstates bf16 programs (fp32 copies of bf16 weights, copies of the carried KV
+cache; docs/TRAINING.md compares the two). A TPU compile that runs out of device memory is
+reported as a program that does not fit, with the compiler's own message.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,8 @@ class ProgramMemory:
     resident: dict[str, int]
     analytic: dict[str, int]  # closed-form sizes of the same groups, as a cross-check
     notes: list[str] = dataclasses.field(default_factory=list)
+    compile_s: float = 0.0
+    error: str = ""  # the compiler's refusal (e.g. TPU out of memory); the program does not fit
 
     @property
     def peak_bytes(self) -> int:
@@ -68,6 +73,10 @@ def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
     else the preset; the tiny recipe's vocabulary is its SentencePiece size, as in the trainer."""
     overrides = dict(cfg.model.overrides)
     init = cfg.model.init
+    if init.startswith("hf:"):
+        from b2tjax.adapters import base_init
+
+        init = base_init(cfg)  # a PEFT adapter directory: its base's config
     if init.startswith(("hf:", "ckpt:")):
         path = Path(init.split(":", 1)[1]) / "config.json"
         if path.exists():
@@ -117,17 +126,27 @@ def shard_bytes(tree: Any) -> int:
 def memory_of(
     name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int], analytic: dict[str, int]
 ) -> ProgramMemory:
-    """Compile `lowered` and read its memory analysis."""
-    stats = lowered.compile().memory_analysis()
+    """Compile `lowered` and read its memory analysis. The TPU compiler refuses a program that
+    does not fit the chip (RESOURCE_EXHAUSTED); that refusal is the plan's answer, not a crash."""
+    started = time.perf_counter()
+    groups = {k: shard_bytes(v) for k, v in arguments.items()}
+    try:
+        stats = lowered.compile().memory_analysis()
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        message = " ".join(str(err).split())[:300]
+        return ProgramMemory(name, groups, 0, 0, 0, 0, resident, analytic, error=message)
     return ProgramMemory(
         name=name,
-        arguments={k: shard_bytes(v) for k, v in arguments.items()},
+        arguments=groups,
         argument_bytes=int(stats.argument_size_in_bytes),
         output_bytes=int(stats.output_size_in_bytes),
         alias_bytes=int(stats.alias_size_in_bytes),
         temp_bytes=int(stats.temp_size_in_bytes),
         resident=resident,
         analytic=analytic,
+        compile_s=time.perf_counter() - started,
     )
 
 
@@ -135,11 +154,16 @@ def shards(mesh: Mesh | None, *axes: str) -> int:
     return 1 if mesh is None else math.prod(mesh.shape[a] for a in axes)
 
 
-def analytic_sizes(cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None) -> dict[str, int]:
+def analytic_sizes(
+    cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None, trained: int | None = None, frozen_bytes: int = 0
+) -> dict[str, int]:
     """Closed-form per-device bytes: fp32 params and Adam moments over all devices (FSDP x tensor),
-    the sampler's compute-dtype weights over `tensor`, the KV cache over rows and KV heads."""
+    the sampler's compute-dtype weights over `tensor`, the KV cache over rows and KV heads. Under
+    LoRA `trained` counts the adapters' parameters and `frozen_bytes` is the frozen base, which
+    the sampler shares (one device) instead of holding its own copy."""
     devices = shards(mesh, "data", "fsdp", "tensor")
-    param_bytes = model.num_params() * jnp.dtype(DTYPES[cfg.model.param_dtype]).itemsize
+    trained = model.num_params() if trained is None else trained
+    param_bytes = trained * jnp.dtype(DTYPES[cfg.model.param_dtype]).itemsize
     compute = jnp.dtype(DTYPES[cfg.model.compute_dtype]).itemsize
     cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
     row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
@@ -153,12 +177,14 @@ def analytic_sizes(cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None) -> d
         * model.head_dim
         * cache_bytes
     )
-    return {
+    sampler_params = trained if frozen_bytes else model.num_params()
+    sizes = {
         "params": param_bytes // devices,
         "optimizer state": 2 * param_bytes // devices,
-        "sampler weights": model.num_params() * compute // shards(mesh, "tensor"),
+        "sampler weights": sampler_params * compute // shards(mesh, "tensor"),
         "KV cache": kv // (row_shards * head_shards),
     }
+    return sizes | ({"frozen base": frozen_bytes // devices} if frozen_bytes else {})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -174,7 +200,8 @@ class PlanContext:
     model: Qwen3Config
     model_fn: Any  # b2tjax.train_step.BoundModel
     graphdef: Any  # the whole model's graph, as the sampler splits it
-    params: Any  # abstract fp32 params (pure dict) with the trainer's shardings
+    params: Any  # abstract fp32 params (pure dict) with the trainer's shardings (LoRA: the adapters)
+    frozen: Any  # LoRA's abstract frozen base (pure dict) with the trainer's shardings, else {}
     train_layout: Any  # the whole model state (nnx.State) as the trainer holds it
     sampler_state: Any  # abstract sampler weights (nnx.State) with the sampler's shardings
     sampler_weights: Any  # rollout.placement.SamplerWeights: create / refresh
@@ -182,21 +209,20 @@ class PlanContext:
 
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
+        from b2tjax.adapters import abstract_run_model
         from b2tjax.train_step import BoundModel
-        from models.qwen3 import abstract_model
         from models.sharding import state_shardings
         from rollout.placement import SamplerWeights
 
         model_cfg = plan_model_config(cfg)
-        model = abstract_model(
-            model_cfg,
-            dtype=DTYPES[cfg.model.compute_dtype],
-            param_dtype=DTYPES[cfg.model.param_dtype],
-            remat=cfg.model.remat,
-        )
+        model = abstract_run_model(cfg, model_cfg)
         model_fn, params = BoundModel.from_model(model)
         params = with_shardings(
             params, None if mesh is None else state_shardings(model_fn.abstract_params, mesh)
+        )
+        frozen = with_shardings(
+            BoundModel.frozen_of(model),
+            None if mesh is None else state_shardings(model_fn.abstract_frozen, mesh),
         )
         graphdef, full_state = nnx.split(model)
         train_layout = with_shardings(
@@ -211,15 +237,23 @@ class PlanContext:
             model_fn,
             graphdef,
             params,
+            frozen,
             train_layout,
             sampler_state,
             weights,
-            analytic_sizes(cfg, model_cfg, mesh),
+            analytic_sizes(
+                cfg, model_cfg, mesh, sum(x.size for x in jax.tree.leaves(params)), _bytes(frozen)
+            ),
         )
 
     def reference_bytes(self) -> int:
         """The frozen KL reference: a second copy of the fp32 params when grpo.beta > 0."""
         return shard_bytes(self.params) if self.cfg.grpo.beta > 0 else 0
+
+
+def _bytes(tree: Any) -> int:
+    """Total bytes of the arrays in `tree` (all devices together)."""
+    return sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
 
 
 def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
@@ -246,6 +280,7 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
         schedule,
         state_shardings(state) if ctx.mesh is not None else None,
         ctx.mesh,
+        frozen=ctx.frozen,
     )
     if phase == "sft":
         rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
@@ -262,17 +297,17 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
         batch = TrainBatch(batch.ids, tokens, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
     batch = fns.abstract_batch(batch)
     step = fns.sft_step if phase == "sft" else fns.grpo_step
-    resident = {"sampler weights": shard_bytes(ctx.sampler_state)} if phase == "grpo" else {}
+    sampler_own = shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])
+    resident = {"sampler weights": sampler_own} if phase == "grpo" else {}
     if phase == "grpo" and cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
-    analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state")}
-    plan = memory_of(
-        f"{phase}_step",
-        step.lower(state, batch),
-        {"params": state.params, "optimizer state": state.opt_state, "batch": batch},
-        resident,
-        analytic,
-    )
+    analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state", "frozen base") if k in ctx.analytic}
+    arguments = {"params": state.params, "optimizer state": state.opt_state, "batch": batch}
+    if ctx.frozen:
+        arguments["frozen base"] = ctx.frozen
+    plan = memory_of(f"{phase}_step", step.lower(state, batch), arguments, resident, analytic)
+    if ctx.frozen:
+        plan.notes.append(_lora_note(ctx, plan.arguments["optimizer state"]))
     row_devices = shards(ctx.mesh, "data", "fsdp")
     if micro_rows % row_devices:
         plan.notes.append(
@@ -282,22 +317,40 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     return plan
 
 
+def _lora_note(ctx: PlanContext, optimizer_bytes: int) -> str:
+    """How far the adapters shrink the optimizer state against full fine-tuning on the same mesh."""
+    trained = sum(x.size for x in jax.tree.leaves(ctx.params))
+    total = ctx.model.num_params()
+    full = 2 * total * jnp.dtype(DTYPES[ctx.cfg.model.param_dtype]).itemsize
+    full //= shards(ctx.mesh, "data", "fsdp", "tensor")
+    return (
+        f"LoRA trains {trained / 1e6:.1f}M of {total / 1e9:.2f}B parameters ({trained / total:.2%}): "
+        f"optimizer state {optimizer_bytes / GIB:.3f} GiB instead of {full / GIB:.1f} GiB (full fine-tuning)"
+    )
+
+
 def _refresh(ctx: PlanContext) -> ProgramMemory:
     """The jitted cast + reshard of the training weights into the sampler's (donated) copy."""
-    low = ctx.sampler_weights.refresh.lower(ctx.train_layout, ctx.sampler_state)
+    weights = ctx.sampler_weights
+    low = weights.refresh_own.lower(weights.split(ctx.train_layout)[1], weights.split(ctx.sampler_state)[1])
     resident = {"optimizer state": ctx.analytic["optimizer state"]}
+    if ctx.frozen:
+        resident["frozen base"] = shard_bytes(ctx.frozen)
     if ctx.cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
     return memory_of(
         "sampler_refresh",
         low,
-        {"params": ctx.train_layout, "sampler weights": ctx.sampler_state},
+        {
+            "params": weights.split(ctx.train_layout)[1],
+            "sampler weights": weights.split(ctx.sampler_state)[1],
+        },
         resident,
         {k: ctx.analytic[k] for k in ("params", "sampler weights")},
     )
 
 
-def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMemory]:
+def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
     from rollout.programs import compiled_functions, decode_bucket
@@ -335,11 +388,15 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> list[ProgramMe
             ctx.sampler_state, *decode_args, max_steps=decode_bucket(cfg.rollout.max_turn_tokens)
         )
     resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
+    unshared = shard_bytes(ctx.frozen) - shard_bytes(ctx.sampler_weights.split(ctx.train_layout)[0])
+    if ctx.frozen and unshared:  # a mesh laying the base out otherwise than the sampler
+        resident["frozen base (training layout)"] = unshared
     if cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
     analytic = {k: ctx.analytic[k] for k in ("sampler weights", "KV cache")}
     groups = {"sampler weights": ctx.sampler_state, "KV cache": cache}
-    return [memory_of(name, low, groups, resident, analytic) for name, low in lowered.items()]
+    for name, low in lowered.items():
+        yield memory_of(name, low, groups, resident, analytic)
 
 
 PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")
@@ -347,20 +404,19 @@ PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "roll
 
 def plan_programs(
     cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS
-) -> list[ProgramMemory]:
+) -> Iterator[ProgramMemory]:
     """Memory of the programs the run executes (SFT only with an SFT phase, rollout for the
-    travel task), restricted to the names in `only`."""
+    travel task), restricted to the names in `only`, each as soon as it is compiled (a TPU
+    compile of a large model takes minutes per program)."""
     ctx = PlanContext.build(cfg, mesh)
-    out = []
     if "sft_step" in only and cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
-        out.append(_train_step(ctx, "sft"))
+        yield _train_step(ctx, "sft")
     if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
-        out.append(_train_step(ctx, "grpo"))
+        yield _train_step(ctx, "grpo")
     if cfg.task == "travel" and "sampler_refresh" in only and cfg.mode != "sft_only":
-        out.append(_refresh(ctx))
+        yield _refresh(ctx)
     if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
-        out.extend(p for p in _rollout_programs(ctx, only) if p.name in only)
-    return out
+        yield from _rollout_programs(ctx, only)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -391,12 +447,16 @@ def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
     for label, value, analytic in rows:
         extra = _gib(analytic) if analytic is not None else ""
         lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
-    lines += [f"note: {note}" for note in p.notes]
-    if hbm_bytes:
+    if hbm_bytes and not p.error:
         share = p.total_bytes / hbm_bytes
-        verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
         lines.append(f"| {'device memory':<40} | {_gib(hbm_bytes)} | {f'{share:.0%} used':>12} |")
+    lines += [f"note: {note}" for note in p.notes]
+    if p.error:
+        return "\n".join([*lines, f"DOES NOT FIT: the compiler refused it: {p.error}"])
+    if hbm_bytes:
+        verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
         lines.append(f"{verdict} with {HEADROOM:.0%} headroom")
+    lines.append(f"compiled in {p.compile_s:.0f}s")
     return "\n".join(lines)
 
 
@@ -406,17 +466,18 @@ def as_dict(p: ProgramMemory) -> dict:
 
 
 def fits(p: ProgramMemory, hbm_bytes: int) -> bool:
-    return p.total_bytes <= (1 - HEADROOM) * hbm_bytes
+    return not p.error and p.total_bytes <= (1 - HEADROOM) * hbm_bytes
 
 
 def failures(programs: list[ProgramMemory], hbm_bytes: int) -> list[str]:
     """One line per program that does not fit `hbm_bytes` with the headroom."""
     limit = int((1 - HEADROOM) * hbm_bytes)
-    return [
+    refused = [f"{p.name} does not compile: {p.error}" for p in programs if p.error]
+    return refused + [
         f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
         f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
         for p in programs
-        if hbm_bytes and not fits(p, hbm_bytes)
+        if hbm_bytes and not p.error and not fits(p, hbm_bytes)
     ]
 
 

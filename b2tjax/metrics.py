@@ -105,9 +105,15 @@ class MetricsWriter:
         else:
             print(text, flush=True)
 
-    def close(self) -> None:
+    def end_progress(self) -> None:
+        """Close the bar for good, so that what follows (the evaluation table) prints below it
+        instead of inside it with the bar redrawn after."""
         if self._bar is not None:
             self._bar.close()
+            self._bar = None
+
+    def close(self) -> None:
+        self.end_progress()
         if self._tb is not None:
             self._tb.close()
         if self._jsonl is not None:

@@ -13,15 +13,20 @@ from pathlib import Path
 
 from b2tjax import make_data
 from b2tjax.cli import UserError
+from b2tjax.data_marker import MarkerError, check_marker
 from sandbox.benchmarks import DEFAULT_BENCHMARK, benchmark_class
 
 
 def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) -> None:
     """Run launch/make_data.py's main() for `benchmark` when DATA is absent or empty; UserError when
-    it is partial."""
+    it is partial or was built for another benchmark (its benchmark.json)."""
     if data_dir.exists() and not data_dir.is_dir():
         raise UserError(f"data directory {data_dir} is a file")
     if data_dir.is_dir() and any(data_dir.iterdir()):
+        try:
+            check_marker(data_dir, benchmark)
+        except MarkerError as err:
+            raise UserError(str(err)) from None
         missing = benchmark_class(benchmark).missing_data(data_dir)
         if missing:
             raise UserError(

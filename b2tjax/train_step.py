@@ -41,29 +41,52 @@ class TrainState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class BoundModel:
-    """A model's graph and parameter structure, to rebuild it from a pure params dict inside jit."""
+    """A model's graph and parameter structure, to rebuild it from pure params dicts inside jit.
+
+    The trained parameters are every Param, or only the LoRA adapters when the model has some;
+    the rest of the Params (the frozen base) then travels as a second pure dict, `frozen`, an
+    argument of every jitted function (never a compile-time constant, never donated)."""
 
     graphdef: Any
-    abstract_params: Any  # nnx.State of Params (shapes only are used)
+    abstract_params: Any  # nnx.State of the trained Params (shapes only are used)
     rest: Any  # non-Param state (usually empty)
+    abstract_frozen: Any = None  # nnx.State of the frozen Params (LoRA's base), else empty
 
     @classmethod
     def from_model(cls, model: nnx.Module) -> tuple[BoundModel, Params]:
-        graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-        return cls(graphdef, params, rest), nnx.to_pure_dict(params)
+        trained, frozen = _param_filters(model)
+        graphdef, params, frozen_state, rest = nnx.split(model, trained, frozen, ...)
+        return cls(graphdef, params, rest, frozen_state), nnx.to_pure_dict(params)
 
-    def __call__(self, params: Params) -> nnx.Module:
+    @staticmethod
+    def frozen_of(model: nnx.Module) -> Params:
+        """The frozen Params of `model` as a pure dict (empty when every Param is trained)."""
+        return nnx.to_pure_dict(nnx.state(model, _param_filters(model)[1]))
+
+    def __call__(self, params: Params, frozen: Params | None = None) -> nnx.Module:
         state = jax.tree.map(lambda x: x, self.abstract_params)
         nnx.replace_by_pure_dict(state, params)
-        return nnx.merge(self.graphdef, state, self.rest)
+        frozen_state = jax.tree.map(lambda x: x, self.abstract_frozen)
+        if frozen:
+            nnx.replace_by_pure_dict(frozen_state, frozen)
+        return nnx.merge(self.graphdef, state, frozen_state, self.rest)
+
+
+def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
+    """(trained, frozen) Param filters: the adapters and the base under LoRA, else all and none."""
+    from models.lora import has_lora
+
+    if has_lora(model):
+        return nnx.LoRAParam, nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))
+    return nnx.Param, nnx.Nothing
 
 
 # ----------------------------------------------------------------------------------------------
 # Losses on one micro-batch
 
 
-def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, temperature):
-    model = model_fn(params)
+def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, frozen, temperature):
+    model = model_fn(params, frozen)
     lp, ent = sequence_logprobs(
         model, micro.ids, temperature=temperature, chunk_size=cfg.logprob_chunk, valid_vocab=valid_vocab
     )
@@ -84,8 +107,8 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
     return loss, stats
 
 
-def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, temperature):
-    model = model_fn(params)
+def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, frozen, temperature):
+    model = model_fn(params, frozen)
     lp, ent = sequence_logprobs(
         model, micro.ids, temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab
     )
@@ -95,8 +118,9 @@ def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro
         return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
 
 
-def _accumulate(micro_loss: Callable, params, batch: TrainBatch, norm):
-    """Sum loss, grads and stats over the leading micro-batch axis with lax.scan."""
+def _accumulate(micro_loss: Callable, params, batch: TrainBatch, norm, frozen):
+    """Sum loss, grads and stats over the leading micro-batch axis with lax.scan (gradients with
+    respect to `params` only: the frozen base gets none)."""
     grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
 
     def body(carry, micro):
@@ -104,13 +128,13 @@ def _accumulate(micro_loss: Callable, params, batch: TrainBatch, norm):
         # the forward ops keep their scopes (forward, logprobs, loss); JAX names the backward ones
         # transpose(jvp(...)) of them, all under this scope
         with jax.named_scope("forward_backward"):
-            (loss, stats), grads = grad_fn(params, micro, norm)
+            (loss, stats), grads = grad_fn(params, micro, norm, frozen)
         grads_sum = jax.tree.map(jnp.add, grads_sum, grads)
         stats_sum = jax.tree.map(jnp.add, stats_sum, stats)
         return (loss_sum + loss, grads_sum, stats_sum), None
 
     first = jax.tree.map(lambda x: x[0], batch)
-    stats_shape = jax.eval_shape(lambda: micro_loss(params, first, norm)[1])
+    stats_shape = jax.eval_shape(lambda: micro_loss(params, first, norm, frozen)[1])
     zeros = (
         jnp.zeros((), jnp.float32),
         jax.tree.map(jnp.zeros_like, params),
@@ -257,32 +281,34 @@ def make_step_fns(
     state_sharding: Any = None,
     mesh: Mesh | None = None,
     valid_vocab: int | None = None,
+    frozen: Params | None = None,
 ) -> StepFns:
     """Build jitted GRPO/SFT steps and the log-prob pass.
 
     `state_sharding` (from `state_shardings(init_train_state(...))`) pins the train state's layout
     as both input and output sharding; batches are sharded by `StepFns.shard_batch`. `valid_vocab`
     (the tokenizer's size) keeps the model's padded embedding rows out of every log-softmax, as
-    the sampler does.
+    the sampler does. `frozen`: the frozen base of a LoRA model (BoundModel.frozen_of; arrays, or
+    ShapeDtypeStructs to lower), passed to every call.
     """
     grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, valid_vocab, temperature=temperature)
     sft_loss = functools.partial(
         _sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab, temperature=1.0
     )
 
-    def grpo_step(state: TrainState, batch: TrainBatch):
+    def grpo_step(state: TrainState, batch: TrainBatch, frozen: Params):
         norm = grpo.batch_normaliser(batch.mask, fixed_length)
-        loss, grads, stats = _accumulate(grpo_loss, state.params, batch, norm)
+        loss, grads, stats = _accumulate(grpo_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 
-    def sft_step(state: TrainState, batch: TrainBatch):
+    def sft_step(state: TrainState, batch: TrainBatch, frozen: Params):
         norm = grpo.batch_normaliser(batch.mask, fixed_length)
-        loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm)
+        loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 
-    def logprobs(params: Params, ids: jax.Array) -> jax.Array:
+    def logprobs(params: Params, ids: jax.Array, frozen: Params) -> jax.Array:
         def body(_, micro_ids):
-            model = model_fn(params)  # built inside the scan body: NNX forbids crossing trace levels
+            model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
             lp, _ = sequence_logprobs(
                 model,
                 micro_ids,
@@ -301,15 +327,29 @@ def make_step_fns(
         replicated = NamedSharding(mesh, PartitionSpec())
         jit_step = lambda f: jax.jit(
             f,
-            in_shardings=(state_sharding, None),  # noqa: E731
+            in_shardings=(state_sharding, None, None),  # noqa: E731
             out_shardings=(state_sharding, replicated),
             donate_argnums=(0,),
         )
-        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None))
+        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None))
 
     return StepFns(
-        grpo_step=on_mesh(jit_step(grpo_step), mesh),
-        sft_step=on_mesh(jit_step(sft_step), mesh),
-        logprobs=on_mesh(jit_lp, mesh),
+        grpo_step=WithFrozen(on_mesh(jit_step(grpo_step), mesh), frozen),
+        sft_step=WithFrozen(on_mesh(jit_step(sft_step), mesh), frozen),
+        logprobs=WithFrozen(on_mesh(jit_lp, mesh), frozen),
         mesh=mesh,
     )
+
+
+class WithFrozen:
+    """A jitted function called (and lowered, for launch/plan.py) with the frozen base appended to
+    its arguments, so callers keep the signatures of full fine-tuning."""
+
+    def __init__(self, fn: Callable, frozen: Params | None):
+        self.fn, self.frozen = fn, {} if frozen is None else frozen
+
+    def __call__(self, *args):
+        return self.fn(*args, self.frozen)
+
+    def lower(self, *args):
+        return self.fn.lower(*args, self.frozen)

@@ -23,7 +23,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
+from b2tjax.adapters import base_identity, base_init, check_base, is_lora_run, with_adapters
 from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
+from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
 from b2tjax.data import BatchIterator, example_dataset
 from b2tjax.grpo_update import RolloutBatch, grpo_update
@@ -97,6 +99,8 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = build_mesh(cfg.mesh)
         self.model_fn, params = BoundModel.from_model(model)
+        self.frozen = BoundModel.frozen_of(model)  # LoRA's frozen base (empty for full fine-tuning)
+        self.base = base_identity(cfg) if self.frozen else None
         self.model_config = model.config
         self.params0 = params
         sft_data = task.sft_examples() if cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0 else None
@@ -132,6 +136,7 @@ class Trainer:
             state_shardings(state) if self.mesh is not None else None,
             self.mesh,
             self.valid_vocab,
+            self.frozen,
         )
         return fns, state
 
@@ -152,6 +157,7 @@ class Trainer:
             "seed": self.cfg.seed,
             "data": data.get_state(),
             "counters": counters,
+            **({"base": self.base} if self.base else {}),
         }
 
     def _step_seed(self, global_step: int) -> int:
@@ -164,6 +170,9 @@ class Trainer:
         start = {"phase": "sft" if self.sft_steps else "grpo", "phase_step": 0, "data": None, "counters": {}}
         restored_state, latest = None, None
         if self.resume:
+            newest = self.ckpt.newest_train_state()
+            if newest is not None:  # adapters mean nothing on another base: refuse before restoring
+                check_base(newest[1].get("base"), self.base, newest[0])
             _, abstract = self._phase_fns("grpo", params)
             found = self.ckpt.restore_newest(abstract, report=lambda line: print(line, flush=True))
             if found is None:
@@ -195,7 +204,7 @@ class Trainer:
             eval_metrics, table = None, None
             if cfg.eval_at_end:
                 writer.write("evaluating ...")
-                eval_metrics, table = self.task.evaluate(self.model_fn(params))
+                eval_metrics, table = self.task.evaluate(self.model_fn(params, self.frozen))
                 writer.log(
                     self.total_steps,
                     {f"eval/{k}": v for k, v in _flat(eval_metrics).items()},
@@ -204,11 +213,34 @@ class Trainer:
                 )
                 if jax.process_index() == 0:
                     (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
+                    writer.end_progress()
                     writer.write(table)
+                    self._write_report(table, writer)
             return RunResult(self.total_steps, last, eval_metrics, table)
         finally:
             writer.close()
             self.ckpt.close()
+
+    def _write_report(self, table: str, writer: MetricsWriter) -> None:
+        """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
+        tasks), with this run's curves; a report that cannot be written is logged, not fatal."""
+        episodes = getattr(self.task, "report_episodes", lambda: None)()
+        if not episodes:
+            return
+        from b2tjax.report import ReportError, write_report
+
+        try:
+            path = write_report(
+                self.out / "report.html",
+                episodes,
+                title=f"final evaluation of {self.out.name}",
+                metrics_text=table,
+                run_dirs=[self.out],
+            )
+        except ReportError as err:
+            writer.write(f"no report.html: {err}")
+        else:
+            writer.write(f"wrote {path}")
 
     # ------------------------------------------------------------------------------------------
     def _maybe_stop(
@@ -310,7 +342,10 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------
     def _reference_params(self, params, fresh: bool):
-        """Frozen reference for the KL term: the policy at the start of GRPO, saved once on disk."""
+        """Frozen reference for the KL term: the policy at the start of GRPO, saved once on disk;
+        under LoRA the base model itself, i.e. zero adapters (x A 0 adds exactly nothing)."""
+        if self.frozen:
+            return jax.tree.map(jnp.zeros_like, params)
         path = (self.out / "reference").absolute()
         checkpointer = ocp.StandardCheckpointer()
         if fresh or not path.exists():
@@ -355,7 +390,7 @@ class Trainer:
             seed = self._step_seed(global_step)
             try:
                 batch = self.task.rollout(
-                    self.model_fn(state.params),
+                    self.model_fn(state.params, self.frozen),
                     prompts,
                     cfg.rollout.group_size,
                     seed,
@@ -409,8 +444,10 @@ def phase_step_fns(
     state_sharding,
     mesh,
     valid_vocab: int | None = None,
+    frozen=None,
 ) -> StepFns:
-    """The jitted steps of a run; launch/plan.py compiles these same functions ahead of time."""
+    """The jitted steps of a run; launch/plan.py compiles these same functions ahead of time.
+    `frozen`: LoRA's frozen base (BoundModel.frozen_of), passed to every step."""
     return make_step_fns(
         model_fn,
         optimizer,
@@ -421,6 +458,7 @@ def phase_step_fns(
         state_sharding=state_sharding,
         mesh=mesh,
         valid_vocab=valid_vocab,
+        frozen=frozen,
     )
 
 
@@ -435,32 +473,43 @@ def _flat(d: dict, prefix: str = "") -> dict[str, float]:
 
 
 def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
-    """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights."""
+    """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights;
+    with `model.lora`, the base in the compute dtype plus adapters (b2tjax/adapters.py)."""
     from models.config import get_config
 
     dtype, param_dtype = DTYPES[cfg.model.compute_dtype], DTYPES[cfg.model.param_dtype]
-    init = cfg.model.init
+    if cfg.model.lora.enabled:
+        param_dtype = dtype  # the frozen base needs no fp32 master copy
+    init, mesh = base_init(cfg), build_mesh(cfg.mesh)
     if init.startswith("hf:"):
         from models.hf import load_pretrained
 
-        return load_pretrained(
-            init[3:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh), remat=cfg.model.remat
+        model = load_pretrained(
+            init[3:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat
         )
-    if init.startswith("ckpt:"):
+    elif init.startswith("ckpt:"):
         from models.checkpoint import load_model
 
-        return load_model(
-            init[5:], dtype=dtype, param_dtype=param_dtype, mesh=build_mesh(cfg.mesh), remat=cfg.model.remat
-        )
-    if init:
+        if is_lora_run(init[5:]):
+            raise UserError(
+                f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
+                "(launch/export_hf.py --adapter) and pass hf:ADAPTER_DIR"
+            )
+        model = load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat)
+    elif init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
-    overrides = dict(cfg.model.overrides)
-    if vocab_size is not None and "vocab_size" not in overrides:
-        overrides["vocab_size"] = vocab_size
-    model_cfg = get_config(cfg.model.preset, **overrides)
-    from models.qwen3 import create_model
+    else:
+        overrides = dict(cfg.model.overrides)
+        if vocab_size is not None and "vocab_size" not in overrides:
+            overrides["vocab_size"] = vocab_size
+        from models.qwen3 import create_model
 
-    mesh = build_mesh(cfg.mesh)
-    return create_model(
-        model_cfg, mesh, seed=cfg.seed, dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat
-    )
+        model = create_model(
+            get_config(cfg.model.preset, **overrides),
+            mesh,
+            seed=cfg.seed,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            remat=cfg.model.remat,
+        )
+    return with_adapters(model, cfg, mesh)

@@ -1,212 +1,291 @@
-"""Speed benchmark: sequential single agent vs HiMAP parallel vs HiMAP serial on the same instances and
-tiny model.
+"""Speed benchmark: sequential single agent vs HiMAP (parallel, serial, no Σ, flat) on 3-, 5- and
+7-day trips.
 
-    python benchmarks/bench_himap.py [--data DATA] [--per-days 1] [--json OUT.json]
+    python benchmarks/bench_himap.py --benchmark b2t [--data DATA] [--per-days 2] [--json OUT.json]
+    python benchmarks/bench_himap.py --benchmark travelplanner [--per-days 2]
 
-For each 3-, 5- and 7-day B2T trip (native instances of the test split, then train), the scripted
-experts' turns are replayed through the RolloutEngine as forced tokens, one episode at a time:
-the single-agent expert's turns in one stream (sequential), and the HiMAP expert's coordinator and
-day executors with parallel and with serial executors. The plan content is therefore the experts'
-(final pass = theirs), and the engine, the environment and Σ run for real.
+For each trip the scripted experts' turns are replayed, as text, through the real protocol (the
+single agent's through an EpisodeEnv): the plans are the experts' (final pass = theirs), the
+environment, Σ and the protocol's ordering run for real. Time is counted in **decode steps**: a
+turn of n tokens (SentencePiece, trained on the benchmark's corpus) takes n steps, parallel
+streams decode at the same time (on an accelerator decode is memory-bound: a row more costs
+little), and a stream's next turn starts when the protocol answers it. So the episode's finish
+time is its critical path: the coordinator's turns, then each executor's chain of turns, a
+turn with protocol calls waiting for the logical clock (sandbox/himap/protocol.py), the round
+ending with its slowest day. The session's clock is that step counter, so its phase marks give
+the paper's Table-15 breakdown (coordinator / executors / bargaining) in decode steps.
 
-Figures per episode: decode steps on the critical path (the primary figure: the assistant tokens
-a model decodes one after another -- sequential: every turn; HiMAP: the coordinator's turns, then
-per round the executors' lockstep turns, each as long as its longest executor's turn in parallel,
-all of them in serial), tokens generated (assistant turns) and prefilled (prompts and environment
-replies: every stream's context), the replay's wall time, which is host time only (protocol,
-tools, Σ: the engine runs no model step for a turn that is forced to its end), and final pass.
-Ratios are against the sequential agent. Latency on an accelerator follows the critical path
-(decode-bound); on 2 CPU cores rows are not free, so wall time there is not reported as latency.
+Also per episode: tokens generated (every assistant token), tokens prefilled (every stream's
+prompt and environment replies) and the same with each episode's executors' shared prompt prefix
+(system message, tool schemas, trip essentials) counted once, as the engine's prefix reuse does;
+rounds; final pass. Ratios are against the sequential agent. No wall time: on the 2-core host
+rows are not free, so host time is not latency.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
+import dataclasses
+import heapq
+import itertools
 import json
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-MODES = ("sequential", "himap_parallel", "himap_serial")
+MODES = ("sequential", "full", "serial", "no_sigma", "flat")
 DAYS = (3, 5, 7)
-REPLY_CHARS = 1200  # environment replies in the replay (all modes; the experts read full ones)
+REPLY_CHARS = 1200  # environment replies as the replay renders them (all modes alike)
+KEYS = ("critical", "coordinator_s", "executors_s", "bargaining_s", "generated", "prefilled")
+KEYS += ("prefilled_shared", "rounds", "streams", "passed")
 
 
-def setup(data_dir: Path) -> tuple[Any, Any, Any]:
-    """(benchmark, SentencePiece tokenizer trained on its corpus, random tiny Qwen3)."""
-    import dataclasses
+@dataclasses.dataclass
+class Setup:
+    bench: Any
+    tok: Any
+    pairs: list[tuple[dict, dict]]
+    single: Callable[[dict, dict], list[str]]  # the single expert's assistant turns
+    passes: Callable[[str | None, dict, dict], bool]
 
-    from flax import nnx
 
-    from b2tjax.prepare import ensure_data
-    from models.config import get_config
-    from models.qwen3 import Qwen3ForCausalLM
+def tokenizer_for(corpus: Callable[[], list[str]], path: Path) -> Any:
     from models.spm import SentencePieceTokenizer, train_sentencepiece
+
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        train_sentencepiece(corpus(), path.with_suffix(""), vocab_size=4096)
+    return SentencePieceTokenizer(path)
+
+
+def b2t_setup(data_dir: Path, per_days: int) -> Setup:
+    from b2tjax.prepare import ensure_data
     from sandbox.benchmarks import get_benchmark
+    from sandbox.benchmarks.b2t.expert import Expert
 
     ensure_data(data_dir, "small")
     bench = get_benchmark("b2t", data_dir)
-    path = data_dir / "tokenizer" / "bench_himap_sp4096.model"
-    if not path.exists():
-        train_sentencepiece(bench.tokenizer_corpus(), path.with_suffix(""), vocab_size=4096)
-    tok = SentencePieceTokenizer(path)
-    model = Qwen3ForCausalLM(
-        dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size), rngs=nnx.Rngs(0)
-    )
-    return bench, tok, model
-
-
-def pick_instances(bench: Any, per_days: int) -> list[tuple[dict, dict]]:
-    """`per_days` native instances of each trip length in DAYS (test split first)."""
     pool = bench.load_split("test") + bench.load_split("train")
+    pairs = pick(pool, per_days, lambda truth: truth["query"]["days"])
+    expert = Expert(bench.world)
+
+    def single(visible: dict, truth: dict) -> list[str]:
+        return [m["content"] for m in expert.solve(visible, truth).turns if m["role"] == "assistant"]
+
+    def passes(answer: str | None, visible: dict, truth: dict) -> bool:
+        return answer is not None and bench.evaluate(answer, visible, truth).all_passed
+
+    tok = tokenizer_for(bench.tokenizer_corpus, data_dir / "tokenizer" / "bench_himap_sp4096.model")
+    return Setup(bench, tok, pairs, single, passes)
+
+
+def travelplanner_setup(data: Path | None, cache: Path, per_days: int) -> Setup:
+    from sandbox.benchmarks.travelplanner.benchmark import TravelPlannerBenchmark
+    from sandbox.benchmarks.travelplanner.database import PACKAGE_DATA_DIR
+    from sandbox.benchmarks.travelplanner.evaluator import evaluate
+    from sandbox.benchmarks.travelplanner.expert import TravelPlannerExpert
+    from sandbox.benchmarks.travelplanner.tools import TravelPlannerWorld
+    from sandbox.benchmarks.travelplanner.training import load_training
+
+    data = data or PACKAGE_DATA_DIR
+    root = Path(tempfile.mkdtemp(prefix="bench_himap_tp_"))
+    (root / "database").symlink_to(data / "database")
+    bench = TravelPlannerBenchmark(root)
+    examples = {str(e.index): e for e in load_training(data)}
+    pool = [
+        (
+            {"id": i, "query": e.query["query"], "days": e.query["days"]},
+            {"query": e.query, "cities": e.reference_cities},
+        )
+        for i, e in examples.items()
+    ]
+    pairs = pick(pool, per_days, lambda truth: int(truth["query"]["days"]))
+    expert = TravelPlannerExpert(TravelPlannerWorld(bench.db))
+
+    def single(visible: dict, truth: dict) -> list[str]:
+        return [m["content"] for m in expert.solve(visible, truth).turns if m["role"] == "assistant"]
+
+    def passes(answer: str | None, visible: dict, truth: dict) -> bool:
+        plan = json.loads(answer) if answer else []
+        return bool(answer) and evaluate(examples[visible["id"]].query, plan, bench.db).final_pass
+
+    def corpus() -> list[str]:  # no DATA here: the queries, tool schemas and the expert's turns
+        texts = [v["query"] for v, _ in pool] + [json.dumps(bench.world_for(pool[0][0]).tool_schemas())]
+        return texts + [t for v, h in pairs for t in single(v, h)]
+
+    tok = tokenizer_for(corpus, cache / "bench_himap_tp_sp4096.model")
+    return Setup(bench, tok, pairs, single, passes)
+
+
+def pick(pool: list, per_days: int, days_of: Callable[[dict], int]) -> list:
     out = []
     for days in DAYS:
-        found = [p for p in pool if p[1]["query"]["days"] == days][:per_days]
+        found = [p for p in pool if days_of(p[1]) == days][:per_days]
         if len(found) < per_days:
             raise SystemExit(f"error: fewer than {per_days} {days}-day instances in the data")
         out += found
     return out
 
 
-def sequential_episode(bench: Any, tok: Any, visible: dict, truth: dict) -> Any:
-    """The single-agent expert's turns, forced, in one stream with the agent's prompt and tools."""
-    from rollout import ForcedTokens
+def turn_tokens(tok: Any, text: str) -> int:
+    return len(tok.encode(text)) + 1  # + <|im_end|>
+
+
+def sequential(s: Setup, visible: dict, truth: dict) -> dict[str, float]:
+    """The single agent: every turn on the path; its prompt and replies prefilled."""
     from rollout.prompt import prompt_ids
-    from sandbox.benchmarks.b2t.expert import Expert
+    from rollout.render import render_env_reply
     from sandbox.env import EpisodeEnv
 
-    result = Expert(bench.world).solve(visible, truth)
-    texts = [m["content"] for m in result.turns if m["role"] == "assistant"]
-    prompt = bench.prompt(visible, variant="tool_agent", memory=True)
-    env = EpisodeEnv(
-        bench.world_for(visible),
-        memory_enabled=True,
-        max_turns=len(texts) + 1,
-        max_response_chars=REPLY_CHARS,
-    )
-    forced = {k: text + "<|im_end|>" for k, text in enumerate(texts)}
-    return ForcedTokens(str(visible["id"]), prompt_ids(prompt, tok), env, tok, forced_turns=forced)
+    texts = s.single(visible, truth)
+    world = s.bench.world_for(visible)
+    env = EpisodeEnv(world, memory_enabled=True, max_turns=len(texts) + 1, max_response_chars=REPLY_CHARS)
+    prefilled = len(prompt_ids(s.bench.prompt(visible, variant="tool_agent", memory=True), s.tok))
+    generated, answer = 0, None
+    for text in texts:
+        generated += turn_tokens(s.tok, text)
+        step = env.step(text)
+        if step.done:
+            answer = step.answer
+            break
+        prefilled += len(render_env_reply(s.tok, step.rendered))
+    row = {"critical": generated, "generated": generated, "prefilled": prefilled, "rounds": 0, "streams": 1}
+    row.update(coordinator_s=0, executors_s=0, bargaining_s=0, prefilled_shared=prefilled)
+    return {**row, "passed": float(s.passes(answer, visible, truth))}
 
 
-def himap_episode_for(bench: Any, tok: Any, visible: dict, truth: dict, parallel: bool) -> Any:
-    from rollout.agents.himap import himap_episode
+def himap(s: Setup, visible: dict, truth: dict, mode: str) -> dict[str, float]:
+    """The HiMAP expert's turns under `mode`, replayed on a decode-step clock (module docstring)."""
     from sandbox.himap.options import HimapOptions
     from sandbox.himap.scripted import solve
 
-    expert = solve(bench, visible, truth, HimapOptions(parallel=parallel))
-    # the texts alone decide the protocol's course, so shorter replies in the replay change nothing
-    replay = HimapOptions(parallel=parallel, max_response_chars=REPLY_CHARS)
-    return himap_episode(visible, bench, tok, replay, forced=expert.texts)
+    options = HimapOptions.ablation(mode)
+    texts = solve(s.bench, visible, truth, options).texts
+    row = simulate(s, visible, texts, dataclasses.replace(options, max_response_chars=REPLY_CHARS))
+    return {**row, "passed": float(s.passes(row.pop("answer"), visible, truth))}
 
 
-def turn_lengths(record: Any) -> list[int]:
-    return [end - start for start, end in record.turns]
+def simulate(s: Setup, visible: dict, texts: dict[str, list[str]], options: Any) -> dict[str, Any]:
+    from rollout.prompt import prompt_ids
+    from rollout.render import render_env_reply
+    from sandbox.himap.protocol import HimapSession
 
+    now = [0]
+    session = HimapSession(s.bench.himap_domain(visible), options, clock=lambda: now[0])
+    queue: list[tuple[int, int, str, str | None]] = []  # (finish step, order, stream, text)
+    used: dict[str, int] = {}
+    order = itertools.count()  # ties: hand-over order (the outcome does not depend on it)
+    count = {"generated": 0, "prefilled": 0, "shared": 0}
+    prompts: list[list[int]] = []  # executor prompts, to find the shared prefix
 
-def critical_path(records: list[Any], parallel: bool) -> int:
-    """Assistant tokens decoded one after another (see the module docstring)."""
-    steps = 0
-    rounds: dict[int, list[list[int]]] = collections.defaultdict(list)
-    for record in records:
-        if record.role == "executor":
-            rounds[record.round].append(turn_lengths(record))
-        else:  # the single agent, or the coordinator (it acts only between rounds)
-            steps += sum(turn_lengths(record))
-    for turns in rounds.values():
-        if parallel:  # lockstep tick k lasts as long as the longest executor's turn k
-            ticks = max(len(t) for t in turns)
-            steps += sum(max(t[k] for t in turns if k < len(t)) for k in range(ticks))
-        else:
-            steps += sum(sum(t) for t in turns)
-    return steps
+    def begin(name: str) -> None:
+        k, recorded = used.get(name, 0), texts.get(name, [])
+        text = recorded[k] if k < len(recorded) else None  # None: out of turns, cut it
+        length = turn_tokens(s.tok, text) if text is not None else 0
+        used[name] = k + 1
+        count["generated"] += length
+        heapq.heappush(queue, (now[0] + length, next(order), name, text))
 
+    def handle(adv: Any) -> None:
+        for start in adv.start:
+            ids = prompt_ids(start.prompt, s.tok)
+            count["prefilled"] += len(ids)
+            if start.role == "executor":
+                if prompts:
+                    count["shared"] += max(_common(ids, p) for p in prompts)
+                prompts.append(ids)
+            begin(start.name)
+        for name, step in adv.reply:
+            count["prefilled"] += len(render_env_reply(s.tok, step.rendered))
+            begin(name)
 
-def run_one(engine: Any, episode: Any, mode: str) -> dict[str, float]:
-    started = time.perf_counter()
-    records = engine.run([episode], rng=0)
-    wall = time.perf_counter() - started
-    generated = sum(sum(turn_lengths(r)) for r in records)
+    handle(session.start())
+    while queue and not session.finished:
+        now[0], _, name, text = heapq.heappop(queue)
+        handle(session.cut(name, "no more turns") if text is None else session.turn(name, text))
+    m = session.metrics()
     return {
-        "replay_s": wall,
-        "critical_decode_steps": critical_path(records, parallel=mode != "himap_serial"),
-        "generated": generated,
-        "coordinator": sum(sum(turn_lengths(r)) for r in records if r.role == "coordinator"),
-        "prefilled": sum(len(r.ids) for r in records) - generated,
-        "streams": len(records),
-        "answer": next((r.answer for r in records if r.answer is not None), None),
+        "critical": now[0],
+        **{f"{k}_s": v for k, v in m["phase_s"].items()},
+        "generated": count["generated"],
+        "prefilled": count["prefilled"],
+        "prefilled_shared": count["prefilled"] - count["shared"],
+        "rounds": m["rounds"],
+        "streams": m["executors"] + int(session.coordinator is not None),
+        "answer": session.answer,
     }
 
 
-def measure(bench: Any, tok: Any, model: Any, pairs: list) -> list[dict]:
-    from rollout import RolloutConfig, RolloutEngine
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
-    config = RolloutConfig(
-        batch_rows=8,
-        max_turns=64,
-        max_turn_tokens=64,
-        max_seq_len=65536,
-        temperature=0.0,
-        prefill_chunk=2048,
-        prefill_min_bucket=256,
-    )
-    engine = RolloutEngine(model, tok, config)
-    visible, truth = pairs[0]  # warm-up: compile the prefill widths before anything is timed
-    for parallel in (True, False):
-        engine.run([himap_episode_for(bench, tok, visible, truth, parallel)], rng=0)
-    engine.run([sequential_episode(bench, tok, visible, truth)], rng=0)
+
+def measure(s: Setup) -> list[dict]:
     rows = []
-    for visible, truth in pairs:
+    for visible, truth in s.pairs:
         for mode in MODES:
-            if mode == "sequential":
-                episode = sequential_episode(bench, tok, visible, truth)
-            else:
-                episode = himap_episode_for(bench, tok, visible, truth, parallel=mode == "himap_parallel")
-            row = run_one(engine, episode, mode)
-            row["passed"] = float(bench.evaluate(row.pop("answer"), visible, truth).all_passed)
-            rows.append({"mode": mode, "days": truth["query"]["days"], "id": visible["id"], **row})
-            print(f"  {visible['id']} {row['streams']:>2} streams {mode}: {row['replay_s']:.1f}s", flush=True)
+            row = sequential(s, visible, truth) if mode == "sequential" else himap(s, visible, truth, mode)
+            rows.append({"mode": mode, "days": int(truth["query"]["days"]), "id": visible["id"], **row})
+        print(f"  {visible['id']}: {len(MODES)} modes", flush=True)
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    keys = ("critical_decode_steps", "coordinator", "generated", "prefilled", "replay_s", "streams", "passed")
     mean = {
-        (d, m): {k: statistics.fmean(r[k] for r in rows if r["days"] == d and r["mode"] == m) for k in keys}
+        (d, m): {k: statistics.fmean(r[k] for r in rows if r["days"] == d and r["mode"] == m) for k in KEYS}
         for d in DAYS
         for m in MODES
     }
     lines = [
-        "| days | mode | streams | critical-path decode steps (coordinator) | tokens generated | "
-        "tokens prefilled | replay (host) s | final pass | critical path x | generated x | prefilled x |",
+        "| days | mode | streams | rounds | critical path (coord / executors / bargaining) | generated | "
+        "prefilled (shared prefix once) | final pass | critical x | generated x | prefilled x (shared) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for d in DAYS:
         base = mean[(d, "sequential")]
         for m in MODES:
             v = mean[(d, m)]
+            phases = f"{v['coordinator_s']:.0f} / {v['executors_s']:.0f} / {v['bargaining_s']:.0f}"
             lines.append(
-                f"| {d} | {m} | {v['streams']:.1f} | "
-                f"{v['critical_decode_steps']:.0f} ({v['coordinator']:.0f}) | "
-                f"{v['generated']:.0f} | {v['prefilled']:.0f} | {v['replay_s']:.2f} | {v['passed']:.2f} | "
-                f"{v['critical_decode_steps'] / base['critical_decode_steps']:.2f} | "
-                f"{v['generated'] / base['generated']:.2f} | {v['prefilled'] / base['prefilled']:.2f} |"
+                f"| {d} | {m} | {v['streams']:.1f} | {v['rounds']:.1f} | {v['critical']:.0f} "
+                f"({phases if m != 'sequential' else '-'}) | {v['generated']:.0f} | {v['prefilled']:.0f} "
+                f"({v['prefilled_shared']:.0f}) | {v['passed']:.2f} | "
+                f"{v['critical'] / base['critical']:.2f} | "
+                f"{v['generated'] / base['generated']:.2f} | {v['prefilled'] / base['prefilled']:.2f} "
+                f"({v['prefilled_shared'] / base['prefilled']:.2f}) |"
             )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=Path("DATA"), help="B2T data (built when absent)")
+    p.add_argument("--benchmark", choices=("b2t", "travelplanner"), default="b2t")
+    p.add_argument("--data", type=Path, default=Path("data/small"), help="B2T data (built when absent)")
+    p.add_argument(
+        "--tp-data",
+        type=Path,
+        default=None,
+        help="TravelPlanner data (default: the copy shipped in the package)",
+    )
+    p.add_argument("--cache", type=Path, default=Path("runs/bench_himap"), help="TravelPlanner tokenizer")
     p.add_argument("--per-days", type=int, default=2, help="instances per trip length")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     started = time.perf_counter()
-    bench, tok, model = setup(args.data)
-    pairs = pick_instances(bench, args.per_days)
-    rows = measure(bench, tok, model, pairs)
+    if args.benchmark == "b2t":
+        setup = b2t_setup(args.data, args.per_days)
+    else:
+        setup = travelplanner_setup(args.tp_data, args.cache, args.per_days)
+    rows = measure(setup)
     print(table(rows))
     print(f"total {time.perf_counter() - started:.0f}s")
     if args.json:

@@ -10,11 +10,18 @@ Episodes use the agent prompt (three tool schemas + trajectory) and call a real 
 which takes `--tool-ms` longer (a sleep: a slow API). They are mixed like real agent episodes:
 1..7 tool turns, turns capped at 8..48 sampled tokens per episode, some turns fully scripted.
 
+Step-shaped case (`--step P`): what one GRPO step rolls out, P prompts x G = `--group` episodes
+(a group shares its prompt; its episodes differ in tool turns and turn caps), with and without
+prefix reuse (`prefix_reuse`), asynchronous continuous batching: prompt tokens of the records,
+prefill tokens computed, tokens copied instead (reused), wall, generated tokens/s, and whether
+both runs gave the same records.
+
 Columns: wall, device (prefill + decode calls), host (busy outside device calls, plus pool work
 hidden behind them: EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host
 fully hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps, and (a)/mode.
 
     python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48] [--tool-ms 50]
+    python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16]
 """
 
 from __future__ import annotations
@@ -60,17 +67,17 @@ def make_instance(i: int) -> dict:
 def build(args: argparse.Namespace):
     from flax import nnx
 
-    import sandbox
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from rollout.prompt import prompt_ids, prompt_text
+    from sandbox.benchmarks import b2t
     from sandbox.benchmarks.b2t.prompt import build_prompt
     from sandbox.benchmarks.b2t.world.generator import build_world
 
     root = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
     build_world(root / "world.sqlite", scale="small", seed=0)
-    world = sandbox.open_world(root / "world.sqlite")
+    world = b2t.open_world(root / "world.sqlite")
     instances = [make_instance(i) for i in range(args.episodes)]
     # One of the nine tool schemas keeps prompts near 1.1k tokens, so a CPU run fits a 2k cache.
     schemas = [t for t in world.tool_schemas() if t["function"]["name"] == "AttractionSearch"]
@@ -148,6 +155,7 @@ def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True):
         "segments": s.segments,
         "decode_steps": s.decode_steps,
         "prefill_tokens": s.prefill_tokens,
+        "reused_tokens": s.reused_tokens,
         "generated": s.generated_tokens,
         "turns": sum(len(r.turns) for r in records) / len(records),
         "answered": sum(r.stop_reason == "answer" for r in records) / len(records),
@@ -165,6 +173,41 @@ MODES = {  # name -> RolloutConfig overrides
 }
 
 
+def write_json(path: Path | None, rows: list[dict]) -> None:
+    if path is not None:
+        path.write_text(json.dumps([{k: v for k, v in r.items() if k != "ids"} for r in rows], indent=1))
+
+
+def step_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dict) -> list[dict]:
+    """The step-shaped case: `args.step` prompts x `args.group` episodes, reuse off then on."""
+    from rollout import RolloutConfig
+
+    step_ids = [ids for ids in prompt_ids[: args.step] for _ in range(args.group)]
+    print(f"step: {args.step} prompts x G={args.group} = {len(step_ids)} episodes on {args.batch} rows")
+    rows = []
+    for reuse in (False, True):
+        config = RolloutConfig(**base, async_host=True, prefix_reuse=reuse)
+        name = f"prefix reuse {'on' if reuse else 'off'}"
+        row = measure(name, model, tok, world, step_ids, config, args.tool_ms / 1000)
+        row["prompt_tokens"] = sum(map(len, step_ids))
+        rows.append(row)
+    print(
+        f"{'step case':18s} {'prompt tok':>10s} {'prefilled':>9s} {'reused':>7s} {'wall s':>7s} "
+        f"{'device s':>8s} {'gen tok/s':>9s} {'segments':>8s}"
+    )
+    for r in rows:
+        print(
+            f"{r['mode']:18s} {r['prompt_tokens']:10d} {r['prefill_tokens']:9d} {r['reused_tokens']:7d} "
+            f"{r['wall']:7.2f} {r['device']:8.2f} {r['tok_s']:9.1f} {r['segments']:8d}"
+        )
+    off, on = rows
+    print(
+        f"with reuse: prefill tokens x{on['prefill_tokens'] / off['prefill_tokens']:.3f}, "
+        f"wall {off['wall'] / on['wall']:.2f}x faster; records identical: {off['ids'] == on['ids']}"
+    )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--episodes", type=int, default=16)
@@ -178,8 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         default=400.0,
         help="also run the first three modes with this tool time, where host work weighs more (0: skip)",
     )
+    p.add_argument("--step", type=int, default=0, help="run only the step-shaped case with this many prompts")
+    p.add_argument("--group", type=int, default=8, help="episodes per prompt in the step-shaped case")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
+    if args.step:
+        args.episodes = max(args.episodes, args.step)
     from rollout import RolloutConfig
 
     world, tok, model, prompt_ids = build(args)
@@ -200,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms "
         f"(+{args.slow_tool_ms:.0f} ms: the last rows)"
     )
+    if args.step:
+        rows = step_case(args, world, tok, model, prompt_ids, base)
+        write_json(args.json, rows)
+        return 0
     cases = [(name, args.tool_ms) for name in args.modes]
     if args.slow_tool_ms:
         cases += [(name, args.slow_tool_ms) for name in args.modes[:3]]
@@ -220,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['decode_steps']:6d} {r['prefill_tokens']:8d} {r['turns']:8.1f}"
         )
     print(f"records identical across modes: {same}")
-    if args.json:
-        args.json.write_text(json.dumps([{k: v for k, v in r.items() if k != "ids"} for r in rows], indent=1))
+    write_json(args.json, rows)
     return 0
 
 

@@ -38,84 +38,67 @@ def tool_calls(world, rng: random.Random, count: int) -> dict[str, list[dict]]:
             f"SELECT name FROM {table} WHERE city = ? ORDER BY id LIMIT 1 OFFSET ?", (city, rng.randrange(30))
         )[0][0]
 
-    calls: dict[str, list[dict]] = {
-        k: []
-        for k in (
-            "AccommodationSearch",
-            "AttractionSearch",
-            "EntertainmentSearch",
-            "RestaurantSearch",
-            "FlightSearch",
-            "TrainSearch",
-            "WeatherSearch",
-            "MapGuide (city)",
-            "MapGuide (intercity)",
-            "Search with near",
-        )
-    }
+    calls: dict[str, list[dict]] = {}
     for _ in range(count):
         city, other = rng.sample(cities, 2)
-        calls["AccommodationSearch"].append(
-            {
-                "city": city,
-                "preferences": {
-                    "star_rating": some(vocab.STAR_LEVELS),
-                    "amenities": some(vocab.HOTEL_FACILITIES),
-                },
-            }
-        )
-        calls["AttractionSearch"].append(
-            {
-                "city": city,
-                "preferences": {
-                    "attraction_type": some(vocab.ATTRACTION_TYPES, 3),
-                    "walk_tolerance": some(vocab.WALKING_TOLERANCE, 1),
-                },
-            }
-        )
-        calls["EntertainmentSearch"].append(
-            {"city": city, "preferences": {"type": some(vocab.ENTERTAINMENT_TYPES)}}
-        )
-        calls["RestaurantSearch"].append(
-            {
-                "city": city,
-                "open_at": "12:00",
-                "preferences": {
-                    "cuisine": some(vocab.CUISINES, 3),
-                    "price_level": some(vocab.PRICE_LEVELS, 1),
-                    "environment": some(vocab.DINING_ENVIRONMENTS),
-                },
-            }
-        )
-        calls["FlightSearch"].append(
-            {
-                "origin": other,
-                "destination": city,
-                "departure_date": rng.choice(dates),
-                "preferences": {"cabin_class": some(vocab.FLIGHT_CABINS, 1)},
-            }
-        )
-        calls["TrainSearch"].append({"origin": city, "destination": other})
-        calls["WeatherSearch"].append({"city": city, "date": rng.choice(dates), "n": 5})
-        calls["MapGuide (city)"].append(
-            {
-                "origin_cityName": city,
-                "origin": poi_name("hotels", city),
-                "destination_cityName": city,
-                "destination": poi_name("attractions", city),
-            }
-        )
-        calls["MapGuide (intercity)"].append(
-            {"origin_cityName": city, "origin": city, "destination_cityName": other, "destination": other}
-        )
-        calls["Search with near"].append(
-            {
-                "city": city,
-                "near": poi_name("hotels", city),
-                "radius_km": 3,
-                "preferences": {"cuisine": some(vocab.CUISINES, 4)},
-            }
-        )
+        for name, args in one_round(city, other, rng, dates, some, poi_name).items():
+            calls.setdefault(name, []).append(args)
+    return calls
+
+
+def one_round(city: str, other: str, rng: random.Random, dates: list[str], some, poi_name) -> dict[str, dict]:
+    """One valid call of each tool around `city` (and `other` for intercity searches)."""
+    calls: dict[str, dict] = {}
+    calls["AccommodationSearch"] = {
+        "city": city,
+        "preferences": {
+            "star_rating": some(vocab.STAR_LEVELS),
+            "amenities": some(vocab.HOTEL_FACILITIES),
+        },
+    }
+    calls["AttractionSearch"] = {
+        "city": city,
+        "preferences": {
+            "attraction_type": some(vocab.ATTRACTION_TYPES, 3),
+            "walk_tolerance": some(vocab.WALKING_TOLERANCE, 1),
+        },
+    }
+    calls["EntertainmentSearch"] = {"city": city, "preferences": {"type": some(vocab.ENTERTAINMENT_TYPES)}}
+    calls["RestaurantSearch"] = {
+        "city": city,
+        "open_at": "12:00",
+        "preferences": {
+            "cuisine": some(vocab.CUISINES, 3),
+            "price_level": some(vocab.PRICE_LEVELS, 1),
+            "environment": some(vocab.DINING_ENVIRONMENTS),
+        },
+    }
+    calls["FlightSearch"] = {
+        "origin": other,
+        "destination": city,
+        "departure_date": rng.choice(dates),
+        "preferences": {"cabin_class": some(vocab.FLIGHT_CABINS, 1)},
+    }
+    calls["TrainSearch"] = {"origin": city, "destination": other}
+    calls["WeatherSearch"] = {"city": city, "date": rng.choice(dates), "n": 5}
+    calls["MapGuide (city)"] = {
+        "origin_cityName": city,
+        "origin": poi_name("hotels", city),
+        "destination_cityName": city,
+        "destination": poi_name("attractions", city),
+    }
+    calls["MapGuide (intercity)"] = {
+        "origin_cityName": city,
+        "origin": city,
+        "destination_cityName": other,
+        "destination": other,
+    }
+    calls["Search with near"] = {
+        "city": city,
+        "near": poi_name("hotels", city),
+        "radius_km": 3,
+        "preferences": {"cuisine": some(vocab.CUISINES, 4)},
+    }
     return calls
 
 

@@ -1,8 +1,10 @@
-"""Score a benchmark's plans and print its metrics table.
+r"""Score a benchmark's plans and print its metrics table.
 
     python launch/eval.py --data DATA --plans PLANS.jsonl [--split test] [--benchmark b2t]
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
+                          [--report REPORT.html]   # the HTML report: timelines, maps, verdicts
     python launch/eval.py --data DATA --policy expert --split test
+    python launch/eval.py --data DATA --records rollouts.jsonl --split test   # launch/rollouts.py's answers
     python launch/eval.py --data DATA --policy expert --agent himap [--himap-ablation flat]   # scripted team
     python launch/eval.py --data DATA --policy model --agent himap --checkpoint runs/himap_tiny/checkpoints \
                           [--config configs/himap_tiny_cpu.yaml]   # a trained HiMAP policy, greedy
@@ -14,7 +16,10 @@ answer text>}. An instance of the split without a plan counts as undelivered (it
 constraint); plans for ids outside the split are reported and ignored. For TravelPlanner, a file in
 the official submission format ({"idx", "query", "plan"} per line, in the order of --queries) is
 scored against the official query file directly, with the official metric constants of --split
-(the database: DATA/database when --data is given, else the offline copy in ../shared).
+(the database: DATA/database when --data is given, else the copy shipped with the package).
+
+A rollouts file (`--records`, what launch/rollouts.py writes: one line per stream) is scored by its
+episodes' answers: a single agent's answer, or a HiMAP team's last coordinator answer.
 
 Plans can also be written here: `--policy` names the plan writer (`expert`: the scripted planner
 that reads the hidden truth; `model`: a checkpoint, greedy) and `--agent` the agent architecture it
@@ -43,6 +48,7 @@ from b2tjax.cli import (
     benchmark_parser,
     damaged_store,
     run_main,
+    setup_logging,
 )
 from b2tjax.outputs import check_outputs
 from b2tjax.tasks.himap_agents import HimapFigures
@@ -75,7 +81,7 @@ def himap_checkpoint(
             cfg = load_config(args.config)
         except ValueError as err:
             raise UserError(str(err)) from None
-        options = cfg.himap.options(cfg.rollout.max_response_chars)
+        options = dataclasses.replace(cfg.himap, max_response_chars=cfg.rollout.max_response_chars)
         overrides = dataclasses.asdict(cfg.rollout)  # the recipe's whole rollout: section, greedy
     return checkpoint_answers(bench, pairs, args.checkpoint, options, overrides, args.himap_figures)
 
@@ -106,6 +112,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=sorted({policy for policy, _ in POLICIES}),
         help="plan writer: expert (the scripted planner) | model (--checkpoint, greedy)",
     )
+    source.add_argument(
+        "--records",
+        type=Path,
+        help="a rollouts file (launch/rollouts.py --out): each episode's answer is its plan",
+    )
     parser.add_argument(
         "--agent",
         choices=("single", "himap"),
@@ -130,6 +141,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
     parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
+    parser.add_argument(
+        "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
+    )
     add_benchmark_options(parser, name)
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
@@ -184,7 +198,8 @@ def _read_jsonl(path: Path) -> list[dict]:
     rows = []
     for number, row in read_jsonl_objects(path, UserError):
         if not isinstance(row.get("id"), str):
-            raise UserError(f"{path}:{number}: expected an object with a string 'id'")
+            hint = " (a rollouts file: pass it with --records)" if "instance_id" in row else ""
+            raise UserError(f"{path}:{number}: expected an object with a string 'id'{hint}")
         rows.append(row)
     return rows
 
@@ -218,6 +233,18 @@ def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
     return plans
 
 
+def plans_from_records(path: Path, pairs: list[Pair]) -> dict[str, Any]:
+    """id -> plan of the selected instances from a rollouts file; other episodes are counted and ignored."""
+    from b2tjax.rollout_plans import plans_from_rollouts
+
+    wanted = {instance["id"] for instance, _ in pairs}
+    found = plans_from_rollouts(path)
+    unknown = sum(ident not in wanted for ident in found)
+    if unknown:
+        log.warning("%d episode(s) in %s are for instances outside the selection; ignored", unknown, path)
+    return {ident: plan for ident, plan in found.items() if ident in wanted}
+
+
 def score(bench: Benchmark, pairs: list[Pair], plans: dict[str, Any]) -> list:
     """Judge every instance's plan (missing plans are undelivered), logging progress."""
     results, started = [], time.perf_counter()
@@ -248,17 +275,26 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     """Fail before the (possibly long) scoring when a path given on the command line cannot work."""
     if args.data is not None and not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
-    if args.plans is not None and not args.plans.is_file():
-        problem = "is a directory" if args.plans.is_dir() else "does not exist"
-        raise UserError(f"--plans {args.plans} {problem}")
-    inputs = [("--plans", args.plans), ("--queries", getattr(args, "queries", None))]
+    for option, path in (("--plans", args.plans), ("--records", args.records)):
+        if path is not None and not path.is_file():
+            problem = "is a directory" if path.is_dir() else "does not exist"
+            raise UserError(f"{option} {path} {problem}")
+    inputs = [
+        ("--plans", args.plans),
+        ("--records", args.records),
+        ("--queries", getattr(args, "queries", None)),
+    ]
     inputs += [("--config", args.config), ("--checkpoint", args.checkpoint)]
-    check_outputs([("--json", args.json), ("--details", args.details)], inputs=inputs, data_dirs=[args.data])
+    check_outputs(
+        [("--json", args.json), ("--details", args.details), ("--report", args.report)],
+        inputs=inputs,
+        data_dirs=[args.data],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Score one split's plans, print the metrics table and write the optional JSON outputs."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    setup_logging()
     args = parse_args(argv)
     check_inputs_and_outputs(args)
     if is_official_submission(args):
@@ -270,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         if not pairs:
             raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
         if args.policy:
-            args.himap_figures = HimapFigures()
+            args.himap_figures = HimapFigures(views={} if args.report else None)
             plans = dict(POLICIES[args.policy, args.agent](bench, pairs, args))
+        elif args.records:
+            plans = plans_from_records(args.records, pairs)
         else:
             plans = plans_from_file(args.plans, pairs)
         results = score(bench, pairs, plans)
@@ -280,12 +318,41 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.DatabaseError as err:  # a store is read lazily: damage shows at the first query
         raise damaged_store(args.data, err) from None
     metrics = bench.metrics(results)
-    print(bench.format_metrics(metrics))
+    table = bench.format_metrics(metrics)
+    print(table)
     if args.policy and args.agent == "himap":
         print(args.himap_figures.summary())
         metrics["himap"] = args.himap_figures.episodes
     write_outputs(args, metrics, results)
+    if args.report:
+        write_html_report(args, bench, pairs, plans, results, table)
     return 0
+
+
+def write_html_report(
+    args: argparse.Namespace,
+    bench: Benchmark,
+    pairs: list[Pair],
+    plans: dict[str, Any],
+    results: list,
+    table: str,
+) -> None:
+    """The --report page: every plan's timeline, map and verdicts (HiMAP agents: the team's lanes)."""
+    from b2tjax.report import ReportError, write_report
+    from b2tjax.report.build import answer_episodes
+
+    if args.policy:
+        agent = args.policy + (" (HiMAP team)" if args.agent == "himap" else "")
+    else:
+        agent = args.plans.name
+    views = args.himap_figures.views if args.policy else None
+    episodes = answer_episodes(bench, pairs, plans, results, agent=agent, himap=views)
+    title = f"{bench.name} {args.split}: {agent}"
+    try:
+        write_report(args.report, episodes, title=title, metrics_text=table)
+    except ReportError as err:
+        raise UserError(str(err)) from None
+    log.info("wrote the report %s (%d episodes)", args.report, len(episodes))
 
 
 if __name__ == "__main__":

@@ -2,11 +2,15 @@
 directory loadable by transformers.
 
     python launch/export_hf.py --checkpoint CKPT_DIR --out HF_DIR [--tokenizer qwen3|PATH]
-                               [--dtype float32|bfloat16] [--max-shard-size 5GB] [--step N]
+                               [--dtype float32|bfloat16] [--max-shard-size 5GB] [--step N] [--adapter]
 
 A training run's checkpoints/ directory exports its newest step; if that step is damaged (it
 fails to restore or its checksums), the export stops with one line naming the older steps on
 disk, and `--step N` picks one of them explicitly.
+
+A LoRA run exports its base with the adapters merged in, or with --adapter the adapters alone as
+a PEFT directory (adapter_config.json + adapter_model.safetensors) for
+`peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(BASE), HF_DIR)`.
 """
 
 from __future__ import annotations
@@ -16,14 +20,16 @@ import os
 import sys
 import time
 
+from b2tjax.adapters import base_init, is_lora_run, load_lora_run
 from b2tjax.cli import UserError, run_main
 from b2tjax.outputs import check_outputs
 from models.checkpoint import load_model
 from models.config import DTYPES
 from models.hf import save_pretrained
+from models.lora import merge_lora
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -39,11 +45,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-shard-size", default="5GB")
     parser.add_argument("--step", type=int, default=None, help="a run's step to export (default: newest)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--adapter", action="store_true", help="a LoRA run: write its adapters as a PEFT directory"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
     inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]
     check_outputs([("--out", args.out)], inputs=inputs, files=False)
+    lora_run = is_lora_run(args.checkpoint)
+    if args.adapter:
+        if not lora_run:
+            raise UserError(f"--adapter: {args.checkpoint} is not a LoRA run's checkpoint directory")
+        return export_adapter(args.checkpoint, args.out, args.step)
     tokenizer = None
     spec = args.tokenizer
     if spec is None and os.path.exists(os.path.join(args.checkpoint, "tokenizer.json")):
@@ -53,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
 
         tokenizer = load_tokenizer(spec)
     start = time.time()
-    model = load_model(args.checkpoint, step=args.step)
+    if lora_run:
+        model = merge_lora(load_lora_run(args.checkpoint, step=args.step)[0])
+    else:
+        model = load_model(args.checkpoint, step=args.step)
     dtype = DTYPES[args.dtype] if args.dtype else None
     save_pretrained(
         model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype, progress=True
@@ -61,6 +82,22 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s"
     )
+    return 0
+
+
+def export_adapter(directory: str, out: str, step: int | None = None) -> int:
+    """The adapters of a LoRA run as a PEFT directory naming the run's Hugging Face base."""
+    from models.peft import save_adapter
+
+    model, cfg = load_lora_run(directory, step=step)
+    init = base_init(cfg)
+    if not init.startswith("hf:"):
+        raise UserError(
+            "--adapter needs a Hugging Face base (model.init=hf:DIR), the run's is "
+            f"{init or 'a random init'}; export the merged model instead (without --adapter)"
+        )
+    save_adapter(model, out, os.path.abspath(init[3:]))
+    print(f"exported the LoRA adapters of {directory} to {out} (base {init[3:]})")
     return 0
 
 

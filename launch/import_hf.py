@@ -17,14 +17,18 @@ from models.config import DTYPES
 from models.hf import load_pretrained
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--hf", required=True, help="HF directory with config.json and *.safetensors")
     parser.add_argument("--out", required=True, help="output checkpoint directory")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="stored param dtype")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if not os.path.isdir(args.hf):
         raise UserError(f"--hf {args.hf} is not a directory")
     check_outputs([("--out", args.out)], inputs=[("--hf", args.hf)], files=False)

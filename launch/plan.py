@@ -1,15 +1,17 @@
-"""Memory plan of a recipe: compile its programs ahead of time for N devices and check they fit.
+"""Memory plan of a recipe: compile its programs ahead of time for its target and check they fit.
 
-    python launch/plan.py --config configs/qwen3_8b.yaml                 # the recipe's stated hardware
-    python launch/plan.py --config configs/qwen3_0.6b.yaml --devices 8 --hbm-gib 80
-    python launch/plan.py --config configs/qwen3_8b.yaml rollout.batch_rows=64 rollout.cache_len=20480
+    python launch/plan.py --config configs/qwen3_8b_tpu.yaml             # the recipe's hardware.target
+    python launch/plan.py --config configs/qwen3_8b.yaml --target v5p-16 rollout.batch_rows=64
+    python launch/plan.py --config configs/qwen3_0.6b.yaml --target cpu --devices 8 --hbm-gib 80
 
 The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout decode of the recipe
-are lowered with abstract arrays and compiled on a mesh of N fake CPU devices (nothing is
-allocated), and one table per program shows per-device bytes of its arguments, outputs,
-temporaries and what stays resident beside it,
-against the device memory. Exits with status 1, naming program and bytes, when one does not fit
-with 10% headroom; `key=value` overrides work as in launch/train.py.
+are lowered with abstract arrays and compiled on a mesh of the target's devices (nothing is
+allocated) by the target's own compiler: a TPU slice by name through libtpu, NVIDIA GPUs through
+the CUDA plugin's deviceless compile, or N fake XLA:CPU devices (`cpu`, the fallback, which
+overstates bf16 programs; b2tjax/targets.py). One table per program shows per-device bytes of its
+arguments, outputs, temporaries and what stays resident beside it, against the device memory.
+Exits with status 1, naming program and bytes, when one does not fit with 10% headroom;
+`key=value` overrides work as in launch/train.py.
 """
 
 from __future__ import annotations
@@ -40,13 +42,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--config", type=Path, required=True, help="YAML recipe")
     parser.add_argument(
-        "--devices", type=int, default=None, help="devices (default: the recipe's hardware.devices)"
+        "--target",
+        default=None,
+        help="cpu, a TPU slice (v5e-16, v5p-32, 2xv6e-16) or GPUs (h100-8, 2xh100-8); "
+        "default: the recipe's hardware.target, else cpu",
+    )
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        help="cpu target: devices (default: the recipe's hardware.devices)",
     )
     parser.add_argument(
         "--hbm-gib",
         type=float,
         default=None,
-        help="memory per device in GiB (default: the recipe's hardware.hbm_gib)",
+        help="memory per device in GiB (default: the target's; cpu: the recipe's hardware.hbm_gib)",
     )
     parser.add_argument(
         "--programs",
@@ -56,6 +67,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures (bytes) to this file")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser.parse_args(argv)
+
+
+def resolve_target(args: argparse.Namespace, cfg) -> tuple:
+    """The Target to compile for and its memory per device in GiB: --target, else the recipe's
+    hardware.target, else cpu (sized by --devices / hardware.devices and hardware.hbm_gib)."""
+    from b2tjax.targets import parse_target
+
+    name = args.target or cfg.hardware.target or "cpu"
+    devices = args.devices or cfg.hardware.devices
+    target = parse_target(name, devices, cfg.hardware.hbm_gib)
+    if target.platform != "cpu" and args.devices not in (None, target.chips):
+        raise ValueError(f"--devices {args.devices} disagrees with target {name} ({target.chips} chips)")
+    if name == cfg.hardware.target and cfg.hardware.devices != target.chips:
+        raise ValueError(
+            f"hardware.devices is {cfg.hardware.devices} but target {name} has {target.chips} chips"
+        )
+    hbm_gib = target.hbm_gib if args.hbm_gib is None else args.hbm_gib
+    if target.chips < 1 or hbm_gib < 0:
+        raise ValueError(f"--devices must be >= 1 and --hbm-gib >= 0, got {target.chips} and {hbm_gib}")
+    return target, hbm_gib
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,23 +105,22 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    devices = args.devices or cfg.hardware.devices
-    hbm_gib = cfg.hardware.hbm_gib if args.hbm_gib is None else args.hbm_gib
-    if devices < 1 or hbm_gib < 0:
-        print(
-            f"error: --devices must be >= 1 and --hbm-gib >= 0, got {devices} and {hbm_gib}", file=sys.stderr
-        )
+    try:
+        target, hbm_gib = resolve_target(args, cfg)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
-    # The device count is fixed when JAX starts: fake CPU devices stand in for the accelerators.
+    # The host backend is always CPU (no accelerator is touched); the cpu target's fake devices
+    # are fixed when JAX starts, the others come from the target's compile-only topology.
     os.environ["JAX_PLATFORMS"] = "cpu"
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
-    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={devices}"])
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={target.chips}"])
 
     from b2tjax import memory_plan
-    from b2tjax.mesh import build_mesh
+    from b2tjax.targets import target_mesh
 
     try:
-        mesh = build_mesh(cfg.mesh)
+        mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -99,20 +129,25 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"memory plan of {args.config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
         f"{model.num_hidden_layers} layers), {memory_plan.mesh_summary(mesh)}, "
-        f"{hbm_gib:g} GiB per device ({cfg.hardware.device_kind}); rollout {cfg.rollout.batch_rows} rows x "
+        f"{hbm_gib:g} GiB per device; target {target.describe()}; rollout {cfg.rollout.batch_rows} rows "
+        f"({cfg.rollout.batch_rows / target.chips:g} per chip) x "
         f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}",
         flush=True,
     )
     started = time.perf_counter()
-    programs = memory_plan.plan_programs(cfg, mesh, only)
-    for program in programs:
-        print("\n" + memory_plan.format_table(program, hbm))
-    print(f"\ncompiled {len(programs)} programs in {time.perf_counter() - started:.0f}s")
+    programs = []
+    for program in memory_plan.plan_programs(cfg, mesh, only):
+        programs.append(program)
+        print("\n" + memory_plan.format_table(program, hbm), flush=True)
+    noun = "program" if len(programs) == 1 else "programs"
+    print(f"\ncompiled {len(programs)} {noun} in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
         args.json.write_text(
             json.dumps(
                 {
-                    "devices": devices,
+                    "target": target.name,
+                    "platform": target.platform,
+                    "devices": target.chips,
                     "hbm_bytes": hbm,
                     "programs": [memory_plan.as_dict(p) for p in programs],
                 },

@@ -1,4 +1,4 @@
-"""Roll out the agent on a benchmark split and write one JSON object per episode.
+r"""Roll out the agent on a benchmark split and write one JSON object per episode.
 
     python launch/rollouts.py --checkpoint CKPT_OR_HF_DIR --data DATA --split test --num 16 \
         --out rollouts.jsonl
@@ -22,7 +22,6 @@ episode's merged plan is the coordinator's `answer`.
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import logging
 import sqlite3
@@ -37,13 +36,16 @@ from b2tjax.cli import (
     benchmark_parser,
     damaged_store,
     run_main,
+    setup_logging,
 )
 from b2tjax.config import load_rollout_config
 from b2tjax.outputs import check_outputs
 from b2tjax.policy import ROLLOUT_DEFAULTS, checkpoint_error
 from rollout.config import RolloutConfig, TurnCap
+from rollout.record import stop_reason_counts
 from sandbox.benchmarks import BenchmarkError, benchmark_class
-from sandbox.himap.options import ABLATIONS, HimapOptions, RoleLimits
+from sandbox.himap.options import ABLATIONS, HimapOptions
+from sandbox.limits import StreamLimits
 from sandbox.python_tool import ISOLATION_MODES, PythonSandbox
 
 log = logging.getLogger("rollout")
@@ -180,8 +182,8 @@ def himap_episodes(
     options = HimapOptions.ablation(
         args.himap_ablation,
         max_response_chars=config.max_response_chars,
-        coordinator_limits=RoleLimits(min(defaults.coordinator_limits.max_turns, config.max_turns)),
-        executor_limits=RoleLimits(min(defaults.executor_limits.max_turns, config.max_turns)),
+        coordinator_limits=StreamLimits(min(defaults.coordinator_limits.max_turns or 1, config.max_turns)),
+        executor_limits=StreamLimits(min(defaults.executor_limits.max_turns or 1, config.max_turns)),
     )
     try:
         return [himap_episode(inst, bench, tok, options) for inst in instances]
@@ -190,7 +192,7 @@ def himap_episodes(
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    setup_logging()
     args = parse_args(argv)
     config = rollout_config(args)
     check_arguments(args)
@@ -249,17 +251,16 @@ def main(argv: list[str] | None = None) -> int:
             record.tokenizer = spec
             f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
     stats = engine.stats
-    reasons = collections.Counter(r.stop_reason for r in records)
     log.info(
         "%d episodes (%d streams) in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, "
-        "stop reasons %s -> %s",
+        "stop reasons: %s -> %s",
         len(episodes),
         len(records),
         time.perf_counter() - started,
         stats.generated_tokens,
         stats.generated_tokens / max(stats.wall_s, 1e-9),
         100 * stats.host_share,
-        dict(reasons),
+        stop_reason_counts(records),
         args.out,
     )
     if python_tool is not None:

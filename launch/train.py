@@ -13,19 +13,20 @@
                                                             # rollout.prompt_style=react: ReAct baseline
 
 `key=value` arguments override the config (dotted paths, YAML values). A SIGTERM (TPU preemption)
-saves a checkpoint and exits with status 143; run again with --resume.
+saves a checkpoint and exits with status 143; run again with --resume. The final evaluation writes
+OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, run_main
-from b2tjax.config import dump_config, load_config
+from b2tjax.cli import UserError, run_main, setup_logging
+from b2tjax.config import TrainConfig, dump_config, load_config
+from b2tjax.data_marker import read_marker
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
@@ -63,8 +64,9 @@ def check_out_dir(out: Path, resume: bool) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def resolve_config(args: argparse.Namespace) -> TrainConfig:
+    """The run's config: the recipe (default configs/tiny_cpu.yaml), then the options, then key=value;
+    with no benchmark chosen, the one `data.data_dir` holds (its benchmark.json) when it names one."""
     config_path = (
         args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     )
@@ -77,11 +79,21 @@ def main(argv: list[str] | None = None) -> int:
         overrides.append(f"benchmark={args.benchmark}")
     try:
         cfg = load_config(config_path, overrides)
-    except ValueError as err:
+        chosen = args.benchmark is not None or any(o.startswith("benchmark=") for o in overrides)
+        held = None if chosen else read_marker(cfg.data.data_dir)
+        if held is not None and held != cfg.benchmark:
+            cfg = load_config(config_path, [*overrides, f"benchmark={held}"])
+        return cfg
+    except ValueError as err:  # MarkerError included
         raise UserError(str(err)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = resolve_config(args)
     check_out_dir(Path(cfg.out), args.resume)
 
-    logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every file it writes at INFO
+    setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
         from b2tjax.prepare import build_or_wait
 

@@ -283,6 +283,13 @@ def generation_config(cfg: Qwen3Config, tokenizer: Any = None) -> dict[str, Any]
     return out
 
 
+def _current_umask() -> int:
+    """The process umask (reading it means setting it: restored at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def save_pretrained(
     model,
     out_dir: str | os.PathLike,
@@ -325,11 +332,11 @@ def save_pretrained(
     for i, names in enumerate(
         tqdm(shards, desc="writing safetensors shards", unit="shard", disable=not progress)
     ):
-        save_file(
-            dict(itertools.islice(stream, len(names))),
-            os.path.join(out_dir, files[i]),
-            metadata={"format": "pt"},
-        )
+        path = os.path.join(out_dir, files[i])
+        save_file(dict(itertools.islice(stream, len(names))), path, metadata={"format": "pt"})
+        # safetensors writes a private (0600) temporary file and renames it: give the shard the mode
+        # every other exported file gets from the umask, so colleagues and servers can read it.
+        os.chmod(path, 0o666 & ~_current_umask())
     index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": shard_of}
     with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
         json.dump(index, f, indent=2)

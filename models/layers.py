@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from models import lora, quant
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, cached_attention, write_layer
 from models.sharding import constrain
@@ -177,7 +178,8 @@ class Attention(nnx.Module):
         self.dtype = dtype
 
     def _project(self, x: jax.Array, name: str) -> jax.Array:
-        out = jnp.einsum("bth,hnd->btnd", x, getattr(self, f"{name}_proj")[...].astype(self.dtype))
+        proj = f"{name}_proj"
+        out = lora.apply(self, proj, x, jnp.einsum("bth,hnd->btnd", x, quant.read(self, proj, self.dtype)))
         if self.use_bias:
             out = out + getattr(self, f"{name}_bias")[...].astype(self.dtype)
         return out
@@ -194,7 +196,9 @@ class Attention(nnx.Module):
 
     def out(self, attn: jax.Array) -> jax.Array:
         """attn [B, T, NH, D] -> [B, T, H]."""
-        y = jnp.einsum("btnd,ndh->bth", attn, self.o_proj[...].astype(self.dtype))
+        y = lora.apply(
+            self, "o_proj", attn, jnp.einsum("btnd,ndh->bth", attn, quant.read(self, "o_proj", self.dtype))
+        )
         if self.use_bias:
             y = y + self.o_bias[...].astype(self.dtype)
         return y
@@ -212,10 +216,10 @@ class MLP(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        gate = x @ self.gate_proj[...].astype(self.dtype)
-        up = x @ self.up_proj[...].astype(self.dtype)
+        gate = lora.apply(self, "gate_proj", x, x @ quant.read(self, "gate_proj", self.dtype))
+        up = lora.apply(self, "up_proj", x, x @ quant.read(self, "up_proj", self.dtype))
         act = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "act_mlp"))
-        return act @ self.down_proj[...].astype(self.dtype)
+        return lora.apply(self, "down_proj", act, act @ quant.read(self, "down_proj", self.dtype))
 
 
 class DecoderLayer(nnx.Module):

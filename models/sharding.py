@@ -32,6 +32,7 @@ LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("mlp", "tensor"),
     ("layers", None),
     ("norm", None),
+    ("lora_rank", None),  # LoRA adapters: the rank axis is small, replicated
     ("act_embed", None),
     ("act_vocab", "tensor"),
     ("act_heads", "tensor"),

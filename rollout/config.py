@@ -55,6 +55,11 @@ class RolloutConfig:
     # -- engine schedule
     refill: bool = True  # continuous batching; False = static batching (waves)
     reprefill: bool = False  # baseline: re-feed the whole record every turn (benchmarks)
+    # A stream starting a row copies the KV of its record's longest prefix that another row holds
+    # (a GRPO group's prompt, a HiMAP team's system + tools, a parked stream's old row) instead of
+    # prefilling it (rollout/prefix.py); shared prefixes shorter than prefix_min_tokens are prefilled.
+    prefix_reuse: bool = True
+    prefix_min_tokens: int = 32
     tool_workers: int = 8  # thread pool running episodes' environment steps
     # Host work hidden behind decoding: finished turns go to the pool while the device decodes the
     # rows still sampling; False = the synchronous engine (host and device take turns).
@@ -118,5 +123,6 @@ _AT_LEAST: dict[str, int] = {
     "cache_len": 0,
     "prefill_chunk": 1,
     "prefill_min_bucket": 1,
+    "prefix_min_tokens": 1,
     "tool_workers": 1,
 }

@@ -21,6 +21,7 @@ import numpy as np
 from rollout.buckets import pow2_bucket
 from rollout.hosts import agree, multihost, put_rows, read_local
 from rollout.placement import new_rollout_arrays
+from rollout.prefix import Copy, PrefixIndex
 from rollout.programs import decode_bucket
 from rollout.sampling import SamplingArrays
 from rollout.stats import EngineStats, Span
@@ -54,6 +55,10 @@ class DeviceCalls:
         self.cache, self.next_logits = new_rollout_arrays(
             engine.model_config, self.cfg.batch_rows, self.cfg.cache_slots, engine.cache_dtype, engine.mesh
         )
+        # The reprefill baseline re-feeds whole records on purpose: no reuse there. Several
+        # processes: not yet, as every process would have to join each copy call (rollout/lockstep.py).
+        reuse = self.cfg.prefix_reuse and not self.cfg.reprefill and not multihost()
+        self.prefix = PrefixIndex(self.cfg.batch_rows, self.cfg.prefix_min_tokens) if reuse else None
 
     def _done(self, t0: float) -> None:
         """Account a device call that started at t0 and whose results are now on the host."""
@@ -69,13 +74,15 @@ class DeviceCalls:
         Several processes: every one calls each chunk (`feed=False`: with no rows of its own), the
         chunk width agreed by one collective per chunk.
 
-        This is the one step that puts a stream's context into its row; prefix reuse (copying
-        another row's KV slots instead of feeding them) belongs here."""
+        This is the one step that puts a stream's context into its row: with prefix reuse, each
+        round first copies what is resident in other rows (rollout/prefix.py), then prefills the
+        rest; rows waiting for a leader's shared prefix sit the round out."""
         while True:
+            waiting = self._reuse(rows) if self.prefix is not None else set()
             pending = [
                 r
                 for r, s in enumerate(rows.slots)
-                if feed and s is not None and s.pending and s.phase is Phase.SAMPLING
+                if feed and s is not None and s.pending and s.phase is Phase.SAMPLING and r not in waiting
             ]
             width = self._chunk_width(rows, pending)
             if multihost():
@@ -90,6 +97,34 @@ class DeviceCalls:
             return 0
         longest = max(min(len(rows.slots[r].pending), self.cfg.prefill_chunk) for r in pending)
         return pow2_bucket(longest, self.cfg.prefill_min_bucket)
+
+    def _reuse(self, rows: RowTable) -> set[int]:
+        """Copy the resident prefixes of the fresh rows (one in-place device call); returns the
+        rows that wait for a leader's prefill."""
+        copies, waiting = self.prefix.plan(rows)
+        if not copies:
+            return waiting
+        n, size = len(copies), pow2_bucket(len(copies), 1)
+        pairs = np.zeros((3, size), np.int32)
+        pairs[1, n:] = self.cfg.batch_rows  # no-op pairs: length 0, destination out of range
+        for i, copy in enumerate(copies):
+            pairs[:, i] = copy.src, copy.dst, copy.length
+        t0 = time.perf_counter()
+        self.cache = self.engine.runner.copy_prefix(self.cache, *(jnp.asarray(p) for p in pairs))
+        self.cache.lengths.block_until_ready()
+        self._done(t0)
+        for copy in copies:
+            self._copied(rows.slots[copy.dst], copy)
+        return waiting
+
+    def _copied(self, stream: Stream, copy: Copy) -> None:
+        """The stream's row holds its first `copy.length` record tokens now: they leave pending."""
+        ids = stream.record.ids[: copy.length]
+        if self.engine.trace is not None:
+            self.engine.trace(stream.key, "copy", ids, 0)
+        stream.reset, stream.cached, stream.pending = False, copy.length, stream.pending[copy.length :]
+        self.prefix.copied(copy, stream)
+        self.stats.reused_tokens += copy.length
 
     def _chunk_rows(self, rows: RowTable, pending: list[int]) -> list[int]:
         if self.engine.mesh is not None:  # rows are split over devices: each extends its own rows
@@ -113,6 +148,10 @@ class DeviceCalls:
                 stream.reset, stream.cached = False, 0
             if trace is not None:
                 trace(stream.key, "prefill", list(take), stream.cached)
+            # tokens this stream had in a cache before it was parked are fed a second time
+            self.stats.reprefill_tokens += max(
+                0, min(stream.cached + len(take), stream.refeed) - stream.cached
+            )
             stream.cached += len(take)
             stream.pending = stream.pending[len(take) :]
         t0 = time.perf_counter()

@@ -6,10 +6,13 @@ One run loops over three phases until every episode has finished:
      are queued and no row is free, a *waiting* stream (turn ended, neither continued nor stopped:
      e.g. a HiMAP coordinator waiting for its day executors) is parked: its row is freed, its record
      kept; when continued it is queued again and its whole record is re-prefilled
-     (`EngineStats.reprefill_tokens`). Without parking, waiting coordinators can hold every row while
-     their own executors are queued, and the run deadlocks;
-  2. prefill: only tokens not yet in a row's cache are fed (prompt of a new stream, environment
-     reply + forced tokens of a continuing one), in chunks of at most `prefill_chunk` per row;
+     (`EngineStats.reprefill_tokens`), less what prefix reuse copies. Without parking, waiting
+     coordinators can hold every row while their own executors are queued, and the run deadlocks;
+  2. prefill: a stream starting a row first copies the KV of its record's longest prefix that
+     another row holds (prefix reuse, rollout/prefix.py: a GRPO group's prompt, a HiMAP team's
+     shared system + tools, a parked stream's old row); then only tokens not yet in a row's
+     cache are fed (prompt of a new stream, environment reply + forced tokens of a continuing
+     one), in chunks of at most `prefill_chunk` per row;
      only rows with pending tokens are computed (a refill of one row costs one row);
   3. decode: one jitted `lax.while_loop` segment until every live row has stopped its turn (or,
      with `segment_return_share` < 1, that share of them: the rest continue next segment);
@@ -50,11 +53,12 @@ with the same episode list; each drives only its `local` episodes (rollout.hosts
 decides) in the rows on its own devices (`RowTable.local`), runs their host jobs once, feeds its
 rows' tokens as process-local data and reads back only its addressable shards (rollout/device.py);
 rollout/lockstep.py keeps every process calling each jitted program in the same order, with one
-small collective per round. `run` then returns this process' records only.
+small collective per round. `run` then returns this process' records only. Prefix reuse is off
+there for now: each copy call would have to be joined by every process, like prefill.
 
-Prefix reuse: `Run._seat` + `DeviceCalls.prefill` are the single admission step that puts a
-stream's context into its row; copying another local row's KV slots for a shared prefix replaces
-part of the pending tokens there, and nothing else changes.
+Prefix reuse (built): `Run._seat` + `DeviceCalls.prefill` are the single admission step that
+puts a stream's context into its row: copy what other local rows hold (rollout/prefix.py,
+`copy_prefix` in rollout/programs.py), then prefill the rest.
 """
 
 from __future__ import annotations
@@ -101,8 +105,9 @@ class RolloutEngine:
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()
         # Debug hook, called as trace(stream_key, event, fed_ids, position) for every chunk fed to
-        # the model ("prefill") and every decoded segment ("decode"); tests use it to prove that
-        # the model's input is the record so far.
+        # the model ("prefill"), every prefix copied from another row ("copy", at position 0) and
+        # every decoded segment ("decode"); tests use it to prove that the model's input is the
+        # record so far.
         self.trace: Callable[[tuple[int, str], str, list[int], int], None] | None = None
         self.progress: Callable[[int, int], None] | None = None  # progress(done, total)
 

@@ -23,43 +23,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
 
+from sandbox.limits import StreamLimits
 from sandbox.types import StopReason
-
-_CONFIG_NAMES = {"max_total_tokens": "max_seq_len"}  # StreamLimits field -> RolloutConfig field
-
-
-@dataclasses.dataclass(frozen=True)
-class StreamLimits:
-    """Per-stream caps, each None (= the engine config's value) or at most the config's: a role can
-    get a tighter budget (e.g. executors 4 turns, the coordinator 10) but never more than the
-    static shapes (decode segment, cache row) were built for."""
-
-    max_turns: int | None = None
-    max_turn_tokens: int | None = None  # sampled tokens in one turn
-    max_total_tokens: int | None = None  # record length, prompt included
-
-    def __post_init__(self) -> None:
-        for name, value in dataclasses.asdict(self).items():
-            if value is not None and int(value) <= 0:
-                raise ValueError(f"StreamLimits.{name} must be positive or None, got {value}")
-
-    def resolve(self, config: Any) -> StreamLimits:
-        """These limits with every None filled from `config` (a RolloutConfig; max_total_tokens is
-        its max_seq_len); ValueError when one exceeds the config's (a longer stream would not fit
-        its cache row, a longer turn not the decode segment)."""
-        resolved = {}
-        for name, value in dataclasses.asdict(self).items():
-            config_name = _CONFIG_NAMES.get(name, name)
-            ceiling = int(getattr(config, config_name))
-            if value is not None and value > ceiling:
-                raise ValueError(
-                    f"stream limit {name}={value} exceeds the engine's {config_name}={ceiling} "
-                    "(a stream's limits can only tighten the config's)"
-                )
-            resolved[name] = ceiling if value is None else int(value)
-        return StreamLimits(**resolved)
 
 
 @dataclasses.dataclass

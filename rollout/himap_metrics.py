@@ -2,7 +2,8 @@
 step, launch/eval.py and the notebook print, and benchmarks/bench_himap.py reports.
 
 Counts are per episode (means), so steps with different numbers of episodes compare. Keys:
-`rounds`, `streams`, `rejections/<code>` (executors' and the session's reject codes),
+`rounds`, `streams`, `fallback_days` (open days the coordinator's fallback planned),
+`rejections/<code>` (executors' and the session's reject codes),
 `sigma_rejections/<code>` (Σ's non-ok verdicts), `tokens/<role>` (sampled tokens),
 `context/<role>` (prompt and environment tokens), `phase_s/<phase>` (coordinator / executors /
 bargaining wall time, the paper's Table 15).
@@ -33,13 +34,14 @@ def local_day_rewards(episodes: Sequence[Any], records: Sequence[EpisodeRecord])
 
 
 def himap_metrics(episodes: Sequence[Any], records: Sequence[EpisodeRecord]) -> dict[str, float]:
-    """Means over `episodes` (rollout.himap.HimapEpisode after the run) of the session's figures
+    """Means over `episodes` (rollout.agents.himap.HimapEpisode after the run) of the session's figures
     and the records' tokens per role; see the module docstring for the keys."""
     n = max(len(episodes), 1)
     sums: collections.Counter[str] = collections.Counter()
     for episode in episodes:
         m = episode.session.metrics()
         sums["rounds"] += m["rounds"]
+        sums["fallback_days"] += m["fallback_days"]
         for code, count in m["rejections"].items():
             sums[f"rejections/{code}"] += count
         for code, count in m["sigma_rejections"].items():

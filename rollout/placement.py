@@ -50,20 +50,36 @@ class SamplerWeights:
 
     Both take the model state of the trainer's layout (`nnx.state(model)`, any dtype and
     sharding) and return it in `dtype`, laid out by `sampler_shardings` on `mesh` (unchanged
-    placement without a mesh).
+    placement without a mesh). A LoRA model's frozen base (`kept_in_place`) is used as it is when
+    it already has the sampler's dtype and layout: it never changes and is never donated, so the
+    sampler needs no copy of it and a refresh casts the adapters only.
     """
 
     def __init__(self, abstract_state: nnx.State, dtype: Any, mesh: Mesh | None = None):
         self.dtype, self.mesh = jnp.dtype(dtype), mesh
-        self.shardings = None if mesh is None else sampler_shardings(abstract_state, mesh)
-        self.create = jax.jit(self._cast, out_shardings=self.shardings)
+        self.keep = kept_in_place(abstract_state, self.dtype, mesh)
+        own = self.split(abstract_state)[1]
+        self.shardings = None if mesh is None else sampler_shardings(own, mesh)
+        self.create_own = jax.jit(self._cast, out_shardings=self.shardings)
         # keep_unused: `old` is never read, only donated so the new copy is written into its buffers.
-        self.refresh = jax.jit(
+        self.refresh_own = jax.jit(
             lambda state, old: self._cast(state),
             out_shardings=self.shardings,
             donate_argnums=(1,),
             keep_unused=True,
         )
+
+    def split(self, state: nnx.State) -> tuple[nnx.State, nnx.State]:
+        """(leaves used in place, leaves the sampler holds its own copy of)."""
+        return nnx.split_state(state, self.keep, ...)
+
+    def create(self, state: nnx.State) -> nnx.State:
+        kept, own = self.split(state)
+        return nnx.merge_state(kept, self.create_own(own))
+
+    def refresh(self, state: nnx.State, old: nnx.State) -> nnx.State:
+        kept, own = self.split(state)
+        return nnx.merge_state(kept, self.refresh_own(own, self.split(old)[1]))
 
     def _cast(self, state: nnx.State) -> nnx.State:
         if self.mesh is None:
@@ -76,6 +92,34 @@ class SamplerWeights:
             return var.replace(jax.lax.with_sharding_constraint(value, variable_sharding(var, self.mesh)))
 
         return jax.tree.map(cast_in_place, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def kept_in_place(state: nnx.State, dtype: Any, mesh: Mesh | None) -> Any:
+    """Filter of the Variables the sampler can use as they are: the frozen base of a LoRA model
+    (Params that are not adapters) already in `dtype` (or not floating, e.g. int8) and laid out as
+    the sampler lays it out. Nothing when the model has no adapters: trained weights change and
+    are donated by the train step."""
+    if not jax.tree.leaves(nnx.filter_state(state, nnx.LoRAParam)):
+        return nnx.Nothing
+    mesh_shape = None if mesh is None else dict(mesh.shape)
+
+    def same_layout(var: nnx.Variable) -> bool:
+        if mesh_shape is None:
+            return True
+        names = var.get_metadata().get("out_sharding")
+        rules = (
+            logical_to_spec(names, var.shape, mesh_shape),
+            logical_to_spec(names, var.shape, mesh_shape, SAMPLER_RULES),
+        )
+        return rules[0] == rules[1]
+
+    def keep(path: Any, var: Any) -> bool:
+        if not isinstance(var, nnx.Param) or isinstance(var, nnx.LoRAParam):
+            return False
+        floating = jnp.issubdtype(var.dtype, jnp.floating)
+        return (not floating or jnp.dtype(var.dtype) == dtype) and same_layout(var)
+
+    return keep
 
 
 def new_rollout_arrays(

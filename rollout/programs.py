@@ -40,6 +40,7 @@ class ModelRunner:
         self.state = self.weights.create(state)
         prefill, decode = compiled_functions(self.graphdef, valid_vocab)
         self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
+        self.copy_prefix = on_mesh(copy_prefix, mesh)
 
     def update_state(self, model: nnx.Module) -> None:
         """New weights, same graph (e.g. after a training step): cast and resharded on the devices
@@ -91,6 +92,44 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
     last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, rows=rows)  # fp32 [R, V]
     updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
     return next_logits.at[rows].set(updated), cache
+
+
+COPY_BLOCK = 256  # cache slots moved per step of copy_prefix's inner loop
+
+
+def _copy_prefix(cache, src_rows, dst_rows, lengths):
+    """Copy slots [0, lengths[i]) of cache row src_rows[i] into row dst_rows[i] and set that row's
+    fill length to lengths[i]: a shared prefix's KV reused instead of recomputed (rollout/prefix.py).
+
+    src_rows, dst_rows, lengths int32 [N] (N bucketed); no-op pairs have length 0 and dst = B (out
+    of range: dropped). Pairs run in order and no destination is a source of the same call (the
+    planner's rule), so the order never matters. Each pair moves whole blocks of COPY_BLOCK slots
+    with dynamic slices of the donated cache (in place, never a gather of whole rows); slots of the
+    last block past lengths[i] receive the source's stale slots, which the destination's fill
+    length masks until its own prefill overwrites them."""
+    slots = cache.max_len
+    block = min(COPY_BLOCK, slots)
+
+    def pair(i, kv):
+        src, dst, n = src_rows[i], dst_rows[i], lengths[i]
+
+        def move(j, kv):
+            start = jnp.minimum(j * block, slots - block)  # the last block ends at S (clamped)
+
+            def one(x):
+                size = (x.shape[0], 1, block, *x.shape[3:])
+                moved = jax.lax.dynamic_slice(x, (0, src, start, 0, 0), size)
+                return jax.lax.dynamic_update_slice(x, moved, (0, dst, start, 0, 0))
+
+            return one(kv[0]), one(kv[1])
+
+        return jax.lax.fori_loop(0, (n + block - 1) // block, move, kv)
+
+    k, v = jax.lax.fori_loop(0, src_rows.shape[0], pair, (cache.k, cache.v))
+    return dataclasses.replace(cache, k=k, v=v, lengths=cache.lengths.at[dst_rows].set(lengths, mode="drop"))
+
+
+copy_prefix = jax.jit(_copy_prefix, donate_argnums=(0,))
 
 
 class DecodeCarry(NamedTuple):

@@ -7,7 +7,9 @@ model on tokens it never produced).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from sandbox.types import TRUNCATING, StopReason
@@ -92,3 +94,10 @@ class EpisodeRecord:
         kwargs["turns"] = [tuple(t) for t in kwargs.get("turns", [])]
         kwargs["forced"] = [tuple(t) for t in kwargs.get("forced", [])]
         return cls(**kwargs)
+
+
+def stop_reason_counts(records: Iterable[EpisodeRecord]) -> str:
+    """'max_turn_tokens 3, answer 1': how many streams stopped for each reason, most common first
+    (plain values, for logs and tables)."""
+    counts = collections.Counter(str(r.stop_reason) or "running" for r in records)
+    return ", ".join(f"{reason} {n}" for reason, n in counts.most_common())

@@ -184,10 +184,13 @@ class Run:
         """Give `stream` a row; its whole record is (re-)prefilled into it."""
         self.rows.seat(stream, row)
         stream.phase = Phase.SAMPLING
-        self.stats.reprefill_tokens += stream.cached  # > 0 only for a stream that was parked
+        # > 0 only for a stream that was parked: prefilling those tokens again counts as
+        # reprefill_tokens (rollout/device.py), copying them from a row still holding them does not.
+        stream.refeed = max(stream.refeed, stream.cached)
         # A row is reused without clearing it: `reset` makes the next prefill start the row at
         # position 0 (its stale slots are masked by the row's fill length), and the stream's
-        # whole record so far is pending, since nothing of it is in this row's cache.
+        # whole record so far is pending, since nothing of it is in this row's cache (prefix
+        # reuse may copy part of it from another row first).
         stream.reset, stream.cached = True, 0
         stream.pending = list(stream.record.ids)
 

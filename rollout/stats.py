@@ -15,8 +15,9 @@ class EngineStats:
     env_s: float = 0.0  # while any episode callback ran in the pool (tools, parsing, rendering)
     hidden_s: float = 0.0  # of env_s, the time during device calls (async_host: hidden host work)
     generated_tokens: int = 0
-    prefill_tokens: int = 0  # every token fed by prefill, reprefill_tokens included
-    reprefill_tokens: int = 0  # tokens fed again because their stream had been parked
+    prefill_tokens: int = 0  # every token computed by prefill, reprefill_tokens included
+    reused_tokens: int = 0  # tokens whose KV was copied from another row (prefix reuse), not computed
+    reprefill_tokens: int = 0  # tokens computed again because their stream had been parked
     parks: int = 0  # times a waiting stream gave its row up
     decode_steps: int = 0  # while-loop iterations summed over segments
     segments: int = 0

@@ -56,6 +56,7 @@ class Stream:
     pending: list[int] = dataclasses.field(default_factory=list)  # record tokens not yet in the row's cache
     reset: bool = False  # the next prefill restarts the row at position 0
     cached: int = 0  # tokens of the record already in the row's cache
+    refeed: int = 0  # tokens it had in a cache before it was parked (EngineStats.reprefill_tokens)
     turn_start: int = 0
     turn_sampled: int = 0
     turns_done: int = 0

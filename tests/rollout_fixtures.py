@@ -28,6 +28,8 @@ def engine_config(**overrides):
         prefill_min_bucket=64,
         turn_cap="close",
         tool_workers=4,
+        # every shared prefix is copied, however short: the record-identity tests exercise reuse
+        prefix_min_tokens=1,
     )
     base.update(overrides)
     return RolloutConfig(**base)

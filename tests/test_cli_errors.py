@@ -88,6 +88,22 @@ def test_eval_duplicate_and_empty_plans(tmp_path, data_dir):
     assert f"{plans} holds no plans" in empty.stderr
 
 
+def test_report_bad_rollouts_and_output(tmp_path, data_dir):
+    missing = tmp_path / "none.jsonl"
+    out = tmp_path / "r.html"
+    assert_one_clear_line(
+        run_script("report.py", "--data", data_dir, "--rollouts", missing, "--out", out), str(missing)
+    )
+    plans = tmp_path / "plans.jsonl"
+    plans.write_text('{"id": "test-easy-00000", "plan": []}\n')  # a plans file, not rollout records
+    result = run_script("report.py", "--data", data_dir, "--rollouts", plans, "--out", out)
+    assert_one_clear_line(result, f"{plans}:1", "launch/eval.py --plans")  # where plans files go
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_script("eval.py", "--data", data_dir, "--policy", "expert", "--report", blocker / "r.html")
+    assert_one_clear_line(result, str(blocker))
+
+
 def test_truncated_world_store(tmp_path, data_dir):
     data = tmp_path / "data"
     shutil.copytree(data_dir, data)

@@ -137,6 +137,8 @@ EVERY_KNOB = {
     "prefill_min_bucket": 32,
     "refill": False,
     "reprefill": True,
+    "prefix_reuse": False,
+    "prefix_min_tokens": 64,
     "tool_workers": 3,
     "async_host": False,
     "segment_return_share": 0.5,

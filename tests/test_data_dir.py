@@ -76,7 +76,7 @@ def test_force_replaces_and_no_staging_dir_is_left(built, tmp_path):
     assert (out / "mine.txt").exists()
     replaced = make_data(out, "--world-only", "--force")
     assert replaced.returncode == 0, replaced.stderr[-3000:]
-    assert sorted(p.name for p in out.iterdir()) == ["build_info.json", "world.sqlite"]
+    assert sorted(p.name for p in out.iterdir()) == ["benchmark.json", "build_info.json", "world.sqlite"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no temporary sibling left behind
 
 

@@ -17,6 +17,7 @@ from flax import nnx
 
 from models.checkpoint import load_model, save_model, write_config
 from models.hf import load_pretrained, save_pretrained
+from models.tokenizer import load_tokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,6 +90,25 @@ def test_tied_round_trip_in_process(model_pair, tmp_path):
     index = json.loads((tmp_path / "export" / "model.safetensors.index.json").read_text())
     assert "lm_head.weight" not in index["weight_map"]
     np.testing.assert_array_equal(_logits(_load_clean(str(tmp_path / "export")), ids), expected)
+
+
+def test_exported_files_all_get_the_umask_mode(model_pair, tmp_path):
+    """A shared model directory must be readable by colleagues: every file, the weight shards
+    included (safetensors writes them 0600), gets 0666 minus the umask, like a plain open()."""
+    _, _, ours = model_pair("tiny")
+    previous = os.umask(0o022)
+    try:
+        save_pretrained(ours, tmp_path / "export", tokenizer=load_tokenizer("qwen3"))
+        os.umask(0o027)  # a group-readable umask: the modes follow it
+        save_pretrained(ours, tmp_path / "group", max_shard_size="100KB")
+    finally:
+        os.umask(previous)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "export").iterdir()}
+    assert "model-00001-of-00001.safetensors" in modes and "tokenizer.json" in modes, modes
+    assert set(modes.values()) == {0o644}, modes
+    shards = sorted((tmp_path / "group").glob("*.safetensors"))
+    assert len(shards) > 1
+    assert {p.stat().st_mode & 0o777 for p in (tmp_path / "group").iterdir()} == {0o640}
 
 
 def test_bf16_import_and_export(model_pair, tmp_path):

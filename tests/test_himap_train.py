@@ -36,11 +36,11 @@ RECIPE = ROOT / "configs" / "himap_tiny_cpu.yaml"
         ("himap.coordinator_limits.max_turns=5", "himap.coordinator_limits.max_turns must be in [1, rollout"),
         (
             "himap.coordinator_limits.max_turn_tokens=49",
-            "himap.coordinator_limits.max_turn_tokens must be in [0, rollout.max_turn_tokens=48]",
+            "himap.coordinator_limits.max_turn_tokens must be in [1, rollout.max_turn_tokens=48]",
         ),
         (
-            "himap.executor_limits.max_seq_len=9999",
-            "himap.executor_limits.max_seq_len must be in [0, rollout.max_seq_len=5120]",
+            "himap.executor_limits.max_seq_len=9999",  # the old key name still loads
+            "himap.executor_limits.max_total_tokens must be in [1, rollout.max_seq_len=5120]",
         ),
         ("himap.parallel=maybe", "himap.parallel: expected true/false, got 'maybe'"),
         ("himap.rounds=2", "unknown config key 'himap.rounds'"),
@@ -58,10 +58,10 @@ def test_himap_needs_a_travel_task_and_maps_to_the_protocol_options():
     with pytest.raises(ValueError, match="agent: himap needs task: travel"):
         load_config(RECIPE, ["task=toy"])
     cfg = load_config(RECIPE, ["himap.coordinator=true", "himap.executor_limits.max_turn_tokens=32"])
-    options = cfg.himap.options(cfg.rollout.max_response_chars)
+    options = cfg.himap  # the config's section is the protocol's HimapOptions
     assert options.coordinator and options.max_rounds == 2
     assert (options.executor_limits.max_turns, options.executor_limits.max_turn_tokens) == (2, 32)
-    assert options.coordinator_limits.max_total_tokens is None  # 0 = the rollout section's
+    assert options.coordinator_limits.max_total_tokens is None  # the recipe's 0 = the rollout section's
 
 
 def _two_day(visible, truth):
@@ -76,11 +76,15 @@ def _two_day(visible, truth):
     return visible, truth
 
 
+# LoRA first: the full fine-tuning run donates the session model's arrays to its train step.
+@pytest.mark.parametrize("lora_rank", [4, 0])
 def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     tmp_path,
     rollout_setup,  # noqa: F811
     small_benchmark,  # noqa: F811
+    lora_rank,
 ):
+    """Full fine-tuning, and LoRA adapters on the frozen model (the sampler applying them)."""
     from b2tjax.tasks.himap import HimapTask
     from b2tjax.trainer import Trainer
     from rollout.agents.himap import himap_episode
@@ -104,6 +108,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
             "rollout.max_turn_tokens=8",
             "rollout.prefill_chunk=1024",
             "rollout.prefill_min_bucket=1024",  # one prefill width: one compile
+            f"model.lora.rank={lora_rank}",
         ],
     )
     bench = B2TBenchmark(small_benchmark)
@@ -133,7 +138,14 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
             return [pair]
 
     task = Task(cfg, bench, rollout_setup.tokenizer)
-    result = Trainer(cfg, task, rollout_setup.model, progress=False).run()
+    model = rollout_setup.model
+    if lora_rank:
+        from flax import nnx
+
+        from models.lora import add_lora
+
+        model = add_lora(nnx.clone(model), cfg.model.lora)
+    result = Trainer(cfg, task, model, progress=False).run()
 
     batch = task.batch
     streams = [[r.stream for r in batch.records if r.episode == e] for e in (0, 1)]
@@ -202,7 +214,8 @@ def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
 
     # the full team, with tool replies long enough for the expert to read (the recipe's 1,200
     # characters cut them, and its flat team splits the budget equally: no plan of it passes)
-    full = ["rollout.max_seq_len=8192", "rollout.max_response_chars=6000", "himap.coordinator=true"]
+    # (10240: the coordinator's prompt also lists the executors' search tools, for its fallback)
+    full = ["rollout.max_seq_len=10240", "rollout.max_response_chars=6000", "himap.coordinator=true"]
     cfg = load_config(RECIPE, [f"data.data_dir={small_benchmark}", *full])
     bench = B2TBenchmark(small_benchmark)
     good = bench.load_split("train")[:2]

@@ -95,3 +95,30 @@ def test_scripted_himap_expert_solves_the_training_queries_like_the_single_exper
                 assert example.query["query"] not in trace["messages"][1]["content"]
     assert passed["himap"] >= passed["single"] == len(rounds)
     assert sum(rounds) / len(rounds) < 1.5
+
+
+def test_when_every_round_is_rejected_the_coordinators_submit_plan_delivers_the_plan(
+    bench,
+    tp_db,  # noqa: F811
+    train_queries,  # noqa: F811
+    human_plans,  # noqa: F811
+):
+    for query, plan in list(zip(train_queries, human_plans))[:3]:
+        q = normalize_query(query)
+        days = plan[: q["days"]]
+        session = HimapSession(bench.himap_domain({"id": "q", "query": query["query"], "days": q["days"]}))
+        session.start()
+        goals = [{"day": s.day, "budget": 0} for s in session.domain.slots()]
+        for _ in range(3):
+            adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=goals))
+            for start in adv.start:
+                adv = session.turn(start.name, _call("reject_subgoal", reason="no", code="other"))
+        report = json.loads(adv.reply[0][1].responses[-1].text)
+        assert report["fallback"] and report["open_days"] == list(range(1, q["days"] + 1))
+        fields = [{"day": d, **{f: day.get(f, "-") for f in PLAN_FIELDS}} for d, day in enumerate(days, 1)]
+        adv = session.turn(COORDINATOR, _call("submit_plan", days=fields[:-1]))  # a day missing
+        assert adv.errors == [True] and not adv.finished
+        adv = session.turn(COORDINATOR, _call("submit_plan", days=fields))
+        assert adv.errors == [False] and adv.finished and session.metrics()["fallback_days"] == q["days"]
+        verdicts = [evaluate(query, p, tp_db, "official").to_dict() for p in (json.loads(adv.answer), plan)]
+        assert verdicts[0] == verdicts[1]

@@ -87,7 +87,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 
 REGISTRY = "sandbox.benchmarks"
-REGISTRY_MODULES = {REGISTRY, f"{REGISTRY}.base"}  # what generic code may import of the benchmarks
+# What generic code may import of the benchmarks: the registry, the interface and the interface's
+# plain-data episode view format (view.py, what Benchmark.episode_view returns).
+REGISTRY_MODULES = {REGISTRY, f"{REGISTRY}.base", f"{REGISTRY}.view"}
 
 
 def _benchmark_of(module: str) -> str | None:

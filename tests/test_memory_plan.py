@@ -17,7 +17,8 @@ TWO_LAYERS = "model.overrides={num_hidden_layers: 2}"
 GIB = 1024**3
 
 
-def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+def run_plan(tmp_path: Path, config: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """launch/plan.py on `config` in a fresh process; its --json figures (None when it wrote none)."""
     out = tmp_path / "plan.json"
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     proc = subprocess.run(
@@ -25,9 +26,7 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
             sys.executable,
             str(ROOT / "launch" / "plan.py"),
             "--config",
-            str(ROOT / "configs" / "qwen3_0.6b.yaml"),
-            "--devices",
-            "8",
+            str(config),
             "--json",
             str(out),
             *args,
@@ -35,10 +34,14 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=1200,
         cwd=str(ROOT),
     )
     return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    return run_plan(tmp_path, ROOT / "configs" / "qwen3_0.6b.yaml", "--devices", "8", *args)
 
 
 def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
@@ -85,8 +88,8 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
 
 
 def test_himap_recipes_have_their_base_recipes_plan():
-    """The HiMAP Qwen3 recipes are not compiled here (like the other Qwen3 recipes); every setting
-    the memory plan reads matches the base recipe's, whose plan docs/TRAINING.md shows."""
+    """The HiMAP Qwen3 recipes (H100 and TPU) are not compiled here (like the other Qwen3 recipes);
+    every setting the memory plan reads matches the base recipe's, whose plan docs/TRAINING.md shows."""
     from b2tjax.config import load_config
 
     def planned(cfg) -> dict:
@@ -101,8 +104,30 @@ def test_himap_recipes_have_their_base_recipes_plan():
             "grpo": (cfg.grpo.logprob_chunk, cfg.grpo.beta),
         }
 
-    for size in ("4b", "8b"):
-        himap = load_config(ROOT / "configs" / f"himap_qwen3_{size}.yaml")
-        base = load_config(ROOT / "configs" / f"qwen3_{size}.yaml")
+    for name in ("qwen3_4b", "qwen3_8b", "qwen3_8b_tpu"):
+        himap = load_config(ROOT / "configs" / f"himap_{name}.yaml")
+        base = load_config(ROOT / "configs" / f"{name}.yaml")
         assert himap.agent == "himap" and base.agent == "single"
-        assert planned(himap) == planned(base), size
+        assert planned(himap) == planned(base), name
+
+
+def test_lora_recipe_trains_adapters_only_and_shares_the_base(tmp_path):
+    """configs/qwen3_8b_lora.yaml with 2 of its 36 layers on its one 80 GB device: the optimizer
+    state is the adapters' (hand-computed), the base is a bf16 argument of its own and the sampler
+    holds only a bf16 copy of the adapters beside the train step."""
+    config = ROOT / "configs" / "qwen3_8b_lora.yaml"
+    proc, plan = run_plan(tmp_path, config, "--devices", "1", "--programs", "grpo_step", TWO_LAYERS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (grpo,) = plan["programs"]
+    # rank 16 on q, k, v, o, gate, up, down of Qwen3-8B (hidden 4096, 32 x 128 q, 8 x 128 kv, mlp 12288)
+    per_layer = 16 * sum(i + o for i, o in [(4096, 4096), (4096, 1024), (4096, 1024), (4096, 4096)])
+    per_layer += 16 * (2 * (4096 + 12288) + (12288 + 4096))
+    adapters = 2 * per_layer
+    assert grpo["arguments"]["params"] == adapters * 4  # fp32
+    assert grpo["arguments"]["optimizer state"] == 2 * adapters * 4 + 8  # two moments + counters
+    layer = 4096 * 128 * (32 + 2 * 8) + 32 * 128 * 4096 + 2 * 128 + 3 * 4096 * 12288 + 2 * 4096
+    base = 2 * 151936 * 4096 + 2 * layer + 4096  # untied embedding and LM head
+    assert grpo["arguments"]["frozen base"] == base * 2  # bf16
+    assert grpo["resident"]["sampler weights"] == adapters * 2  # the base is shared, not copied
+    assert any("optimizer state" in note and "instead of" in note for note in grpo["notes"])
+    assert "fits with 10% headroom" in proc.stdout

@@ -47,6 +47,7 @@ summary = {
     "curves": ns["curves"],
     "himap_view": ns["himap_view"], "himap_answer": ns["himap_expert"].answer,
     "figure_titles": [ax.get_title() for ax in ns["fig"].axes] if ns["fig"] is not None else None,
+    "report": str(ns["report_path"]),
 }
 json.dump(summary, open(out, "w"))
 """
@@ -214,6 +215,25 @@ def test_himap_section_shows_the_scripted_team_episode(notebook_run):
     verdict = b2t.evaluate_plan(summary["himap_answer"], visible, truth, tmp / "data")
     assert verdict.all_passed
     assert f"scripted HiMAP expert (full) on {instance_id}" in stdout
+
+
+def test_report_cell_writes_every_episode_it_ran(notebook_run):
+    """Step 9: the HTML report holds the model's episodes (with their turns), the expert's and the
+    scripted HiMAP team's (with one lane per day), and the run's curves."""
+    from tests.report_fixtures import page_data
+
+    summary, stdout, _ = notebook_run
+    page = Path(summary["report"]).read_text(encoding="utf-8")
+    episodes = page_data(page)["episodes"]
+    ids = summary["pair_ids"]
+    assert [(e["agent"], e["id"]) for e in episodes] == [("model tiny", i) for i in ids] + [
+        ("expert", i) for i in ids
+    ] + [("HiMAP expert", ids[summary["episode_index"]])]
+    for episode, record in zip(episodes, summary["records"]):
+        assert len(episode["turns"]) == len(record["turns"]) and episode["tokens"] == sum(record["loss_mask"])
+    assert len(episodes[-1]["himap"]["lanes"]) == len(episodes[-1]["days"]) > 1
+    assert ("<svg" in page) == (summary["figure_titles"] is not None)  # the curves, when matplotlib draws
+    assert f"wrote {summary['report']} (5 episodes" in stdout
 
 
 @pytest.mark.parametrize("run_dirs", [[], ["runs/none-such"]])

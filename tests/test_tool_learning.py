@@ -85,6 +85,23 @@ def test_grpo_learns_to_use_the_tool(tmp_path, seed):
     assert all(row["logprob_gap_mean"] < 1e-3 for row in rows)  # sampler and trainer agree
 
 
+def test_grpo_learns_to_use_the_tool_with_lora_adapters(tmp_path):
+    """GRPO training rank-8 LoRA adapters only (lr 1e-2, ~3x full fine-tuning's) on a frozen base that
+    follows the protocol, as a pretrained Qwen3 would: the recipe's SFT run, saved as a checkpoint.
+    (Adapters on the random base cannot learn the protocol in the recipe's SFT steps: measured
+    0.69 lookup rate, and GRPO then stays at chance.) Measured, seed 0: success 0.32 -> 0.98."""
+    task = LookupTask(LookupConfig(num_values=NUM_VALUES))
+    base = tmp_path / "base"
+    train_lookup(base, task, seed=0, overrides=["mode=sft_only", "eval_at_end=false"])
+    adapters = ["mode=grpo", f"model.init=ckpt:{base}/checkpoints", "model.lora.rank=8", "optim.lr=1e-2"]
+    rows, result = train_lookup(tmp_path / "lora", task, seed=0, overrides=adapters)
+    success = [row["success"] for row in rows]
+    assert rows[0]["lookup_rate"] >= 0.9 and success[0] < CHANCE + 0.15
+    assert np.mean(success[-3:]) >= 0.9, success
+    assert result.eval_metrics["success"] >= 0.9
+    assert all(row["logprob_gap_mean"] < 1e-3 for row in rows)  # the sampler applies the adapters too
+
+
 def test_blind_policy_stays_at_chance(tmp_path):
     """Same task, same training, but the reply's tokens are padding in the policy's context."""
     rows, result = train_lookup(tmp_path, LookupTask(LookupConfig(num_values=NUM_VALUES, blind=True)), seed=0)

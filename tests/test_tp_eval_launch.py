@@ -8,7 +8,7 @@ import pytest
 
 from sandbox.benchmarks.travelplanner.submission import write_submission
 from tests.tp_fixtures import human_plans, train_queries  # noqa: F401 - fixtures
-from tests.tp_harness import DATABASE_DIR, require_shared
+from tests.tp_harness import DATABASE_DIR
 
 SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "eval.py"
 
@@ -24,7 +24,6 @@ def _launch_main():
 def test_official_submission_is_scored_with_the_official_constants(
     tmp_path, train_queries, human_plans, capsys
 ):
-    require_shared()
     # --queries and --mode are the TravelPlanner plugin's options (branch tp-agent).
     pytest.importorskip(
         "sandbox.benchmarks.travelplanner.benchmark", reason="the TravelPlanner plugin is not merged yet"

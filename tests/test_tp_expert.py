@@ -17,14 +17,13 @@ from sandbox.benchmarks.travelplanner.generator import generate_queries, plan_ov
 from sandbox.benchmarks.travelplanner.query_text import parse_query_text
 from sandbox.benchmarks.travelplanner.tools import TravelPlannerWorld
 from sandbox.env import EpisodeEnv
-from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared, tp_harness  # noqa: F401 (fixture)
+from tests.tp_harness import DATA_DIR, DATABASE_DIR, tp_harness  # noqa: F401 (fixture)
 
 N_GENERATED = 45
 
 
 @pytest.fixture(scope="module")
 def db() -> Database:
-    require_shared()
     return Database.from_dir(DATABASE_DIR)
 
 

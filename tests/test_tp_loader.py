@@ -20,8 +20,8 @@ from tests.tp_harness import DATA_DIR
 
 
 def test_database_sizes_follow_the_official_loader(tp_db):
-    # Figures of ../shared/data/travelplanner/README.md: 5,047 listings of which 4,285 have no empty
-    # field; 5,302 attractions; 9,551 restaurants; 312 cities; 313 flights.
+    # Figures of sandbox/benchmarks/travelplanner/data/ATTRIBUTION.md: 5,047 listings of which 4,285
+    # have no empty field; 5,302 attractions; 9,551 restaurants; 312 cities; 313 flights.
     sizes = {kind: sum(len(rows) for rows in by_city.values()) for kind, by_city in tp_db.places.items()}
     assert sizes == {"accommodations": 4285, "attractions": 5302, "restaurants": 9551}
     assert len(tp_db.cities) == 312 and len(tp_db.flight_rows) == 313

@@ -18,14 +18,13 @@ from sandbox.benchmarks.travelplanner.query_text import QueryTextError, parse_qu
 from sandbox.benchmarks.travelplanner.reward import compute_reward, shaped_like_trip
 from sandbox.benchmarks.travelplanner.tools import NoToolWorld, TravelPlannerWorld
 from sandbox.env import EpisodeEnv
-from tests.tp_harness import DATA_DIR, DATABASE_DIR, require_shared
+from tests.tp_harness import DATA_DIR, DATABASE_DIR
 
 B_TABLE = Path(__file__).parent / "data" / "tp_train_queries.jsonl"
 
 
 @pytest.fixture(scope="module")
 def db() -> Database:
-    require_shared()
     return Database.from_dir(DATABASE_DIR)
 
 
@@ -156,7 +155,6 @@ def test_tools_run_through_the_episode_env_and_sole_planning_has_none(world):
 
 @pytest.fixture(scope="module")
 def training():
-    require_shared()
     from sandbox.benchmarks.travelplanner.training import load_training
 
     return load_training(DATA_DIR)

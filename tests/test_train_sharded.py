@@ -11,10 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _compare() -> dict:
+def _compare(lora_rank: int) -> dict:
+    """Both steps' results; with `lora_rank` > 0 the tiny model carries LoRA adapters (the trained
+    params) on a frozen base passed beside them."""
     import jax
     import numpy as np
     import optax
@@ -23,6 +27,7 @@ def _compare() -> dict:
     from b2tjax.train_batch import TrainBatch
     from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, state_shardings
     from models.config import get_config
+    from models.lora import LoraConfig, add_lora
     from models.qwen3 import create_model
     from models.sharding import make_mesh
 
@@ -45,7 +50,7 @@ def _compare() -> dict:
 
     results = {}
     for name, mesh in (("single", None), ("sharded", make_mesh(data=1, fsdp=4, tensor=2))):
-        model = create_model(cfg, mesh, seed=0)
+        model = add_lora(create_model(cfg, mesh, seed=0), LoraConfig(rank=lora_rank), seed=1, mesh=mesh)
         model_fn, params = BoundModel.from_model(model)
         state = init_train_state(params, optimizer, mesh)
         fns = make_step_fns(
@@ -57,6 +62,7 @@ def _compare() -> dict:
             fixed_length=t,
             state_sharding=state_shardings(state) if mesh is not None else None,
             mesh=mesh,
+            frozen=BoundModel.frozen_of(model),
         )
         new_state, metrics = fns.grpo_step(state, fns.shard_batch(batch))
         leaves = jax.tree_util.tree_leaves_with_path(new_state.params)
@@ -76,11 +82,12 @@ def _compare() -> dict:
     return results
 
 
-def test_sharded_step_equals_single_device_step():
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_sharded_step_equals_single_device_step(lora_rank):
+    """Full fine-tuning, and LoRA: adapters sharded like their base weights, the base beside them."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run(
-        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300, cwd=str(ROOT)
-    )
+    cmd = [sys.executable, __file__, str(lora_rank)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-4000:]
     import numpy as np
 
@@ -89,6 +96,7 @@ def test_sharded_step_equals_single_device_step():
     assert sharded["devices"] == list(range(8))
     assert sharded["sharded_leaves"] >= 5  # embeddings, attention and MLP weights really are split
     assert single["sharded_leaves"] == 0
+    assert all(("_lora_" in key) == (lora_rank > 0) for key in single["params"])  # what is trained
     assert sharded["sharded_opt_leaves"] == sharded["sharded_leaves"]
     np.testing.assert_allclose(sharded["loss"], single["loss"], rtol=1e-5)
     np.testing.assert_allclose(sharded["kl"], single["kl"], rtol=1e-4, atol=1e-7)
@@ -100,4 +108,4 @@ def test_sharded_step_equals_single_device_step():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    print(json.dumps(_compare()))
+    print(json.dumps(_compare(int(sys.argv[1]))))

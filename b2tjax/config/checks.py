@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: TrainConfig.validate calls in here
-    from b2tjax.config.schema import HimapConfig, HimapRoleConfig, TrainConfig
+    from b2tjax.config.schema import TrainConfig
     from rollout.config import RolloutConfig
+    from sandbox.himap.options import HimapOptions
 
 
 def config_errors(cfg: TrainConfig) -> list[str]:
@@ -21,6 +22,7 @@ def config_errors(cfg: TrainConfig) -> list[str]:
         + _range_errors(cfg)
         + _benchmark_errors(cfg)
         + cfg.rollout.errors("rollout.")
+        + cfg.model.lora.errors()
         + _agent_errors(cfg)
     )
 
@@ -103,22 +105,12 @@ def _agent_errors(cfg: TrainConfig) -> list[str]:
     return errors
 
 
-def himap_errors(himap: HimapConfig, rollout: RolloutConfig) -> list[str]:
-    """Settings a HiMAP rollout could not run with: a role's limits may not exceed the rollout's
-    (the decode segment and the cache row are sized by the rollout section)."""
-    errors = [] if himap.max_rounds >= 1 else [f"himap.max_rounds must be >= 1, got {himap.max_rounds}"]
+def himap_errors(himap: HimapOptions, rollout: RolloutConfig) -> list[str]:
+    """Settings a HiMAP rollout could not run with: the options' own rules, and a role's limits may
+    not exceed the rollout's (the decode segment and the cache row are sized by the rollout section)."""
+    errors = himap.errors("himap.")
     for role in ("coordinator", "executor"):
-        limits: HimapRoleConfig = getattr(himap, f"{role}_limits")
-        key = f"himap.{role}_limits."
-        if not 1 <= limits.max_turns <= rollout.max_turns:
-            cap = f"rollout.max_turns={rollout.max_turns}"
-            errors.append(f"{key}max_turns must be in [1, {cap}], got {limits.max_turns}")
-        for name, cap in (("max_turn_tokens", rollout.max_turn_tokens), ("max_seq_len", rollout.max_seq_len)):
-            value = getattr(limits, name)
-            if not 0 <= value <= cap:
-                errors.append(f"{key}{name} must be in [0, rollout.{name}={cap}] (0 = that), got {value}")
-    if himap.sft_instances < 0:
-        errors.append(f"himap.sft_instances must be >= 0 (0 = all), got {himap.sft_instances}")
+        errors += himap.limits(role).errors(f"himap.{role}_limits.", rollout, "rollout.")
     return errors
 
 

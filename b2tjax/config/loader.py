@@ -19,8 +19,14 @@ from b2tjax.config.schema import TrainConfig
 from rollout.config import RolloutConfig
 from sandbox.fields import coerce, field_type
 
+_ROLES = ("coordinator", "executor")
 # Old spellings of renamed keys, so saved run configs and older recipes still load.
-_RENAMED = {"rollout.max_new_tokens": "rollout.max_turn_tokens"}
+_RENAMED = {
+    "rollout.max_new_tokens": "rollout.max_turn_tokens",
+    **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in _ROLES},
+}
+# HiMAP role limits were written with 0 = the rollout section's value; a StreamLimits says None.
+_ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in _ROLES for k in ("max_turn_tokens", "max_total_tokens")}
 
 
 def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
@@ -34,6 +40,8 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
         if key not in names:
             raise ValueError(f"unknown config key {path!r}; valid keys here: {sorted(names)}")
         current = getattr(obj, key)
+        if path in _ZERO_IS_NONE and value == 0:
+            value = None
         if dataclasses.is_dataclass(current):
             _merge(current, value, path + ".")
         else:

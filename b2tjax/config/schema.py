@@ -16,8 +16,10 @@ from typing import Any, Literal
 
 from b2tjax.credit import CreditMode
 from b2tjax.grpo import AggregationMode
+from models.lora import LoraConfig
 from models.qwen3 import Remat
 from rollout.config import RolloutConfig
+from sandbox.himap.options import HimapOptions
 
 Dtype = Literal["float32", "bfloat16"]
 Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.tasks.toy)
@@ -36,11 +38,13 @@ class ModelConfig:
     tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
     sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
     remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
+    # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
+    lora: LoraConfig = field(default_factory=LoraConfig)
 
 
 @dataclass
 class DataConfig:
-    data_dir: str = "DATA"  # a path: the benchmark's data directory (built by launch/make_data.py)
+    data_dir: str = "data/small"  # a path: the benchmark's data directory (built by launch/make_data.py)
     world_scale: str = (
         "small"  # small | full (sandbox.world.scales): passed to launch/make_data.py when DATA is absent
     )
@@ -123,6 +127,7 @@ class HardwareConfig:
     device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
     devices: int = 1  # >= 1: accelerator chips in the whole job
     hbm_gib: float = 0.0  # >= 0: memory per device in GiB; 0 = not stated (the plan then reports only)
+    target: str = ""  # what launch/plan.py compiles for (b2tjax/targets.py: v5p-16, h100-8, ...); "" = cpu
 
 
 @dataclass
@@ -132,51 +137,6 @@ class ToyConfig:
     num_digits: int = 10  # >= 1: prompts k in [0, num_digits)
     vocab_size: int = 16  # >= 2 + 2 * num_digits (pad, BOS, digit names, digits)
     answer_len: int = 1  # >= 1: sampled tokens per answer
-
-
-@dataclass
-class HimapRoleConfig:
-    """Stream limits of one HiMAP role; 0 = the rollout section's value (never more than it: the
-    decode segment and the cache row are sized by the rollout section)."""
-
-    max_turns: int = 8  # in [1, rollout.max_turns]
-    max_turn_tokens: int = 0  # in [0, rollout.max_turn_tokens]
-    max_seq_len: int = 0  # in [0, rollout.max_seq_len]
-
-
-@dataclass
-class HimapConfig:
-    """The HiMAP team (`agent: himap`; docs/HIMAP.md). The switches are the paper's Table-7
-    ablations; credit assignment is `grpo.credit`."""
-
-    global_state: bool = True  # Σ: one budget, no venue twice, one intercity mode
-    coordinator: bool = True  # false = flat: equal budget split, executors read the instruction
-    bargaining: bool = True  # executors may reject a sub-goal; the coordinator re-plans that day
-    early_detection: bool = True  # check/commit against Σ while planning (else only at merge)
-    parallel: bool = True  # a round's executors run together (false: one after another)
-    max_rounds: int = 3  # >= 1: coordinator rounds (bargaining re-plans)
-    coordinator_limits: HimapRoleConfig = field(default_factory=lambda: HimapRoleConfig(max_turns=8))
-    executor_limits: HimapRoleConfig = field(default_factory=lambda: HimapRoleConfig(max_turns=16))
-    sft_instances: int = 0  # train instances the scripted HiMAP expert solves for SFT; 0 = all
-
-    def options(self, max_response_chars: int) -> Any:
-        """The sandbox.himap.options.HimapOptions these settings describe."""
-        from sandbox.himap.options import HimapOptions, RoleLimits
-
-        def limits(role: HimapRoleConfig) -> RoleLimits:
-            return RoleLimits(role.max_turns, role.max_turn_tokens or None, role.max_seq_len or None)
-
-        return HimapOptions(
-            global_state=self.global_state,
-            coordinator=self.coordinator,
-            bargaining=self.bargaining,
-            early_detection=self.early_detection,
-            parallel=self.parallel,
-            max_rounds=self.max_rounds,
-            coordinator_limits=limits(self.coordinator_limits),
-            executor_limits=limits(self.executor_limits),
-            max_response_chars=max_response_chars,
-        )
 
 
 @dataclass
@@ -202,7 +162,7 @@ class TrainConfig:
     mesh: MeshConfig = field(default_factory=MeshConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     toy: ToyConfig = field(default_factory=ToyConfig)
-    himap: HimapConfig = field(default_factory=HimapConfig)
+    himap: HimapOptions = field(default_factory=HimapOptions)  # the protocol's own options type
 
     def validate(self) -> TrainConfig:
         """Reject settings that would only fail deep inside a long run (b2tjax.config.checks)."""

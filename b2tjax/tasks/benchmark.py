@@ -21,6 +21,7 @@ from flax import nnx
 
 from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
+from b2tjax.eval_report import evaluation_header, model_params
 from b2tjax.grpo_update import RolloutBatch
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
@@ -83,6 +84,7 @@ class BenchmarkTask:
         self._engine: Any = None  # the sampler, kept across steps; built for `self._temperature`
         self._temperature: float | None = None
         self._python_pool = None
+        self._last_eval: tuple[list, dict | None] | None = None  # records, HiMAP sessions by episode
         self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
 
     @classmethod
@@ -242,15 +244,18 @@ class BenchmarkTask:
 
         run = self._run_and_score(model, self._eval, sampling.seed, sampling.temperature)
         episodes, records, verdicts, rewards = run
+        self._last_eval = (records, self._report_sessions(episodes))  # for report_episodes
         metrics = self.benchmark.metrics(verdicts)
         metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
         metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
         metrics.update(self._eval_extras(episodes, records))
-        header = (
+        header = evaluation_header(
             f"{self.benchmark.name} evaluation on {len(self._eval)} {self.eval_split} instances "
-            f"(temperature {sampling.temperature:g}, {self._eval_setting(episodes, records, metrics)}); "
-            f"mean reward {metrics['mean_reward']:.3f}, "
-            f"action error rate {metrics.get('action_error_rate', 0.0):.3f}"
+            f"(temperature {sampling.temperature:g}, {self._eval_setting(episodes, records, metrics)})",
+            metrics,
+            records,
+            self._length_caps(),
+            model_params(model),
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
 
@@ -258,11 +263,33 @@ class BenchmarkTask:
         """Entries of the evaluation's metrics beyond the shared ones (none for a single agent)."""
         return {}
 
+    def _length_caps(self) -> str:
+        """The limits that truncate an episode, in the recipe's terms (for the evaluation's notes)."""
+        r = self.cfg.rollout
+        return f"rollout.max_turns={r.max_turns}, rollout.max_turn_tokens={r.max_turn_tokens}"
+
     def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
         """The prompt style, and whether the episodes had memory: the benchmark's prompt decides
         (`Prompt.memory`, which the episode's env follows), not the style's name."""
         memory = bool(episodes) and all(e.env.memory_enabled for e in episodes)
         return f"prompt {self.cfg.rollout.prompt_style}, memory {memory}"
+
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        """What the report needs of the episodes beyond their records (HiMAP: Σ's sessions)."""
+        return None
+
+    def report_episodes(self) -> list[dict] | None:
+        """The HTML report's episodes of the last `evaluate` (None before one): each episode's
+        turns decoded from its records, judged again (cheap next to the rollout)."""
+        if self._last_eval is None:
+            return None
+        from b2tjax.report.build import record_episodes
+
+        records, sessions = self._last_eval
+        episodes, _ = record_episodes(
+            self.benchmark, self._eval, records, self.tokenizer, agent="final evaluation", sessions=sessions
+        )
+        return episodes
 
 
 def episode_owners(count: int, group_size: int, step: int) -> tuple[list[int], list[bool] | None]:

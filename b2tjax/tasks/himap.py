@@ -30,7 +30,7 @@ class HimapTask(BenchmarkTask):
     """BenchmarkTask whose episodes are HiMAP teams; see the module docstring."""
 
     def __init__(self, cfg, benchmark, tokenizer):
-        self.options = cfg.himap.options(cfg.rollout.max_response_chars)
+        self.options = dataclasses.replace(cfg.himap, max_response_chars=cfg.rollout.max_response_chars)
         super().__init__(cfg, benchmark, tokenizer)
 
     def _check_prompt_budget(self) -> None:
@@ -157,6 +157,15 @@ class HimapTask(BenchmarkTask):
 
     def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
         return {"himap": self._agent_metrics(episodes, records)}
+
+    def _length_caps(self) -> str:
+        return (
+            "himap.coordinator_limits / himap.executor_limits, "
+            f"rollout.max_turn_tokens={self.cfg.rollout.max_turn_tokens}"
+        )
+
+    def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
+        return {i: e.session for i, e in enumerate(episodes)}  # episode index -> its HimapSession
 
     def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
         return f"HiMAP, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}"

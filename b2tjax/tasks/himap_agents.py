@@ -24,9 +24,11 @@ CHECKPOINT_ROLLOUT = {"batch_rows": 8, "max_turns": 16, "max_turn_tokens": 1024,
 
 @dataclasses.dataclass
 class HimapFigures:
-    """Per-episode HiMAP figures of an agent's run (the session's `metrics()`)."""
+    """Per-episode HiMAP figures of an agent's run (the session's `metrics()`); with `views` a dict,
+    also each episode's report view (b2tjax.report.himap) by instance id."""
 
     episodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    views: dict[str, dict[str, Any]] | None = None
 
     def summary(self) -> str:
         """One line: episodes, mean rounds, rejections and Σ rejections by code (totals)."""
@@ -59,6 +61,10 @@ def expert_answers(
         except ValueError as err:  # no HiMAP domain / scripted expert for this benchmark
             raise UserError(str(err)) from None
         figures.episodes.append(result.metrics)
+        if figures.views is not None:
+            from b2tjax.report.himap import himap_view, streams_from_traces
+
+            figures.views[visible["id"]] = himap_view(result.session, streams_from_traces(result.traces))
         yield visible["id"], result.answer
 
 
@@ -83,7 +89,12 @@ def checkpoint_answers(
         raise UserError(str(err)) from None
     model, tokenizer = policy.model, policy.tokenizer
     episodes = [himap_episode(visible, bench, tokenizer, options) for visible, _ in pairs]
-    RolloutEngine(model, tokenizer, config).run(episodes, rng=0)
-    for episode, (visible, _) in zip(episodes, pairs):
+    records = RolloutEngine(model, tokenizer, config).run(episodes, rng=0)
+    for index, (episode, (visible, _)) in enumerate(zip(episodes, pairs)):
         figures.episodes.append(episode.session.metrics())
+        if figures.views is not None:
+            from b2tjax.report.himap import himap_view, streams_from_records
+
+            streams = streams_from_records([r for r in records if r.episode == index], tokenizer)
+            figures.views[visible["id"]] = himap_view(episode.session, streams)
         yield visible["id"], episode.answer

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
+from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.prompt import prompt_ids
 from rollout.render import render_env_reply
 from sandbox.himap.options import HimapOptions
@@ -41,14 +41,7 @@ class HimapEpisode(Episode):
         self.tokenizer = tokenizer
         self.forced = {name: list(texts) for name, texts in (forced or {}).items()}
         self.answer: str | None = None
-        options = session.options
-        self.limits = {
-            role: StreamLimits(lim.max_turns, lim.max_turn_tokens, lim.max_total_tokens)
-            for role, lim in (
-                ("coordinator", options.coordinator_limits),
-                ("executor", options.executor_limits),
-            )
-        }
+        self.limits = {role: session.options.limits(role) for role in ("coordinator", "executor")}
 
     def _forced(self, stream: str) -> list[int]:
         texts = self.forced.get(stream)

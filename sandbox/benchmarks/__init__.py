@@ -1,7 +1,7 @@
 """The benchmark registry: name -> Benchmark class, resolved lazily by import path.
 
     from sandbox.benchmarks import get_benchmark, BENCHMARKS
-    bench = get_benchmark("b2t", "DATA")          # or "travelplanner"; options as keywords
+    bench = get_benchmark("b2t", "data/small")    # or "travelplanner"; options as keywords
 
 Entries are "module:Class" strings so that importing the registry loads no benchmark, and a
 benchmark whose module is absent fails only when selected, with a one-line BenchmarkError. Each

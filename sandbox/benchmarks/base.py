@@ -186,6 +186,14 @@ class Benchmark(abc.ABC):
         views (the notebook); an empty list when the benchmark has no such listing."""
         return []
 
+    def episode_view(self, visible: dict[str, Any], answer: Any, verdict: Verdict) -> dict[str, Any]:
+        """Plain data the HTML report draws for one judged answer: the request, the plan as day
+        timelines (times, places, coordinates) and the checks with the timeline items each failing
+        one concerns (format: sandbox.benchmarks.view). Default: the request text and `checks`."""
+        from sandbox.benchmarks.view import default_view
+
+        return default_view(visible, self.checks(verdict))
+
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         """The few scalars logged at every training step."""
         return {"final_pass": metrics["final_pass_rate"], "delivery": metrics["delivery_rate"]}

@@ -131,6 +131,11 @@ class HimapDomain(abc.ABC):
     def day_fields(self) -> tuple[Param, ...]:
         """The arguments of submit_day: the fields of one day of the benchmark's plan."""
 
+    def subgoal_details(self, goal: SubGoal) -> dict[str, Any] | str:
+        """What the sub-goal's references name, looked up for the executor (B2T: the hotel's search
+        record), so the coordinator writes a name, not the record; a str is why a reference is bad."""
+        return {}
+
     def executor_brief(self, goal: SubGoal) -> str:
         """Domain notes for an executor's prompt about this sub-goal (e.g. where the day starts)."""
         return ""

@@ -4,11 +4,11 @@ Every role (coordinator, each day executor) is a policy running in its own threa
 turns through a `RoleSession` (the single-agent expert's session: same turn format, same trace
 format), whose environment is a channel to the driver. The driver hands each text to
 `HimapSession.turn` in the order the streams were created (the engine's order), delivers the
-replies and ends, and stops when the session has its answer. Because the session applies an
-episode's executor turns in lockstep, day order, the outcome does not depend on thread timing.
+replies and ends, and stops when the session has its answer. Because the session orders the
+executors' protocol calls by its logical clock, the outcome does not depend on thread timing.
 
 Results: the answer, role-split SFT traces ({"messages", "tools", "role", "day", "round",
-"stream"}), each stream's assistant texts (replayed as forced tokens by rollout.himap) and the
+"stream"}), each stream's assistant texts (replayed as forced tokens by rollout.agents.himap) and the
 session's metrics. Each benchmark's policies live in its own folder (Benchmark.himap_expert).
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import queue
+import random
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -178,10 +179,17 @@ def _trace(role: _Role) -> dict[str, Any]:
     }
 
 
-def replay(session: HimapSession, texts: dict[str, list[str]], *, reverse: bool = False) -> HimapSession:
+def replay(
+    session: HimapSession,
+    texts: dict[str, list[str]],
+    *,
+    reverse: bool = False,
+    rng: random.Random | None = None,
+) -> HimapSession:
     """Feed recorded assistant turns (`HimapExpertResult.texts`) to a fresh session; `reverse`
-    hands each batch of waiting streams over in reverse creation order (the outcome must not
-    change: executors apply in lockstep, day order). Returns the session, finished."""
+    hands each batch of waiting streams over in reverse creation order, `rng` in a random order
+    and a random part of it at a time (the rest waits: some streams run ahead of others). The
+    outcome must not change (the logical clock orders protocol calls). Returns the session."""
     used = dict.fromkeys(texts, 0)
     waiting: list[str] = []
 
@@ -192,7 +200,11 @@ def replay(session: HimapSession, texts: dict[str, list[str]], *, reverse: bool 
     handle(session.start())
     while waiting and not session.finished:
         batch = list(reversed(waiting)) if reverse else list(waiting)
-        waiting.clear()
+        if rng is not None:
+            rng.shuffle(batch)
+            batch = batch[: rng.randint(1, len(batch))]
+        for name in batch:
+            waiting.remove(name)
         for name in batch:
             if session.finished:
                 break

@@ -26,12 +26,13 @@ COORDINATOR = (
     "request with information_extractor, decide the trip's shape (the city and day type of every "
     "day, one intercity transport mode for the whole trip, and what else the day planners must "
     "share), then call distribute_task once with one sub-goal per day whose budget hints add up to "
-    "at most the total budget. One day planner per day plans its day in parallel with the others. "
-    "The reply to distribute_task is the round report: accepted days with their cost, rejected "
-    "days with the reason, and the shared state (budget spent, venues taken, mode lock). Then "
-    "re-distribute only the rejected days (change the budget hint, the city, the route or the "
-    "mode); accepted days keep their plans. After the last round the accepted days are merged "
-    "into the final plan."
+    "at most the total budget. Name what you chose (a hotel, a stay); the day planners get its "
+    "details. One day planner per day plans its day in parallel with the others. The reply to "
+    "distribute_task is the round report: accepted days, rejected days with the reason, the "
+    "budget left and the open days. Then re-distribute only the rejected days (change the budget "
+    "hint, the city, the route or the mode); accepted days keep their plans. If days are still "
+    "open after the last round, write them yourself with submit_plan (you may re-plan accepted "
+    "days with them); otherwise the accepted days are merged into the final plan."
 )
 
 EXECUTOR = (
@@ -73,7 +74,10 @@ def executor_prompt(
     system = "\n\n".join(
         [EXECUTOR, *([EXECUTOR_SIGMA] if sigma else []), *([EXECUTOR_REJECT] if can_reject else []), ACTIONS]
     )
-    parts = [f"{SUBGOAL_PREFIX}{dumps(goal.to_dict())}", f"Trip essentials: {dumps(task)}"]
+    # What every day of the episode shares comes first (instruction, trip essentials), then the
+    # day's own sub-goal: the executors' prompts share one long token prefix (system message, tool
+    # schemas, essentials) that the engine's prefix reuse computes once per episode.
+    parts = [f"Trip essentials: {dumps(task)}", f"{SUBGOAL_PREFIX}{dumps(goal.to_dict())}"]
     if instruction is not None:
         parts.insert(0, f"The traveller's request: {instruction}")
     if brief:

@@ -1,6 +1,6 @@
 """One HiMAP episode as a state machine over text turns: coordinator, rounds, day executors, Σ.
 
-Drivers (the scripted expert, rollout.himap) own the text; the session owns everything else.
+Drivers (the scripted expert, rollout.agents.himap) own the text; the session owns everything else.
 `start()` and every `turn(stream, text)` / `cut(stream, reason)` return an `Advance`: streams to
 start (with their prompts), streams to continue (with the environment's reply), streams whose
 role ended, and, once, the episode's answer. Streams: "coordinator" and one "day{d}.r{r}" per
@@ -9,12 +9,15 @@ role ended, and, once, the episode's answer. Streams: "coordinator" and one "day
 Rounds are synchronous. The coordinator's distribute_task starts round r; its reply (the round
 report) comes when every executor of the round has ended; it then re-distributes only the
 rejected days (accepted days keep their commits; a rejected day's commits are released). The
-answer is `domain.merge` of the accepted days after all are accepted or the last round.
+answer is `domain.merge` of the accepted days after all are accepted or the last round; when the
+last round leaves days open the coordinator may first hand them in itself (sandbox/himap/fallback.py).
 
-Determinism: executors of a round advance in lockstep ticks. An executor's turn is staged when it
-ends (parse, argument checks and world tools: pure); when every live executor of the round has
-staged turn k, their protocol calls (Σ check/commit, submit, reject) are applied in day order.
-So the episode depends only on the texts, never on which stream the engine finished first.
+Determinism without lockstep: an executor's turn is staged when it ends (parse, argument checks
+and world tools: pure). A turn without protocol calls (searches only) is answered at once. Only
+turns with protocol calls (Σ check/commit, submit, reject) are ordered, by a logical clock: day
+d's k-th such turn is applied after every lower day's k-th and every higher day's (k-1)-th (or
+that day's end), i.e. in (k, day) order. Σ sees the same sequence of calls whatever the batching,
+so the episode depends only on the texts, never on which stream the engine finished first.
 Serial mode runs one executor at a time (the next starts when one ends).
 """
 
@@ -29,6 +32,7 @@ from typing import Any
 
 from sandbox.env import StepResult
 from sandbox.himap.domain import HimapDomain, SubGoal, dumps
+from sandbox.himap.fallback import commit_days, goal_for_slot, submit_plan_tool
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.prompts import coordinator_prompt, executor_prompt
 from sandbox.himap.roles import RoleEnv, StagedTurn
@@ -76,7 +80,9 @@ class Advance:
 
 @dataclasses.dataclass
 class DayOutcome:
-    """How one executor ended. status: accepted | rejected | submitted (kept until merge)."""
+    """How one executor ended. status: accepted | rejected | submitted (kept until merge) |
+    replaced (accepted, then re-planned by the coordinator's fallback). A fallback day's outcome
+    has stream "coordinator"."""
 
     day: int
     round: int
@@ -118,10 +124,13 @@ class HimapSession:
         self.coordinator: RoleEnv | None = None
         self.finished = False
         self.answer: str | None = None
+        self.fallback_open = False  # the last round left days open: submit_plan is allowed
+        self.fallback_days: list[int] = []  # open days the coordinator's submit_plan filled
         self.marks: dict[str, float] = {}  # start, round1, round1_end, finish (phase timing)
         self._live: list[str] = []  # executors of the running round, day order
         self._queue: list[str] = []  # serial mode: executors not started yet
-        self._staged: dict[str, StagedTurn] = {}
+        self._staged: dict[str, StagedTurn] = {}  # ordered turns waiting for the logical clock
+        self._clock: dict[str, int] = {}  # executor -> its ordered turns applied so far
         self._held: tuple[StagedTurn, list[Any]] | None = None  # coordinator turn awaiting its report
         self._started: list[StreamStart] = []
         self._round_outcomes: list[DayOutcome] = []
@@ -129,6 +138,9 @@ class HimapSession:
     # -- queries ---------------------------------------------------------------------------------
     def open_days(self) -> list[int]:
         return [s.day for s in self.domain.slots() if s.day not in self.accepted]
+
+    def goal_of(self, day: int) -> SubGoal | None:
+        return goal_for_slot(self, day)
 
     def accepted_cost(self) -> float:
         return math.fsum(o.cost or 0.0 for o in self.accepted.values())
@@ -143,13 +155,19 @@ class HimapSession:
         if not self.options.coordinator:
             self.start_round(self.domain.flat_split(), None)
             return Advance(start=self._take_started())
+        world_tools, protocol_tools = self.domain.coordinator_tools(), coordinator_tools(self)
+        ref: list[RoleEnv] = []
+        if self.options.fallback_allowed:  # planning days itself needs the executors' searches
+            world_tools += tuple(t for t in self.domain.executor_tools() if t not in world_tools)
+            protocol_tools.append(submit_plan_tool(self, ref))
         env = RoleEnv(
             self.domain.world(),
-            self.domain.coordinator_tools(),
-            coordinator_tools(self),
+            world_tools,
+            protocol_tools,
             max_turns=self.options.coordinator_limits.max_turns,
             max_response_chars=self.options.max_response_chars,
         )
+        ref.append(env)
         self.coordinator = env
         prompt = coordinator_prompt(self.domain.request(), env.tool_schemas())
         return Advance(start=[StreamStart(COORDINATOR, "coordinator", None, None, prompt)])
@@ -163,11 +181,12 @@ class HimapSession:
         if stream not in self._live or stream in self._staged:
             raise RuntimeError(f"stream {stream!r} is not waiting for a turn")
         staged = self.executors[stream].env.stage(text)
-        self._staged[stream] = staged
         out = Advance(errors=staged.errors, calls=staged.names)
-        if all(s in self._staged for s in self._live):
-            out.merge(self._tick())
-        return out
+        if self.options.sigma_while_planning and staged.has_protocol_calls:
+            self._staged[stream] = staged
+        else:  # searches only (or nothing shared to order): the reply needs no other day
+            self._apply(stream, staged, out)
+        return out.merge(self._drain())
 
     def cut(self, stream: str, reason: str) -> Advance:
         """The driver stopped `stream` at a limit (tokens, turns): its role ends here."""
@@ -185,10 +204,7 @@ class HimapSession:
         self._round_outcomes.append(
             DayOutcome(ex.goal.day, ex.round, stream, "rejected", "cut", f"stopped: {reason}")
         )
-        out = Advance(start=self._next_serial())
-        if self._live and all(s in self._staged for s in self._live):
-            return out.merge(self._tick())
-        return out.merge(self._end_round()) if not self.round_running else out
+        return Advance(start=self._next_serial()).merge(self._drain())
 
     # -- coordinator -----------------------------------------------------------------------------
     def _coordinator_turn(self, text: str) -> Advance:
@@ -220,6 +236,9 @@ class HimapSession:
         names = []
         for goal in sorted(goals, key=lambda g: g.day):
             goal = dataclasses.replace(goal, transport_mode=self.mode, date=dates.get(goal.day))
+            details = self.domain.subgoal_details(goal)  # checked when distribute_task was staged
+            if isinstance(details, dict) and details:
+                goal = dataclasses.replace(goal, extra={**goal.extra, **details})
             self.goals[goal.day] = goal
             names.append(self._make_executor(goal))
         self._round_outcomes = []
@@ -289,20 +308,40 @@ class HimapSession:
         env.ending = ("accepted", (day, verdict.cost))
         return ToolResult(f"accepted: day {goal.day} committed, cost {verdict.cost:.2f}; {verdict.message}")
 
-    def _tick(self) -> Advance:
-        """Apply the staged turns of every live executor in day order."""
-        out = Advance()
-        for name in list(self._live):
-            ex = self.executors[name]
-            staged = self._staged.pop(name)
-            step = ex.env.finish(staged, ex.env.apply(staged))
-            if not step.done:
-                out.reply.append((name, step))
-                continue
-            self._live.remove(name)
-            out.end.append((name, step))
-            self._round_outcomes.append(self._outcome(name, ex))
+    def _apply(self, name: str, staged: StagedTurn, out: Advance) -> None:
+        """Run the turn's protocol calls and hand the executor its reply (or its end)."""
+        ex = self.executors[name]
+        step = ex.env.finish(staged, ex.env.apply(staged))
+        if not step.done:
+            out.reply.append((name, step))
+            return
+        self._live.remove(name)
+        out.end.append((name, step))
+        self._round_outcomes.append(self._outcome(name, ex))
         out.start += self._next_serial()
+
+    def _due(self, name: str) -> bool:
+        """The logical clock: `name`'s waiting turn k goes after every lower live day's k-th ordered
+        turn and every higher live day's (k-1)-th (ended days wait for nothing)."""
+        k, day = self._clock.get(name, 0) + 1, self.executors[name].goal.day
+        for other in self._live:
+            if other != name:
+                need = k if self.executors[other].goal.day < day else k - 1
+                if self._clock.get(other, 0) < need:
+                    return False
+        return True
+
+    def _drain(self) -> Advance:
+        """Apply every waiting ordered turn that is due, in (k, day) order; end the round when
+        no executor is left."""
+        out = Advance()
+        while True:
+            due = [n for n in self._staged if self._due(n)]
+            if not due:
+                break
+            name = min(due, key=lambda n: (self._clock.get(n, 0), self.executors[n].goal.day))
+            self._clock[name] = self._clock.get(name, 0) + 1
+            self._apply(name, self._staged.pop(name), out)
         if not self.round_running:
             out.merge(self._end_round())
         return out
@@ -332,13 +371,12 @@ class HimapSession:
         if self.round == 1:
             self.marks["round1_end"] = self.clock()
         coordinator = self.coordinator
-        if (
-            not self.open_days()
-            or self.round >= self.options.rounds
-            or coordinator is None
-            or coordinator.done
-        ):
+        if not self.open_days() or coordinator is None or coordinator.done:
             return self._finish()
+        if self.round >= self.options.rounds:
+            if not self.options.fallback_allowed:
+                return self._finish()
+            self.fallback_open = True  # the report goes out; submit_plan may fill the open days
         assert self._held is not None
         staged, responses = self._held
         self._held = None
@@ -363,22 +401,37 @@ class HimapSession:
         """The coordinator's view of a finished round (the reply to its distribute_task)."""
         report: dict[str, Any] = {
             "round": self.round,
-            "accepted": [{"day": o.day, "cost": o.cost} for o in outcomes if o.status == "accepted"],
+            "accepted": [o.day for o in outcomes if o.status == "accepted"],
             "rejected": [
                 {"day": o.day, "code": o.code, "reason": o.reason} for o in outcomes if o.status == "rejected"
             ],
         }
-        if self.sigma is not None:
-            snap = self.sigma.snapshot()
-            report["state"] = {k: snap[k] for k in ("budget", "spent", "remaining", "mode")}
-            report["state"]["venues_taken"] = snap["venues"]
-        report["accepted_cost"] = round(self.accepted_cost(), 2)
         if self.domain.budget is not None:
             report["budget_left"] = round(self.domain.budget - self.accepted_cost(), 2)
         report["open_days"] = self.open_days()
         report["rounds_left"] = self.options.rounds - self.round
         report["next"] = "call distribute_task for the open days only"
+        if self.fallback_open:
+            report["fallback"] = True
+            report["next"] = "no rounds left: plan the open days with submit_plan or they stay empty"
         return report
+
+    def submit_plan(self, env: RoleEnv, days: dict[int, dict[str, Any]]) -> ToolResult:
+        """submit_plan's effect (see sandbox/himap/fallback.py): the named days replace what they
+        had, committed to Σ in day order and atomically; accepted, the episode ends."""
+        goals = {d: self.goal_of(d) for d in days}
+        cost = commit_days(self.sigma, self.domain, goals, days) if self.sigma else dict.fromkeys(days)
+        if isinstance(cost, str):
+            return ToolResult(f"not accepted: {cost}. Change the plan and submit again.")
+        self.fallback_days = [d for d in self.open_days() if d in days]
+        for d in sorted(days):
+            if d in self.accepted:
+                self.accepted[d].status = "replaced"
+            outcome = DayOutcome(d, self.round, COORDINATOR, "accepted", cost=cost[d], plan=days[d])
+            self.accepted[d] = outcome
+            self.outcomes.append(outcome)
+        env.ending = ("fallback", self.fallback_days)
+        return ToolResult(f"accepted: days {sorted(days)} are the coordinator's; the plan is complete.")
 
     def _finish(self) -> Advance:
         self.finished = True
@@ -406,6 +459,7 @@ class HimapSession:
         return {
             "rounds": self.round,
             "accepted_days": len(self.accepted),
+            "fallback_days": len(self.fallback_days),
             "days": self.domain.num_days,
             "rejections": dict(sorted(rejected.items())),
             "sigma_rejections": dict(sorted(sigma.items())),

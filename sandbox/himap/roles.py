@@ -62,6 +62,11 @@ class StagedTurn:
         return [s.is_error if isinstance(s, Response) else False for s in self.slots]
 
     @property
+    def has_protocol_calls(self) -> bool:
+        """Calls that act on the session (Σ, submit, reject): these turns are ordered."""
+        return any(isinstance(s, _Pending) for s in self.slots)
+
+    @property
     def names(self) -> list[str]:
         return [s.name if isinstance(s, Response) else s.tool.name for s in self.slots]
 

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 ROUND_PENDING = "\x00round-report-pending\x00"  # replaced by the round report when the round ends
 _SUBGOAL_PARAMS = (
     Param("day", "integer", "day number", required=True),
-    Param("city", "string", "the day's city", required=True),
     Param("budget", "number", "budget hint for the day (whole party)", required=True),
-    Param("day_type", "string", f"one of {', '.join(DAY_TYPES)}", required=True),
+    Param("city", "string", "the day's city (default: the trip's)"),
+    Param("day_type", "string", f"one of {', '.join(DAY_TYPES)} (default: the trip's)"),
 )
 
 
@@ -43,7 +43,7 @@ def coordinator_tools(session: HimapSession) -> list[ProtocolTool]:
         return _distribution_problem(session, args["subgoals"], args.get("transport_mode"), extra)
 
     def distribute(args: dict[str, Any]) -> ToolResult:
-        goals = [subgoal_from_args(g, [p.name for p in extra]) for g in args["subgoals"]]
+        goals = [_subgoal(session, g, extra) for g in args["subgoals"]]
         session.start_round(goals, args.get("transport_mode"))
         return ToolResult(ROUND_PENDING)
 
@@ -59,7 +59,8 @@ def coordinator_tools(session: HimapSession) -> list[ProtocolTool]:
         ProtocolTool(
             "distribute_task",
             f"Give every open day a sub-goal {{{fields}}} (budget hints plus accepted days' costs at "
-            "most the total budget) and the trip's one intercity transport mode "
+            "most the total budget; name what you chose, its details reach the day planner) and "
+            "the trip's one intercity transport mode "
             f"({' | '.join(domain.transport_modes)}). Replies with the round report when all day "
             "planners have finished.",
             (
@@ -84,11 +85,16 @@ def _distribution_problem(
             checked = validate_arguments(f"subgoal {i}", _SUBGOAL_PARAMS + extra, goal)
         except ToolArgError as err:
             return str(err)
-        if checked["day_type"] not in DAY_TYPES:
+        if checked.get("day_type") is not None and checked["day_type"] not in DAY_TYPES:
             return f"subgoal {i}: day_type must be one of {list(DAY_TYPES)}, got {checked['day_type']!r}"
         if checked["budget"] < 0 or (domain.budget is not None and checked["budget"] > domain.budget):
             return f"subgoal {i}: the budget hint must be between 0 and the total budget"
+        details = domain.subgoal_details(_subgoal(session, checked, extra))
+        if isinstance(details, str):
+            return f"subgoal {i}: {details}"
         days.append(int(checked["day"]))
+    if session.round >= session.options.rounds:
+        return f"no rounds left (max_rounds {session.options.rounds})"
     open_days = session.open_days()
     if sorted(days) != open_days:
         accepted = sorted(set(days) - set(open_days))
@@ -102,6 +108,18 @@ def _distribution_problem(
             f"the total budget {total:.2f}"
         )
     return None
+
+
+def _subgoal(session: HimapSession, raw: dict[str, Any], extra: tuple[Param, ...]) -> SubGoal:
+    """A sub-goal from a checked distribute_task entry; city and day type default to the day's slot."""
+    slot = {s.day: s for s in session.domain.slots()}.get(int(raw["day"]))
+    if slot is not None:
+        raw = {
+            "city": slot.city,
+            "day_type": slot.day_type,
+            **{k: v for k, v in raw.items() if v is not None},
+        }
+    return subgoal_from_args(raw, [p.name for p in extra])
 
 
 def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv]) -> list[ProtocolTool]:

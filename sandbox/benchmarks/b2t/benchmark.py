@@ -200,6 +200,11 @@ class B2TBenchmark(Benchmark):
     def checks(self, verdict: EvalResult) -> list[tuple[str, bool, str]]:
         return [(r.name, r.passed, r.reason) for r in verdict.results]
 
+    def episode_view(self, visible: dict[str, Any], answer: Any, verdict: EvalResult) -> dict[str, Any]:
+        from sandbox.benchmarks.b2t.view import b2t_view
+
+        return b2t_view(visible, answer, verdict, self._store)
+
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         return {
             **super().headline(metrics),

@@ -116,7 +116,8 @@ class TravelPlannerBenchmark(Benchmark):
             "--queries",
             type=Path,
             default=None,
-            help="official-format query file (JSONL) to use as the split",
+            help="an official TravelPlanner query file (the Hugging Face dataset's validation.csv / "
+            "test.csv, or JSONL) to use as the split",
         )
 
     @classmethod
@@ -292,6 +293,13 @@ class TravelPlannerBenchmark(Benchmark):
                 value = e.hard.get(name)
                 rows.append((name, value is not False, "hard; not applicable" if value is None else "hard"))
         return rows
+
+    def episode_view(
+        self, visible: dict[str, Any], answer: Any, verdict: TravelPlannerVerdict
+    ) -> dict[str, Any]:
+        from sandbox.benchmarks.travelplanner.view import travelplanner_view
+
+        return travelplanner_view(visible, answer, self.checks(verdict), self.db)
 
     def headline(self, metrics: dict[str, Any]) -> dict[str, float]:
         return {

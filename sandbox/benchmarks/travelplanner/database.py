@@ -26,8 +26,10 @@ ATTRACTIONS = "attractions"
 RESTAURANTS = "restaurants"
 PLACE_KINDS = (ACCOMMODATIONS, ATTRACTIONS, RESTAURANTS)
 
-# The offline copy of the official database beside a checkout (../shared), the default for tools.
-DEFAULT_DATABASE_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "travelplanner" / "database"
+# TravelPlanner's public data shipped with the package (CC-BY-4.0, data/ATTRIBUTION.md): the database,
+# the 45 training queries and their reference information; the default for make_data and scoring.
+PACKAGE_DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_DATABASE_DIR = PACKAGE_DATA_DIR / "database"
 
 # Official file names inside a database directory.
 FILE_NAMES = {

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox.benchmarks.travelplanner.database import FILE_NAMES, Database
+from sandbox.benchmarks.travelplanner.database import FILE_NAMES, PACKAGE_DATA_DIR, Database
 from sandbox.benchmarks.travelplanner.evaluator import evaluate
 from sandbox.benchmarks.travelplanner.expert import TravelPlannerExpert
 from sandbox.benchmarks.travelplanner.generator import generate_queries
@@ -31,7 +31,7 @@ from sandbox.benchmarks.travelplanner.reference import reference_info
 from sandbox.benchmarks.travelplanner.tools import TravelPlannerWorld
 from sandbox.benchmarks.travelplanner.training import load_training
 
-DEFAULT_SOURCE = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "travelplanner"
+DEFAULT_SOURCE = PACKAGE_DATA_DIR  # shipped with the package
 GENERATED = {"small": 60, "full": 3000}
 DEV = {"small": 12, "full": 300}  # generated held-out queries for evaluation during training
 
@@ -45,8 +45,8 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--tp-data",
         type=Path,
         default=DEFAULT_SOURCE,
-        help="offline TravelPlanner data: database/, train_ref_info.jsonl, "
-        f"std_travelplanner.jsonl, structured/ (default {DEFAULT_SOURCE})",
+        help="TravelPlanner data: database/, train_ref_info.jsonl, std_travelplanner.jsonl, "
+        "structured/ (default: the copy shipped in sandbox/benchmarks/travelplanner/data)",
     )
     parser.add_argument(
         "--generated",
@@ -153,7 +153,7 @@ def make_data(out_dir: Path, args: argparse.Namespace, log: Callable[[str], None
     if not (source / "database").is_dir():
         raise PrepareError(
             f"no TravelPlanner data at {source} (expected database/ and the training files); "
-            "pass --tp-data DIR"
+            "--tp-data takes a folder laid out like sandbox/benchmarks/travelplanner/data"
         )
     n_generated = args.generated if args.generated is not None else GENERATED.get(args.scale)
     if n_generated is None or n_generated < 0:

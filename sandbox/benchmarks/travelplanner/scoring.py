@@ -35,8 +35,8 @@ def evaluate_files(
     """Evaluate every plan of a submission file against the queries file (same order).
 
     `split` ("train" / "validation" / "test") checks the official size and uses the official metric
-    constants; `database` is a Database or an official database directory (default: the offline copy
-    in ../shared). Raises LoaderError / SubmissionError / DatabaseError with a one-line message."""
+    constants; `database` is a Database or an official database directory (default: the copy
+    shipped with the package). Raises LoaderError / SubmissionError / DatabaseError (one line)."""
     queries = read_queries(queries_path)
     if split is not None:
         check_split(queries, split)

@@ -88,13 +88,7 @@ class _Solver(VenueSearch, DayPlanning):
     # ------------------------------------------------------------------ the episode
 
     def run(self) -> tuple[str, list[dict[str, Any]]]:
-        weather, outbound, returns = self._step_transport()
-        out, back = self._choose_transport(outbound, returns)
-        hotel = self._step_hotel(out, back)
-        restaurants, attractions = self._step_places(hotel)
-        days, out, back = self._plan_with_transport(hotel, restaurants, attractions)
-        days = self._step_map(days, hotel, out, back, restaurants, attractions)
-        plan = self._assemble(days, weather, out, back)
+        plan = self.plan()
         total = sum(a["price"] for d in plan for a in d["activities"])
         answer = self.s.answer(
             f"Every day is timed with MapGuide durations, meals fall in their windows and the "
@@ -102,6 +96,16 @@ class _Solver(VenueSearch, DayPlanning):
             plan,
         )
         return answer, plan
+
+    def plan(self) -> list[dict[str, Any]]:
+        """Every step but the answer: the plan's days (HiMAP's coordinator falls back to it)."""
+        weather, outbound, returns = self._step_transport()
+        out, back = self._choose_transport(outbound, returns)
+        hotel = self._step_hotel(out, back)
+        restaurants, attractions = self._step_places(hotel)
+        days, out, back = self._plan_with_transport(hotel, restaurants, attractions)
+        days = self._step_map(days, hotel, out, back, restaurants, attractions)
+        return self._assemble(days, weather, out, back)
 
     # ------------------------------------------------------------------ step 1
 

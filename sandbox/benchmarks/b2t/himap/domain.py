@@ -46,8 +46,7 @@ class B2TDomain(HimapDomain):
     subgoal_fields = (
         Param("hotel", "string", "the hotel checked into tonight (return day: last night's hotel)"),
         Param("start_hotel", "string", "where the day starts, if not `hotel` (last night's hotel)"),
-        Param("hotel_info", "object", "the hotel's search result (coords, price_per_night, ...)"),
-    )
+    )  # the protocol adds `hotel_info`, the hotel's search record, for the executor
 
     def __init__(self, visible: dict[str, Any], world: Any):
         self.visible = visible
@@ -133,6 +132,19 @@ class B2TDomain(HimapDomain):
             day = days.get(slot.day)
             plan.append(self._plan_day(goal, day) if day else {**self._plan_day(goal, {}), "activities": []})
         return json.dumps(plan, ensure_ascii=False)
+
+    def subgoal_details(self, goal: SubGoal) -> dict[str, Any] | str:
+        from sandbox.benchmarks.b2t.tools.poi_search import hotel_item
+
+        details = {}
+        for key in ("hotel", "start_hotel"):
+            name = goal.extra.get(key)
+            row = self._world.find_poi("hotel", goal.city, name) if name else None
+            if name and row is None:
+                return f"{key} {name!r} is not a hotel in {goal.city}"
+            if key == "hotel" and row is not None:
+                details["hotel_info"] = hotel_item(row)
+        return details
 
     def executor_brief(self, goal: SubGoal) -> str:
         t = self._task

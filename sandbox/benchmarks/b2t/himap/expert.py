@@ -80,7 +80,23 @@ class B2TExpertPolicies:
             if reply.is_error:
                 raise ExpertFailure(f"distribute_task refused: {reply.text[:200]}")
             report = json.loads(reply.text)
+            if report.get("fallback"):
+                return self._fallback(rs, report)
             goals, think = self._redistribute(report, goals, task)
+
+    def _fallback(self, rs: RoleSession, report: dict[str, Any]) -> None:
+        """No rounds left and days open: plan the whole trip as the single-agent expert does and
+        hand it in (the team's accepted days are re-planned too, so the venues fit together)."""
+        plan = _Solver(rs, self.visible, self.hidden).plan()
+        days = [{k: d[k] for k in ("day", "activities", "weather", "city_info")} for d in plan]
+        think = (
+            f"Round {report['round']} left days {report['open_days']} open and no rounds are left: "
+            "I plan the trip myself, day by day, and hand in every day."
+        )
+        step = rs.raw(turn_text(think, (), [tool_call("submit_plan", days=days)]))
+        reply = step.responses[-1]
+        if reply.is_error or not step.done:
+            raise ExpertFailure(f"submit_plan refused: {reply.text[:200]}")
 
     def _transport(self, rs: RoleSession, solver: _Solver) -> tuple[Option, Option]:
         legs = ((solver.origin, solver.city, solver.dates[0]), (solver.city, solver.origin, solver.dates[-1]))
@@ -124,18 +140,8 @@ class B2TExpertPolicies:
         share = (float(task["budget"]) - sum(fixed)) / days
         goals = []
         for d in range(days):
-            kind = "departure" if d == 0 else "return" if d == days - 1 else "stay"
             hint = self.knobs.hint_override.get(d + 1, _floor2(fixed[d] + share))
-            goals.append(
-                {
-                    "day": d + 1,
-                    "city": task["destination"],
-                    "budget": hint,
-                    "day_type": kind,
-                    "hotel": hotel.name,
-                    "hotel_info": hotel.info,
-                }
-            )
+            goals.append({"day": d + 1, "budget": hint, "hotel": hotel.name})  # city, type: the slot's
         return goals
 
     def _redistribute(self, report, goals, task) -> tuple[list[dict[str, Any]], str]:
@@ -184,12 +190,15 @@ class _DayPlanner(_Solver):
         self.breakfast_pool = early[: self.days + 2]
         self.meal_pool = [p for p in restaurants if p not in self.breakfast_pool]
         for _ in range(MAX_ATTEMPTS):
-            stops, frame, out, back = self._plan_shared(hotel, options, restaurants, attractions)
+            try:
+                stops, frame, out, back = self._plan_shared(hotel, options, restaurants, attractions)
+            except ExpertFailure as err:  # e.g. the venues left free cannot make a day: bargain
+                return self._give_up(str(err), "no_options")
             if self._fit_hint(stops, frame, out, back, restaurants, attractions) is False:
                 return
             if self._ask_map(stops, frame):
                 continue  # re-plan with MapGuide's times
-            if self.claims and self._claim(stops, out, back, restaurants + attractions):
+            if self.claims and self._claim(stops, restaurants + attractions):
                 continue  # some venue is taken: re-plan without it
             if self._submit(stops, out, back, weather):
                 return
@@ -316,11 +325,12 @@ class _DayPlanner(_Solver):
             self.s.legs[(a, b)] = responses.routes(text)
         return True
 
-    def _claim(self, stops: list[Stop], out, back, candidates: list[Place]) -> bool:
+    def _claim(self, stops: list[Stop], candidates: list[Place]) -> bool:
         """check_items for each venue not yet seen free; True when some are taken (now excluded).
         Checks reserve nothing, so a day never holds venues it may drop; submit_day commits. After
         a first conflict every candidate is checked at once (a survey), so re-plans are few."""
-        todo = [(s.place, self._activity(s, out, back)) for s in stops if s.kind in VENUE_KINDS]
+        # minimal probes, not the full activities: a check only asks whether the venue is free
+        todo = [(s.place, self._probe(s.place)) for s in stops if s.kind in VENUE_KINDS]
         if self.excluded:
             todo += [(p, self._probe(p)) for p in candidates]
         seen, calls, places = set(), [], []

@@ -173,9 +173,10 @@ class PoiSearch:
         return render(header, items)
 
 
-def _hotel_item(r: dict[str, Any]) -> dict[str, Any]:
+def hotel_item(r: dict[str, Any]) -> dict[str, Any]:
+    """A hotel as AccommodationSearch lists it, from its row (raw, or decoded by World.find_poi)."""
     rooms = [
-        f"{x['room_type']} {price(x['price'])} (sleeps {x['capacity']})" for x in json.loads(r["room_info"])
+        f"{x['room_type']} {price(x['price'])} (sleeps {x['capacity']})" for x in _listed(r["room_info"])
     ]
     return {
         "name": r["name"],
@@ -183,13 +184,17 @@ def _hotel_item(r: dict[str, Any]) -> dict[str, Any]:
         "type": r["tertiary_category"],
         "price_per_night": price(r["avg_price"]),
         "rating": r["avg_rating"],
-        "facilities": json.loads(r["facilities"]),
+        "facilities": _listed(r["facilities"]),
         "rooms": rooms,
         "district": r["district"],
         "address": r["address"],
         "coords": coords(r["latitude"], r["longitude"]),
         "id": r["id"],
     }
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else json.loads(value)
 
 
 def _attraction_item(r: dict[str, Any]) -> dict[str, Any]:
@@ -248,7 +253,7 @@ SEARCHES = (
             "amenities": (vocab.HOTEL_FACILITIES, json_has_all("facilities")),
         },
         has_hours=False,
-        item=_hotel_item,
+        item=hotel_item,
     ),
     PoiSearch(
         "AttractionSearch",

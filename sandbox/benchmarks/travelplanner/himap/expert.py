@@ -18,6 +18,7 @@ from typing import Any
 
 from sandbox.benchmarks.travelplanner.database import RESTAURANTS
 from sandbox.benchmarks.travelplanner.expert import _drive, _Solver, parse_table
+from sandbox.benchmarks.travelplanner.plan_reader import PLAN_FIELDS
 from sandbox.benchmarks.travelplanner.solver import (
     ATTRACTIONS_PER_STAY_DAY,
     constraint,
@@ -68,11 +69,21 @@ class TravelPlannerExpertPolicies:
             if reply.is_error:
                 raise ExpertFailure(f"distribute_task refused: {reply.text[:200]}")
             report = json.loads(reply.text)
+            if report.get("fallback"):
+                return self._fallback(rs, solution.plan, report)
             left, open_days = float(report["budget_left"]), report["open_days"]
             previous = [g for g in goals if g["day"] in open_days]
             total = sum(g["budget"] for g in previous) or 1.0
             goals = [{**g, "budget": _floor2(left * g["budget"] / total)} for g in previous]
             think = f"Round {report['round']} left days {open_days}; they share the {left:.0f} USD left."
+
+    def _fallback(self, rs: RoleSession, plan: list[dict[str, Any]], report: dict[str, Any]) -> None:
+        """No rounds left and days open: hand in the single expert's plan, every day of it."""
+        days = [{"day": d, **{f: day[f] for f in PLAN_FIELDS}} for d, day in enumerate(plan, 1)]
+        think = f"Days {report['open_days']} are still open and no rounds are left: I write the whole plan."
+        step = rs.raw(turn_text(think, (), [tool_call("submit_plan", days=days)]))
+        if step.responses[-1].is_error or not step.done:
+            raise ExpertFailure(f"submit_plan refused: {step.responses[-1].text[:200]}")
 
     def _goals(self, plan: list[dict[str, Any]], q: dict[str, Any]) -> list[dict[str, Any]]:
         days = int(q["days"])

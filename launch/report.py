@@ -1,0 +1,106 @@
+r"""Write the HTML evaluation report of rollout records: one self-contained page (no network) with the
+split's metrics, per-constraint pass rates, optional training curves and, per episode, the request,
+the day timelines and map, every check's verdict and the whole conversation (HiMAP: one lane per
+day executor).
+
+    python launch/report.py --data DATA --rollouts rollouts.jsonl --out report.html \
+        [--benchmark b2t] [--split test] [--run runs/tiny] [--logprobs] [--title TEXT]
+    python launch/eval.py --data DATA --plans PLANS.jsonl --report report.html    # plans, no turns
+    python launch/eval.py --data DATA --policy expert --report report.html        # a policy's plans
+
+ROLLOUTS.jsonl is what launch/rollouts.py writes (single agents or `--agent himap` teams); each line
+names the tokenizer its ids decode with (`--tokenizer` overrides it). `--run` adds the training
+curves of `launch/plot.py`; `--logprobs` shades each sampled token by its log-probability.
+A training run writes OUT/report.html of its final evaluation itself (launch/train.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+import sys
+from pathlib import Path
+
+from b2tjax.cli import (
+    UserError,
+    add_benchmark_options,
+    benchmark_parser,
+    check_output_file,
+    damaged_store,
+    run_main,
+)
+from sandbox.benchmarks import BenchmarkError, benchmark_class
+from sandbox.jsonl import read_jsonl_objects
+
+log = logging.getLogger("report")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser, name = benchmark_parser(argv, "of the rollouts", description=__doc__)
+    parser.add_argument("--data", type=Path, required=True, help="the benchmark's data directory")
+    parser.add_argument("--rollouts", type=Path, required=True, help="launch/rollouts.py output (JSONL)")
+    parser.add_argument("--out", type=Path, required=True, help="the HTML file to write")
+    parser.add_argument("--split", default="test", help="the split the rollouts ran on (default test)")
+    parser.add_argument("--tokenizer", help="decode the ids with this tokenizer (default: the records')")
+    parser.add_argument("--run", type=Path, nargs="+", default=[], help="training run(s) whose curves to add")
+    parser.add_argument("--logprobs", action="store_true", help="shade sampled tokens by log-probability")
+    parser.add_argument("--title", help="the page's title (default: benchmark, split and file name)")
+    add_benchmark_options(parser, name)
+    return parser.parse_args(argv)
+
+
+def read_records(path: Path) -> list:
+    """The EpisodeRecords of a rollouts file; a bad line is a one-line error."""
+    from rollout.record import EpisodeRecord
+
+    if not path.is_file():
+        raise UserError(f"--rollouts {path} does not exist")
+    records = []
+    for number, row in read_jsonl_objects(path, UserError):
+        if not isinstance(row.get("instance_id"), str) or not isinstance(row.get("ids"), list):
+            raise UserError(
+                f"{path}:{number}: not a rollout record (no instance_id / ids); "
+                "for a plans file use launch/eval.py --plans FILE --report OUT"
+            )
+        records.append(EpisodeRecord.from_json(row))
+    if not records:
+        raise UserError(f"{path} holds no records")
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Judge every episode of the rollouts file and write the page."""
+    from b2tjax.report import ReportError, write_report
+    from b2tjax.report.build import record_episodes
+    from models.tokenizer import load_tokenizer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    check_output_file(args.out, "--out")
+    records = read_records(args.rollouts)
+    spec = args.tokenizer or records[0].tokenizer
+    if not spec:
+        raise UserError(f"{args.rollouts} does not name its tokenizer: pass --tokenizer")
+    try:
+        cls = benchmark_class(args.benchmark)
+        bench = cls(args.data, **cls.options_from_args(args))
+        pairs = bench.load_split(args.split)
+        tokenizer = load_tokenizer(spec)
+        episodes, verdicts = record_episodes(
+            bench, pairs, records, tokenizer, agent=args.rollouts.stem, shading=args.logprobs
+        )
+        table = bench.format_metrics(bench.metrics(verdicts))
+        title = args.title or f"{bench.name} {args.split}: {args.rollouts.name}"
+        write_report(args.out, episodes, title=title, metrics_text=table, run_dirs=args.run)
+    except (BenchmarkError, ReportError) as err:
+        raise UserError(str(err)) from None
+    except sqlite3.DatabaseError as err:
+        raise damaged_store(args.data, err) from None
+    print(table)
+    log.info("wrote %s (%d episodes)", args.out, len(episodes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
