@@ -1,7 +1,10 @@
-"""Input pipeline: grain over in-memory examples, shuffled per epoch, sharded by JAX process.
+"""Input pipeline: grain over in-memory examples, shuffled per epoch.
 
-Each JAX process reads its own slice (`examples[process_index::process_count]`) and shuffles it
-with the run seed; `repeat()` makes every epoch a fresh permutation. The iterator state is a small
+Every JAX process draws the same global batches (the examples are small: prompts and traces), and
+each places only its own devices' rows of them (`StepFns.shard_rows`). Why not a slice per process:
+the run's batches, metrics and checkpointed iterator state are then those of one process, so a run
+resumes on any process count (2 -> 1, 1 -> 2) and a pod run reproduces a one-host run.
+`repeat()` makes every epoch a fresh permutation. The iterator state is a small
 JSON dict saved in the train_state checkpoint item, so `--resume` continues with the very next
 example.
 """
@@ -14,23 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import grain
-import jax
 
 from sandbox import jsonl
 
 
-def example_dataset(
-    examples: Sequence[Any], seed: int, *, process_index: int | None = None, process_count: int | None = None
-) -> grain.MapDataset:
-    """Infinite, per-epoch shuffled, process-sharded dataset over `examples`."""
+def example_dataset(examples: Sequence[Any], seed: int) -> grain.MapDataset:
+    """Infinite, per-epoch shuffled dataset over `examples` (the same on every process)."""
     if len(examples) == 0:
         raise ValueError("the training set is empty")
-    index = jax.process_index() if process_index is None else process_index
-    count = jax.process_count() if process_count is None else process_count
-    shard = grain.MapDataset.source(list(examples))[index::count]
-    if len(shard) == 0:
-        raise ValueError(f"{len(examples)} examples are too few for {count} processes")
-    return shard.shuffle(seed=seed).repeat()
+    return grain.MapDataset.source(list(examples)).shuffle(seed=seed).repeat()
 
 
 class BatchIterator:

@@ -145,7 +145,7 @@ def grpo_update(
     length = rows["ids"].shape[1]
 
     ids_dev = fns.shard_rows(to_micro(rows["ids"], layout.rows // layout.micro_rows))
-    trainer_lp = fns.local_rows(fns.logprobs(state.params, ids_dev)).reshape(layout.rows, length)
+    trainer_lp = fns.host_rows(fns.logprobs(state.params, ids_dev)).reshape(layout.rows, length)
     sampled, sampler_lp = rows["sampled"], rows["sampler_lp"]
     token_count = max(float(sampled.sum()), 1.0)
     gap = np.abs(trainer_lp - sampler_lp) * sampled
@@ -162,7 +162,7 @@ def grpo_update(
         old = np.where(sampled > 0, sampler_lp, trainer_lp)
     ref_lp = None
     if g.beta > 0:
-        ref_lp = fns.local_rows(fns.logprobs(ref_params, ids_dev)).reshape(layout.rows, length)
+        ref_lp = fns.host_rows(fns.logprobs(ref_params, ids_dev)).reshape(layout.rows, length)
     flat = TrainBatch(
         ids=rows["ids"],
         mask=rows["mask"],

@@ -7,6 +7,7 @@ directory that lacks some pieces is the user's (another seed, another scale) and
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -39,3 +40,19 @@ def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) 
     if code:
         raise UserError(f"launch/make_data.py --out {data_dir} failed with status {code}")
     print(f"data ready ({time.perf_counter() - started:.0f}s)", flush=True)
+
+
+def build_or_wait(data_dir: Path, scale: str, benchmark: str, timeout_s: float = 3600.0) -> None:
+    """`ensure_data` on one process only: process 0 of a multi-process job (JAX_PROCESS_ID, read
+    before JAX starts) builds; the others poll until the build is published (by one rename, so a
+    complete directory is all they can see). Why not a JAX barrier: the build forks workers, which
+    must happen before the JAX runtime starts its threads."""
+    if os.environ.get("JAX_PROCESS_ID", "0") in ("", "0"):
+        ensure_data(data_dir, scale, benchmark)
+        return
+    deadline = time.monotonic() + timeout_s
+    while not (data_dir.is_dir() and any(data_dir.iterdir())):
+        if time.monotonic() > deadline:
+            raise UserError(f"process 0 did not build {data_dir} within {timeout_s:.0f}s")
+        time.sleep(1.0)
+    ensure_data(data_dir, scale, benchmark)  # now only checks it is complete

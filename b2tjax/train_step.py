@@ -180,17 +180,16 @@ class StepFns:
     def shard_rows(self, x: np.ndarray) -> jax.Array:
         """Put a [M, b, ...] host array on devices with rows split over (data, fsdp).
 
-        With several JAX processes each passes its own rows; the global array is their
-        concatenation along the row axis (process order), and every normaliser covers all of it.
+        With several JAX processes every process holds the same whole global batch (the data
+        pipeline and the rollout records are global), and each places only the shards of its own
+        devices; so a step's batch, and every normaliser over it, is the one process would see.
         """
         if self.mesh is None:
             return jnp.asarray(x)
-        procs = jax.process_count()
-        global_shape = (x.shape[0], x.shape[1] * procs, *x.shape[2:])
-        sharding = batch_sharding(self.mesh, global_shape)
-        if procs == 1:
+        sharding = batch_sharding(self.mesh, x.shape)
+        if jax.process_count() == 1:
             return jax.device_put(x, sharding)
-        return jax.make_array_from_process_local_data(sharding, x, global_shape)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
     def abstract_batch(self, batch: TrainBatch) -> TrainBatch:
         """What `shard_batch` would make of a TrainBatch of global jax.ShapeDtypeStructs, without data."""
@@ -201,16 +200,13 @@ class StepFns:
 
         return jax.tree.map(place, batch)
 
-    def local_rows(self, x: jax.Array) -> np.ndarray:
-        """This process' rows of a [M, b_global, ...] array made by `shard_batch`, as NumPy."""
-        procs = jax.process_count()
-        if procs == 1:
+    def host_rows(self, x: jax.Array) -> np.ndarray:
+        """The whole [M, b_global, ...] array made by `shard_batch`, as NumPy on every process."""
+        if x.is_fully_addressable:
             return np.asarray(x)
         from jax.experimental import multihost_utils
 
-        full = np.asarray(multihost_utils.process_allgather(x, tiled=True))
-        local = full.shape[1] // procs
-        return full[:, jax.process_index() * local : (jax.process_index() + 1) * local]
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:

@@ -251,7 +251,7 @@ class Trainer:
         train_state: dict,
         writer: MetricsWriter,
     ) -> None:
-        if guard.requested or self.ckpt.reached_preemption(global_step):
+        if stop_agreed(guard.requested or self.ckpt.reached_preemption(global_step)):
             message = f"preempted: saved step {global_step}"
             self._save_and_exit(global_step, state, train_state, writer, message)
 
@@ -359,6 +359,15 @@ class Trainer:
         target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
         return checkpointer.restore(path, target)
 
+    def _save_records(self, global_step: int, records: list) -> None:
+        """OUT/records/step-N.jsonl (`save_records`; process 0: every process holds all records)."""
+        if not self.cfg.save_records or jax.process_index() != 0:
+            return
+        folder = self.out / "records"
+        folder.mkdir(exist_ok=True)
+        lines = "".join(json.dumps(r.to_json()) + "\n" for r in records)
+        (folder / f"step-{global_step}.jsonl").write_text(lines)
+
     def _run_grpo(self, params, start, restored_state, writer, guard):
         cfg, g = self.cfg, self.cfg.grpo
         fns, state = self._phase_fns("grpo", params)
@@ -391,6 +400,7 @@ class Trainer:
                 stop_here()
                 raise
             t_rollout = time.perf_counter() - t0
+            self._save_records(global_step, batch.records)
             state, metrics = grpo_update(
                 cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
             )
@@ -408,6 +418,16 @@ class Trainer:
             last = metrics
             self._end_step("grpo", phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
+
+
+def stop_agreed(asked: bool) -> bool:
+    """Whether any process was asked to stop (a SIGTERM reaches one host): every process then saves
+    the same step and exits together; one process alone would leave the others in a collective."""
+    if jax.process_count() == 1:
+        return asked
+    from rollout.hosts import agree
+
+    return bool(agree([asked]).any())
 
 
 def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]:

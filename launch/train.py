@@ -7,6 +7,8 @@
     python launch/train.py --benchmark travelplanner       # another benchmark (config key `benchmark`)
     python launch/train.py grpo.loss_mask=false rollout.memory_enabled=false   # ablations
     python launch/train.py --config configs/himap_tiny_cpu.yaml   # HiMAP team (agent: himap)
+    python launch/cluster.py --processes 2 --devices-per-process 2 -- launch/train.py \
+        mesh.fsdp=2 mesh.tensor=2                           # a stand-in pod (docs/TRAINING.md)
     python launch/train.py mode=sft_only                    # SFT baseline; mode=eval with
                                                             # rollout.prompt_style=react: ReAct baseline
 
@@ -93,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
-        from b2tjax.prepare import ensure_data
+        from b2tjax.prepare import build_or_wait
 
-        ensure_data(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark)
+        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark)
 
     from b2tjax.mesh import maybe_initialize_distributed
 

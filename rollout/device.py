@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollout.buckets import pow2_bucket
+from rollout.hosts import agree, multihost, put_rows, read_local
 from rollout.placement import new_rollout_arrays
 from rollout.prefix import Copy, PrefixIndex
 from rollout.programs import decode_bucket
@@ -54,8 +55,9 @@ class DeviceCalls:
         self.cache, self.next_logits = new_rollout_arrays(
             engine.model_config, self.cfg.batch_rows, self.cfg.cache_slots, engine.cache_dtype, engine.mesh
         )
-        # The reprefill baseline re-feeds whole records on purpose: no reuse there.
-        reuse = self.cfg.prefix_reuse and not self.cfg.reprefill
+        # The reprefill baseline re-feeds whole records on purpose: no reuse there. Several
+        # processes: not yet, as every process would have to join each copy call (rollout/lockstep.py).
+        reuse = self.cfg.prefix_reuse and not self.cfg.reprefill and not multihost()
         self.prefix = PrefixIndex(self.cfg.batch_rows, self.cfg.prefix_min_tokens) if reuse else None
 
     def _done(self, t0: float) -> None:
@@ -65,10 +67,12 @@ class DeviceCalls:
         self.spans.append((t0, t1))
 
     # -- prefill -------------------------------------------------------------------------------
-    def prefill(self, rows: RowTable) -> None:
+    def prefill(self, rows: RowTable, feed: bool = True) -> None:
         """Feed pending tokens of the rows about to sample (phase SAMPLING), computing only those
         (row count bucketed), in chunks of at most `prefill_chunk` per row. A stream whose turn is
         complete keeps its tokens pending: it may stop or be parked before it samples again.
+        Several processes: every one calls each chunk (`feed=False`: with no rows of its own), the
+        chunk width agreed by one collective per chunk.
 
         This is the one step that puts a stream's context into its row: with prefix reuse, each
         round first copies what is resident in other rows (rollout/prefix.py), then prefills the
@@ -78,11 +82,21 @@ class DeviceCalls:
             pending = [
                 r
                 for r, s in enumerate(rows.slots)
-                if s is not None and s.pending and s.phase is Phase.SAMPLING and r not in waiting
+                if feed and s is not None and s.pending and s.phase is Phase.SAMPLING and r not in waiting
             ]
-            if not pending:
+            width = self._chunk_width(rows, pending)
+            if multihost():
+                width = int(agree([width]).max())
+            if not width:
                 return
-            self._prefill_chunk(rows, pending)
+            self._prefill_chunk(rows, pending, width)
+
+    def _chunk_width(self, rows: RowTable, pending: list[int]) -> int:
+        """The bucketed token width of the next chunk of `pending` rows (0: nothing to feed)."""
+        if not pending:
+            return 0
+        longest = max(min(len(rows.slots[r].pending), self.cfg.prefill_chunk) for r in pending)
+        return pow2_bucket(longest, self.cfg.prefill_min_bucket)
 
     def _reuse(self, rows: RowTable) -> set[int]:
         """Copy the resident prefixes of the fresh rows (one in-place device call); returns the
@@ -118,10 +132,9 @@ class DeviceCalls:
         num_rows = min(pow2_bucket(len(pending), 1), len(rows))
         return pending + [r for r in range(len(rows)) if r not in pending][: num_rows - len(pending)]
 
-    def _prefill_chunk(self, rows: RowTable, pending: list[int]) -> None:
+    def _prefill_chunk(self, rows: RowTable, pending: list[int], width: int) -> None:
         chosen = self._chunk_rows(rows, pending)
         takes = [rows.slots[r].pending[: self.cfg.prefill_chunk] if r in pending else [] for r in chosen]
-        width = pow2_bucket(max(len(t) for t in takes), self.cfg.prefill_min_bucket)
         tokens = np.zeros((len(chosen), width), np.int32)
         num_new = np.zeros((len(chosen),), np.int32)
         reset = np.zeros((len(chosen),), bool)
@@ -142,24 +155,28 @@ class DeviceCalls:
             stream.cached += len(take)
             stream.pending = stream.pending[len(take) :]
         t0 = time.perf_counter()
-        runner = self.engine.runner
-        rows_arg = None if self.engine.mesh is not None else jnp.asarray(chosen, jnp.int32)
+        runner, mesh = self.engine.runner, self.engine.mesh
+        rows_arg = None if mesh is not None else jnp.asarray(chosen, jnp.int32)
         self.next_logits, self.cache = runner.prefill(
             runner.state,
             rows_arg,
-            jnp.asarray(tokens),
-            jnp.asarray(num_new),
+            put_rows(tokens, mesh),
+            put_rows(num_new, mesh),
             self.cache,
             self.next_logits,
-            jnp.asarray(reset),
+            put_rows(reset, mesh),
         )
         self.next_logits.block_until_ready()
         self._done(t0)
         self.stats.prefill_tokens += int(num_new.sum())
 
     # -- decode --------------------------------------------------------------------------------
-    def decode(self, batch: Sequence[tuple[int, Stream, int]], key: jax.Array) -> Segment:
-        """One decode segment over `batch` = (row, stream, token budget) of every row to sample."""
+    def decode(
+        self, batch: Sequence[tuple[int, Stream, int]], key: jax.Array, total_rows: int | None = None
+    ) -> Segment:
+        """One decode segment over `batch` = (row, stream, token budget) of every row to sample.
+        Several processes: `batch` holds this process' rows, `total_rows` counts every process'; the
+        segment's results are read back for this process' rows only (the others' are 0)."""
         cfg, n = self.cfg, self.cfg.batch_rows
         active, budget = np.zeros(n, bool), np.zeros(n, np.int32)
         seeds, stream_ids = np.zeros(n, np.int32), np.zeros(n, np.int32)
@@ -167,13 +184,15 @@ class DeviceCalls:
             active[r], budget[r] = True, room
             seeds[r], stream_ids[r] = episode_seed(stream.episode_index), stream.ordinal
         # The segment returns once this many rows have ended their turn (all: today's segment).
-        stop_after = max(1, math.ceil(cfg.segment_return_share * len(batch)))
+        rows_to_run = len(batch) if total_rows is None else total_rows
+        stop_after = max(1, math.ceil(cfg.segment_return_share * rows_to_run))
+        mesh = self.engine.mesh
         params = SamplingArrays(
-            temperature=jnp.full((n,), cfg.temperature, jnp.float32),
-            top_p=jnp.full((n,), cfg.top_p, jnp.float32),
-            top_k=jnp.full((n,), cfg.top_k, jnp.int32),
-            seed=jnp.asarray(seeds),
-            stream=jnp.asarray(stream_ids),
+            temperature=put_rows(np.full((n,), cfg.temperature, np.float32), mesh),
+            top_p=put_rows(np.full((n,), cfg.top_p, np.float32), mesh),
+            top_k=put_rows(np.full((n,), cfg.top_k, np.int32), mesh),
+            seed=put_rows(seeds, mesh),
+            stream=put_rows(stream_ids, mesh),
         )
         t0 = time.perf_counter()
         runner = self.engine.runner
@@ -181,8 +200,8 @@ class DeviceCalls:
             runner.state,
             self.cache,
             self.next_logits,
-            jnp.asarray(active),
-            jnp.asarray(budget),
+            put_rows(active, mesh),
+            put_rows(budget, mesh),
             params,
             self.engine.stop_ids,
             key,
@@ -190,7 +209,7 @@ class DeviceCalls:
             max_steps=decode_bucket(cfg.max_turn_tokens),
         )
         self.cache, self.next_logits = out.cache, out.next_logits
-        segment = Segment(*(np.asarray(x) for x in (out.ids, out.logprobs, out.count, out.finish)))
+        segment = Segment(*(read_local(x) for x in (out.ids, out.logprobs, out.count, out.finish)))
         self._done(t0)
         self.stats.segments += 1
         self.stats.decode_steps += int(segment.count.max())

@@ -46,20 +46,25 @@ Modules, one job each: rollout/run.py (the loop of one run: admission, parking, 
 actions, limits), rollout/stream.py (a stream's `Phase`, the row table), rollout/device.py (the
 device state, argument building and every host <-> device transfer), rollout/programs.py (the
 jitted prefill and decode programs), rollout/host_jobs.py (episode callbacks in the pool),
-rollout/stats.py (`EngineStats`). What comes next fits as follows:
-  - multi-host: a process will drive only the episodes whose rows live on its addressable
-    devices (`RowTable.local`, the row -> stream mapping), run their host jobs once, and feed and
-    read back its own shards in rollout/device.py; every process calls each jitted program in the
-    same order, so "anything left to decode" becomes one small collective per segment in
-    `Run.loop`.
-  - prefix reuse (built): `Run._seat` + `DeviceCalls.prefill` are the single admission step that
-    puts a stream's context into its row: copy what other local rows hold (rollout/prefix.py,
-    `copy_prefix` in rollout/programs.py), then prefill the rest.
+rollout/stats.py (`EngineStats`), rollout/lockstep.py (the loop on several processes).
+
+Several processes (a pod, one JAX process per host): every process calls `run(episodes, local=...)`
+with the same episode list; each drives only its `local` episodes (rollout.hosts.episode_owner
+decides) in the rows on its own devices (`RowTable.local`), runs their host jobs once, feeds its
+rows' tokens as process-local data and reads back only its addressable shards (rollout/device.py);
+rollout/lockstep.py keeps every process calling each jitted program in the same order, with one
+small collective per round. `run` then returns this process' records only. Prefix reuse is off
+there for now: each copy call would have to be joined by every process, like prefill.
+
+Prefix reuse (built): `Run._seat` + `DeviceCalls.prefill` are the single admission step that
+puts a stream's context into its row: copy what other local rows hold (rollout/prefix.py,
+`copy_prefix` in rollout/programs.py), then prefill the rest.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,6 +75,7 @@ from jax.sharding import Mesh
 
 from rollout.config import RolloutConfig
 from rollout.episodes import Episode
+from rollout.lockstep import loop_across_hosts
 from rollout.programs import ModelRunner
 from rollout.record import EpisodeRecord
 from rollout.run import Run
@@ -114,13 +120,17 @@ class RolloutEngine:
         episodes: Sequence[Episode],
         rng: jax.Array | int = 0,
         should_stop: Callable[[], bool] | None = None,
+        local: Sequence[bool] | None = None,
     ) -> list[EpisodeRecord]:
         """Roll out every episode; returns one record per stream, in episode order then stream order.
-        `should_stop` is polled after every decode segment; when true, RolloutStopped is raised."""
+        `should_stop` is polled after every decode segment; when true, RolloutStopped is raised.
+        `local[i]`: this process drives episode i (several processes; default all): the records
+        returned are those of the local episodes."""
         key = jax.random.key(rng) if isinstance(rng, int) else rng
         with concurrent.futures.ThreadPoolExecutor(self.config.tool_workers) as pool:
-            run = Run(self, list(episodes), key, pool)
-            if not run.loop(should_stop):
+            run = Run(self, list(episodes), key, pool, None if local is None else list(local))
+            loop = run.loop if jax.process_count() == 1 else functools.partial(loop_across_hosts, run)
+            if not loop(should_stop):
                 raise RolloutStopped("the rollout was asked to stop; its partial records are dropped")
         self.stats = run.stats
         return [s.record for ep_streams in run.streams for s in ep_streams.values()]

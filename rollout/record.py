@@ -31,6 +31,7 @@ class EpisodeRecord:
                episode's index in the `RolloutEngine.run` call, so the trainer can group the
                varying number of streams of one episode (a HiMAP coordinator and its day
                executors); role/day/round are what the episode gave when it started the stream.
+    process:   the JAX process that drove the episode (rollout.hosts.episode_owner; 0 on one host).
     """
 
     instance_id: str
@@ -48,6 +49,7 @@ class EpisodeRecord:
     day: int | None = None
     round: int | None = None
     episode: int = 0
+    process: int = 0
     prompt_len: int = 0
     forced: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # [start, end) forced spans
     error_message: str | None = None

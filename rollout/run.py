@@ -14,9 +14,10 @@ from typing import Any
 
 import jax
 
-from rollout.device import DeviceCalls
+from rollout.device import DeviceCalls, Segment
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.host_jobs import HostJobs, call_limit, pending_events
+from rollout.hosts import owned_rows
 from rollout.programs import FINISH_BUDGET, FINISH_STOP
 from rollout.record import EpisodeRecord
 from rollout.stats import EngineStats, overlap_length, union_length
@@ -34,11 +35,14 @@ class Run:
         episodes: list[Episode],
         key: jax.Array,
         pool: concurrent.futures.Executor,
+        local: list[bool] | None = None,
     ):
         self.engine, self.cfg, self.tok = engine, engine.config, engine.tokenizer
         self.episodes, self.key = episodes, key
+        # Several processes: this one starts only its own episodes, in its own rows.
+        self.local = [True] * len(episodes) if local is None else local
         self.streams: list[dict[str, Stream]] = [dict() for _ in episodes]
-        self.rows = RowTable(self.cfg.batch_rows)
+        self.rows = RowTable(self.cfg.batch_rows, owned_rows(engine.mesh, self.cfg.batch_rows))
         self.queue: collections.deque[Stream] = collections.deque()  # admission order (FIFO)
         self.stats = EngineStats(episodes=len(episodes))
         self.device = DeviceCalls(engine, self.stats)
@@ -159,7 +163,8 @@ class Run:
             if not self.queue:
                 if not free or self.next_episode >= len(self.episodes):
                     return
-                self._start_episode(self.next_episode)
+                if self.local[self.next_episode]:
+                    self._start_episode(self.next_episode)
                 self.next_episode += 1
                 continue
             if not free:
@@ -214,6 +219,14 @@ class Run:
     # -- decode results ------------------------------------------------------------------------
     def _decode(self) -> bool:
         """One decode segment over the rows that are sampling. False if no row could run."""
+        batch, stopped = self._decode_batch()
+        if not batch:
+            return stopped
+        self._apply_segment(batch, self.device.decode(batch, self.key))
+        return True
+
+    def _decode_batch(self) -> tuple[list[tuple[int, Stream, int]], bool]:
+        """(row, stream, token room) of every sampling row; True if a row had to be stopped instead."""
         batch: list[tuple[int, Stream, int]] = []
         stopped = False
         for r, s in enumerate(self.rows.slots):
@@ -227,9 +240,10 @@ class Run:
                 stopped = True
                 continue
             batch.append((r, s, room))
-        if not batch:
-            return stopped
-        segment = self.device.decode(batch, self.key)
+        return batch, stopped
+
+    def _apply_segment(self, batch: list[tuple[int, Stream, int]], segment: Segment) -> None:
+        """Append each row's sampled tokens to its stream and end the turns that finished."""
         # `batch` fixed which stream each row decoded for: applying one row's result can stop (and
         # unseat) a sibling through on_limit before this loop reaches the sibling's row.
         for r, stream, _ in batch:
@@ -246,7 +260,6 @@ class Run:
                 self._turn_complete(stream)
             elif segment.finish[r] == FINISH_BUDGET:
                 self._hit_budget(stream)
-        return True
 
     def _hit_budget(self, stream: Stream) -> None:
         if len(stream.record.ids) >= stream.limits.max_total_tokens:
@@ -307,6 +320,7 @@ class Run:
             stream=name,
             tokenizer=self.tokenizer_name,
             episode=index,
+            process=jax.process_index(),
             role=(start.role if start is not None and start.role is not None else "agent"),
             day=start.day if start is not None else None,
             round=start.round if start is not None else None,

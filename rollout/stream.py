@@ -77,13 +77,13 @@ class Stream:
 class RowTable:
     """Which stream occupies each batch row of the KV cache: the one row -> stream mapping.
 
-    Multi-host (not built yet): each process will own the rows on its addressable devices and
-    seat only its own episodes' streams there; `local` lists the rows this process drives (today
-    every row), so admission and the device calls already ask for it instead of assuming it."""
+    Several processes: each owns the rows on its addressable devices (`local`, from
+    rollout.hosts.owned_rows) and seats only its own episodes' streams there; the other rows stay
+    empty in its table (their streams live in another process)."""
 
-    def __init__(self, num_rows: int):
+    def __init__(self, num_rows: int, local: list[int] | None = None):
         self.slots: list[Stream | None] = [None] * num_rows
-        self.local: list[int] = list(range(num_rows))
+        self.local: list[int] = list(range(num_rows)) if local is None else local
 
     def __len__(self) -> int:
         return len(self.slots)

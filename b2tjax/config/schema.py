@@ -151,6 +151,7 @@ class TrainConfig:
     log_every: int = 1  # >= 1: steps between metric lines
     eval_at_end: bool = True  # true: greedy evaluation on data.eval_split after training
     distributed: bool = False  # true: call jax.distributed.initialize() (multi-host TPU / multi-node GPU)
+    save_records: bool = False  # true: OUT/records/step-N.jsonl keeps every GRPO step's episode records
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)

@@ -36,13 +36,19 @@ def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchma
     spec = cfg.model.tokenizer
     if spec != "sentencepiece":
         return load_tokenizer(spec)
+    import jax
+
     path = data_dir / "tokenizer" / f"sp{cfg.model.sp_vocab_size}.model"
-    if not path.exists():
+    if not path.exists() and jax.process_index() == 0:  # one trainer; the other processes wait below
         from models.spm import train_sentencepiece
 
         vocab = cfg.model.sp_vocab_size
         print(f"training a {vocab}-piece SentencePiece tokenizer on the corpus ...", flush=True)
         train_sentencepiece(benchmark.tokenizer_corpus(), path.with_suffix(""), vocab_size=vocab)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("tokenizer trained")
     return load_tokenizer(path)
 
 
@@ -173,17 +179,31 @@ class BenchmarkTask:
         return self._engine
 
     def _run_and_score(
-        self, model: nnx.Module, pairs: Sequence[Pair], seed: int, temperature: float, should_stop=None
+        self,
+        model: nnx.Module,
+        pairs: Sequence[Pair],
+        seed: int,
+        temperature: float,
+        should_stop=None,
+        group_size: int = 1,
     ):
-        """One episode per pair, run and scored: (episodes, records, verdicts, rewards)."""
+        """One episode per pair, run and scored: (episodes, records, verdicts, rewards). Several
+        processes: each runs and scores the episodes it owns (rollout.hosts.episode_owner, a group
+        on one process), then every process receives all of them, in episode order."""
+        from rollout.hosts import gather_objects, merge_by_owner
         from rollout.scoring import score_records
 
         episodes = self._episodes(pairs)
-        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop)
+        owners, local = episode_owners(len(pairs), group_size, seed)
+        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop, local=local)
         g = self.cfg.grpo
+        mine = [pair for pair, here in zip(pairs, local or [True] * len(pairs)) if here]
         verdicts, rewards = score_records(
-            records, pairs, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
+            records, mine, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
         )
+        if local is not None:
+            scored = merge_by_owner(owners, gather_objects(list(zip(records, verdicts, rewards))))
+            records, verdicts, rewards = (list(x) for x in zip(*scored)) if scored else ([], [], [])
         return episodes, records, verdicts, rewards
 
     def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
@@ -207,12 +227,13 @@ class BenchmarkTask:
         pairs = [p for p in prompts for _ in range(group_size)]
         temperature = self.cfg.rollout.temperature
         episodes, records, verdicts, rewards = self._run_and_score(
-            model, pairs, seed, temperature, should_stop
+            model, pairs, seed, temperature, should_stop, group_size
         )
         metrics = {
             **self.benchmark.headline(self.benchmark.metrics(verdicts)),
             **episode_metrics(records, rewards),
             **self._agent_metrics(episodes, records),
+            **host_counts(records),
         }
         return self._batch(episodes, records, metrics, group_size)
 
@@ -269,3 +290,31 @@ class BenchmarkTask:
             self.benchmark, self._eval, records, self.tokenizer, agent="final evaluation", sessions=sessions
         )
         return episodes
+
+
+def episode_owners(count: int, group_size: int, step: int) -> tuple[list[int], list[bool] | None]:
+    """Each episode's owning process and whether it is this one's (None on one process)."""
+    import jax
+
+    from rollout.hosts import episode_owner
+
+    processes = jax.process_count()
+    owners = [episode_owner(i, group_size, processes, step) for i in range(count)]
+    if processes == 1:
+        return owners, None
+    return owners, [owner == jax.process_index() for owner in owners]
+
+
+def host_counts(records: Sequence[Any]) -> dict[str, float]:
+    """Several processes: the episodes and tool calls each one drove (`record.process` is set by the
+    process that ran the stream; an episode's tools run only there). Nothing on one process."""
+    import jax
+
+    if jax.process_count() == 1:
+        return {}
+    out: dict[str, float] = {}
+    for p in range(jax.process_count()):
+        mine = [r for r in records if r.process == p]
+        out[f"hosts/episodes_p{p}"] = float(len({r.episode for r in mine}))
+        out[f"hosts/tool_calls_p{p}"] = float(sum(len(r.calls) for r in mine))
+    return out

@@ -21,7 +21,7 @@ from flax import nnx
 from b2tjax.cli import UserError
 from b2tjax.grpo_update import RolloutBatch
 from b2tjax.sft import sft_examples
-from b2tjax.tasks.benchmark import BenchmarkTask
+from b2tjax.tasks.benchmark import BenchmarkTask, episode_owners
 from sandbox.benchmarks import Pair
 from sandbox.himap.options import HimapOptions
 
@@ -96,24 +96,46 @@ class HimapTask(BenchmarkTask):
         return [himap_episode(visible, self.benchmark, self.tokenizer, self.options) for visible, _ in pairs]
 
     def _run_and_score(
-        self, model: nnx.Module, pairs: Sequence[Pair], seed: int, temperature: float, should_stop=None
+        self,
+        model: nnx.Module,
+        pairs: Sequence[Pair],
+        seed: int,
+        temperature: float,
+        should_stop=None,
+        group_size: int = 1,
     ):
         """One HiMAP episode per pair, run and scored by its merged answer (the team reward on every
-        stream): (episodes, records, verdicts, rewards)."""
+        stream): (episodes, records, verdicts, rewards). Several processes: each runs and scores the
+        teams it owns; every process then gets all of them, each team as a `TeamSummary`."""
+        from rollout.hosts import gather_objects, merge_by_owner
         from rollout.scoring import score_team_episodes
 
         episodes = self._episodes(pairs)
-        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop)
+        owners, local = episode_owners(len(pairs), group_size, seed)
+        records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop, local=local)
         g = self.cfg.grpo
         verdicts, rewards = score_team_episodes(
             records,
-            [e.answer for e in episodes],
+            [e.answer if local is None or local[i] else None for i, e in enumerate(episodes)],
             pairs,
             self.benchmark,
             action_penalty=g.action_penalty,
             format_gate=g.format_gate,
         )
-        return episodes, records, verdicts, rewards
+        if local is None:
+            return episodes, records, verdicts, rewards
+        teams = [
+            (TeamSummary.of(episodes[i]), [r for r in records if r.episode == i], verdicts[i], rewards[i])
+            for i in range(len(pairs))
+            if local[i]
+        ]
+        teams = merge_by_owner(owners, gather_objects(teams))
+        return (
+            [t[0] for t in teams],
+            [r for t in teams for r in t[1]],
+            [t[2] for t in teams],
+            [t[3] for t in teams],
+        )
 
     def _agent_metrics(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
         from rollout.himap_metrics import himap_metrics
@@ -147,3 +169,25 @@ class HimapTask(BenchmarkTask):
 
     def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
         return f"HiMAP, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}"
+
+
+@dataclasses.dataclass
+class TeamSummary:
+    """What the trainer reads of a finished HiMAP episode (its answer and its session's figures and
+    day outcomes), small and picklable: how a team driven by another process reaches this one."""
+
+    answer: str | None
+    session: SessionFigures
+
+    @classmethod
+    def of(cls, episode: Any) -> TeamSummary:
+        return cls(episode.answer, SessionFigures(episode.session.metrics(), list(episode.session.outcomes)))
+
+
+@dataclasses.dataclass
+class SessionFigures:
+    figures: dict
+    outcomes: list
+
+    def metrics(self) -> dict:
+        return self.figures

@@ -1,0 +1,106 @@
+"""Multi-host helpers of the rollout (JAX multi-controller: one Python process per host).
+
+Why these few: on a pod every process calls each jitted program with global arrays, but each
+process only knows its own rows' data and may only read its own (addressable) shards. Rows a
+process does not own are zero in what it feeds (masked no-op rows); what it reads back holds only
+its rows. Small agreements ("anything left to decode?") are one `process_allgather` of a few ints.
+With one process every function is the plain single-host operation.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+
+from models.sharding import logical_to_spec
+
+
+def multihost() -> bool:
+    return jax.process_count() > 1
+
+
+def episode_owner(index: int, group_size: int, processes: int, step: int = 0) -> int:
+    """The process that drives episode `index` of a run: a pure function of (step, episode index,
+    process count). The G episodes of one prompt (a GRPO group; a HiMAP team is one episode) stay
+    on one process, and groups are dealt round-robin from a step-dependent start, so no host is
+    always handed the first (often longest) prompt."""
+    return (step + index // max(group_size, 1)) % processes
+
+
+def row_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
+    """Per-row arrays [B, ...]: rows split like the KV cache's rows (logical "batch")."""
+    names = ("batch",) + (None,) * (len(shape) - 1)
+    return NamedSharding(mesh, logical_to_spec(names, shape, dict(mesh.shape)))
+
+
+def owned_rows(mesh: Mesh | None, rows: int) -> list[int]:
+    """The batch rows whose cache lives on this process' devices (every row on one process)."""
+    if mesh is None or not multihost():
+        return list(range(rows))
+    sharding = row_sharding(mesh, (rows,))
+    if sharding.is_fully_replicated:
+        raise ValueError(
+            f"rollout.batch_rows={rows} must be a multiple of the mesh's data x fsdp devices "
+            f"({mesh.shape['data'] * mesh.shape['fsdp']}) to split rows over {jax.process_count()} processes"
+        )
+    owned: set[int] = set()
+    for device, index in sharding.devices_indices_map((rows,)).items():
+        if device.process_index == jax.process_index():
+            owned.update(range(rows)[index[0]])
+    return sorted(owned)
+
+
+def put_rows(x: np.ndarray, mesh: Mesh | None) -> jax.Array:
+    """A per-row host array [B, ...] as a device argument. Several processes: each supplies only
+    the shards of its own devices (its own rows; the rest of `x` is never read)."""
+    if mesh is None or not multihost():
+        return jnp.asarray(x)
+    return jax.make_array_from_callback(x.shape, row_sharding(mesh, x.shape), lambda index: x[index])
+
+
+def read_local(x: jax.Array) -> np.ndarray:
+    """`x` on the host, filled from this process' addressable shards only (other entries 0)."""
+    if x.is_fully_addressable:
+        return np.asarray(x)
+    out = np.zeros(x.shape, x.dtype)
+    for shard in x.addressable_shards:
+        out[shard.index] = np.asarray(shard.data)
+    return out
+
+
+def agree(values: Sequence[int]) -> np.ndarray:
+    """Every process' `values` (int64 [processes, k]); one small collective."""
+    mine = np.asarray(values, np.int64)
+    if not multihost():
+        return mine[None]
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), -1)
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """Every process' `obj` (picklable), in process order: how records and their scores, made by
+    the process that drove their episodes, reach every host."""
+    if not multihost():
+        return [obj]
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(pickle.dumps(obj), np.uint8)
+    sizes = agree([len(data)])[:, 0]
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: len(data)] = data
+    everyone = np.asarray(multihost_utils.process_allgather(padded))
+    return [pickle.loads(everyone[p, : sizes[p]].tobytes()) for p in range(len(sizes))]
+
+
+def merge_by_owner(owners: Sequence[int], parts: Sequence[Sequence[Any]]) -> list[Any]:
+    """Items gathered per process (`parts[p]`: the items of p's episodes, in episode order) back in
+    episode order, given each episode's owner."""
+    iters = [iter(part) for part in parts]
+    return [next(iters[owner]) for owner in owners]
