@@ -128,7 +128,10 @@ def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[in
 
 def is_lora_run(directory: str | os.PathLike) -> bool:
     """Whether `directory` is the checkpoint directory of a run with `model.lora.rank > 0`."""
-    found = run_items(directory)
+    try:
+        found = run_items(directory)
+    except Exception:  # a damaged newest step: the model loader reports it in one line, not a traceback here
+        return False
     return found is not None and found[1].get("model", {}).get("lora", {}).get("rank", 0) > 0
 
 

@@ -23,7 +23,7 @@ def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tupl
     import orbax.checkpoint as ocp
 
     from b2tjax.config import config_from_dict
-    from b2tjax.trainer import build_model
+    from b2tjax.model_build import build_model
     from models.config import Qwen3Config
 
     found = run_items(directory, step)

@@ -23,14 +23,14 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from b2tjax.adapters import base_identity, base_init, check_base, is_lora_run, with_adapters
+from b2tjax.adapters import base_identity, check_base
 from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
-from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
 from b2tjax.data import BatchIterator, example_dataset
 from b2tjax.grpo_update import RolloutBatch, grpo_update
 from b2tjax.mesh import build_mesh
 from b2tjax.metrics import MetricsWriter
+from b2tjax.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.optim import learning_rate_schedule, make_optimizer
 from b2tjax.train_batch import TrainBatch, pad_length, stack_rows
 from b2tjax.train_step import (
@@ -41,7 +41,6 @@ from b2tjax.train_step import (
     make_step_fns,
     state_shardings,
 )
-from models.config import DTYPES
 from rollout.engine import RolloutStopped
 
 
@@ -470,46 +469,3 @@ def _flat(d: dict, prefix: str = "") -> dict[str, float]:
         elif isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
             out[f"{prefix}{k}"] = float(v)
     return out
-
-
-def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
-    """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights;
-    with `model.lora`, the base in the compute dtype plus adapters (b2tjax/adapters.py)."""
-    from models.config import get_config
-
-    dtype, param_dtype = DTYPES[cfg.model.compute_dtype], DTYPES[cfg.model.param_dtype]
-    if cfg.model.lora.enabled:
-        param_dtype = dtype  # the frozen base needs no fp32 master copy
-    init, mesh = base_init(cfg), build_mesh(cfg.mesh)
-    if init.startswith("hf:"):
-        from models.hf import load_pretrained
-
-        model = load_pretrained(
-            init[3:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat
-        )
-    elif init.startswith("ckpt:"):
-        from models.checkpoint import load_model
-
-        if is_lora_run(init[5:]):
-            raise UserError(
-                f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
-                "(launch/export_hf.py --adapter) and pass hf:ADAPTER_DIR"
-            )
-        model = load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat)
-    elif init:
-        raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
-    else:
-        overrides = dict(cfg.model.overrides)
-        if vocab_size is not None and "vocab_size" not in overrides:
-            overrides["vocab_size"] = vocab_size
-        from models.qwen3 import create_model
-
-        model = create_model(
-            get_config(cfg.model.preset, **overrides),
-            mesh,
-            seed=cfg.seed,
-            dtype=dtype,
-            param_dtype=param_dtype,
-            remat=cfg.model.remat,
-        )
-    return with_adapters(model, cfg, mesh)
