@@ -2,11 +2,13 @@
 fsdp across the processes, tensor within each) against 1 process x 4 devices, same mesh.
 
 One pair of short runs (2 SFT + 2 GRPO steps, one 8-token turn per episode, two prompts of two
-episodes per step so both processes drive a group) carries every assertion, to fit the CI budget:
-the same per-step metrics within 1e-5, the same episode records (ids and masks identical,
-log-probs within 1e-5), each episode driven by exactly one process, the one
-`rollout.hosts.episode_owner` names. Then the 2-process checkpoint resumes on 1 process and on 2
-processes with the same next-step metrics.
+episodes per step so both processes drive a group, prefix reuse on, a final evaluation) carries
+most assertions, to fit the CI budget: the same per-step metrics within 1e-5, the same episode
+records (ids and masks identical, log-probs within 1e-5), the same eval.json, each episode driven
+by exactly one process (the one `rollout.hosts.episode_owner` names) whose environments' own
+counts match its records. The 2-process checkpoint then resumes on 1 and on 2 processes with the
+same next-step metrics and exports to the same HF bytes from 1 and 2 processes. Separate jobs:
+SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP step.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def _args(data: Path, out: Path, steps: int = GRPO_STEPS) -> list[str]:
         "eval_at_end=false",
         "rollout.max_turns=1",
         "rollout.max_turn_tokens=8",
+        "rollout.turn_cap=close",  # a capped turn is closed and handed to the environment
         "rollout.prompts_per_step=2",
         "rollout.group_size=2",
         "mesh.fsdp=2",
@@ -267,7 +270,7 @@ def test_sigterm_to_one_process_mid_rollout_stops_both_in_that_rollout(runs, tmp
     _, _, data, cache = runs
     out, driver = tmp_path / "preempted", tmp_path / "preempt_in_rollout.py"
     driver.write_text(PREEMPT_IN_ROLLOUT)
-    # checkpoints only at phase ends, so the step saved at the stop is saved by the stop
+    # no step due to a checkpoint schedule after SFT: the step saved at the stop is saved by the stop
     args = [str(ROOT / "launch" / "train.py"), *_args(data, out, steps=5), "checkpoint.every_steps=100"]
     launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2"]
     cmd = [*launcher, "--devices-per-process", "2", "--", str(driver), *args]
@@ -280,10 +283,8 @@ def test_sigterm_to_one_process_mid_rollout_stops_both_in_that_rollout(runs, tmp
     last = SFT_STEPS + 1  # the first GRPO step completed; the second was given up in its rollout
     assert f"[0] preempted during the rollout of step {last + 1}: saved step {last}" in output
     assert all(f"[{p}] preempted at step {last};" in output for p in (0, 1)), output[-3000:]
-    assert sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit()) == [
-        SFT_STEPS,
-        last,
-    ]
+    saved = sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
+    assert saved[-1] == last  # no schedule had step 3 due: the stop saved it
     assert sorted(_steps(out)) == list(range(1, last + 1))
 
 
