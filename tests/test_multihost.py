@@ -129,6 +129,18 @@ def _records(out: Path, step: int) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
+def _assert_same_records(ra: list[dict], rb: list[dict]) -> None:
+    """Token ids, masks and rewards identical, log-probs within 1e-5."""
+    assert len(ra) == len(rb)
+    _assert_same_records(ra, rb)
+
+
+def _owners(records: list[dict], group_size: int, step: int) -> list[int]:
+    """Each record's owner by the pure function of (step seed, episode, 2 processes)."""
+    step_seed = int(np.random.default_rng([0, step]).integers(2**31 - 1))  # Trainer._step_seed
+    return [episode_owner(r["episode"], group_size, 2, step_seed) for r in records]
+
+
 def test_two_processes_match_one(runs):
     one, two, _, _ = runs
     a, b = _steps(one), _steps(two)
@@ -144,10 +156,7 @@ def test_two_processes_match_one(runs):
     for step in range(SFT_STEPS + 1, SFT_STEPS + GRPO_STEPS + 1):
         ra, rb = _records(one, step), _records(two, step)
         assert [r["episode"] for r in ra] == [r["episode"] for r in rb] == [0, 1, 2, 3]
-        for x, y in zip(ra, rb):
-            assert x["ids"] == y["ids"] and x["loss_mask"] == y["loss_mask"]
-            np.testing.assert_allclose(x["logprobs"], y["logprobs"], atol=1e-5)
-            assert x["reward"] == y["reward"]
+        _assert_same_records(ra, rb)
 
 
 def test_the_end_of_run_evaluation_matches_one_process(runs):
@@ -176,9 +185,7 @@ def test_each_episode_driven_by_its_owner_once(runs):
             tools = [c for c in calls if c not in ("parse", "memory", "answer", "limit")]
             assert metrics[step][f"hosts/tool_runs_p{p}"] == len(tools)
         # the owner is the pure function of (step, episode, processes): recompute it
-        step_seed = int(np.random.default_rng([0, step]).integers(2**31 - 1))  # Trainer._step_seed
-        expected = [episode_owner(r["episode"], 2, 2, step_seed) for r in records]
-        assert [r["process"] for r in records] == expected
+        assert [r["process"] for r in records] == _owners(records, 2, step)
 
 
 # The lookup task's Trainer run (the task is not a launch/train.py task): argv = OUT, overrides.
@@ -232,12 +239,9 @@ def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_pat
         assert b[step]["loss"] != 0 and b[step]["grad_norm"] > 0.01  # the update is not a no-op
         ra, rb = _records(one, step), _records(two, step)
         assert [r["episode"] for r in ra] == [r["episode"] for r in rb] == list(range(8))
-        for x, y in zip(ra, rb):
-            assert x["ids"] == y["ids"] and x["loss_mask"] == y["loss_mask"] and x["reward"] == y["reward"]
-            np.testing.assert_allclose(x["logprobs"], y["logprobs"], atol=1e-5)
+        _assert_same_records(ra, rb)
         # each process drove its own groups (a group on one process), by the pure owner function
-        step_seed = int(np.random.default_rng([0, step]).integers(2**31 - 1))  # Trainer._step_seed
-        assert [r["process"] for r in rb] == [episode_owner(r["episode"], 4, 2, step_seed) for r in rb]
+        assert [r["process"] for r in rb] == _owners(rb, 4, step)
         assert {r["process"] for r in rb} == {0, 1}
         # lookups each episode ran where it was driven (its own count) are the records' calls there:
         # every tool ran once in the cluster, none on both processes, and some on each
@@ -403,9 +407,7 @@ def test_a_himap_step_on_two_processes_matches_one(shared, tmp_path):
     assert [(r["episode"], r["stream"]) for r in ra] == [(r["episode"], r["stream"]) for r in rb]
     assert {r["process"] for r in rb} == {0, 1}  # both processes drove a team
     assert _steps(tmp_path / "two")[1]["rollout/reused_tokens"] > 0  # a team's streams share prefixes
-    for x, y in zip(ra, rb):
-        assert x["ids"] == y["ids"] and x["loss_mask"] == y["loss_mask"] and x["reward"] == y["reward"]
-        np.testing.assert_allclose(x["logprobs"], y["logprobs"], atol=1e-5)
+    _assert_same_records(ra, rb)
 
 
 def test_rows_that_do_not_split_over_the_processes_are_refused_at_start():
