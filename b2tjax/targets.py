@@ -163,11 +163,22 @@ def device_grid(target: Target, sizes: Sequence[int], devices: Sequence[jax.Devi
     from jax.experimental import mesh_utils
 
     if target.slices == 1:
-        return mesh_utils.create_device_mesh(sizes, devices)
+        return _ici_mesh(sizes, devices)
     axis = _dcn_axis(sizes, target.slices)
     dcn = [target.slices if a == axis else 1 for a in range(3)]
     ici = [s // d for s, d in zip(sizes, dcn, strict=True)]
-    return mesh_utils.create_hybrid_device_mesh(ici, dcn, devices)
+    return mesh_utils.create_hybrid_device_mesh(ici, dcn, devices, allow_split_physical_axes=True)
+
+
+def _ici_mesh(sizes: Sequence[int], devices: Sequence[jax.Device]) -> np.ndarray:
+    """One slice's grid: each mesh axis on whole torus axes where it can, else (fsdp 8 x tensor 2
+    on a 4x4 v6e-16) split across them, as MaxText's allow_split_physical_axes does."""
+    from jax.experimental import mesh_utils
+
+    try:
+        return mesh_utils.create_device_mesh(sizes, devices)
+    except NotImplementedError:
+        return mesh_utils.create_device_mesh(sizes, devices, allow_split_physical_axes=True)
 
 
 def target_mesh(target: Target, data: int, fsdp: int, tensor: int) -> Mesh | None:

@@ -123,3 +123,16 @@ def test_tpu_prefill_writes_the_donated_cache_in_place():
     kv = 2 * 2 * (8 // 2) * (8 // 2) * 4096 * 128 * 2  # K and V: 2 layers x 4 rows x 4 heads per chip, bf16
     assert prefill.arguments["KV cache"] == pytest.approx(kv, rel=0.001)
     assert prefill.temp_bytes < 0.1 * kv  # the old layouts: 0.53 x the cache; now 0.04
+
+
+def test_tensor_pairs_split_a_torus_axis():
+    """fsdp 8 x tensor 2 on a 4x4 v6e-16 takes no whole torus axis per mesh axis (libtpu's own
+    assignment refuses it): the grid splits them, each tensor pair two neighbouring chips."""
+    from b2tjax.targets import parse_target, target_mesh
+
+    mesh = target_mesh(parse_target("v6e-16"), 1, -1, 2)
+    assert dict(mesh.shape) == {"data": 1, "fsdp": 8, "tensor": 2}
+    assert len({d.id for d in mesh.devices.reshape(-1)}) == 16
+    for pair in mesh.devices.reshape(8, 2):
+        distance = sum(abs(a - b) for a, b in zip(pair[0].coords, pair[1].coords, strict=True))
+        assert distance == 1, [d.coords for d in pair]
