@@ -48,7 +48,7 @@ def test_recipe_compiles_for_its_tpu_slice_by_default(tpu_plan):
     assert (plan["target"], plan["platform"], plan["devices"]) == ("v5e-4", "tpu", 4)
     assert plan["hbm_bytes"] == 16 * GIB  # a v5e chip
     assert "v5e-4: 4 x TPU v5e (TPU compiler)" in proc.stdout
-    assert "rollout 20 rows (5 per chip)" in proc.stdout
+    assert "rollout 24 rows (6 per chip)" in proc.stdout
     assert tuple(p["name"] for p in plan["programs"]) == PROGRAMS
     assert proc.stdout.count("fits with 10% headroom") == len(PROGRAMS)
 
@@ -62,9 +62,9 @@ def test_tpu_compiler_bytes_match_the_analytic_sizes(tpu_plan):
     assert grpo["argument_bytes"] == pytest.approx(3 * fp32_params + batch, rel=0.005)  # params + 2 moments
     assert grpo["output_bytes"] == pytest.approx(3 * fp32_params, rel=0.005)  # donated: updated in place
     assert grpo["alias_bytes"] == pytest.approx(3 * fp32_params, rel=0.005)
-    # KV cache: K and V, 2 layers x 20 rows x 16384 slots x 8 KV heads x 128 dims in bf16, rows over 4.
-    kv = 2 * LAYERS * 20 * 16384 * 8 * 128 * 2 / CHIPS
-    logits = 20 * 151936 * 4 / CHIPS  # the rows' next-token logits (fp32), carried with the cache
+    # KV cache: K and V, 2 layers x 24 rows x 16384 slots x 8 KV heads x 128 dims in bf16, rows over 4.
+    kv = 2 * LAYERS * 24 * 16384 * 8 * 128 * 2 / CHIPS
+    logits = 24 * 151936 * 4 / CHIPS  # the rows' next-token logits (fp32), carried with the cache
     sampler = 2 * PARAMS  # bf16 sampler weights, replicated (tensor 1)
     decode = programs["rollout_decode"]
     assert decode["argument_bytes"] == pytest.approx(sampler + kv + logits, rel=0.005)
