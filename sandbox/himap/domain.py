@@ -131,6 +131,15 @@ class HimapDomain(abc.ABC):
     def day_fields(self) -> tuple[Param, ...]:
         """The arguments of submit_day: the fields of one day of the benchmark's plan."""
 
+    def complete_subgoals(
+        self, goals: list[dict[str, Any]], earlier: dict[int, SubGoal]
+    ) -> list[dict[str, Any]]:
+        """distribute_task's sub-goals (checked arguments, before the slot defaults) with what
+        follows from the others filled in (TravelPlanner: a moving day's city and route, a city's
+        stay on its arrival day), so the coordinator writes each choice once; `earlier`: the
+        sub-goals of earlier rounds by day (accepted days keep theirs)."""
+        return goals
+
     def subgoal_details(self, goal: SubGoal) -> dict[str, Any] | str:
         """What the sub-goal's references name, looked up for the executor (B2T: the hotel's search
         record), so the coordinator writes a name, not the record; a str is why a reference is bad."""
