@@ -176,16 +176,13 @@ class TravelPlannerDomain(HimapDomain):
         return json.dumps(plan, ensure_ascii=False)
 
     def executor_brief(self, goal: SubGoal) -> str:
-        route = goal.extra.get("route")
-        stay = goal.extra.get("accommodation")
+        # The sub-goal already carries the route and the stay, and the executor's system message
+        # that no venue may repeat: the brief says only what the day type means.
         lines = {
-            "departure": f"Travel {self.query['org']} -> {goal.city} today"
-            + (f" ({route})." if route else "."),
-            "travel": f"Move to {goal.city} today" + (f" ({route})." if route else "."),
-            "return": f"Go back to {self.query['org']} today" + (f" ({route})." if route else "."),
+            "departure": f"Travel {self.query['org']} -> {goal.city} today.",
+            "travel": f"Move to {goal.city} today.",
+            "return": f"Go back to {self.query['org']} today.",
             "stay": f"A full day in {goal.city}.",
         }
         text = lines.get(goal.day_type, "")
-        if stay:
-            text += f" Stay at {stay} tonight."
-        return text + " Every restaurant and attraction of the trip must be different."
+        return text + (" The accommodation is tonight's stay." if goal.extra.get("accommodation") else "")
