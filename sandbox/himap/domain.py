@@ -61,6 +61,9 @@ class HimapDomain(abc.ABC):
     subgoal_fields: tuple[Param, ...] = ()  # benchmark-specific sub-goal fields (all optional)
     reject_codes: tuple[str, ...] = ("budget", "no_options", "timing", "other")
     item_description: str = "items of your day in the plan format"  # what check/commit_items take
+    # World tools whose results, when the coordinator calls them, every executor is shown (once, in
+    # the shared part of its prompt) instead of searching again: e.g. B2T's places near the hotel.
+    shared_lookups: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def task(self) -> dict[str, Any]:
