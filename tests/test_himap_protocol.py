@@ -82,7 +82,7 @@ def test_the_coordinators_place_searches_are_shown_once_to_every_executor_before
     """B2TDomain.shared_lookups: the coordinator searches places once; every executor's prompt
     holds those searches in its shared part (identical up to the sub-goal), and no executor
     searches places itself; the days plan from disjoint shares, so most need no Σ check (a day whose
-    share cannot make a day plans from every candidate and checks those venues)."""
+    share cannot make a day plans beyond it and checks those venues)."""
     shared = ("RestaurantSearch", "AttractionSearch")
     executors, checked = 0, 0
     for run in full_runs:

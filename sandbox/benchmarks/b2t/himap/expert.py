@@ -11,8 +11,9 @@ candidates from the coordinator's searches in its prompt (it searches them itsel
 prompt has none: flat); the day timed (schedule.py) from its own share of every candidate list
 (every D-th from position d-1: the days' shares are disjoint, so such a day needs no Σ check),
 fitted to the hint by cheaper swaps from its share first; MapGuide for every leg; submit_day. Only
-a day whose share cannot make a day (or whose swaps leave it) plans from every candidate and checks
-those venues with check_items before submitting (a venue another day holds is replaced). A day
+a day whose share cannot make a day (or whose swaps leave it) plans from the other candidates
+(first around what the other stay days will take from their shares) and checks those venues with
+check_items before submitting (a venue another day holds is replaced). A day
 that cannot get within its hint is rejected (code "budget"), or, where it cannot reject (flat, no
 bargaining), submitted at its cheapest: Σ then has the last word.
 """
@@ -248,11 +249,11 @@ class _DayPlanner(_Solver):
                 self._add_attractions(text, attractions)
         return self._by_distance(hotel, restaurants, attractions)
 
-    def _mine(self, pool: list[Place]) -> list[Place]:
+    def _mine(self, pool: list[Place], day: int | None = None) -> list[Place]:
         """This day's share of a candidate list, by one rule every day applies to the same list:
         every D-th from position day - 1. The shares are disjoint, so a day planned from its own
         share needs no Σ check: no other day can take those venues."""
-        return [p for i, p in enumerate(pool) if i % self.days == self.day - 1]
+        return [p for i, p in enumerate(pool) if i % self.days == (day or self.day) - 1]
 
     def _own(self, stops: list[Stop]) -> bool:
         return all(s.place.name in self.share for s in stops if s.kind in VENUE_KINDS)
@@ -314,10 +315,32 @@ class _DayPlanner(_Solver):
         try:
             return self._plan(hotel, options, restaurants, share[2])
         except ExpertFailure:
-            self.breakfast_pool, self.meal_pool = pools[0], pools[1]
-            return self._plan(hotel, options, restaurants, attractions)
+            pass
         finally:
             self.breakfast_pool, self.meal_pool = pools[0], pools[1]
+        excluded = self.excluded
+        self.excluded = excluded | self._predicted(hotel, pools)
+        try:  # first around what the other stay days will take from their shares
+            return self._plan(hotel, options, restaurants, attractions)
+        except ExpertFailure:
+            pass
+        finally:
+            self.excluded = excluded
+        return self._plan(hotel, options, restaurants, attractions)
+
+    def _predicted(self, hotel: Place, pools) -> set[str]:
+        """The venues the other stay days will plan from their own shares: the same rule, this
+        day's leg estimates (days 1 and D are left out: their trains decide their hours)."""
+        frame = DayFrame(start_place=hotel, walking_limit=self.walking_limit)
+        names: set[str] = set()
+        for day in range(2, self.days):
+            if day != self.day:
+                share = [self._mine(pool, day) for pool in pools]
+                self.breakfast_pool, self.meal_pool = share[0], share[1]
+                stops = self._plan_day(frame, False, hotel, [], share[2], set())
+                names |= {s.place.name for s in stops or [] if s.kind in VENUE_KINDS}
+        self.breakfast_pool, self.meal_pool = pools[0], pools[1]
+        return names
 
     def _plan(self, hotel, options, restaurants, attractions):
         for option in options or [None]:
@@ -441,5 +464,5 @@ class _DayPlanner(_Solver):
         for s in stops:  # a venue conflict: claim venue by venue next time
             if s.kind in VENUE_KINDS:
                 self.claimed.discard(s.place.name)
-        self.refused = True  # another day took a venue of this share from every candidate
+        self.refused = True  # a day planning beyond its share took a venue of this share first
         return False
