@@ -8,10 +8,12 @@ JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/TRAINING
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import jax
 from jax.sharding import Mesh
 
+from b2tjax.cli import UserError
 from b2tjax.config import MeshConfig
 from models.sharding import make_mesh
 
@@ -38,3 +40,17 @@ def build_mesh(cfg: MeshConfig) -> Mesh | None:
     if jax.device_count() == 1 and cfg.data in (1, -1) and cfg.fsdp in (1, -1) and cfg.tensor in (1, -1):
         return None
     return make_mesh(cfg.data, cfg.fsdp, cfg.tensor)
+
+
+def check_rows_split(batch_rows: int, mesh_shape: Mapping[str, int] | None, processes: int) -> None:
+    """At start-up: on several processes each one drives the KV-cache rows on its own devices, so
+    `rollout.batch_rows` must split evenly over the mesh's data x fsdp devices (on one process an
+    uneven count only shards less). A one-line error now, not after the SFT phase."""
+    if mesh_shape is None or processes == 1:
+        return
+    split = mesh_shape["data"] * mesh_shape["fsdp"]
+    if batch_rows % split:
+        raise UserError(
+            f"rollout.batch_rows={batch_rows} must be a multiple of the mesh's data x fsdp size ({split}) "
+            f"on {processes} processes: each process drives the cache rows of its own devices"
+        )

@@ -28,7 +28,7 @@ from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
 from b2tjax.config import TrainConfig
 from b2tjax.data import BatchIterator, example_dataset
 from b2tjax.grpo_update import RolloutBatch, grpo_update
-from b2tjax.mesh import build_mesh
+from b2tjax.mesh import build_mesh, check_rows_split
 from b2tjax.metrics import MetricsWriter
 from b2tjax.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.optim import learning_rate_schedule, make_optimizer
@@ -97,6 +97,8 @@ class Trainer:
         self.out = Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = build_mesh(cfg.mesh)
+        mesh_shape = dict(self.mesh.shape) if self.mesh is not None else None
+        check_rows_split(cfg.rollout.batch_rows, mesh_shape, jax.process_count())
         self.model_fn, params = BoundModel.from_model(model)
         self.frozen = BoundModel.frozen_of(model)  # LoRA's frozen base (empty for full fine-tuning)
         self.base = base_identity(cfg) if self.frozen else None
@@ -261,17 +263,17 @@ class Trainer:
         state: TrainState,
         train_state: dict,
         writer: MetricsWriter,
+        agreed: bool = False,
     ) -> None:
         """On SIGTERM inside a GRPO step (rollout, or before its first update), give up the step and save
         the last completed one: `state` is still that step's, as no update has consumed it yet.
-        Single process only: hosts that noticed the signal at different points of a step would part
-        ways inside collectives, so multi-host runs stop at step ends (`reached_preemption`)."""
-        if not guard.requested or jax.process_count() > 1:
+        Several processes decide together: a stopped rollout (`agreed`) stopped in the same round on
+        every process (rollout/lockstep.py); before the update, one collective asks them all."""
+        if not (agreed or stop_agreed(guard.requested)):
             return
-        done = global_step - 1
-        self._save_and_exit(
-            done, state, train_state, writer, f"preempted during step {global_step}: saved step {done}"
-        )
+        done, where = global_step - 1, "the rollout of " if agreed else ""
+        message = f"preempted during {where}step {global_step}: saved step {done}"
+        self._save_and_exit(done, state, train_state, writer, message)
 
     def _save_and_exit(
         self, step: int, state: TrainState, train_state: dict, writer: MetricsWriter, message: str
@@ -393,10 +395,10 @@ class Trainer:
                     prompts,
                     cfg.rollout.group_size,
                     seed,
-                    should_stop=lambda: guard.requested and jax.process_count() == 1,
+                    should_stop=lambda: guard.requested,
                 )
             except RolloutStopped:
-                stop_here()
+                stop_here(agreed=True)
                 raise
             t_rollout = time.perf_counter() - t0
             self._save_records(global_step, batch.records)

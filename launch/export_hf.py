@@ -11,6 +11,12 @@ disk, and `--step N` picks one of them explicitly.
 A LoRA run exports its base with the adapters merged in, or with --adapter the adapters alone as
 a PEFT directory (adapter_config.json + adapter_model.safetensors) for
 `peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(BASE), HF_DIR)`.
+
+On several processes (a pod, or `launch/cluster.py ... -- launch/export_hf.py ...`) every process
+restores its shards of the weights over one mesh of all devices; each tensor is then gathered in
+turn and process 0 writes it, so no host holds more than one tensor (plus the shard being written).
+The files are byte-identical to a one-process export. `--distributed` calls
+jax.distributed.initialize() where the multi-node variables are not set (TPU pods, SLURM).
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ import os
 import sys
 import time
 
+import jax
+
 from b2tjax.adapters import base_init, is_lora_run
 from b2tjax.cli import UserError, run_main
 from b2tjax.lora_run import load_lora_run
+from b2tjax.mesh import maybe_initialize_distributed
 from b2tjax.outputs import check_outputs
 from models.checkpoint import load_model
 from models.config import DTYPES
 from models.hf import save_pretrained
 from models.lora import merge_lora
+from models.sharding import make_mesh
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--adapter", action="store_true", help="a LoRA run: write its adapters as a PEFT directory"
     )
+    parser.add_argument(
+        "--distributed", action="store_true", help="initialise JAX's multi-process runtime (pods, SLURM)"
+    )
     return parser.parse_args(argv)
 
 
@@ -58,7 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
     inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]
     check_outputs([("--out", args.out)], inputs=inputs, files=False)
+    maybe_initialize_distributed(args.distributed)  # before any other JAX call
     lora_run = is_lora_run(args.checkpoint)
+    if lora_run and jax.process_count() > 1:
+        raise UserError(
+            "a LoRA run exports on one process (its base is rebuilt whole); run it without a cluster"
+        )
     if args.adapter:
         if not lora_run:
             raise UserError(f"--adapter: {args.checkpoint} is not a LoRA run's checkpoint directory")
@@ -75,14 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     if lora_run:
         model = merge_lora(load_lora_run(args.checkpoint, step=args.step)[0])
     else:
-        model = load_model(args.checkpoint, step=args.step)
+        # several processes: each restores only its shards (fsdp over every device of the job)
+        mesh = make_mesh(data=1, fsdp=-1) if jax.process_count() > 1 else None
+        model = load_model(args.checkpoint, step=args.step, mesh=mesh)
     dtype = DTYPES[args.dtype] if args.dtype else None
     save_pretrained(
         model, args.out, tokenizer=tokenizer, max_shard_size=args.max_shard_size, dtype=dtype, progress=True
     )
-    print(
-        f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {time.time() - start:.1f}s"
-    )
+    if jax.process_index() == 0:
+        seconds = time.time() - start
+        print(f"exported {model.config.num_params() / 1e6:.1f}M params to {args.out} in {seconds:.1f}s")
     return 0
 
 

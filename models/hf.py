@@ -3,6 +3,7 @@ safetensors import (tensor by tensor, straight into possibly sharded arrays) and
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import itertools
@@ -148,12 +149,23 @@ def _to_device(leaf: np.ndarray, sharding: NamedSharding | None) -> jax.Array:
     return jax.make_array_from_callback(leaf.shape, sharding, lambda idx: leaf[idx])
 
 
+def to_host(x: Any) -> np.ndarray:
+    """One tensor on the host. A global array spread over several processes (a sharded restore on a
+    pod) is gathered whole onto every process: one tensor at a time, never the whole model. Every
+    process must make the same calls in the same order (each gather is a collective)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(jax.device_get(x))
+
+
 def params_to_hf(pure: dict, cfg: Qwen3Config, dtype: Any = None) -> Iterator[tuple[str, np.ndarray]]:
     """(HF name, numpy tensor in HF layout) one at a time; only one layer slice is on host at once."""
     for m in tensor_maps(cfg):
         leaf = _get_path(pure, m.path)
         for i in m.layer_indices(cfg.num_hidden_layers):
-            value = np.asarray(jax.device_get(leaf if i is None else leaf[i]))
+            value = to_host(leaf if i is None else leaf[i])
             out = np.ascontiguousarray(m.to_hf(value))
             yield m.hf_name.format(i=i), out if dtype is None else out.astype(np.dtype(dtype))
 
@@ -300,11 +312,11 @@ def save_pretrained(
 ) -> None:
     """Write a transformers-loadable directory: model-XXXXX-of-YYYYY.safetensors shards + index,
     config.json, generation_config.json, and the tokenizer files when `tokenizer` is given.
-    `dtype` defaults to the model's param dtype. Tied models write no lm_head.weight."""
+    `dtype` defaults to the model's param dtype. Tied models write no lm_head.weight. A model
+    sharded over several processes: every process calls this, process 0 alone writes (to_host)."""
     from safetensors.numpy import save_file
 
     out_dir = os.fspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
     cfg: Qwen3Config = model.config
     dtype = np.dtype(model.param_dtype if dtype is None else dtype)
     limit = _parse_size(max_shard_size)
@@ -329,6 +341,10 @@ def save_pretrained(
 
     # params_to_hf yields in hf_names order, so each shard is the next contiguous run of the stream.
     stream = params_to_hf(pure, cfg, dtype)
+    if jax.process_index() != 0:  # several processes: all join each tensor's gather, process 0 writes
+        collections.deque(stream, maxlen=0)
+        return
+    os.makedirs(out_dir, exist_ok=True)
     for i, names in enumerate(
         tqdm(shards, desc="writing safetensors shards", unit="shard", disable=not progress)
     ):

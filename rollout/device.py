@@ -55,9 +55,8 @@ class DeviceCalls:
         self.cache, self.next_logits = new_rollout_arrays(
             engine.model_config, self.cfg.batch_rows, self.cfg.cache_slots, engine.cache_dtype, engine.mesh
         )
-        # The reprefill baseline re-feeds whole records on purpose: no reuse there. Several
-        # processes: not yet, as every process would have to join each copy call (rollout/lockstep.py).
-        reuse = self.cfg.prefix_reuse and not self.cfg.reprefill and not multihost()
+        # The reprefill baseline re-feeds whole records on purpose: no reuse there.
+        reuse = self.cfg.prefix_reuse and not self.cfg.reprefill
         self.prefix = PrefixIndex(self.cfg.batch_rows, self.cfg.prefix_min_tokens) if reuse else None
 
     def _done(self, t0: float) -> None:
@@ -78,7 +77,9 @@ class DeviceCalls:
         round first copies what is resident in other rows (rollout/prefix.py), then prefills the
         rest; rows waiting for a leader's shared prefix sit the round out."""
         while True:
-            waiting = self._reuse(rows) if self.prefix is not None else set()
+            copies, waiting = self.prefix.plan(rows) if self.prefix is not None and feed else ([], set())
+            for copy in copies:  # the host's view first: the copied tokens leave `pending`
+                self._copied(rows.slots[copy.dst], copy)
             pending = [
                 r
                 for r, s in enumerate(rows.slots)
@@ -86,7 +87,11 @@ class DeviceCalls:
             ]
             width = self._chunk_width(rows, pending)
             if multihost():
-                width = int(agree([width]).max())
+                agreed = agree([width, len(copies)])
+                width = int(agreed[:, 0].max())
+                copies = _everyones_copies(copies, int(agreed[:, 1].max()), self.cfg.batch_rows)
+            if copies:
+                self._copy(copies)
             if not width:
                 return
             self._prefill_chunk(rows, pending, width)
@@ -98,12 +103,9 @@ class DeviceCalls:
         longest = max(min(len(rows.slots[r].pending), self.cfg.prefill_chunk) for r in pending)
         return pow2_bucket(longest, self.cfg.prefill_min_bucket)
 
-    def _reuse(self, rows: RowTable) -> set[int]:
-        """Copy the resident prefixes of the fresh rows (one in-place device call); returns the
-        rows that wait for a leader's prefill."""
-        copies, waiting = self.prefix.plan(rows)
-        if not copies:
-            return waiting
+    def _copy(self, copies: list[Copy]) -> None:
+        """One in-place device call copying resident prefixes between rows (rollout/prefix.py).
+        The pairs are the same on every process (a replicated argument)."""
         n, size = len(copies), pow2_bucket(len(copies), 1)
         pairs = np.zeros((3, size), np.int32)
         pairs[1, n:] = self.cfg.batch_rows  # no-op pairs: length 0, destination out of range
@@ -113,9 +115,6 @@ class DeviceCalls:
         self.cache = self.engine.runner.copy_prefix(self.cache, *(jnp.asarray(p) for p in pairs))
         self.cache.lengths.block_until_ready()
         self._done(t0)
-        for copy in copies:
-            self._copied(rows.slots[copy.dst], copy)
-        return waiting
 
     def _copied(self, stream: Stream, copy: Copy) -> None:
         """The stream's row holds its first `copy.length` record tokens now: they leave pending."""
@@ -215,3 +214,18 @@ class DeviceCalls:
         self.stats.decode_steps += int(segment.count.max())
         self.stats.generated_tokens += int(segment.count.sum())
         return segment
+
+
+def _everyones_copies(mine: list[Copy], most: int, rows: int) -> list[Copy]:
+    """Several processes: the copies every process planned for this chunk (`most`: the largest
+    count, agreed), in process order. Each process plans only its own rows (a GRPO group and its
+    shared prompt stay on one process), so no copy crosses processes and no destination of one is
+    a source of another; the copy program then runs once with the same pairs everywhere."""
+    if not most:
+        return []
+    flat = np.zeros((most, 3), np.int64)
+    flat[:, 1] = rows  # padding: no-op pairs, dropped below
+    for i, copy in enumerate(mine):
+        flat[i] = copy.src, copy.dst, copy.length
+    everyone = agree(flat.ravel().tolist()).reshape(-1, 3)
+    return [Copy(int(src), int(dst), int(n)) for src, dst, n in everyone if dst < rows]

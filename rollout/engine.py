@@ -53,8 +53,9 @@ with the same episode list; each drives only its `local` episodes (rollout.hosts
 decides) in the rows on its own devices (`RowTable.local`), runs their host jobs once, feeds its
 rows' tokens as process-local data and reads back only its addressable shards (rollout/device.py);
 rollout/lockstep.py keeps every process calling each jitted program in the same order, with one
-small collective per round. `run` then returns this process' records only. Prefix reuse is off
-there for now: each copy call would have to be joined by every process, like prefill.
+small collective per round (which also carries a stop request). `run` then returns this
+process' records only. Prefix reuse copies among a process' own rows; every process joins each
+copy call, with everyone's pairs (rollout/device.py).
 
 Prefix reuse (built): `Run._seat` + `DeviceCalls.prefill` are the single admission step that
 puts a stream's context into its row: copy what other local rows hold (rollout/prefix.py,
@@ -123,7 +124,8 @@ class RolloutEngine:
         local: Sequence[bool] | None = None,
     ) -> list[EpisodeRecord]:
         """Roll out every episode; returns one record per stream, in episode order then stream order.
-        `should_stop` is polled after every decode segment; when true, RolloutStopped is raised.
+        `should_stop` is polled every round (one process: after each decode segment; several: in
+        the round's collective, so all stop together); when true, RolloutStopped is raised.
         `local[i]`: this process drives episode i (several processes; default all): the records
         returned are those of the local episodes."""
         key = jax.random.key(rng) if isinstance(rng, int) else rng

@@ -52,6 +52,30 @@ def _shared_pool() -> cf.ThreadPoolExecutor:
         return _default_pool
 
 
+class ExecutionCounts:
+    """Process-wide counts of what environments executed: `tools` (tool calls run, Python included)
+    and `answered` (response blocks of finished turns: tools, memory, parse errors). Why: on several hosts an
+    episode's tools must run on exactly one of them, and these counts are kept where the work
+    happens, independent of the records that report it (tool calls run on pool threads: a lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.tools = 0
+        self.answered = 0
+
+    def add(self, *, tools: int = 0, answered: int = 0) -> None:
+        with self._lock:
+            self.tools += tools
+            self.answered += answered
+
+    def snapshot(self) -> tuple[int, int]:
+        with self._lock:
+            return self.tools, self.answered
+
+
+EXECUTED = ExecutionCounts()
+
+
 def truncate_middle(text: str, max_chars: int) -> str:
     """Keep the head and tail of `text` within `max_chars`, with a marker saying what was cut.
 
@@ -143,6 +167,7 @@ class EpisodeEnv:
     # ------------------------------------------------------------------ actions
 
     def _call_tool(self, call: ToolCall, python_grant: float | str | None = None) -> ToolResult:
+        EXECUTED.add(tools=1)
         try:
             if call.name == PYTHON_TOOL_NAME:
                 return self._call_python(call.arguments, python_grant)
@@ -259,6 +284,7 @@ class EpisodeEnv:
         if not self.done and self.turns >= self.max_turns:
             self.done, self.stop_reason = True, StopReason.MAX_TURNS
         responses = self._cap_turn(responses)
+        EXECUTED.add(answered=len(responses))
         self.any_error = self.any_error or any(r.is_error for r in responses)
         self.any_env_fault = self.any_env_fault or any(r.env_fault for r in responses)
         return StepResult(

@@ -9,7 +9,6 @@ of an honest plan that misses one preference.
 from __future__ import annotations
 
 import copy
-import gc
 import json
 import random
 import time
@@ -26,6 +25,7 @@ from sandbox.benchmarks.travelplanner.plan_reader import read_plan as tp_read_pl
 from sandbox.himap.state import SigmaCode
 from sandbox.parser import parse_turn
 from sandbox.strict_json import StrictJSONError, loads_strict
+from tests.cpu_clock import cpu_seconds
 
 SEED = 27
 BUDGET_S = 20.0  # wall-clock budget of each fuzz loop; the case count it reaches is reported
@@ -91,17 +91,6 @@ def _all_readers(text: str) -> None:
         pass
 
 
-def _elapsed(fn, text: str) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        fn(text)
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
-
-
 def test_no_exception_escapes_any_reader():
     rng = random.Random(SEED)
     deadline, cases = time.monotonic() + BUDGET_S, 0
@@ -122,8 +111,8 @@ def test_every_reader_is_linear_in_its_input():
         for fn in (parse_turn, read_plan, tp_read_plan):
             small = unit * max(1, 4000 // len(unit))
             large = small * 4
-            t_small = min(_elapsed(fn, small) for _ in range(2))
-            t_large = min(_elapsed(fn, large) for _ in range(2))
+            t_small = min(cpu_seconds(fn, small) for _ in range(2))
+            t_large = min(cpu_seconds(fn, large) for _ in range(2))
             ratio = t_large / max(t_small, 2e-3)  # below 2 ms the timer and the noise dominate
             worst = max(worst, (ratio, f"{fn.__module__}.{fn.__name__} on {unit[:40]!r}"))
             assert t_large < 1.0, (fn.__name__, unit[:60], t_large)

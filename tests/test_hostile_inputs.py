@@ -4,9 +4,7 @@ Each must come back as an error result (or a one-line error for files), in well 
 and the environment's rendered reply must stay encodable text.
 """
 
-import gc
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from sandbox.env import EpisodeEnv
 from sandbox.jsonl import read_jsonl_objects
 from sandbox.parser import ParseError, parse_turn
 from sandbox.strict_json import StrictJSONError, loads_strict
+from tests.cpu_clock import cpu_seconds
 from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401 - pytest fixtures
 
 HUGE = "9" * 5000
@@ -28,18 +27,6 @@ BAD_VALUES = {
     "Infinity": "-Infinity",
     "overflowing float": "1e999",
 }
-
-
-def _elapsed(fn, *args) -> float:
-    """Seconds for one call, with the cyclic GC paused (its passes grow with the whole heap)."""
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        fn(*args)
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
 
 
 @pytest.mark.parametrize("label", sorted(BAD_VALUES))
@@ -96,8 +83,8 @@ def test_jsonl_files_report_bad_numbers_with_file_and_line(tmp_path: Path):
 def test_the_parser_is_linear_in_the_turn(make):
     small, large = make(4000), make(16000)
     parse_turn(small)  # warm-up
-    t_small = min(_elapsed(parse_turn, small) for _ in range(3))
-    t_large = min(_elapsed(parse_turn, large) for _ in range(3))
+    t_small = min(cpu_seconds(parse_turn, small) for _ in range(3))
+    t_large = min(cpu_seconds(parse_turn, large) for _ in range(3))
     assert t_large < 1.0
     # 4x the input: linear is ~4x; quadratic would be ~16x. Generous for a busy machine.
     assert t_large < 10 * max(t_small, 5e-3), (t_small, t_large)
@@ -136,7 +123,7 @@ def test_plan_readers_handle_pathological_answers_in_well_under_a_second(answer)
     from sandbox.benchmarks.travelplanner.plan_reader import read_plan as tp_read_plan
 
     for reader in (read_plan, tp_read_plan):
-        assert _elapsed(reader, answer) < 1.0, reader.__module__
+        assert cpu_seconds(reader, answer) < 1.0, reader.__module__
 
 
 def test_numbers_that_read_as_infinity_are_no_price():

@@ -223,17 +223,20 @@ class BenchmarkTask:
         should_stop: Callable[[], bool] | None = None,
     ) -> RolloutBatch:
         from rollout.scoring import episode_metrics
+        from sandbox.env import EXECUTED
 
         pairs = [p for p in prompts for _ in range(group_size)]
         temperature = self.cfg.rollout.temperature
+        before = EXECUTED.snapshot()
         episodes, records, verdicts, rewards = self._run_and_score(
             model, pairs, seed, temperature, should_stop, group_size
         )
+        executed = [now - then for now, then in zip(EXECUTED.snapshot(), before)]
         metrics = {
             **self.benchmark.headline(self.benchmark.metrics(verdicts)),
             **episode_metrics(records, rewards),
             **self._agent_metrics(episodes, records),
-            **host_counts(records),
+            **host_counts(records, executed, self._engine.stats),
         }
         return self._batch(episodes, records, metrics, group_size)
 
@@ -305,16 +308,27 @@ def episode_owners(count: int, group_size: int, step: int) -> tuple[list[int], l
     return owners, [owner == jax.process_index() for owner in owners]
 
 
-def host_counts(records: Sequence[Any]) -> dict[str, float]:
-    """Several processes: the episodes and tool calls each one drove (`record.process` is set by the
-    process that ran the stream; an episode's tools run only there). Nothing on one process."""
+ENGINE_COUNTS = ("generated_tokens", "prefill_tokens", "reused_tokens", "reprefill_tokens", "parks")
+
+
+def host_counts(records: Sequence[Any], executed: Sequence[int], stats: Any) -> dict[str, float]:
+    """The rollout's engine counts (`rollout/...`, rollout.stats.EngineStats summed over processes)
+    and, on several processes, what each one drove: from the records (`record.process` is set by
+    the process that ran the stream) its episodes and answered calls, and, counted apart where the
+    environments ran (`executed`: sandbox.env.EXECUTED's (tools, answered) during this rollout),
+    its tool runs and answered calls. One small collective (every process calls this in step)."""
     import jax
 
+    from rollout.hosts import agree
+
+    everyone = agree([*executed, *(getattr(stats, name) for name in ENGINE_COUNTS)])
+    out = {f"rollout/{name}": float(everyone[:, 2 + i].sum()) for i, name in enumerate(ENGINE_COUNTS)}
     if jax.process_count() == 1:
-        return {}
-    out: dict[str, float] = {}
+        return out
     for p in range(jax.process_count()):
         mine = [r for r in records if r.process == p]
         out[f"hosts/episodes_p{p}"] = float(len({r.episode for r in mine}))
         out[f"hosts/tool_calls_p{p}"] = float(sum(len(r.calls) for r in mine))
+        out[f"hosts/tool_runs_p{p}"] = float(everyone[p, 0])
+        out[f"hosts/answered_p{p}"] = float(everyone[p, 1])
     return out

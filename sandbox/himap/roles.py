@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sandbox.env import EpisodeEnv, Response, StepResult
+from sandbox.env import EXECUTED, EpisodeEnv, Response, StepResult
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
 from sandbox.tools.args import Param, ToolArgError, function_schema, validate_arguments
 from sandbox.types import StopReason, ToolResult
@@ -176,6 +176,7 @@ class RoleEnv(EpisodeEnv):
         elif self.turns >= self.max_turns:
             self.done, self.stop_reason = True, StopReason.MAX_TURNS
         responses = self._cap_turn(responses)
+        EXECUTED.add(answered=len(responses))
         self.any_error = self.any_error or any(r.is_error for r in responses)
         self.last_step = StepResult(
             responses=responses,
