@@ -4,10 +4,9 @@ A [B, T, V] logits tensor for a 150k vocabulary is the largest activation of an 
 it is never built: the final hidden states are projected chunk by chunk inside a `lax.scan`, and
 each chunk is rematerialised in the backward pass (only [B, chunk, V] is alive at any time).
 
-Two savings, both exact: a chunk in which no row needs a log-prob (`needed`: the loss mask, so a
-long shared prompt or environment reply) skips the projection entirely (a `lax.cond`, also in the
-backward pass); and a sequence that fits in one chunk is not rematerialised (with one chunk the
-backward pass holds that chunk's [B, chunk, V] either way, so recomputing it would only cost time).
+A sequence that fits in one chunk is projected directly, without the scan and without
+rematerialisation: with one chunk the backward pass holds that chunk's [B, chunk, V] either way, so
+recomputing it would only cost time.
 
 Temperature convention: the sampler's `rollout.sampling.token_logprobs` (log_softmax(logits / T)[id],
 unfiltered by top-p/top-k) is called on each chunk, so trainer and sampler compute the same number;
@@ -44,59 +43,45 @@ def hidden_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 128,
     valid_vocab: int | None = None,
-    needed: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """log p(targets[b, t] | hidden[b, t]) and the entropy there, both [B, T] fp32.
 
     hidden [B, T, H] (any float dtype), lm_head [H, V], targets [B, T] int32; ids >= valid_vocab
-    (padded embedding rows) are outside the distribution. `needed` bool [B, T] (None: all):
-    chunks where it is False in every row are not computed and hold 0.0 in both outputs.
+    (padded embedding rows) are outside the distribution.
     T is padded up to a multiple of `chunk_size`; the padding is dropped from the result.
     """
     batch, length, width = hidden.shape
     chunk = max(1, min(chunk_size, length))
     num_chunks = -(-length // chunk)
+    if num_chunks == 1:
+        return _chunk_logprobs(hidden, lm_head, targets, temperature, valid_vocab)
     pad = num_chunks * chunk - length
-    needed = jnp.ones(targets.shape, bool) if needed is None else needed.astype(bool)
     if pad:
         hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
         targets = jnp.pad(targets, ((0, 0), (0, pad)))
-        needed = jnp.pad(needed, ((0, 0), (0, pad)))
     # [num_chunks, B, chunk, ...] so the scan walks over sequence chunks.
     h_chunks = hidden.reshape(batch, num_chunks, chunk, width).swapaxes(0, 1)
     t_chunks = targets.reshape(batch, num_chunks, chunk).swapaxes(0, 1)
-    n_chunks = needed.reshape(batch, num_chunks, chunk).swapaxes(0, 1).any(axis=(1, 2))  # [num_chunks]
 
-    body = _chunk_logprobs if num_chunks == 1 else jax.checkpoint(_chunk_logprobs, static_argnums=(3, 4))
-    skipped = (jnp.zeros((batch, chunk), jnp.float32),) * 2
+    body = jax.checkpoint(_chunk_logprobs, static_argnums=(3, 4))
 
     def step(carry, xs):
-        h, t, need = xs
-        return carry, jax.lax.cond(
-            need, lambda: body(h, lm_head, t, temperature, valid_vocab), lambda: skipped
-        )
+        h, t = xs
+        return carry, body(h, lm_head, t, temperature, valid_vocab)
 
-    _, (lp, ent) = jax.lax.scan(step, None, (h_chunks, t_chunks, n_chunks))
+    _, (lp, ent) = jax.lax.scan(step, None, (h_chunks, t_chunks))
     lp = lp.swapaxes(0, 1).reshape(batch, num_chunks * chunk)[:, :length]
     ent = ent.swapaxes(0, 1).reshape(batch, num_chunks * chunk)[:, :length]
     return lp, ent
 
 
 def sequence_logprobs(
-    model,
-    ids: jax.Array,
-    *,
-    temperature: float = 1.0,
-    chunk_size: int = 128,
-    valid_vocab: int | None = None,
-    needed: jax.Array | None = None,
+    model, ids: jax.Array, *, temperature: float = 1.0, chunk_size: int = 128, valid_vocab: int | None = None
 ) -> tuple[jax.Array, jax.Array]:
     """Per-token log-probs aligned with `ids` [B, T]: out[b, t] = log p(ids[b, t] | ids[b, :t]).
 
     Position 0 has no prediction and gets 0.0 (it is always a prompt token). This matches the
     EpisodeRecord convention (one log-prob per id). Returns (logprobs, entropy), both [B, T] fp32.
-    `needed` [B, T] (e.g. the loss mask; None: all): positions where it is False may come back 0.0
-    (whole chunks of them are skipped, see hidden_logprobs).
     """
     with jax.named_scope("forward"):
         hidden = model.hidden_states(ids)  # [B, T, H]
@@ -108,7 +93,6 @@ def sequence_logprobs(
             temperature=temperature,
             chunk_size=chunk_size,
             valid_vocab=valid_vocab,
-            needed=None if needed is None else needed[:, 1:],
         )
     zeros = jnp.zeros((ids.shape[0], 1), jnp.float32)
     return jnp.concatenate([zeros, lp], axis=1), jnp.concatenate([zeros, ent], axis=1)

@@ -87,18 +87,9 @@ def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
 
 def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
-    trained = micro.mask > 0
     lp, ent = sequence_logprobs(
-        model,
-        micro.ids,
-        temperature=temperature,
-        chunk_size=cfg.logprob_chunk,
-        valid_vocab=valid_vocab,
-        needed=trained,
+        model, micro.ids, temperature=temperature, chunk_size=cfg.logprob_chunk, valid_vocab=valid_vocab
     )
-    # Untrained positions may hold 0.0 (skipped chunks): give them the old log-prob, so their
-    # ratio is 1 and stays finite (they carry weight 0, but inf * 0 would be NaN).
-    lp = jnp.where(trained, lp, micro.old_logprobs)
     with jax.named_scope("loss"):
         loss, stats = grpo.grpo_loss(
             lp,
@@ -119,12 +110,7 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
 def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
     lp, ent = sequence_logprobs(
-        model,
-        micro.ids,
-        temperature=temperature,
-        chunk_size=chunk,
-        valid_vocab=valid_vocab,
-        needed=micro.mask > 0,
+        model, micro.ids, temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab
     )
     with jax.named_scope("loss"):
         mask = micro.mask.astype(jnp.float32)

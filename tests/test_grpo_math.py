@@ -178,33 +178,20 @@ def test_group_advantages(scale_by_std):
         grpo.group_advantages(jnp.asarray(rewards[:10]), 4)
 
 
-def test_chunks_without_a_trained_token_are_skipped_exactly():
-    """The train step passes its loss mask as `needed`: a chunk no row trains on is not projected
-    (its log-probs come back 0.0), and loss and gradient still equal the NumPy reference."""
-    x, w, targets, old, ref, adv, mask = _batch()
-    mask[:, 3:6] = 0  # chunk 1 of 3 (chunk_size 3): trained by no row
-    want_loss, want_grad, _ = _numpy_loss_and_grad(x, w, targets, old, ref, adv, mask, "token_mean")
-    trained = jnp.asarray(mask > 0)
-
-    def loss_fn(w):
-        lp, _ = hidden_logprobs(jnp.asarray(x), w, jnp.asarray(targets), chunk_size=3, needed=trained)
-        lp = jnp.where(trained, lp, jnp.asarray(old))  # as train_step does
-        norm = grpo.batch_normaliser(jnp.asarray(mask), FIXED_LEN)
-        kwargs = dict(mode="token_mean", clip_low=CLIP_LOW, clip_high=CLIP_HIGH, beta=BETA)
-        return grpo.grpo_loss(
-            lp,
-            jnp.asarray(old),
-            jnp.asarray(adv),
-            jnp.asarray(mask),
-            norm,
-            ref_logprobs=jnp.asarray(ref),
-            **kwargs,
-        )[0]
-
-    loss, grad = jax.value_and_grad(loss_fn)(jnp.asarray(w))
-    np.testing.assert_allclose(float(loss), want_loss, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(grad), want_grad, rtol=1e-4, atol=1e-6)
-    lp, _ = hidden_logprobs(
-        jnp.asarray(x), jnp.asarray(w), jnp.asarray(targets), chunk_size=3, needed=trained
+@pytest.mark.parametrize("chunk", [3, 128])  # a scan of rematerialised chunks; one direct chunk
+def test_entropy_matches_numpy(chunk):
+    """The logged entropy, -sum p log p of the tempered distribution over the valid vocabulary."""
+    x, w, targets, *_ = _batch()
+    temperature, valid = 0.7, V - 2
+    _, ent = hidden_logprobs(
+        jnp.asarray(x),
+        jnp.asarray(w),
+        jnp.asarray(targets % valid),
+        temperature=temperature,
+        chunk_size=chunk,
+        valid_vocab=valid,
     )
-    assert np.all(np.asarray(lp)[:, 3:6] == 0.0) and np.all(np.asarray(lp)[mask > 0] != 0.0)
+    logits = (x @ w)[..., :valid] / temperature
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(ent), -(p * np.log(p)).sum(-1), rtol=1e-5, atol=1e-6)
