@@ -34,26 +34,34 @@ from rollout.programs import ModelRunner
 from rollout.sampling import SamplingArrays
 
 
-def interleaved_best(runs: dict[object, Callable[[], object]], repeats: int) -> tuple[dict, dict]:
-    """Best seconds per call of each of `runs`, the calls interleaved A, B, C, A, B, C... so load
-    from other work on a shared machine falls on every side alike; after one warm-up call each
-    (which compiles). Each call must return host values (so it has finished). Returns the best
-    times and what each warm-up call returned."""
+def interleaved_best(
+    runs: dict[object, Callable[[], object]], repeats: int, warmup: int = 1
+) -> tuple[dict, dict, dict]:
+    """Best wall seconds and best process CPU seconds (every thread of this process: what a call
+    computed, less the time it waited for a core) per call of each of `runs`, the calls
+    interleaved A, B, C, A, B, C... so load from other work on a shared machine falls on every
+    side alike; after `warmup` calls each (which compile). Each call must return host values (so
+    it has finished). Returns (wall, cpu, what each first warm-up call returned)."""
     first = {name: run() for name, run in runs.items()}
-    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(warmup - 1):
+        for run in runs.values():
+            run()
+    wall = dict.fromkeys(runs, float("inf"))
+    cpu = dict.fromkeys(runs, float("inf"))
     for _ in range(repeats):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             run()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best, first
+            wall[name] = min(wall[name], time.perf_counter() - start)
+            cpu[name] = min(cpu[name], time.process_time() - start_cpu)
+    return wall, cpu, first
 
 
 def per_token(runners: dict[str, Callable[[int], object]], new: int, repeats: int) -> dict[str, float]:
     """Seconds per decoded token of each runner, (time(new) - time(1)) / (new - 1), all calls of
     all runners interleaved, best of `repeats`."""
     calls = {(name, n): functools.partial(run, n) for name, run in runners.items() for n in (new, 1)}
-    best, _ = interleaved_best(calls, repeats)
+    best, _, _ = interleaved_best(calls, repeats)
     return {name: max(best[name, new] - best[name, 1], 0.0) / (new - 1) for name in runners}
 
 

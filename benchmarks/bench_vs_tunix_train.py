@@ -13,7 +13,10 @@ completion ids, the mask on the completion). Both: Qwen3-0.6B width with --layer
 weights, fp32 master weights, compute in --dtype, beta 0 (no reference model), one iteration
 (ratio 1), epsilon 0.2, sequence-mean-token-mean aggregation, entropy logged, AdamW 1e-5. At ratio 1
 both losses equal -mean(advantages), printed as a check that they aggregate alike. Timed: the
-jitted step alone, interleaved A/B, best of --repeats; tokens/s = rows x (prompt + completion).
+jitted step alone, after two warm-up calls each (Tunix's step compiles again on its second call),
+interleaved A/B, best of --repeats, in wall time (tokens/s = rows x (prompt +
+completion) / wall) and in process CPU time (what a step computed on all threads, less the time it
+waited for a core: the steadier number on a shared machine).
 
 Log-prob gap. Each side samples with its own sampler (T = 1) and recomputes the sampled tokens'
 log-probs with its own trainer pass on the same records: ours is bench_logprob_gap.py's
@@ -140,7 +143,7 @@ def train_table(args) -> None:
         "Tunix GRPO learner": tunix_step(theirs, prompt, completion, adv),
         "b2tjax grpo_step": our_step(ours, prompt, completion, adv),
     }
-    best, first = interleaved_best(runs, args.repeats)
+    best, cpu, first = interleaved_best(runs, args.repeats, warmup=2)  # Tunix's 2nd call recompiles
     tokens = args.rows * (args.prompt + args.completion)
     print(
         f"\nGRPO train step: {args.preset} width, {args.layers} layers, {args.dtype} compute, "
@@ -148,14 +151,16 @@ def train_table(args) -> None:
         f"{jax.devices()[0].platform}; best of {args.repeats}, interleaved; -mean(adv) = {-adv.mean():.6f}"
     )
     print(
-        "| step | s / step | tokens/s | vs Tunix | first loss | first grad norm |\n|---|---|---|---|---|---|"
+        "| step | s / step | tokens/s | vs Tunix | CPU s / step | vs Tunix (CPU) | first loss "
+        "| first grad norm |"
     )
-    base = best["Tunix GRPO learner"]
+    print("|---|---|---|---|---|---|---|---|")
+    base, base_cpu = best["Tunix GRPO learner"], cpu["Tunix GRPO learner"]
     for name, seconds in best.items():
         loss, norm = first[name]
         print(
-            f"| {name} | {seconds:.3f} | {tokens / seconds:,.0f} | {base / seconds:.2f}x | {loss:.6f} "
-            f"| {norm:.6g} |"
+            f"| {name} | {seconds:.3f} | {tokens / seconds:,.0f} | {base / seconds:.2f}x "
+            f"| {cpu[name]:.2f} | {base_cpu / cpu[name]:.2f}x | {loss:.6f} | {norm:.6g} |"
         )
 
 
