@@ -25,7 +25,7 @@ measurement (the RolloutEngine, tiny Qwen3 on the lookup task); Tunix's samples 
 function its GRPO loss calls, on a Tunix Qwen3 of the same tiny shape.
 
     python benchmarks/bench_vs_tunix_train.py [--rows 4] [--prompt 64] [--completion 64] \
-        [--dtype float32] [--repeats 3] [--no-gap]
+        [--dtype float32] [--logprob-chunk 128] [--repeats 3] [--no-gap]
 """
 
 from __future__ import annotations
@@ -107,12 +107,16 @@ def tunix_step(model: nnx.Module, prompt: np.ndarray, completion: np.ndarray, ad
     return run
 
 
-def our_step(model: nnx.Module, prompt: np.ndarray, completion: np.ndarray, adv: np.ndarray) -> Callable:
+def our_step(
+    model: nnx.Module, prompt: np.ndarray, completion: np.ndarray, adv: np.ndarray, chunk: int = 128
+) -> Callable:
     """Our jitted GRPO step on the same rows (one micro-batch); each call is one optimizer step ->
     (loss, grad norm)."""
     model_fn, params = BoundModel.from_model(model)
     optimizer = optax.adamw(1e-5)
-    grpo_cfg = GRPOConfig(aggregation="seq_mean_token_mean", clip_low=0.2, clip_high=0.2, beta=0.0)
+    grpo_cfg = GRPOConfig(
+        aggregation="seq_mean_token_mean", clip_low=0.2, clip_high=0.2, beta=0.0, logprob_chunk=chunk
+    )
     ids = np.concatenate([prompt, completion], axis=1)
     fns = make_step_fns(
         model_fn, optimizer, lambda s: 1e-5, grpo_cfg, temperature=1.0, fixed_length=ids.shape[1]
@@ -141,14 +145,15 @@ def train_table(args) -> None:
     ours, theirs = twin_models(cfg, dtype)
     runs = {
         "Tunix GRPO learner": tunix_step(theirs, prompt, completion, adv),
-        "b2tjax grpo_step": our_step(ours, prompt, completion, adv),
+        "b2tjax grpo_step": our_step(ours, prompt, completion, adv, args.logprob_chunk),
     }
     best, cpu, first = interleaved_best(runs, args.repeats, warmup=2)  # Tunix's 2nd call recompiles
     tokens = args.rows * (args.prompt + args.completion)
     print(
         f"\nGRPO train step: {args.preset} width, {args.layers} layers, {args.dtype} compute, "
         f"{args.rows} rows x ({args.prompt} prompt + {args.completion} completion) tokens, "
-        f"{jax.devices()[0].platform}; best of {args.repeats}, interleaved; -mean(adv) = {-adv.mean():.6f}"
+        f"{jax.devices()[0].platform}; our logprob_chunk {args.logprob_chunk}; best of {args.repeats}, "
+        f"interleaved; -mean(adv) = {-adv.mean():.6f}"
     )
     print(
         "| step | s / step | tokens/s | vs Tunix | CPU s / step | vs Tunix (CPU) | first loss "
@@ -230,6 +235,13 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--logprob-chunk",
+        type=int,
+        default=128,
+        help="our grpo.logprob_chunk (default 128, the config's): sequences longer than one chunk are "
+        "projected chunk by chunk, rematerialised (bounded memory, one more head matmul)",
+    )
     parser.add_argument("--no-gap", action="store_true", help="skip the log-prob gap table")
     args = parser.parse_args()
     if importlib.util.find_spec("tunix") is None:
