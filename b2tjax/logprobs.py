@@ -4,6 +4,10 @@ A [B, T, V] logits tensor for a 150k vocabulary is the largest activation of an 
 it is never built: the final hidden states are projected chunk by chunk inside a `lax.scan`, and
 each chunk is rematerialised in the backward pass (only [B, chunk, V] is alive at any time).
 
+A sequence that fits in one chunk is projected directly, without the scan and without
+rematerialisation: with one chunk the backward pass holds that chunk's [B, chunk, V] either way, so
+recomputing it would only cost time.
+
 Temperature convention: the sampler's `rollout.sampling.token_logprobs` (log_softmax(logits / T)[id],
 unfiltered by top-p/top-k) is called on each chunk, so trainer and sampler compute the same number;
 `valid_vocab` (the tokenizer's size) excludes the model's padded embedding rows from the softmax
@@ -23,8 +27,11 @@ def _chunk_logprobs(
 ) -> tuple[jax.Array, jax.Array]:
     """h [B, C, H], w [H, V], targets [B, C] -> (log p(target) [B, C], entropy [B, C]) in fp32."""
     logits = jnp.einsum("bch,hv->bcv", h, w.astype(h.dtype), preferred_element_type=jnp.float32)
-    logp = jax.nn.log_softmax(tempered_logits(logits, temperature, valid_vocab), axis=-1)
-    entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)  # masked ids: exp(logp) == 0, logp finite
+    # Entropy (logged, never differentiated) as logsumexp - E_p[scaled]: one fused pass over the
+    # chunk's [B, C, V], no log-softmax materialised. Masked ids have p == 0 and a finite value.
+    scaled = jax.lax.stop_gradient(tempered_logits(logits, temperature, valid_vocab))
+    lse = jax.nn.logsumexp(scaled, axis=-1)
+    entropy = lse - jnp.sum(jnp.exp(scaled - lse[..., None]) * scaled, axis=-1)
     return token_logprobs(logits, targets, temperature, valid_vocab), entropy
 
 
@@ -46,6 +53,8 @@ def hidden_logprobs(
     batch, length, width = hidden.shape
     chunk = max(1, min(chunk_size, length))
     num_chunks = -(-length // chunk)
+    if num_chunks == 1:
+        return _chunk_logprobs(hidden, lm_head, targets, temperature, valid_vocab)
     pad = num_chunks * chunk - length
     if pad:
         hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))

@@ -42,26 +42,27 @@ def make_optimizer(cfg: OptimConfig, total_steps: int) -> optax.GradientTransfor
     )
 
 
-def tree_is_finite(tree: Any) -> jax.Array:
-    """Scalar bool: every leaf of `tree` is finite."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
-
-
 def apply_if_finite(
     optimizer: optax.GradientTransformation, params: Any, opt_state: Any, grads: Any, loss: jax.Array
 ) -> tuple[Any, Any, jax.Array, jax.Array]:
-    """One optimizer update, or no change at all if the loss or any gradient is non-finite.
+    """One optimizer update, or no change at all if the loss or the gradient is non-finite.
 
     Returns (params, opt_state, applied: bool scalar, grad_norm). The schedule's step counter lives
-    in opt_state, so a skipped step does not advance the learning-rate schedule either.
+    in opt_state, so a skipped step does not advance the learning-rate schedule either. The test is
+    the global gradient norm, which the step reports anyway: any NaN or inf gradient makes it
+    non-finite (so does a norm past fp32's range, ~1.8e38, which no step should take either). A
+    `lax.cond` runs the update or passes the state through, so a step costs no extra pass over the
+    parameters and moments to select between new and old.
     """
-    finite = jnp.isfinite(loss) & tree_is_finite(grads)
-    # Zero the gradients on the skip path so no NaN flows through the (discarded) update maths.
-    safe_grads = jax.tree_util.tree_map(lambda g: jnp.where(finite, g, jnp.zeros_like(g)), grads)
-    updates, new_opt_state = optimizer.update(safe_grads, opt_state, params)
-    new_params = optax.apply_updates(params, updates)
-    pick = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
-    params = jax.tree_util.tree_map(pick, new_params, params)
-    opt_state = jax.tree_util.tree_map(pick, new_opt_state, opt_state)
-    return params, opt_state, finite, optax.tree.norm(grads)
+    grad_norm = optax.tree.norm(grads)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+
+    def update(operands: tuple[Any, Any, Any]) -> tuple[Any, Any]:
+        params, opt_state, grads = operands
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_opt_state
+
+    params, opt_state = jax.lax.cond(
+        finite, update, lambda operands: operands[:2], (params, opt_state, grads)
+    )
+    return params, opt_state, finite, grad_norm

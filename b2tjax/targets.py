@@ -8,7 +8,7 @@ the same way). `cpu` is the fallback: N fake XLA:CPU devices.
 
 Names: `v5e-16`, `v6e-8` (chips), `v4-16`, `v5p-32` (TensorCores: two per chip, as Google Cloud
 names them), `2xv5e-16` (two slices over the data-center network), `h100-8`, `2xh200-8` (GPUs per
-node, nodes), `cpu`.
+node, nodes), `l4-1`, `rtx4090-1`, `cpu`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ TPU_GENERATIONS = {
     "v5e": ("v5e", "default", 1, 16.0, False),
     "v6e": ("v6e", "default", 1, 32.0, False),
 }
-# GPU -> (device_description_str, HBM bytes as CUDA reports them, SMs, shared memory per SM); the
-# other figures of gpu_target_config (bandwidth, L2, clock) are an H100 SXM's for both.
+# GPU -> (device_description_str, memory bytes as CUDA reports them, SMs, shared memory per SM,
+# compute capability, threads per SM); the other figures of gpu_target_config (bandwidth, L2,
+# clock) are an H100 SXM's for all: the memory plan does not depend on them.
 GPUS = {
-    "h100": ("NVIDIA H100 80GB HBM3", 84_942_979_072, 132, 233_472),
-    "h200": ("NVIDIA H200", 150_754_820_096, 132, 233_472),
+    "h100": ("NVIDIA H100 80GB HBM3", 84_942_979_072, 132, 233_472, (9, 0), 2048),
+    "h200": ("NVIDIA H200", 150_754_820_096, 132, 233_472, (9, 0), 2048),
+    "l4": ("NVIDIA L4", 23_034 * 1024**2, 58, 102_400, (8, 9), 1536),
+    "rtx4090": ("NVIDIA GeForce RTX 4090", 24_564 * 1024**2, 128, 102_400, (8, 9), 1536),
 }
 GIB = 1024**3
 
@@ -96,15 +99,15 @@ def parse_target(name: str, devices: int = 1, hbm_gib: float = 0.0) -> Target:
 
 def gpu_target_config(kind: str) -> str:
     """A GpuTargetConfigProto (text format) describing one GPU, for the deviceless CUDA compile."""
-    description, memory, cores, smem = next(v for v in GPUS.values() if v[0] == kind)
+    description, memory, cores, smem, (major, minor), threads = next(v for v in GPUS.values() if v[0] == kind)
     return (
         "gpu_device_info {\n  threads_per_block_limit: 1024\n  threads_per_warp: 32\n"
         f"  shared_memory_per_block: 49152\n  shared_memory_per_core: {smem}\n"
-        f"  threads_per_core_limit: 2048\n  core_count: {cores}\n  fpus_per_core: 128\n"
+        f"  threads_per_core_limit: {threads}\n  core_count: {cores}\n  fpus_per_core: 128\n"
         "  block_dim_limit_x: 2147483647\n  block_dim_limit_y: 65535\n  block_dim_limit_z: 65535\n"
         "  memory_bandwidth: 3352320000000\n  l2_cache_size: 52428800\n  clock_rate_ghz: 1.98\n"
-        f"  device_memory_size: {memory}\n  shared_memory_per_block_optin: 232448\n"
-        "  cuda_compute_capability { major: 9 }\n  registers_per_core_limit: 65536\n"
+        f"  device_memory_size: {memory}\n  shared_memory_per_block_optin: {smem - 1024}\n"
+        f"  cuda_compute_capability {{ major: {major} minor: {minor} }}\n  registers_per_core_limit: 65536\n"
         "  registers_per_block_limit: 65536\n}\n"
         'platform_name: "CUDA"\ndnn_version_info { major: 9 minor: 8 }\n'
         f'device_description_str: "{description}"\n'
@@ -163,11 +166,22 @@ def device_grid(target: Target, sizes: Sequence[int], devices: Sequence[jax.Devi
     from jax.experimental import mesh_utils
 
     if target.slices == 1:
-        return mesh_utils.create_device_mesh(sizes, devices)
+        return _ici_mesh(sizes, devices)
     axis = _dcn_axis(sizes, target.slices)
     dcn = [target.slices if a == axis else 1 for a in range(3)]
     ici = [s // d for s, d in zip(sizes, dcn, strict=True)]
-    return mesh_utils.create_hybrid_device_mesh(ici, dcn, devices)
+    return mesh_utils.create_hybrid_device_mesh(ici, dcn, devices, allow_split_physical_axes=True)
+
+
+def _ici_mesh(sizes: Sequence[int], devices: Sequence[jax.Device]) -> np.ndarray:
+    """One slice's grid: each mesh axis on whole torus axes where it can, else (fsdp 8 x tensor 2
+    on a 4x4 v6e-16) split across them, as MaxText's allow_split_physical_axes does."""
+    from jax.experimental import mesh_utils
+
+    try:
+        return mesh_utils.create_device_mesh(sizes, devices)
+    except NotImplementedError:
+        return mesh_utils.create_device_mesh(sizes, devices, allow_split_physical_axes=True)
 
 
 def target_mesh(target: Target, data: int, fsdp: int, tensor: int) -> Mesh | None:

@@ -122,6 +122,10 @@ def _accumulate(micro_loss: Callable, params, batch: TrainBatch, norm, frozen):
     """Sum loss, grads and stats over the leading micro-batch axis with lax.scan (gradients with
     respect to `params` only: the frozen base gets none)."""
     grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
+    if batch.ids.shape[0] == 1:  # one micro-batch: no scan, no zero-filled accumulators to add to
+        with jax.named_scope("forward_backward"):
+            (loss, stats), grads = grad_fn(params, jax.tree.map(lambda x: x[0], batch), norm, frozen)
+        return loss, grads, stats
 
     def body(carry, micro):
         loss_sum, grads_sum, stats_sum = carry

@@ -3,6 +3,7 @@
 
     python benchmarks/bench_himap.py --benchmark b2t [--data DATA] [--per-days 2] [--json OUT.json]
     python benchmarks/bench_himap.py --benchmark travelplanner [--per-days 2]
+    python benchmarks/bench_himap.py --benchmark b2t --engine 2   # + the engine's prefill counts
 
 For each trip the scripted experts' turns are replayed, as text, through the real protocol (the
 single agent's through an EpisodeEnv): the plans are the experts' (final pass = theirs), the
@@ -19,7 +20,9 @@ Also per episode: tokens generated (every assistant token), tokens prefilled (ev
 prompt and environment replies) and the same with each episode's executors' shared prompt prefix
 (system message, tool schemas, trip essentials) counted once, as the engine's prefix reuse does;
 rounds; final pass. Ratios are against the sequential agent. No wall time: on the 2-core host
-rows are not free, so host time is not latency.
+rows are not free, so host time is not latency. `--engine N` also replays the first N 7-day trips
+(sequential and full) through the real RolloutEngine with a tiny random model and prints the
+prefill it computed and the prefix tokens it copied (benchmarks/himap_engine.py).
 """
 
 from __future__ import annotations
@@ -266,6 +269,33 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def engine_table(s: Setup, count: int) -> str:
+    """The engine's prefill for the first `count` 7-day trips, beside this benchmark's estimate."""
+    from benchmarks.himap_engine import engine_counts
+    from sandbox.himap.options import HimapOptions
+    from sandbox.himap.scripted import solve
+
+    lines = [
+        "| trip | mode | prefilled (estimate; shared prefix once) | engine: computed - turns | "
+        "engine: copied | final pass (engine replay) |",
+        "|---|---|---|---|---|---|",
+    ]
+    full = HimapOptions.ablation("full")
+    for visible, truth in [p for p in s.pairs if int(p[1]["query"]["days"]) == 7][:count]:
+        runs = (
+            ("sequential", s.single(visible, truth), None, sequential(s, visible, truth)),
+            ("full", solve(s.bench, visible, truth, full).texts, full, himap(s, visible, truth, "full")),
+        )
+        for mode, texts, options, est in runs:
+            got = engine_counts(s, visible, texts, options, REPLY_CHARS)
+            lines.append(
+                f"| {visible['id']} | {mode} | {est['prefilled']} ({est['prefilled_shared']}) | "
+                f"{got['computed'] - est['generated']} | {got['copied']} | "
+                f"{s.passes(got['answer'], visible, truth)} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--benchmark", choices=("b2t", "travelplanner"), default="b2t")
@@ -279,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", type=Path, default=Path("runs/bench_himap"), help="TravelPlanner tokenizer")
     p.add_argument("--per-days", type=int, default=2, help="instances per trip length")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--engine", type=int, default=0, help="7-day trips also replayed through the engine")
     args = p.parse_args(argv)
     started = time.perf_counter()
     if args.benchmark == "b2t":
@@ -287,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         setup = travelplanner_setup(args.tp_data, args.cache, args.per_days)
     rows = measure(setup)
     print(table(rows))
+    if args.engine:
+        print(engine_table(setup, args.engine))
     print(f"total {time.perf_counter() - started:.0f}s")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

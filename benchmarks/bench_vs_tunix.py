@@ -6,7 +6,8 @@ without it this prints a message and exits 0. Shapes follow issue 14: Qwen3-0.6B
 fp32, batch 4, a 128-token prompt, 64 greedy tokens, caches of 256 and 4,096 slots. Random weights
 (decoding speed does not depend on them). Per-token decode time is measured the same way on both
 sides, through each one's public generation path: (time for 64 tokens - time for 1 token) / 63,
-best of --repeats, so prefill and host overheads cancel.
+best of --repeats, so prefill and host overheads cancel; the calls of the three sides are
+interleaved (A, B, C, A, B, C...), so load from other work on a shared machine falls on all alike.
 
     python benchmarks/bench_vs_tunix.py [--slots 256 4096] [--batch 4] [--prompt 128] [--new 64]
 """
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
+import time
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from bench_model import best_time  # benchmarks/ is the script directory, first on sys.path
 from flax import nnx
 
 from models.config import get_config
@@ -32,12 +34,38 @@ from rollout.programs import ModelRunner
 from rollout.sampling import SamplingArrays
 
 
-def per_token(run: Callable[[int], object], new: int, repeats: int) -> float:
-    """Seconds per decoded token: (time(new) - time(1)) / (new - 1)."""
-    return max(best_time(lambda: run(new), repeats) - best_time(lambda: run(1), repeats), 0.0) / (new - 1)
+def interleaved_best(
+    runs: dict[object, Callable[[], object]], repeats: int, warmup: int = 1
+) -> tuple[dict, dict, dict]:
+    """Best wall seconds and best process CPU seconds (every thread of this process: what a call
+    computed, less the time it waited for a core) per call of each of `runs`, the calls
+    interleaved A, B, C, A, B, C... so load from other work on a shared machine falls on every
+    side alike; after `warmup` calls each (which compile). Each call must return host values (so
+    it has finished). Returns (wall, cpu, what each first warm-up call returned)."""
+    first = {name: run() for name, run in runs.items()}
+    for _ in range(warmup - 1):
+        for run in runs.values():
+            run()
+    wall = dict.fromkeys(runs, float("inf"))
+    cpu = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            run()
+            wall[name] = min(wall[name], time.perf_counter() - start)
+            cpu[name] = min(cpu[name], time.process_time() - start_cpu)
+    return wall, cpu, first
 
 
-class _IdTokenizer:
+def per_token(runners: dict[str, Callable[[int], object]], new: int, repeats: int) -> dict[str, float]:
+    """Seconds per decoded token of each runner, (time(new) - time(1)) / (new - 1), all calls of
+    all runners interleaved, best of `repeats`."""
+    calls = {(name, n): functools.partial(run, n) for name, run in runners.items() for n in (new, 1)}
+    best, _, _ = interleaved_best(calls, repeats)
+    return {name: max(best[name, new] - best[name, 1], 0.0) / (new - 1) for name in runners}
+
+
+class IdTokenizer:
     """The few methods Tunix's TokenizerAdapter needs; text is space-separated token ids. bos_id 0
     tells Tunix's sampler not to prepend one, so both sides see the same prompt length."""
 
@@ -105,11 +133,11 @@ def greedy_runner(model: Qwen3ForCausalLM, prompt: np.ndarray, slots: int) -> Ca
     return lambda new: np.asarray(greedy_generate(model, jnp.asarray(prompt), lens, new, max_len=slots))
 
 
-def tunix_runner(cfg, prompt: np.ndarray, slots: int) -> Callable[[int], object]:
-    from tunix.generate import sampler as tunix_sampler
+def tunix_model_config(cfg, dtype=jnp.float32):
+    """Tunix's Qwen3 config of the shape of our config `cfg` (compute `dtype`, fp32 params)."""
     from tunix.models.qwen3 import model as tunix_qwen3
 
-    tcfg = tunix_qwen3.ModelConfig(
+    return tunix_qwen3.ModelConfig(
         num_layers=cfg.num_hidden_layers,
         vocab_size=cfg.vocab_size,
         embed_dim=cfg.hidden_size,
@@ -120,15 +148,23 @@ def tunix_runner(cfg, prompt: np.ndarray, slots: int) -> Callable[[int], object]
         rope_theta=int(cfg.rope_theta),
         norm_eps=cfg.rms_norm_eps,
         use_tied_embedding=cfg.tie_word_embeddings,
+        dtype=dtype,
+        param_dtype=jnp.float32,
     )
-    model = tunix_qwen3.Qwen3(tcfg, rngs=nnx.Rngs(0))
+
+
+def tunix_runner(cfg, prompt: np.ndarray, slots: int) -> Callable[[int], object]:
+    from tunix.generate import sampler as tunix_sampler
+    from tunix.models.qwen3 import model as tunix_qwen3
+
+    model = tunix_qwen3.Qwen3(tunix_model_config(cfg), rngs=nnx.Rngs(0))
     cache = tunix_sampler.CacheConfig(
         cache_size=slots,
         num_layers=cfg.num_hidden_layers,
         num_kv_heads=cfg.num_key_value_heads,
         head_dim=cfg.head_dim,
     )
-    sampler = tunix_sampler.Sampler(model, _IdTokenizer(), cache)
+    sampler = tunix_sampler.Sampler(model, IdTokenizer(), cache)
     texts = [" ".join(str(int(i)) for i in row) for row in prompt]
 
     def run(new: int):
@@ -173,9 +209,13 @@ def main() -> None:
     )
     print(f"|{'-' * 8}|{'-' * 9}|{'-' * 15}|{'-' * 10}|{'-' * 17}|{'-' * 10}|")
     for slots in args.slots:
-        tunix_s = per_token(tunix_runner(cfg, prompt, slots), args.new, args.repeats)
-        engine_s = per_token(engine_runner(model, prompt, slots), args.new, args.repeats)
-        greedy_s = per_token(greedy_runner(model, prompt, slots), args.new, args.repeats)
+        runners = {
+            "tunix": tunix_runner(cfg, prompt, slots),
+            "engine": engine_runner(model, prompt, slots),
+            "greedy": greedy_runner(model, prompt, slots),
+        }
+        times = per_token(runners, args.new, args.repeats)
+        tunix_s, engine_s, greedy_s = times["tunix"], times["engine"], times["greedy"]
         print(
             f"| {slots:>6} | {tunix_s * 1e3:>7.1f} | {engine_s * 1e3:>13.1f} | {tunix_s / engine_s:>7.2f}x "
             f"| {greedy_s * 1e3:>15.1f} | {tunix_s / greedy_s:>7.2f}x |",

@@ -1,6 +1,10 @@
 """KV cache with a fill length per batch row (rows of a batch sit at different positions).
 
-The cache is one stacked array per K and V, [L, B, S, KVH, D]. A cached forward threads it
+The cache is one stacked array per K and V, [L, B, KVH, S, D]: slots next to the head dimension,
+the layout the attention's block reads want. With [L, B, S, KVH, D] the TPU and CUDA compilers
+chose that layout inside the prefill and decode loops anyway and transposed the whole donated
+cache into it and back around them: a temporary copy of K or V (or both) of the cache's size (on a
+v5p-32 the 8B prefill at 192 rows needed 27 GiB for it). A cached forward threads it
 through the layer scan as loop *carry* (never as scanned input/output, which would copy all of it
 every call): each layer scatters its new keys/values into the slots of this call and attention
 reads the cache block by block, only up to the longest filled row. Under `jit` with the cache
@@ -23,12 +27,12 @@ from models.sharding import constrain, logical_to_spec
 F32 = jnp.float32
 
 # Logical axes of KVCache.k / .v: batch over (data, fsdp), KV heads over tensor.
-CACHE_AXES = ("layers", "batch", "cache_seq", "act_kv_heads", "head_dim")
+CACHE_AXES = ("layers", "batch", "act_kv_heads", "cache_seq", "head_dim")
 
 
 @struct.dataclass
 class KVCache:
-    """k, v: [L, B, S, KVH, D]; lengths: [B] int32 = filled slots (slots >= length are unwritten)."""
+    """k, v: [L, B, KVH, S, D]; lengths: [B] int32 = filled slots (slots >= length are unwritten)."""
 
     k: jax.Array
     v: jax.Array
@@ -36,7 +40,7 @@ class KVCache:
 
     @property
     def max_len(self) -> int:
-        return self.k.shape[2]
+        return self.k.shape[3]
 
     @property
     def batch_size(self) -> int:
@@ -59,7 +63,7 @@ def init_cache(
     (rows over data x fsdp, KV heads over tensor, where they divide)."""
     if batch <= 0 or max_len <= 0:
         raise ValueError(f"cache batch and max_len must be positive, got batch={batch} max_len={max_len}")
-    shape = (cfg.num_hidden_layers, batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    shape = (cfg.num_hidden_layers, batch, cfg.num_key_value_heads, max_len, cfg.head_dim)
 
     def empty() -> KVCache:
         return KVCache(
@@ -83,26 +87,31 @@ def write_slots(positions: jax.Array, num_new: jax.Array, max_len: int) -> jax.A
 
 
 def write_layer(cache: jax.Array, layer: jax.Array, new: jax.Array, call: CachedCall) -> jax.Array:
-    """cache [L, B, S, KVH, D] with new [R, T, KVH, D] written at (layer, row, slot): a scatter that
-    touches only the new slots (mode='drop' skips padding tokens and anything past the end)."""
+    """cache [L, B, KVH, S, D] with new [R, T, KVH, D] written at (layer, row, head, slot): a scatter
+    that touches only the new slots (mode='drop' skips padding tokens and anything past the end)."""
     r, t = call.slots.shape
+    kvh = cache.shape[2]
     rows = jnp.arange(r, dtype=jnp.int32) if call.rows is None else call.rows
-    rows = jnp.broadcast_to(rows[:, None], (r, t))
+    rows = jnp.broadcast_to(rows[:, None, None], (r, t, kvh))
+    heads = jnp.broadcast_to(jnp.arange(kvh, dtype=jnp.int32), (r, t, kvh))
+    slots = jnp.broadcast_to(call.slots[:, :, None], (r, t, kvh))
     # One scatter, not a dynamic_update_slice per row: every row writes at its own position (rows
     # are at different lengths under continuous batching), and padding tokens must not overwrite a
     # live slot, which the out-of-range slot index plus mode="drop" guarantees without a branch.
     # The caller donates the cache, so XLA writes these few slots into the existing buffer: a
-    # functional update that copied [L, B, S, KVH, D] per step would cost the whole cache per token.
-    updated = cache.at[layer, rows, call.slots].set(new.astype(cache.dtype), mode="drop")
+    # functional update that copied [L, B, KVH, S, D] per step would cost the whole cache per token.
+    # Heads are indexed too, so each update is one head's D values: with the heads as a window
+    # the TPU compiler copies the whole cache per layer into a layout where (KVH, D) is contiguous.
+    updated = cache.at[layer, rows, heads, slots].set(new.astype(cache.dtype), mode="drop")
     return constrain(updated, CACHE_AXES)
 
 
 def _read_block(
     cache: jax.Array, layer: jax.Array, start: jax.Array, size: int, rows: jax.Array | None
 ) -> jax.Array:
-    """Slots [start, start + size) of one layer, [R, size, KVH, D]: a slice, never the whole cache."""
-    _, b, _, kvh, d = cache.shape
-    block = jax.lax.dynamic_slice(cache, (layer, 0, start, 0, 0), (1, b, size, kvh, d))[0]
+    """Slots [start, start + size) of one layer, [R, KVH, size, D]: a slice, never the whole cache."""
+    _, b, kvh, _, d = cache.shape
+    block = jax.lax.dynamic_slice(cache, (layer, 0, 0, start, 0), (1, b, kvh, size, d))[0]
     return block if rows is None else block[rows]
 
 
@@ -125,7 +134,7 @@ def cached_attention(
     value), never NaN.
     """
     r, t, nh, d = q.shape
-    s, kvh = k_cache.shape[2], k_cache.shape[3]
+    kvh, s = k_cache.shape[2], k_cache.shape[3]
     g = nh // kvh
     size = min(block, s)
     qg = q.reshape(r, t, kvh, g, d)
@@ -143,7 +152,7 @@ def cached_attention(
         start = jnp.minimum(i * size, s - size)
         keys = _read_block(k_cache, layer, start, size, call.rows).astype(q.dtype)
         values = _read_block(v_cache, layer, start, size, call.rows).astype(q.dtype)
-        scores = jnp.einsum("rtkgd,rskd->rkgts", qg, keys, preferred_element_type=F32) * (d**-0.5)
+        scores = jnp.einsum("rtkgd,rksd->rkgts", qg, keys, preferred_element_type=F32) * (d**-0.5)
         slot = start + jnp.arange(size, dtype=jnp.int32)
         visible = (
             (slot[None, None, :] >= i * size)
@@ -157,7 +166,7 @@ def cached_attention(
         correction = jnp.exp(run_max - new_max)
         probs = jnp.exp(scores - new_max[..., None])
         run_sum = run_sum * correction + probs.sum(axis=-1)
-        update = jnp.einsum("rkgts,rskd->rkgtd", probs.astype(q.dtype), values, preferred_element_type=F32)
+        update = jnp.einsum("rkgts,rksd->rkgtd", probs.astype(q.dtype), values, preferred_element_type=F32)
         return new_max, run_sum, acc * correction[..., None] + update
 
     init = (

@@ -267,7 +267,7 @@ class DecoderLayer(nnx.Module):
     def cached(
         self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """x [R, T, H] appended to the stacked cache [L, B, S, KVH, D] as layer `layer`: writes this
+        """x [R, T, H] appended to the stacked cache [L, B, KVH, S, D] as layer `layer`: writes this
         call's keys/values into their slots, attends over the live cache blocks, returns
         (x, k_cache, v_cache)."""
         with jax.named_scope("attention"):

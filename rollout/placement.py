@@ -103,15 +103,18 @@ def kept_in_place(state: nnx.State, dtype: Any, mesh: Mesh | None) -> Any:
         return nnx.Nothing
     mesh_shape = None if mesh is None else dict(mesh.shape)
 
+    def split_by(spec: Any) -> tuple:
+        # Axes of size 1 split nothing: P("fsdp", None) on fsdp 1 is the layout of P(None, None).
+        axes = [(a,) if isinstance(a, str) else tuple(a or ()) for a in spec]
+        return tuple(tuple(x for x in dim if mesh_shape[x] > 1) for dim in axes)
+
     def same_layout(var: nnx.Variable) -> bool:
         if mesh_shape is None:
             return True
         names = var.get_metadata().get("out_sharding")
-        rules = (
-            logical_to_spec(names, var.shape, mesh_shape),
-            logical_to_spec(names, var.shape, mesh_shape, SAMPLER_RULES),
-        )
-        return rules[0] == rules[1]
+        train = logical_to_spec(names, var.shape, mesh_shape)
+        sampler = logical_to_spec(names, var.shape, mesh_shape, SAMPLER_RULES)
+        return split_by(train) == split_by(sampler)
 
     def keep(path: Any, var: Any) -> bool:
         if not isinstance(var, nnx.Param) or isinstance(var, nnx.LoRAParam):

@@ -117,9 +117,9 @@ def _copy_prefix(cache, src_rows, dst_rows, lengths):
             start = jnp.minimum(j * block, slots - block)  # the last block ends at S (clamped)
 
             def one(x):
-                size = (x.shape[0], 1, block, *x.shape[3:])
-                moved = jax.lax.dynamic_slice(x, (0, src, start, 0, 0), size)
-                return jax.lax.dynamic_update_slice(x, moved, (0, dst, start, 0, 0))
+                size = (x.shape[0], 1, x.shape[2], block, x.shape[4])  # [L, 1, KVH, block, D]
+                moved = jax.lax.dynamic_slice(x, (0, src, 0, start, 0), size)
+                return jax.lax.dynamic_update_slice(x, moved, (0, dst, 0, start, 0))
 
             return one(kv[0]), one(kv[1])
 

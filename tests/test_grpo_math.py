@@ -176,3 +176,22 @@ def test_group_advantages(scale_by_std):
     assert np.all(got[4:8] == 0)  # a group with equal rewards teaches nothing
     with pytest.raises(ValueError):
         grpo.group_advantages(jnp.asarray(rewards[:10]), 4)
+
+
+@pytest.mark.parametrize("chunk", [3, 128])  # a scan of rematerialised chunks; one direct chunk
+def test_entropy_matches_numpy(chunk):
+    """The logged entropy, -sum p log p of the tempered distribution over the valid vocabulary."""
+    x, w, targets, *_ = _batch()
+    temperature, valid = 0.7, V - 2
+    _, ent = hidden_logprobs(
+        jnp.asarray(x),
+        jnp.asarray(w),
+        jnp.asarray(targets % valid),
+        temperature=temperature,
+        chunk_size=chunk,
+        valid_vocab=valid,
+    )
+    logits = (x @ w)[..., :valid] / temperature
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(ent), -(p * np.log(p)).sum(-1), rtol=1e-5, atol=1e-6)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
@@ -75,6 +76,35 @@ def test_executor_prompts_carry_no_trajectory(pairs, full_runs):
         for prompt in by_role["executor"]:
             assert "Your sub-goal" in prompt
             assert not any(m in prompt for m in marks), visible["id"]
+
+
+def test_the_coordinators_place_searches_are_shown_once_to_every_executor_before_its_sub_goal(full_runs):
+    """B2TDomain.shared_lookups: the coordinator searches places once; every executor's prompt
+    holds those searches in its shared part (identical up to the sub-goal), and no executor
+    searches places itself; the days plan from disjoint shares, so most need no Σ check (a day whose
+    share cannot make a day plans beyond it and checks those venues)."""
+    shared = ("RestaurantSearch", "AttractionSearch")
+    executors, checked = 0, 0
+    for run in full_runs:
+        messages = next(t for t in run.traces if t["role"] == "coordinator")["messages"]
+        # the replies to the coordinator's place searches, as it read them
+        found = [
+            text
+            for asked, reply in zip(messages, messages[1:])
+            if asked["role"] == "assistant" and "RestaurantSearch" in asked["content"]
+            for text in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", reply["content"], re.S)
+        ]
+        prompts = [t["messages"][1]["content"] for t in run.traces if t["role"] == "executor"]
+        heads = {p[: p.index("Your sub-goal")] for p in prompts}
+        assert found and len(heads) == 1  # one shared prefix: the searches sit before the sub-goal
+        head = heads.pop()
+        assert "The coordinator's searches" in head and all(text in head for text in found)
+        for stream, texts in run.texts.items():
+            if stream != COORDINATOR:
+                assert not any(n in t for t in texts for n in shared), stream
+                executors += 1
+                checked += any("check_items" in t for t in texts)
+    assert 0 < checked * 10 <= executors  # 7 of 155 on the small world's test split
 
 
 def test_forced_infeasible_hint_is_rejected_and_only_that_day_is_redistributed(bench, pairs):

@@ -206,14 +206,15 @@ def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
 ):
     """HimapTask.sft_examples (what training uses) keeps the traces of instances whose merged plan
     passes; a delivered plan that fails a check (here: the budget, cut to 1) teaches nothing, and
-    switches under which no plan passes (the tiny recipe's flat team) give no warm start."""
+    instances on which no plan passes give no warm start (the tiny recipe's flat team, on the
+    instance with the budget cut)."""
     from b2tjax.sft import sft_examples
     from b2tjax.tasks.himap import HimapTask
     from sandbox.benchmarks.b2t import B2TBenchmark
     from sandbox.himap.scripted import solve
 
     # the full team, with tool replies long enough for the expert to read (the recipe's 1,200
-    # characters cut them, and its flat team splits the budget equally: no plan of it passes)
+    # characters cut them, and its flat team splits the budget equally: few of its plans pass)
     # (10240: the coordinator's prompt also lists the executors' search tools, for its fallback)
     full = ["rollout.max_seq_len=10240", "rollout.max_response_chars=6000", "himap.coordinator=true"]
     cfg = load_config(RECIPE, [f"data.data_dir={small_benchmark}", *full])
@@ -235,5 +236,5 @@ def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
     flat = HimapTask(
         load_config(RECIPE, [f"data.data_dir={small_benchmark}", full[0]]), bench, task.tokenizer
     )
-    flat._train = good
+    flat._train = [(visible, broke)]
     assert flat.sft_examples() is None

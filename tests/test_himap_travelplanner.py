@@ -16,6 +16,7 @@ from sandbox.benchmarks.travelplanner.lookup import Lookup
 from sandbox.benchmarks.travelplanner.plan_reader import PLAN_FIELDS
 from sandbox.benchmarks.travelplanner.query import normalize_query
 from sandbox.benchmarks.travelplanner.text import from_to
+from sandbox.himap.options import HimapOptions
 from sandbox.himap.protocol import COORDINATOR, HimapSession
 from tests.tp_fixtures import human_plans, tp_db, train_queries  # noqa: F401  (session fixtures)
 from tests.tp_harness import DATABASE_DIR
@@ -122,3 +123,36 @@ def test_when_every_round_is_rejected_the_coordinators_submit_plan_delivers_the_
         assert adv.errors == [False] and adv.finished and session.metrics()["fallback_days"] == q["days"]
         verdicts = [evaluate(query, p, tp_db, "official").to_dict() for p in (json.loads(adv.answer), plan)]
         assert verdicts[0] == verdicts[1]
+
+
+def test_a_compact_distribution_is_completed_from_the_other_days(bench, train_queries):  # noqa: F811
+    query = next(q for q in train_queries if normalize_query(q)["days"] == 7)
+    org = normalize_query(query)["org"]
+    domain = bench.himap_domain({"id": "q", "query": query["query"], "days": 7})
+    session = HimapSession(domain, HimapOptions.ablation("no_sigma"))  # no Σ: an empty day is accepted
+    session.start()
+    goals = [{"day": d, "budget": 0} for d in range(1, 8)]
+    for d, city in ((2, "A"), (4, "B"), (6, "C")):
+        goals[d - 1].update(city=city, accommodation=f"Stay {city}, {city}")
+    adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=goals))
+    assert adv.errors == [False]
+    expected = {  # day -> (city, route, accommodation), written out by hand
+        1: ("A", f"from {org} to A", "Stay A, A"),
+        2: ("A", None, "Stay A, A"),
+        3: ("B", "from A to B", "Stay B, B"),
+        4: ("B", None, "Stay B, B"),
+        5: ("C", "from B to C", "Stay C, C"),
+        6: ("C", None, "Stay C, C"),
+        7: (org, f"from C to {org}", None),
+    }
+    got = {d: (g.city, g.extra.get("route"), g.extra.get("accommodation")) for d, g in session.goals.items()}
+    assert got == expected
+    for start in adv.start:  # day 3 refuses; the others hand in an empty day
+        call = (
+            ("reject_subgoal", {"reason": "no"}) if start.day == 3 else ("submit_day", {"current_city": "x"})
+        )
+        adv = session.turn(start.name, _call(call[0], **call[1]))
+        assert adv.errors == [False]
+    adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=[{"day": 3, "budget": 0}]))
+    assert adv.errors == [False] and session.round == 2
+    assert (session.goals[3].city, session.goals[3].extra["route"]) == ("B", "from A to B")  # from round 1

@@ -150,3 +150,19 @@ def test_bad_lora_settings_are_one_line_errors():
     assert "targets" in lora.LoraConfig(rank=4, targets=["qkv"]).errors()[0]
     assert "dropout" in lora.LoraConfig(rank=4, dropout=0.1).errors()[0]
     assert "needs adapters" in lora.LoraConfig(quant="int8").errors()[0]
+
+
+def test_sampler_uses_the_frozen_base_in_place_on_a_one_device_mesh():
+    """fsdp 1 splits nothing, so the trainer's P("fsdp", ...) base has the sampler's layout: the
+    sampler holds its own copy of the adapters only. (It compared the specs' names, so a LoRA run
+    compiled for one GPU planned a second 8.8 GiB copy of the QLoRA base.)"""
+    from models.sharding import make_mesh
+    from rollout.placement import SamplerWeights
+
+    model = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=4))
+    state = nnx.state(model)
+    weights = SamplerWeights(state, jnp.bfloat16, make_mesh(1, 1, 1, devices=jax.devices()[:1]))
+    kept, own = weights.split(state)
+    adapters = jax.tree.leaves(nnx.state(model, nnx.LoRAParam))
+    assert sorted(x.shape for x in jax.tree.leaves(own)) == sorted(x.shape for x in adapters)
+    assert len(jax.tree.leaves(kept)) == len(jax.tree.leaves(nnx.state(model, nnx.Param))) - len(adapters)

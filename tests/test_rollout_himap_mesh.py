@@ -94,7 +94,8 @@ def _child(bench_dir: str, tmp: str) -> dict:
     ]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, Path(tmp) / "spm", vocab_size=1000))
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size, initializer_range=0.1)
-    # Without the fallback the coordinator's prompt lists no executor tools: it fits 8192 tokens.
+    # Without the fallback the coordinator's prompt lists only the place searches of the executors'
+    # tools: it fits 8192 tokens.
     expert = HimapOptions(max_response_chars=1200, fallback=False)
     # Short turn caps keep the records small; the expert ran with the full ones.
     options = dataclasses.replace(

@@ -22,8 +22,8 @@ def test_copy_prefix_moves_only_the_prefix_slots_into_the_destination_row():
 
     rng = np.random.default_rng(0)
     slots = COPY_BLOCK + 44  # two blocks, the second clamped to end at the last slot
-    k = rng.normal(size=(2, 4, slots, 1, 3)).astype(np.float32)
-    v = rng.normal(size=(2, 4, slots, 1, 3)).astype(np.float32)
+    k = rng.normal(size=(2, 4, 1, slots, 3)).astype(np.float32)
+    v = rng.normal(size=(2, 4, 1, slots, 3)).astype(np.float32)
     lengths = np.array([slots, 7, 3, 9], np.int32)
     cache = KVCache(k=jnp.asarray(k), v=jnp.asarray(v), lengths=jnp.asarray(lengths))
     # row 0 -> row 2 (260 slots: two blocks), row 1 -> row 3 (5 slots), then a no-op pair
@@ -33,8 +33,8 @@ def test_copy_prefix_moves_only_the_prefix_slots_into_the_destination_row():
     assert np.asarray(out.lengths).tolist() == [slots, 7, COPY_BLOCK + 4, 5]
     for got, want in ((out_k, k), (out_v, v)):
         np.testing.assert_array_equal(got[:, :2], want[:, :2])  # sources untouched
-        np.testing.assert_array_equal(got[:, 2, : COPY_BLOCK + 4], want[:, 0, : COPY_BLOCK + 4])
-        np.testing.assert_array_equal(got[:, 3, :5], want[:, 1, :5])
+        np.testing.assert_array_equal(got[:, 2, :, : COPY_BLOCK + 4], want[:, 0, :, : COPY_BLOCK + 4])
+        np.testing.assert_array_equal(got[:, 3, :, :5], want[:, 1, :, :5])
 
 
 def _run(setup, episodes, **overrides):

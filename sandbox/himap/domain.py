@@ -61,6 +61,9 @@ class HimapDomain(abc.ABC):
     subgoal_fields: tuple[Param, ...] = ()  # benchmark-specific sub-goal fields (all optional)
     reject_codes: tuple[str, ...] = ("budget", "no_options", "timing", "other")
     item_description: str = "items of your day in the plan format"  # what check/commit_items take
+    # World tools whose results, when the coordinator calls them, every executor is shown (once, in
+    # the shared part of its prompt) instead of searching again: e.g. B2T's places near the hotel.
+    shared_lookups: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def task(self) -> dict[str, Any]:
@@ -130,6 +133,15 @@ class HimapDomain(abc.ABC):
     @abc.abstractmethod
     def day_fields(self) -> tuple[Param, ...]:
         """The arguments of submit_day: the fields of one day of the benchmark's plan."""
+
+    def complete_subgoals(
+        self, goals: list[dict[str, Any]], earlier: dict[int, SubGoal]
+    ) -> list[dict[str, Any]]:
+        """distribute_task's sub-goals (checked arguments, before the slot defaults) with what
+        follows from the others filled in (TravelPlanner: a moving day's city and route, a city's
+        stay on its arrival day), so the coordinator writes each choice once; `earlier`: the
+        sub-goals of earlier rounds by day (accepted days keep theirs)."""
+        return goals
 
     def subgoal_details(self, goal: SubGoal) -> dict[str, Any] | str:
         """What the sub-goal's references name, looked up for the executor (B2T: the hotel's search

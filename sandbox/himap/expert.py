@@ -18,13 +18,14 @@ import dataclasses
 import json
 import queue
 import random
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.env import StepResult
 from sandbox.expert_session import ExpertFailure, ExpertSession, turn_text
-from sandbox.himap.prompts import SUBGOAL_PREFIX
+from sandbox.himap.prompts import EXECUTOR_LOOKUPS, SUBGOAL_PREFIX
 from sandbox.himap.protocol import Advance, HimapSession, StreamStart
 
 POLICY_TIMEOUT_S = 120.0
@@ -224,3 +225,15 @@ def subgoal_of(start: StreamStart) -> dict[str, Any]:
         if line.startswith(SUBGOAL_PREFIX):
             return json.loads(line[len(SUBGOAL_PREFIX) :])
     raise ExpertFailure("the executor prompt has no sub-goal")
+
+
+_LOOKUP = re.compile(r"<tool_call>(.*?)</tool_call>\n<tool_response>\n(.*?)\n</tool_response>", re.S)
+
+
+def lookups_of(start: StreamStart) -> list[tuple[str, str]]:
+    """The coordinator's shared searches an executor's prompt shows (HimapDomain.shared_lookups):
+    (tool name, response text) in call order; empty when the prompt has none."""
+    text = start.prompt.messages[-1]["content"]
+    if EXECUTOR_LOOKUPS not in text:
+        return []
+    return [(json.loads(call)["name"], reply) for call, reply in _LOOKUP.findall(text)]

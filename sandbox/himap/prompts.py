@@ -9,6 +9,7 @@ the instruction text, never the trajectory.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sandbox.himap.domain import SubGoal, dumps
@@ -54,9 +55,20 @@ EXECUTOR_REJECT = (
 )
 
 
-def coordinator_prompt(request: list[dict[str, str]], tools: list[dict[str, Any]]) -> Prompt:
-    """`request`: the benchmark's user message(s) (the single agent's prompt without its system)."""
-    system = "\n\n".join([COORDINATOR, ACTIONS])
+COORDINATOR_SHARES = (
+    "Every day planner is shown the results of your {tools} calls: search those once for the "
+    "whole trip (enough places for every day), so the day planners need not search them again."
+)
+EXECUTOR_LOOKUPS = "The coordinator's searches, shown to every day planner of the trip:"
+
+
+def coordinator_prompt(
+    request: list[dict[str, str]], tools: list[dict[str, Any]], shares: tuple[str, ...] = ()
+) -> Prompt:
+    """`request`: the benchmark's user message(s) (the single agent's prompt without its system);
+    `shares`: the world tools whose results the executors are shown (HimapDomain.shared_lookups)."""
+    notes = [COORDINATOR_SHARES.format(tools=", ".join(shares))] if shares else []
+    system = "\n\n".join([COORDINATOR, *notes, ACTIONS])
     return Prompt([{"role": "system", "content": system}, *request], tools, memory=False)
 
 
@@ -69,15 +81,20 @@ def executor_prompt(
     sigma: bool,
     can_reject: bool,
     instruction: str | None = None,
+    lookups: Sequence[str] = (),
 ) -> Prompt:
-    """The isolated context of one day executor."""
+    """The isolated context of one day executor; `lookups`: the coordinator's shared searches,
+    each a rendered call and its response."""
     system = "\n\n".join(
         [EXECUTOR, *([EXECUTOR_SIGMA] if sigma else []), *([EXECUTOR_REJECT] if can_reject else []), ACTIONS]
     )
-    # What every day of the episode shares comes first (instruction, trip essentials), then the
-    # day's own sub-goal: the executors' prompts share one long token prefix (system message, tool
-    # schemas, essentials) that the engine's prefix reuse computes once per episode.
-    parts = [f"Trip essentials: {dumps(task)}", f"{SUBGOAL_PREFIX}{dumps(goal.to_dict())}"]
+    # What every day of the episode shares comes first (instruction, trip essentials, the
+    # coordinator's searches), then the day's own sub-goal: the executors' prompts share one long
+    # token prefix that the engine's prefix reuse computes once per episode.
+    parts = [f"Trip essentials: {dumps(task)}"]
+    if lookups:
+        parts.append("\n".join([EXECUTOR_LOOKUPS, *lookups]))
+    parts.append(f"{SUBGOAL_PREFIX}{dumps(goal.to_dict())}")
     if instruction is not None:
         parts.insert(0, f"The traveller's request: {instruction}")
     if brief:

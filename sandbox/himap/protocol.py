@@ -134,6 +134,7 @@ class HimapSession:
         self._held: tuple[StagedTurn, list[Any]] | None = None  # coordinator turn awaiting its report
         self._started: list[StreamStart] = []
         self._round_outcomes: list[DayOutcome] = []
+        self.lookups: list[str] = []  # the coordinator's shared searches, rendered (see _share)
 
     # -- queries ---------------------------------------------------------------------------------
     def open_days(self) -> list[int]:
@@ -169,7 +170,7 @@ class HimapSession:
         )
         ref.append(env)
         self.coordinator = env
-        prompt = coordinator_prompt(self.domain.request(), env.tool_schemas())
+        prompt = coordinator_prompt(self.domain.request(), env.tool_schemas(), self.domain.shared_lookups)
         return Advance(start=[StreamStart(COORDINATOR, "coordinator", None, None, prompt)])
 
     def turn(self, stream: str, text: str) -> Advance:
@@ -213,6 +214,7 @@ class HimapSession:
             raise RuntimeError("the coordinator is not waiting for a turn")
         staged = env.stage(text)
         responses = env.apply(staged)
+        self._share(staged, responses)
         errors = [r.is_error for r in responses]
         calls = [r.name for r in responses]
         started = self._take_started()
@@ -225,6 +227,15 @@ class HimapSession:
             out.end.insert(0, (COORDINATOR, step))
             return dataclasses.replace(out, errors=errors, calls=calls)
         return Advance(reply=[(COORDINATOR, step)], errors=errors, calls=calls)
+
+    def _share(self, staged: StagedTurn, responses: list[Any]) -> None:
+        """Keep the coordinator's successful searches of the domain's shared tools: every executor
+        sees them once, in the shared part of its prompt, instead of repeating them per day."""
+        for action, response in zip(staged.parsed.actions, responses):
+            name = getattr(action, "name", None)
+            if name in self.domain.shared_lookups and not response.is_error:
+                call = dumps({"name": name, "arguments": action.arguments})
+                self.lookups.append(f"<tool_call>{call}</tool_call>\n{response.render()}")
 
     def start_round(self, goals: list[SubGoal], mode: str | None) -> None:
         """Begin the next round with these sub-goals (called by distribute_task or the flat split)."""
@@ -268,6 +279,7 @@ class HimapSession:
             sigma=self.options.sigma_while_planning,
             can_reject=self.options.bargaining and self.options.coordinator,
             instruction=None if self.options.coordinator else self.domain.instruction(),
+            lookups=self.lookups,
         )
         self.executors[name] = _Executor(goal, self.round, env, prompt)
         return name

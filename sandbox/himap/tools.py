@@ -43,8 +43,7 @@ def coordinator_tools(session: HimapSession) -> list[ProtocolTool]:
         return _distribution_problem(session, args["subgoals"], args.get("transport_mode"), extra)
 
     def distribute(args: dict[str, Any]) -> ToolResult:
-        goals = [_subgoal(session, g, extra) for g in args["subgoals"]]
-        session.start_round(goals, args.get("transport_mode"))
+        session.start_round(_subgoals(session, args["subgoals"], extra), args.get("transport_mode"))
         return ToolResult(ROUND_PENDING)
 
     fields = ", ".join(p.name for p in _SUBGOAL_PARAMS + extra)
@@ -79,20 +78,21 @@ def _distribution_problem(
     domain = session.domain
     if mode is not None and mode not in domain.transport_modes:
         return f"transport_mode must be one of {list(domain.transport_modes)}, got {mode!r}"
-    days = []
+    days, checked = [], []
     for i, goal in enumerate(subgoals, 1):
         try:
-            checked = validate_arguments(f"subgoal {i}", _SUBGOAL_PARAMS + extra, goal)
+            checked.append(validate_arguments(f"subgoal {i}", _SUBGOAL_PARAMS + extra, goal))
         except ToolArgError as err:
             return str(err)
-        if checked.get("day_type") is not None and checked["day_type"] not in DAY_TYPES:
-            return f"subgoal {i}: day_type must be one of {list(DAY_TYPES)}, got {checked['day_type']!r}"
-        if checked["budget"] < 0 or (domain.budget is not None and checked["budget"] > domain.budget):
+        if checked[-1].get("day_type") is not None and checked[-1]["day_type"] not in DAY_TYPES:
+            return f"subgoal {i}: day_type must be one of {list(DAY_TYPES)}, got {checked[-1]['day_type']!r}"
+        if checked[-1]["budget"] < 0 or (domain.budget is not None and checked[-1]["budget"] > domain.budget):
             return f"subgoal {i}: the budget hint must be between 0 and the total budget"
-        details = domain.subgoal_details(_subgoal(session, checked, extra))
+        days.append(int(checked[-1]["day"]))
+    for i, goal in enumerate(_subgoals(session, checked, extra), 1):
+        details = domain.subgoal_details(goal)
         if isinstance(details, str):
             return f"subgoal {i}: {details}"
-        days.append(int(checked["day"]))
     if session.round >= session.options.rounds:
         return f"no rounds left (max_rounds {session.options.rounds})"
     open_days = session.open_days()
@@ -108,6 +108,12 @@ def _distribution_problem(
             f"the total budget {total:.2f}"
         )
     return None
+
+
+def _subgoals(session: HimapSession, raws: list[dict[str, Any]], extra: tuple[Param, ...]) -> list[SubGoal]:
+    """The distribution's sub-goals, completed by the domain from each other and earlier rounds'."""
+    raws = session.domain.complete_subgoals([dict(r) for r in raws], dict(session.goals))
+    return [_subgoal(session, raw, extra) for raw in raws]
 
 
 def _subgoal(session: HimapSession, raw: dict[str, Any], extra: tuple[Param, ...]) -> SubGoal:

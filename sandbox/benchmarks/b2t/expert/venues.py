@@ -125,11 +125,7 @@ class VenueSearch:
                 {"action": "write", "key": "attractions", "value": sorted(attractions)[:20]},
             ],
         )
-        near = lambda p: geo.haversine_km(hotel.lat, hotel.lon, p.lat, p.lon)  # noqa: E731
-        return (
-            sorted(restaurants.values(), key=lambda p: (near(p) + p.price / 40.0, p.name)),
-            sorted(attractions.values(), key=lambda p: (near(p) + p.price / 40.0, p.name)),
-        )
+        return self._by_distance(hotel, restaurants, attractions)
 
     def _place_calls(self, anchor: str) -> list[dict[str, Any]]:
         """One round's searches around `anchor`: restaurants per preferred cuisine (any hours and
@@ -190,17 +186,37 @@ class VenueSearch:
     ) -> None:
         """Add the round's new, not visited places (first seen wins); attractions become anchors."""
         for text in replies[:-1]:
-            for r in responses.items(text):
-                if r["name"].casefold() not in self.visited["restaurants"]:
-                    restaurants.setdefault(r["name"], _restaurant(r))
-        for r in responses.items(replies[-1]):
+            self._add_restaurants(text, restaurants)
+        for name in self._add_attractions(replies[-1], attractions):
+            if name not in anchors:
+                anchors.append(name)
+
+    def _add_restaurants(self, text: str, restaurants: dict[str, Place]) -> None:
+        for r in responses.items(text):
+            if r["name"].casefold() not in self.visited["restaurants"]:
+                restaurants.setdefault(r["name"], _restaurant(r))
+
+    def _add_attractions(self, text: str, attractions: dict[str, Place]) -> list[str]:
+        """Add the reply's fitting attractions; their names, in reply order."""
+        names = []
+        for r in responses.items(text):
             if (
                 r["name"].casefold() not in self.visited["attractions"]
                 and r["walking_km"] <= self.walking_limit
             ):
                 attractions.setdefault(r["name"], _attraction(r))
-                if r["name"] not in anchors:
-                    anchors.append(r["name"])
+                names.append(r["name"])
+        return names
+
+    def _by_distance(
+        self, hotel: Place, restaurants: dict[str, Place], attractions: dict[str, Place]
+    ) -> tuple[list[Place], list[Place]]:
+        """The candidates nearest the hotel first (cheap ones a little nearer), as the days use them."""
+        near = lambda p: geo.haversine_km(hotel.lat, hotel.lon, p.lat, p.lon)  # noqa: E731
+        return (
+            sorted(restaurants.values(), key=lambda p: (near(p) + p.price / 40.0, p.name)),
+            sorted(attractions.values(), key=lambda p: (near(p) + p.price / 40.0, p.name)),
+        )
 
     def _enough_places(self, restaurants: dict[str, Place], attractions: dict[str, Place]) -> bool:
         """Enough to fill every day: breakfast places, other meals and sights with spares."""

@@ -24,7 +24,14 @@ from sandbox.benchmarks.b2t.prompt import build_prompt
 from sandbox.himap.domain import DaySlot, HimapDomain, SubGoal
 from sandbox.tools.args import Param
 
-_COORDINATOR_TOOLS = ("AccommodationSearch", "TrainSearch", "FlightSearch")
+_COORDINATOR_TOOLS = (
+    "AccommodationSearch",
+    "TrainSearch",
+    "FlightSearch",
+    "RestaurantSearch",
+    "AttractionSearch",
+    "EntertainmentSearch",
+)
 _EXECUTOR_TOOLS = (
     "AccommodationSearch",
     "AttractionSearch",
@@ -47,6 +54,8 @@ class B2TDomain(HimapDomain):
         Param("hotel", "string", "the hotel checked into tonight (return day: last night's hotel)"),
         Param("start_hotel", "string", "where the day starts, if not `hotel` (last night's hotel)"),
     )  # the protocol adds `hotel_info`, the hotel's search record, for the executor
+    # The coordinator searches the places around its hotel once; every executor is shown them.
+    shared_lookups = ("RestaurantSearch", "AttractionSearch", "EntertainmentSearch")
 
     def __init__(self, visible: dict[str, Any], world: Any):
         self.visible = visible

@@ -2,12 +2,18 @@
 
 Like the single-agent expert they read the hidden profile (an annotator's privilege) but learn the
 world only through tool calls. Coordinator: information_extractor; the trains/flights both ways
-(one mode for the trip: the cheapest same-mode pair) and the hotel, chosen as the single expert
-chooses them; budget hints = each day's transport and hotel night plus an equal share of what is
-left; after a round, the open days share the budget the accepted days left. Executor of one day:
-weather, its hotel and its train/flight; restaurants and attractions near the hotel; a timed day
-(schedule.py) fitted to the hint; with Σ, each venue checked with its own check_items call so a
-venue another day holds is seen at once and replaced; MapGuide for every leg; submit_day. A day
+(one mode for the trip: the cheapest same-mode pair), the hotel, and the restaurants and
+attractions near it, searched once for the whole trip as the single expert searches them (the
+protocol shows these searches to every executor: B2TDomain.shared_lookups); budget hints = each
+day's transport and hotel night plus an equal share of what is left; after a round, the open days
+share the budget the accepted days left. Executor of one day: weather and its train/flight; the
+candidates from the coordinator's searches in its prompt (it searches them itself only when the
+prompt has none: flat); the day timed (schedule.py) from its own share of every candidate list
+(every D-th from position d-1: the days' shares are disjoint, so such a day needs no Σ check),
+fitted to the hint by cheaper swaps from its share first; MapGuide for every leg; submit_day. Only
+a day whose share cannot make a day (or whose swaps leave it) plans from the other candidates
+(first around what the other stay days will take from their shares) and checks those venues with
+check_items before submitting (a venue another day holds is replaced). A day
 that cannot get within its hint is rejected (code "budget"), or, where it cannot reject (flat, no
 bargaining), submitted at its cheapest: Σ then has the last word.
 """
@@ -30,7 +36,7 @@ from sandbox.benchmarks.b2t.expert.shared import (
     map_guide_calls,
 )
 from sandbox.expert_session import ExpertFailure, tool_call, turn_text
-from sandbox.himap.expert import RoleSession, subgoal_of
+from sandbox.himap.expert import RoleSession, lookups_of, subgoal_of
 from sandbox.himap.protocol import StreamStart
 
 MAX_ATTEMPTS = 8
@@ -67,6 +73,7 @@ class B2TExpertPolicies:
         )
         out, back = self._transport(rs, solver)
         hotel = solver._step_hotel(out, back)
+        places = solver._step_places(hotel)  # shown to every executor (B2TDomain.shared_lookups)
         goals = self._hints(task, solver, out, back, hotel)
         think = (
             f"One mode for the trip: {out.mode} ({out.number} out, {back.number} back); every night at "
@@ -81,18 +88,27 @@ class B2TExpertPolicies:
                 raise ExpertFailure(f"distribute_task refused: {reply.text[:200]}")
             report = json.loads(reply.text)
             if report.get("fallback"):
-                return self._fallback(rs, report)
+                return self._fallback(rs, report, solver, hotel, places)
             goals, think = self._redistribute(report, goals, task)
 
-    def _fallback(self, rs: RoleSession, report: dict[str, Any]) -> None:
-        """No rounds left and days open: plan the whole trip as the single-agent expert does and
-        hand it in (the team's accepted days are re-planned too, so the venues fit together)."""
-        plan = _Solver(rs, self.visible, self.hidden).plan()
-        days = [{k: d[k] for k in ("day", "activities", "weather", "city_info")} for d in plan]
+    def _fallback(
+        self, rs: RoleSession, report: dict[str, Any], solver: _Solver, hotel: Place, places
+    ) -> None:
+        """No rounds left and days open: plan the whole trip as the single-agent expert does, from
+        the transport, hotel and places already searched, and hand it in (the team's accepted days
+        are re-planned too, so the venues fit together). Only the weather and MapGuide are new
+        calls, so the fallback fits in the coordinator's turns."""
         think = (
             f"Round {report['round']} left days {report['open_days']} open and no rounds are left: "
-            "I plan the trip myself, day by day, and hand in every day."
+            "I plan the trip myself, day by day, and hand in every day. First the weather of every day."
         )
+        call = tool_call("WeatherSearch", city=solver.city, date=solver.dates[0], n=solver.days)
+        weather = {r["date"]: r for r in responses.items(rs.act(think, calls=[call])[0])}
+        days, out, back = solver._plan_with_transport(hotel, *places)
+        days = solver._step_map(days, hotel, out, back, *places)
+        plan = solver._assemble(days, weather, out, back)
+        days = [{k: d[k] for k in ("day", "activities", "weather", "city_info")} for d in plan]
+        think = "Every day is timed with MapGuide's durations; handing in the whole plan."
         step = rs.raw(turn_text(think, (), [tool_call("submit_plan", days=days)]))
         reply = step.responses[-1]
         if reply.is_error or not step.done:
@@ -127,6 +143,7 @@ class B2TExpertPolicies:
                 best = (outs[0].price + backs[0].price, outs[0], backs[0])
         if best is None:
             raise ExpertFailure("no daytime train or flight both ways in one mode")
+        solver._choose_transport(outbound, returns)  # the single expert's options, for the fallback
         return best[1], best[2]
 
     def _hints(self, task, solver, out: Option, back: Option, hotel: Place) -> list[dict[str, Any]]:
@@ -180,15 +197,19 @@ class _DayPlanner(_Solver):
         self.can_reject = "reject_subgoal" in tools
         self.excluded: set[str] = set()
         self.claimed: set[str] = set()
+        self.lookups = lookups_of(start)
+        self.refused = False  # Σ refused a submit: check venues from now on, own share or not
 
     def run(self) -> None:
         weather, hotel, options = self._look_up()
-        restaurants, attractions = self._step_places(hotel)
+        restaurants, attractions = self._shared_places(hotel) if self.lookups else self._step_places(hotel)
         early = [
             p for p in restaurants if p.open_min <= BREAKFAST_OPEN_BY and p.close_min >= BREAKFAST_CLOSE_FROM
         ]
         self.breakfast_pool = early[: self.days + 2]
         self.meal_pool = [p for p in restaurants if p not in self.breakfast_pool]
+        pools = (self.breakfast_pool, self.meal_pool, attractions)
+        self.share = {p.name for pool in pools for p in self._mine(pool)}
         for _ in range(MAX_ATTEMPTS):
             try:
                 stops, frame, out, back = self._plan_shared(hotel, options, restaurants, attractions)
@@ -198,7 +219,11 @@ class _DayPlanner(_Solver):
                 return
             if self._ask_map(stops, frame):
                 continue  # re-plan with MapGuide's times
-            if self.claims and self._claim(stops, restaurants + attractions):
+            if (
+                self.claims
+                and (self.refused or not self._own(stops))
+                and self._claim(stops, restaurants + attractions)
+            ):
                 continue  # some venue is taken: re-plan without it
             if self._submit(stops, out, back, weather):
                 return
@@ -213,6 +238,26 @@ class _DayPlanner(_Solver):
         )
 
     # -- steps -----------------------------------------------------------------------------------
+    def _shared_places(self, hotel: Place) -> tuple[list[Place], list[Place]]:
+        """The candidates from the coordinator's searches in the prompt (no search of our own)."""
+        restaurants: dict[str, Place] = {}
+        attractions: dict[str, Place] = {}
+        for name, text in self.lookups:
+            if name == "RestaurantSearch":
+                self._add_restaurants(text, restaurants)
+            elif name == "AttractionSearch":
+                self._add_attractions(text, attractions)
+        return self._by_distance(hotel, restaurants, attractions)
+
+    def _mine(self, pool: list[Place], day: int | None = None) -> list[Place]:
+        """This day's share of a candidate list, by one rule every day applies to the same list:
+        every D-th from position day - 1. The shares are disjoint, so a day planned from its own
+        share needs no Σ check: no other day can take those venues."""
+        return [p for i, p in enumerate(pool) if i % self.days == (day or self.day) - 1]
+
+    def _own(self, stops: list[Stop]) -> bool:
+        return all(s.place.name in self.share for s in stops if s.kind in VENUE_KINDS)
+
     def _look_up(self) -> tuple[dict[str, Any], Place, list[Option]]:
         calls = [tool_call("WeatherSearch", city=self.city, date=self.date, n=1)]
         hotel_name, info = self.goal.get("hotel"), self.goal.get("hotel_info")
@@ -265,15 +310,37 @@ class _DayPlanner(_Solver):
         """Plan from this day's share of the candidates first (every d-th of each list), so that
         parallel days rarely reach for the same venue; the whole lists when the share is too thin."""
         pools = (self.breakfast_pool, self.meal_pool, attractions)
-        share = [[p for i, p in enumerate(pool) if i % self.days == self.day - 1] for pool in pools]
+        share = [self._mine(pool) for pool in pools]
         self.breakfast_pool, self.meal_pool = share[0], share[1]
         try:
             return self._plan(hotel, options, restaurants, share[2])
         except ExpertFailure:
-            self.breakfast_pool, self.meal_pool = pools[0], pools[1]
-            return self._plan(hotel, options, restaurants, attractions)
+            pass
         finally:
             self.breakfast_pool, self.meal_pool = pools[0], pools[1]
+        excluded = self.excluded
+        self.excluded = excluded | self._predicted(hotel, pools)
+        try:  # first around what the other stay days will take from their shares
+            return self._plan(hotel, options, restaurants, attractions)
+        except ExpertFailure:
+            pass
+        finally:
+            self.excluded = excluded
+        return self._plan(hotel, options, restaurants, attractions)
+
+    def _predicted(self, hotel: Place, pools) -> set[str]:
+        """The venues the other stay days will plan from their own shares: the same rule, this
+        day's leg estimates (days 1 and D are left out: their trains decide their hours)."""
+        frame = DayFrame(start_place=hotel, walking_limit=self.walking_limit)
+        names: set[str] = set()
+        for day in range(2, self.days):
+            if day != self.day:
+                share = [self._mine(pool, day) for pool in pools]
+                self.breakfast_pool, self.meal_pool = share[0], share[1]
+                stops = self._plan_day(frame, False, hotel, [], share[2], set())
+                names |= {s.place.name for s in stops or [] if s.kind in VENUE_KINDS}
+        self.breakfast_pool, self.meal_pool = pools[0], pools[1]
+        return names
 
     def _plan(self, hotel, options, restaurants, attractions):
         for option in options or [None]:
@@ -300,8 +367,12 @@ class _DayPlanner(_Solver):
             return None
         days = [stops]
         first = 0 if self.kind == "departure" else -1
+        mine = [[p for p in pool if p.name in self.share] for pool in (restaurants, attractions)]
         while self._day_cost(days[0], out, back) > self.hint + 1e-6:
-            if not self._cheaper_swap(days, [frame], restaurants, attractions, first, self.excluded):
+            if not (
+                self._cheaper_swap(days, [frame], *mine, first, self.excluded)
+                or self._cheaper_swap(days, [frame], restaurants, attractions, first, self.excluded)
+            ):
                 if not self.can_reject:  # nobody to bargain with: the hint is only a hint
                     break
                 cost = self._day_cost(days[0], out, back)
@@ -393,4 +464,5 @@ class _DayPlanner(_Solver):
         for s in stops:  # a venue conflict: claim venue by venue next time
             if s.kind in VENUE_KINDS:
                 self.claimed.discard(s.place.name)
+        self.refused = True  # a day planning beyond its share took a venue of this share first
         return False

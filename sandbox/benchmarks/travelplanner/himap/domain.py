@@ -97,7 +97,38 @@ class TravelPlannerDomain(HimapDomain):
         out = []
         for d in range(1, days + 1):
             kind = "departure" if d == 1 else "return" if d == days else "travel" if d % 2 == 1 else "stay"
-            out.append(DaySlot(d, dates[d - 1] if d <= len(dates) else None, dest, kind))
+            city = self.query["org"] if kind == "return" else dest  # a day's city: where it ends
+            out.append(DaySlot(d, dates[d - 1] if d <= len(dates) else None, city, kind))
+        return out
+
+    def complete_subgoals(
+        self, goals: list[dict[str, Any]], earlier: dict[int, SubGoal]
+    ) -> list[dict[str, Any]]:
+        """A moving day without a city arrives where the next day is; a moving day's route runs
+        from the previous day's city (day 1: the origin); a day other than the last without a
+        stay sleeps at the stay named by another day in its city."""
+        slots = {s.day: s for s in self.slots()}
+        known = {d: {"city": g.city, "day_type": g.day_type, **g.extra} for d, g in earlier.items()}
+        by_day = {**known, **{int(g["day"]): dict(g) for g in goals}}
+        kind = {d: g.get("day_type") or slots[d].day_type for d, g in by_day.items() if d in slots}
+        for d in sorted(by_day, reverse=True):  # from the end: the next day is complete
+            nxt = by_day.get(d + 1, {})
+            if not by_day[d].get("city") and kind.get(d) in ("departure", "travel") and nxt.get("city"):
+                by_day[d]["city"] = nxt["city"]
+        stays = {
+            g["city"]: g["accommodation"] for g in by_day.values() if g.get("city") and g.get("accommodation")
+        }
+        out = []
+        for g in goals:
+            d = int(g["day"])
+            g = by_day[d]
+            city = g.get("city") or (slots[d].city if d in slots else None)
+            if kind.get(d) != "stay" and not g.get("route") and city:
+                prev = self.query["org"] if d == 1 else by_day.get(d - 1, {}).get("city")
+                g["route"] = f"from {prev} to {city}" if prev else None
+            if d < self.query["days"] and not g.get("accommodation") and city in stays:
+                g["accommodation"] = stays[city]
+            out.append({k: v for k, v in g.items() if v is not None})
         return out
 
     def world(self) -> Any:
@@ -145,16 +176,13 @@ class TravelPlannerDomain(HimapDomain):
         return json.dumps(plan, ensure_ascii=False)
 
     def executor_brief(self, goal: SubGoal) -> str:
-        route = goal.extra.get("route")
-        stay = goal.extra.get("accommodation")
+        # The sub-goal already carries the route and the stay, and the executor's system message
+        # that no venue may repeat: the brief says only what the day type means.
         lines = {
-            "departure": f"Travel {self.query['org']} -> {goal.city} today"
-            + (f" ({route})." if route else "."),
-            "travel": f"Move to {goal.city} today" + (f" ({route})." if route else "."),
-            "return": f"Go back to {self.query['org']} today" + (f" ({route})." if route else "."),
+            "departure": f"Travel {self.query['org']} -> {goal.city} today.",
+            "travel": f"Move to {goal.city} today.",
+            "return": f"Go back to {self.query['org']} today.",
             "stay": f"A full day in {goal.city}.",
         }
         text = lines.get(goal.day_type, "")
-        if stay:
-            text += f" Stay at {stay} tonight."
-        return text + " Every restaurant and attraction of the trip must be different."
+        return text + (" The accommodation is tonight's stay." if goal.extra.get("accommodation") else "")
