@@ -65,17 +65,23 @@ def process_env(index: int, count: int, devices: int, port: int) -> dict[str, st
     )
 
 
+# How a launch script is told to call jax.distributed.initialize(): a config override for the
+# training scripts, a command-line flag for the export (it takes no config).
+DISTRIBUTED_ARG = {"export_hf.py": "--distributed"}
+
+
 def cluster_commands(script: str, args: list[str]) -> str:
     """The same job on a TPU pod slice (every worker runs it; JAX finds its peers) and on SLURM
-    (one task per node; jax.distributed.initialize() reads SLURM's variables, so pass distributed=true)."""
-    line = shlex.join(["python", script, *args])
-    remote = shlex.quote(f"cd b2tjax && {line} distributed=true")
+    (one task per node; jax.distributed.initialize() reads SLURM's variables, so the script is
+    asked to call it: `distributed=true`, or `--distributed` for launch/export_hf.py)."""
+    line = shlex.join(["python", script, *args, DISTRIBUTED_ARG.get(Path(script).name, "distributed=true")])
+    remote = shlex.quote(f"cd b2tjax && {line}")
     return "\n".join(
         [
             "# TPU pod slice (one process per host):",
             f"gcloud compute tpus tpu-vm ssh $TPU --zone=$ZONE --worker=all --command={remote}",
             "# SLURM / multi-node GPU (one task per node):",
-            f"srun --nodes=$NODES --ntasks-per-node=1 {line} distributed=true",
+            f"srun --nodes=$NODES --ntasks-per-node=1 {line}",
         ]
     )
 

@@ -60,3 +60,13 @@ def test_prints_pod_and_slurm_commands(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "--worker=all" in out and "launch/train.py steps=3 distributed=true" in out
     assert "srun --nodes=$NODES --ntasks-per-node=1 python launch/train.py steps=3 distributed=true" in out
+
+
+def test_the_export_is_asked_for_distributed_by_its_flag():
+    from launch.cluster import cluster_commands
+
+    out = cluster_commands("launch/export_hf.py", ["--checkpoint", "runs/x/checkpoints"])
+    srun = [line for line in out.splitlines() if line.startswith("srun ")]
+    export = "python launch/export_hf.py --checkpoint runs/x/checkpoints --distributed"
+    assert srun == [f"srun --nodes=$NODES --ntasks-per-node=1 {export}"]
+    assert "distributed=true" not in out  # export_hf.py's argparse would refuse it

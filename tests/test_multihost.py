@@ -1,7 +1,7 @@
 """A pod run on a local cluster: the tiny recipe on 2 processes x 2 devices (launch/cluster.py; mesh
 fsdp across the processes, tensor within each) against 1 process x 4 devices, same mesh.
 
-One pair of short runs (2 SFT + 2 GRPO steps, one 8-token turn per episode, two prompts of two
+One pair of short runs (2 SFT + 1 GRPO step, one 8-token turn per episode, two prompts of two
 episodes per step so both processes drive a group, prefix reuse on, a final evaluation) carries
 most assertions, to fit the CI budget: the same per-step metrics within 1e-5, the same episode
 records (ids and masks identical, log-probs within 1e-5), the same eval.json, each episode driven
@@ -9,6 +9,12 @@ by exactly one process (the one `rollout.hosts.episode_owner` names) whose envir
 counts match its records. The 2-process checkpoint then resumes on 1 and on 2 processes with the
 same next-step metrics and exports to the same HF bytes from 1 and 2 processes. Separate jobs:
 SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP step.
+
+The tiny travel model never calls a tool and scores every episode alike (a GRPO loss and gradient
+of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tjax/tasks/toy_tools.py,
+a real multi-turn tool) after a short SFT, whose rewards vary within and across the processes'
+groups: 2 GRPO steps with non-zero loss and gradient equal to one process', every lookup run once in
+the cluster by the episode's owner (counted by the episodes themselves).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from b2tjax.metrics import read_metrics
 from rollout.hosts import episode_owner
 
 ROOT = Path(__file__).resolve().parents[1]
-SFT_STEPS, GRPO_STEPS = 2, 2
+SFT_STEPS, GRPO_STEPS = 2, 1
 TIMING = {"time", "tokens_per_s", "step_time_s", "rollout_time_s"}
 # Prefix reuse copies a shared prefix from a row of the same process: one process may find a source
 # that is on another process in a 2-process run, so only their sum must agree.
@@ -123,6 +129,20 @@ def _records(out: Path, step: int) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
+def _assert_same_records(ra: list[dict], rb: list[dict]) -> None:
+    """Token ids, masks and rewards identical, log-probs within 1e-5."""
+    assert len(ra) == len(rb)
+    for x, y in zip(ra, rb):
+        assert x["ids"] == y["ids"] and x["loss_mask"] == y["loss_mask"] and x["reward"] == y["reward"]
+        np.testing.assert_allclose(x["logprobs"], y["logprobs"], atol=1e-5)
+
+
+def _owners(records: list[dict], group_size: int, step: int) -> list[int]:
+    """Each record's owner by the pure function of (step seed, episode, 2 processes)."""
+    step_seed = int(np.random.default_rng([0, step]).integers(2**31 - 1))  # Trainer._step_seed
+    return [episode_owner(r["episode"], group_size, 2, step_seed) for r in records]
+
+
 def test_two_processes_match_one(runs):
     one, two, _, _ = runs
     a, b = _steps(one), _steps(two)
@@ -138,10 +158,7 @@ def test_two_processes_match_one(runs):
     for step in range(SFT_STEPS + 1, SFT_STEPS + GRPO_STEPS + 1):
         ra, rb = _records(one, step), _records(two, step)
         assert [r["episode"] for r in ra] == [r["episode"] for r in rb] == [0, 1, 2, 3]
-        for x, y in zip(ra, rb):
-            assert x["ids"] == y["ids"] and x["loss_mask"] == y["loss_mask"]
-            np.testing.assert_allclose(x["logprobs"], y["logprobs"], atol=1e-5)
-            assert x["reward"] == y["reward"]
+        _assert_same_records(ra, rb)
 
 
 def test_the_end_of_run_evaluation_matches_one_process(runs):
@@ -170,9 +187,73 @@ def test_each_episode_driven_by_its_owner_once(runs):
             tools = [c for c in calls if c not in ("parse", "memory", "answer", "limit")]
             assert metrics[step][f"hosts/tool_runs_p{p}"] == len(tools)
         # the owner is the pure function of (step, episode, processes): recompute it
-        step_seed = int(np.random.default_rng([0, step]).integers(2**31 - 1))  # Trainer._step_seed
-        expected = [episode_owner(r["episode"], 2, 2, step_seed) for r in records]
-        assert [r["process"] for r in records] == expected
+        assert [r["process"] for r in records] == _owners(records, 2, step)
+
+
+# The lookup task's Trainer run (the task is not a launch/train.py task): argv = OUT, overrides.
+LOOKUP_DRIVER = """
+import sys
+from b2tjax.mesh import build_mesh, maybe_initialize_distributed
+
+maybe_initialize_distributed(False)  # the cluster's variables, when set
+from b2tjax.config import TrainConfig, apply_overrides
+from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
+from b2tjax.trainer import Trainer, build_model
+
+cfg = TrainConfig(task="toy", mode="sft_grpo", out=sys.argv[1])
+apply_overrides(cfg, sys.argv[2:]).validate()
+Trainer(cfg, LookupTask(LookupConfig(), mesh=build_mesh(cfg.mesh)), build_model(cfg), progress=False).run()
+"""
+LOOKUP_SFT, LOOKUP_GRPO = 20, 2  # 20 SFT steps: the protocol (lookup, answer) is learnt, the value not
+LOOKUP_ARGS = [
+    "model.overrides={vocab_size: 32, initializer_range: 0.1}",
+    f"sft.steps={LOOKUP_SFT}",
+    "sft.batch_size=16",
+    "sft.optim.lr=1e-2",
+    f"steps={LOOKUP_GRPO}",
+    "eval_at_end=false",
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=4",
+    "rollout.batch_rows=8",
+    "rollout.max_seq_len=64",
+    "optim.lr=3e-3",
+    "optim.warmup_steps=0",  # the first GRPO step changes the weights the second one samples
+    "mesh.fsdp=2",
+    "mesh.tensor=2",
+    "save_records=true",
+    "checkpoint.every_steps=1000",
+    "checkpoint.async_save=false",
+]
+
+
+def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_path):
+    _, cache = shared
+    driver = tmp_path / "lookup_driver.py"
+    driver.write_text(LOOKUP_DRIVER)
+    one, two = tmp_path / "one", tmp_path / "two"
+    _cluster([str(two), *LOOKUP_ARGS], dict(_env(cache), PYTHONPATH=str(ROOT)), script=str(driver))
+    _run([sys.executable, str(driver), str(one), *LOOKUP_ARGS], dict(_env(cache, 4), PYTHONPATH=str(ROOT)))
+    a, b = _steps(one), _steps(two)
+    assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
+    for step in a:
+        _assert_same_metrics(a[step], b[step])
+    for step in range(LOOKUP_SFT + 1, LOOKUP_SFT + LOOKUP_GRPO + 1):
+        assert b[step]["loss"] != 0 and b[step]["grad_norm"] > 0.01  # the update is not a no-op
+        ra, rb = _records(one, step), _records(two, step)
+        assert [r["episode"] for r in ra] == [r["episode"] for r in rb] == list(range(8))
+        _assert_same_records(ra, rb)
+        # each process drove its own groups (a group on one process), by the pure owner function
+        assert [r["process"] for r in rb] == _owners(rb, 4, step)
+        assert {r["process"] for r in rb} == {0, 1}
+        # lookups each episode ran where it was driven (its own count) are the records' calls there:
+        # every tool ran once in the cluster, none on both processes, and some on each
+        for p in (0, 1):
+            calls = [c for r in rb if r["process"] == p for c in r["calls"]]
+            assert b[step][f"hosts/tool_runs_p{p}"] == calls.count("lookup") > 0
+            assert b[step][f"hosts/answered_p{p}"] == b[step][f"hosts/tool_calls_p{p}"] == len(calls)
+    # rewards differ across the step's records (not all equal), so advantages are not all zero
+    rewards = [r["reward"] for step in (LOOKUP_SFT + 1, LOOKUP_SFT + 2) for r in _records(two, step)]
+    assert 0 < sum(rewards) < len(rewards)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -180,11 +261,11 @@ def test_a_two_process_checkpoint_resumes_on_any_count(runs, tmp_path, processes
     one, two, data, cache = runs
     resumed = tmp_path / "resumed"
     resumed.mkdir()
-    # the run directory as it was after step SFT_STEPS + 1 (its last step is then redone)
+    # the run directory as it was after the SFT phase (its GRPO step is then redone)
     import shutil
 
     shutil.copytree(two / "checkpoints", resumed / "checkpoints")
-    for step in range(SFT_STEPS + 2, SFT_STEPS + GRPO_STEPS + 1):
+    for step in range(SFT_STEPS + 1, SFT_STEPS + GRPO_STEPS + 1):
         shutil.rmtree(resumed / "checkpoints" / str(step))
     args = [*_args(data, resumed), "--resume"]
     if processes == 1:
@@ -328,9 +409,7 @@ def test_a_himap_step_on_two_processes_matches_one(shared, tmp_path):
     assert [(r["episode"], r["stream"]) for r in ra] == [(r["episode"], r["stream"]) for r in rb]
     assert {r["process"] for r in rb} == {0, 1}  # both processes drove a team
     assert _steps(tmp_path / "two")[1]["rollout/reused_tokens"] > 0  # a team's streams share prefixes
-    for x, y in zip(ra, rb):
-        assert x["ids"] == y["ids"] and x["loss_mask"] == y["loss_mask"] and x["reward"] == y["reward"]
-        np.testing.assert_allclose(x["logprobs"], y["logprobs"], atol=1e-5)
+    _assert_same_records(ra, rb)
 
 
 def test_rows_that_do_not_split_over_the_processes_are_refused_at_start():

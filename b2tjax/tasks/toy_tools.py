@@ -16,6 +16,10 @@ trainer -- on a word-level vocabulary small enough for CPU tests:
 
 `blind=True` is the control: the reply's content tokens are replaced by padding in the policy's
 context, so the value never reaches it.
+
+Several processes (a pod): given the run's mesh, each process drives the episodes it owns
+(rollout.hosts.episode_owner, a prompt's group on one process) in its own rows, runs their lookups
+once, and every process then receives all records in episode order (the trainer's global batch).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from typing import Any
 
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
+from b2tjax.tasks.benchmark import episode_owners, host_counts
 from b2tjax.trainer import RolloutBatch
 from models.chat import render
 from models.tokenizer import ENDOFTEXT, IM_END, IM_START, HFTokenizer
@@ -97,6 +103,8 @@ class LookupEpisode(Episode):
         self.blind = blind
         self.looked_up: set[int] = set()
         self.answer: str | None = None
+        # Counted where the turns are handled, apart from the records: (lookups run, calls answered).
+        self.executed = [0, 0]
 
     def start(self) -> list[Continue]:
         return [Continue("main", prompt_ids(self.tokenizer, self.key))]
@@ -110,10 +118,13 @@ class LookupEpisode(Episode):
             key = _index(words[1], "k", len(self.table))
             if key is not None:
                 self.looked_up.add(key)
+                self.executed[0] += 1
+            self.executed[1] += 1
             body = f"{RESULT} {value_word(self.table[key]) if key is not None else ERROR}"
             reply = reply_ids(self.tokenizer, body, self.blind)
             return TurnOutcome([Continue(stream, reply)], [key is None], [LOOKUP])
         # Anything else breaks the protocol: an action error that ends the episode unanswered.
+        self.executed[1] += 1
         return TurnOutcome([Stop(stream, StopReason.EOS if eos else StopReason.DONE)], [True], ["invalid"])
 
     def reward(self) -> float:
@@ -146,9 +157,10 @@ def demo_example(tokenizer: Any, key: int, table: Sequence[int], answer: int) ->
 class LookupTask:
     """The trainer's Task protocol for the lookup task (see the module docstring)."""
 
-    def __init__(self, cfg: LookupConfig, tokenizer: Any | None = None):
+    def __init__(self, cfg: LookupConfig, tokenizer: Any | None = None, mesh: Mesh | None = None):
         self.cfg = cfg
         self.tokenizer = tokenizer or lookup_tokenizer(cfg.num_keys, cfg.num_values)
+        self.mesh = mesh  # the run's mesh (b2tjax.mesh.build_mesh): needed on several processes
         self._engine: RolloutEngine | None = None
 
     def train_examples(self) -> Sequence[int]:
@@ -196,17 +208,29 @@ class LookupTask:
         keys: Sequence[int],
         seed: int,
         should_stop: Callable[[], bool] | None = None,
+        group_size: int = 1,
     ) -> tuple[list[EpisodeRecord], dict]:
-        """Roll out one episode per key; records get their reward; returns (records, metrics)."""
+        """Roll out one episode per key; records get their reward; returns (records, metrics).
+        Several processes: each runs the episodes it owns; all get every record, in episode order."""
+        from rollout.hosts import gather_objects, merge_by_owner
+
         episodes = self.episodes(keys, seed)
-        records = engine.run(episodes, seed, should_stop=should_stop)
-        for record, episode in zip(records, episodes):
+        owners, local = episode_owners(len(keys), group_size, seed)
+        mine = [e for e, here in zip(episodes, local or [True] * len(episodes)) if here]
+        records = engine.run(episodes, seed, should_stop=should_stop, local=local)
+        for record, episode in zip(records, mine):
             record.reward = episode.reward()
+        looked = [e.key in e.looked_up for e in mine]
+        executed = [sum(e.executed[i] for e in mine) for i in range(2)]
+        if local is not None:
+            merged = merge_by_owner(owners, gather_objects(list(zip(records, looked))))
+            records, looked = [r for r, _ in merged], [x for _, x in merged]
         metrics = {
             "success": float(np.mean([r.reward for r in records])),
-            "lookup_rate": float(np.mean([e.key in e.looked_up for e in episodes])),
+            "lookup_rate": float(np.mean(looked)),
             "answered": float(np.mean([r.stop_reason == StopReason.ANSWER for r in records])),
             "action_error_rate": float(np.mean([r.any_error for r in records])),
+            **host_counts(records, executed, engine.stats),
         }
         return records, metrics
 
@@ -221,15 +245,15 @@ class LookupTask:
         keys = [k for k in prompts for _ in range(group_size)]
         if self._engine is None or self._engine.config.batch_rows != len(keys):
             config = self._engine_config(len(keys), self.cfg.temperature)
-            self._engine = RolloutEngine(model, self.tokenizer, config)
+            self._engine = RolloutEngine(model, self.tokenizer, config, mesh=self.mesh)
         else:
             self._engine.update_weights(model)
-        records, metrics = self.run(self._engine, keys, seed, should_stop=should_stop)
+        records, metrics = self.run(self._engine, keys, seed, should_stop=should_stop, group_size=group_size)
         return RolloutBatch(records, metrics)
 
     def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
         """Greedy success on fixed tables (seed 2**31 - 1: never a training step's seed)."""
         n = self.cfg.eval_episodes
-        engine = RolloutEngine(model, self.tokenizer, self._engine_config(n, temperature=0.0))
+        engine = RolloutEngine(model, self.tokenizer, self._engine_config(n, temperature=0.0), mesh=self.mesh)
         _, metrics = self.run(engine, [i % self.cfg.num_keys for i in range(n)], seed=2**31 - 1)
         return metrics, f"lookup task: greedy success {metrics['success']:.2f} over {n} episodes"
