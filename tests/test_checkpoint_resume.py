@@ -6,7 +6,6 @@ the current step and exits 143; the resumed run restores params, optimizer state
 iterator position and the step counter, and must then reproduce the straight run exactly.
 """
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import numpy as np
 
 from b2tjax.metrics import read_metrics
 from models.checkpoint import load_model
+from tests.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 12
@@ -38,18 +38,6 @@ def _cmd(out: Path, *extra: str) -> list[str]:
     return [sys.executable, str(ROOT / "launch" / "train.py"), *ARGS, "--out", str(out), *extra]
 
 
-def _env(cache: Path) -> dict:
-    # A shared persistent compilation cache: the resumed run reuses the first runs' executables.
-    return dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        PYTHONUNBUFFERED="1",
-        JAX_COMPILATION_CACHE_DIR=str(cache),
-        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
-    )
-
-
 def _committed_steps(ckpt_dir: Path) -> list[int]:
     if not ckpt_dir.exists():
         return []
@@ -58,7 +46,7 @@ def _committed_steps(ckpt_dir: Path) -> list[int]:
 
 def test_sigterm_then_resume_matches_straight_run(tmp_path):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    env = _env(tmp_path / "jax_cache")
+    env = subprocess_env(tmp_path / "jax_cache")
     first = subprocess.Popen(
         _cmd(straight), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -32,6 +32,7 @@ import pytest
 
 from b2tjax.metrics import read_metrics
 from rollout.hosts import episode_owner
+from tests.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SFT_STEPS, GRPO_STEPS = 2, 1
@@ -64,20 +65,6 @@ def _args(data: Path, out: Path, steps: int = GRPO_STEPS) -> list[str]:
     ]
 
 
-def _env(cache: Path, devices: int | None = None) -> dict:
-    env = dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        PYTHONUNBUFFERED="1",
-        JAX_COMPILATION_CACHE_DIR=str(cache),
-        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
-    )
-    if devices is not None:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    return env
-
-
 def _run(cmd: list[str], env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -106,8 +93,8 @@ def runs(shared):
     data, cache = shared
     root = data.parent
     evaluate = ["eval_at_end=true", "data.eval_instances=4"]  # the end-of-run evaluation, 2 per process
-    _cluster([*_args(data, root / "two"), *evaluate], _env(cache))  # process 0 builds DATA, 1 waits
-    _one([*_args(data, root / "one"), *evaluate], _env(cache, devices=4))
+    _cluster([*_args(data, root / "two"), *evaluate], subprocess_env(cache))  # process 0 builds DATA, 1 waits
+    _one([*_args(data, root / "one"), *evaluate], subprocess_env(cache, devices=4))
     return root / "one", root / "two", data, cache
 
 
@@ -231,8 +218,11 @@ def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_pat
     driver = tmp_path / "lookup_driver.py"
     driver.write_text(LOOKUP_DRIVER)
     one, two = tmp_path / "one", tmp_path / "two"
-    _cluster([str(two), *LOOKUP_ARGS], dict(_env(cache), PYTHONPATH=str(ROOT)), script=str(driver))
-    _run([sys.executable, str(driver), str(one), *LOOKUP_ARGS], dict(_env(cache, 4), PYTHONPATH=str(ROOT)))
+    _cluster([str(two), *LOOKUP_ARGS], dict(subprocess_env(cache), PYTHONPATH=str(ROOT)), script=str(driver))
+    _run(
+        [sys.executable, str(driver), str(one), *LOOKUP_ARGS],
+        dict(subprocess_env(cache, 4), PYTHONPATH=str(ROOT)),
+    )
     a, b = _steps(one), _steps(two)
     assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
     for step in a:
@@ -269,9 +259,9 @@ def test_a_two_process_checkpoint_resumes_on_any_count(runs, tmp_path, processes
         shutil.rmtree(resumed / "checkpoints" / str(step))
     args = [*_args(data, resumed), "--resume"]
     if processes == 1:
-        _one(args, _env(cache, devices=4))
+        _one(args, subprocess_env(cache, devices=4))
     else:
-        _cluster(args, _env(cache))
+        _cluster(args, subprocess_env(cache))
     last = SFT_STEPS + GRPO_STEPS
     _assert_same_metrics(_steps(two)[last], _steps(resumed)[last])
 
@@ -281,9 +271,9 @@ def test_hf_export_on_two_processes_is_byte_identical_to_one(runs, tmp_path):
     ckpt = ["--checkpoint", str(two / "checkpoints")]  # the newest step, with the run's tokenizer
     _run(
         [sys.executable, str(ROOT / "launch" / "export_hf.py"), *ckpt, "--out", str(tmp_path / "one")],
-        _env(cache, devices=4),
+        subprocess_env(cache, devices=4),
     )
-    done = _cluster([*ckpt, "--out", str(tmp_path / "two")], _env(cache), script="export_hf.py")
+    done = _cluster([*ckpt, "--out", str(tmp_path / "two")], subprocess_env(cache), script="export_hf.py")
     assert [line.split()[0] for line in done.stdout.splitlines() if " exported " in line] == ["[0]"]
     files = sorted(p.name for p in (tmp_path / "one").iterdir())
     assert "model-00001-of-00001.safetensors" in files and "tokenizer.json" in files
@@ -322,7 +312,7 @@ def _sft_job_past_step_2(runs, out: Path) -> tuple[subprocess.Popen, dict[int, i
     """An SFT-only cluster job that has committed its step-2 checkpoint: (job, pids, its args)."""
     _, _, data, cache = runs
     args = [*_args(data, out), *SFT_ONLY]
-    job, pids = _start_cluster(args, _env(cache))
+    job, pids = _start_cluster(args, subprocess_env(cache))
     _wait_for_step(out / "checkpoints", 2, job)
     return job, pids, args
 
@@ -356,7 +346,11 @@ def test_sigterm_to_one_process_mid_rollout_stops_both_in_that_rollout(runs, tmp
     launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2"]
     cmd = [*launcher, "--devices-per-process", "2", "--", str(driver), *args]
     job = subprocess.run(
-        cmd, env=dict(_env(cache), PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=900
+        cmd,
+        env=dict(subprocess_env(cache), PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     output = job.stdout + job.stderr
     assert job.returncode == 143, output[-4000:]
@@ -378,7 +372,7 @@ def test_kill_9_brings_the_job_down_and_it_resumes(runs, tmp_path):
     assert job.returncode != 0, output[-3000:]
     statuses = output.split("[cluster] exit statuses ")[1].splitlines()[0]
     assert statuses.startswith("[") and "137" in statuses
-    resumed = _one([*args, "--resume"], _env(runs[3], devices=4))
+    resumed = _one([*args, "--resume"], subprocess_env(runs[3], devices=4))
     assert "resuming from step" in resumed.stdout
 
 
@@ -402,8 +396,8 @@ def test_a_himap_step_on_two_processes_matches_one(shared, tmp_path):
         "mesh.tensor=2",
         "save_records=true",
     ]
-    _cluster([*himap, "--out", str(tmp_path / "two")], _env(cache))
-    _one([*himap, "--out", str(tmp_path / "one")], _env(cache, devices=4))
+    _cluster([*himap, "--out", str(tmp_path / "two")], subprocess_env(cache))
+    _one([*himap, "--out", str(tmp_path / "one")], subprocess_env(cache, devices=4))
     _assert_same_metrics(_steps(tmp_path / "one")[1], _steps(tmp_path / "two")[1], trained=False)
     ra, rb = _records(tmp_path / "one", 1), _records(tmp_path / "two", 1)
     assert [(r["episode"], r["stream"]) for r in ra] == [(r["episode"], r["stream"]) for r in rb]

@@ -27,6 +27,7 @@ import pytest
 
 from b2tjax.metrics import read_metrics
 from tests.rollout_fixtures import ANSWER, engine_config, forced_episode, rollout_setup  # noqa: F401, F811
+from tests.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 6
@@ -42,9 +43,7 @@ ARGS = [
 
 
 def _train(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
-    from tests.test_checkpoint_resume import _env
-
-    env = dict(_env(cache), PYTHONPATH=str(ROOT))
+    env = dict(subprocess_env(cache), PYTHONPATH=str(ROOT))
     command = [sys.executable, str(ROOT / "launch" / "train.py"), *ARGS, "--out", str(out), *extra]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
@@ -142,14 +141,12 @@ except Preempted:
 
 
 def test_sigterm_mid_step_saves_last_completed_step(tmp_path, straight_run):
-    from tests.test_checkpoint_resume import _env
-
     straight, cache = straight_run
     run = tmp_path / "run"
     overrides = [a for a in ARGS[2:] if "=" in a]
     stopped = subprocess.run(
         [sys.executable, "-c", DRIVER, ARGS[1], *overrides, f"out={run}"],
-        env=dict(_env(cache), PYTHONPATH=str(ROOT)),
+        env=dict(subprocess_env(cache), PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
         timeout=600,
