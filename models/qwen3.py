@@ -152,6 +152,23 @@ class Qwen3ForCausalLM(nnx.Module):
             out = jnp.einsum("bth,hv->btv", hidden.astype(self.dtype), w, preferred_element_type=F32)
             return constrain(out, ("batch", "seq", "act_vocab"))
 
+    def next_token_logits(self, hidden: jax.Array) -> jax.Array:
+        """hidden [R, H] (one position per row: a decode step, a prefill's last token) -> fp32
+        logits [R, V], as `logits` computes them.
+
+        On CPU with tied embeddings the product is taken as E [V, H] x hidden^T: XLA's CPU dot
+        (XNNPACK) with the few rows as M and the transposed table streams it about half as fast
+        (measured: 61 vs 34 ms CPU time for 4 x 1,024 x 151,936 fp32), and the head is most of a
+        decode step. The barrier keeps the algebraic simplifier from folding the [V, R] -> [R, V]
+        transpose back into the slow form. Elsewhere (GPU, TPU) the compilers take hidden x E^T
+        well, and a separate transpose of [V, R] logits would cost real bandwidth at many rows."""
+        if not (self.config.tie_word_embeddings and jax.default_backend() == "cpu"):
+            return self.logits(hidden[:, None])[:, 0]
+        with jax.named_scope("lm_head"):
+            w = self.embed.embedding[...].astype(self.dtype)  # [V, H]
+            out = jnp.einsum("vh,rh->vr", w, hidden.astype(self.dtype), preferred_element_type=F32)
+            return constrain(jax.lax.optimization_barrier(out).T, ("batch", "act_vocab"))
+
     def hidden_states(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
         """Causal forward without cache: int32 [B, T] -> final-normed hidden [B, T, H] (compute dtype).
         `positions` [B, T] only change RoPE; attention is causal by index."""
@@ -210,7 +227,7 @@ class Qwen3ForCausalLM(nnx.Module):
             hidden = self.norm(x)
         if last_only:
             last = jnp.maximum(num_new - 1, 0)
-            logits = self.logits(hidden[jnp.arange(r), last][:, None])[:, 0]  # [R, V]
+            logits = self.next_token_logits(hidden[jnp.arange(r), last])  # [R, V]
         else:
             logits = self.logits(hidden)
         new_lengths = jnp.minimum(filled, s)
