@@ -122,13 +122,28 @@ class Qwen3ForCausalLM(nnx.Module):
         with jax.named_scope("layers"):
             return jax.lax.scan(body, x, layer_state)[0]
 
+    def layer_weights(self) -> list[Any]:
+        """The stacked layers' state as one state per layer (a copy of the layer weights), for a
+        loop of many cached steps to pass to `forward_cached(layer_states=...)`: XLA's CPU backend
+        copies each layer's slice of a stacked weight before its dot in every step of the layer
+        scan (~63 MB a step per Qwen3-0.6B layer), an unrolled loop over separate arrays reads
+        them in place."""
+        _, state = nnx.split(self.layers)
+        return [jax.tree.map(lambda a, i=i: a[i], state) for i in range(self.config.num_hidden_layers)]
+
     def _run_layers_cached(
-        self, x: jax.Array, call: CachedCall, cache: KVCache
+        self, x: jax.Array, call: CachedCall, cache: KVCache, layer_states: list[Any] | None = None
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """The layer scan with the whole stacked cache in the *carry*: layer l writes its slots and
         reads its live blocks of the one buffer, so no step copies the cache (inputs and outputs
-        of a scan would be a full copy per call)."""
+        of a scan would be a full copy per call). With `layer_states` (`layer_weights`), the
+        layers run unrolled on those separate arrays instead of scanned."""
         graphdef, layer_state = nnx.split(self.layers)
+        if layer_states is not None:
+            carry = (x, cache.k, cache.v)
+            for i, state_i in enumerate(layer_states):
+                carry = nnx.merge(graphdef, state_i).cached(carry[0], jnp.int32(i), call, carry[1], carry[2])
+            return carry
 
         def body(carry, xs):
             x, k_cache, v_cache = carry
@@ -193,6 +208,7 @@ class Qwen3ForCausalLM(nnx.Module):
         cache: KVCache,
         last_only: bool = False,
         rows: jax.Array | None = None,
+        layer_states: list[Any] | None = None,
     ) -> tuple[jax.Array, KVCache]:
         """Append tokens[r, :num_new[r]] to cache row r (or rows[r]) at positions cache.lengths[...]....
 
@@ -206,6 +222,7 @@ class Qwen3ForCausalLM(nnx.Module):
         fp32 [R, V] (index num_new[r] - 1; row 0's for num_new 0), which saves the [R, T, V] tensor
         when prefilling long prompts with a large vocabulary. Cost follows the live length of the
         longest row, not max_len; donate the cache (or carry it in a loop) so it updates in place.
+        `layer_states`: the layers' weights from `layer_weights` (run unrolled), or None (scanned).
         """
         if tokens.ndim != 2:
             raise ValueError(f"tokens must be [batch, seq], got shape {tokens.shape}")
@@ -222,7 +239,7 @@ class Qwen3ForCausalLM(nnx.Module):
         slots = write_slots(positions, num_new, s)
         call = CachedCall(positions=positions, filled=filled, slots=slots, rows=rows)
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
-        x, k, v = self._run_layers_cached(x, call, cache)
+        x, k, v = self._run_layers_cached(x, call, cache, layer_states)
         with jax.named_scope("final_norm"):
             hidden = self.norm(x)
         if last_only:

@@ -139,6 +139,7 @@ class DecodeCarry(NamedTuple):
     level, so the model is merged from the loop's own copy."""
 
     state: Any  # nnx.State: the sampler's weights
+    layers: Any  # on CPU the layer weights split per layer (Qwen3ForCausalLM.layer_weights), else None
     step: jax.Array  # int32 []: loop iterations so far (the output column written next)
     cache: Any  # models.kv_cache.KVCache: B rows of S slots, lengths int32 [B]
     logits: jax.Array  # fp32 [B, V]: next-token logits of every row
@@ -204,7 +205,7 @@ def _decode(
         count = c.count + c.alive.astype(jnp.int32)
         model = nnx.merge(graphdef, c.state)
         new_logits, cache = model.forward_cached(
-            tok[:, None], c.alive.astype(jnp.int32), c.cache, last_only=True
+            tok[:, None], c.alive.astype(jnp.int32), c.cache, last_only=True, layer_states=c.layers
         )
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
@@ -213,6 +214,7 @@ def _decode(
         )
         return DecodeCarry(
             state=c.state,
+            layers=c.layers,
             step=c.step + 1,
             cache=cache,
             logits=jnp.where(c.alive[:, None], new_logits, c.logits),
@@ -223,8 +225,13 @@ def _decode(
             out_lp=out_lp,
         )
 
+    # On CPU, XLA copies each layer's slice of the stacked weights in every step of the layer scan;
+    # split once per segment (a second copy of the layer weights while it runs), the steps read
+    # them in place. Elsewhere the compilers read the slices in place and the scan compiles once.
+    cpu = jax.default_backend() == "cpu"
     init = DecodeCarry(
         state=state,
+        layers=nnx.merge(graphdef, state).layer_weights() if cpu else None,
         step=jnp.int32(0),
         cache=cache,
         logits=next_logits,
