@@ -161,6 +161,16 @@ class DecodeOut(NamedTuple):
     next_logits: jax.Array
 
 
+def _segment_layers(graphdef: Any, state: Any) -> Any:
+    """A decode segment's per-layer weights on CPU, else None (the steps scan the stacked ones).
+    XLA's CPU backend copies each layer's slice of the stacked weights in every step of the layer
+    scan; split once per segment (a second copy of the layer weights while it runs), the steps
+    read them in place. GPU and TPU keep the scan: one compiled layer, no second copy."""
+    if jax.default_backend() != "cpu":
+        return None
+    return nnx.merge(graphdef, state).layer_weights()
+
+
 def _decode(
     graphdef,
     valid_vocab,
@@ -225,13 +235,9 @@ def _decode(
             out_lp=out_lp,
         )
 
-    # On CPU, XLA copies each layer's slice of the stacked weights in every step of the layer scan;
-    # split once per segment (a second copy of the layer weights while it runs), the steps read
-    # them in place. Elsewhere the compilers read the slices in place and the scan compiles once.
-    cpu = jax.default_backend() == "cpu"
     init = DecodeCarry(
         state=state,
-        layers=nnx.merge(graphdef, state).layer_weights() if cpu else None,
+        layers=_segment_layers(graphdef, state),
         step=jnp.int32(0),
         cache=cache,
         logits=next_logits,
