@@ -353,10 +353,10 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
     from rollout.placement import new_rollout_arrays
-    from rollout.programs import compiled_functions, decode_bucket
+    from rollout.programs import compiled_functions, decode_bucket, program_platform
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
-    prefill, decode = compiled_functions(ctx.graphdef)
+    prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))
     cache, next_logits = abstract_outputs(
         lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh),
         mesh=mesh,

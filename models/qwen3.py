@@ -167,17 +167,18 @@ class Qwen3ForCausalLM(nnx.Module):
             out = jnp.einsum("bth,hv->btv", hidden.astype(self.dtype), w, preferred_element_type=F32)
             return constrain(out, ("batch", "seq", "act_vocab"))
 
-    def next_token_logits(self, hidden: jax.Array) -> jax.Array:
+    def next_token_logits(self, hidden: jax.Array, table_first: bool = False) -> jax.Array:
         """hidden [R, H] (one position per row: a decode step, a prefill's last token) -> fp32
         logits [R, V], as `logits` computes them.
 
-        On CPU with tied embeddings the product is taken as E [V, H] x hidden^T: XLA's CPU dot
-        (XNNPACK) with the few rows as M and the transposed table streams it about half as fast
-        (measured: 61 vs 34 ms CPU time for 4 x 1,024 x 151,936 fp32), and the head is most of a
-        decode step. The barrier keeps the algebraic simplifier from folding the [V, R] -> [R, V]
-        transpose back into the slow form. Elsewhere (GPU, TPU) the compilers take hidden x E^T
-        well, and a separate transpose of [V, R] logits would cost real bandwidth at many rows."""
-        if not (self.config.tie_word_embeddings and jax.default_backend() == "cpu"):
+        `table_first` (for XLA's CPU backend; with tied embeddings) takes the product as
+        E [V, H] x hidden^T: XLA's CPU dot (XNNPACK) with the few rows as M and the transposed table
+        streams it about half as fast (measured: 61 vs 34 ms CPU time for 4 x 1,024 x 151,936
+        fp32), and the head is most of a decode step. The barrier keeps the algebraic simplifier
+        from folding the [V, R] -> [R, V] transpose back into the slow form. GPU and TPU compilers
+        take hidden x E^T well, and a separate transpose of [V, R] logits would cost real bandwidth
+        at many rows, so the programs for them leave it off."""
+        if not (table_first and self.config.tie_word_embeddings):
             return self.logits(hidden[:, None])[:, 0]
         with jax.named_scope("lm_head"):
             w = self.embed.embedding[...].astype(self.dtype)  # [V, H]
@@ -209,6 +210,7 @@ class Qwen3ForCausalLM(nnx.Module):
         last_only: bool = False,
         rows: jax.Array | None = None,
         layer_states: list[Any] | None = None,
+        table_first_head: bool = False,
     ) -> tuple[jax.Array, KVCache]:
         """Append tokens[r, :num_new[r]] to cache row r (or rows[r]) at positions cache.lengths[...]....
 
@@ -223,6 +225,7 @@ class Qwen3ForCausalLM(nnx.Module):
         when prefilling long prompts with a large vocabulary. Cost follows the live length of the
         longest row, not max_len; donate the cache (or carry it in a loop) so it updates in place.
         `layer_states`: the layers' weights from `layer_weights` (run unrolled), or None (scanned).
+        `table_first_head`: the last-only logits in `next_token_logits`' CPU form.
         """
         if tokens.ndim != 2:
             raise ValueError(f"tokens must be [batch, seq], got shape {tokens.shape}")
@@ -244,7 +247,7 @@ class Qwen3ForCausalLM(nnx.Module):
             hidden = self.norm(x)
         if last_only:
             last = jnp.maximum(num_new - 1, 0)
-            logits = self.next_token_logits(hidden[jnp.arange(r), last])  # [R, V]
+            logits = self.next_token_logits(hidden[jnp.arange(r), last], table_first_head)  # [R, V]
         else:
             logits = self.logits(hidden)
         new_lengths = jnp.minimum(filled, s)

@@ -38,7 +38,7 @@ class ModelRunner:
         self.graphdef, state = nnx.split(model)
         self.weights = SamplerWeights(state, model.dtype, mesh)
         self.state = self.weights.create(state)
-        prefill, decode = compiled_functions(self.graphdef, valid_vocab)
+        prefill, decode = compiled_functions(self.graphdef, valid_vocab, program_platform(mesh))
         self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
         self.copy_prefix = on_mesh(copy_prefix, mesh)
 
@@ -53,27 +53,37 @@ def decode_bucket(max_turn_tokens: int) -> int:
     return pow2_bucket(max_turn_tokens)
 
 
-@functools.lru_cache(maxsize=16)
-def compiled_functions(graphdef: Any, valid_vocab: int | None = None) -> tuple[Any, Any]:
-    """Jitted (prefill, decode) per model graph and vocabulary, shared by every engine on them.
+def program_platform(mesh: Mesh | None) -> str:
+    """The platform the programs are compiled for: the mesh's devices' (a deviceless TPU or GPU
+    topology's when launch/plan.py plans a run from a CPU host), else the default backend's."""
+    return jax.default_backend() if mesh is None else mesh.devices.flat[0].platform
 
-    What recompiles: `graphdef` and `valid_vocab` (bound here: one pair of programs per model),
+
+@functools.lru_cache(maxsize=16)
+def compiled_functions(graphdef: Any, valid_vocab: int | None, platform: str) -> tuple[Any, Any]:
+    """Jitted (prefill, decode) per model graph, vocabulary and target platform, shared by every
+    engine on them. On "cpu" they take XLA CPU's fast forms (the tied head as E x h^T, the decode
+    layers unrolled over per-layer weights); the platform is the target's, never the host's
+    backend, so a TPU plan compiled on a CPU host is the TPU run's program.
+
+    What recompiles: `graphdef`, `valid_vocab` and `platform` (bound here: one pair of programs per model),
     `max_steps` (decode's only static argument: one program per segment bucket) and the *shapes*
     of the array arguments -- rows B and cache slots S (fixed per engine), the prefill's row count
     R and width T (powers of two, rollout.buckets). Everything else is a runtime array and never
     recompiles: tokens, num_new, reset, rows, active, budget, the SamplingArrays (temperature,
     top-p, top-k, seeds, stream ordinals), the rng key and `stop_after`. The cache and the logits
     are donated (updated in place)."""
-    prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(4, 5))
+    cpu = platform == "cpu"
+    prefill = jax.jit(functools.partial(_prefill, graphdef, cpu), donate_argnums=(4, 5))
     decode = jax.jit(
-        functools.partial(_decode, graphdef, valid_vocab),
+        functools.partial(_decode, graphdef, valid_vocab, cpu),
         static_argnames=("max_steps",),
         donate_argnums=(1, 2),
     )
     return prefill, decode
 
 
-def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
+def _prefill(graphdef, cpu, state, rows, tokens, num_new, cache, next_logits, reset):
     """Append tokens[i, :num_new[i]] to cache row rows[i] (after resetting it where reset[i]).
 
     Only the R selected rows are computed and only their new slots are written (the donated cache
@@ -85,11 +95,13 @@ def _prefill(graphdef, state, rows, tokens, num_new, cache, next_logits, reset):
     model = nnx.merge(graphdef, state)
     if rows is None:
         cache = dataclasses.replace(cache, lengths=jnp.where(reset, 0, cache.lengths))
-        last, cache = model.forward_cached(tokens, num_new, cache, last_only=True)
+        last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, table_first_head=cpu)
         return jnp.where((num_new > 0)[:, None], last, next_logits), cache
     lengths = cache.lengths.at[rows].set(jnp.where(reset, 0, cache.lengths[rows]))
     cache = dataclasses.replace(cache, lengths=lengths)
-    last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, rows=rows)  # fp32 [R, V]
+    last, cache = model.forward_cached(
+        tokens, num_new, cache, last_only=True, rows=rows, table_first_head=cpu
+    )  # fp32 [R, V]
     updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
     return next_logits.at[rows].set(updated), cache
 
@@ -161,19 +173,18 @@ class DecodeOut(NamedTuple):
     next_logits: jax.Array
 
 
-def _segment_layers(graphdef: Any, state: Any) -> Any:
+def _segment_layers(graphdef: Any, state: Any, cpu: bool) -> Any:
     """A decode segment's per-layer weights on CPU, else None (the steps scan the stacked ones).
     XLA's CPU backend copies each layer's slice of the stacked weights in every step of the layer
     scan; split once per segment (a second copy of the layer weights while it runs), the steps
     read them in place. GPU and TPU keep the scan: one compiled layer, no second copy."""
-    if jax.default_backend() != "cpu":
-        return None
-    return nnx.merge(graphdef, state).layer_weights()
+    return nnx.merge(graphdef, state).layer_weights() if cpu else None
 
 
 def _decode(
     graphdef,
     valid_vocab,
+    cpu,
     state,
     cache,
     next_logits,
@@ -215,7 +226,12 @@ def _decode(
         count = c.count + c.alive.astype(jnp.int32)
         model = nnx.merge(graphdef, c.state)
         new_logits, cache = model.forward_cached(
-            tok[:, None], c.alive.astype(jnp.int32), c.cache, last_only=True, layer_states=c.layers
+            tok[:, None],
+            c.alive.astype(jnp.int32),
+            c.cache,
+            last_only=True,
+            layer_states=c.layers,
+            table_first_head=cpu,
         )
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
@@ -237,7 +253,7 @@ def _decode(
 
     init = DecodeCarry(
         state=state,
-        layers=_segment_layers(graphdef, state),
+        layers=_segment_layers(graphdef, state, cpu),
         step=jnp.int32(0),
         cache=cache,
         logits=next_logits,

@@ -92,10 +92,12 @@ def test_multislice_mesh_puts_the_slices_on_the_data_axis():
     """2 x v5e-4: data spans the slices (DCN), fsdp stays inside one slice (ICI); with data 1 the
     fsdp axis spans them."""
     from b2tjax.targets import parse_target, target_mesh
+    from rollout.programs import program_platform
 
     target = parse_target("2xv5e-4")
     mesh = target_mesh(target, 2, -1, 1)
     assert dict(mesh.shape) == {"data": 2, "fsdp": 4, "tensor": 1}
+    assert program_platform(mesh) == "tpu"  # the sampler's programs are built for the slice, not the host
     slices = [[d.slice_index for d in row] for row in mesh.devices[:, :, 0]]
     assert slices == [[0] * 4, [1] * 4]
     mesh = target_mesh(target, 1, -1, 1)

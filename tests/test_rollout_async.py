@@ -173,3 +173,41 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
         assert np.asarray(cache.lengths).tolist() == [8 + c for c in got[stop_after][0]]
     B, N = FINISH_BUDGET, FINISH_NONE
     assert got == {1: ([2, 2, 2], [B, N, N]), 2: ([2, 4, 4], [B, B, N]), 3: ([2, 4, 6], [B, B, B])}
+
+
+def test_the_programs_take_xla_cpus_forms_only_when_compiled_for_cpu(rollout_setup):
+    """The platform a decode program is built for, not the host's backend, picks the CPU forms (the
+    tied head as E x h^T behind a barrier, the layers unrolled over per-layer weights): a TPU plan
+    lowered on this CPU host (b2tjax/memory_plan.py) must be the TPU run's program, one layer scan."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from rollout.placement import new_rollout_arrays
+    from rollout.programs import compiled_functions, program_platform
+    from rollout.sampling import SamplingArrays
+
+    model = rollout_setup.model
+    graphdef, state = nnx.split(model)
+    rows = BATCH
+    cache, logits = new_rollout_arrays(model.config, rows, TOTAL, model.dtype)
+    params = SamplingArrays(
+        temperature=jnp.zeros(rows),
+        top_p=jnp.ones(rows),
+        top_k=jnp.zeros(rows, jnp.int32),
+        seed=jnp.arange(rows, dtype=jnp.int32),
+        stream=jnp.zeros(rows, jnp.int32),
+    )
+    args = (state, cache, logits, jnp.ones(rows, bool), jnp.full(rows, 4, jnp.int32), params)
+    texts = {
+        platform: compiled_functions(graphdef, None, platform)[1]
+        .lower(*args, jnp.asarray([-1], jnp.int32), jax.random.key(0), max_steps=8)
+        .as_text()
+        for platform in ("cpu", "tpu")
+    }
+    assert program_platform(None) == "cpu"
+    assert "optimization_barrier" in texts["cpu"] and "optimization_barrier" not in texts["tpu"]
+    # the head's product plus one traced layer in the scan off CPU, or every layer's on CPU
+    layers = model.config.num_hidden_layers
+    dots = {p: text.count("stablehlo.dot_general") for p, text in texts.items()}
+    assert layers > 1 and dots["cpu"] == 1 + layers * (dots["tpu"] - 1), dots
