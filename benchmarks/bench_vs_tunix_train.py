@@ -231,7 +231,7 @@ def gap_table(episodes: int, tokens: int) -> None:
     )
     print("| side | compute dtype | sampled tokens | mean abs gap | max abs gap |\n|---|---|---|---|---|")
     for dtype in ("float32", "bfloat16"):
-        sides = {"b2tjax (RolloutEngine vs sequence_logprobs)": gap(dtype, episodes, tokens)}
+        sides = {"b2tjax (RolloutEngine vs position_logprobs)": gap(dtype, episodes, tokens)}
         sides["Tunix (Sampler vs compute_per_token_logps)"] = tunix_gap(dtype, episodes, tokens)
         for side, (mean, worst, count) in sides.items():
             print(f"| {side} | {dtype} | {count} | {mean:.2e} | {worst:.2e} |", flush=True)
