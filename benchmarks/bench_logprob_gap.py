@@ -3,10 +3,11 @@
 The RolloutEngine samples records (T = 1, prefix reuse on, a group of episodes on one prompt); the
 trainer recomputes every sampled token's log-prob from the record's ids in one teacher-forced pass,
 as `b2tjax.grpo_update` does (`b2tjax.logprobs.position_logprobs` at the record's
-`train_batch.loss_positions`: the output head only where the sampler recorded a log-prob). Reported: mean and max |sampler - trainer| over sampled
-tokens, in fp32 and with bf16 compute (the sampler's weights and KV cache in bf16, as in a bf16
-run). Random tiny Qwen3 (2 layers, hidden 64), the lookup task's word tokenizer (its model
-vocabulary padded to 2,048 rows, which neither side ever samples or counts).
+`train_batch.loss_positions`: the output head only where the sampler recorded a log-prob).
+Reported: mean and max |sampler - trainer| over sampled tokens, in fp32 and with bf16 compute
+(the sampler's weights and KV cache in bf16, as in a bf16 run). Random tiny Qwen3 (2 layers,
+hidden 64), the lookup task's word tokenizer (its model vocabulary padded to 2,048 rows, which
+neither side ever samples or counts).
 
     python benchmarks/bench_logprob_gap.py [--episodes 16] [--tokens 64]
 """
