@@ -8,6 +8,9 @@ fp32, batch 4, a 128-token prompt, 64 greedy tokens, caches of 256 and 4,096 slo
 sides, through each one's public generation path: (time for 64 tokens - time for 1 token) / 63,
 best of --repeats, so prefill and host overheads cancel; the calls of the three sides are
 interleaved (A, B, C, A, B, C...), so load from other work on a shared machine falls on all alike.
+Each time is taken twice: wall clock and this process' CPU time (all its threads; on a loaded
+machine the CPU time leaves out the waits for a core, so it moves less between calls). Prefill
+is the 1-token call less one decode step: the prompt's forward pass plus the call's host work.
 
     python benchmarks/bench_vs_tunix.py [--slots 256 4096] [--batch 4] [--prompt 128] [--new 64]
 """
@@ -20,6 +23,7 @@ import functools
 import importlib.util
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -57,12 +61,27 @@ def interleaved_best(
     return wall, cpu, first
 
 
-def per_token(runners: dict[str, Callable[[int], object]], new: int, repeats: int) -> dict[str, float]:
-    """Seconds per decoded token of each runner, (time(new) - time(1)) / (new - 1), all calls of
-    all runners interleaved, best of `repeats`."""
+class Timing(NamedTuple):
+    """One side's seconds: decode per token (wall, CPU) and prefill (wall, CPU)."""
+
+    decode: float
+    decode_cpu: float
+    prefill: float
+    prefill_cpu: float
+
+
+def per_token(runners: dict[str, Callable[[int], object]], new: int, repeats: int) -> dict[str, Timing]:
+    """Each runner's seconds per decoded token, (time(new) - time(1)) / (new - 1), and its prefill,
+    time(1) less one token, in wall and CPU time; all calls of all runners interleaved, best of
+    `repeats`."""
     calls = {(name, n): functools.partial(run, n) for name, run in runners.items() for n in (new, 1)}
-    best, _, _ = interleaved_best(calls, repeats)
-    return {name: max(best[name, new] - best[name, 1], 0.0) / (new - 1) for name in runners}
+    wall, cpu, _ = interleaved_best(calls, repeats)
+    out = {}
+    for name in runners:
+        step = max(wall[name, new] - wall[name, 1], 0.0) / (new - 1)
+        step_cpu = max(cpu[name, new] - cpu[name, 1], 0.0) / (new - 1)
+        out[name] = Timing(step, step_cpu, wall[name, 1] - step, cpu[name, 1] - step_cpu)
+    return out
 
 
 class IdTokenizer:
@@ -201,26 +220,29 @@ def main() -> None:
 
     print(
         f"\nQwen3-0.6B width, {args.layers} layers, fp32, batch {args.batch}, prompt {args.prompt}, "
-        f"{args.new} greedy tokens, {jax.devices()[0].platform}; decode ms per token (lower is better)"
+        f"{args.new} greedy tokens, {jax.devices()[0].platform}, best of {args.repeats} interleaved; "
+        "ms (lower is better); vs Tunix = Tunix's time / this side's"
     )
     print(
-        f"| {'slots':>6} | {'Tunix':>7} | {'RolloutEngine':>13} | {'vs Tunix':>8} | {'greedy_generate':>15} "
-        f"| {'vs Tunix':>8} |"
+        f"| {'slots':>6} | {'side':<15} | {'prefill':>8} | {'decode/token':>12} | {'vs Tunix':>8} "
+        f"| {'CPU prefill':>11} | {'CPU decode/token':>16} | {'vs Tunix':>8} |"
     )
-    print(f"|{'-' * 8}|{'-' * 9}|{'-' * 15}|{'-' * 10}|{'-' * 17}|{'-' * 10}|")
+    print(f"|{'-' * 8}|{'-' * 17}|{'-' * 10}|{'-' * 14}|{'-' * 10}|{'-' * 13}|{'-' * 18}|{'-' * 10}|")
     for slots in args.slots:
         runners = {
-            "tunix": tunix_runner(cfg, prompt, slots),
-            "engine": engine_runner(model, prompt, slots),
-            "greedy": greedy_runner(model, prompt, slots),
+            "Tunix": tunix_runner(cfg, prompt, slots),
+            "RolloutEngine": engine_runner(model, prompt, slots),
+            "greedy_generate": greedy_runner(model, prompt, slots),
         }
         times = per_token(runners, args.new, args.repeats)
-        tunix_s, engine_s, greedy_s = times["tunix"], times["engine"], times["greedy"]
-        print(
-            f"| {slots:>6} | {tunix_s * 1e3:>7.1f} | {engine_s * 1e3:>13.1f} | {tunix_s / engine_s:>7.2f}x "
-            f"| {greedy_s * 1e3:>15.1f} | {tunix_s / greedy_s:>7.2f}x |",
-            flush=True,
-        )
+        base = times["Tunix"]
+        for name, t in times.items():
+            print(
+                f"| {slots:>6} | {name:<15} | {t.prefill * 1e3:>8.1f} | {t.decode * 1e3:>12.1f} "
+                f"| {base.decode / t.decode:>7.2f}x | {t.prefill_cpu * 1e3:>11.1f} "
+                f"| {t.decode_cpu * 1e3:>16.1f} | {base.decode_cpu / t.decode_cpu:>7.2f}x |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

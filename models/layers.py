@@ -195,10 +195,12 @@ class Attention(nnx.Module):
         return q, k, v
 
     def out(self, attn: jax.Array) -> jax.Array:
-        """attn [B, T, NH, D] -> [B, T, H]."""
-        y = lora.apply(
-            self, "o_proj", attn, jnp.einsum("btnd,ndh->bth", attn, quant.read(self, "o_proj", self.dtype))
-        )
+        """attn [B, T, NH, D] -> [B, T, H]. One [B, T, NH * D] x [NH * D, H] product (both reshapes are
+        free): contracting (n, d) as two dims, XLA's CPU compiler copied the whole weight per
+        layer per decode step into a (d, n) order."""
+        b, t, nh, d = attn.shape
+        w = quant.read(self, "o_proj", self.dtype)
+        y = lora.apply(self, "o_proj", attn, attn.reshape(b, t, nh * d) @ w.reshape(nh * d, w.shape[-1]))
         if self.use_bias:
             y = y + self.o_bias[...].astype(self.dtype)
         return y

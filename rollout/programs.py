@@ -139,6 +139,7 @@ class DecodeCarry(NamedTuple):
     level, so the model is merged from the loop's own copy."""
 
     state: Any  # nnx.State: the sampler's weights
+    layers: Any  # on CPU the layer weights split per layer (Qwen3ForCausalLM.layer_weights), else None
     step: jax.Array  # int32 []: loop iterations so far (the output column written next)
     cache: Any  # models.kv_cache.KVCache: B rows of S slots, lengths int32 [B]
     logits: jax.Array  # fp32 [B, V]: next-token logits of every row
@@ -158,6 +159,16 @@ class DecodeOut(NamedTuple):
     finish: jax.Array
     cache: Any
     next_logits: jax.Array
+
+
+def _segment_layers(graphdef: Any, state: Any) -> Any:
+    """A decode segment's per-layer weights on CPU, else None (the steps scan the stacked ones).
+    XLA's CPU backend copies each layer's slice of the stacked weights in every step of the layer
+    scan; split once per segment (a second copy of the layer weights while it runs), the steps
+    read them in place. GPU and TPU keep the scan: one compiled layer, no second copy."""
+    if jax.default_backend() != "cpu":
+        return None
+    return nnx.merge(graphdef, state).layer_weights()
 
 
 def _decode(
@@ -204,7 +215,7 @@ def _decode(
         count = c.count + c.alive.astype(jnp.int32)
         model = nnx.merge(graphdef, c.state)
         new_logits, cache = model.forward_cached(
-            tok[:, None], c.alive.astype(jnp.int32), c.cache, last_only=True
+            tok[:, None], c.alive.astype(jnp.int32), c.cache, last_only=True, layer_states=c.layers
         )
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
@@ -213,6 +224,7 @@ def _decode(
         )
         return DecodeCarry(
             state=c.state,
+            layers=c.layers,
             step=c.step + 1,
             cache=cache,
             logits=jnp.where(c.alive[:, None], new_logits, c.logits),
@@ -225,6 +237,7 @@ def _decode(
 
     init = DecodeCarry(
         state=state,
+        layers=_segment_layers(graphdef, state),
         step=jnp.int32(0),
         cache=cache,
         logits=next_logits,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import pickle
 import re
 import sqlite3
 from pathlib import Path
@@ -290,3 +291,10 @@ def test_records_of_a_himap_team_make_one_episode_with_a_lane_per_day(b2t):  # n
     assert all(
         s["outcome"]["status"] == "accepted" for lane in full["himap"]["lanes"] for s in lane["streams"]
     )
+    # A team another process drove arrives pickled as a TeamSummary (rollout.hosts.gather_objects):
+    # its report episode is the one the live session gives, Σ's lanes, rounds and task included.
+    from b2tjax.tasks.himap import TeamSummary
+
+    sent = pickle.loads(pickle.dumps(TeamSummary.of(team)))
+    (remote,), _ = record_episodes(bench, pairs, records, tokenizer, sessions={0: sent.session})
+    assert remote == full and remote["himap"]["task"] and remote["himap"]["goals"]

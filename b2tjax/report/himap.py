@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from b2tjax.report.conversation import from_messages, from_record
+from sandbox.himap.protocol import HimapSession
+from sandbox.himap.summary import SessionSummary, session_summary
 
 Stream = tuple[str, str, int | None, int | None, list[dict[str, Any]]]
 
@@ -27,11 +29,12 @@ def streams_from_records(records: Sequence[Any], tokenizer: Any, shading: bool =
     return [(r.stream, r.role, r.day, r.round, from_record(r, tokenizer, shading=shading)) for r in records]
 
 
-def himap_view(session: Any, streams: Sequence[Stream]) -> dict[str, Any]:
-    """Report data of one finished HiMAP session (sandbox.himap.protocol.HimapSession); with
+def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[Stream]) -> dict[str, Any]:
+    """Report data of one finished HiMAP session, live or as the summary another process sent; with
     `session` None (records read back from a file) only the streams and their rounds."""
-    outcomes = {o.stream: o for o in session.outcomes} if session is not None else {}
-    events = session.sigma.events if session is not None and session.sigma is not None else []
+    summary = session_summary(session) if session is not None else None
+    outcomes = {o.stream: o for o in summary.outcomes} if summary is not None else {}
+    events = summary.events if summary is not None else []
     by_day: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
     for e in events:
         by_day[e.day].append(
@@ -53,7 +56,7 @@ def himap_view(session: Any, streams: Sequence[Stream]) -> dict[str, Any]:
         outcome = {"status": o.status, "code": o.code, "reason": o.reason, "cost": o.cost} if o else None
         lanes[day].append({"name": name, "round": round_, "turns": turns, "outcome": outcome})
     return {
-        **_session_part(session, streams),
+        **_session_part(summary, streams),
         "lanes": [
             {"day": day, "streams": lanes.get(day, []), "events": by_day.get(day, [])}
             for day in sorted(set(lanes) | set(by_day))
@@ -63,22 +66,21 @@ def himap_view(session: Any, streams: Sequence[Stream]) -> dict[str, Any]:
     }
 
 
-def _session_part(session: Any, streams: Sequence[Stream]) -> dict[str, Any]:
+def _session_part(summary: SessionSummary | None, streams: Sequence[Stream]) -> dict[str, Any]:
     """Task tuple, sub-goals, rounds and figures: the session's, or what the streams tell."""
-    if session is None:
+    if summary is None:
         rounds = sorted({r for _, role, _, r, _ in streams if role != "coordinator" and r is not None})
         days = {d for _, role, d, _, _ in streams if role != "coordinator" and d is not None}
         figures = {"rounds": len(rounds), "accepted_days": None, "days": len(days)}
         return {"task": {}, "goals": [], "rounds": [], "figures": figures}
     rounds: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
-    for o in session.outcomes:
+    for o in summary.outcomes:
         rounds[o.round].append({"day": o.day, "status": o.status, "code": o.code})
-    metrics = session.metrics()
+    metrics = summary.metrics()
     keep = ("rounds", "accepted_days", "days", "rejections", "sigma_rejections", "spent")
     return {
-        # the task tuple's short fields (long lists, such as a behaviour log, stay in the request)
-        "task": {k: v for k, v in session.domain.task().items() if len(str(v)) < 300},
-        "goals": [session.goals[d].to_dict() for d in sorted(session.goals)],
+        "task": summary.task,
+        "goals": summary.goals,
         "rounds": [
             {"round": r, "outcomes": sorted(rows, key=lambda x: x["day"])}
             for r, rows in sorted(rounds.items())

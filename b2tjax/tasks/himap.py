@@ -24,6 +24,7 @@ from b2tjax.sft import sft_examples
 from b2tjax.tasks.benchmark import BenchmarkTask, episode_owners
 from sandbox.benchmarks import Pair
 from sandbox.himap.options import HimapOptions
+from sandbox.himap.summary import SessionSummary, session_summary
 
 
 class HimapTask(BenchmarkTask):
@@ -165,7 +166,7 @@ class HimapTask(BenchmarkTask):
         )
 
     def _report_sessions(self, episodes: list[Any]) -> dict[int, Any] | None:
-        return {i: e.session for i, e in enumerate(episodes)}  # episode index -> its HimapSession
+        return {i: session_summary(e.session) for i, e in enumerate(episodes)}
 
     def _eval_setting(self, episodes: list[Any], records: list[Any], metrics: dict) -> str:
         return f"HiMAP, {len(records)} streams, mean rounds {metrics['himap'].get('rounds', 0):.2f}"
@@ -173,21 +174,13 @@ class HimapTask(BenchmarkTask):
 
 @dataclasses.dataclass
 class TeamSummary:
-    """What the trainer reads of a finished HiMAP episode (its answer and its session's figures and
-    day outcomes), small and picklable: how a team driven by another process reaches this one."""
+    """What the trainer reads of a finished HiMAP episode (its answer and its session's summary:
+    figures, day outcomes, Σ's events, for the metrics and the report), small and picklable: how a
+    team driven by another process reaches this one."""
 
     answer: str | None
-    session: SessionFigures
+    session: SessionSummary
 
     @classmethod
     def of(cls, episode: Any) -> TeamSummary:
-        return cls(episode.answer, SessionFigures(episode.session.metrics(), list(episode.session.outcomes)))
-
-
-@dataclasses.dataclass
-class SessionFigures:
-    figures: dict
-    outcomes: list
-
-    def metrics(self) -> dict:
-        return self.figures
+        return cls(episode.answer, session_summary(episode.session))

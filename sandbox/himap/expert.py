@@ -237,3 +237,15 @@ def lookups_of(start: StreamStart) -> list[tuple[str, str]]:
     if EXECUTOR_LOOKUPS not in text:
         return []
     return [(json.loads(call)["name"], reply) for call, reply in _LOOKUP.findall(text)]
+
+
+def lookup_replies(start: StreamStart) -> dict[tuple[str, str], str]:
+    """The same searches keyed by (tool name, the call's arguments as sorted JSON)."""
+    text = start.prompt.messages[-1]["content"]
+    if EXECUTOR_LOOKUPS not in text:
+        return {}
+    out = {}
+    for call, reply in _LOOKUP.findall(text):
+        parsed = json.loads(call)
+        out[parsed["name"], json.dumps(parsed["arguments"], sort_keys=True)] = reply
+    return out

@@ -67,6 +67,10 @@ class TravelPlannerDomain(HimapDomain):
         Param("cuisines", "string", 'required cuisines the day\'s meals must cover, e.g. "Chinese, Indian"'),
     )
 
+    # The coordinator searches every city's restaurants once; every executor is shown them in the
+    # shared part of its prompt (a city's restaurants serve two or three days; its sights one).
+    shared_lookups = ("RestaurantSearch",)
+
     def __init__(self, visible: dict[str, Any], benchmark: Any):
         self.visible, self.benchmark = visible, benchmark
         db = benchmark.db

@@ -1,22 +1,25 @@
 """Scripted TravelPlanner policies for the HiMAP roles, on the single-agent expert's solver rules.
 
 Coordinator (one search turn, then distribute_task): information_extractor; CitySearch; the
-self-driving leg of every hop (the trip drives when every hop can be driven and driving is
-allowed, else flies or takes a taxi per leg: on the 45 training queries that rule picks the single
-solver's family every time); each city's accommodations (the cheapest stay meeting the house rule,
-room type and two nights); each city's restaurants only when the query asks for cuisines. It
-writes each choice once: a stay day names its city and stay, the protocol completes the moving
-days (TravelPlannerDomain.complete_subgoals). A required cuisine that no city's shared block (below)
+self-driving leg of every hop (the trip drives when every hop can be driven and driving is allowed, else
+flies or takes a taxi per leg: on the 45 training queries that rule picks the single solver's family
+every time); each city's accommodations (the cheapest stay meeting the house rule, room type and two
+nights); each city's restaurants (the protocol shows them to every executor:
+TravelPlannerDomain.shared_lookups, so the two or three days of a city do not each read the city's
+table after their own brief, where prefix reuse cannot share it). It writes each choice once: a stay
+day names its city and stay, the protocol completes the moving days
+(TravelPlannerDomain.complete_subgoals). A required cuisine that no city's shared block (below)
 covers goes to the stay day of the city with the cheapest such restaurant. Budget hints: a day's
 nights plus an equal share of the rest. Fallback: the single expert's whole search and solver.
 
-Executor: its day's restaurants (and attractions on a stay day) and, on a moving day, the leg;
-then submit_day. Parallel days share restaurants without talking by one rule (the single solver's
-meal slots): a city's meal slots, the stay day's last, take the city's cheapest restaurants in
-that order (the block), so no two days pick the same one and the trip's meals cost what the
-single solver's cost; a stay day's cuisine duty swaps its dearest meal for the cheapest
-restaurant of that cuisine past the block. Σ's refusals: a taken venue is replaced past the
-block; over budget, the day drops its optional meals (dearest first), else rejects `budget`.
+Executor: the restaurants from its prompt (searched only when the prompt has none, as in the flat
+ablation), a stay day's attractions and a moving day's leg; then submit_day. Parallel days share
+restaurants without talking by one rule (the single solver's meal slots): a city's meal slots, the
+stay day's last, take the city's cheapest restaurants in that order (the block), so no two days pick
+the same one and the trip's meals cost what the single solver's cost; a stay day's cuisine duty
+swaps its dearest meal for the cheapest restaurant of that cuisine past the block. Σ's refusals: a
+taken venue is replaced past the block; over budget, the day drops its optional meals (dearest
+first), else rejects `budget`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from sandbox.benchmarks.travelplanner.solver import (
 from sandbox.benchmarks.travelplanner.text import from_to
 from sandbox.benchmarks.travelplanner.tools import FLIGHT_COLUMNS, PLACE_COLUMNS
 from sandbox.expert_session import ExpertFailure, tool_call, turn_text
-from sandbox.himap.expert import RoleSession, subgoal_of
+from sandbox.himap.expert import RoleSession, lookup_replies, subgoal_of
 from sandbox.himap.protocol import StreamStart
 
 MEALS = ("breakfast", "lunch", "dinner")
@@ -86,16 +89,18 @@ class TravelPlannerExpertPolicies:
         hops = list(zip(stops, stops[1:])) if drive else []
         calls += [tool_call("DistanceMatrix", origin=a, destination=b, mode="self-driving") for a, b in hops]
         calls += [tool_call("AccommodationSearch", city=c) for c in cities]
-        calls += [tool_call("RestaurantSearch", city=c) for c in cities] if wanted else []
+        # Shown to every day planner (TravelPlannerDomain.shared_lookups): a city's restaurants
+        # serve two or three days, so they are searched once per trip.
+        calls += [tool_call("RestaurantSearch", city=c) for c in cities]
         replies = rs.act(
-            f"{', '.join(cities)}: can every hop be driven, where to stay"
+            f"{', '.join(cities)}: can every hop be driven, where to stay and eat"
             + (", which city serves the cuisines." if wanted else "."),
             calls=calls,
-        )[len(calls) - len(hops) - len(cities) * (1 + bool(wanted)) :]
+        )[len(calls) - len(hops) - 2 * len(cities) :]
         mode = "self-driving" if drive and all(_drive(r) for r in replies[: len(hops)]) else "flight"
         replies = replies[len(hops) :]
         stays = {c: self._stay(c, text) for c, text in zip(cities, replies)}
-        duties = self._duties(cities, replies[len(cities) :], wanted)
+        duties = self._duties(cities, replies[len(cities) : 2 * len(cities)], wanted)
         goals = self._goals(q, cities, stays, duties)
         think = f"Route {' -> '.join(stops)} by {mode}; one stay per city."
         while True:
@@ -181,6 +186,11 @@ class TravelPlannerExpertPolicies:
         _DayPlanner(rs, self.truth["query"], subgoal_of(start), start).run()
 
 
+def _key(call: dict[str, Any]) -> tuple[str, str]:
+    """A search's key in `lookup_replies`: (tool name, its arguments as sorted JSON)."""
+    return call["name"], json.dumps(call["arguments"], sort_keys=True)
+
+
 class _DayPlanner:
     """One executor's TravelPlanner day."""
 
@@ -196,6 +206,7 @@ class _DayPlanner:
         self.picks: dict[str, tuple[str, float, bool]] = {}  # meal -> (value, cost, optional)
         self.block: dict[str, int] = {}  # city -> how many of its cheapest restaurants its slots share
         self.taken: set[str] = set()  # restaurants Σ says another day has
+        self.shown = lookup_replies(start)  # the coordinator's searches in the prompt
 
     def _slots(self) -> list[tuple[_MealSlot, int, str]]:
         """(slot, its place in its city's block, the city) of each of this day's meals."""
@@ -215,17 +226,21 @@ class _DayPlanner:
     def run(self) -> None:
         mine = self._slots()
         cities = sorted({c for _, _, c in mine} | ({self.city} if self.kind == "stay" else set()))
-        calls = [tool_call("RestaurantSearch", city=c) for c in cities]
+        searches = [tool_call("RestaurantSearch", city=c) for c in cities]
         if self.kind == "stay":
-            calls.append(tool_call("AttractionSearch", city=self.city))
+            searches.append(tool_call("AttractionSearch", city=self.city))
+        # The coordinator's searches in the prompt are used as they are; only the rest is searched.
+        calls = [c for c in searches if _key(c) not in self.shown]
         legs = self._leg_calls()
         replies = self.s.act(
             f"Day {self.day} ({self.kind}): restaurants, sights and the leg.", calls=calls + legs
         )
-        rows = {c: sorted_restaurants(t) for c, t in zip(cities, replies)}
+        found = {**self.shown, **{_key(c): r for c, r in zip(calls, replies)}}
+        texts = [found[_key(c)] for c in searches]
+        rows = {c: sorted_restaurants(t) for c, t in zip(cities, texts)}
         sights = []
         if self.kind == "stay":
-            sights = safe_first_rows(parse_table(replies[len(cities)], PLACE_COLUMNS["attractions"]), "Name")
+            sights = safe_first_rows(parse_table(texts[len(cities)], PLACE_COLUMNS["attractions"]), "Name")
         transport = self._transport(replies[len(calls) :]) if legs else "-"
         self._pick(mine, rows)
         for _ in range(MAX_ATTEMPTS):
