@@ -17,7 +17,7 @@ import numpy as np
 from b2tjax import credit
 from b2tjax.batch_layout import RowLayout, agree_on_maximum
 from b2tjax.config import TrainConfig
-from b2tjax.train_batch import TrainBatch, pad_length, stack_rows, to_micro
+from b2tjax.train_batch import TrainBatch, loss_positions, pad_length, stack_rows, to_micro
 from b2tjax.train_step import StepFns, TrainState
 from rollout.record import EpisodeRecord
 
@@ -144,8 +144,13 @@ def grpo_update(
     rows = step_rows(cfg, records, layout)
     length = rows["ids"].shape[1]
 
-    ids_dev = fns.shard_rows(to_micro(rows["ids"], layout.rows // layout.micro_rows))
-    trainer_lp = fns.host_rows(fns.logprobs(state.params, ids_dev)).reshape(layout.rows, length)
+    micro = layout.rows // layout.micro_rows
+    ids_dev = fns.shard_rows(to_micro(rows["ids"], micro))
+    # the passes below read log-probs where the sampler recorded one (the gap) or the loss trains
+    read = np.maximum(rows["sampled"], rows["mask"])
+    read[:, 0] = 0.0
+    read_dev = fns.shard_rows(to_micro(loss_positions(read), micro))
+    trainer_lp = fns.host_rows(fns.logprobs(state.params, ids_dev, read_dev)).reshape(layout.rows, length)
     sampled, sampler_lp = rows["sampled"], rows["sampler_lp"]
     token_count = max(float(sampled.sum()), 1.0)
     gap = np.abs(trainer_lp - sampler_lp) * sampled
@@ -162,13 +167,14 @@ def grpo_update(
         old = np.where(sampled > 0, sampler_lp, trainer_lp)
     ref_lp = None
     if g.beta > 0:
-        ref_lp = fns.host_rows(fns.logprobs(ref_params, ids_dev)).reshape(layout.rows, length)
+        ref_lp = fns.host_rows(fns.logprobs(ref_params, ids_dev, read_dev)).reshape(layout.rows, length)
     flat = TrainBatch(
         ids=rows["ids"],
         mask=rows["mask"],
         old_logprobs=old.astype(np.float32),
         advantages=np.concatenate([adv, np.zeros(layout.padded, np.float32)]),
         ref_logprobs=ref_lp,
+        positions=loss_positions(rows["mask"]),
     )
 
     before_update()

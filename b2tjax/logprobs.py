@@ -96,3 +96,42 @@ def sequence_logprobs(
         )
     zeros = jnp.zeros((ids.shape[0], 1), jnp.float32)
     return jnp.concatenate([zeros, lp], axis=1), jnp.concatenate([zeros, ent], axis=1)
+
+
+def position_logprobs(
+    model,
+    ids: jax.Array,
+    positions: jax.Array,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 128,
+    valid_vocab: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """`sequence_logprobs` at `positions` [B, K] only: out[b, k] = log p(ids[b, p] | ids[b, :p])
+    with p = positions[b, k] >= 1 (and the entropy there), both [B, K] fp32.
+
+    The hidden states before those tokens are gathered first, so the output head is projected at
+    K positions, not at all T (its backward is a scatter-add of [B, K, H] into [B, T, H]). Entries
+    with p = 0 (padding of `train_batch.loss_positions`) hold the prediction of ids[b, 0] from
+    itself: finite, meaningless, and weighted 0 by the caller's mask.
+    """
+    with jax.named_scope("forward"):
+        hidden = model.hidden_states(ids)  # [B, T, H]
+    with jax.named_scope("logprobs"):
+        before = jnp.maximum(positions - 1, 0)  # the state that predicts token p is at p - 1
+        picked = jnp.take_along_axis(hidden, before[..., None], axis=1)  # [B, K, H]
+        return hidden_logprobs(
+            picked,
+            model.lm_head_weight(),
+            jnp.take_along_axis(ids, positions, axis=1),
+            temperature=temperature,
+            chunk_size=chunk_size,
+            valid_vocab=valid_vocab,
+        )
+
+
+def spread_positions(values: jax.Array, positions: jax.Array, length: int) -> jax.Array:
+    """[B, K] values at `positions` -> [B, T] with 0.0 everywhere else (position 0 included)."""
+    rows = jnp.arange(values.shape[0])[:, None]
+    values = jnp.where(positions > 0, values, 0.0)  # padding entries all point at position 0
+    return jnp.zeros((values.shape[0], length), values.dtype).at[rows, positions].add(values)

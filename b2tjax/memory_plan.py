@@ -290,11 +290,13 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     micro_rows = micro_rows or rows
     shape = (rows // micro_rows, micro_rows, pad_length(length))
     tokens = jax.ShapeDtypeStruct(shape, jnp.float32)
-    batch = TrainBatch(ids=jax.ShapeDtypeStruct(shape, jnp.int32), mask=tokens)
+    # the widest loss_positions (K = T): a step's K is at most T, so the plan bounds every K
+    token_ids = jax.ShapeDtypeStruct(shape, jnp.int32)
+    batch = TrainBatch(ids=token_ids, mask=tokens, positions=token_ids)
     if phase == "grpo":
         ref = tokens if cfg.grpo.beta > 0 else None
         rows_f32 = jax.ShapeDtypeStruct(shape[:2], jnp.float32)
-        batch = TrainBatch(batch.ids, tokens, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
+        batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
     batch = fns.abstract_batch(batch)
     step = fns.sft_step if phase == "sft" else fns.grpo_step
     sampler_own = shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])

@@ -10,7 +10,9 @@ from typing import Any
 import jax
 import numpy as np
 
-_FIELDS = ["ids", "mask", "old_logprobs", "advantages", "ref_logprobs"]
+from b2tjax.batch_layout import agree_on_maximum
+
+_FIELDS = ["ids", "mask", "old_logprobs", "advantages", "ref_logprobs", "positions"]
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=_FIELDS, meta_fields=[])
@@ -27,6 +29,8 @@ class TrainBatch:
         old_logprobs  float32 [M, b, T]  GRPO: log-probs under the policy that sampled; SFT: None
         advantages    float32 [M, b]     GRPO: each row's advantage (padding rows 0); SFT: None
         ref_logprobs  float32 [M, b, T]  GRPO with grpo.beta > 0: the KL reference's; else None
+        positions     int32   [M, b, K]  where the loss reads a log-prob (`loss_positions`), or
+                                         None: the output head is then projected at every token
     """
 
     ids: Any
@@ -34,6 +38,7 @@ class TrainBatch:
     old_logprobs: Any = None
     advantages: Any = None
     ref_logprobs: Any = None
+    positions: Any = None
 
     def split(self, micro_batches: int) -> TrainBatch:
         """Flat [N, ...] arrays -> [M, N / M, ...]."""
@@ -63,3 +68,35 @@ def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
     if x.shape[0] % micro_batches:
         raise ValueError(f"{x.shape[0]} rows do not split into {micro_batches} micro-batches")
     return x.reshape(micro_batches, x.shape[0] // micro_batches, *x.shape[1:])
+
+
+def position_bucket(needed: int, length: int, smallest: int = 64) -> int:
+    """Width K of a `loss_positions` array: the smallest `smallest * 2**j` holding `needed`, at
+    most `length`. Per sequence-length bucket T the steps compile for at most
+    1 + ceil(log2(T / smallest)) widths (6 at T = 2,048), and K is under twice what the batch needs."""
+    width = smallest
+    while width < needed:
+        width *= 2
+    return min(width, length)
+
+
+def loss_positions(mask: np.ndarray) -> np.ndarray:
+    """[N, T] mask -> [N, K] int32: each row's positions with mask != 0, ascending, then 0s.
+
+    The train steps project the output head only at these positions (for a B2T record the ~2.5k
+    prompt tokens and the tool replies are never trained on, and a [rows, T, 151,936] head
+    projection is most of a short model's step). Position 0 has no prediction, so its mask is 0:
+    the padding entries point there and the loss, which reads the mask at the same positions,
+    gives them weight 0. K (`position_bucket`) is agreed over JAX processes like T.
+    """
+    if mask.ndim != 2:
+        raise ValueError(f"loss_positions needs a [rows, tokens] mask, got shape {mask.shape}")
+    if np.any(mask[:, 0] != 0):
+        raise ValueError("mask[:, 0] must be 0: position 0 has no prediction")
+    trained = mask != 0
+    needed = agree_on_maximum(int(trained.sum(axis=1).max(initial=0)))
+    out = np.zeros((mask.shape[0], position_bucket(needed, mask.shape[1])), np.int32)
+    for row, keep in enumerate(trained):
+        where = np.flatnonzero(keep)
+        out[row, : where.size] = where
+    return out

@@ -24,7 +24,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from b2tjax import grpo
-from b2tjax.logprobs import sequence_logprobs
+from b2tjax.logprobs import position_logprobs, sequence_logprobs, spread_positions
 from b2tjax.optim import apply_if_finite
 from b2tjax.train_batch import TrainBatch
 from models.sharding import on_mesh
@@ -85,35 +85,46 @@ def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
 # Losses on one micro-batch
 
 
+def _micro_logprobs(model, micro: TrainBatch, chunk: int, temperature: float, valid_vocab):
+    """(log-probs, entropy, pick): at `micro.positions` when the batch has them ([b, K]; `pick`
+    gathers any [b, T] field there), else at every token ([b, T]; `pick` is the identity)."""
+    kw = dict(temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab)
+    if micro.positions is None:
+        return (*sequence_logprobs(model, micro.ids, **kw), lambda x: x)
+    lp, ent = position_logprobs(model, micro.ids, micro.positions, **kw)
+
+    def pick(x):
+        return None if x is None else jnp.take_along_axis(x, micro.positions, axis=1)
+
+    return lp, ent, pick
+
+
 def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
-    lp, ent = sequence_logprobs(
-        model, micro.ids, temperature=temperature, chunk_size=cfg.logprob_chunk, valid_vocab=valid_vocab
-    )
+    lp, ent, pick = _micro_logprobs(model, micro, cfg.logprob_chunk, temperature, valid_vocab)
     with jax.named_scope("loss"):
+        mask = pick(micro.mask)  # the same row sums as micro.mask: positions hold every mask != 0
         loss, stats = grpo.grpo_loss(
             lp,
-            micro.old_logprobs,
+            pick(micro.old_logprobs),
             micro.advantages,
-            micro.mask,
+            mask,
             norm,
             mode=cfg.aggregation,
             clip_low=cfg.clip_low,
             clip_high=cfg.clip_high,
-            ref_logprobs=micro.ref_logprobs,
+            ref_logprobs=pick(micro.ref_logprobs),
             beta=cfg.beta,
         )
-        stats["entropy"] = jnp.sum(ent * micro.mask) / norm.num_tokens
+        stats["entropy"] = jnp.sum(ent * mask) / norm.num_tokens
     return loss, stats
 
 
 def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
-    lp, ent = sequence_logprobs(
-        model, micro.ids, temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab
-    )
+    lp, ent, pick = _micro_logprobs(model, micro, chunk, temperature, valid_vocab)
     with jax.named_scope("loss"):
-        mask = micro.mask.astype(jnp.float32)
+        mask = pick(micro.mask).astype(jnp.float32)
         loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
         return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
 
@@ -174,7 +185,7 @@ class StepFns:
 
     grpo_step: Callable  # (state, TrainBatch) -> (state, metrics)
     sft_step: Callable  # (state, TrainBatch) -> (state, metrics)
-    logprobs: Callable  # (params, ids [M, b, T]) -> [M, b, T]
+    logprobs: Callable  # (params, ids [M, b, T], positions [M, b, K] or None) -> [M, b, T]
     mesh: Mesh | None
 
     def shard_batch(self, batch: TrainBatch) -> TrainBatch:
@@ -310,19 +321,18 @@ def make_step_fns(
         loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 
-    def logprobs(params: Params, ids: jax.Array, frozen: Params) -> jax.Array:
-        def body(_, micro_ids):
-            model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
-            lp, _ = sequence_logprobs(
-                model,
-                micro_ids,
-                temperature=temperature,
-                chunk_size=grpo_cfg.logprob_chunk,
-                valid_vocab=valid_vocab,
-            )
-            return None, lp
+    def logprobs(params: Params, ids: jax.Array, positions: jax.Array | None, frozen: Params) -> jax.Array:
+        kw = dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab)
 
-        return jax.lax.scan(body, None, ids)[1]
+        def body(_, micro):
+            model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
+            micro_ids, micro_positions = micro
+            if micro_positions is None:
+                return None, sequence_logprobs(model, micro_ids, **kw)[0]
+            lp, _ = position_logprobs(model, micro_ids, micro_positions, **kw)
+            return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
+
+        return jax.lax.scan(body, None, (ids, positions))[1]
 
     if state_sharding is None:
         jit_step = lambda f: jax.jit(f, donate_argnums=(0,))  # noqa: E731
@@ -335,7 +345,7 @@ def make_step_fns(
             out_shardings=(state_sharding, replicated),
             donate_argnums=(0,),
         )
-        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None))
+        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None))
 
     return StepFns(
         grpo_step=WithFrozen(on_mesh(jit_step(grpo_step), mesh), frozen),

@@ -32,7 +32,7 @@ from b2tjax.mesh import build_mesh, check_rows_split
 from b2tjax.metrics import MetricsWriter
 from b2tjax.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.optim import learning_rate_schedule, make_optimizer
-from b2tjax.train_batch import TrainBatch, pad_length, stack_rows
+from b2tjax.train_batch import TrainBatch, loss_positions, pad_length, stack_rows
 from b2tjax.train_step import (
     BoundModel,
     StepFns,
@@ -305,11 +305,10 @@ class Trainer:
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
             length = pad_length(min(max(len(r["ids"]) for r in rows), cfg.sft.max_seq_len))
-            batch = TrainBatch(
-                ids=stack_rows([r["ids"] for r in rows], length, np.int32),
-                mask=stack_rows([r["mask"] for r in rows], length, np.float32),
-            )
-            batch.mask[:, 0] = 0.0  # position 0 has no prediction
+            mask = stack_rows([r["mask"] for r in rows], length, np.float32)
+            mask[:, 0] = 0.0  # position 0 has no prediction
+            ids = stack_rows([r["ids"] for r in rows], length, np.int32)
+            batch = TrainBatch(ids=ids, mask=mask, positions=loss_positions(mask))
             tokens = int(batch.mask.sum())
             state, metrics = fns.sft_step(state, fns.shard_batch(batch.split(micro)))
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}

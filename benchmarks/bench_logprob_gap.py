@@ -1,11 +1,13 @@
 """Sampler vs trainer log-probs on the same records: the gap GRPO's importance ratio sees at ratio 1.
 
 The RolloutEngine samples records (T = 1, prefix reuse on, a group of episodes on one prompt); the
-trainer's `b2tjax.logprobs.sequence_logprobs` recomputes every sampled token's log-prob from the
-record's ids in one teacher-forced pass. Reported: mean and max |sampler - trainer| over sampled
-tokens, in fp32 and with bf16 compute (the sampler's weights and KV cache in bf16, as in a bf16
-run). Random tiny Qwen3 (2 layers, hidden 64), the lookup task's word tokenizer (its model
-vocabulary padded to 2,048 rows, which neither side ever samples or counts).
+trainer recomputes every sampled token's log-prob from the record's ids in one teacher-forced pass,
+as `b2tjax.grpo_update` does (`b2tjax.logprobs.position_logprobs` at the record's
+`train_batch.loss_positions`: the output head only where the sampler recorded a log-prob).
+Reported: mean and max |sampler - trainer| over sampled tokens, in fp32 and with bf16 compute
+(the sampler's weights and KV cache in bf16, as in a bf16 run). Random tiny Qwen3 (2 layers,
+hidden 64), the lookup task's word tokenizer (its model vocabulary padded to 2,048 rows, which
+neither side ever samples or counts).
 
     python benchmarks/bench_logprob_gap.py [--episodes 16] [--tokens 64]
 """
@@ -19,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from b2tjax.logprobs import sequence_logprobs
+from b2tjax.logprobs import position_logprobs
 from b2tjax.tasks.toy_tools import lookup_tokenizer, prompt_ids
+from b2tjax.train_batch import loss_positions
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
 from rollout import Continue, Episode, RolloutConfig, RolloutEngine, Stop, TurnOutcome
@@ -60,11 +63,14 @@ def gap(dtype: str, episodes: int, tokens: int) -> tuple[float, float, int]:
     for record in records:
         ids = np.zeros((1, pow2_bucket(len(record.ids))), np.int32)
         ids[0, : len(record.ids)] = record.ids
-        trainer, _ = sequence_logprobs(model, jnp.asarray(ids), temperature=1.0, valid_vocab=tok.vocab_size)
-        mask = np.asarray(record.loss_mask, bool)
-        diffs.append(
-            np.abs(np.asarray(record.logprobs)[mask] - np.asarray(trainer)[0, : len(record.ids)][mask])
+        sampled = np.zeros(ids.shape, np.float32)
+        sampled[0, : len(record.ids)] = record.loss_mask
+        positions = loss_positions(sampled)
+        trainer, _ = position_logprobs(
+            model, jnp.asarray(ids), jnp.asarray(positions), temperature=1.0, valid_vocab=tok.vocab_size
         )
+        picked = positions[0, : int(sampled.sum())]
+        diffs.append(np.abs(np.asarray(record.logprobs)[picked] - np.asarray(trainer)[0, : picked.size]))
     every = np.concatenate(diffs)
     return float(every.mean()), float(every.max()), every.size
 

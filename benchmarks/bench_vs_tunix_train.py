@@ -9,7 +9,8 @@ Train step. Tunix: the update its GRPOLearner runs per mini-batch -- the actor t
 `GRPOLearner.__init__` wires it, jitted by `PeftTrainer.jit_train_and_eval_step` (nnx.jit, the
 optimizer donated), called on a `TrainExample` of prompt and completion ids. Ours:
 `b2tjax.train_step.make_step_fns(...).grpo_step` on a `TrainBatch` of the same rows (prompt then
-completion ids, the mask on the completion). Both: Qwen3-0.6B width with --layers layers, random
+completion ids, the mask on the completion, the output head projected at the completion's positions only
+(`TrainBatch.positions`, as the trainer lays them out). Both: Qwen3-0.6B width with --layers layers, random
 weights, fp32 master weights, compute in --dtype, beta 0 (no reference model), one iteration
 (ratio 1), epsilon 0.2, sequence-mean-token-mean aggregation, entropy logged, AdamW 1e-5. At ratio 1
 both losses equal -mean(advantages), printed as a check that they aggregate alike. Timed: the
@@ -25,7 +26,7 @@ measurement (the RolloutEngine, tiny Qwen3 on the lookup task); Tunix's samples 
 function its GRPO loss calls, on a Tunix Qwen3 of the same tiny shape.
 
     python benchmarks/bench_vs_tunix_train.py [--rows 4] [--prompt 64] [--completion 64] \
-        [--dtype float32] [--logprob-chunk 128] [--repeats 3] [--no-gap]
+        [--dtype float32] [--logprob-chunk 128] [--repeats 3] [--with-full-head] [--no-gap]
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from bench_vs_tunix import IdTokenizer, interleaved_best, tunix_model_config
 from flax import nnx
 
 from b2tjax.config import GRPOConfig
-from b2tjax.train_batch import TrainBatch
+from b2tjax.train_batch import TrainBatch, loss_positions
 from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import DTYPES, get_config
 from models.hf import save_pretrained
@@ -108,11 +109,18 @@ def tunix_step(model: nnx.Module, prompt: np.ndarray, completion: np.ndarray, ad
 
 
 def our_step(
-    model: nnx.Module, prompt: np.ndarray, completion: np.ndarray, adv: np.ndarray, chunk: int = 128
+    model: nnx.Module,
+    prompt: np.ndarray,
+    completion: np.ndarray,
+    adv: np.ndarray,
+    chunk: int = 128,
+    gather: bool = True,
 ) -> Callable:
     """Our jitted GRPO step on the same rows (one micro-batch); each call is one optimizer step ->
-    (loss, grad norm)."""
+    (loss, grad norm). `gather`: the output head at the completion's positions only (the
+    trainer's TrainBatch.positions), else at every token."""
     model_fn, params = BoundModel.from_model(model)
+    params = jax.tree.map(jnp.copy, params)  # the step donates its state: keep the model's weights
     optimizer = optax.adamw(1e-5)
     grpo_cfg = GRPOConfig(
         aggregation="seq_mean_token_mean", clip_low=0.2, clip_high=0.2, beta=0.0, logprob_chunk=chunk
@@ -124,8 +132,10 @@ def our_step(
     mask = np.zeros(ids.shape, np.float32)
     mask[:, prompt.shape[1] :] = 1.0
     state = init_train_state(params, optimizer)
-    old = np.asarray(fns.logprobs(state.params, jnp.asarray(ids[None])))[0]  # ratio 1, as Tunix's
-    batch = fns.shard_batch(TrainBatch(ids=ids, mask=mask, old_logprobs=old, advantages=adv).split(1))
+    positions = loss_positions(mask) if gather else None  # as b2tjax.grpo_update lays them out
+    old = np.asarray(fns.logprobs(state.params, jnp.asarray(ids[None]), None))[0]  # ratio 1, as Tunix's
+    flat = TrainBatch(ids=ids, mask=mask, old_logprobs=old, advantages=adv, positions=positions)
+    batch = fns.shard_batch(flat.split(1))
     box = [state]
 
     def run() -> tuple[float, float]:
@@ -147,6 +157,9 @@ def train_table(args) -> None:
         "Tunix GRPO learner": tunix_step(theirs, prompt, completion, adv),
         "b2tjax grpo_step": our_step(ours, prompt, completion, adv, args.logprob_chunk),
     }
+    if args.with_full_head:
+        full = our_step(ours, prompt, completion, adv, args.logprob_chunk, gather=False)
+        runs["b2tjax grpo_step, head at every token"] = full
     best, cpu, first = interleaved_best(runs, args.repeats, warmup=2)  # Tunix's 2nd call recompiles
     tokens = args.rows * (args.prompt + args.completion)
     print(
@@ -218,7 +231,7 @@ def gap_table(episodes: int, tokens: int) -> None:
     )
     print("| side | compute dtype | sampled tokens | mean abs gap | max abs gap |\n|---|---|---|---|---|")
     for dtype in ("float32", "bfloat16"):
-        sides = {"b2tjax (RolloutEngine vs sequence_logprobs)": gap(dtype, episodes, tokens)}
+        sides = {"b2tjax (RolloutEngine vs position_logprobs)": gap(dtype, episodes, tokens)}
         sides["Tunix (Sampler vs compute_per_token_logps)"] = tunix_gap(dtype, episodes, tokens)
         for side, (mean, worst, count) in sides.items():
             print(f"| {side} | {dtype} | {count} | {mean:.2e} | {worst:.2e} |", flush=True)
@@ -241,6 +254,12 @@ def main() -> None:
         default=128,
         help="our grpo.logprob_chunk (default 128, the config's): sequences longer than one chunk are "
         "projected chunk by chunk, rematerialised (bounded memory, one more head matmul)",
+    )
+    parser.add_argument(
+        "--with-full-head",
+        action="store_true",
+        help="also time our step with the output head projected at every token (no "
+        "TrainBatch.positions), as before the trainer gathered the trained positions",
     )
     parser.add_argument("--no-gap", action="store_true", help="skip the log-prob gap table")
     args = parser.parse_args()

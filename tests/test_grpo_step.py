@@ -60,7 +60,7 @@ def _batch(vocab):
 def test_micro_batches_equal_one_batch(aggregation):
     cfg, _, params, opt, fns = _setup(aggregation, sgd=True)
     ids, mask, rng = _batch(cfg.vocab_size)
-    lp_now = np.asarray(fns.logprobs(params, ids[None]))[0]
+    lp_now = np.asarray(fns.logprobs(params, ids[None], None))[0]
     old = lp_now + rng.normal(scale=0.3, size=(N, T)).astype(np.float32) * mask
     ref = lp_now + rng.normal(scale=0.2, size=(N, T)).astype(np.float32) * mask
     adv = np.array([1.0, -0.5, 2.0, -1.5], np.float32)
@@ -89,7 +89,7 @@ def test_micro_batches_equal_one_batch(aggregation):
 def test_logprob_pass_matches_teacher_forced_reference():
     cfg, model, params, _, fns = _setup()
     ids, _, _ = _batch(cfg.vocab_size)
-    got = np.asarray(fns.logprobs(params, ids.reshape(2, 2, T))).reshape(N, T)
+    got = np.asarray(fns.logprobs(params, ids.reshape(2, 2, T), None)).reshape(N, T)
     for row in range(N):
         want = teacher_forced_logprobs(model, ids[row].tolist(), 0.8)
         np.testing.assert_allclose(got[row, 1:], want, rtol=1e-4, atol=1e-5)
@@ -128,7 +128,7 @@ def test_bf16_compute_keeps_fp32_master_weights():
         fns = make_step_fns(
             model_fn, opt, lambda s: 1e-2, GRPOConfig(logprob_chunk=8), temperature=1.0, fixed_length=FIXED
         )
-        old = np.asarray(fns.logprobs(params, ids[None]))[0]  # on-policy: ratio 1 at the first step
+        old = np.asarray(fns.logprobs(params, ids[None], None))[0]  # on-policy: ratio 1 at the first step
         batch = fns.shard_batch(TrainBatch(ids, mask, old_logprobs=old, advantages=adv).split(1))
         new_state, metrics = fns.grpo_step(init_train_state(params, opt), batch)
         assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(new_state.params))
@@ -166,3 +166,65 @@ def test_a_profile_of_the_train_step_reads_like_the_code():
     logits, keys = jnp.zeros((2, 8)), jax.random.split(jax.random.key(0), 2)
     knobs = (jnp.ones(2), jnp.ones(2), jnp.zeros(2, jnp.int32))  # temperature, top_p, top_k
     assert "sample" in _scopes(jax.jit(sample_tokens).lower(logits, keys, *knobs))
+
+
+def _multi_turn_batch(vocab: int, length: int = 96):
+    """Rows of different lengths (ids 0 after the end) with several trained spans each: the
+    trained tokens are fewer than 64 per row, so `loss_positions` packs them narrower than T."""
+    rng = np.random.default_rng(2)
+    ends, spans = (
+        [96, 70, 41, 88],
+        [[(5, 20), (30, 41), (60, 77)], [(3, 9), (14, 24), (50, 70)], [(10, 12)], []],
+    )
+    ids, mask = np.zeros((N, length), np.int32), np.zeros((N, length), np.float32)
+    for row, (end, row_spans) in enumerate(zip(ends, spans, strict=True)):
+        ids[row, :end] = rng.integers(1, vocab, end)
+        for a, b in row_spans:
+            mask[row, a:b] = 1.0
+    return ids, mask, rng
+
+
+def test_head_at_trained_positions_equals_head_everywhere():
+    """The GRPO and SFT steps and the log-prob pass give the same numbers (fp32) whether the output
+    head is projected at `TrainBatch.positions` only or at every token."""
+    from b2tjax.train_batch import loss_positions
+
+    cfg, _, params, opt, fns = _setup("seq_mean_token_mean", beta=0.04, sgd=True)
+    ids, mask, rng = _multi_turn_batch(cfg.vocab_size)
+    positions = loss_positions(mask)
+    assert positions.shape == (N, 64) and positions[3].max() == 0  # row 3 trains nothing
+    full_lp = np.asarray(fns.logprobs(params, ids[None], None))[0]
+    read = np.asarray(fns.logprobs(params, ids[None], positions[None]))[0]
+    np.testing.assert_allclose(read, full_lp * (mask > 0), rtol=0, atol=1e-6)
+    old = full_lp + rng.normal(scale=0.3, size=mask.shape).astype(np.float32) * mask
+    ref = full_lp + rng.normal(scale=0.2, size=mask.shape).astype(np.float32) * mask
+    flat = dict(
+        ids=ids, mask=mask, old_logprobs=old, ref_logprobs=ref, advantages=np.float32([1, -0.5, 2, 0])
+    )
+    for step, fields in ((fns.grpo_step, flat), (fns.sft_step, dict(ids=ids, mask=mask))):
+        out = []
+        for where in (None, positions):
+            batch = fns.shard_batch(TrainBatch(**fields, positions=where).split(2))
+            new_state, metrics = step(init_train_state(jax.tree.map(jnp.copy, params), opt), batch)
+            out.append((jax.device_get(metrics), new_state.params))
+        for key, value in out[0][0].items():
+            np.testing.assert_allclose(out[1][0][key], value, rtol=1e-6, atol=1e-7, err_msg=key)
+        # SGD(1.0) moves each parameter by minus its gradient: the gradients agree
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-6), out[1][1], out[0][1])
+        assert float(out[0][0]["grad_norm"]) > 0.1
+
+
+def test_loss_positions_pack_every_trained_token():
+    from b2tjax.train_batch import loss_positions, position_bucket
+
+    mask = np.zeros((2, 256), np.float32)
+    mask[0, [3, 4, 200]] = 1.0
+    mask[1, 10:150] = 1.0  # 140 trained tokens: the 256-wide bucket
+    got = loss_positions(mask)
+    assert got.shape == (2, 256) and got.dtype == np.int32
+    np.testing.assert_array_equal(got[0, :4], [3, 4, 200, 0])
+    np.testing.assert_array_equal(got[1, :141], [*range(10, 150), 0])
+    assert [position_bucket(n, 1024) for n in (0, 64, 65, 129, 700)] == [64, 64, 128, 256, 1024]
+    assert position_bucket(100, 96) == 96  # never wider than the sequence
+    with pytest.raises(ValueError, match="position 0"):
+        loss_positions(np.ones((1, 64), np.float32))

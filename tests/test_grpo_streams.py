@@ -184,7 +184,7 @@ def _model_and_records():
     rng = np.random.default_rng(3)
     lengths = (30, 22, 41, 17, 35)
     ids = rng.integers(0, 1024, size=(len(lengths), 64)).astype(np.int32)
-    lp = np.asarray(base.logprobs(params, ids[None]))[0]  # the shape the unpadded update uses
+    lp = np.asarray(base.logprobs(params, ids[None], None))[0]  # the shape the unpadded update uses
     records = []
     for i, (length, reward) in enumerate(zip(lengths, (0.0, 1.0, 1.0, 0.5, 2.0))):
         rec = EpisodeRecord(instance_id=f"r{i}", prompt_len=4, reward=reward)

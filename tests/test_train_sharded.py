@@ -24,7 +24,7 @@ def _compare(lora_rank: int) -> dict:
     import optax
 
     from b2tjax.config import GRPOConfig
-    from b2tjax.train_batch import TrainBatch
+    from b2tjax.train_batch import TrainBatch, loss_positions
     from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, state_shardings
     from models.config import get_config
     from models.lora import LoraConfig, add_lora
@@ -43,7 +43,7 @@ def _compare(lora_rank: int) -> dict:
     old = rng.normal(scale=0.1, size=(n, t)).astype(np.float32) - 7.0
     ref = old + rng.normal(scale=0.1, size=(n, t)).astype(np.float32)
     flat = dict(ids=ids, mask=mask, old_logprobs=old, ref_logprobs=ref, advantages=adv)
-    batch = TrainBatch(**flat).split(2)
+    batch = TrainBatch(**flat, positions=loss_positions(mask)).split(2)  # as the trainer lays it out
     # SGD with momentum: a sharded optimizer state, and an update linear in the gradient, so the
     # comparison is at float precision (Adam's first step, ~lr * sign(g), amplifies rounding noise).
     optimizer = optax.sgd(1.0, momentum=0.9)
