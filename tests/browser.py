@@ -75,6 +75,14 @@ class Browser:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
+        # Chromium's helper processes can still write into the profile for a moment after the main
+        # process exits (seen under load: "Directory not empty: 'Default'"): retry, then give up loudly.
+        for _ in range(50):
+            try:
+                self._profile.cleanup()
+                return
+            except OSError:
+                time.sleep(0.1)
         self._profile.cleanup()
 
     def _event(self, message: dict[str, Any]) -> None:
