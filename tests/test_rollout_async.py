@@ -119,6 +119,21 @@ def test_async_engine_gives_the_synchronous_records_for_multi_stream_episodes(ro
         _assert_same_records(reference, records, 1e-4)  # parked streams are re-prefilled
 
 
+def _greedy_params(rows: int):
+    """Greedy sampling settings for `rows` rows (temperature 0), one seed per row."""
+    import jax.numpy as jnp
+
+    from rollout.sampling import SamplingArrays
+
+    return SamplingArrays(
+        temperature=jnp.zeros(rows),
+        top_p=jnp.ones(rows),
+        top_k=jnp.zeros(rows, jnp.int32),
+        seed=jnp.arange(rows, dtype=jnp.int32),
+        stream=jnp.zeros(rows, jnp.int32),
+    )
+
+
 def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup):
     """Rows with budgets 2, 4 and 6 and no reachable stop token: the segment returns after 2 steps
     when 1 row must stop, after 4 when 2 must, after 6 when all must (the engine's default); rows cut off
@@ -128,18 +143,11 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
 
     from rollout.placement import new_rollout_arrays
     from rollout.programs import FINISH_BUDGET, FINISH_NONE, ModelRunner
-    from rollout.sampling import SamplingArrays
 
     model = rollout_setup.model
     runner = ModelRunner(model, valid_vocab=rollout_setup.tokenizer.vocab_size)  # the engine's
     rows = BATCH
-    params = SamplingArrays(
-        temperature=jnp.zeros(rows),
-        top_p=jnp.ones(rows),
-        top_k=jnp.zeros(rows, jnp.int32),
-        seed=jnp.arange(rows, dtype=jnp.int32),
-        stream=jnp.zeros(rows, jnp.int32),
-    )
+    params = _greedy_params(rows)
     no_stop = jnp.asarray([-1, -1], jnp.int32)
     budget = jnp.asarray([2, 4, 6], jnp.int32)
     got = {}
@@ -185,19 +193,12 @@ def test_the_programs_take_xla_cpus_forms_only_when_compiled_for_cpu(rollout_set
 
     from rollout.placement import new_rollout_arrays
     from rollout.programs import compiled_functions, program_platform
-    from rollout.sampling import SamplingArrays
 
     model = rollout_setup.model
     graphdef, state = nnx.split(model)
     rows = BATCH
     cache, logits = new_rollout_arrays(model.config, rows, TOTAL, model.dtype)
-    params = SamplingArrays(
-        temperature=jnp.zeros(rows),
-        top_p=jnp.ones(rows),
-        top_k=jnp.zeros(rows, jnp.int32),
-        seed=jnp.arange(rows, dtype=jnp.int32),
-        stream=jnp.zeros(rows, jnp.int32),
-    )
+    params = _greedy_params(rows)
     args = (state, cache, logits, jnp.ones(rows, bool), jnp.full(rows, 4, jnp.int32), params)
     texts = {
         platform: compiled_functions(graphdef, None, platform)[1]
