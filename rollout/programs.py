@@ -181,6 +181,16 @@ def _segment_layers(graphdef: Any, state: Any, cpu: bool) -> Any:
     return nnx.merge(graphdef, state).layer_weights() if cpu else None
 
 
+def _feed_tokens(graphdef: Any, c: DecodeCarry, tok: jax.Array, cpu: bool) -> tuple[jax.Array, Any]:
+    """One decode step's model call: each alive row's sampled token tok int32 [B] appended to its
+    cache row; (next-token logits fp32 [B, V], the cache)."""
+    model = nnx.merge(graphdef, c.state)
+    fed = c.alive.astype(jnp.int32)  # 1 token for a live row, none for a stopped one
+    return model.forward_cached(
+        tok[:, None], fed, c.cache, last_only=True, layer_states=c.layers, table_first_head=cpu
+    )
+
+
 def _decode(
     graphdef,
     valid_vocab,
@@ -224,15 +234,7 @@ def _decode(
         out_ids = jax.lax.dynamic_update_slice(c.out_ids, jnp.where(c.alive, tok, 0)[:, None], (0, c.step))
         out_lp = jax.lax.dynamic_update_slice(c.out_lp, jnp.where(c.alive, lp, 0.0)[:, None], (0, c.step))
         count = c.count + c.alive.astype(jnp.int32)
-        model = nnx.merge(graphdef, c.state)
-        new_logits, cache = model.forward_cached(
-            tok[:, None],
-            c.alive.astype(jnp.int32),
-            c.cache,
-            last_only=True,
-            layer_states=c.layers,
-            table_first_head=cpu,
-        )
+        new_logits, cache = _feed_tokens(graphdef, c, tok, cpu)
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
         finish = jnp.where(
