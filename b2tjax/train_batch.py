@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from b2tjax.batch_layout import agree_on_maximum
+from rollout.buckets import pow2_bucket
 
 _FIELDS = ["ids", "mask", "old_logprobs", "advantages", "ref_logprobs", "positions"]
 
@@ -74,10 +75,7 @@ def position_bucket(needed: int, length: int, smallest: int = 64) -> int:
     """Width K of a `loss_positions` array: the smallest `smallest * 2**j` holding `needed`, at
     most `length`. Per sequence-length bucket T the steps compile for at most
     1 + ceil(log2(T / smallest)) widths (6 at T = 2,048), and K is under twice what the batch needs."""
-    width = smallest
-    while width < needed:
-        width *= 2
-    return min(width, length)
+    return min(pow2_bucket(needed, floor=smallest), length)
 
 
 def loss_positions(mask: np.ndarray) -> np.ndarray:
