@@ -230,22 +230,25 @@ def subgoal_of(start: StreamStart) -> dict[str, Any]:
 _LOOKUP = re.compile(r"<tool_call>(.*?)</tool_call>\n<tool_response>\n(.*?)\n</tool_response>", re.S)
 
 
-def lookups_of(start: StreamStart) -> list[tuple[str, str]]:
+def _shown_searches(start: StreamStart) -> list[tuple[dict[str, Any], str]]:
     """The coordinator's shared searches an executor's prompt shows (HimapDomain.shared_lookups):
-    (tool name, response text) in call order; empty when the prompt has none."""
+    (the parsed call, response text) in call order; empty when the prompt has none."""
     text = start.prompt.messages[-1]["content"]
     if EXECUTOR_LOOKUPS not in text:
         return []
-    return [(json.loads(call)["name"], reply) for call, reply in _LOOKUP.findall(text)]
+    return [(json.loads(call), reply) for call, reply in _LOOKUP.findall(text)]
+
+
+def lookups_of(start: StreamStart) -> list[tuple[str, str]]:
+    """The shown searches as (tool name, response text), in call order."""
+    return [(call["name"], reply) for call, reply in _shown_searches(start)]
+
+
+def lookup_key(call: dict[str, Any]) -> tuple[str, str]:
+    """A search's identity: (tool name, its arguments as sorted JSON)."""
+    return call["name"], json.dumps(call["arguments"], sort_keys=True)
 
 
 def lookup_replies(start: StreamStart) -> dict[tuple[str, str], str]:
-    """The same searches keyed by (tool name, the call's arguments as sorted JSON)."""
-    text = start.prompt.messages[-1]["content"]
-    if EXECUTOR_LOOKUPS not in text:
-        return {}
-    out = {}
-    for call, reply in _LOOKUP.findall(text):
-        parsed = json.loads(call)
-        out[parsed["name"], json.dumps(parsed["arguments"], sort_keys=True)] = reply
-    return out
+    """The shown searches' response texts by `lookup_key`."""
+    return {lookup_key(call): reply for call, reply in _shown_searches(start)}

@@ -45,7 +45,7 @@ from sandbox.benchmarks.travelplanner.solver import (
 from sandbox.benchmarks.travelplanner.text import from_to
 from sandbox.benchmarks.travelplanner.tools import FLIGHT_COLUMNS, PLACE_COLUMNS
 from sandbox.expert_session import ExpertFailure, tool_call, turn_text
-from sandbox.himap.expert import RoleSession, lookup_replies, subgoal_of
+from sandbox.himap.expert import RoleSession, lookup_key, lookup_replies, subgoal_of
 from sandbox.himap.protocol import StreamStart
 
 MEALS = ("breakfast", "lunch", "dinner")
@@ -186,11 +186,6 @@ class TravelPlannerExpertPolicies:
         _DayPlanner(rs, self.truth["query"], subgoal_of(start), start).run()
 
 
-def _key(call: dict[str, Any]) -> tuple[str, str]:
-    """A search's key in `lookup_replies`: (tool name, its arguments as sorted JSON)."""
-    return call["name"], json.dumps(call["arguments"], sort_keys=True)
-
-
 class _DayPlanner:
     """One executor's TravelPlanner day."""
 
@@ -230,13 +225,13 @@ class _DayPlanner:
         if self.kind == "stay":
             searches.append(tool_call("AttractionSearch", city=self.city))
         # The coordinator's searches in the prompt are used as they are; only the rest is searched.
-        calls = [c for c in searches if _key(c) not in self.shown]
+        calls = [c for c in searches if lookup_key(c) not in self.shown]
         legs = self._leg_calls()
         replies = self.s.act(
             f"Day {self.day} ({self.kind}): restaurants, sights and the leg.", calls=calls + legs
         )
-        found = {**self.shown, **{_key(c): r for c, r in zip(calls, replies)}}
-        texts = [found[_key(c)] for c in searches]
+        found = {**self.shown, **{lookup_key(c): r for c, r in zip(calls, replies)}}
+        texts = [found[lookup_key(c)] for c in searches]
         rows = {c: sorted_restaurants(t) for c, t in zip(cities, texts)}
         sights = []
         if self.kind == "stay":
