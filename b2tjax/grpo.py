@@ -109,7 +109,7 @@ def batch_normaliser(mask: jax.Array, fixed_length: int) -> Normaliser:
     )
 
 
-def token_weights(mask: jax.Array, mode: str, norm: Normaliser) -> jax.Array:
+def token_weights(mask: jax.Array, mode: AggregationMode, norm: Normaliser) -> jax.Array:
     """Weight w[b, t] so that the batch loss is sum(token_loss * w); [B, T] float32.
 
     - seq_mean_token_mean: (1/num_seqs) * (1/|y_b|) per token (the GRPO paper's formula);
@@ -129,7 +129,7 @@ def token_weights(mask: jax.Array, mode: str, norm: Normaliser) -> jax.Array:
     raise ValueError(f"unknown aggregation mode {mode!r}; expected one of {AGGREGATION_MODES}")
 
 
-def aggregate(token_loss: jax.Array, mask: jax.Array, mode: str, norm: Normaliser) -> jax.Array:
+def aggregate(token_loss: jax.Array, mask: jax.Array, mode: AggregationMode, norm: Normaliser) -> jax.Array:
     """Scalar loss contribution of these rows under the whole-batch normaliser `norm`."""
     return jnp.sum(token_loss.astype(jnp.float32) * token_weights(mask, mode, norm))
 
@@ -141,7 +141,7 @@ def grpo_loss(
     mask: jax.Array,
     norm: Normaliser,
     *,
-    mode: str,
+    mode: AggregationMode,
     clip_low: float,
     clip_high: float,
     ref_logprobs: jax.Array | None = None,

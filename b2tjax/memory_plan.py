@@ -32,6 +32,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from b2tjax.config import TrainConfig
+from b2tjax.config.schema import Phase
 from models.config import DTYPES, Qwen3Config, get_config
 from models.sharding import on_mesh
 
@@ -264,7 +265,7 @@ def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
     )
 
 
-def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
+def _train_step(ctx: PlanContext, phase: Phase) -> ProgramMemory:
     """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
     from b2tjax.train_batch import TrainBatch, pad_length
     from b2tjax.train_step import abstract_train_state, state_shardings
@@ -282,7 +283,7 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
         ctx.mesh,
         frozen=ctx.frozen,
     )
-    if phase == "sft":
+    if phase == Phase.SFT:
         rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
     else:
         rows = cfg.rollout_batch // cfg.grpo.mini_batches
@@ -293,15 +294,15 @@ def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     # the widest loss_positions (K = T): a step's K is at most T, so the plan bounds every K
     token_ids = jax.ShapeDtypeStruct(shape, jnp.int32)
     batch = TrainBatch(ids=token_ids, mask=tokens, positions=token_ids)
-    if phase == "grpo":
+    if phase == Phase.GRPO:
         ref = tokens if cfg.grpo.beta > 0 else None
         rows_f32 = jax.ShapeDtypeStruct(shape[:2], jnp.float32)
         batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
     batch = fns.abstract_batch(batch)
-    step = fns.sft_step if phase == "sft" else fns.grpo_step
+    step = fns.sft_step if phase == Phase.SFT else fns.grpo_step
     sampler_own = shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])
-    resident = {"sampler weights": sampler_own} if phase == "grpo" else {}
-    if phase == "grpo" and cfg.grpo.beta > 0:
+    resident = {"sampler weights": sampler_own} if phase == Phase.GRPO else {}
+    if phase == Phase.GRPO and cfg.grpo.beta > 0:
         resident["KL reference params"] = ctx.reference_bytes()
     analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state", "frozen base") if k in ctx.analytic}
     arguments = {"params": state.params, "optimizer state": state.opt_state, "batch": batch}
@@ -412,9 +413,9 @@ def plan_programs(
     compile of a large model takes minutes per program)."""
     ctx = PlanContext.build(cfg, mesh)
     if "sft_step" in only and cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
-        yield _train_step(ctx, "sft")
+        yield _train_step(ctx, Phase.SFT)
     if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
-        yield _train_step(ctx, "grpo")
+        yield _train_step(ctx, Phase.GRPO)
     if cfg.task == "travel" and "sampler_refresh" in only and cfg.mode != "sft_only":
         yield _refresh(ctx)
     if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):

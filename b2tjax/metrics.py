@@ -16,6 +16,7 @@ from typing import Any
 import jax
 from tqdm.auto import tqdm
 
+from b2tjax.config.schema import Phase
 from sandbox.jsonl import read_jsonl_objects
 
 # Postfix keys shown on the bar, in order, with short labels.
@@ -74,12 +75,14 @@ class MetricsWriter:
                 total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True, mininterval=0.5
             )
 
-    def set_phase(self, desc: str) -> None:
+    def set_phase(self, desc: Phase) -> None:
         """Relabel the bar (one bar runs through SFT and GRPO: one global step counter)."""
         if self._bar is not None:
             self._bar.set_description(desc)
 
-    def log(self, step: int, metrics: dict[str, Any], *, phase: str = "", advance: bool = True) -> None:
+    def log(
+        self, step: int, metrics: dict[str, Any], *, phase: Phase | str = "", advance: bool = True
+    ) -> None:
         """Append one record and (for a train step) advance the bar by one step."""
         if not self.enabled:
             return
@@ -141,13 +144,13 @@ def _step_of(line: str) -> int | None:
         return None
 
 
-def read_metrics(path: str | Path, phase: str | None = None) -> dict[int, dict]:
+def read_metrics(path: str | Path, phase: Phase | None = None) -> dict[int, dict]:
     """Last record per step of a metrics.jsonl.
 
-    `phase` keeps only that phase's records ("sft", "grpo", "eval"); None keeps the training ones.
+    `phase` keeps only that phase's records; None keeps the training ones (all but Phase.EVAL).
     """
     out: dict[int, dict] = {}
     for _, row in read_jsonl_objects(Path(path), ValueError):
-        if (phase is None and row.get("phase") != "eval") or row.get("phase") == phase:
+        if (phase is None and row.get("phase") != Phase.EVAL) or row.get("phase") == phase:
             out[row["step"]] = row
     return out

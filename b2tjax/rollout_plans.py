@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from b2tjax.cli import UserError
+from sandbox.himap.kinds import Role
 from sandbox.jsonl import read_jsonl_objects
 
 
@@ -30,8 +31,8 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
         episode = row.get("episode", 0)
         if episode_of.setdefault(ident, episode) != episode:
             raise UserError(f"{path}: instance {ident!r} has more than one episode; keep one per instance")
-        role = row.get("role", "agent")
-        if role == "agent" or (role == "coordinator" and row["answer"] is not None):
+        role = row.get("role", Role.AGENT)
+        if role == Role.AGENT or (role == Role.COORDINATOR and row["answer"] is not None):
             plans[ident] = row["answer"]
         else:
             plans.setdefault(ident, None)  # an executor stream alone: the team delivered no plan yet

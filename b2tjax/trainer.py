@@ -26,6 +26,7 @@ from flax import nnx
 from b2tjax.adapters import base_identity, check_base
 from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
 from b2tjax.config import TrainConfig
+from b2tjax.config.schema import Phase
 from b2tjax.data import BatchIterator, example_dataset
 from b2tjax.grpo_update import RolloutBatch, grpo_update
 from b2tjax.mesh import build_mesh, check_rows_split
@@ -121,10 +122,10 @@ class Trainer:
         self.ref_params = None
 
     # ------------------------------------------------------------------------------------------
-    def _phase_fns(self, phase: str, params) -> tuple[StepFns, TrainState]:
+    def _phase_fns(self, phase: Phase, params) -> tuple[StepFns, TrainState]:
         steps = (
             self.sft_steps
-            if phase == "sft"
+            if phase == Phase.SFT
             else self.grpo_steps * self.cfg.grpo.mini_batches * self.cfg.grpo.epochs
         )
         optimizer, schedule = phase_optimizer(self.cfg, phase, steps)
@@ -149,7 +150,7 @@ class Trainer:
         shardings = param_shardings(self.model_fn.abstract_params, self.mesh)
         return jax.device_put(params, shardings)
 
-    def _train_state_json(self, phase: str, phase_step: int, data: BatchIterator, counters: dict) -> dict:
+    def _train_state_json(self, phase: Phase, phase_step: int, data: BatchIterator, counters: dict) -> dict:
         """The host-side state a resume needs. Randomness is a pure function of (seed, step), so the
         seed is all the RNG state there is."""
         return {
@@ -209,7 +210,7 @@ class Trainer:
                 writer.log(
                     self.total_steps,
                     {f"eval/{k}": v for k, v in _flat(eval_metrics).items()},
-                    phase="eval",
+                    phase=Phase.EVAL,
                     advance=False,
                 )
                 if jax.process_index() == 0:
@@ -291,14 +292,14 @@ class Trainer:
     # ------------------------------------------------------------------------------------------
     def _run_sft(self, params, start, restored_state, writer, guard):
         cfg = self.cfg
-        fns, state = self._phase_fns("sft", params)
+        fns, state = self._phase_fns(Phase.SFT, params)
         if restored_state is not None:
             state = restored_state
         data = BatchIterator(example_dataset(self.sft_examples, cfg.data.shuffle_seed))
         if start.get("data"):
             data.set_state(start["data"])
         counters = dict(start.get("counters") or {})
-        writer.set_phase("sft")
+        writer.set_phase(Phase.SFT)
         micro = (cfg.sft.batch_size // cfg.sft.micro_batch_size) if cfg.sft.micro_batch_size else 1
         last = {}
         for phase_step in range(start["phase_step"] + 1, self.sft_steps + 1):
@@ -317,12 +318,12 @@ class Trainer:
             metrics.update(tokens_per_s=tokens / dt, step_time_s=dt, skipped=int(state.skipped))
             last = metrics
             global_step = phase_step
-            self._end_step("sft", phase_step, global_step, metrics, state, data, counters, writer, guard)
+            self._end_step(Phase.SFT, phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
 
     def _end_step(
         self,
-        phase: str,
+        phase: Phase,
         phase_step: int,
         global_step: int,
         metrics: dict,
@@ -333,7 +334,7 @@ class Trainer:
         guard: PreemptionGuard,
     ) -> None:
         """Every step of either phase ends alike: log, checkpoint (always after the last), honour SIGTERM."""
-        last_step = self.sft_steps if phase == "sft" else self.grpo_steps
+        last_step = self.sft_steps if phase == Phase.SFT else self.grpo_steps
         writer.log(global_step, metrics, phase=phase)
         train_state = self._train_state_json(phase, phase_step, data, counters)
         self._save(global_step, state, train_state, final=phase_step == last_step)
@@ -370,7 +371,7 @@ class Trainer:
 
     def _run_grpo(self, params, start, restored_state, writer, guard):
         cfg, g = self.cfg, self.cfg.grpo
-        fns, state = self._phase_fns("grpo", params)
+        fns, state = self._phase_fns(Phase.GRPO, params)
         if restored_state is not None:
             state = restored_state
         if g.beta > 0:
@@ -379,12 +380,14 @@ class Trainer:
         if start.get("data"):
             data.set_state(start["data"])
         counters = dict(start.get("counters") or {})
-        writer.set_phase("grpo")
+        writer.set_phase(Phase.GRPO)
         last = {}
         for phase_step in range(start["phase_step"] + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
             t0 = time.perf_counter()
-            completed = self._train_state_json("grpo", phase_step - 1, data, counters)  # before next_batch
+            completed = self._train_state_json(
+                Phase.GRPO, phase_step - 1, data, counters
+            )  # before next_batch
             stop_here = functools.partial(self._stop_mid_step, guard, global_step, state, completed, writer)
             prompts = data.next_batch(cfg.rollout.prompts_per_step)
             seed = self._step_seed(global_step)
@@ -416,7 +419,7 @@ class Trainer:
                 samples=counters["samples"],
             )
             last = metrics
-            self._end_step("grpo", phase_step, global_step, metrics, state, data, counters, writer, guard)
+            self._end_step(Phase.GRPO, phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
 
 
@@ -430,9 +433,9 @@ def stop_agreed(asked: bool) -> bool:
     return bool(agree([asked]).any())
 
 
-def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]:
-    """(optimizer, schedule) of the "sft" or "grpo" phase, decaying over `steps` optimizer steps."""
-    optim_cfg = cfg.sft.optim if phase == "sft" else cfg.optim
+def phase_optimizer(cfg: TrainConfig, phase: Phase, steps: int) -> tuple[Any, Any]:
+    """(optimizer, schedule) of the SFT or GRPO phase, decaying over `steps` optimizer steps."""
+    optim_cfg = cfg.sft.optim if phase == Phase.SFT else cfg.optim
     return make_optimizer(optim_cfg, max(steps, 1)), learning_rate_schedule(optim_cfg, max(steps, 1))
 
 

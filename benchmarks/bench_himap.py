@@ -175,6 +175,7 @@ def himap(s: Setup, visible: dict, truth: dict, mode: str) -> dict[str, float]:
 def simulate(s: Setup, visible: dict, texts: dict[str, list[str]], options: Any) -> dict[str, Any]:
     from rollout.prompt import prompt_ids
     from rollout.render import render_env_reply
+    from sandbox.himap.kinds import Role
     from sandbox.himap.protocol import HimapSession
 
     now = [0]
@@ -197,7 +198,7 @@ def simulate(s: Setup, visible: dict, texts: dict[str, list[str]], options: Any)
         for start in adv.start:
             ids = prompt_ids(start.prompt, s.tok)
             count["prefilled"] += len(ids)
-            if start.role == "executor":
+            if start.role == Role.EXECUTOR:
                 if prompts:
                     count["shared"] += max(_common(ids, p) for p in prompts)
                 prompts.append(ids)

@@ -77,9 +77,9 @@ def build(args: argparse.Namespace):
 
     root = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
     build_world(root / "world.sqlite", scale="small", seed=0)
-    world = b2t.open_world(root / "world.sqlite")
+    world = b2t.B2TTools(b2t.open_world(root / "world.sqlite"))
     instances = [make_instance(i) for i in range(args.episodes)]
-    # One of the nine tool schemas keeps prompts near 1.1k tokens, so a CPU run fits a 2k cache.
+    # One of the tool schemas keeps prompts near 1.1k tokens, so a CPU run fits a 2k cache.
     schemas = [t for t in world.tool_schemas() if t["function"]["name"] == "AttractionSearch"]
     prompts = [build_prompt(inst, schemas) for inst in instances]
     corpus = [prompt_text(p) for p in prompts]

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from sandbox.benchmarks.b2t import vocab
+from sandbox.benchmarks.b2t.tools.registry import B2TTools
 from sandbox.benchmarks.b2t.world.generator import build_world
 from sandbox.benchmarks.b2t.world.store import open_world
 
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         counts = build_world(args.store, "full", seed=0)
         print(f"built full store in {time.perf_counter() - t0:.1f}s: {counts}")
     world = open_world(args.store)
+    tools = B2TTools(world)
     counts = {
         t: world.query(f"SELECT COUNT(*) FROM {t}")[0][0]
         for t in ("restaurants", "hotels", "attractions", "entertainment", "flights", "trains", "weather")
@@ -152,10 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     for label, args_list in calls.items():
         tool = label.split(" (")[0] if label != "Search with near" else "RestaurantSearch"
         for warm in args_list[:5]:
-            world.call_tool(tool, warm)
-        errors = [a for a in args_list if world.call_tool(tool, a).is_error]
-        assert not errors, (label, errors[:1], world.call_tool(tool, errors[0]).text)
-        rows.append((label, time_calls(lambda a, t=tool: world.call_tool(t, a), args_list)))
+            tools.call_tool(tool, warm)
+        errors = [a for a in args_list if tools.call_tool(tool, a).is_error]
+        assert not errors, (label, errors[:1], tools.call_tool(tool, errors[0]).text)
+        rows.append((label, time_calls(lambda a, t=tool: tools.call_tool(t, a), args_list)))
     print(f"\n{'tool':34s} {'calls':>6s} {'p50 ms':>8s} {'p99 ms':>8s} {'p50 / ref':>10s}")
     for label, times in rows:
         p50 = statistics.median(times)

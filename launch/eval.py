@@ -52,14 +52,16 @@ from b2tjax.cli import (
 )
 from b2tjax.outputs import check_outputs
 from b2tjax.tasks.himap_agents import HimapFigures
-from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
+from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, benchmark_class
 from sandbox.himap.options import ABLATIONS
 from sandbox.jsonl import read_jsonl_objects
 
 log = logging.getLogger("eval")
 
 
-def himap_expert(bench: Benchmark, pairs: list[Pair], args: argparse.Namespace) -> Iterable[tuple[str, Any]]:
+def himap_expert(
+    bench: Benchmark, pairs: list[Instance], args: argparse.Namespace
+) -> Iterable[tuple[str, Any]]:
     """The scripted HiMAP team (coordinator, day executors, Σ, bargaining) under --himap-ablation."""
     from b2tjax.tasks.himap_agents import expert_answers
     from sandbox.himap.options import HimapOptions
@@ -68,7 +70,7 @@ def himap_expert(bench: Benchmark, pairs: list[Pair], args: argparse.Namespace) 
 
 
 def himap_checkpoint(
-    bench: Benchmark, pairs: list[Pair], args: argparse.Namespace
+    bench: Benchmark, pairs: list[Instance], args: argparse.Namespace
 ) -> Iterable[tuple[str, Any]]:
     """A checkpoint's greedy HiMAP episodes; --config supplies the rollout: and himap: sections."""
     from b2tjax.config import load_config
@@ -86,7 +88,7 @@ def himap_checkpoint(
     return checkpoint_answers(bench, pairs, args.checkpoint, options, overrides, args.himap_figures)
 
 
-Writer = Callable[[Benchmark, list[Pair], argparse.Namespace], Iterable[tuple[str, Any]]]
+Writer = Callable[[Benchmark, list[Instance], argparse.Namespace], Iterable[tuple[str, Any]]]
 # Plan writers: (policy, agent architecture) -> (benchmark, pairs, args) -> iterable of (id, answer).
 POLICIES: dict[tuple[str, str], Writer] = {
     ("expert", "single"): lambda bench, pairs, args: bench.expert_answers(pairs),  # through the real tools
@@ -204,16 +206,16 @@ def _read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def load_pairs(bench: Benchmark, split: str, difficulties: list[str] | None) -> list[Pair]:
-    """The split's (instance, ground truth) pairs, optionally of some difficulty levels only."""
+def load_pairs(bench: Benchmark, split: str, difficulties: list[str] | None) -> list[Instance]:
+    """The split's instances, optionally of some difficulty levels only."""
     pairs = bench.load_split(split)
-    return [p for p in pairs if difficulties is None or p[0].get("difficulty") in difficulties]
+    return [p for p in pairs if difficulties is None or p.visible.get("difficulty") in difficulties]
 
 
-def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
+def plans_from_file(path: Path, pairs: list[Instance]) -> dict[str, Any]:
     """id -> plan for the selected instances; plans for other ids are counted and ignored.
     An id with two plans is an error: which one to score is the user's choice, not ours."""
-    wanted = {instance["id"] for instance, _ in pairs}
+    wanted = {inst.id for inst in pairs}
     plans, unknown, seen = {}, 0, collections.Counter()
     rows = _read_jsonl(path)
     if not rows:
@@ -233,11 +235,11 @@ def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
     return plans
 
 
-def plans_from_records(path: Path, pairs: list[Pair]) -> dict[str, Any]:
+def plans_from_records(path: Path, pairs: list[Instance]) -> dict[str, Any]:
     """id -> plan of the selected instances from a rollouts file; other episodes are counted and ignored."""
     from b2tjax.rollout_plans import plans_from_rollouts
 
-    wanted = {instance["id"] for instance, _ in pairs}
+    wanted = {inst.id for inst in pairs}
     found = plans_from_rollouts(path)
     unknown = sum(ident not in wanted for ident in found)
     if unknown:
@@ -245,11 +247,11 @@ def plans_from_records(path: Path, pairs: list[Pair]) -> dict[str, Any]:
     return {ident: plan for ident, plan in found.items() if ident in wanted}
 
 
-def score(bench: Benchmark, pairs: list[Pair], plans: dict[str, Any]) -> list:
+def score(bench: Benchmark, pairs: list[Instance], plans: dict[str, Any]) -> list:
     """Judge every instance's plan (missing plans are undelivered), logging progress."""
     results, started = [], time.perf_counter()
-    for k, (instance, truth) in enumerate(pairs, start=1):
-        results.append(bench.evaluate(plans.get(instance["id"]), instance, truth))
+    for k, inst in enumerate(pairs, start=1):
+        results.append(bench.evaluate(plans.get(inst.id), inst.visible, inst.truth))
         if k % 500 == 0 or k == len(pairs):
             elapsed = time.perf_counter() - started
             rate = k / max(elapsed, 1e-9)
@@ -332,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
 def write_html_report(
     args: argparse.Namespace,
     bench: Benchmark,
-    pairs: list[Pair],
+    pairs: list[Instance],
     plans: dict[str, Any],
     results: list,
     table: str,

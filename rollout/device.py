@@ -37,7 +37,7 @@ def episode_seed(index: int) -> int:
 
 class Segment(NamedTuple):
     """A decode segment's results on the host, per row of the batch: ids int32 [B, N], logprobs
-    fp32 [B, N], count int32 [B] (valid prefix of ids), finish int32 [B] (sampling.FINISH_*)."""
+    fp32 [B, N], count int32 [B] (valid prefix of ids), finish int32 [B] (programs.Finish)."""
 
     ids: np.ndarray
     logprobs: np.ndarray

@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 
+from sandbox.himap.kinds import Role
 from sandbox.limits import StreamLimits
 from sandbox.types import StopReason
 
@@ -40,7 +41,7 @@ class Continue:
     stream: str
     tokens: list[int]
     forced: list[int] = dataclasses.field(default_factory=list)
-    role: str | None = None  # None: "agent"
+    role: Role | None = None  # None: Role.AGENT
     day: int | None = None
     round: int | None = None
     limits: StreamLimits | None = None

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rollout.record import EpisodeRecord
+from sandbox.himap.kinds import DayStatus, Role
 
 
 def local_day_rewards(episodes: Sequence[Any], records: Sequence[EpisodeRecord]) -> list[float | None]:
@@ -24,12 +25,12 @@ def local_day_rewards(episodes: Sequence[Any], records: Sequence[EpisodeRecord])
     per-day judgement the protocol makes (Σ and the domain's day check), so it needs no evaluator."""
     out: list[float | None] = []
     for record in records:
-        if record.role != "executor":
+        if record.role != Role.EXECUTOR:
             out.append(None)
             continue
         session = episodes[record.episode].session
         status = next((o.status for o in session.outcomes if o.stream == record.stream), None)
-        out.append(1.0 if status == "accepted" else 0.0)
+        out.append(1.0 if status == DayStatus.ACCEPTED else 0.0)
     return out
 
 

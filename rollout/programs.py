@@ -11,6 +11,7 @@ is rollout/sampling.py, shared with the trainer.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 from typing import Any, NamedTuple
 
@@ -23,9 +24,13 @@ from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
 from rollout.sampling import row_keys, sample_tokens
 
-FINISH_NONE = 0  # row inactive or still running
-FINISH_STOP = 1  # sampled a stop token (<|im_end|> / <|endoftext|>)
-FINISH_BUDGET = 2  # reached its token budget for this segment
+
+class Finish(enum.IntEnum):
+    """How a row's decode segment ended: the int32 codes of `Segment.finish`."""
+
+    NONE = 0  # row inactive or still running
+    STOP = 1  # sampled a stop token (<|im_end|> / <|endoftext|>)
+    BUDGET = 2  # reached its token budget for this segment
 
 
 class ModelRunner:
@@ -157,7 +162,7 @@ class DecodeCarry(NamedTuple):
     logits: jax.Array  # fp32 [B, V]: next-token logits of every row
     alive: jax.Array  # bool [B]: still sampling this segment
     count: jax.Array  # int32 [B]: tokens sampled this segment
-    finish: jax.Array  # int32 [B]: FINISH_* of rows that stopped
+    finish: jax.Array  # int32 [B]: the Finish code of rows that stopped
     out_ids: jax.Array  # int32 [B, N]: sampled ids (0 past count)
     out_lp: jax.Array  # fp32 [B, N]: their log-probs (0 past count)
 
@@ -214,7 +219,7 @@ def _decode(
     A row stops on a stop token or when it has produced `budget[b]` tokens; the loop returns when
     every row has stopped, or as soon as `stop_after` (int32 scalar, traced: any value, one
     compile; None = every active row) rows have stopped, leaving the others mid-turn
-    (FINISH_NONE) for the next segment, so the host can start on the finished turns early.
+    (Finish.NONE) for the next segment, so the host can start on the finished turns early.
     Every sampled token (stop token included) is fed back into the cache, so afterwards
     cache.lengths[b] == number of tokens in row b's record. active bool [B], budget int32 [B],
     params SamplingArrays [B], stop_ids int32 [K], key a typed rng key.
@@ -238,7 +243,9 @@ def _decode(
         is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
         out_of_budget = count >= budget
         finish = jnp.where(
-            c.alive & is_stop, FINISH_STOP, jnp.where(c.alive & out_of_budget, FINISH_BUDGET, c.finish)
+            c.alive & is_stop,
+            int(Finish.STOP),
+            jnp.where(c.alive & out_of_budget, int(Finish.BUDGET), c.finish),
         )
         return DecodeCarry(
             state=c.state,

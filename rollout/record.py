@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from sandbox.himap.kinds import Role
 from sandbox.types import TRUNCATING, StopReason
 
 
@@ -45,7 +46,7 @@ class EpisodeRecord:
     stop_reason: StopReason | str = ""  # "" while running
     reward: float | None = None
     stream: str = "main"
-    role: str = "agent"
+    role: Role | str = Role.AGENT  # a str when read back from JSON (equal to the member)
     day: int | None = None
     round: int | None = None
     episode: int = 0

@@ -18,10 +18,11 @@ from rollout.device import DeviceCalls, Segment
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.host_jobs import HostJobs, call_limit, pending_events
 from rollout.hosts import owned_rows
-from rollout.programs import FINISH_BUDGET, FINISH_STOP
+from rollout.programs import Finish
 from rollout.record import EpisodeRecord
 from rollout.stats import EngineStats, overlap_length, union_length
 from rollout.stream import Phase, RowTable, Stream
+from sandbox.himap.kinds import Role
 from sandbox.types import StopReason
 
 
@@ -256,9 +257,9 @@ class Run:
             stream.record.append(new_ids, sampled=True, logprobs=segment.logprobs[r, :k].tolist())
             stream.cached += k
             stream.turn_sampled += k
-            if segment.finish[r] == FINISH_STOP:
+            if segment.finish[r] == Finish.STOP:
                 self._turn_complete(stream)
-            elif segment.finish[r] == FINISH_BUDGET:
+            elif segment.finish[r] == Finish.BUDGET:
                 self._hit_budget(stream)
 
     def _hit_budget(self, stream: Stream) -> None:
@@ -321,7 +322,7 @@ class Run:
             tokenizer=self.tokenizer_name,
             episode=index,
             process=jax.process_index(),
-            role=(start.role if start is not None and start.role is not None else "agent"),
+            role=(start.role if start is not None and start.role is not None else Role.AGENT),
             day=start.day if start is not None else None,
             round=start.round if start is not None else None,
         )

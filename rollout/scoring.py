@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from rollout.record import EpisodeRecord
-from sandbox.benchmarks import as_benchmark
+from sandbox.benchmarks import Instance, as_benchmark
 from sandbox.reward import Reward
 
 
 def score_records(
     records: Sequence[EpisodeRecord],
-    pairs: Sequence[tuple[dict, dict]],
+    pairs: Sequence[Instance],
     benchmark: Any,
     *,
     action_penalty: bool = True,
@@ -47,7 +47,7 @@ def score_records(
 def score_team_episodes(
     records: Sequence[EpisodeRecord],
     answers: Sequence[str | None],
-    pairs: Sequence[tuple[dict, dict]],
+    pairs: Sequence[Instance],
     benchmark: Any,
     *,
     action_penalty: bool = True,
@@ -73,7 +73,7 @@ def _by_episode(records: Sequence[EpisodeRecord], episodes: int) -> list[list[Ep
 def _judge(
     streams: Sequence[Sequence[EpisodeRecord]],
     answers: Sequence[str | None],
-    pairs: Sequence[tuple[dict, dict]],
+    pairs: Sequence[Instance],
     benchmark: Any,
     action_penalty: bool,
     format_gate: bool,

@@ -21,9 +21,21 @@ from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
 from sandbox.python_budget import PythonBudget
 from sandbox.strict_json import scrub_surrogates
-from sandbox.types import StopReason, ToolResult, World
+from sandbox.tools.args import Param, function_schema
+from sandbox.types import ResponseKind, StopReason, ToolResult, World
 
 PYTHON_TOOL_NAME = "Python"
+_PYTHON_PARAMS = (Param("code", "string", "Python code to run; print() what you want to see", required=True),)
+
+
+def python_tool_schema() -> dict:
+    """The Python tool's function schema: a prompt lists it exactly when its episodes get a runner
+    (`EpisodeEnv(python_tool=...)`), the one place a Python call runs."""
+    return function_schema(
+        PYTHON_TOOL_NAME, "Run Python code and return its output or the error.", _PYTHON_PARAMS
+    )
+
+
 _NO_ACTION_MESSAGE = (
     'no action in this turn. Call a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call>, '
     'read or write memory with <memory>{"action": "read"|"write", "key": ..., "value": ...}</memory>, '
@@ -106,14 +118,14 @@ class PythonRunner(Protocol):
 
 @dataclass(frozen=True)
 class Response:
-    kind: str  # "tool" | "memory"
+    kind: ResponseKind
     name: str  # tool name, "memory", or "parse" for a malformed block
     text: str
     is_error: bool
     env_fault: bool = False  # the environment failed (see ToolResult.env_fault); not an agent error
 
     def render(self) -> str:
-        tag = "tool_response" if self.kind == "tool" else "memory_response"
+        tag = "tool_response" if self.kind is ResponseKind.TOOL else "memory_response"
         return f"<{tag}>\n{self.text}\n</{tag}>"
 
 
@@ -218,7 +230,7 @@ class EpisodeEnv:
         futures = [pool.submit(self._call_tool, c, g) for c, g in zip(calls, grants)]
         return [f.result() for f in futures]
 
-    def _respond(self, kind: str, name: str, result: ToolResult) -> Response:
+    def _respond(self, kind: ResponseKind, name: str, result: ToolResult) -> Response:
         # A tool may echo what it was given; the reply must stay encodable text for the tokenizer.
         text = scrub_surrogates(truncate_middle(result.text, self.max_response_chars))
         return Response(
@@ -239,7 +251,7 @@ class EpisodeEnv:
                 chars = sum(len(r.render()) + 1 for r in cut)
                 return responses[:i] + [
                     Response(
-                        "tool",
+                        ResponseKind.TOOL,
                         "limit",
                         (
                             f"Error: {len(cut)} more response(s) of this turn ({chars} characters) were cut: "
@@ -268,7 +280,7 @@ class EpisodeEnv:
             if executable:
                 responses.append(
                     self._respond(
-                        "tool",
+                        ResponseKind.TOOL,
                         "answer",
                         ToolResult.error(
                             f"<answer> must stand alone; the {len(executable)} action(s) in the same turn "
@@ -278,7 +290,7 @@ class EpisodeEnv:
                 )
             self.done, self.answer, self.stop_reason = True, parsed.answer, StopReason.ANSWER
         elif not parsed.actions:
-            responses.append(self._respond("tool", "parse", ToolResult.error(_NO_ACTION_MESSAGE)))
+            responses.append(self._respond(ResponseKind.TOOL, "parse", ToolResult.error(_NO_ACTION_MESSAGE)))
         else:
             responses = self._execute(parsed)
         if not self.done and self.turns >= self.max_turns:
@@ -305,9 +317,9 @@ class EpisodeEnv:
         responses = []
         for action in parsed.actions:
             if isinstance(action, ToolCall):
-                responses.append(self._respond("tool", action.name, next(tool_results)))
+                responses.append(self._respond(ResponseKind.TOOL, action.name, next(tool_results)))
             elif isinstance(action, ParseError):
                 responses.append(self._respond(action.kind, "parse", ToolResult.error(action.message)))
             else:
-                responses.append(self._respond("memory", "memory", self._memory(action)))
+                responses.append(self._respond(ResponseKind.MEMORY, "memory", self._memory(action)))
         return responses

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.env import EpisodeEnv
+from sandbox.types import ResponseKind
 
 
 class ExpertFailure(RuntimeError):
@@ -50,7 +51,7 @@ class ExpertSession:
         errors = [r.text for r in step.responses if r.is_error]
         if errors:
             raise ExpertFailure(f"environment reported an error: {errors[0][:200]}")
-        return [r.text for r in step.responses if r.kind == "tool"]
+        return [r.text for r in step.responses if r.kind is ResponseKind.TOOL]
 
     def answer(self, think: str, plan: list[dict[str, Any]]) -> str:
         body = json.dumps(plan, ensure_ascii=False)

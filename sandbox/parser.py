@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.strict_json import StrictJSONError, loads_strict, scrub_surrogates
+from sandbox.types import ResponseKind
 
 _TRAILERS = ("<|im_end|>", "<|endoftext|>")
 _TAG = re.compile(r"<(/?)([A-Za-z_][A-Za-z0-9_\-]*)>")
@@ -31,10 +32,10 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ParseError:
-    """A problem in the turn; `kind` says which response block answers it ("tool" or "memory")."""
+    """A problem in the turn; `kind` says which response block answers it."""
 
     message: str
-    kind: str = "tool"
+    kind: ResponseKind = ResponseKind.TOOL
 
 
 Action = ToolCall | dict | ParseError
@@ -65,7 +66,7 @@ def _snippet(text: str) -> str:
     return json.dumps(text if len(text) <= _SNIPPET else text[:_SNIPPET] + "...", ensure_ascii=False)
 
 
-def _load_json(body: str, tag: str, kind: str) -> Any:
+def _load_json(body: str, tag: str, kind: ResponseKind) -> Any:
     """The body's JSON value, or a ParseError saying why it is not acceptable."""
     try:
         return loads_strict(body)
@@ -76,7 +77,7 @@ def _load_json(body: str, tag: str, kind: str) -> Any:
 
 
 def _parse_tool_call(body: str) -> Action:
-    obj = _load_json(body, "tool_call", "tool")
+    obj = _load_json(body, "tool_call", ResponseKind.TOOL)
     if isinstance(obj, ParseError):
         return obj
     if not isinstance(obj, dict):
@@ -96,11 +97,13 @@ def _parse_tool_call(body: str) -> Action:
 
 
 def _parse_memory(body: str) -> Action:
-    obj = _load_json(body, "memory", "memory")
+    obj = _load_json(body, "memory", ResponseKind.MEMORY)
     if isinstance(obj, ParseError):
         return obj
     if not isinstance(obj, dict):
-        return ParseError('<memory> body must be a JSON object {"action": ..., "key": ...}', kind="memory")
+        return ParseError(
+            '<memory> body must be a JSON object {"action": ..., "key": ...}', kind=ResponseKind.MEMORY
+        )
     return obj
 
 
@@ -166,7 +169,8 @@ def parse_turn(text: str) -> ParsedTurn:
         if close < 0:
             turn._add(
                 ParseError(
-                    f"<{name}> is never closed with {end_tag}", kind="memory" if name == "memory" else "tool"
+                    f"<{name}> is never closed with {end_tag}",
+                    kind=ResponseKind.MEMORY if name == "memory" else ResponseKind.TOOL,
                 )
             )
             if name == "think":

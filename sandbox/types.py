@@ -34,13 +34,17 @@ class ToolResult:
         )
 
 
-class StopReason(str, enum.Enum):
-    """Why an episode (one stream) stopped. A str enum: JSON writes its plain value, a value read back
-    from JSON compares equal to the member, and str()/f-strings give the value (as enum.StrEnum, which
-    Python 3.10 lacks)."""
+class StrEnum(str, enum.Enum):
+    """The base of the project's enums of serialized names: JSON writes a member's plain value, a
+    value read back from JSON compares equal to the member, and str()/f-strings give the value (as
+    enum.StrEnum, which Python 3.10 lacks)."""
 
     __str__ = str.__str__
     __format__ = str.__format__
+
+
+class StopReason(StrEnum):
+    """Why an episode (one stream) stopped."""
 
     ANSWER = "answer"  # the environment accepted a final <answer>
     DONE = "done"  # the environment ended the episode without an answer
@@ -54,6 +58,14 @@ class StopReason(str, enum.Enum):
 # Reasons that mean the episode was cut by a limit: the answer is missing and the record is
 # `truncated` (the reward says so).
 TRUNCATING = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS, StopReason.MAX_TOTAL_TOKENS})
+
+
+class ResponseKind(StrEnum):
+    """Which block answers an action: `<tool_response>` (tool calls, malformed blocks) or
+    `<memory_response>` (memory operations)."""
+
+    TOOL = "tool"
+    MEMORY = "memory"
 
 
 class World(Protocol):

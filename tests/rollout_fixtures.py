@@ -54,9 +54,9 @@ def rollout_setup(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("rollout")
     build_world(root / "world.sqlite", scale="small", seed=0)
-    world = b2t.open_world(root / "world.sqlite")
+    world = b2t.B2TTools(b2t.open_world(root / "world.sqlite"))
     corpus = (
-        [json.dumps(world.tool_schemas())] * 3
+        [json.dumps(b2t.tool_schemas(python=True))] * 3
         + [
             world.call_tool("AttractionSearch", {"city": c, "n": 5}).text
             for c in ("Chengdu", "Beijing", "Shanghai")

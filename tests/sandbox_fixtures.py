@@ -18,7 +18,7 @@ def small_world_path(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def small_world(small_world_path):
-    """The small world opened read-only with `b2t.open_world`."""
+    """The small world's tools (`b2t.B2TTools` over the store opened read-only with `b2t.open_world`)."""
     from sandbox.benchmarks import b2t
 
-    return b2t.open_world(small_world_path)
+    return b2t.B2TTools(b2t.open_world(small_world_path))

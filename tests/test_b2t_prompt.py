@@ -31,7 +31,7 @@ def _instance(num_events: int = 30) -> dict:
 def schemas():
     from sandbox.benchmarks.b2t.tools.registry import tool_schemas
 
-    return tool_schemas()
+    return tool_schemas(python=True)  # the longest tool list a prompt carries
 
 
 @pytest.fixture(scope="module")

@@ -127,6 +127,11 @@ def test_b2t_prompt_world_and_sft_traces(small_benchmark):  # noqa: F811
     traces = bench.sft_traces(limit=2)
     assert len(traces) == 2 and traces[0]["id"] == visible["id"]
     assert traces[0]["messages"][:2] == prompt.messages  # SFT frames the expert with the same prompt
+    # Python is listed only for episodes that run it (the episode environment is its one owner)
+    names = [t["function"]["name"] for t in prompt.tools]
+    with_python = bench.prompt(visible, python=True).tools
+    assert "Python" not in names and [t["function"]["name"] for t in with_python] == [*names, "Python"]
+    assert traces[0]["tools"] == with_python  # the SFT traces list every tool, as make_data wrote them
 
 
 def test_b2t_errors_are_one_line(tmp_path):

@@ -26,6 +26,7 @@ from sandbox.benchmarks.b2t.evaluator.example import (
 )
 from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 from sandbox.benchmarks.b2t.evaluator.lookup import index_for
+from sandbox.benchmarks.b2t.tools.registry import B2TTools
 from tests.sandbox_fixtures import small_world, small_world_path  # noqa: F401  (fixtures)
 
 
@@ -595,7 +596,7 @@ def test_random_field_edits_of_a_valid_plan_never_crash(world, day, index, key, 
 
 
 def _mapguide_minutes(world, origin: str, destination: str, mode: str) -> tuple[int, float]:
-    result = world.call_tool(
+    result = B2TTools(world).call_tool(
         "MapGuide",
         {
             "origin_cityName": "Chengdu",

@@ -35,7 +35,7 @@ def test_expert_plans_pass_all_32_constraints_on_the_test_split(small_benchmark)
 
 
 def test_sft_traces_replay_through_the_environment(small_benchmark):  # noqa: F811
-    world = b2t.open_world(small_benchmark / "world.sqlite")
+    world = b2t.B2TTools(b2t.open_world(small_benchmark / "world.sqlite"))
     truth = {v["id"]: h for v, h in _pairs(small_benchmark, "train")}
     lines = (small_benchmark / "sft" / "train.jsonl").read_text().splitlines()
     assert len(lines) == len(truth)

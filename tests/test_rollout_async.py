@@ -137,12 +137,12 @@ def _greedy_params(rows: int):
 def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup):
     """Rows with budgets 2, 4 and 6 and no reachable stop token: the segment returns after 2 steps
     when 1 row must stop, after 4 when 2 must, after 6 when all must (the engine's default); rows cut off
-    mid-turn report FINISH_NONE and keep their cache consistent with their count."""
+    mid-turn report Finish.NONE and keep their cache consistent with their count."""
     import jax
     import jax.numpy as jnp
 
     from rollout.placement import new_rollout_arrays
-    from rollout.programs import FINISH_BUDGET, FINISH_NONE, ModelRunner
+    from rollout.programs import Finish, ModelRunner
 
     model = rollout_setup.model
     runner = ModelRunner(model, valid_vocab=rollout_setup.tokenizer.vocab_size)  # the engine's
@@ -179,7 +179,7 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
         )
         got[stop_after] = (np.asarray(count).tolist(), np.asarray(finish).tolist())
         assert np.asarray(cache.lengths).tolist() == [8 + c for c in got[stop_after][0]]
-    B, N = FINISH_BUDGET, FINISH_NONE
+    B, N = Finish.BUDGET, Finish.NONE
     assert got == {1: ([2, 2, 2], [B, N, N]), 2: ([2, 4, 4], [B, B, N]), 3: ([2, 4, 6], [B, B, B])}
 
 

@@ -88,8 +88,7 @@ def _child(bench_dir: str, tmp: str) -> dict:
 
     assert jax.device_count() == 8
     bench = B2TBenchmark(bench_dir)
-    world = b2t.open_world(Path(bench_dir) / "world.sqlite")
-    corpus = [json.dumps(world.tool_schemas())] * 3 + [
+    corpus = [json.dumps(b2t.tool_schemas(python=True))] * 3 + [
         "Plan a 2-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20
     ]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, Path(tmp) / "spm", vocab_size=1000))

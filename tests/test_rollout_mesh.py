@@ -37,8 +37,8 @@ def _child(tmp: str) -> dict:
 
     assert jax.device_count() == 8
     build_world(Path(tmp) / "world.sqlite", scale="small", seed=0)
-    world = b2t.open_world(Path(tmp) / "world.sqlite")
-    corpus = [json.dumps(world.tool_schemas())] * 3 + [
+    world = b2t.B2TTools(b2t.open_world(Path(tmp) / "world.sqlite"))
+    corpus = [json.dumps(b2t.tool_schemas(python=True))] * 3 + [
         "Plan a 3-day trip from Shanghai to Chengdu for two people, budget 6000 CNY. " * 20
     ]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, Path(tmp) / "spm", vocab_size=1000))

@@ -1,4 +1,4 @@
-"""The nine tools against the small world: results match independent SQL, invalid calls are errors."""
+"""The B2T tools against the small world: results match independent SQL, invalid calls are errors."""
 
 import json
 import math
@@ -10,6 +10,7 @@ import pytest
 from sandbox.benchmarks.b2t import geo, vocab
 from sandbox.benchmarks.b2t.tools.format import RESPONSE_CHAR_BUDGET
 from sandbox.benchmarks.b2t.tools.places import transport_hubs
+from sandbox.benchmarks.b2t.tools.registry import B2TTools, tool_schemas
 from sandbox.benchmarks.b2t.world.generator import build_world
 from sandbox.benchmarks.b2t.world.store import open_world
 
@@ -22,7 +23,6 @@ TOOL_NAMES = [
     "TrainSearch",
     "WeatherSearch",
     "MapGuide",
-    "Python",
 ]
 
 
@@ -35,7 +35,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def world(store):
-    return open_world(store)
+    return B2TTools(open_world(store))
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +57,14 @@ def call_ok(world, name, args) -> list[dict]:
     return items(res.text)
 
 
-def test_schemas_cover_the_nine_tools_with_required_arguments(world):
+def test_schemas_cover_the_world_tools_with_required_arguments(world):
     schemas = world.tool_schemas()
     assert [s["function"]["name"] for s in schemas] == TOOL_NAMES
+    # Python is listed only for episodes that run it, after the world tools
+    assert tool_schemas() == schemas and [s["function"]["name"] for s in tool_schemas(python=True)] == [
+        *TOOL_NAMES,
+        "Python",
+    ]
     by_name = {s["function"]["name"]: s["function"]["parameters"] for s in schemas}
     assert by_name["MapGuide"]["required"] == [
         "origin_cityName",
@@ -69,7 +74,7 @@ def test_schemas_cover_the_nine_tools_with_required_arguments(world):
     ]
     assert by_name["FlightSearch"]["required"] == ["origin", "destination", "departure_date"]
     assert by_name["WeatherSearch"]["required"] == ["city"]
-    assert by_name["Python"]["required"] == ["code"]
+    assert tool_schemas(python=True)[-1]["function"]["parameters"]["required"] == ["code"]
     prefs = by_name["RestaurantSearch"]["properties"]["preferences"]["properties"]
     assert prefs["cuisine"]["items"]["enum"] == list(vocab.CUISINES)
     assert set(by_name["AccommodationSearch"]["properties"]["preferences"]["properties"]) == {
@@ -263,7 +268,7 @@ def test_map_guide_same_city_equals_geo_model(world, db):
 
 
 def test_map_guide_stations_and_intercity(world, db):
-    city = world.city("Chengdu")
+    city = world.store.city("Chengdu")
     hub = transport_hubs(city)[0]
     got = call_ok(
         world,
@@ -288,7 +293,7 @@ def test_map_guide_stations_and_intercity(world, db):
         },
     )
     modes = {g["mode"]: g for g in inter}
-    bj, sh = world.city("Beijing"), world.city("Shanghai")
+    bj, sh = world.store.city("Beijing"), world.store.city("Shanghai")
     drive = geo.intercity_drive(bj["latitude"], bj["longitude"], sh["latitude"], sh["longitude"])
     assert modes["Driving"] == {
         "mode": "Driving",
@@ -375,7 +380,6 @@ INVALID_CALLS = [
         "unknown place",
     ),
     ("MapGuide", {"origin_cityName": "Beijing", "origin": "Beijing"}, "missing required argument"),
-    ("Python", {"code": 5}, "'code' must be a string"),
 ]
 
 
@@ -408,8 +412,10 @@ def test_lenient_but_exact_vocabulary_matching(world):
 
 
 def test_calls_from_a_thread_pool_match_serial_results(world):
-    calls = [("RestaurantSearch", {"city": c, "n": 3}) for c in world.city_names()] + [
-        ("TrainSearch", {"origin": "Beijing", "destination": c}) for c in world.city_names() if c != "Beijing"
+    calls = [("RestaurantSearch", {"city": c, "n": 3}) for c in world.store.city_names()] + [
+        ("TrainSearch", {"origin": "Beijing", "destination": c})
+        for c in world.store.city_names()
+        if c != "Beijing"
     ]
     serial = [world.call_tool(n, a).text for n, a in calls]
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -417,14 +423,21 @@ def test_calls_from_a_thread_pool_match_serial_results(world):
     assert parallel == serial
 
 
-def test_python_tool_delegates_to_the_sandbox(store):
+def test_python_runs_only_in_the_episode_environment(world):
+    """One owner: the tool face over the store has no Python path; an episode with a runner has."""
+    from sandbox.env import EpisodeEnv
     from sandbox.python_tool import PythonSandbox
 
+    outside = world.call_tool("Python", {"code": "print(1)"})
+    assert outside.is_error and "unknown tool" in outside.text.lower()
     with PythonSandbox(num_workers=1, isolation="unsafe-ok") as pool:  # unsafe-ok: also runs without root
-        world = open_world(store, python_tool=pool)
-        res = world.call_tool("Python", {"code": "print(sum(range(10)))"})
+        env = EpisodeEnv(world, python_tool=pool)
+        call = '<tool_call>{"name": "Python", "arguments": {"code": "print(sum(range(10)))"}}</tool_call>'
+        res = env.step(call).responses[0]
         assert not res.is_error and res.text.strip().endswith("45")
-        assert world.call_tool("Python", {"code": "1/0"}).is_error
+        bad = env.step('<tool_call>{"name": "Python", "arguments": {"code": 5}}</tool_call>').responses[0]
+        assert bad.is_error and "string argument 'code'" in bad.text
+    assert EpisodeEnv(world).step(call).responses[0].is_error  # no runner: refused
 
 
 def test_search_prices_are_consistent_with_levels(world):

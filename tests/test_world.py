@@ -11,6 +11,7 @@ import pytest
 from b2tjax.make_data import main as make_data_main
 from sandbox.benchmarks.b2t import geo, vocab
 from sandbox.benchmarks.b2t.schema import TABLES
+from sandbox.benchmarks.b2t.tools.registry import B2TTools
 from sandbox.benchmarks.b2t.world.cities import CITIES
 from sandbox.benchmarks.b2t.world.generator import build_world
 from sandbox.benchmarks.b2t.world.loader import DataFileError, build_store_from_files, export_store_to_jsonl
@@ -241,8 +242,12 @@ def test_loader_round_trip_reproduces_every_row(store, tmp_path):
             == b.execute(f"SELECT * FROM {table}{where} ORDER BY rowid").fetchall()
         ), table
     assert (
-        open_world(rebuilt).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text
-        == open_world(store).call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"}).text
+        B2TTools(open_world(rebuilt))
+        .call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"})
+        .text
+        == B2TTools(open_world(store))
+        .call_tool("WeatherSearch", {"city": "Chengdu", "date": "2026-05-01"})
+        .text
     )
 
 
@@ -336,8 +341,8 @@ def test_a_damaged_store_is_refused_when_opened(store, tmp_path):
 def test_store_errors_in_a_tool_call_are_environment_faults_not_agent_errors(store, tmp_path):
     from sandbox.env import EpisodeEnv
 
-    world = open_world(_corrupt_copy(store, tmp_path / "random.sqlite"), verify=False)
-    results = {c: world.call_tool("RestaurantSearch", {"city": c}) for c in world.city_names()}
+    world = B2TTools(open_world(_corrupt_copy(store, tmp_path / "random.sqlite"), verify=False))
+    results = {c: world.call_tool("RestaurantSearch", {"city": c}) for c in world.store.city_names()}
     faulty = [c for c, r in results.items() if r.env_fault]
     assert faulty and not any(r.is_error for r in results.values())
     assert "could not read the travel database" in results[faulty[0]].text

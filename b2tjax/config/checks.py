@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sandbox.himap.kinds import ROLES
+
 if TYPE_CHECKING:  # annotations only: TrainConfig.validate calls in here
     from b2tjax.config.schema import TrainConfig
     from rollout.config import RolloutConfig
@@ -109,7 +111,7 @@ def himap_errors(himap: HimapOptions, rollout: RolloutConfig) -> list[str]:
     """Settings a HiMAP rollout could not run with: the options' own rules, and a role's limits may
     not exceed the rollout's (the decode segment and the cache row are sized by the rollout section)."""
     errors = himap.errors("himap.")
-    for role in ("coordinator", "executor"):
+    for role in ROLES:
         errors += himap.limits(role).errors(f"himap.{role}_limits.", rollout, "rollout.")
     return errors
 

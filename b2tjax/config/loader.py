@@ -18,15 +18,15 @@ import yaml
 from b2tjax.config.schema import TrainConfig
 from rollout.config import RolloutConfig
 from sandbox.fields import coerce, field_type
+from sandbox.himap.kinds import ROLES
 
-_ROLES = ("coordinator", "executor")
 # Old spellings of renamed keys, so saved run configs and older recipes still load.
 _RENAMED = {
     "rollout.max_new_tokens": "rollout.max_turn_tokens",
-    **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in _ROLES},
+    **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in ROLES},
 }
 # HiMAP role limits were written with 0 = the rollout section's value; a StreamLimits says None.
-_ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in _ROLES for k in ("max_turn_tokens", "max_total_tokens")}
+_ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in ROLES for k in ("max_turn_tokens", "max_total_tokens")}
 
 
 def _merge(obj: Any, updates: dict, prefix: str = "") -> None:

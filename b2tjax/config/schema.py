@@ -20,11 +20,21 @@ from models.lora import LoraConfig
 from models.qwen3 import Remat
 from rollout.config import RolloutConfig
 from sandbox.himap.options import HimapOptions
+from sandbox.types import StrEnum
 
 Dtype = Literal["float32", "bfloat16"]
 Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.tasks.toy)
 Mode = Literal["sft_grpo", "grpo", "sft_only", "eval"]  # sft_only: baseline; eval: e.g. ReAct baseline
 Agent = Literal["single", "himap"]  # one agent per episode | HiMAP team (coordinator + day executors)
+
+
+class Phase(StrEnum):
+    """What a step (and its metrics.jsonl row) belongs to: the two training phases a `Mode` runs,
+    or an evaluation."""
+
+    SFT = "sft"
+    GRPO = "grpo"
+    EVAL = "eval"
 
 
 @dataclass

@@ -12,36 +12,37 @@ from b2tjax.report.conversation import from_record
 from b2tjax.report.episode import build_episode
 from b2tjax.report.himap import himap_view, streams_from_records
 from b2tjax.report.page import ReportError
-from sandbox.benchmarks import Benchmark, Pair, Verdict
+from sandbox.benchmarks import Benchmark, Instance, Verdict
+from sandbox.himap.kinds import Role
 
 
 def answer_episodes(
     bench: Benchmark,
-    pairs: Sequence[Pair],
+    pairs: Sequence[Instance],
     answers: Mapping[str, Any],
     verdicts: Sequence[Verdict],
     *,
     agent: str = "",
     himap: Mapping[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One episode per pair from its answer (None: none given) and verdict; `himap` maps an
+    """One episode per instance from its answer (None: none given) and verdict; `himap` maps an
     instance id to its team's view (b2tjax.report.himap.himap_view)."""
     return [
         build_episode(
             bench,
-            visible,
-            answers.get(visible["id"]),
+            inst.visible,
+            answers.get(inst.id),
             verdict,
             agent=agent,
-            himap=(himap or {}).get(visible["id"]),
+            himap=(himap or {}).get(inst.id),
         )
-        for (visible, _), verdict in zip(pairs, verdicts)
+        for inst, verdict in zip(pairs, verdicts)
     ]
 
 
 def record_episodes(
     bench: Benchmark,
-    pairs: Sequence[Pair],
+    pairs: Sequence[Instance],
     records: Sequence[Any],
     tokenizer: Any,
     *,
@@ -53,7 +54,7 @@ def record_episodes(
     A HiMAP team's streams share an episode index; its answer is the coordinator's, and `sessions`
     (episode index -> HimapSession) adds Σ's events and the rounds' outcomes when the caller still
     has them."""
-    by_id = {visible["id"]: (visible, truth) for visible, truth in pairs}
+    by_id = {inst.id: inst for inst in pairs}
     groups: dict[tuple[str, int], list[Any]] = collections.defaultdict(list)
     for record in records:
         if record.instance_id not in by_id:
@@ -61,9 +62,9 @@ def record_episodes(
         groups[(record.instance_id, record.episode)].append(record)
     out, verdicts = [], []
     for (instance_id, index), streams in groups.items():
-        visible, truth = by_id[instance_id]
-        team = any(r.role != "agent" for r in streams)
-        lead = next((r for r in streams if r.role == "coordinator"), streams[0])
+        visible, truth = by_id[instance_id]  # the benchmark's own dicts, for its judge and view
+        team = any(r.role != Role.AGENT for r in streams)
+        lead = next((r for r in streams if r.role == Role.COORDINATOR), streams[0])
         verdict = bench.evaluate(lead.answer, visible, truth)
         verdicts.append(verdict)
         if team:

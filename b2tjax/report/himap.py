@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from b2tjax.report.conversation import from_messages, from_record
+from sandbox.himap.kinds import Role
 from sandbox.himap.protocol import HimapSession
 from sandbox.himap.summary import SessionSummary, session_summary
 
@@ -49,7 +50,7 @@ def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[
     lanes: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
     coordinator: list[dict[str, Any]] = []
     for name, role, day, round_, turns in streams:
-        if role == "coordinator" or day is None:
+        if role == Role.COORDINATOR or day is None:
             coordinator += turns
             continue
         o = outcomes.get(name)
@@ -69,8 +70,8 @@ def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[
 def _session_part(summary: SessionSummary | None, streams: Sequence[Stream]) -> dict[str, Any]:
     """Task tuple, sub-goals, rounds and figures: the session's, or what the streams tell."""
     if summary is None:
-        rounds = sorted({r for _, role, _, r, _ in streams if role != "coordinator" and r is not None})
-        days = {d for _, role, d, _, _ in streams if role != "coordinator" and d is not None}
+        rounds = sorted({r for _, role, _, r, _ in streams if role != Role.COORDINATOR and r is not None})
+        days = {d for _, role, d, _, _ in streams if role != Role.COORDINATOR and d is not None}
         figures = {"rounds": len(rounds), "accepted_days": None, "days": len(days)}
         return {"task": {}, "goals": [], "rounds": [], "figures": figures}
     rounds: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)

@@ -25,7 +25,7 @@ from b2tjax.eval_report import evaluation_header, model_params
 from b2tjax.grpo_update import RolloutBatch
 from b2tjax.prepare import ensure_data
 from b2tjax.sft import sft_examples
-from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark, interleave_difficulties
+from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, get_benchmark, interleave_difficulties
 
 
 def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchmark) -> Any:
@@ -52,7 +52,7 @@ def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchma
     return load_tokenizer(path)
 
 
-def select_pairs(benchmark: Benchmark, split: str, difficulties: Sequence[str], limit: int) -> list[Pair]:
+def select_pairs(benchmark: Benchmark, split: str, difficulties: Sequence[str], limit: int) -> list[Instance]:
     """The split's pairs of these difficulties, levels interleaved, the first `limit` (0 = all): the
     instances a run trains or is evaluated on (benchmarks/results_table.py scores the expert on them)."""
     wanted = set(difficulties)
@@ -94,7 +94,7 @@ class BenchmarkTask:
         benchmark = get_benchmark(cfg.benchmark, data_dir)
         return cls(cfg, benchmark, load_or_train_tokenizer(cfg, data_dir, benchmark))
 
-    def _load_split(self, split: str, limit: int) -> list[Pair]:
+    def _load_split(self, split: str, limit: int) -> list[Instance]:
         return select_pairs(self.benchmark, split, self.cfg.data.difficulties, limit)
 
     def _check_prompt_budget(self) -> None:
@@ -115,6 +115,7 @@ class BenchmarkTask:
                 memory=r.memory_enabled,
                 max_tokens=budget,
                 count_tokens=token_counter(self.tokenizer),
+                python=r.python_tool,
             )
         except BenchmarkError as err:
             raise UserError(f"rollout.max_prompt_tokens={budget} is too small: {err}") from None
@@ -138,7 +139,7 @@ class BenchmarkTask:
         config = dataclasses.replace(self.cfg.rollout, temperature=temperature)
         return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
 
-    def _episodes(self, pairs: Sequence[tuple[dict, dict]]):
+    def _episodes(self, pairs: Sequence[Instance]):
         from rollout.agents.single import agent_episode
 
         r = self.cfg.rollout
@@ -181,7 +182,7 @@ class BenchmarkTask:
     def _run_and_score(
         self,
         model: nnx.Module,
-        pairs: Sequence[Pair],
+        pairs: Sequence[Instance],
         seed: int,
         temperature: float,
         should_stop=None,

@@ -22,7 +22,7 @@ from b2tjax.cli import UserError
 from b2tjax.grpo_update import RolloutBatch
 from b2tjax.sft import sft_examples
 from b2tjax.tasks.benchmark import BenchmarkTask, episode_owners
-from sandbox.benchmarks import Pair
+from sandbox.benchmarks import Instance
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.summary import SessionSummary, session_summary
 
@@ -91,7 +91,7 @@ class HimapTask(BenchmarkTask):
         limit = self.cfg.sft.max_examples
         return sft_examples(traces[:limit] if limit else traces, self.tokenizer, self.cfg.sft.max_seq_len)
 
-    def _episodes(self, pairs: Sequence[Pair]) -> list[Any]:
+    def _episodes(self, pairs: Sequence[Instance]) -> list[Any]:
         from rollout.agents.himap import himap_episode
 
         return [himap_episode(visible, self.benchmark, self.tokenizer, self.options) for visible, _ in pairs]
@@ -99,7 +99,7 @@ class HimapTask(BenchmarkTask):
     def _run_and_score(
         self,
         model: nnx.Module,
-        pairs: Sequence[Pair],
+        pairs: Sequence[Instance],
         seed: int,
         temperature: float,
         should_stop=None,

@@ -14,12 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from b2tjax.cli import UserError
-from sandbox.benchmarks import Benchmark, Pair
+from b2tjax.policy import ROLLOUT_DEFAULTS
+from sandbox.benchmarks import Benchmark, Instance
 from sandbox.himap.options import HimapOptions
-
-# The engine's defaults for a checkpoint rolled out without a recipe: the roles' own limits
-# (HimapOptions) decide the turns; rows and lengths hold a real model's coordinator and executors.
-CHECKPOINT_ROLLOUT = {"batch_rows": 8, "max_turns": 16, "max_turn_tokens": 1024, "max_seq_len": 16384}
 
 
 @dataclasses.dataclass
@@ -49,28 +46,28 @@ class HimapFigures:
 
 
 def expert_answers(
-    bench: Benchmark, pairs: Sequence[Pair], options: HimapOptions, figures: HimapFigures
+    bench: Benchmark, pairs: Sequence[Instance], options: HimapOptions, figures: HimapFigures
 ) -> Iterator[tuple[str, str | None]]:
     """The scripted HiMAP expert's merged plan per pair (it reads the hidden truth, as the
     single-agent expert does). A benchmark without a HiMAP domain or expert is a UserError."""
     from sandbox.himap.scripted import solve
 
-    for visible, truth in pairs:
+    for inst in pairs:
         try:
-            result = solve(bench, visible, truth, options)
+            result = solve(bench, inst.visible, inst.truth, options)
         except ValueError as err:  # no HiMAP domain / scripted expert for this benchmark
             raise UserError(str(err)) from None
         figures.episodes.append(result.metrics)
         if figures.views is not None:
             from b2tjax.report.himap import himap_view, streams_from_traces
 
-            figures.views[visible["id"]] = himap_view(result.session, streams_from_traces(result.traces))
-        yield visible["id"], result.answer
+            figures.views[inst.id] = himap_view(result.session, streams_from_traces(result.traces))
+        yield inst.id, result.answer
 
 
 def checkpoint_answers(
     bench: Benchmark,
-    pairs: Sequence[Pair],
+    pairs: Sequence[Instance],
     checkpoint: Path,
     options: HimapOptions,
     rollout_overrides: dict[str, Any],
@@ -79,22 +76,24 @@ def checkpoint_answers(
     """Greedy HiMAP episodes of the model in `checkpoint` (a training run's checkpoints/, a model
     checkpoint or a Hugging Face directory, with its tokenizer beside the weights)."""
     from b2tjax.policy import load_policy
-    from rollout import RolloutConfig, RolloutEngine
+    from rollout import RolloutEngine
     from rollout.agents.himap import himap_episode
 
     try:
-        config = RolloutConfig(**{**CHECKPOINT_ROLLOUT, **rollout_overrides, "temperature": 0.0})
+        # The engine's defaults for a policy rolled out without a recipe (the roles' own limits,
+        # HimapOptions, decide a HiMAP stream's turns), greedy.
+        config = dataclasses.replace(ROLLOUT_DEFAULTS, **{**rollout_overrides, "temperature": 0.0})
         policy = load_policy(checkpoint)
     except ValueError as err:
         raise UserError(str(err)) from None
     model, tokenizer = policy.model, policy.tokenizer
-    episodes = [himap_episode(visible, bench, tokenizer, options) for visible, _ in pairs]
+    episodes = [himap_episode(inst.visible, bench, tokenizer, options) for inst in pairs]
     records = RolloutEngine(model, tokenizer, config).run(episodes, rng=0)
-    for index, (episode, (visible, _)) in enumerate(zip(episodes, pairs)):
+    for index, (episode, inst) in enumerate(zip(episodes, pairs)):
         figures.episodes.append(episode.session.metrics())
         if figures.views is not None:
             from b2tjax.report.himap import himap_view, streams_from_records
 
             streams = streams_from_records([r for r in records if r.episode == index], tokenizer)
-            figures.views[visible["id"]] = himap_view(episode.session, streams)
-        yield visible["id"], episode.answer
+            figures.views[inst.id] = himap_view(episode.session, streams)
+        yield inst.id, episode.answer

@@ -20,8 +20,9 @@ from typing import Any
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.prompt import prompt_ids
 from rollout.render import render_env_reply
+from sandbox.himap.kinds import COORDINATOR, ROLES
 from sandbox.himap.options import HimapOptions
-from sandbox.himap.protocol import COORDINATOR, Advance, HimapSession
+from sandbox.himap.protocol import Advance, HimapSession
 from sandbox.types import StopReason
 
 
@@ -41,7 +42,7 @@ class HimapEpisode(Episode):
         self.tokenizer = tokenizer
         self.forced = {name: list(texts) for name, texts in (forced or {}).items()}
         self.answer: str | None = None
-        self.limits = {role: session.options.limits(role) for role in ("coordinator", "executor")}
+        self.limits = {role: session.options.limits(role) for role in ROLES}
 
     def _forced(self, stream: str) -> list[int]:
         texts = self.forced.get(stream)

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox.himap.kinds import Role
+
 
 @dataclasses.dataclass
 class StreamView:
@@ -65,7 +67,7 @@ def render_episode(streams: Sequence[StreamView], session: Any, show_chars: int 
         f"{metrics['accepted_days']} day(s) accepted",
     ]
     for stream in streams:
-        where = "" if stream.role == "coordinator" else f" (day {stream.day}, round {stream.round})"
+        where = "" if stream.role == Role.COORDINATOR else f" (day {stream.day}, round {stream.round})"
         lines.append(f"=== {stream.name}: {stream.role}{where}, {len(stream.turns)} turns ===")
         for k, (text, reply) in enumerate(stream.turns, start=1):
             lines.append(f"  turn {k}: {clip(text)}")

@@ -111,6 +111,7 @@ def agent_episode(
         memory=memory,
         max_tokens=max_prompt_tokens,
         count_tokens=token_counter(tokenizer),
+        python=python_tool is not None,
     )
     env = EpisodeEnv(
         bench.world_for(instance),

@@ -18,7 +18,7 @@ from typing import Any
 from sandbox.benchmarks.base import (
     Benchmark,
     BenchmarkError,
-    Pair,
+    Instance,
     Prompt,
     TokenCounter,
     Verdict,
@@ -37,7 +37,7 @@ __all__ = [
     "DEFAULT_BENCHMARK",
     "Benchmark",
     "BenchmarkError",
-    "Pair",
+    "Instance",
     "Prompt",
     "TokenCounter",
     "Verdict",

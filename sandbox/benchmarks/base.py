@@ -34,7 +34,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from sandbox.jsonl import read_jsonl
 from sandbox.reward import Reward
@@ -44,18 +44,30 @@ if TYPE_CHECKING:  # types only: the HiMAP protocol is loaded by the benchmarks 
     from sandbox.himap.domain import HimapDomain
     from sandbox.himap.expert import Policies
 
-Pair = tuple[dict[str, Any], dict[str, Any]]  # (visible instance, hidden ground truth)
 Log = Callable[[str], None]
 
 
-def interleave_difficulties(pairs: Iterable[Pair]) -> list[Pair]:
-    """(visible, hidden) pairs taken in turn from each difficulty level, each level in file order.
+class Instance(NamedTuple):
+    """One instance of a split as it crosses packages: `visible` (what the agent is given) and
+    `truth` (the hidden ground truth), dicts whose schema the benchmark owns; the accessors read
+    the keys every benchmark shares. A tuple, so `visible, truth = instance` unpacks it."""
+
+    visible: dict[str, Any]
+    truth: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.visible["id"])
+
+
+def interleave_difficulties(instances: Iterable[Instance]) -> list[Instance]:
+    """Instances taken in turn from each difficulty level, each level in file order.
 
     The first N of the result cover every level, so a short evaluation is not all "easy".
     """
-    by_level: dict[str, list[Pair]] = {}
-    for pair in pairs:
-        by_level.setdefault(pair[0].get("difficulty", "easy"), []).append(pair)
+    by_level: dict[str, list[Instance]] = {}
+    for inst in instances:
+        by_level.setdefault(inst.visible.get("difficulty", "easy"), []).append(inst)
     return [p for row in itertools.zip_longest(*by_level.values()) for p in row if p is not None]
 
 
@@ -129,8 +141,8 @@ class Benchmark(abc.ABC):
 
     # -- instances -----------------------------------------------------------------------------
     @abc.abstractmethod
-    def load_split(self, split: str) -> list[Pair]:
-        """The split's (visible, truth) pairs in file order; BenchmarkError if it is missing/bad."""
+    def load_split(self, split: str) -> list[Instance]:
+        """The split's instances in file order; BenchmarkError if it is missing/bad."""
 
     def load_visible(self, split: str) -> list[dict[str, Any]]:
         """The split's visible instances only: rollouts need no ground truth, which a user may lack."""
@@ -150,9 +162,11 @@ class Benchmark(abc.ABC):
         memory: bool = True,
         max_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
+        python: bool = False,
     ) -> Prompt:
         """The agent prompt. With `max_tokens` (needs `count_tokens`), compact it to fit;
-        BenchmarkError if it cannot fit or `variant` is not in `prompt_variants`."""
+        BenchmarkError if it cannot fit or `variant` is not in `prompt_variants`. `python`: the
+        episodes run the Python tool (sandbox.env), so a benchmark that offers it lists it."""
 
     # -- judging --------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -200,7 +214,7 @@ class Benchmark(abc.ABC):
 
     # -- expert and training data ----------------------------------------------------------------
     @abc.abstractmethod
-    def expert_answers(self, pairs: Sequence[Pair]) -> Iterator[tuple[str, str | None]]:
+    def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
         """(id, answer text) per pair from the expert planner; None where it found no plan."""
 
     def sft_traces(self, limit: int = 0) -> list[dict[str, Any]] | None:

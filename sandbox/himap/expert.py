@@ -25,8 +25,9 @@ from typing import Any
 
 from sandbox.env import StepResult
 from sandbox.expert_session import ExpertFailure, ExpertSession, turn_text
+from sandbox.himap.kinds import StreamStart
 from sandbox.himap.prompts import EXECUTOR_LOOKUPS, SUBGOAL_PREFIX
-from sandbox.himap.protocol import Advance, HimapSession, StreamStart
+from sandbox.himap.protocol import Advance, HimapSession
 
 POLICY_TIMEOUT_S = 120.0
 _DONE = object()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sandbox.himap.domain import SubGoal
+from sandbox.himap.kinds import COORDINATOR, DayOutcome, DayStatus, Ending, EndKind
 from sandbox.himap.roles import ProtocolTool, RoleEnv
 from sandbox.tools.args import Param, ToolArgError, validate_arguments
 from sandbox.types import ToolResult
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     from sandbox.himap.state import GlobalState
 
 
-def submit_plan_tool(session: HimapSession, env_ref: list[RoleEnv]) -> ProtocolTool:
-    """The coordinator's submit_plan (`env_ref[0]`: the coordinator's environment, made later)."""
+def submit_plan_tool(session: HimapSession) -> ProtocolTool:
+    """The coordinator's submit_plan."""
     domain = session.domain
     day_param = Param("day", "integer", "day number", required=True)
     fields = (day_param, *domain.day_fields())
@@ -61,10 +62,10 @@ def submit_plan_tool(session: HimapSession, env_ref: list[RoleEnv]) -> ProtocolT
                 return f"day {day}: {problem}"
         return None
 
-    def run(args: dict[str, Any]) -> ToolResult:
+    def run(env: RoleEnv, args: dict[str, Any]) -> ToolResult:
         days = parsed(args)
         assert not isinstance(days, str)  # check() passed
-        return session.submit_plan(env_ref[0], days)
+        return submit_plan(session, env, days)
 
     return ProtocolTool(
         "submit_plan",
@@ -76,6 +77,25 @@ def submit_plan_tool(session: HimapSession, env_ref: list[RoleEnv]) -> ProtocolT
         check,
         ends_role=True,
     )
+
+
+def submit_plan(session: HimapSession, env: RoleEnv, days: dict[int, dict[str, Any]]) -> ToolResult:
+    """submit_plan's effect: the named days replace what they had, committed to Σ in day order and
+    atomically; accepted, the episode ends."""
+    goals = {d: goal_for_slot(session, d) for d in days}
+    sigma = session.sigma
+    cost = commit_days(sigma, session.domain, goals, days) if sigma else dict.fromkeys(days)
+    if isinstance(cost, str):
+        return ToolResult(f"not accepted: {cost}. Change the plan and submit again.")
+    session.fallback_days = [d for d in session.open_days() if d in days]
+    for d in sorted(days):
+        if d in session.accepted:
+            session.accepted[d].status = DayStatus.REPLACED
+        outcome = DayOutcome(d, session.round, COORDINATOR, DayStatus.ACCEPTED, cost=cost[d], plan=days[d])
+        session.accepted[d] = outcome
+        session.outcomes.append(outcome)
+    env.ending = Ending(EndKind.FALLBACK, days=tuple(session.fallback_days))
+    return ToolResult(f"accepted: days {sorted(days)} are the coordinator's; the plan is complete.")
 
 
 def goal_for_slot(session: HimapSession, day: int) -> SubGoal | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from sandbox.himap.kinds import ROLES, Role
 from sandbox.limits import StreamLimits
 
 ABLATIONS = ("full", "no_sigma", "flat", "no_bargaining", "no_early_detection", "serial")
@@ -56,7 +57,7 @@ class HimapOptions:
         """One line per setting a HiMAP episode cannot run with (the config checks call it too,
         since values loaded from YAML are set after construction)."""
         out = [] if self.max_rounds >= 1 else [f"{prefix}max_rounds must be >= 1, got {self.max_rounds}"]
-        for role in ("coordinator", "executor"):
+        for role in ROLES:
             turns = self.limits(role).max_turns
             if turns is None or turns < 1:
                 out.append(f"{prefix}{role}_limits.max_turns must be >= 1, got {turns}")
@@ -64,8 +65,8 @@ class HimapOptions:
             out.append(f"{prefix}sft_instances must be >= 0 (0 = all), got {self.sft_instances}")
         return out
 
-    def limits(self, role: str) -> StreamLimits:
-        return self.coordinator_limits if role == "coordinator" else self.executor_limits
+    def limits(self, role: Role) -> StreamLimits:
+        return self.coordinator_limits if role == Role.COORDINATOR else self.executor_limits
 
     @property
     def rounds(self) -> int:

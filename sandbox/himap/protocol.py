@@ -32,28 +32,14 @@ from typing import Any
 
 from sandbox.env import StepResult
 from sandbox.himap.domain import HimapDomain, SubGoal, dumps
-from sandbox.himap.fallback import commit_days, goal_for_slot, submit_plan_tool
+from sandbox.himap.fallback import goal_for_slot, submit_plan_tool
+from sandbox.himap.kinds import COORDINATOR, DayOutcome, DayStatus, Role, StreamStart, executor_stream
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.prompts import coordinator_prompt, executor_prompt
 from sandbox.himap.roles import RoleEnv, StagedTurn
 from sandbox.himap.state import GlobalState
-from sandbox.himap.tools import ROUND_PENDING, coordinator_tools, executor_tools
-from sandbox.types import Prompt, ToolResult
-
-COORDINATOR = "coordinator"
-
-
-def executor_stream(day: int, round_: int) -> str:
-    return f"day{day}.r{round_}"
-
-
-@dataclasses.dataclass(frozen=True)
-class StreamStart:
-    name: str
-    role: str  # "coordinator" | "executor"
-    day: int | None
-    round: int | None
-    prompt: Prompt
+from sandbox.himap.tools import ROUND_PENDING, coordinator_tools, executor_tools, round_report
+from sandbox.types import Prompt
 
 
 @dataclasses.dataclass
@@ -76,22 +62,6 @@ class Advance:
         if other.finished:
             self.finished, self.answer = True, other.answer
         return self
-
-
-@dataclasses.dataclass
-class DayOutcome:
-    """How one executor ended. status: accepted | rejected | submitted (kept until merge) |
-    replaced (accepted, then re-planned by the coordinator's fallback). A fallback day's outcome
-    has stream "coordinator"."""
-
-    day: int
-    round: int
-    stream: str
-    status: str
-    code: str | None = None  # rejected: the executor's code, a Σ code, "turn_limit" or "cut"
-    reason: str = ""
-    cost: float | None = None
-    plan: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -157,10 +127,9 @@ class HimapSession:
             self.start_round(self.domain.flat_split(), None)
             return Advance(start=self._take_started())
         world_tools, protocol_tools = self.domain.coordinator_tools(), coordinator_tools(self)
-        ref: list[RoleEnv] = []
         if self.options.fallback_allowed:  # planning days itself needs the executors' searches
             world_tools += tuple(t for t in self.domain.executor_tools() if t not in world_tools)
-            protocol_tools.append(submit_plan_tool(self, ref))
+            protocol_tools.append(submit_plan_tool(self))
         env = RoleEnv(
             self.domain.world(),
             world_tools,
@@ -168,10 +137,9 @@ class HimapSession:
             max_turns=self.options.coordinator_limits.max_turns,
             max_response_chars=self.options.max_response_chars,
         )
-        ref.append(env)
         self.coordinator = env
         prompt = coordinator_prompt(self.domain.request(), env.tool_schemas(), self.domain.shared_lookups)
-        return Advance(start=[StreamStart(COORDINATOR, "coordinator", None, None, prompt)])
+        return Advance(start=[StreamStart(COORDINATOR, Role.COORDINATOR, None, None, prompt)])
 
     def turn(self, stream: str, text: str) -> Advance:
         """`stream` ended a turn with `text` (its decoded assistant text)."""
@@ -203,7 +171,7 @@ class HimapSession:
         self._staged.pop(stream, None)
         ex = self.executors[stream]
         self._round_outcomes.append(
-            DayOutcome(ex.goal.day, ex.round, stream, "rejected", "cut", f"stopped: {reason}")
+            DayOutcome(ex.goal.day, ex.round, stream, DayStatus.REJECTED, "cut", f"stopped: {reason}")
         )
         return Advance(start=self._next_serial()).merge(self._drain())
 
@@ -262,15 +230,13 @@ class HimapSession:
 
     def _make_executor(self, goal: SubGoal) -> str:
         name = executor_stream(goal.day, self.round)
-        ref: list[RoleEnv] = []
         env = RoleEnv(
             self.domain.world(),
             self.domain.executor_tools(),
-            executor_tools(self, goal, ref),
+            executor_tools(self, goal),
             max_turns=self.options.executor_limits.max_turns,
             max_response_chars=self.options.max_response_chars,
         )
-        ref.append(env)
         prompt = executor_prompt(
             goal,
             self.domain.task(),
@@ -286,7 +252,7 @@ class HimapSession:
 
     def _start_of(self, name: str) -> StreamStart:
         ex = self.executors[name]
-        return StreamStart(name, "executor", ex.goal.day, ex.round, ex.prompt)
+        return StreamStart(name, Role.EXECUTOR, ex.goal.day, ex.round, ex.prompt)
 
     def _next_serial(self) -> list[StreamStart]:
         if self._live or not self._queue:
@@ -300,26 +266,6 @@ class HimapSession:
         return started
 
     # -- executors -------------------------------------------------------------------------------
-    def submit_day(self, env: RoleEnv, goal: SubGoal, day: dict[str, Any]) -> ToolResult:
-        """submit_day's effect: with Σ during planning, commit the whole day atomically first."""
-        if not self.options.sigma_while_planning:
-            env.ending = ("submitted", (day, None))
-            later = " Σ checks it when the days are merged." if self.sigma is not None else ""
-            return ToolResult(f"submitted: day {goal.day} is handed in.{later}")
-        sigma = self.sigma
-        assert sigma is not None
-        before = sigma.committed(goal.day)
-        sigma.release(goal.day)
-        verdict = sigma.commit(goal.day, self.domain.day_items(goal, day))
-        if not verdict.ok:
-            if before:
-                sigma.commit(goal.day, before)  # restore what the day had reserved
-            return ToolResult(
-                f"not accepted: {verdict.code.value}: {verdict.message}. Change the day and submit again."
-            )
-        env.ending = ("accepted", (day, verdict.cost))
-        return ToolResult(f"accepted: day {goal.day} committed, cost {verdict.cost:.2f}; {verdict.message}")
-
     def _apply(self, name: str, staged: StagedTurn, out: Advance) -> None:
         """Run the turn's protocol calls and hand the executor its reply (or its end)."""
         ex = self.executors[name]
@@ -329,7 +275,7 @@ class HimapSession:
             return
         self._live.remove(name)
         out.end.append((name, step))
-        self._round_outcomes.append(self._outcome(name, ex))
+        self._round_outcomes.append(DayOutcome.of_ending(ex.goal.day, ex.round, name, ex.env.ending))
         out.start += self._next_serial()
 
     def _due(self, name: str) -> bool:
@@ -358,24 +304,14 @@ class HimapSession:
             out.merge(self._end_round())
         return out
 
-    def _outcome(self, name: str, ex: _Executor) -> DayOutcome:
-        day, r = ex.goal.day, ex.round
-        if ex.env.ending is None:
-            return DayOutcome(day, r, name, "rejected", "turn_limit", "ran out of turns without submitting")
-        kind, payload = ex.env.ending
-        if kind == "rejected":
-            return DayOutcome(day, r, name, "rejected", payload[0], payload[1])
-        plan, cost = payload
-        return DayOutcome(day, r, name, kind, cost=cost, plan=plan)
-
     # -- rounds ----------------------------------------------------------------------------------
     def _end_round(self) -> Advance:
         outcomes = sorted(self._round_outcomes, key=lambda o: o.day)
         if self.sigma is not None and not self.options.early_detection:
             outcomes = [self._commit_at_merge(o) for o in outcomes]
         for o in outcomes:
-            if o.status != "rejected":
-                o.status = "accepted"
+            if o.status != DayStatus.REJECTED:
+                o.status = DayStatus.ACCEPTED
                 self.accepted[o.day] = o
             elif self.sigma is not None:
                 self.sigma.release(o.day)
@@ -392,7 +328,7 @@ class HimapSession:
         assert self._held is not None
         staged, responses = self._held
         self._held = None
-        report = dumps(self.round_report(outcomes))
+        report = dumps(round_report(self, outcomes))
         responses = [dataclasses.replace(r, text=report) if r.text == ROUND_PENDING else r for r in responses]
         step = coordinator.finish(staged, responses)
         if step.done:
@@ -401,49 +337,15 @@ class HimapSession:
 
     def _commit_at_merge(self, o: DayOutcome) -> DayOutcome:
         """Without early detection Σ sees a day only now; a conflict rejects the day."""
-        if o.status == "rejected":
+        if o.status == DayStatus.REJECTED:
             return o
         assert self.sigma is not None and o.plan is not None
         verdict = self.sigma.commit(o.day, self.domain.day_items(self.goals[o.day], o.plan))
         if verdict.ok:
             return dataclasses.replace(o, cost=verdict.cost)
-        return dataclasses.replace(o, status="rejected", code=verdict.code.value, reason=verdict.message)
-
-    def round_report(self, outcomes: list[DayOutcome]) -> dict[str, Any]:
-        """The coordinator's view of a finished round (the reply to its distribute_task)."""
-        report: dict[str, Any] = {
-            "round": self.round,
-            "accepted": [o.day for o in outcomes if o.status == "accepted"],
-            "rejected": [
-                {"day": o.day, "code": o.code, "reason": o.reason} for o in outcomes if o.status == "rejected"
-            ],
-        }
-        if self.domain.budget is not None:
-            report["budget_left"] = round(self.domain.budget - self.accepted_cost(), 2)
-        report["open_days"] = self.open_days()
-        report["rounds_left"] = self.options.rounds - self.round
-        report["next"] = "call distribute_task for the open days only"
-        if self.fallback_open:
-            report["fallback"] = True
-            report["next"] = "no rounds left: plan the open days with submit_plan or they stay empty"
-        return report
-
-    def submit_plan(self, env: RoleEnv, days: dict[int, dict[str, Any]]) -> ToolResult:
-        """submit_plan's effect (see sandbox/himap/fallback.py): the named days replace what they
-        had, committed to Σ in day order and atomically; accepted, the episode ends."""
-        goals = {d: self.goal_of(d) for d in days}
-        cost = commit_days(self.sigma, self.domain, goals, days) if self.sigma else dict.fromkeys(days)
-        if isinstance(cost, str):
-            return ToolResult(f"not accepted: {cost}. Change the plan and submit again.")
-        self.fallback_days = [d for d in self.open_days() if d in days]
-        for d in sorted(days):
-            if d in self.accepted:
-                self.accepted[d].status = "replaced"
-            outcome = DayOutcome(d, self.round, COORDINATOR, "accepted", cost=cost[d], plan=days[d])
-            self.accepted[d] = outcome
-            self.outcomes.append(outcome)
-        env.ending = ("fallback", self.fallback_days)
-        return ToolResult(f"accepted: days {sorted(days)} are the coordinator's; the plan is complete.")
+        return dataclasses.replace(
+            o, status=DayStatus.REJECTED, code=verdict.code.value, reason=verdict.message
+        )
 
     def _finish(self) -> Advance:
         self.finished = True
@@ -455,7 +357,7 @@ class HimapSession:
     # -- metrics ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
         """Rounds, rejections by reason code, Σ rejections by code, turns per role, phase times."""
-        rejected = collections.Counter(o.code for o in self.outcomes if o.status == "rejected")
+        rejected = collections.Counter(o.code for o in self.outcomes if o.status == DayStatus.REJECTED)
         sigma = collections.Counter(
             e.code.value
             for e in (self.sigma.events if self.sigma else [])

@@ -21,20 +21,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.env import EXECUTED, EpisodeEnv, Response, StepResult
+from sandbox.himap.kinds import Ending
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
 from sandbox.tools.args import Param, ToolArgError, function_schema, validate_arguments
-from sandbox.types import StopReason, ToolResult
+from sandbox.types import ResponseKind, StopReason, ToolResult
 
 
 @dataclasses.dataclass(frozen=True)
 class ProtocolTool:
     """A tool that acts on the episode's session. `check(args)` finds agent errors (pure, at
-    stage time); `run(args)` acts (at apply time) and may set `RoleEnv.ending`."""
+    stage time); `run(env, args)` acts (at apply time) and may set `env.ending`, where `env` is the
+    calling role's environment (built after its tools, so it is handed in, not captured)."""
 
     name: str
     description: str
     params: tuple[Param, ...]
-    run: Callable[[dict[str, Any]], ToolResult]
+    run: Callable[[RoleEnv, dict[str, Any]], ToolResult]
     check: Callable[[dict[str, Any]], str | None] = lambda args: None
     ends_role: bool = False  # submit_day / reject_subgoal: at most one such call per turn
 
@@ -105,7 +107,7 @@ class RoleEnv(EpisodeEnv):
             max_response_chars=max_response_chars,
         )
         self.protocol = {t.name: t for t in protocol_tools}
-        self.ending: tuple[str, Any] | None = None  # (kind, payload) set by an ending tool's run
+        self.ending: Ending | None = None  # set by an ending tool's run
         self.last_step: StepResult | None = None
 
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -123,9 +125,11 @@ class RoleEnv(EpisodeEnv):
                 if any(t.ends_role for t in self.protocol.values())
                 else "the plan is merged from the accepted days"
             )
-            return StagedTurn(parsed, [self._respond("tool", "answer", ToolResult.error(msg))])
+            return StagedTurn(parsed, [self._respond(ResponseKind.TOOL, "answer", ToolResult.error(msg))])
         if not parsed.actions:
-            return StagedTurn(parsed, [self._respond("tool", "parse", ToolResult.error(_NO_ACTION))])
+            return StagedTurn(
+                parsed, [self._respond(ResponseKind.TOOL, "parse", ToolResult.error(_NO_ACTION))]
+            )
         world_calls = [a for a in parsed.actions if isinstance(a, ToolCall) and a.name not in self.protocol]
         results = iter(self._run_tools(world_calls))
         slots: list[Response | _Pending] = []
@@ -134,9 +138,9 @@ class RoleEnv(EpisodeEnv):
             if isinstance(action, ParseError):
                 slots.append(self._respond(action.kind, "parse", ToolResult.error(action.message)))
             elif not isinstance(action, ToolCall):
-                slots.append(self._respond("memory", "memory", self._memory(action)))
+                slots.append(self._respond(ResponseKind.MEMORY, "memory", self._memory(action)))
             elif action.name not in self.protocol:
-                slots.append(self._respond("tool", action.name, next(results)))
+                slots.append(self._respond(ResponseKind.TOOL, action.name, next(results)))
             else:
                 tool = self.protocol[action.name]
                 ending += tool.ends_role
@@ -145,14 +149,16 @@ class RoleEnv(EpisodeEnv):
 
     def _stage_protocol(self, tool: ProtocolTool, arguments: Any, second_ending: bool) -> Response | _Pending:
         if second_ending:
-            return self._respond("tool", tool.name, ToolResult.error("only one ending call per turn"))
+            return self._respond(
+                ResponseKind.TOOL, tool.name, ToolResult.error("only one ending call per turn")
+            )
         try:
             args = validate_arguments(tool.name, tool.params, arguments)
         except ToolArgError as err:
-            return self._respond("tool", tool.name, ToolResult.error(str(err)))
+            return self._respond(ResponseKind.TOOL, tool.name, ToolResult.error(str(err)))
         problem = tool.check(args)
         if problem:
-            return self._respond("tool", tool.name, ToolResult.error(problem))
+            return self._respond(ResponseKind.TOOL, tool.name, ToolResult.error(problem))
         return _Pending(tool, args)
 
     def apply(self, staged: StagedTurn) -> list[Response]:
@@ -163,8 +169,8 @@ class RoleEnv(EpisodeEnv):
                 if self.ending is not None:  # an ending call earlier in this turn ended the role
                     result = ToolResult.error("the role ended earlier in this turn; call not run")
                 else:
-                    result = slot.tool.run(slot.args)
-                out.append(self._respond("tool", slot.tool.name, result))
+                    result = slot.tool.run(self, slot.args)
+                out.append(self._respond(ResponseKind.TOOL, slot.tool.name, result))
             else:
                 out.append(slot)
         return out

@@ -13,9 +13,11 @@ replies found at stage time; Σ's verdicts are never errors.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sandbox.himap.domain import DAY_TYPES, SubGoal, dumps, subgoal_from_args
+from sandbox.himap.kinds import DayOutcome, DayStatus, Ending, EndKind
 from sandbox.himap.roles import ProtocolTool, RoleEnv
 from sandbox.tools.args import Param, ToolArgError, validate_arguments
 from sandbox.types import ToolResult
@@ -36,13 +38,13 @@ def coordinator_tools(session: HimapSession) -> list[ProtocolTool]:
     domain = session.domain
     extra = tuple(domain.subgoal_fields)
 
-    def extract(args: dict[str, Any]) -> ToolResult:
+    def extract(env: RoleEnv, args: dict[str, Any]) -> ToolResult:
         return ToolResult(dumps(domain.task()))
 
     def check_distribution(args: dict[str, Any]) -> str | None:
         return _distribution_problem(session, args["subgoals"], args.get("transport_mode"), extra)
 
-    def distribute(args: dict[str, Any]) -> ToolResult:
+    def distribute(env: RoleEnv, args: dict[str, Any]) -> ToolResult:
         session.start_round(_subgoals(session, args["subgoals"], extra), args.get("transport_mode"))
         return ToolResult(ROUND_PENDING)
 
@@ -70,6 +72,28 @@ def coordinator_tools(session: HimapSession) -> list[ProtocolTool]:
             check_distribution,
         ),
     ]
+
+
+def round_report(session: HimapSession, outcomes: list[DayOutcome]) -> dict[str, Any]:
+    """The coordinator's view of a finished round: the reply to its distribute_task."""
+    report: dict[str, Any] = {
+        "round": session.round,
+        "accepted": [o.day for o in outcomes if o.status == DayStatus.ACCEPTED],
+        "rejected": [
+            {"day": o.day, "code": o.code, "reason": o.reason}
+            for o in outcomes
+            if o.status == DayStatus.REJECTED
+        ],
+    }
+    if session.domain.budget is not None:
+        report["budget_left"] = round(session.domain.budget - session.accepted_cost(), 2)
+    report["open_days"] = session.open_days()
+    report["rounds_left"] = session.options.rounds - session.round
+    report["next"] = "call distribute_task for the open days only"
+    if session.fallback_open:
+        report["fallback"] = True
+        report["next"] = "no rounds left: plan the open days with submit_plan or they stay empty"
+    return report
 
 
 def _distribution_problem(
@@ -128,81 +152,103 @@ def _subgoal(session: HimapSession, raw: dict[str, Any], extra: tuple[Param, ...
     return subgoal_from_args(raw, [p.name for p in extra])
 
 
-def executor_tools(session: HimapSession, goal: SubGoal, env_ref: list[RoleEnv]) -> list[ProtocolTool]:
-    """`env_ref[0]` is the executor's environment (made after its tools): ending tools mark it."""
-    domain, options, day = session.domain, session.options, goal.day
-    items_param = Param("items", "array", domain.item_description, required=True)
-    tools = []
-    if options.sigma_while_planning:
+def executor_tools(session: HimapSession, goal: SubGoal) -> list[ProtocolTool]:
+    """The protocol tools of `goal`'s executor: Σ's check/commit (with Σ during planning),
+    submit_day, and reject_subgoal (with bargaining)."""
+    tools = _sigma_tools(session, goal.day) if session.options.sigma_while_planning else []
+    tools.append(_submit_day_tool(session, goal))
+    if session.options.bargaining and session.options.coordinator:
+        tools.append(_reject_tool(session.domain.reject_codes, goal.day))
+    return tools
 
-        def sigma_op(op: str):
-            def run(args: dict[str, Any]) -> ToolResult:
-                # Items go to Σ as written: one that names another day is refused there (an
-                # executor reserves only for its own day), one without a day gets this one.
-                verdict = getattr(session.sigma, op)(day, args["items"])
-                return ToolResult(
-                    verdict.message if verdict.ok else f"{verdict.code.value}: {verdict.message}"
-                )
 
-            return run
+def _sigma_tools(session: HimapSession, day: int) -> list[ProtocolTool]:
+    items = Param("items", "array", session.domain.item_description, required=True)
 
-        tools += [
-            ProtocolTool(
-                "check_items",
-                "Would these items fit the shared state now (budget, venues taken, visited before, "
-                "mode lock)? Changes nothing.",
-                (items_param,),
-                sigma_op("check"),
-            ),
-            ProtocolTool(
-                "commit_items",
-                "Reserve these items for your day in the shared state.",
-                (items_param,),
-                sigma_op("commit"),
-            ),
-        ]
+    def sigma_op(op: str) -> Callable[[RoleEnv, dict[str, Any]], ToolResult]:
+        def run(env: RoleEnv, args: dict[str, Any]) -> ToolResult:
+            # Items go to Σ as written: one that names another day is refused there (an
+            # executor reserves only for its own day), one without a day gets this one.
+            verdict = getattr(session.sigma, op)(day, args["items"])
+            return ToolResult(verdict.message if verdict.ok else f"{verdict.code.value}: {verdict.message}")
 
+        return run
+
+    return [
+        ProtocolTool(
+            "check_items",
+            "Would these items fit the shared state now (budget, venues taken, visited before, "
+            "mode lock)? Changes nothing.",
+            (items,),
+            sigma_op("check"),
+        ),
+        ProtocolTool(
+            "commit_items",
+            "Reserve these items for your day in the shared state.",
+            (items,),
+            sigma_op("commit"),
+        ),
+    ]
+
+
+def _submit_day_tool(session: HimapSession, goal: SubGoal) -> ProtocolTool:
     def day_of(args: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in args.items() if v is not None}
 
-    def check_day(args: dict[str, Any]) -> str | None:
-        return domain.day_problem(goal, day_of(args))
+    def check(args: dict[str, Any]) -> str | None:
+        return session.domain.day_problem(goal, day_of(args))
 
-    def submit(args: dict[str, Any]) -> ToolResult:
-        return session.submit_day(env_ref[0], goal, day_of(args))
+    def run(env: RoleEnv, args: dict[str, Any]) -> ToolResult:
+        return submit_day(session, env, goal, day_of(args))
 
-    tools.append(
-        ProtocolTool(
-            "submit_day",
-            "Hand in your day in the plan's format. Ends your work unless the shared state rejects the day.",
-            tuple(domain.day_fields()),
-            submit,
-            check_day,
-            ends_role=True,
-        )
+    return ProtocolTool(
+        "submit_day",
+        "Hand in your day in the plan's format. Ends your work unless the shared state rejects the day.",
+        tuple(session.domain.day_fields()),
+        run,
+        check,
+        ends_role=True,
     )
-    if options.bargaining and options.coordinator:
-        codes = domain.reject_codes
 
-        def check_reject(args: dict[str, Any]) -> str | None:
-            code = args.get("code") or "other"
-            return None if code in codes else f"code must be one of {list(codes)}, got {code!r}"
 
-        def reject(args: dict[str, Any]) -> ToolResult:
-            env_ref[0].ending = ("rejected", (args.get("code") or "other", args["reason"]))
-            return ToolResult(f"rejected: the coordinator will re-plan day {day}")
-
-        tools.append(
-            ProtocolTool(
-                "reject_subgoal",
-                "Refuse your sub-goal when it cannot be met; say why. Ends your work.",
-                (
-                    Param("reason", "string", "what makes the sub-goal infeasible", required=True),
-                    Param("code", "string", " | ".join(codes)),
-                ),
-                reject,
-                check_reject,
-                ends_role=True,
-            )
+def submit_day(session: HimapSession, env: RoleEnv, goal: SubGoal, day: dict[str, Any]) -> ToolResult:
+    """submit_day's effect: with Σ during planning, commit the whole day atomically first."""
+    sigma = session.sigma
+    if not session.options.sigma_while_planning:
+        env.ending = Ending(EndKind.SUBMITTED, plan=day)
+        later = " Σ checks it when the days are merged." if sigma is not None else ""
+        return ToolResult(f"submitted: day {goal.day} is handed in.{later}")
+    assert sigma is not None
+    before = sigma.committed(goal.day)
+    sigma.release(goal.day)
+    verdict = sigma.commit(goal.day, session.domain.day_items(goal, day))
+    if not verdict.ok:
+        if before:
+            sigma.commit(goal.day, before)  # restore what the day had reserved
+        return ToolResult(
+            f"not accepted: {verdict.code.value}: {verdict.message}. Change the day and submit again."
         )
-    return tools
+    env.ending = Ending(EndKind.ACCEPTED, plan=day, cost=verdict.cost)
+    return ToolResult(f"accepted: day {goal.day} committed, cost {verdict.cost:.2f}; {verdict.message}")
+
+
+def _reject_tool(codes: tuple[str, ...], day: int) -> ProtocolTool:
+    def check(args: dict[str, Any]) -> str | None:
+        code = args.get("code") or "other"
+        return None if code in codes else f"code must be one of {list(codes)}, got {code!r}"
+
+    def run(env: RoleEnv, args: dict[str, Any]) -> ToolResult:
+        env.ending = Ending(EndKind.REJECTED, code=args.get("code") or "other", reason=args["reason"])
+        return ToolResult(f"rejected: the coordinator will re-plan day {day}")
+
+    return ProtocolTool(
+        "reject_subgoal",
+        "Refuse your sub-goal when it cannot be met; say why. Ends your work.",
+        (
+            Param("reason", "string", "what makes the sub-goal infeasible", required=True),
+            Param("code", "string", " | ".join(codes)),
+        ),
+        run,
+        check,
+        ends_role=True,
+    )

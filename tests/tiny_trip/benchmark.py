@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox.benchmarks.base import Benchmark, BenchmarkError, Log, Pair, Prompt, TokenCounter
+from sandbox.benchmarks.base import Benchmark, BenchmarkError, Instance, Log, Prompt, TokenCounter
 from sandbox.env import EpisodeEnv
 from sandbox.expert_session import ExpertFailure, ExpertSession, tool_call
 from sandbox.jsonl import read_jsonl
@@ -40,7 +40,7 @@ class TinyVerdict:
         return dataclasses.asdict(self)
 
 
-def make_pairs(split: str) -> list[Pair]:
+def make_pairs(split: str) -> list[Instance]:
     """Two instances per city: a 2-day and a 3-day trip, budget 1.5x the cheapest distinct lunches."""
     pairs = []
     for city, places in sorted(RESTAURANTS.items()):
@@ -71,12 +71,12 @@ class TinyTripBenchmark(Benchmark):
     def data_ready(cls, data_dir: Path) -> bool:
         return (data_dir / "sft" / "train.jsonl").is_file()
 
-    def load_split(self, split: str) -> list[Pair]:
+    def load_split(self, split: str) -> list[Instance]:
         if split not in self.splits:
             raise BenchmarkError(f"tiny_trip has no split {split!r}")
         visible = read_jsonl(self._path("instances", f"{split}.jsonl"), BenchmarkError)
         truth = read_jsonl(self._path("ground_truth", f"{split}.jsonl"), BenchmarkError)
-        return list(zip(visible, truth))
+        return [Instance(v, t) for v, t in zip(visible, truth)]
 
     def world_for(self, visible: dict[str, Any]) -> TinyTripWorld:
         return TinyTripWorld()
@@ -89,6 +89,7 @@ class TinyTripBenchmark(Benchmark):
         memory: bool = True,
         max_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
+        python: bool = False,
     ) -> Prompt:
         if variant not in self.prompt_variants:
             raise BenchmarkError(f"unknown prompt variant {variant!r}")
@@ -131,7 +132,7 @@ class TinyTripBenchmark(Benchmark):
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         return " ".join(f"{k}={v}" for k, v in metrics.items())
 
-    def expert_answers(self, pairs: Sequence[Pair]) -> Iterator[tuple[str, str | None]]:
+    def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
         for visible, truth in pairs:
             yield visible["id"], self.expert_trace(visible, truth)["answer"]
 

@@ -13,6 +13,8 @@ _EXPORTS = {
     "evaluate_plan": "sandbox.benchmarks.b2t.evaluator",
     "compute_reward": "sandbox.benchmarks.b2t.reward",
     "B2TBenchmark": "sandbox.benchmarks.b2t.benchmark",
+    "B2TTools": "sandbox.benchmarks.b2t.tools.registry",
+    "tool_schemas": "sandbox.benchmarks.b2t.tools.registry",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -17,7 +17,8 @@ from sandbox.benchmarks.b2t.evaluator import EvalResult, evaluate_plan
 from sandbox.benchmarks.b2t.metrics import compute_metrics, format_table
 from sandbox.benchmarks.b2t.prompt import VARIANTS, build_prompt
 from sandbox.benchmarks.b2t.reward import compute_reward
-from sandbox.benchmarks.base import Benchmark, BenchmarkError, Log, Pair, Prompt, TokenCounter
+from sandbox.benchmarks.b2t.tools.registry import B2TTools, tool_schemas
+from sandbox.benchmarks.base import Benchmark, BenchmarkError, Instance, Log, Prompt, TokenCounter
 from sandbox.reward import Reward
 
 NO_PLAN = "no plan was given for this instance"
@@ -39,6 +40,7 @@ class B2TBenchmark(Benchmark):
         # The evaluator reads a World or a store path; the tools need an open World (made lazily).
         self._store = world if world is not None else self._path("world.sqlite")
         self._world = None if isinstance(self._store, (str, Path)) else self._store
+        self._tools: B2TTools | None = None
 
     @classmethod
     def over_world(cls, world: Any) -> B2TBenchmark:
@@ -139,9 +141,9 @@ class B2TBenchmark(Benchmark):
         ]
 
     # -- instances, world, prompt ---------------------------------------------------------------
-    def load_split(self, split: str) -> list[Pair]:
+    def load_split(self, split: str) -> list[Instance]:
         """The split, validated (sandbox.benchmarks.b2t.instances.loader): a bad line is a one-line error."""
-        return [(x.visible, x.hidden) for x in self._load(split, with_ground_truth=True)]
+        return [Instance(x.visible, x.hidden) for x in self._load(split, with_ground_truth=True)]
 
     def load_visible(self, split: str) -> list[dict[str, Any]]:
         return [x.visible for x in self._load(split, with_ground_truth=False)]
@@ -154,8 +156,11 @@ class B2TBenchmark(Benchmark):
         except InstanceFormatError as err:
             raise BenchmarkError(f"{err} (build the data with launch/make_data.py)") from None
 
-    def world_for(self, visible: dict[str, Any]) -> Any:
-        return self.world
+    def world_for(self, visible: dict[str, Any]) -> B2TTools:
+        """The agent's tools over the shared store (one face for every instance)."""
+        if self._tools is None:
+            self._tools = B2TTools(self.world)
+        return self._tools
 
     def prompt(
         self,
@@ -165,10 +170,11 @@ class B2TBenchmark(Benchmark):
         memory: bool = True,
         max_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
+        python: bool = False,
     ) -> Prompt:
         return build_prompt(
             visible,
-            self.world.tool_schemas(),
+            tool_schemas(python=python),
             max_tokens=max_tokens,
             count_tokens=count_tokens,
             memory=memory,
@@ -213,7 +219,7 @@ class B2TBenchmark(Benchmark):
         }
 
     # -- expert and training data ----------------------------------------------------------------
-    def expert_answers(self, pairs: Sequence[Pair]) -> Iterator[tuple[str, str | None]]:
+    def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
         from sandbox.benchmarks.b2t.expert import Expert
 
         expert = Expert(self.world)
@@ -223,7 +229,7 @@ class B2TBenchmark(Benchmark):
     def himap_domain(self, visible: dict[str, Any]) -> Any:
         from sandbox.benchmarks.b2t.himap.domain import B2TDomain
 
-        return B2TDomain(visible, self.world_for(visible))
+        return B2TDomain(visible, self.world)
 
     def himap_expert(self, visible: dict[str, Any], truth: dict[str, Any], knobs: Any = None) -> Any:
         from sandbox.benchmarks.b2t.himap.expert import B2TExpertPolicies
@@ -232,7 +238,7 @@ class B2TBenchmark(Benchmark):
 
     def tokenizer_corpus(self) -> list[str]:
         """Tool schemas, expert traces and the train instances' instructions and behaviour events."""
-        texts = [json.dumps(self.world.tool_schemas())]
+        texts = [json.dumps(tool_schemas(python=True))]
         texts += [m["content"] for trace in self.sft_traces() or [] for m in trace["messages"]]
         for visible, _ in self.load_split("train"):
             texts.append(visible["instruction"])

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.benchmarks.base import Benchmark, BenchmarkError, Log, Pair, Prompt, TokenCounter
+from sandbox.benchmarks.base import Benchmark, BenchmarkError, Instance, Log, Prompt, TokenCounter
 from sandbox.benchmarks.travelplanner import prompt as tp_prompt
 from sandbox.benchmarks.travelplanner.database import Database, DatabaseError
 from sandbox.benchmarks.travelplanner.evaluator import (
@@ -165,7 +165,7 @@ class TravelPlannerBenchmark(Benchmark):
             self._db = Database.from_dir(path)
         return self._db
 
-    def load_split(self, split: str) -> list[Pair]:
+    def load_split(self, split: str) -> list[Instance]:
         if split not in self.splits:
             raise BenchmarkError(f"unknown split {split!r}; choose from {self.splits}")
         if self.queries is not None:
@@ -182,9 +182,9 @@ class TravelPlannerBenchmark(Benchmark):
         missing = [v["id"] for v in visible if v["id"] not in truth]
         if missing:
             raise BenchmarkError(f"ground_truth/{split}.jsonl lacks instance {missing[0]!r}")
-        return [(v, truth[v["id"]]) for v in visible]
+        return [Instance(v, truth[v["id"]]) for v in visible]
 
-    def _user_queries(self, split: str) -> list[Pair]:
+    def _user_queries(self, split: str) -> list[Instance]:
         """An official dataset file (CSV or JSONL): its structured queries, and the reference
         information of each (`reference_information`, a Python literal there) when present."""
         try:
@@ -200,7 +200,7 @@ class TravelPlannerBenchmark(Benchmark):
                 self._references[ident] = _reference_dict(ref)
                 self.db.add_reference_block(self._references[ident])
             pairs.append(
-                (
+                Instance(
                     {
                         "id": ident,
                         "split": split,
@@ -225,6 +225,7 @@ class TravelPlannerBenchmark(Benchmark):
         memory: bool = True,
         max_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
+        python: bool = False,  # TravelPlanner offers no Python tool
     ) -> Prompt:
         reference = None
         if self.planning == "sole-planning":
@@ -309,7 +310,7 @@ class TravelPlannerBenchmark(Benchmark):
         }
 
     # -- expert ---------------------------------------------------------------------------------
-    def expert_answers(self, pairs: Sequence[Pair]) -> Iterator[tuple[str, str | None]]:
+    def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
         from sandbox.benchmarks.travelplanner.expert import TravelPlannerExpert
 
         expert = TravelPlannerExpert(TravelPlannerWorld(self.db))

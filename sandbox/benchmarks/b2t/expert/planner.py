@@ -28,6 +28,7 @@ from sandbox.benchmarks.b2t.expert.shared import (
     Option,
 )
 from sandbox.benchmarks.b2t.expert.venues import VenueSearch
+from sandbox.benchmarks.b2t.tools.registry import B2TTools
 from sandbox.benchmarks.b2t.vocab import WALKING_LIMIT_KM
 from sandbox.env import EpisodeEnv
 from sandbox.expert_session import ExpertFailure, ExpertResult, ExpertSession, tool_call
@@ -43,7 +44,9 @@ class Expert:
         self.max_turns = max_turns
 
     def solve(self, visible: dict[str, Any], hidden: dict[str, Any]) -> ExpertResult:
-        session = ExpertSession(EpisodeEnv(self.world, memory_enabled=True, max_turns=self.max_turns))
+        session = ExpertSession(
+            EpisodeEnv(B2TTools(self.world), memory_enabled=True, max_turns=self.max_turns)
+        )
         try:
             answer, plan = _Solver(session, visible, hidden).run()
         except ExpertFailure as err:

@@ -21,6 +21,7 @@ from typing import Any
 from sandbox.benchmarks.b2t.himap.instruction_parser import task_tuple
 from sandbox.benchmarks.b2t.plan import read_plan
 from sandbox.benchmarks.b2t.prompt import build_prompt
+from sandbox.benchmarks.b2t.tools.registry import B2TTools
 from sandbox.himap.domain import DaySlot, HimapDomain, SubGoal
 from sandbox.tools.args import Param
 
@@ -85,7 +86,7 @@ class B2TDomain(HimapDomain):
         ]
 
     def world(self) -> Any:
-        return self._world
+        return B2TTools(self._world)
 
     def coordinator_tools(self) -> tuple[str, ...]:
         return _COORDINATOR_TOOLS

@@ -37,7 +37,7 @@ from sandbox.benchmarks.b2t.expert.shared import (
 )
 from sandbox.expert_session import ExpertFailure, tool_call, turn_text
 from sandbox.himap.expert import RoleSession, lookups_of, subgoal_of
-from sandbox.himap.protocol import StreamStart
+from sandbox.himap.kinds import Role, StreamStart
 
 MAX_ATTEMPTS = 8
 VENUE_KINDS = ("breakfast", "lunch", "dinner", "attraction")
@@ -63,7 +63,7 @@ class B2TExpertPolicies:
         self.visible, self.hidden, self.knobs = visible, hidden, knobs or ExpertKnobs()
 
     def __call__(self, start: StreamStart):
-        return self.coordinator if start.role == "coordinator" else self.executor
+        return self.coordinator if start.role == Role.COORDINATOR else self.executor
 
     # -- coordinator -----------------------------------------------------------------------------
     def coordinator(self, rs: RoleSession, start: StreamStart) -> None:

@@ -137,9 +137,9 @@ def _write_sft(
     out_dir: Path, built: list[Built], prompt_builder: PromptBuilder | None, store: str | Path
 ) -> None:
     """sft/train.jsonl: {"id", "messages", "tools"} per train instance (see the B2T README)."""
-    from sandbox.benchmarks.b2t.world.store import open_world
+    from sandbox.benchmarks.b2t.tools.registry import tool_schemas
 
-    schemas = open_world(store).tool_schemas()
+    schemas = tool_schemas(python=True)  # the traces list every tool, Python included
     (out_dir / "sft").mkdir(parents=True, exist_ok=True)
     with open(out_dir / "sft" / "train.jsonl", "w", encoding="utf-8") as f:
         for b in built:

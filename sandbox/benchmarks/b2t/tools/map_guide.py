@@ -14,7 +14,7 @@ from sandbox.benchmarks.b2t.tools.format import compact_json, price
 from sandbox.benchmarks.b2t.tools.places import resolve_city_arg, resolve_place
 from sandbox.tools.args import Param
 
-if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+if TYPE_CHECKING:  # the store is only a type here
     from sandbox.benchmarks.b2t.world.store import World
 
 MAP_PARAMS = (

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox.benchmarks.b2t.geo import haversine_km
 from sandbox.tools.args import ToolArgError
 
-if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+if TYPE_CHECKING:  # the store is only a type here
     from sandbox.benchmarks.b2t.world.store import World
 
 _COORD_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")

@@ -30,7 +30,7 @@ from sandbox.tools.args import (
     check_time,
 )
 
-if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+if TYPE_CHECKING:  # the store is only a type here
     from sandbox.benchmarks.b2t.world.store import World
 
 DEFAULT_RADIUS_KM = 3.0

@@ -9,7 +9,7 @@ from sandbox.benchmarks.b2t.tools.format import render
 from sandbox.benchmarks.b2t.tools.places import resolve_city_arg
 from sandbox.tools.args import N_MAX, N_MIN, Param, check_date, check_n
 
-if TYPE_CHECKING:  # the World is only a type here: it imports the tool registry
+if TYPE_CHECKING:  # the store is only a type here
     from sandbox.benchmarks.b2t.world.store import World
 
 WEATHER_PARAMS = (

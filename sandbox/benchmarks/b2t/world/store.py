@@ -1,4 +1,4 @@
-"""Read-only access to a world store: the tools' entry point and lookups for evaluator and planner.
+"""Read-only access to a world store: the SQL lookups the tools, the evaluator and the planner read.
 
 The SQLite file is opened with `mode=ro`, one connection per (process, thread): tools run from a
 thread pool inside rollout workers, and SQLite connections must not cross threads or forks.
@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.benchmarks.b2t.schema import POI_TABLES, SCHEMA_VERSION
-from sandbox.benchmarks.b2t.tools import registry
 from sandbox.benchmarks.b2t.world.integrity import verify_store_once
-from sandbox.types import ToolResult
 
 JSON_COLUMNS = frozenset(
     {"environment", "reviews", "facilities", "room_info", "ticket_info", "fares", "airports", "stations"}
@@ -42,17 +40,16 @@ class World:
     quick check for a store without one; 0.2 s small, 0.8 s full) and raises StoreCorruptError
     naming the file.
     `verify=False` skips that, e.g. in worker processes of a store the parent already checked.
+    The agent's tools over it are `sandbox.benchmarks.b2t.tools.registry.B2TTools`.
     """
 
-    def __init__(self, path: str | os.PathLike, python_tool: Any = None, verify: bool = True):
+    def __init__(self, path: str | os.PathLike, verify: bool = True):
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(
                 f"world store {self.path} not found; build it with `python launch/make_data.py --out DIR`"
             )
         self._local = threading.local()
-        self._python_tool = python_tool
-        self._python_lock = threading.Lock()
         self._name_index: dict[tuple[str, str], dict[str, str]] = {}  # filled lazily; dict writes are atomic
         if verify:
             verify_store_once(self.path)
@@ -72,7 +69,7 @@ class World:
     def __reduce__(self):
         """Pickles as its path, so a World can be sent to worker processes (which reopen the file
         without verifying it again)."""
-        return (World, (self.path, None, False))
+        return (World, (self.path, False))
 
     def __repr__(self) -> str:
         return f"World({str(self.path)!r}, scale={self.meta.get('scale')!r}, seed={self.meta.get('seed')!r})"
@@ -198,28 +195,10 @@ class World:
         )
         return dict(rows[0]) if rows else None
 
-    # -- tools -------------------------------------------------------------------------------
-    def call_tool(self, name: str, arguments: Any) -> ToolResult:
-        """Run one tool call; never raises (invalid calls come back as `is_error` results)."""
-        return registry.call_tool(self, name, arguments)
 
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        """OpenAI-style function schemas of the nine tools, for the agent prompt."""
-        return registry.tool_schemas()
-
-    def python_tool(self) -> Any:
-        """The Python sandbox this world's "Python" tool delegates to, created on first use."""
-        with self._python_lock:
-            if self._python_tool is None:
-                from sandbox.python_tool import PythonSandbox
-
-                self._python_tool = PythonSandbox()
-            return self._python_tool
-
-
-def open_world(path: str | os.PathLike, python_tool: Any = None, verify: bool = True) -> World:
+def open_world(path: str | os.PathLike, verify: bool = True) -> World:
     """Open a world store read-only. `path` is the .sqlite file or the data directory holding world.sqlite."""
     path = Path(path)
     if path.is_dir():
         path = path / "world.sqlite"
-    return World(path, python_tool=python_tool, verify=verify)
+    return World(path, verify=verify)

@@ -46,7 +46,7 @@ from sandbox.benchmarks.travelplanner.text import from_to
 from sandbox.benchmarks.travelplanner.tools import FLIGHT_COLUMNS, PLACE_COLUMNS
 from sandbox.expert_session import ExpertFailure, tool_call, turn_text
 from sandbox.himap.expert import RoleSession, lookup_key, lookup_replies, subgoal_of
-from sandbox.himap.protocol import StreamStart
+from sandbox.himap.kinds import Role, StreamStart
 
 MEALS = ("breakfast", "lunch", "dinner")
 MAX_ATTEMPTS = 6
@@ -76,7 +76,7 @@ class TravelPlannerExpertPolicies:
         self.visible, self.truth, self.pricing = visible, truth, pricing
 
     def __call__(self, start: StreamStart):
-        return self.coordinator if start.role == "coordinator" else self.executor
+        return self.coordinator if start.role == Role.COORDINATOR else self.executor
 
     # -- coordinator -----------------------------------------------------------------------------
     def coordinator(self, rs: RoleSession, start: StreamStart) -> None:
