@@ -16,8 +16,9 @@ from typing import Any
 
 from rollout.config import RolloutConfig
 
-# The engine's settings for rolling a policy out outside training (launch/rollouts.py, the notebook),
-# before a recipe's `rollout:` section and the command line: a real model's turns and lengths.
+# The engine's settings for rolling a policy out outside training (launch/rollouts.py, the notebook,
+# launch/eval.py's HiMAP teams: b2tjax.tasks.himap_agents), before a recipe's `rollout:` section and
+# the command line: a real model's turns and lengths (a HiMAP role's turns are its own limits').
 ROLLOUT_DEFAULTS = RolloutConfig(
     batch_rows=8, max_turns=10, max_turn_tokens=1024, max_seq_len=16384, python_tool=True
 )

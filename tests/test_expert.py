@@ -67,7 +67,7 @@ def test_sft_traces_replay_through_the_environment(small_benchmark):  # noqa: F8
             "AttractionSearch",
             "MapGuide",
         } <= kinds
-        result = evaluate_plan(step.answer, None, truth[record["id"]], world)
+        result = evaluate_plan(step.answer, None, truth[record["id"]], world.store)
         assert all(r.passed for r in result.results), record["id"]
 
 
