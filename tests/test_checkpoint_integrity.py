@@ -14,8 +14,8 @@ import orbax.checkpoint as ocp
 import pytest
 from flax import nnx
 
-from b2tjax.checkpoint import RunCheckpointer
-from b2tjax.train_step import TrainState
+from b2tjax.run.checkpoint import RunCheckpointer
+from b2tjax.step.train_step import TrainState
 from models.checkpoint import CheckpointError, load_model, save_model, write_config
 from models.checksums import MANIFEST, ChecksumError
 from models.config import ConfigFileError, get_config
@@ -147,7 +147,7 @@ def test_judging_against_an_edited_store_fails(tmp_path, small_world_path):
 
 
 def test_a_hugging_face_dir_with_a_broken_config_is_one_line_too(tmp_path):
-    from b2tjax.cli import describe_os_error
+    from b2tjax.cli.script import describe_os_error
     from models.hf import load_pretrained
 
     hf = tmp_path / "hf"

@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from b2tjax.metrics import read_metrics
+from b2tjax.run.metrics import read_metrics
 from models.checkpoint import load_model
 from tests.subprocess_env import subprocess_env
 

@@ -181,7 +181,7 @@ def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
 def test_launch_rollouts_reads_the_recipe_then_flags_then_overrides(tmp_path):
     import yaml
 
-    from b2tjax.policy import ROLLOUT_DEFAULTS
+    from b2tjax.run.policy import ROLLOUT_DEFAULTS
     from launch.rollouts import parse_args, rollout_config
 
     path = tmp_path / "recipe.yaml"

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from b2tjax.cli import UserError, benchmark_parser
-from b2tjax.data_marker import MARKER, MarkerError, check_marker, read_marker
-from b2tjax.prepare import ensure_data
+from b2tjax.cli.prepare import ensure_data
+from b2tjax.cli.script import benchmark_parser
+from b2tjax.data.marker import MARKER, MarkerError, check_marker, read_marker
+from b2tjax.errors import UserError
 from tests.launch_scripts import load_script
 from tests.tp_fixtures import tp_data  # noqa: F401 - fixture
 

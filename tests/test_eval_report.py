@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax.cli import QUIET_LOGGERS, setup_logging
-from b2tjax.eval_report import evaluation_header
-from b2tjax.metrics import MetricsWriter
+from b2tjax.cli.script import QUIET_LOGGERS, setup_logging
+from b2tjax.run.metrics import MetricsWriter
+from b2tjax.tasks.eval_report import evaluation_header
 from rollout.record import EpisodeRecord, stop_reason_counts
 from sandbox.types import StopReason
 

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from b2tjax import grpo
-from b2tjax.logprobs import hidden_logprobs
+from b2tjax.grpo import loss as grpo
+from b2tjax.step.logprobs import hidden_logprobs
 
 B, T, H, V = 4, 7, 5, 11
 CLIP_LOW, CLIP_HIGH, BETA, FIXED_LEN = 0.2, 0.28, 0.05, 10

@@ -10,11 +10,11 @@ import optax
 import pytest
 from flax import nnx
 
-from b2tjax import grpo
 from b2tjax.config import GRPOConfig, OptimConfig
-from b2tjax.optim import learning_rate_schedule, make_optimizer
-from b2tjax.train_batch import TrainBatch
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
+from b2tjax.grpo import loss as grpo
+from b2tjax.step.batch import TrainBatch
+from b2tjax.step.optim import learning_rate_schedule, make_optimizer
+from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
 from rollout.sampling import teacher_forced_logprobs
@@ -187,7 +187,7 @@ def _multi_turn_batch(vocab: int, length: int = 96):
 def test_head_at_trained_positions_equals_head_everywhere():
     """The GRPO and SFT steps and the log-prob pass give the same numbers (fp32) whether the output
     head is projected at `TrainBatch.positions` only or at every token."""
-    from b2tjax.train_batch import loss_positions
+    from b2tjax.step.batch import loss_positions
 
     cfg, _, params, opt, fns = _setup("seq_mean_token_mean", beta=0.04, sgd=True)
     ids, mask, rng = _multi_turn_batch(cfg.vocab_size)
@@ -215,7 +215,7 @@ def test_head_at_trained_positions_equals_head_everywhere():
 
 
 def test_loss_positions_pack_every_trained_token():
-    from b2tjax.train_batch import loss_positions, position_bucket
+    from b2tjax.step.batch import loss_positions, position_bucket
 
     mask = np.zeros((2, 256), np.float32)
     mask[0, [3, 4, 200]] = 1.0

@@ -13,11 +13,12 @@ import optax
 import pytest
 from flax import nnx
 
-from b2tjax import credit, grpo
-from b2tjax.batch_layout import RowLayout, bucket_rows
 from b2tjax.config import TrainConfig, load_config
-from b2tjax.grpo_update import RolloutBatch, batch_advantages, credit_metrics, grpo_update
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
+from b2tjax.grpo import credit
+from b2tjax.grpo import loss as grpo
+from b2tjax.grpo.layout import RowLayout, bucket_rows
+from b2tjax.grpo.update import RolloutBatch, batch_advantages, credit_metrics, grpo_update
+from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
 from rollout.record import EpisodeRecord
@@ -271,7 +272,7 @@ def test_drop_flat_groups_trains_exactly_on_the_informative_records():
 
 
 def test_informative_records_top_up_to_the_mini_batches_with_flat_ones():
-    from b2tjax.grpo_update import informative_records
+    from b2tjax.grpo.update import informative_records
 
     episodes = credit.episodes_of([1.0, 1.0, 0.0, 1.0, 3.0, 3.0], 2, None, None)  # groups of 2
     assert informative_records(episodes, 1).tolist() == [2, 3]

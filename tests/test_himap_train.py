@@ -85,8 +85,8 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     lora_rank,
 ):
     """Full fine-tuning, and LoRA adapters on the frozen model (the sampler applying them)."""
+    from b2tjax.run.trainer import Trainer
     from b2tjax.tasks.himap import HimapTask
-    from b2tjax.trainer import Trainer
     from rollout.agents.himap import himap_episode
     from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
     from sandbox.himap.options import HimapOptions
@@ -208,7 +208,7 @@ def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
     passes; a delivered plan that fails a check (here: the budget, cut to 1) teaches nothing, and
     instances on which no plan passes give no warm start (the tiny recipe's flat team, on the
     instance with the budget cut)."""
-    from b2tjax.sft import sft_examples
+    from b2tjax.sft.traces import sft_examples
     from b2tjax.tasks.himap import HimapTask
     from sandbox.benchmarks.b2t import B2TBenchmark
     from sandbox.himap.scripted import solve

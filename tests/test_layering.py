@@ -9,6 +9,11 @@ only through the registry (`sandbox.benchmarks`, `sandbox.benchmarks.base`). A s
 import statement (function-level ones included: a cycle hidden inside a function is still a cycle)
 checks these rules and that no package has an import cycle; a fresh interpreter checks that
 importing all of sandbox loads neither jax nor flax.
+
+Inside b2tjax/ the rooms of docs/ARCHITECTURE.md ("b2tjax/: rooms that follow a training step")
+depend downward only: the library never imports its launch scripts' helpers (b2tjax/cli/), the
+jitted step and the GRPO / SFT math know nothing of runs, tasks or plans, and the config and data
+rooms sit below everything that reads them.
 """
 
 from __future__ import annotations
@@ -86,6 +91,30 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
+_ABOVE_THE_STEP = {"b2tjax.run", "b2tjax.tasks", "b2tjax.cli", "b2tjax.plan", "b2tjax.report"}
+# b2tjax room -> the rooms it must never import (b2tjax.cli: only launch scripts and cli/ itself)
+ROOM_FORBIDDEN = {
+    "b2tjax.errors": {"b2tjax"},
+    "b2tjax.data": _ABOVE_THE_STEP | {"b2tjax.step", "b2tjax.grpo", "b2tjax.sft", "b2tjax.config"},
+    "b2tjax.config": _ABOVE_THE_STEP | {"b2tjax.step", "b2tjax.sft", "b2tjax.data"},
+    "b2tjax.step": _ABOVE_THE_STEP | {"b2tjax.sft"},
+    "b2tjax.grpo": _ABOVE_THE_STEP,
+    "b2tjax.sft": _ABOVE_THE_STEP | {"b2tjax.grpo"},
+    "b2tjax.tasks": {"b2tjax.cli", "b2tjax.plan", "b2tjax.run.trainer"},
+    "b2tjax.run": {"b2tjax.cli", "b2tjax.plan"},
+    "b2tjax.report": {"b2tjax.cli", "b2tjax.plan", "b2tjax.tasks", "b2tjax.run.trainer"},
+    "b2tjax.plan": {"b2tjax.cli"},
+}
+
+
+def _room_crosses(a: str, b: str) -> bool:
+    """Whether b2tjax module `a` importing `b` goes up the rooms (ROOM_FORBIDDEN)."""
+    for room, forbidden in ROOM_FORBIDDEN.items():
+        if a == room or a.startswith(room + "."):
+            return any(b == f or (b.startswith(f + ".") and not b.startswith(room)) for f in forbidden)
+    return False
+
+
 REGISTRY = "sandbox.benchmarks"
 # What generic code may import of the benchmarks: the registry, the interface and the interface's
 # plain-data episode view format (view.py, what Benchmark.episode_view returns).
@@ -102,7 +131,7 @@ def _benchmark_of(module: str) -> str | None:
 
 def _crosses(a: str, b: str) -> bool:
     """Whether `a` importing `b` breaks the layering (package direction or benchmark isolation)."""
-    if b.split(".")[0] in FORBIDDEN[a.split(".")[0]]:
+    if b.split(".")[0] in FORBIDDEN[a.split(".")[0]] or _room_crosses(a, b):
         return True
     target = _benchmark_of(b)
     if target is not None and _benchmark_of(a) != target:
@@ -175,11 +204,21 @@ def test_checks_catch_what_they_claim(tmp_path):
     (tmp_path / "models" / "qwen3.py").write_text("from . import sharding\n")
     (tmp_path / "models" / "sharding.py").write_text("def g():\n    from models.qwen3 import X\n")
     (tmp_path / "b2tjax" / "trainer.py").write_text("")
+    (tmp_path / "b2tjax" / "step").mkdir()
+    (tmp_path / "b2tjax" / "step" / "train_step.py").write_text("from b2tjax.run import trainer\n")
+    (tmp_path / "b2tjax" / "run").mkdir()
+    (tmp_path / "b2tjax" / "run" / "trainer.py").write_text("from b2tjax.cli.script import run_main\n")
+    (tmp_path / "b2tjax" / "cli").mkdir()
+    (tmp_path / "b2tjax" / "cli" / "script.py").write_text("")
     (tmp_path / "rollout" / "engine.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b2tjax import trainer\n"
     )
     graph = import_graph(tmp_path)
-    assert layering_violations(graph) == ["sandbox.a imports models.qwen3"]
+    assert layering_violations(graph) == [
+        "b2tjax.run.trainer imports b2tjax.cli.script",  # the library never imports its CLI helpers
+        "b2tjax.step.train_step imports b2tjax.run.trainer",  # the step knows nothing of runs
+        "sandbox.a imports models.qwen3",
+    ]
     assert import_cycles(graph) == [["models.qwen3", "models.sharding"]]
 
 

@@ -10,9 +10,9 @@ import pytest
 from flax import nnx
 
 from b2tjax.config import GRPOConfig, OptimConfig
-from b2tjax.optim import learning_rate_schedule, make_optimizer
-from b2tjax.train_batch import TrainBatch
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
+from b2tjax.step.batch import TrainBatch
+from b2tjax.step.optim import learning_rate_schedule, make_optimizer
+from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models import lora
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM

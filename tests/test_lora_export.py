@@ -13,9 +13,9 @@ import torch
 from flax import nnx
 
 from b2tjax.config import load_config
-from b2tjax.lora_run import load_lora_run
+from b2tjax.run.lora_run import load_lora_run
+from b2tjax.run.trainer import Trainer, build_model
 from b2tjax.tasks.toy import DigitTask
-from b2tjax.trainer import Trainer, build_model
 from launch import export_hf
 from models.config import get_config
 from models.hf import save_pretrained

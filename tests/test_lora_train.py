@@ -11,10 +11,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from b2tjax.cli import UserError
 from b2tjax.config import load_config
+from b2tjax.errors import UserError
+from b2tjax.run.trainer import Trainer, build_model
 from b2tjax.tasks.toy import DigitTask
-from b2tjax.trainer import Trainer, build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = (

@@ -91,7 +91,7 @@ def test_unknown_target_and_mismatched_devices_are_one_line_errors(tmp_path):
 def test_multislice_mesh_puts_the_slices_on_the_data_axis():
     """2 x v5e-4: data spans the slices (DCN), fsdp stays inside one slice (ICI); with data 1 the
     fsdp axis spans them."""
-    from b2tjax.targets import parse_target, target_mesh
+    from b2tjax.plan.targets import parse_target, target_mesh
     from rollout.programs import program_platform
 
     target = parse_target("2xv5e-4")
@@ -110,9 +110,9 @@ def test_tpu_prefill_writes_the_donated_cache_in_place():
     whole into another layout around the layer loop (27 GiB on the 8B v5p-32 recipe at 192 rows)
     when a chip held fewer than 8 KV heads of a query group over 1 (here: 8 KV heads over tensor 2
     leave 4 per chip, 2 queries each, as the 8B has 4 per chip, 4 queries each)."""
-    from b2tjax import memory_plan
     from b2tjax.config import load_config
-    from b2tjax.targets import parse_target, target_mesh
+    from b2tjax.plan import memory_plan
+    from b2tjax.plan.targets import parse_target, target_mesh
 
     heads = "model.overrides={head_dim: 128, num_attention_heads: 16, num_key_value_heads: 8}"
     cfg = load_config(
@@ -130,7 +130,7 @@ def test_tpu_prefill_writes_the_donated_cache_in_place():
 def test_tensor_pairs_split_a_torus_axis():
     """fsdp 8 x tensor 2 on a 4x4 v6e-16 takes no whole torus axis per mesh axis (libtpu's own
     assignment refuses it): the grid splits them, each tensor pair two neighbouring chips."""
-    from b2tjax.targets import parse_target, target_mesh
+    from b2tjax.plan.targets import parse_target, target_mesh
 
     mesh = target_mesh(parse_target("v6e-16"), 1, -1, 2)
     assert dict(mesh.shape) == {"data": 1, "fsdp": 8, "tensor": 2}

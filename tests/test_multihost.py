@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from b2tjax.metrics import read_metrics
+from b2tjax.run.metrics import read_metrics
 from rollout.hosts import episode_owner
 from tests.subprocess_env import subprocess_env
 
@@ -180,12 +180,12 @@ def test_each_episode_driven_by_its_owner_once(runs):
 # The lookup task's Trainer run (the task is not a launch/train.py task): argv = OUT, overrides.
 LOOKUP_DRIVER = """
 import sys
-from b2tjax.mesh import build_mesh, maybe_initialize_distributed
+from b2tjax.run.mesh import build_mesh, maybe_initialize_distributed
 
 maybe_initialize_distributed(False)  # the cluster's variables, when set
 from b2tjax.config import TrainConfig, apply_overrides
 from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
-from b2tjax.trainer import Trainer, build_model
+from b2tjax.run.trainer import Trainer, build_model
 
 cfg = TrainConfig(task="toy", mode="sft_grpo", out=sys.argv[1])
 apply_overrides(cfg, sys.argv[2:]).validate()
@@ -407,8 +407,8 @@ def test_a_himap_step_on_two_processes_matches_one(shared, tmp_path):
 
 
 def test_rows_that_do_not_split_over_the_processes_are_refused_at_start():
-    from b2tjax.cli import UserError
-    from b2tjax.mesh import check_rows_split
+    from b2tjax.errors import UserError
+    from b2tjax.run.mesh import check_rows_split
 
     mesh = {"data": 1, "fsdp": 2, "tensor": 2}
     check_rows_split(4, mesh, processes=2)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax.plotting import PANELS
+from b2tjax.report.plotting import PANELS
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "evaluate.ipynb"
@@ -55,7 +55,7 @@ json.dump(summary, open(out, "w"))
 
 def _write_run_metrics(run_dir: Path) -> None:
     """A training run's metrics.jsonl as b2tjax's writer writes it (3 GRPO steps)."""
-    from b2tjax.metrics import MetricsWriter
+    from b2tjax.run.metrics import MetricsWriter
 
     writer = MetricsWriter(run_dir, total_steps=3, enabled=True, progress=False)
     for step in (1, 2, 3):
@@ -125,7 +125,7 @@ def test_data_was_built_and_metrics_tables_have_every_key(notebook_run):
         assert list(metrics["per_constraint"]) == list(CONSTRAINT_NAMES)
         assert {level: m["n"] for level, m in metrics["per_difficulty"].items()} == {"easy": 1, "medium": 1}
     # The reference row scores the expert's plans against the right instances: re-judge them here.
-    from b2tjax.data import read_jsonl
+    from b2tjax.data.pipeline import read_jsonl
     from sandbox.benchmarks import b2t
 
     visible = {row["id"]: row for row in read_jsonl(tmp / "data" / "instances" / "test.jsonl")}
@@ -183,7 +183,7 @@ def test_episode_view_shows_turns_responses_and_every_constraint(notebook_run):
 
 
 def test_training_curves_are_read_from_metrics_jsonl(notebook_run):
-    """Step 8 reads RUN_DIRS with b2tjax.plotting (the values metrics.jsonl holds) and draws its figure."""
+    """Step 8 reads RUN_DIRS with b2tjax.report.plotting (values metrics.jsonl holds) and draws its figure."""
     summary, stdout, _ = notebook_run
     curves = summary["curves"]["run"]
     assert curves["reward"] == [[1, 0.25], [2, 0.5], [3, 0.75]]
@@ -197,7 +197,7 @@ def test_training_curves_are_read_from_metrics_jsonl(notebook_run):
 def test_himap_section_shows_the_scripted_team_episode(notebook_run):
     """Step 7: the coordinator, one executor per day of the trip, Σ's events and the rounds; the
     merged plan, re-judged here, passes every constraint (the scripted team is an upper bound)."""
-    from b2tjax.data import read_jsonl
+    from b2tjax.data.pipeline import read_jsonl
     from sandbox.benchmarks import b2t
 
     summary, stdout, tmp = notebook_run

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax.cli import UserError
-from b2tjax.outputs import check_outputs
+from b2tjax.cli.outputs import check_outputs
+from b2tjax.errors import UserError
 from tests.test_cli_errors import assert_one_clear_line, run_script
 
 

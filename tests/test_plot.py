@@ -1,5 +1,5 @@
-"""launch/plot.py and b2tjax.plotting: curves of two real (tiny) lookup-task runs, checked on the figure
-object (panels, one line per run, the plotted values equal metrics.jsonl), and one-line errors."""
+"""launch/plot.py and b2tjax.report.plotting: curves of two real (tiny) lookup-task runs, checked on the
+figure object (panels, one line per run, the plotted values equal metrics.jsonl), and one-line errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from b2tjax.plotting import PANELS, PlotError, plot_runs
+from b2tjax.report.plotting import PANELS, PlotError, plot_runs
 from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
 from tests.lookup_fixtures import (
     NUM_VALUES,

@@ -273,7 +273,7 @@ def test_without_the_kernel_jail_the_pool_refuses_unless_the_user_opts_in():
 
 
 def test_a_launch_script_reports_the_refusal_in_one_line_not_a_traceback(capsys):
-    from b2tjax.cli import USER_ERROR_EXIT, run_main
+    from b2tjax.cli.script import USER_ERROR_EXIT, run_main
 
     status = run_main(lambda argv: PythonSandbox(num_workers=1, limits=LIMITS, kernel_isolation=False))
     err = capsys.readouterr().err

@@ -56,7 +56,7 @@ def readme_commands(text: str) -> list[list[str]]:
 
 
 def _make_data(argv: list[str]) -> None:
-    from b2tjax import make_data
+    from b2tjax.cli import make_data
 
     args = make_data.parse_args(argv)
     if args.out.exists():

@@ -222,7 +222,7 @@ class _EvaluatedTask:
 
 def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F811
     from b2tjax.config import load_config
-    from b2tjax.trainer import Trainer, build_model
+    from b2tjax.run.trainer import Trainer, build_model
 
     bench, _, pairs, plans = b2t
     episodes = [

@@ -25,7 +25,7 @@ import jax
 import numpy as np
 import pytest
 
-from b2tjax.metrics import read_metrics
+from b2tjax.run.metrics import read_metrics
 from tests.rollout_fixtures import ANSWER, engine_config, forced_episode, rollout_setup  # noqa: F401, F811
 from tests.subprocess_env import subprocess_env
 
@@ -120,7 +120,7 @@ DRIVER = """
 import os, signal, sys
 from b2tjax.config import load_config
 from b2tjax.tasks.toy import DigitTask
-from b2tjax.trainer import Preempted, Trainer, build_model
+from b2tjax.run.trainer import Preempted, Trainer, build_model
 
 class SignalDuringRollout(DigitTask):
     calls = 0

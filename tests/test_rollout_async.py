@@ -186,7 +186,7 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
 def test_the_programs_take_xla_cpus_forms_only_when_compiled_for_cpu(rollout_setup):
     """The platform a decode program is built for, not the host's backend, picks the CPU forms (the
     tied head as E x h^T behind a barrier, the layers unrolled over per-layer weights): a TPU plan
-    lowered on this CPU host (b2tjax/memory_plan.py) must be the TPU run's program, one layer scan."""
+    lowered on this CPU host (b2tjax/plan/memory_plan.py) must be the TPU run's program, one layer scan."""
     import jax
     import jax.numpy as jnp
     from flax import nnx

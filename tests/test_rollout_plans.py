@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax.cli import UserError
-from b2tjax.rollout_plans import plans_from_rollouts
+from b2tjax.cli.rollout_plans import plans_from_rollouts
+from b2tjax.errors import UserError
 from rollout.record import EpisodeRecord
 from sandbox.benchmarks import get_benchmark
 from sandbox.types import StopReason

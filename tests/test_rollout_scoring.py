@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from b2tjax.tasks.scoring import score_records
 from rollout.record import EpisodeRecord
-from rollout.scoring import score_records
 from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
 from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
 

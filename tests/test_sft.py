@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from b2tjax.config import load_config
-from b2tjax.metrics import read_metrics
-from b2tjax.sft import encode_trace, sft_examples, windows
-from b2tjax.trainer import Trainer, build_model
+from b2tjax.run.metrics import read_metrics
+from b2tjax.run.trainer import Trainer, build_model
+from b2tjax.sft.traces import encode_trace, sft_examples, windows
 from tests.sandbox_fixtures import small_world_path  # noqa: F401
 from tests.test_instances import small_benchmark  # noqa: F401
 

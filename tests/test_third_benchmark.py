@@ -1,7 +1,7 @@
 """A third benchmark takes one folder and one registry line: Tiny Trip (tests/tiny_trip/), registered
 below, runs through the generic paths with nothing in sandbox/, rollout/ or b2tjax/ edited for it:
 make_data and splits through the registry, an agent episode in the real RolloutEngine (tiny random
-model, the expert's turns forced) scored by rollout.scoring, SFT windows from its traces, and a
+model, the expert's turns forced) scored by b2tjax.tasks.scoring, SFT windows from its traces, and a
 HiMAP episode (scripted team on the host, then replayed through the engine)."""
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def test_config_and_registry_see_the_new_benchmark(bench):
 
 
 def test_an_agent_episode_runs_in_the_engine_and_is_scored(bench, rollout_setup):  # noqa: F811
+    from b2tjax.tasks.scoring import score_records
     from rollout import RolloutEngine
     from rollout.agents.single import ForcedTokens
     from rollout.prompt import prompt_ids
-    from rollout.scoring import score_records
     from sandbox.env import EpisodeEnv
 
     pairs = bench.load_split("test")[:2]
@@ -57,7 +57,7 @@ def test_an_agent_episode_runs_in_the_engine_and_is_scored(bench, rollout_setup)
 
 
 def test_sft_traces_become_training_windows(bench, rollout_setup):  # noqa: F811
-    from b2tjax.sft import sft_examples
+    from b2tjax.sft.traces import sft_examples
 
     traces = bench.sft_traces()
     assert len(traces) == 4 and bench.sft_traces(limit=1) == traces[:1]
@@ -67,9 +67,9 @@ def test_sft_traces_become_training_windows(bench, rollout_setup):  # noqa: F811
 
 
 def test_a_himap_episode_runs_on_the_host_and_in_the_engine(bench, rollout_setup):  # noqa: F811
+    from b2tjax.tasks.scoring import score_team_episodes
     from rollout import RolloutEngine
     from rollout.agents.himap import himap_episode
-    from rollout.scoring import score_team_episodes
     from sandbox.himap.scripted import expert_traces, solve
 
     visible, truth = bench.load_split("test")[1]  # 3 days: three executors share one Σ

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from b2tjax import grpo
+from b2tjax.grpo import loss as grpo
 from b2tjax.tasks.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
 from rollout.episodes import Continue, Stop
 from tests.lookup_fixtures import (
@@ -123,10 +123,10 @@ class _KeepingTask(LookupTask):
 def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_mask):
     """The per-token weights of the GRPO loss, computed from the batch the trainer's real step got:
     environment-reply tokens weigh 0 with the mask on and > 0 with it off; prompts never weigh."""
-    import b2tjax.trainer
+    import b2tjax.run.trainer
 
     batches = []
-    real_make_step_fns = b2tjax.trainer.make_step_fns
+    real_make_step_fns = b2tjax.run.trainer.make_step_fns
 
     def recording_make_step_fns(*args, **kwargs):
         fns = real_make_step_fns(*args, **kwargs)
@@ -139,7 +139,7 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
         fns.grpo_step = recording_step
         return fns
 
-    monkeypatch.setattr(b2tjax.trainer, "make_step_fns", recording_make_step_fns)
+    monkeypatch.setattr(b2tjax.run.trainer, "make_step_fns", recording_make_step_fns)
     task = _KeepingTask(LookupConfig(num_values=NUM_VALUES))
     train_lookup(tmp_path, task, seed=0, overrides=[*SHORT_RUN, f"grpo.loss_mask={str(loss_mask).lower()}"])
 

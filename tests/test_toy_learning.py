@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 
 from b2tjax.config import load_config
-from b2tjax.metrics import read_metrics
+from b2tjax.run.metrics import read_metrics
+from b2tjax.run.trainer import Trainer, build_model
 from b2tjax.tasks.toy import DigitTask
-from b2tjax.trainer import Trainer, build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

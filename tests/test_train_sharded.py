@@ -24,8 +24,8 @@ def _compare(lora_rank: int) -> dict:
     import optax
 
     from b2tjax.config import GRPOConfig
-    from b2tjax.train_batch import TrainBatch, loss_positions
-    from b2tjax.train_step import BoundModel, init_train_state, make_step_fns, state_shardings
+    from b2tjax.step.batch import TrainBatch, loss_positions
+    from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns, state_shardings
     from models.config import get_config
     from models.lora import LoraConfig, add_lora
     from models.qwen3 import create_model

@@ -69,7 +69,7 @@ class _OneTurn:
 
 
 def test_engine_and_trainer_logprobs_agree_at_real_vocabulary_size():
-    from b2tjax.logprobs import sequence_logprobs
+    from b2tjax.step.logprobs import sequence_logprobs
     from models.chat import render
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM

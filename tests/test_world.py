@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from b2tjax.make_data import main as make_data_main
+from b2tjax.cli.make_data import main as make_data_main
 from sandbox.benchmarks.b2t import geo, vocab
 from sandbox.benchmarks.b2t.schema import TABLES
 from sandbox.benchmarks.b2t.world.cities import CITIES

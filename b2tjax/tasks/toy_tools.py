@@ -32,8 +32,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from b2tjax.grpo.update import RolloutBatch
 from b2tjax.tasks.benchmark import episode_owners, host_counts
-from b2tjax.trainer import RolloutBatch
 from models.chat import render
 from models.tokenizer import ENDOFTEXT, IM_END, IM_START, HFTokenizer
 from rollout.config import RolloutConfig
@@ -160,7 +160,7 @@ class LookupTask:
     def __init__(self, cfg: LookupConfig, tokenizer: Any | None = None, mesh: Mesh | None = None):
         self.cfg = cfg
         self.tokenizer = tokenizer or lookup_tokenizer(cfg.num_keys, cfg.num_values)
-        self.mesh = mesh  # the run's mesh (b2tjax.mesh.build_mesh): needed on several processes
+        self.mesh = mesh  # the run's mesh (b2tjax.run.mesh.build_mesh): needed on several processes
         self._engine: RolloutEngine | None = None
 
     def train_examples(self) -> Sequence[int]:

@@ -1,21 +1,21 @@
 """Build the model a run trains: a random init from a preset, or `hf:DIR` / `ckpt:DIR` weights, with
 LoRA adapters when the recipe asks for them. Its own module so that both the trainer and the LoRA
-run loader (b2tjax/lora_run.py) build exactly the same model without importing each other."""
+run loader (b2tjax/run/lora_run.py) build exactly the same model without importing each other."""
 
 from __future__ import annotations
 
 from flax import nnx
 
-from b2tjax.adapters import base_init, is_lora_run, with_adapters
-from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
-from b2tjax.mesh import build_mesh
+from b2tjax.errors import UserError
+from b2tjax.run.adapters import base_init, is_lora_run, with_adapters
+from b2tjax.run.mesh import build_mesh
 from models.config import DTYPES
 
 
 def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights;
-    with `model.lora`, the base in the compute dtype plus adapters (b2tjax/adapters.py)."""
+    with `model.lora`, the base in the compute dtype plus adapters (b2tjax/run/adapters.py)."""
     from models.config import get_config
 
     dtype, param_dtype = DTYPES[cfg.model.compute_dtype], DTYPES[cfg.model.param_dtype]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli import UserError
+from b2tjax.errors import UserError
 from sandbox.jsonl import read_jsonl_objects
 
 

@@ -3,13 +3,17 @@
 `launch/make_data.py` writes `DIR/benchmark.json` ({"benchmark": "travelplanner"}); eval, rollouts
 and train take the benchmark from it when none is given, and refuse a different one with a line
 naming both. A directory built before the marker existed has none: the default or the given
-benchmark is used, as before. Kept free of JAX imports (the data scripts start without it).
+benchmark is used, as before. `check_data_dir` is what every reader of DATA checks first. Kept free
+of JAX imports (the data scripts start without it).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from b2tjax.errors import UserError
+from sandbox.benchmarks import benchmark_class
 
 MARKER = "benchmark.json"
 
@@ -48,4 +52,26 @@ def check_marker(data_dir: Path | str | None, benchmark: str) -> None:
         raise MarkerError(
             f"{data_dir} holds {held} data, not {benchmark}: pass --benchmark {held} "
             f"(or build {benchmark} data with launch/make_data.py --benchmark {benchmark})"
+        )
+
+
+def check_data_dir(data_dir: Path, benchmark: str) -> None:
+    """UserError unless `data_dir` is a complete `benchmark` data directory: a file, an empty or
+    absent directory, another benchmark's data, or missing pieces are each one line."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise UserError(f"data directory {data_dir} is a file")
+    if not data_dir.is_dir() or not any(data_dir.iterdir()):
+        raise UserError(
+            f"data directory {data_dir} is absent or empty; build it with "
+            f"launch/make_data.py --benchmark {benchmark} --out {data_dir}"
+        )
+    try:
+        check_marker(data_dir, benchmark)
+    except MarkerError as err:
+        raise UserError(str(err)) from None
+    missing = benchmark_class(benchmark).missing_data(data_dir)
+    if missing:
+        raise UserError(
+            f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with launch/"
+            f"make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)"
         )

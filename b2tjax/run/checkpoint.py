@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from b2tjax.train_step import TrainState
+from b2tjax.step.train_step import TrainState
 from models.checkpoint import restore_newest
 from models.checksums import has_manifest, verify_manifest, write_manifest
 

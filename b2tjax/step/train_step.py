@@ -23,10 +23,10 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from b2tjax import grpo
-from b2tjax.logprobs import position_logprobs, sequence_logprobs, spread_positions
-from b2tjax.optim import apply_if_finite
-from b2tjax.train_batch import TrainBatch
+from b2tjax.grpo import loss as grpo
+from b2tjax.step.batch import TrainBatch
+from b2tjax.step.logprobs import position_logprobs, sequence_logprobs, spread_positions
+from b2tjax.step.optim import apply_if_finite
 from models.sharding import on_mesh
 
 Params = dict  # nnx.to_pure_dict layout

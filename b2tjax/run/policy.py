@@ -54,13 +54,13 @@ def checkpoint_tokenizer(checkpoint: Path) -> str:
 
 def load_checkpoint_model(checkpoint: Path) -> Any:
     """Qwen3ForCausalLM from Hugging Face safetensors or an Orbax model / run checkpoint (a LoRA
-    run's: its base with the trained adapters, b2tjax/adapters.py)."""
+    run's: its base with the trained adapters, b2tjax/run/adapters.py)."""
     if any(checkpoint.glob("*.safetensors")):
         from models.hf import load_pretrained
 
         return load_pretrained(checkpoint)
-    from b2tjax.adapters import is_lora_run
-    from b2tjax.lora_run import load_lora_run
+    from b2tjax.run.adapters import is_lora_run
+    from b2tjax.run.lora_run import load_lora_run
 
     if is_lora_run(checkpoint):
         return load_lora_run(checkpoint)[0]

@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from b2tjax.batch_layout import agree_on_maximum
+from b2tjax.grpo.layout import agree_on_maximum
 from rollout.buckets import pow2_bucket
 
 _FIELDS = ["ids", "mask", "old_logprobs", "advantages", "ref_logprobs", "positions"]

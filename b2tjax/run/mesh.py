@@ -13,8 +13,8 @@ from collections.abc import Mapping
 import jax
 from jax.sharding import Mesh
 
-from b2tjax.cli import UserError
 from b2tjax.config import MeshConfig
+from b2tjax.errors import UserError
 from models.sharding import make_mesh
 
 _GPU_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")

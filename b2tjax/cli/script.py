@@ -16,15 +16,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from b2tjax.data_marker import MarkerError, check_marker, read_marker
+from b2tjax.data.marker import MarkerError, check_marker, read_marker
+from b2tjax.errors import UserError
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
 from sandbox.python_tool import PythonIsolationError
 
 USER_ERROR_EXIT = 2
-
-
-class UserError(Exception):
-    """A mistake the user can fix; its message is the whole report (name the file or key at fault)."""
 
 
 def describe_os_error(err: OSError) -> str:

@@ -1,7 +1,7 @@
 """A recipe's device memory, computed by compiling its programs ahead of time (launch/plan.py).
 
 The SFT step, the GRPO step and the sampler's prefill and decode are the very jitted functions a
-run executes (b2tjax.trainer.phase_step_fns, rollout.programs' compiled prefill / decode). They
+run executes (b2tjax.run.trainer.phase_step_fns, rollout.programs' compiled prefill / decode). They
 are lowered with abstract arguments (jax.ShapeDtypeStruct carrying the run's shardings) and
 compiled for the mesh; nothing is allocated. `compiled.memory_analysis()` gives per-device bytes
 of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that stay alive while a
@@ -9,7 +9,7 @@ program runs without being its arguments (the train state during a rollout, the 
 and the KL reference during a train step) are added as "resident".
 
 The compile is for the mesh's devices: compile-only devices of a TPU slice or of NVIDIA GPUs
-(b2tjax/targets.py), whose own compiler assigns the buffers, or N fake CPU devices, whose XLA:CPU
+(b2tjax/plan/targets.py), whose own compiler assigns the buffers, or N fake CPU devices, whose XLA:CPU
 buffer assignment overstates bf16 programs (fp32 copies of bf16 weights, copies of the carried KV
 cache; docs/TRAINING.md compares the two). A TPU compile that runs out of device memory is
 reported as a program that does not fit, with the compiler's own message.
@@ -74,7 +74,7 @@ def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
     overrides = dict(cfg.model.overrides)
     init = cfg.model.init
     if init.startswith("hf:"):
-        from b2tjax.adapters import base_init
+        from b2tjax.run.adapters import base_init
 
         init = base_init(cfg)  # a PEFT adapter directory: its base's config
     if init.startswith(("hf:", "ckpt:")):
@@ -198,7 +198,7 @@ class PlanContext:
     cfg: TrainConfig
     mesh: Mesh | None
     model: Qwen3Config
-    model_fn: Any  # b2tjax.train_step.BoundModel
+    model_fn: Any  # b2tjax.step.train_step.BoundModel
     graphdef: Any  # the whole model's graph, as the sampler splits it
     params: Any  # abstract fp32 params (pure dict) with the trainer's shardings (LoRA: the adapters)
     frozen: Any  # LoRA's abstract frozen base (pure dict) with the trainer's shardings, else {}
@@ -209,8 +209,8 @@ class PlanContext:
 
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
-        from b2tjax.adapters import abstract_run_model
-        from b2tjax.train_step import BoundModel
+        from b2tjax.run.adapters import abstract_run_model
+        from b2tjax.step.train_step import BoundModel
         from models.sharding import state_shardings
         from rollout.placement import SamplerWeights
 
@@ -266,9 +266,9 @@ def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
 
 def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
-    from b2tjax.train_batch import TrainBatch, pad_length
-    from b2tjax.train_step import abstract_train_state, state_shardings
-    from b2tjax.trainer import phase_optimizer, phase_step_fns
+    from b2tjax.run.trainer import phase_optimizer, phase_step_fns
+    from b2tjax.step.batch import TrainBatch, pad_length
+    from b2tjax.step.train_step import abstract_train_state, state_shardings
 
     cfg = ctx.cfg
     optimizer, schedule = phase_optimizer(cfg, phase, 1)

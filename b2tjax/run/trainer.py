@@ -13,9 +13,8 @@ import dataclasses
 import functools
 import json
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -23,17 +22,17 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from b2tjax.adapters import base_identity, check_base
-from b2tjax.checkpoint import PreemptionGuard, RunCheckpointer
 from b2tjax.config import TrainConfig
-from b2tjax.data import BatchIterator, example_dataset
-from b2tjax.grpo_update import RolloutBatch, grpo_update
-from b2tjax.mesh import build_mesh, check_rows_split
-from b2tjax.metrics import MetricsWriter
-from b2tjax.model_build import build_model as build_model  # re-exported for the trainer's callers
-from b2tjax.optim import learning_rate_schedule, make_optimizer
-from b2tjax.train_batch import TrainBatch, loss_positions, pad_length, stack_rows
-from b2tjax.train_step import (
+from b2tjax.data.pipeline import BatchIterator, example_dataset
+from b2tjax.grpo.update import grpo_update
+from b2tjax.run.adapters import base_identity, check_base
+from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer
+from b2tjax.run.mesh import build_mesh, check_rows_split
+from b2tjax.run.metrics import MetricsWriter
+from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
+from b2tjax.sft.batches import sft_batch
+from b2tjax.step.optim import learning_rate_schedule, make_optimizer
+from b2tjax.step.train_step import (
     BoundModel,
     StepFns,
     TrainState,
@@ -41,29 +40,8 @@ from b2tjax.train_step import (
     make_step_fns,
     state_shardings,
 )
+from b2tjax.tasks.base import Task
 from rollout.engine import RolloutStopped
-
-
-class Task(Protocol):
-    def train_examples(self) -> Sequence[Any]:
-        """What the GRPO prompt pipeline shuffles (instances)."""
-
-    def rollout(
-        self,
-        model: nnx.Module,
-        prompts: list[Any],
-        group_size: int,
-        seed: int,
-        should_stop: Callable[[], bool] | None = None,
-    ) -> RolloutBatch:
-        """Sample `group_size` episodes per prompt with `model` and score them. A long rollout polls
-        `should_stop` between its segments and raises `rollout.engine.RolloutStopped` when it is true."""
-
-    def sft_examples(self) -> list[dict] | None:
-        """Tokenised traces {"ids": [...], "mask": [...]} (mask 1 on assistant tokens), or None."""
-
-    def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
-        """Final evaluation: (metrics, printable table)."""
 
 
 class Preempted(Exception):
@@ -304,11 +282,7 @@ class Trainer:
         for phase_step in range(start["phase_step"] + 1, self.sft_steps + 1):
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
-            length = pad_length(min(max(len(r["ids"]) for r in rows), cfg.sft.max_seq_len))
-            mask = stack_rows([r["mask"] for r in rows], length, np.float32)
-            mask[:, 0] = 0.0  # position 0 has no prediction
-            ids = stack_rows([r["ids"] for r in rows], length, np.int32)
-            batch = TrainBatch(ids=ids, mask=mask, positions=loss_positions(mask))
+            batch = sft_batch(rows, cfg.sft.max_seq_len)
             tokens = int(batch.mask.sum())
             state, metrics = fns.sft_step(state, fns.shard_batch(batch.split(micro)))
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}

@@ -17,7 +17,7 @@ from typing import Any
 from flax import nnx
 from jax.sharding import Mesh
 
-from b2tjax.cli import UserError
+from b2tjax.errors import UserError
 from models import lora, peft
 
 

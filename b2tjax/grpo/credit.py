@@ -25,7 +25,7 @@ from typing import Literal, get_args
 import jax
 import numpy as np
 
-from b2tjax import grpo
+from b2tjax.grpo import loss as grpo
 
 CreditMode = Literal["team", "team_local"]  # the config's `grpo.credit`
 CREDIT_MODES: tuple[str, ...] = get_args(CreditMode)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from b2tjax.metrics import read_metrics
+from b2tjax.run.metrics import read_metrics
 
 INSTALL_HINT = 'pip install -e ".[plot]"'
 

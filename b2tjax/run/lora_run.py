@@ -1,6 +1,6 @@
 """Load a LoRA run's checkpoint as a model: the base rebuilt from the run's own recipe with the
 trained adapters restored onto it. Its own module because it builds the model the way the trainer
-does (b2tjax.trainer.build_model), while the trainer itself needs b2tjax.adapters: keeping this here
+does (b2tjax.run.trainer.build_model), while the trainer itself needs b2tjax.run.adapters: keeping this here
 keeps the two free of an import cycle."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import jax
 from flax import nnx
 
-from b2tjax.adapters import base_identity, check_base, run_items
-from b2tjax.cli import UserError
+from b2tjax.errors import UserError
+from b2tjax.run.adapters import base_identity, check_base, run_items
 
 
 def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tuple[nnx.Module, Any]:
@@ -23,7 +23,7 @@ def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tupl
     import orbax.checkpoint as ocp
 
     from b2tjax.config import config_from_dict
-    from b2tjax.model_build import build_model
+    from b2tjax.run.model_build import build_model
     from models.config import Qwen3Config
 
     found = run_items(directory, step)

@@ -11,10 +11,10 @@ import os
 import time
 from pathlib import Path
 
-from b2tjax import make_data
-from b2tjax.cli import UserError
-from b2tjax.data_marker import MarkerError, check_marker
-from sandbox.benchmarks import DEFAULT_BENCHMARK, benchmark_class
+from b2tjax.cli import make_data
+from b2tjax.data.marker import check_data_dir
+from b2tjax.errors import UserError
+from sandbox.benchmarks import DEFAULT_BENCHMARK
 
 
 def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) -> None:
@@ -23,16 +23,7 @@ def ensure_data(data_dir: Path, scale: str, benchmark: str = DEFAULT_BENCHMARK) 
     if data_dir.exists() and not data_dir.is_dir():
         raise UserError(f"data directory {data_dir} is a file")
     if data_dir.is_dir() and any(data_dir.iterdir()):
-        try:
-            check_marker(data_dir, benchmark)
-        except MarkerError as err:
-            raise UserError(str(err)) from None
-        missing = benchmark_class(benchmark).missing_data(data_dir)
-        if missing:
-            raise UserError(
-                f"data directory {data_dir} lacks {', '.join(missing)}; rebuild it with launch/"
-                f"make_data.py --out {data_dir} --force (or point data.data_dir elsewhere)"
-            )
+        check_data_dir(data_dir, benchmark)
         return
     print(f"building the {scale} {benchmark} data in {data_dir} ...", flush=True)
     started = time.perf_counter()

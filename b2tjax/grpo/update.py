@@ -2,7 +2,7 @@
 then epochs x mini-batches of optimizer steps.
 
 The records may be any number of streams of the step's episodes (`RolloutBatch.groups` /
-`episodes`); b2tjax/credit.py turns their rewards into advantages and b2tjax/batch_layout.py pads
+`episodes`); b2tjax/grpo/credit.py turns their rewards into advantages and b2tjax/grpo/layout.py pads
 them to the shapes the jitted steps were compiled for.
 """
 
@@ -14,11 +14,11 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from b2tjax import credit
-from b2tjax.batch_layout import RowLayout, agree_on_maximum
 from b2tjax.config import TrainConfig
-from b2tjax.train_batch import TrainBatch, loss_positions, pad_length, stack_rows, to_micro
-from b2tjax.train_step import StepFns, TrainState
+from b2tjax.grpo import credit
+from b2tjax.grpo.layout import RowLayout, agree_on_maximum
+from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, stack_rows, to_micro
+from b2tjax.step.train_step import StepFns, TrainState
 from rollout.record import EpisodeRecord
 
 

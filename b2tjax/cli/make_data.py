@@ -1,6 +1,6 @@
 """Build a benchmark's data directory safely: refuse to replace user data, never leave half of one.
 
-The body of `launch/make_data.py` (and of `b2tjax.prepare.ensure_data`, which builds DATA for a
+The body of `launch/make_data.py` (and of `b2tjax.cli.prepare.ensure_data`, which builds DATA for a
 training run on a fresh machine). Kept free of JAX imports: benchmarks fork worker processes here,
 which must happen before JAX starts its threads.
 """
@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, add_benchmark_options, benchmark_parser, run_main, setup_logging
-from b2tjax.data_marker import write_marker
+from b2tjax.cli.script import add_benchmark_options, benchmark_parser, run_main, setup_logging
+from b2tjax.data.marker import write_marker
+from b2tjax.errors import UserError
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 
 USAGE = """\

@@ -12,7 +12,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from b2tjax.cli import UserError, check_output_file
+from b2tjax.cli.script import check_output_file
+from b2tjax.errors import UserError
 
 Named = Sequence[tuple[str, "str | os.PathLike | None"]]
 
