@@ -49,7 +49,7 @@ LOOKUP, ANSWER, RESULT, ERROR = "lookup", "answer", "result", "error"
 @dataclasses.dataclass(frozen=True)
 class LookupConfig:
     num_keys: int = 4
-    num_values: int = 4  # chance = 1 / num_values; 4 is what tests/test_tool_learning.py trains
+    num_values: int = 4  # chance = 1 / num_values; 4 is what tests/b2tjax/test_tool_learning.py trains
     blind: bool = False  # control: the policy never sees the tool's reply
     sft_demos: int = 64  # scripted demonstrations of the protocol (answers not tied to the value)
     eval_episodes: int = 128  # greedy episodes of `evaluate` (= the tests' rollout rows: no recompile)
