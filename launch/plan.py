@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
     os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={target.chips}"])
 
-    from b2tjax.plan import memory_plan
+    from b2tjax.plan import memory_plan, program_memory
     from b2tjax.plan.targets import target_mesh
 
     try:
@@ -125,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     model = memory_plan.plan_model_config(cfg)
-    hbm = int(hbm_gib * memory_plan.GIB)
+    hbm = int(hbm_gib * program_memory.GIB)
     print(
         f"memory plan of {args.config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
-        f"{model.num_hidden_layers} layers), {memory_plan.mesh_summary(mesh)}, "
+        f"{model.num_hidden_layers} layers), {program_memory.mesh_summary(mesh)}, "
         f"{hbm_gib:g} GiB per device; target {target.describe()}; rollout {cfg.rollout.batch_rows} rows "
         f"({cfg.rollout.batch_rows / target.chips:g} per chip) x "
         f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}",
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     programs = []
     for program in memory_plan.plan_programs(cfg, mesh, only):
         programs.append(program)
-        print("\n" + memory_plan.format_table(program, hbm), flush=True)
+        print("\n" + program_memory.format_table(program, hbm), flush=True)
     noun = "program" if len(programs) == 1 else "programs"
     print(f"\ncompiled {len(programs)} {noun} in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
@@ -149,12 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                     "platform": target.platform,
                     "devices": target.chips,
                     "hbm_bytes": hbm,
-                    "programs": [memory_plan.as_dict(p) for p in programs],
+                    "programs": [program_memory.as_dict(p) for p in programs],
                 },
                 indent=1,
             )
         )
-    problems = memory_plan.failures(programs, hbm)
+    problems = program_memory.failures(programs, hbm)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     return 1 if problems else 0

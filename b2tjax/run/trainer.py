@@ -14,7 +14,7 @@ import functools
 import json
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -31,13 +31,12 @@ from b2tjax.run.mesh import build_mesh, check_rows_split
 from b2tjax.run.metrics import MetricsWriter
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.sft.batches import sft_batch
-from b2tjax.step.optim import learning_rate_schedule, make_optimizer
+from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import (
     BoundModel,
     StepFns,
     TrainState,
     init_train_state,
-    make_step_fns,
     state_shardings,
 )
 from b2tjax.tasks.base import Task
@@ -402,38 +401,6 @@ def stop_agreed(asked: bool) -> bool:
     from rollout.hosts import agree
 
     return bool(agree([asked]).any())
-
-
-def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]:
-    """(optimizer, schedule) of the "sft" or "grpo" phase, decaying over `steps` optimizer steps."""
-    optim_cfg = cfg.sft.optim if phase == "sft" else cfg.optim
-    return make_optimizer(optim_cfg, max(steps, 1)), learning_rate_schedule(optim_cfg, max(steps, 1))
-
-
-def phase_step_fns(
-    cfg: TrainConfig,
-    model_fn: BoundModel,
-    optimizer,
-    schedule,
-    state_sharding,
-    mesh,
-    valid_vocab: int | None = None,
-    frozen=None,
-) -> StepFns:
-    """The jitted steps of a run; launch/plan.py compiles these same functions ahead of time.
-    `frozen`: LoRA's frozen base (BoundModel.frozen_of), passed to every step."""
-    return make_step_fns(
-        model_fn,
-        optimizer,
-        schedule,
-        cfg.grpo,
-        temperature=cfg.rollout.temperature,
-        fixed_length=cfg.grpo.fixed_length or cfg.rollout.max_seq_len,
-        state_sharding=state_sharding,
-        mesh=mesh,
-        valid_vocab=valid_vocab,
-        frozen=frozen,
-    )
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, float]:

@@ -321,19 +321,11 @@ def make_step_fns(
         loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 
-    def logprobs(params: Params, ids: jax.Array, positions: jax.Array | None, frozen: Params) -> jax.Array:
-        kw = dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab)
-
-        def body(_, micro):
-            model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
-            micro_ids, micro_positions = micro
-            if micro_positions is None:
-                return None, sequence_logprobs(model, micro_ids, **kw)[0]
-            lp, _ = position_logprobs(model, micro_ids, micro_positions, **kw)
-            return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
-
-        return jax.lax.scan(body, None, (ids, positions))[1]
-
+    logprobs = functools.partial(
+        _logprob_pass,
+        model_fn,
+        dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab),
+    )
     if state_sharding is None:
         jit_step = lambda f: jax.jit(f, donate_argnums=(0,))  # noqa: E731
         jit_lp = jax.jit(logprobs)
@@ -353,6 +345,27 @@ def make_step_fns(
         logprobs=WithFrozen(on_mesh(jit_lp, mesh), frozen),
         mesh=mesh,
     )
+
+
+def _logprob_pass(
+    model_fn: BoundModel,
+    kw: dict,
+    params: Params,
+    ids: jax.Array,
+    positions: jax.Array | None,
+    frozen: Params,
+) -> jax.Array:
+    """Per-token log-probs [micro, rows, T] of micro-batched `ids` (zero where `positions` skips)."""
+
+    def body(_, micro):
+        model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
+        micro_ids, micro_positions = micro
+        if micro_positions is None:
+            return None, sequence_logprobs(model, micro_ids, **kw)[0]
+        lp, _ = position_logprobs(model, micro_ids, micro_positions, **kw)
+        return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
+
+    return jax.lax.scan(body, None, (ids, positions))[1]
 
 
 class WithFrozen:
