@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli import UserError
-from b2tjax.policy import ROLLOUT_DEFAULTS
+from b2tjax.errors import UserError
+from b2tjax.run.policy import ROLLOUT_DEFAULTS
 from sandbox.benchmarks import Benchmark, Instance
 from sandbox.himap.options import HimapOptions
 
@@ -75,7 +75,7 @@ def checkpoint_answers(
 ) -> Iterator[tuple[str, str | None]]:
     """Greedy HiMAP episodes of the model in `checkpoint` (a training run's checkpoints/, a model
     checkpoint or a Hugging Face directory, with its tokenizer beside the weights)."""
-    from b2tjax.policy import load_policy
+    from b2tjax.run.policy import load_policy
     from rollout import RolloutEngine
     from rollout.agents.himap import himap_episode
 
