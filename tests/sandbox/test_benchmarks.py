@@ -116,7 +116,9 @@ def test_b2t_expert_answers_pass_every_constraint(small_benchmark):  # noqa: F81
 
 def test_b2t_prompt_world_and_sft_traces(small_benchmark):  # noqa: F811
     bench = get_benchmark("b2t", small_benchmark)
-    visible, _ = bench.load_split("train")[0]
+    first = bench.load_split("train")[0]
+    visible, _ = first
+    assert first.id == visible["id"] and first.visible is visible  # a typed Instance, still a pair
     prompt = bench.prompt(visible)
     world = bench.world_for(visible)
     assert prompt.memory and prompt.tools == world.tool_schemas()
