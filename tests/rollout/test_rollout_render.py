@@ -45,3 +45,25 @@ def test_memory_reply_keeps_user_turn_framing(small_world, qwen3):
     ids = render_env_reply(qwen3, step.rendered)
     assert qwen3.decode(ids) == "\n" + render_user_turn(step.rendered) + "<|im_start|>assistant\n"
     assert step.rendered.startswith("<memory_response>\n")
+
+
+def test_the_agent_prompt_lists_python_exactly_when_its_environment_runs_it(small_world, qwen3):
+    """The episode environment is the Python tool's one owner: `agent_episode` lists the tool in
+    the prompt only when it hands the environment a runner, and then the call reaches the runner."""
+    from rollout.agents.single import agent_episode
+    from sandbox.benchmarks.b2t import B2TBenchmark
+    from sandbox.types import ToolResult
+
+    class Runner:
+        def run(self, code: str, timeout_s: float | None = None) -> ToolResult:
+            return ToolResult(f"ran {code}")
+
+    bench = B2TBenchmark(None, world=small_world.store)
+    visible = {"id": "t1", "instruction": "Plan a two-day trip to Chengdu."}
+    plain = agent_episode(visible, bench, qwen3)
+    coded = agent_episode(visible, bench, qwen3, python_tool=Runner())
+    assert "Run Python code" not in qwen3.decode(plain.prompt_ids)
+    assert "Run Python code" in qwen3.decode(coded.prompt_ids)
+    call = '<tool_call>{"name": "Python", "arguments": {"code": "x"}}</tool_call>'
+    assert coded.env.step(call).responses[0].text == "ran x"
+    assert plain.env.step(call).responses[0].is_error
