@@ -118,8 +118,8 @@ def load_rollout_config(
     path: str | Path | None, overrides: Iterable[str] = (), base: RolloutConfig | None = None
 ) -> RolloutConfig:
     """The rollout section alone, for scripts that only roll out (launch/rollouts.py, the notebook):
-    `base` <- the recipe's `rollout:` section (its other sections are checked, then ignored) <-
-    `rollout.key=value` overrides, validated like a training config's."""
+    `base` <- the `rollout:` sections of the recipe's chain (its other sections are checked, then
+    ignored) <- `rollout.key=value` overrides, validated like a training config's."""
     cfg = TrainConfig(rollout=dataclasses.replace(base) if base is not None else RolloutConfig())
     if path is not None:
         _merge_file(cfg, Path(path))

@@ -1,8 +1,9 @@
 """The recipes as overrides of one commented base (issue 33): every recipe means what it meant.
 
 tests/data/recipes_merged.json holds every recipe's merged config as main's loader resolved it
-before the recipes were rewritten over `base:` chains (written by that loader, not by this code):
-each recipe must still resolve to it, key by key. configs/base.yaml must be the schema's defaults,
+before the recipes were rewritten over `base:` chains, recipes_rollout_merged.json their rollout
+sections as launch/rollouts.py read them (both written by that code, not by this one): each
+recipe must still resolve to them, key by key. configs/base.yaml must be the schema's defaults,
 list every knob, and comment each with the allowed values its annotation declares.
 """
 
@@ -17,12 +18,14 @@ from typing import Any
 import pytest
 import yaml
 
-from b2tjax.config import TrainConfig, load_config
+from b2tjax.config import TrainConfig, load_config, load_rollout_config
+from b2tjax.policy import ROLLOUT_DEFAULTS
 from models.fields import allowed_values, field_range, field_type
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 GOLDEN = json.loads((ROOT / "tests" / "data" / "recipes_merged.json").read_text())
+ROLLOUT_GOLDEN = json.loads((ROOT / "tests" / "data" / "recipes_rollout_merged.json").read_text())
 
 
 def flat(tree: dict, prefix: str = "") -> dict[str, Any]:
@@ -101,7 +104,7 @@ def test_base_yaml_comments_every_knob_with_its_declared_values():
 
 def _own_keys(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
-    data.pop("base")
+    data.pop("base", None)
     return flat(data)
 
 
@@ -109,15 +112,24 @@ def _own_keys(path: Path) -> dict[str, Any]:
 def test_a_recipe_holds_only_what_differs_from_its_base(name):
     path = CONFIGS / name
     assert len(path.read_text().splitlines()) <= 30, "a recipe is a short override"
-    base = CONFIGS / yaml.safe_load(path.read_text())["base"]
-    inherited = flat(load_config(base).to_dict())
+    base = yaml.safe_load(path.read_text()).get("base")
+    inherited = flat((load_config(CONFIGS / base) if base else TrainConfig()).to_dict())
     # the machine is stated whole in each recipe (hardware:, mesh:), even where it equals the base
     restated = {
         k: v
         for k, v in _own_keys(path).items()
         if v == inherited[k] and not k.startswith(("hardware.", "mesh."))
     }
-    assert restated == {}, f"{name} restates its base ({base.name})"
+    assert restated == {}, f"{name} restates its base ({base or 'the defaults'})"
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_launch_rollouts_reads_every_recipe_as_before(name):
+    """`launch/rollouts.py --config RECIPE` starts from its own rollout defaults, not the schema's:
+    the recipes' chains set the same rollout knobs over them as the flat recipes did."""
+    want = ROLLOUT_GOLDEN[name]
+    got = dataclasses.asdict(load_rollout_config(CONFIGS / name, base=ROLLOUT_DEFAULTS))
+    assert {k: (want[k], got[k]) for k in want if got[k] != want[k]} == {}
 
 
 # -- the `base:` chain ---------------------------------------------------------------------------
