@@ -9,7 +9,8 @@ beside a knob says what the values mean. Rules between knobs are in b2tjax.confi
 
 The defaults are not a recipe: they are small values every part runs with (what `TrainConfig()`
 and the unit tests get). `configs/base.yaml` lists every knob at its default with its allowed
-values, in sections; the recipes in configs/ start from it (`base:`) and hold what differs.
+values, in sections; a recipe in configs/ starts from them, or from the recipe its `base:` key
+names, and holds what differs.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from b2tjax.credit import CreditMode
-from b2tjax.grpo import AggregationMode
+from b2tjax.grpo.credit import CreditMode
+from b2tjax.grpo.loss import AggregationMode
 from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, Range
 from models.lora import LoraConfig
 from models.qwen3 import Remat
@@ -132,7 +133,7 @@ class HardwareConfig:
     device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
     devices: PosInt = 1  # accelerator chips in the whole job
     hbm_gib: NonNegFloat = 0.0  # memory per device in GiB; 0 = not stated (the plan then reports only)
-    target: str = ""  # what launch/plan.py compiles for (b2tjax/targets.py: v5p-16, h100-8, ...); "" = cpu
+    target: str = ""  # what launch/plan.py compiles for (b2tjax/plan/targets.py: v5p-16, h100-8...); "" = cpu
 
 
 @dataclass

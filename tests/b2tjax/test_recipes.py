@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from b2tjax.config import TrainConfig, load_config, load_rollout_config
-from b2tjax.policy import ROLLOUT_DEFAULTS
+from b2tjax.run.policy import ROLLOUT_DEFAULTS
 from models.fields import allowed_values, field_range, field_type
 
 ROOT = Path(__file__).resolve().parents[2]
