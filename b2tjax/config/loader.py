@@ -33,6 +33,7 @@ _RENAMED = {
     "rollout.max_new_tokens": "rollout.max_turn_tokens",
     **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in _ROLES},
 }
+MAX_CHAIN = 8  # recipes in one `base:` chain (the longest in configs/ has 4, base.yaml's defaults aside)
 # HiMAP role limits were written with 0 = the rollout section's value; a StreamLimits says None.
 _ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in _ROLES for k in ("max_turn_tokens", "max_total_tokens")}
 
@@ -92,6 +93,8 @@ def _merge_file(cfg: TrainConfig, path: Path, children: tuple[Path, ...] = ()) -
         parent = path.parent / base
         if parent.resolve() in chain:
             raise ValueError(f"{path}: base {base!r} makes a loop ({' -> '.join(p.name for p in chain)})")
+        if len(chain) >= MAX_CHAIN:
+            raise ValueError(f"{path}: base {base!r} makes a chain of over {MAX_CHAIN} recipes")
         _merge_file(cfg, parent, chain)
     try:
         _merge(cfg, data)

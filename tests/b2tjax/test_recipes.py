@@ -158,6 +158,10 @@ def test_a_loop_or_a_missing_base_is_one_line_naming_the_files(tmp_path):
     (tmp_path / "d.yaml").write_text("base: [a.yaml]\n")
     with pytest.raises(ValueError, match=r"d.yaml: base must be the file name of a recipe"):
         load_config(tmp_path / "d.yaml")
+    for i in range(12):
+        (tmp_path / f"chain{i}.yaml").write_text(f"base: chain{i + 1}.yaml\n")
+    with pytest.raises(ValueError, match=r"chain7.yaml: base 'chain8.yaml' makes a chain of over 8 recipes"):
+        load_config(tmp_path / "chain0.yaml")
     with pytest.raises(ValueError, match="unknown config key 'base'"):
         load_config(None, ["base=a.yaml"])  # a file's key, not a knob
 
