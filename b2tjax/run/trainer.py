@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -25,6 +26,7 @@ from flax import nnx
 from b2tjax.config import TrainConfig
 from b2tjax.data.pipeline import BatchIterator, example_dataset
 from b2tjax.grpo.update import grpo_update
+from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer
 from b2tjax.run.mesh import build_mesh, check_rows_split
@@ -40,7 +42,9 @@ from b2tjax.step.train_step import (
     state_shardings,
 )
 from b2tjax.tasks.base import Task
+from models.sharding import state_shardings as param_shardings
 from rollout.engine import RolloutStopped
+from rollout.hosts import agree
 
 
 class Preempted(Exception):
@@ -121,7 +125,6 @@ class Trainer:
     def _place_params(self, params):
         if self.mesh is None:
             return params
-        from models.sharding import state_shardings as param_shardings
 
         shardings = param_shardings(self.model_fn.abstract_params, self.mesh)
         return jax.device_put(params, shardings)
@@ -205,7 +208,6 @@ class Trainer:
         episodes = getattr(self.task, "report_episodes", lambda: None)()
         if not episodes:
             return
-        from b2tjax.report import ReportError, write_report
 
         try:
             path = write_report(
@@ -323,8 +325,6 @@ class Trainer:
         checkpointer = ocp.StandardCheckpointer()
         if fresh or not path.exists():
             if path.exists():
-                import shutil
-
                 shutil.rmtree(path)
             checkpointer.save(path, params)
             checkpointer.wait_until_finished()
@@ -398,7 +398,6 @@ def stop_agreed(asked: bool) -> bool:
     the same step and exits together; one process alone would leave the others in a collective."""
     if jax.process_count() == 1:
         return asked
-    from rollout.hosts import agree
 
     return bool(agree([asked]).any())
 
