@@ -4,6 +4,13 @@ then epochs x mini-batches of optimizer steps.
 The records may be any number of streams of the step's episodes (`RolloutBatch.groups` /
 `episodes`); b2tjax/grpo/credit.py turns their rewards into advantages and b2tjax/grpo/layout.py pads
 them to the shapes the jitted steps were compiled for.
+
+`b2tjax.grpo.credit` turns the rewards into advantages (`grpo.credit`: `team` | `team_local`,
+docs/HIMAP.md "Credit assignment"); `b2tjax.grpo.layout.RowLayout` pads each mini-batch to
+`rollout_batch / mini_batches` x 2^j rows (mask-0 rows, invisible to loss, gradient and
+normaliser), so the train step compiles a few times, not once per record count. `grpo_update(cfg,
+fns, state, batch, seed, ref_params)` is the whole update; it logs `records`, `episodes`,
+`padded_share` and `adv_mean/<role>`.
 """
 
 from __future__ import annotations

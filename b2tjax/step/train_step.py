@@ -7,6 +7,10 @@ The model is split once into (graphdef, abstract Param state); parameters travel
 Batches are laid out [M, b, T]: M micro-batches of b rows. The step scans over M, summing losses and
 gradients; every micro-batch divides by normalisers computed over the whole [M, b, T] batch, so
 the sum equals the one-batch loss exactly (see grpo.py).
+
+`init_train_state` shards the optimizer moments like the parameters (`opt_state_shardings`);
+`abstract_train_state` is its shape-only twin (what launch/plan.py lowers). `StepFns` members are
+`models.sharding.MeshBound` on a mesh: call them, or `.lower(...)` them, with the mesh set.
 """
 
 from __future__ import annotations
