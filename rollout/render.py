@@ -14,7 +14,8 @@ served through its exported tokenizer's chat template sees what it was trained o
 section 6). Tokens are built piecewise around the special tokens, which equals tokenising the whole
 template text (special tokens split the text).
 
-What the template does not reproduce (tests/rollout/test_chat_parity.py): the record ends at the
+What the template does not reproduce (tests/rollout/test_chat_parity.py,
+tests/rollout/test_rollout_engine.py::test_record_text_equals_chat_template): the record ends at the
 final sampled <|im_end|> (the template adds "\n"), and a sampled turn that is not in Qwen3's
 native form (no reasoning block on a final turn, extra newlines around `<think>`) is normalised
 by the template while the record keeps exactly what the model sampled.

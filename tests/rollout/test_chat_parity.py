@@ -22,10 +22,10 @@ import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from b2tjax.sft import encode_trace
+from b2tjax.sft.traces import encode_trace
 from models.tokenizer import load_tokenizer, qwen3_reference_config
+from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
-from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 
 N_TRACES = 25  # per benchmark, as many as the issue's independent check used
 # Qwen3's native turn: one reasoning block, no blank line inside its edges, then the actions.
