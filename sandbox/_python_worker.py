@@ -30,7 +30,6 @@ import importlib.util
 import json
 import os
 import select
-import shutil
 import signal
 import struct
 import sys
@@ -49,8 +48,14 @@ def _load(name: str):
 
 
 jail = _load("_python_jail")
+seccomp = _load("_python_seccomp")
 cgroups = _load("_python_cgroup")
+cleanup = _load("_python_cleanup")
 child = _load("_python_child")
+_WORKDIR_MB = 64  # each call's working directory: a tmpfs of this size (its pages count in the cgroup)
+_WORKDIR_INODES = 16384  # ... holding at most this many files and directories
+_REAP_S = 5.0  # the most a stopped call's processes may take to die before the reply
+_CLEANUP_S = 0.5  # the most cleaning up after a call and preparing the next may take
 
 
 # ---------------------------------------------------------------- framing
@@ -82,10 +87,19 @@ def _write_frame(fd: int, obj: dict) -> None:
 # ---------------------------------------------------------------- the supervisor
 
 
+class _Call:
+    """A prepared call: its keeper's pid and pipes, its working directory, its number."""
+
+    def __init__(self, n: int, pid: int, out_r: int, req_w: int, workdir: str, mounted: bool) -> None:
+        self.n, self.pid, self.out_r, self.req_w = n, pid, out_r, req_w
+        self.workdir, self.mounted = workdir, mounted
+
+
 class Supervisor:
     def __init__(self, cfg: dict) -> None:
         self.base_dir = cfg["base_dir"]
         self.guard = bool(cfg.get("audit_guard", True))
+        self.limits: dict = cfg["limits"]
         self.uid = None
         self.cgroups = None
         self.isolation = {
@@ -105,6 +119,8 @@ class Supervisor:
             self._enter_jail()
         jail.libc.prctl(jail.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.runs = 0
+        self.next: _Call | None = None  # the prepared call the next request runs in
+        self.done: _Call | None = None  # the call that ran last, until it is cleaned up
 
     def _enter_jail(self) -> None:
         calls = cgroups.CallCgroups(f"b2t-python-{os.getpid()}")  # /sys is gone once jailed
@@ -119,9 +135,12 @@ class Supervisor:
         self.isolation = {
             "kernel": True,
             "network": "new network namespace (no interfaces up)",
-            "filesystem": "own root: Python install and libraries read-only, private tmpfs working directory",
+            "filesystem": "own root: Python install and libraries read-only, a fresh tmpfs working "
+            "directory per call",
             "signals": "separate uid per supervisor; own PID namespace per call",
-            "ipc": "own IPC namespace per call; kernel keyring denied (seccomp)",
+            "ipc": "own IPC namespace per call",
+            "seccomp": "allow-list of the system calls Python needs (no namespaces, mounts, bpf, "
+            "io_uring, ptrace, keyring, netlink)",
             "uid": self.uid,
             "cgroup": calls.describe(),
             "cgroup_paths": calls.paths,
@@ -137,24 +156,24 @@ class Supervisor:
                 pass
         if self.uid is None:
             return
-        reaper = os.fork()
-        if reaper == 0:
-            try:
-                os.setgid(self.uid)
-                os.setuid(self.uid)
-                os.kill(-1, signal.SIGKILL)  # every process this uid may signal: the run's own
-            finally:
-                os._exit(0)
-        os.waitpid(reaper, 0)
+        # kill(-1) reaches every process whose real or saved uid is the run's; the saved uid 0
+        # keeps the capabilities to switch back. No call process can name this one meanwhile:
+        # they all live in PID namespaces of their own.
+        os.setresuid(self.uid, self.uid, 0)
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        finally:
+            os.setresuid(0, 0, 0)
 
-    def _kill_and_reap(self, pid: int, wait_status: int | None) -> int:
+    def _kill_and_reap(self, pid: int, wait_status: int | None, deadline: float) -> int:
         """Sweep until every descendant is dead and reaped; returns the child's wait status.
 
         As a child subreaper the supervisor inherits orphaned grandchildren, so "no children
-        left" means the run left nothing behind. Sweeps repeat because a fork bomb may add
-        processes while one is under way.
+        left" means the run left nothing behind (the next call is prepared only after this).
+        Sweeps repeat because a fork bomb may add processes while one is under way.
         """
-        deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             self._sweep(pid)
             try:
@@ -169,38 +188,90 @@ class Supervisor:
             time.sleep(0.002)
         return wait_status if wait_status is not None else signal.SIGKILL  # as if killed
 
-    def run(self, req: dict) -> dict:
+    def prepare(self) -> None:
+        """Create the next call (cgroup, working directory, its three processes) before its code exists."""
         self.runs += 1
-        workdir = os.path.join(self.base_dir, f"run-{self.runs}")
-        os.mkdir(workdir, 0o700)
-        if self.uid is not None:
-            os.chown(workdir, self.uid, self.uid)
+        n = self.runs
+        workdir = os.path.join(self.base_dir, f"run-{n}")
+        mounted = self.uid is not None
+        if mounted:
+            jail.mount_workdir(workdir, self.uid, _WORKDIR_MB, _WORKDIR_INODES)
+        else:
+            os.mkdir(workdir, 0o700)
         joins = []
         if self.cgroups is not None:
             # The keeper and the init count too: two processes and a few MB beyond the code's own.
-            mem = (int(req["memory_mb"]) + 32) * 2**20
-            joins = self.cgroups.create(self.runs, mem, int(req["max_procs"]) + 2)
+            mem = (int(self.limits["memory_mb"]) + 32) * 2**20
+            joins = self.cgroups.create(n, mem, int(self.limits["max_procs"]) + 2)
         out_r, out_w = os.pipe()
-        start = time.monotonic()
-        call = {"uid": self.uid, "guard": self.guard, "joins": joins, "supervisor": os.getpid()}
+        req_r, req_w = os.pipe()
+        call = {
+            "uid": self.uid,
+            "guard": self.guard,
+            "limits": self.limits,
+            "joins": joins,
+            "supervisor": os.getpid(),
+        }
         pid = os.fork()
         if pid == 0:
             os.close(out_r)
-            child.keeper(req, out_w, workdir, call)
-        os.close(out_w)
-        for fd in joins:
+            os.close(req_w)
+            child.keeper(out_w, req_r, workdir, call)
+        for fd in (out_w, req_r, *joins):
             os.close(fd)
-        try:
-            return self._collect(req, pid, out_r, start)
-        finally:
-            os.close(out_r)
-            shutil.rmtree(workdir, ignore_errors=True)  # first: its pages count in the cgroup
-            if self.cgroups is not None:
-                self.cgroups.destroy(self.runs)
+        self.next = _Call(n, pid, out_r, req_w, workdir, mounted)
 
-    def _collect(self, req: dict, pid: int, out_r: int, start: float) -> dict:
-        deadline = start + float(req["timeout_s"])
-        cap = int(req["max_output_bytes"])
+    def run(self, req: dict) -> dict:
+        """Hand `req` to the prepared call and collect its outcome; its processes are dead after."""
+        call, self.next = self.next, None
+        self.done = call
+        start = time.monotonic()
+        try:
+            _write_frame(call.req_w, {"code": req["code"], "timeout_s": req["timeout_s"]})
+        except BrokenPipeError:
+            pass  # the prepared call died: its own exit status and output say why
+        os.close(call.req_w)
+        return self._collect(float(req["timeout_s"]), call.pid, call.out_r, start)
+
+    def recycle(self) -> bool:
+        """Clean up the call that ran and prepare the next; False when this slot must be replaced.
+
+        Every step runs even when an earlier one failed (the cgroup is removed whatever became of
+        the directory), and each is bounded by `_CLEANUP_S`: a slot that cannot be cleaned in
+        that time is not reused.
+        """
+        call, self.done = self.done, None
+        deadline = time.monotonic() + _CLEANUP_S
+        ok = True
+        if call is not None:
+            steps = (
+                lambda: os.close(call.out_r),
+                lambda: self._kill_and_reap(call.pid, None, deadline),
+                lambda: self._remove_workdir(call, deadline),
+                lambda: self.cgroups is None or self.cgroups.destroy(call.n, deadline),
+            )
+            for step in steps:
+                try:
+                    ok = step() is not False and ok
+                except Exception:  # noqa: BLE001 - a failed step means a dirty slot, not a crash
+                    ok = False
+        if ok and time.monotonic() < deadline:
+            try:
+                self.prepare()
+            except Exception:  # noqa: BLE001
+                return False
+            return True
+        return False
+
+    def _remove_workdir(self, call: _Call, deadline: float) -> bool:
+        if call.mounted:
+            jail.unmount_workdir(call.workdir)
+            return True
+        return cleanup.remove_tree(call.workdir, deadline)
+
+    def _collect(self, timeout: float, pid: int, out_r: int, start: float) -> dict:
+        deadline = start + timeout
+        cap = int(self.limits["max_output_bytes"])
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(out_r, select.POLLIN | select.POLLHUP)
@@ -230,7 +301,7 @@ class Supervisor:
                     break
         finally:
             os.close(pidfd)
-        wait_status = self._kill_and_reap(pid, wait_status)
+        wait_status = self._kill_and_reap(pid, wait_status, time.monotonic() + _REAP_S)
         if status is None:
             if os.WIFSIGNALED(wait_status):
                 status = "signal"
@@ -254,11 +325,18 @@ def main() -> None:
     os.dup2(null, 0)
     os.dup2(null, 1)
     supervisor = Supervisor(cfg)
+    try:
+        supervisor.prepare()
+    except Exception as e:  # noqa: BLE001 - the host reports that the slot did not start
+        _write_frame(resp_fd, {"ready": False, "error": f"{type(e).__name__}: {e}"})
+        return
     _write_frame(resp_fd, {"ready": True, "isolation": supervisor.isolation})
+    # Each request gets two frames: the call's result as soon as its processes are dead, then,
+    # after the clean-up and the next call's preparation, whether this slot may serve again.
     while (req := _read_frame(req_fd)) is not None:
         try:
             resp = supervisor.run(req)
-        except Exception as e:  # noqa: BLE001 - report, keep serving
+        except Exception as e:  # noqa: BLE001 - report, then clean up and let the host decide
             resp = {
                 "status": "internal",
                 "output": f"{type(e).__name__}: {e}",
@@ -267,6 +345,10 @@ def main() -> None:
                 "elapsed_s": 0.0,
             }
         _write_frame(resp_fd, resp)
+        clean = supervisor.recycle()
+        _write_frame(resp_fd, {"ready": clean})
+        if not clean:
+            return  # the host replaces this slot; it is never reused
 
 
 if __name__ == "__main__":

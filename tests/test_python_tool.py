@@ -175,7 +175,7 @@ def test_a_dead_supervisor_is_replaced_and_the_call_fails_cleanly():
 
 def test_children_die_with_a_killed_supervisor(kernel_only):
     # A supervisor killed mid-call (e.g. by an operator) must not leave the jailed code running.
-    sb = PythonSandbox(num_workers=1, limits=PythonLimits(timeout_s=20.0))
+    sb = PythonSandbox(num_workers=1, limits=PythonLimits(timeout_s=20.0), spare_workers=0)
     try:
         uid = sb.isolation["uid"]
         slot = sb._slots[0]
