@@ -154,12 +154,11 @@ def _run_user_code(code: str) -> int:
 
 
 def _limit(req: dict, kernel: bool) -> None:
-    """The per-process rlimits (the call's cgroup bounds the processes together)."""
+    """The per-process rlimits but CPU (`_drop`); the call's cgroup bounds the processes together."""
     mem = int(req["memory_mb"]) * 2**20
     limits = {
         resource.RLIMIT_AS: mem,
         resource.RLIMIT_DATA: mem,
-        resource.RLIMIT_CPU: int(req["timeout_s"]) + 1,
         resource.RLIMIT_FSIZE: int(req["max_file_mb"]) * 2**20,
         resource.RLIMIT_NOFILE: 64,
         resource.RLIMIT_CORE: 0,
@@ -184,18 +183,14 @@ def _read_request(fd: int) -> dict:
         need, buf, header = struct.unpack(">I", buf)[0], b"", False
 
 
-def _confine(req: dict, workdir: str, call: dict, init_pid: int) -> None:
-    """Drop to the run's uid under its limits, filter and guard, in its working directory."""
+def _confine(req: dict, workdir: str, call: dict) -> None:
+    """Limits, syscall filter, working directory, scrubbed environment, audit hook (still as root).
+
+    Done when the call is prepared; only the uid change waits for the request (`_drop`).
+    """
     _limit(req, call["uid"] is not None)
     if call["uid"] is not None:
-        os.setgroups([])
-        os.setgid(call["uid"])
-        os.setuid(call["uid"])
-        seccomp.install(jail.libc)
-    # After the uid change (which clears it): die with the init, even if it died already.
-    jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != init_pid:
-        os._exit(1)
+        seccomp.install(jail.libc)  # allows set*id, which `_drop` needs (harmless once unprivileged)
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update({**_ENV, "HOME": workdir, "TMPDIR": workdir})
@@ -212,27 +207,42 @@ def _confine(req: dict, workdir: str, call: dict, init_pid: int) -> None:
         sys.addaudithook(audit_guard(workdir))
 
 
+def _drop(timeout_s: float, call: dict, init_pid: int) -> None:
+    """Once the code has arrived: its CPU limit, then the run's uid; die with the init."""
+    cpu = int(timeout_s) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    if call["uid"] is not None:
+        os.setgroups([])
+        os.setgid(call["uid"])
+        os.setuid(call["uid"])
+    # After the uid change (which clears it): die with the init, even if it died already.
+    jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != init_pid:
+        os._exit(1)
+
+
 def _user(out_w: int, req_r: int, workdir: str, call: dict, init_pid: int) -> None:
-    """The user process: wait (as root, idle) for the code, then confine itself and run it; never returns.
+    """The user process: confine itself, wait (as root, idle) for the code, drop to the uid, run it.
 
     Everything up to the wait is done when the call is prepared, before any code exists; the
-    privileges are dropped only once the request is read, so an idle prepared call holds no
-    process of the run's uid (after a call, none is left).
+    uid is taken only once the request is read, so an idle prepared call holds no process of
+    the run's uid (after a call, none is left). Never returns.
     """
     code = 1
     try:
-        os.dup2(req_r, 0)
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
-        os.closerange(3, 65536)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXCPU, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        req = {**call["limits"], **_read_request(0)}
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
-        os.close(devnull)
-        _confine(req, workdir, call, init_pid)
-        code = _run_user_code(req["code"])
+        os.dup2(req_r, 3)
+        os.closerange(4, 65536)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXCPU, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        _confine(call["limits"], workdir, call)
+        request = _read_request(3)
+        os.close(3)
+        _drop(float(request["timeout_s"]), call, init_pid)
+        code = _run_user_code(request["code"])
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001 - a broken child must still exit, never return

@@ -12,6 +12,7 @@ refused wholesale, as they would reach the same kernel code under other numbers.
 """
 
 import ctypes
+import functools
 import platform
 import struct
 
@@ -41,7 +42,7 @@ ALLOWED = """
     eventfd2 epoll_create1 dup3 pipe2 inotify_init1 preadv pwritev rt_tgsigqueueinfo recvmmsg
     prlimit64 sendmmsg renameat2 getrandom memfd_create execveat membarrier mlock2
     copy_file_range preadv2 pwritev2 statx rseq close_range openat2 faccessat2 epoll_pwait2
-    futex_waitv
+    futex_waitv setuid setgid setgroups setreuid setregid setresuid setresgid setfsuid setfsgid
 """.split()
 
 
@@ -56,12 +57,13 @@ _X86_64 = _numbers(
     0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33
     34 35 36 37 38 39 40 42 43 44 45 46 47 48 49 50 51 52 54 55 57 58 59 60 61 62 63 64 65 66 67
     68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98
-    99 100 102 104 107 108 109 110 111 112 115 118 120 121 124 127 128 129 130 131 132 137 138
-    140 141 143 145 146 147 148 149 150 157 158 160 186 187 200 201 202 203 204 213 217 218 220
-    221 222 223 224 225 226 228 229 230 231 232 233 234 235 237 238 239 240 241 242 243 244 245
-    247 253 254 255 257 258 260 261 262 263 264 265 266 267 268 269 270 271 273 274 275 276 277
-    278 280 281 282 283 284 285 286 287 288 289 290 291 292 293 294 295 296 297 299 302 307 316
-    318 319 322 324 325 326 327 328 332 334 436 437 439 441 449
+    99 100 102 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123
+    124 127 128 129 130 131 132 137 138 140 141 143 145 146 147 148 149 150 157 158 160 186 187
+    200 201 202 203 204 213 217 218 220 221 222 223 224 225 226 228 229 230 231 232 233 234 235
+    237 238 239 240 241 242 243 244 245 247 253 254 255 257 258 260 261 262 263 264 265 266 267
+    268 269 270 271 273 274 275 276 277 278 280 281 282 283 284 285 286 287 288 289 290 291 292
+    293 294 295 296 297 299 302 307 316 318 319 322 324 325 326 327 328 332 334 436 437 439 441
+    449
 """
 )
 # asm-generic/unistd.h, shared by aarch64 and riscv64
@@ -70,11 +72,11 @@ _GENERIC = _numbers(
     17 19 20 21 22 23 24 25 26 27 28 29 32 34 35 36 37 38 43 44 45 46 47 48 49 50 52 53 54 55 56
     57 59 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 82 83 84 85 86 87 88 93 94
     95 96 98 99 100 101 102 103 107 108 109 110 111 113 114 115 120 121 122 123 124 125 126 127
-    129 130 131 132 133 134 135 136 137 138 139 140 141 148 150 153 154 155 156 157 158 160 163
-    164 165 166 167 169 172 173 174 175 176 177 178 179 180 181 182 183 184 185 186 187 188 189
-    190 191 192 193 194 195 196 197 200 201 202 203 204 205 206 207 208 209 210 211 212 213 214
-    215 216 221 222 223 226 227 228 229 232 233 235 236 237 240 242 243 260 261 269 276 278 279
-    281 283 284 285 286 287 291 293 436 437 439 441 449
+    129 130 131 132 133 134 135 136 137 138 139 140 141 143 144 145 146 147 148 149 150 151 152
+    153 154 155 156 157 158 159 160 163 164 165 166 167 169 172 173 174 175 176 177 178 179 180
+    181 182 183 184 185 186 187 188 189 190 191 192 193 194 195 196 197 200 201 202 203 204 205
+    206 207 208 209 210 211 212 213 214 215 216 221 222 223 226 227 228 229 232 233 235 236 237
+    240 242 243 260 261 269 276 278 279 281 283 284 285 286 287 291 293 436 437 439 441 449
 """
 )
 # arch -> (AUDIT_ARCH, allowed numbers, clone, socket, socketpair, clone3)
@@ -121,16 +123,29 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
     return prog + [(_RET, 0, 0, _EPERM)]
 
 
-def install(libc: ctypes.CDLL) -> None:
-    """Install the filter on this process (and its future children); irreversible."""
-    prog = program(platform.machine())
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+@functools.cache
+def compiled(machine: str) -> tuple[_Fprog, ctypes.Array]:
+    """`program(machine)` as the kernel's sock_fprog (and the buffer it points into, kept alive).
+
+    Built once in the supervisor, so a call's processes inherit it instead of building it again.
+    """
+    prog = program(machine)
     raw = b"".join(struct.pack("HBBI", code, jt, jf, k) for code, jt, jf, k in prog)
     buf = ctypes.create_string_buffer(raw, len(raw))
+    return _Fprog(len(prog), ctypes.addressof(buf)), buf
 
-    class _Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    fprog = _Fprog(len(prog), ctypes.addressof(buf))
+def install(libc: ctypes.CDLL) -> None:
+    """Install the filter on this process (and its future children); irreversible.
+
+    It allows the set*id calls: the user process installs it as root, before it drops to the
+    run's uid (an unprivileged process's set*id cannot gain anything).
+    """
+    fprog, _ = compiled(platform.machine())
     for args, what in (
         ((PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)"),
         ((PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "prctl(seccomp)"),

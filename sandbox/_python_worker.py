@@ -1,9 +1,10 @@
 """Supervisor process of the Python tool: runs each request as a fresh, jailed call.
 
 Started by `sandbox.python_tool.PythonSandbox` as `python -I _python_worker.py CONFIG_JSON`; it
-imports nothing from the project (its helper modules `_python_jail`, `_python_cgroup` and
-`_python_child` are loaded by path) so that it starts fast. The protocol on stdin/stdout is
-length-prefixed JSON frames (4-byte big-endian length, then UTF-8 JSON).
+imports nothing from the project (its helper modules `_python_jail`, `_python_seccomp`,
+`_python_cgroup`, `_python_cleanup` and `_python_child` are loaded by path) so that it starts
+fast. The protocol on stdin/stdout is length-prefixed JSON frames (4-byte big-endian length,
+then UTF-8 JSON): a hello, then per request the result and, after the clean-up, a ready frame.
 
 Isolation, kernel layer (when the supervisor runs as root, which it tests at start-up):
   * the supervisor opens its cgroup directories, then moves itself into a new network namespace
@@ -11,15 +12,17 @@ Isolation, kernel layer (when the supervisor runs as root, which it tests at sta
     scratch: an empty read-only tmpfs holding read-only bind mounts of the Python install and the
     system library directories, `/etc/ld.so.cache`, four harmless devices (`/dev/null`,
     `/dev/zero`, `/dev/random`, `/dev/urandom`) and a private tmpfs `/scratch` for the per-call
-    working directories. It pivots into that root and detaches the old one, so no other file of
+    working directories' mount points. It pivots into that root and detaches the old one, so no other file of
     the host (data directory, project checkout, /etc, /proc, /home, /dev/shm) exists for the code;
-  * each call (`_python_child.py`) runs in its own cgroup (memory, processes and CPU of all its
-    processes together), its own IPC namespace (System V and POSIX IPC die with the call) and PID
-    namespace (no host process can be named; the call's processes die with its pid 1), under a
-    separate uid with the rlimits AS, CPU, NPROC, FSIZE, NOFILE, CORE, a seccomp filter that
-    denies the kernel keyring, a fresh 0700 working directory and PR_SET_PDEATHSIG;
-  * after the call its cgroup is killed and removed, every process of the uid is killed
-    (`kill(-1)` from a process holding the uid), and the working directory is deleted.
+  * each call (`_python_child.py`), prepared before its code arrives, runs in its own cgroup
+    (memory, processes and CPU of all its processes together), its own IPC namespace (System V
+    and POSIX IPC die with the call) and PID namespace (no host process can be named; the call's
+    processes die with its pid 1), under a separate uid with the rlimits AS, CPU, NPROC, FSIZE,
+    NOFILE, CORE, the seccomp allow-list (`_python_seccomp.py`), a fresh tmpfs working directory
+    (0700) and PR_SET_PDEATHSIG;
+  * before the answer every process of the call is dead and reaped (and every process of the
+    uid is killed); after it the working directory is unmounted and the cgroup removed, each
+    step tried whatever the others did, within `_CLEANUP_S`, or the host replaces the slot.
 Python layer (always): an audit hook that refuses sockets, process creation, signals to other
 processes and writes outside the working directory with a clear message. Without root only the
 Python layer, the rlimits and the process-group kill apply; that is not a security boundary,
@@ -29,6 +32,7 @@ which is why the host refuses that mode unless the caller opts in (`isolation="u
 import importlib.util
 import json
 import os
+import platform
 import select
 import signal
 import struct
@@ -125,6 +129,7 @@ class Supervisor:
     def _enter_jail(self) -> None:
         calls = cgroups.CallCgroups(f"b2t-python-{os.getpid()}")  # /sys is gone once jailed
         try:
+            seccomp.compiled(platform.machine())  # built once here; every call inherits it
             self.base_dir = jail.enter_jail(self.base_dir)
         except OSError as e:
             calls.close()
