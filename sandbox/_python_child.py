@@ -1,13 +1,12 @@
 """The processes of one Python-tool call, forked by the supervisor (`_python_worker.py`).
 
-A call is three processes, created before its code exists (the supervisor prepares the next call
-while none runs). The *keeper* (forked by the supervisor, root) joins the call's cgroup, gives
-the call a new IPC namespace and its children a new PID namespace, and forks the *init* (pid 1
-there), which forks the *user* process: it waits for the request, then drops to the run's uid,
-sets the rlimits, installs the syscall filter and the audit hook, and runs the code. When the
-user process ends, the init reports its wait status to the keeper and exits, and the kernel kills
-every process left in the namespace; the keeper ends the same way as the user process did, so the
-supervisor reads the call's outcome from its own child. Loaded by path; imports nothing from the project.
+A call is two processes, created before its code exists (the supervisor prepares the next call
+while none runs). The *init* (forked by the supervisor into the call's new IPC and PID
+namespaces, root, pid 1 there) joins the call's cgroup and forks the *user* process: it sets the
+rlimits, installs the syscall filter and the audit hook, waits for the request, then drops to
+the run's uid and runs the code. When the user process ends, the init writes its wait status to
+the supervisor and exits, and the kernel kills every process left in the namespace. Loaded by
+path; imports nothing from the project.
 """
 
 import ast
@@ -259,10 +258,24 @@ def _report_crash() -> None:
         pass
 
 
-def _init(out_w: int, req_r: int, status_w: int, workdir: str, call: dict) -> None:
-    """The call's pid 1: forks the user process, reaps orphans, reports the user's wait status."""
+def init(out_w: int, req_r: int, status_w: int, workdir: str, call: dict) -> None:
+    """The call's first process and pid 1 of its PID namespace (forked by the supervisor when it
+    prepares the call); never returns.
+
+    It joins the call's cgroup before anything forks, forks the user process, reaps orphans,
+    writes the user's wait status to `status_w` and exits, which (as pid 1) kills whatever the
+    call left running. `call`: `uid` (None without the kernel jail), `guard` (audit hook),
+    `limits` (the pool's PythonLimits fields the child needs), `joins` (descriptors of the call
+    cgroup's `cgroup.procs`). The request (the code and its time limit) arrives later on
+    `req_r`, read by the user process; if the supervisor dies first, that read ends the call.
+    """
     try:
         jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.setsid()  # the whole call is one process group (user code may still leave it)
+        os.dup2(out_w, 2)
+        for fd in call["joins"]:
+            os.write(fd, b"0")  # before anything forks, so every process of the call is counted
+            os.close(fd)
         own = os.getpid()
         pid = os.fork()
         if pid == 0:
@@ -274,54 +287,7 @@ def _init(out_w: int, req_r: int, status_w: int, workdir: str, call: dict) -> No
             done, status = os.waitpid(-1, 0)
             if done == pid:
                 os.write(status_w, struct.pack("i", status))
-                os._exit(0)  # as pid 1, this kills what the call left running
-    except BaseException:  # noqa: BLE001
-        _report_crash()
-    os._exit(1)
-
-
-def _end_like(status: int) -> None:
-    """Exit the way a process with wait status `status` did (same code, or same signal)."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        jail.libc.prctl(jail.PR_SET_DUMPABLE, 0, 0, 0, 0)  # no core dump of this process
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
-
-
-def keeper(out_w: int, req_r: int, workdir: str, call: dict) -> None:
-    """The call's first process (forked by the supervisor when it prepares the call); never returns.
-
-    `call`: `uid` (None without the kernel jail), `guard` (audit hook), `limits` (the pool's
-    PythonLimits fields the child needs), `joins` (descriptors of the call cgroup's
-    `cgroup.procs`), `supervisor` (its pid, to notice that it already died). The request (the
-    code and its time limit) arrives later on `req_r`, read by the user process.
-    """
-    try:
-        os.setsid()  # the whole call is one process group (user code may still leave it)
-        os.dup2(out_w, 2)
-        for fd in call["joins"]:
-            os.write(fd, b"0")  # before anything forks, so every process of the call is counted
-            os.close(fd)
-        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != call["supervisor"]:
-            os._exit(1)
-        if call["uid"] is not None:
-            jail.enter_call_namespaces()
-        status_r, status_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(status_r)
-            _init(out_w, req_r, status_w, workdir, call)
-        os.close(status_w)
-        os.close(out_w)
-        os.close(req_r)
-        raw = os.read(status_r, 4)
-        os.waitpid(pid, 0)
-        _end_like(struct.unpack("i", raw)[0] if len(raw) == 4 else signal.SIGKILL)
+                os._exit(0)
     except BaseException:  # noqa: BLE001
         _report_crash()
     os._exit(1)

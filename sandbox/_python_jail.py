@@ -125,13 +125,25 @@ def enter_jail(root: str) -> str:
     return JAIL_SCRATCH
 
 
-def enter_call_namespaces() -> None:
-    """Give this process a new IPC namespace and its future children a new PID namespace.
+def own_namespaces() -> tuple[int, int]:
+    """Descriptors of this process's IPC and PID namespaces (before the jail hides /proc)."""
+    return os.open("/proc/self/ns/ipc", os.O_RDONLY), os.open("/proc/self/ns/pid", os.O_RDONLY)
 
-    Called once per call in the call's first process: System V and POSIX IPC objects then die
-    with the call, and the call's code sees only its own process ids (no host pid can be named).
+
+def fork_into_call_namespaces(own: tuple[int, int]) -> int:
+    """`os.fork()` with the child in a new IPC namespace and as pid 1 of a new PID namespace.
+
+    The supervisor unshares both, forks, and returns to its own (`own`, from `own_namespaces`):
+    System V and POSIX IPC objects then die with the call, and the call's code sees only its own
+    process ids (no host pid can be named).
     """
     check(libc.unshare(CLONE_NEWIPC | CLONE_NEWPID), "unshare(ipc, pid)")
+    try:
+        return os.fork()
+    finally:
+        if os.getpid() != 1:  # the parent: back to its own IPC namespace and children's PID one
+            check(libc.setns(own[0], CLONE_NEWIPC), "setns(ipc)")
+            check(libc.setns(own[1], CLONE_NEWPID), "setns(pid)")
 
 
 def mount_workdir(path: str, uid: int, size_mb: int, inodes: int) -> None:

@@ -151,7 +151,10 @@ class PythonSandbox:
         A slot that failed is never reused: a fresh one takes its place first, then the old
         directory is deleted (bounded), off every call's path.
         """
-        ready = healthy and slot.receive(_READY_S) == {"ready": True}
+        try:
+            ready = healthy and slot.receive(_READY_S) == {"ready": True}
+        except (OSError, ValueError):  # close() killed the slot meanwhile
+            ready = False
         if ready and not self._closed:
             self._idle.put(slot)
             return

@@ -163,11 +163,11 @@ def test_a_dead_supervisor_is_replaced_and_the_call_fails_cleanly():
     with PythonSandbox(
         num_workers=1, limits=LIMITS, isolation="unsafe-ok", kernel_isolation=False, audit_guard=False
     ) as sb:
-        # The call's processes are user <- init <- keeper <- supervisor (see _python_child.py).
+        # The call's processes are user <- init <- supervisor (see _python_child.py).
         res = sb.run(
             "import os, time\n"
             "def parent(p):\n    return int(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1])\n"
-            "os.kill(parent(parent(os.getppid())), 9)\ntime.sleep(5)"
+            "os.kill(parent(os.getppid()), 9)\ntime.sleep(5)"
         )
         assert res.is_error and "restarted" in res.text
         _still_works(sb)

@@ -38,12 +38,12 @@ def _owner_uid(pid: int) -> int:
 
 
 def _wait_prepared(sb: PythonSandbox) -> list[dict[str, list[int]]]:
-    """Every slot's prepared call, once each holds its keeper, init and waiting user process."""
+    """Every slot's prepared call, once each holds its init and its waiting user process."""
     deadline = time.monotonic() + 5
     while True:
         state = [_prepared(slot.isolation) for slot in sb._slots]
         if (
-            all(len(s) == 1 and len(next(iter(s.values()))) == 3 for s in state)
+            all(len(s) == 1 and len(next(iter(s.values()))) == 2 for s in state)
             or time.monotonic() > deadline
         ):
             return state
@@ -58,7 +58,7 @@ def test_each_slot_holds_a_prepared_isolated_call_that_no_running_call_can_reach
         assert len(sb._slots) == 2  # one worker and one spare
         before = _wait_prepared(sb)
         for slot, state in zip(sb._slots, before):
-            # Before any call: call 1's cgroup exists with its three processes, all still root
+            # Before any call: call 1's cgroup exists with its two processes, both still root
             # (the run's uid appears only once code arrives).
             assert list(state) == [slot.isolation["cgroup_prefix"] + "-1"], state
             assert all(_owner_uid(pid) == 0 for pid in next(iter(state.values())))
