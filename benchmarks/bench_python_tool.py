@@ -5,8 +5,10 @@
 The reference is the Python tool as it was at `--baseline-ref` (the commit before the prepared
 calls: each call created its cgroup, namespaces and processes on its path), loaded from git into
 a temporary package and measured in the same run, on the same machine, with the same jail. Prints
-calls/s and p50/p99 latency for 1 caller (1 worker) and N callers (2 workers), the ratio of the
-new path to the reference, and the load average (the machine may be shared).
+calls/s and p50/p99 latency for 1 caller (1 worker) and N callers (2 workers), the CPU time per
+call (this process, the supervisors and every call's processes) with the calls/s it allows on
+this machine's idle CPUs (`ceiling`), the ratio of the new path to the reference, and the load
+average: on a shared machine calls/s measure the share it got, the CPU time per call much less so.
 """
 
 import argparse
@@ -43,7 +45,20 @@ def _baseline(ref: str, into: str):
     return importlib.import_module("b2t_baseline.python_tool")
 
 
-def _timed(sb, calls: int, callers: int) -> tuple[float, list[float]]:
+def _cpu_s(sb) -> float:
+    """CPU seconds so far of this process and of the pool's supervisors with their reaped children."""
+    total = sum(os.times()[:2])
+    for slot in list(sb._slots):
+        try:
+            with open(f"/proc/{slot.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a slot replaced meanwhile: its share is lost (rare)
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _timed(sb, calls: int, callers: int) -> tuple[float, list[float], float]:
     def one(_):
         t = time.perf_counter()
         res = sb.run(CODE)
@@ -52,16 +67,19 @@ def _timed(sb, calls: int, callers: int) -> tuple[float, list[float]]:
 
     with cf.ThreadPoolExecutor(max_workers=callers) as pool:
         list(pool.map(one, range(2 * callers)))  # warm-up: imports cached, slots all used once
-        start = time.perf_counter()
+        cpu, start = _cpu_s(sb), time.perf_counter()
         latencies = list(pool.map(one, range(calls)))
-    return calls / (time.perf_counter() - start), latencies
+        wall = time.perf_counter() - start
+    return calls / wall, latencies, (_cpu_s(sb) - cpu) / calls
 
 
-def _row(name: str, rate: float, lat: list[float], ref: float | None) -> str:
+def _row(name: str, rate: float, lat: list[float], cpu: float, ref: float | None) -> str:
     ms = sorted(x * 1000 for x in lat)
     p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
-    ratio = f"{rate / ref:6.1f}x" if ref else "   ref"
-    return f"{name:<44} {rate:8.1f} {statistics.median(ms):8.2f} {p99:8.2f} {ratio}"
+    ratio = f"{rate / ref:7.1f}x" if ref else "     ref"
+    ceiling = (os.cpu_count() or 1) / cpu
+    times = f"{statistics.median(ms):8.2f} {p99:8.2f} {cpu * 1000:8.2f}"
+    return f"{name:<44} {rate:8.1f} {times} {ceiling:8.0f} {ratio}"
 
 
 def main() -> None:
@@ -82,14 +100,15 @@ def main() -> None:
                 cls = PythonSandbox if module is None else module.PythonSandbox
                 limits = (PythonLimits if module is None else module.PythonLimits)(timeout_s=5)
                 with cls(num_workers=workers, limits=limits) as sb:  # isolation="full": jailed or refused
-                    rate, lat = _timed(sb, args.calls, callers)
+                    rate, lat, cpu = _timed(sb, args.calls, callers)
                 ref = rates.get("today")
                 rates.setdefault("today", rate)
-                lines.append(_row(f"{label}, {workers} worker(s), {callers} caller(s)", rate, lat, ref))
+                lines.append(_row(f"{label}, {workers} worker(s), {callers} caller(s)", rate, lat, cpu, ref))
         load_after = os.getloadavg()
     load = " / ".join(f"{a:.2f}-{b:.2f}" for a, b in zip(load_before, load_after))
     print(f"{os.cpu_count()} CPUs; load average 1/5/15 min (before-after): {load}\n")
-    print(f"{'path':<44} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs today':>7}")
+    heads = ("calls/s", "p50 ms", "p99 ms", "CPU ms", "ceiling", "vs today")
+    print(f"{'path':<44} " + " ".join(f"{h:>8}" for h in heads))
     print("\n".join(lines))
 
 
