@@ -217,7 +217,9 @@ class Supervisor:
         status_r, status_w = os.pipe()
         call = {"uid": self.uid, "guard": self.guard, "limits": self.limits, "joins": joins}
         # Frozen objects are never traversed by the collector, so neither process writes their
-        # pages just to collect: fewer copy-on-write faults on both sides of the fork.
+        # pages just to collect: fewer copy-on-write faults on both sides of the fork. Collect
+        # first: a garbage cycle frozen would never be freed.
+        gc.collect()
         gc.freeze()
         pid = os.fork() if self.uid is None else jail.fork_into_call_namespaces(self.namespaces)
         if pid == 0:
