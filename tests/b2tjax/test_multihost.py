@@ -183,12 +183,12 @@ import sys
 from b2tjax.run.mesh import build_mesh, maybe_initialize_distributed
 
 maybe_initialize_distributed(False)  # the cluster's variables, when set
-from b2tjax.config import TrainConfig, apply_overrides
+from b2tjax.config import TrainConfig, apply_overrides, validate
 from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
 from b2tjax.run.trainer import Trainer, build_model
 
 cfg = TrainConfig(task="toy", mode="sft_grpo", out=sys.argv[1])
-apply_overrides(cfg, sys.argv[2:]).validate()
+validate(apply_overrides(cfg, sys.argv[2:]))
 Trainer(cfg, LookupTask(LookupConfig(), mesh=build_mesh(cfg.mesh)), build_model(cfg), progress=False).run()
 """
 LOOKUP_SFT, LOOKUP_GRPO = 20, 2  # 20 SFT steps: the protocol (lookup, answer) is learnt, the value not
