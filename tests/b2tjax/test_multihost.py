@@ -34,6 +34,8 @@ from b2tjax.run.metrics import read_metrics
 from rollout.hosts import episode_owner
 from tests.subprocess_env import subprocess_env
 
+pytestmark = pytest.mark.slow  # runs training on a local 2-process cluster
+
 ROOT = Path(__file__).resolve().parents[2]
 SFT_STEPS, GRPO_STEPS = 2, 1
 TIMING = {"time", "tokens_per_s", "step_time_s", "rollout_time_s"}
