@@ -3,8 +3,8 @@
 The lists are a data table, so they live in words.json beside this module (shipped as package
 data) and are read once at import; this module names them and says what each entry holds. Every
 vocabulary value of `sandbox/benchmarks/b2t/vocab.py` used as an attribute has an entry there
-(tests/test_world.py checks every value reaches the generated POIs). The generator relies on the
-order of every list (seeded draws), so the file keeps them in the order they were written.
+(tests/sandbox/test_world.py checks every value reaches the generated POIs). The generator relies
+on the order of every list (seeded draws), so the file keeps them in the order they were written.
 """
 
 import json
