@@ -19,7 +19,7 @@ scored against the official query file directly, with the official metric consta
 (the database: DATA/database when --data is given, else the copy shipped with the package).
 
 A rollouts file (`--records`, what launch/rollouts.py writes: one line per stream) is scored by its
-episodes' answers: a single agent's answer, or a HiMAP team's last coordinator answer.
+episodes' answers: a single agent's answer, or a HiMAP team's coordinator answer.
 
 Plans can also be written here: `--policy` names the plan writer (`expert`: the scripted planner
 that reads the hidden truth; `model`: a checkpoint, greedy) and `--agent` the agent architecture it
