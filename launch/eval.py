@@ -45,10 +45,12 @@ from typing import Any
 from b2tjax.cli import (
     UserError,
     add_benchmark_options,
+    add_trust_option,
     benchmark_parser,
     damaged_store,
     run_main,
     setup_logging,
+    trust_from_args,
 )
 from b2tjax.outputs import check_outputs
 from b2tjax.tasks.himap_agents import HimapFigures
@@ -144,6 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
     )
+    add_trust_option(parser)
     add_benchmark_options(parser, name)
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
@@ -296,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     """Score one split's plans, print the metrics table and write the optional JSON outputs."""
     setup_logging()
     args = parse_args(argv)
+    trust_from_args(args)
     check_inputs_and_outputs(args)
     if is_official_submission(args):
         return score_official_submission(args)

@@ -29,7 +29,7 @@ import time
 import jax
 
 from b2tjax.adapters import base_init, is_lora_run
-from b2tjax.cli import UserError, run_main
+from b2tjax.cli import UserError, add_trust_option, run_main, trust_from_args
 from b2tjax.lora_run import load_lora_run
 from b2tjax.mesh import maybe_initialize_distributed
 from b2tjax.outputs import check_outputs
@@ -62,11 +62,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--distributed", action="store_true", help="initialise JAX's multi-process runtime (pods, SLURM)"
     )
+    add_trust_option(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    trust_from_args(args)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
     inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]

@@ -33,10 +33,12 @@ from typing import Any, get_args
 from b2tjax.cli import (
     UserError,
     add_benchmark_options,
+    add_trust_option,
     benchmark_parser,
     damaged_store,
     run_main,
     setup_logging,
+    trust_from_args,
 )
 from b2tjax.config import load_rollout_config
 from b2tjax.outputs import check_outputs
@@ -67,6 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num", type=int, default=8, help="number of instances (first N of the split)")
     p.add_argument("--out", type=Path, required=True, help="output JSONL file")
     p.add_argument("--config", type=Path, help="YAML recipe whose rollout: section is used")
+    add_trust_option(p)
     # Flags name rollout knobs; unset ones leave the recipe's (or the script's default) value.
     p.add_argument("--batch-size", type=int, help="rollout.batch_rows: KV-cache rows (default 8)")
     p.add_argument("--max-turns", type=int, help="rollout.max_turns (default 10)")
@@ -194,6 +197,7 @@ def himap_episodes(
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
     args = parse_args(argv)
+    trust_from_args(args)
     config = rollout_config(args)
     check_arguments(args)
     from rollout import RolloutEngine, agent_episode

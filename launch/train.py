@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, run_main, setup_logging
+from b2tjax.cli import UserError, add_trust_option, run_main, setup_logging, trust_from_args
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data_marker import read_marker
 
@@ -49,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--init", default=None, help="initial weights: hf:DIR (Hugging Face) or ckpt:DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (log files only)")
+    add_trust_option(parser)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser.parse_intermixed_args(argv)  # overrides may sit before and after the options
 
@@ -90,6 +91,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    trust_from_args(args)
     cfg = resolve_config(args)
     check_out_dir(Path(cfg.out), args.resume)
 
