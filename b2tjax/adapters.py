@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 
 from b2tjax.cli import UserError
 from models import lora, peft
+from models.config import Qwen3Config
 
 
 def adapter_dir(init: str) -> str | None:
@@ -38,7 +39,8 @@ def base_init(cfg: Any) -> str:
     if not os.path.isdir(base):
         raise UserError(f"the adapter {path} names base {base}, which is not a local directory")
     lora_cfg = cfg.model.lora
-    saved = peft.lora_config_of(peft.read_config(path))
+    # the adapter's config and tensors against each other and the base, before anything is allocated
+    saved = peft.check_adapter(path, Qwen3Config.from_hf(base))
     if (saved.rank, saved.alpha, sorted(saved.targets)) != (
         lora_cfg.rank,
         lora_cfg.alpha,
