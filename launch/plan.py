@@ -8,7 +8,7 @@ The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout dec
 are lowered with abstract arrays and compiled on a mesh of the target's devices (nothing is
 allocated) by the target's own compiler: a TPU slice by name through libtpu, NVIDIA GPUs through
 the CUDA plugin's deviceless compile, or N fake XLA:CPU devices (`cpu`, the fallback, which
-overstates bf16 programs; b2tjax/targets.py). One table per program shows per-device bytes of its
+overstates bf16 programs; b2tjax/plan/targets.py). One table per program shows per-device bytes of its
 arguments, outputs, temporaries and what stays resident beside it, against the device memory.
 Exits with status 1, naming program and bytes, when one does not fit with 10% headroom;
 `key=value` overrides work as in launch/train.py.
@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError
+from b2tjax.cli.outputs import check_outputs
 from b2tjax.config import load_config
-from b2tjax.outputs import check_outputs
+from b2tjax.errors import UserError
 
 PROGRAMS = (
     "sft_step",
@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def resolve_target(args: argparse.Namespace, cfg) -> tuple:
     """The Target to compile for and its memory per device in GiB: --target, else the recipe's
     hardware.target, else cpu (sized by --devices / hardware.devices and hardware.hbm_gib)."""
-    from b2tjax.targets import parse_target
+    from b2tjax.plan.targets import parse_target
 
     name = args.target or cfg.hardware.target or "cpu"
     devices = args.devices or cfg.hardware.devices
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
     os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={target.chips}"])
 
-    from b2tjax import memory_plan
-    from b2tjax.targets import target_mesh
+    from b2tjax.plan import memory_plan
+    from b2tjax.plan.targets import target_mesh
 
     try:
         mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)

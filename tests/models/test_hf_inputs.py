@@ -13,13 +13,13 @@ import pytest
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
-from b2tjax.cli import describe_os_error
+from b2tjax.cli.script import describe_os_error
 from models import lora, peft
 from models.config import get_config
 from models.hf import load_pretrained, save_pretrained
 from models.hf_check import TensorFormatError
 from models.qwen3 import Qwen3ForCausalLM
-from tests.test_cli_errors import assert_one_clear_line, run_script
+from tests.launch.test_cli_errors import assert_one_clear_line, run_script
 
 CFG = get_config("tiny")  # vocab 1024, hidden 64, 4 heads x 16, 2 kv heads, mlp 128, 2 layers
 
