@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
@@ -274,6 +274,14 @@ def write_outputs(args: argparse.Namespace, metrics: dict, results: list) -> Non
                 handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
 
 
+# what the one output guard (b2tjax/outputs.py) checks; tests try every output on every input
+PATHS = Paths(
+    outputs=("--json", "--details", "--report"),
+    inputs=("--plans", "--records", "--queries", "--config", "--checkpoint"),
+    data=("--data",),
+)
+
+
 def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     """Fail before the (possibly long) scoring when a path given on the command line cannot work."""
     if args.data is not None and not args.data.is_dir():
@@ -282,17 +290,7 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
         if path is not None and not path.is_file():
             problem = "is a directory" if path.is_dir() else "does not exist"
             raise UserError(f"{option} {path} {problem}")
-    inputs = [
-        ("--plans", args.plans),
-        ("--records", args.records),
-        ("--queries", getattr(args, "queries", None)),
-    ]
-    inputs += [("--config", args.config), ("--checkpoint", args.checkpoint)]
-    check_outputs(
-        [("--json", args.json), ("--details", args.details), ("--report", args.report)],
-        inputs=inputs,
-        data_dirs=[args.data],
-    )
+    guard(args, PATHS)
 
 
 def main(argv: list[str] | None = None) -> int:

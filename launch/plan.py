@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.config import load_config
 from b2tjax.errors import UserError
 
@@ -34,6 +34,9 @@ PROGRAMS = (
     "rollout_prefill",
     "rollout_decode",
 )  # = memory_plan's
+
+
+PATHS = Paths(outputs=("--json",), inputs=("--config",))  # the one output guard (b2tjax/outputs.py)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -92,7 +95,7 @@ def resolve_target(args: argparse.Namespace, cfg) -> tuple:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        check_outputs([("--json", args.json)], inputs=[("--config", args.config)])
+        guard(args, PATHS)
         cfg = load_config(args.config, args.overrides)
     except (UserError, ValueError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

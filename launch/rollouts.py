@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, get_args
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
@@ -162,16 +162,20 @@ def load_policy(args: argparse.Namespace, bench: Any, instances: list[dict]) -> 
         raise UserError(str(err)) from None
 
 
+PATHS = Paths(  # the one output guard's view of the options (b2tjax/outputs.py)
+    outputs=("--out",), inputs=("--checkpoint", "--config", "--tokenizer", "--queries"), data=("--data",)
+)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Fail before loading anything when a path or number on the command line cannot work."""
+    guard(args, PATHS)
     if args.num < 1:
         raise UserError(f"--num must be at least 1, got {args.num}")
     if not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
     if args.checkpoint is not None and (error := checkpoint_error(args.checkpoint)) is not None:
         raise UserError(error)
-    inputs = [("--checkpoint", args.checkpoint), ("--config", args.config), ("--tokenizer", args.tokenizer)]
-    check_outputs([("--out", args.out)], inputs=inputs, data_dirs=[args.data])
 
 
 def himap_episodes(

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data.marker import read_marker
@@ -32,6 +33,10 @@ from b2tjax.errors import UserError
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
 PREEMPTED_EXIT = 143
+
+
+# the one output guard's view (b2tjax/outputs.py); --out and model.init as the recipe resolves them
+PATHS = Paths(outputs=("--out",), inputs=("--config", "--init"), dirs=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -94,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trust_from_args(args)
     cfg = resolve_config(args)
+    init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
+    guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
     check_out_dir(Path(cfg.out), args.resume)
 
     setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
