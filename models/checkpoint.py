@@ -131,7 +131,8 @@ def load_model(
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
     if not os.path.exists(os.path.join(directory, CONFIG_FILE)):
         raise CheckpointError(f"no {CONFIG_FILE} in checkpoint directory {directory}")
-    if not os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
+    steps_on_disk = [n for n in os.listdir(directory) if n.isdigit()]
+    if steps_on_disk and not os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
         verify_manifest(directory)  # a run's checkpoints/config.json, sealed by RunCheckpointer
     cfg = Qwen3Config.from_hf(directory)
     param_dtype = dtype if param_dtype is None else param_dtype
