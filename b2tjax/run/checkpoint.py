@@ -9,7 +9,9 @@ temporary directory and renames it when complete, so a run killed mid-save leave
 checkpoint intact. Once a step's save has finished, a background thread writes its SHA-256
 manifest (`models.checksums`; `checkpoints/config.json` gets one when written), and a restore
 checks the step against it first, so a flipped byte counts as damage and a step without a manifest
-is refused unless the user says `--trust-unverified`. A resume takes the newest step that restores;
+is refused unless the user says `--trust-unverified` (a synchronous save is sealed at once, an
+asynchronous one at the next save or at close: a run killed -9 in between resumes from the step
+before, or from that step with `--trust-unverified`). A resume takes the newest step that restores;
 damaged (or unverified) newer steps are reported and set aside, never deleted
 (`RunCheckpointer.restore_newest`).
 A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
@@ -48,6 +50,7 @@ class RunCheckpointer:
         model_config_json: dict | None = None,
     ):
         self.directory = Path(directory).absolute()
+        self.async_save = async_save
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep,
             save_interval_steps=every_steps,
@@ -83,6 +86,8 @@ class RunCheckpointer:
         started = bool(self.manager.save(step, args=args, force=force))
         if started:
             self._unsealed.append(step)
+            if not self.async_save:  # finished already: seal now, so a kill -9 does not leave it unsealed
+                self._seal()
         return started
 
     def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict, dict]:
