@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 
 from b2tjax.errors import UserError
 from models import lora, peft
+from models.checksums import verify_manifest
 from models.config import Qwen3Config
 
 
@@ -121,6 +122,7 @@ def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[in
         if not steps:
             return None
         step = max(steps) if step is None else step
+        verify_manifest(directory / str(step), hashes=False)  # the files, not a FIFO; no hashing
         items = manager.restore(
             step,
             args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore()),

@@ -117,6 +117,7 @@ class RunCheckpointer:
         if not steps:
             return None
         try:
+            verify_manifest(self.directory / str(max(steps)), hashes=False)  # no FIFO read, no hang
             item = self.manager.restore(
                 max(steps), args=ocp.args.Composite(train_state=ocp.args.JsonRestore())
             )

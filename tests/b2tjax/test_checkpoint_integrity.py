@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -191,6 +192,28 @@ def test_a_listed_file_that_is_no_longer_a_regular_file_is_refused_without_readi
     (ckpt / "params" / "extra").symlink_to("/dev/zero")
     with pytest.raises(ChecksumError):
         load_model(ckpt)
+
+
+def test_a_run_step_whose_train_state_is_a_fifo_is_refused_without_reading_it(tmp_path):
+    state = TrainState({"w": jnp.arange(8.0)}, {"m": jnp.zeros(8)}, jnp.array(1), jnp.array(0))
+    ckpt = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=2, async_save=False)
+    ckpt.save(1, state, {"data": 1}, {"lr": 0.1}, force=True)
+    ckpt._join_sealer()  # a synchronous save's manifest is started at once, not at the next save
+    assert (tmp_path / "checkpoints" / "1" / MANIFEST).is_file()
+    ckpt.close()
+    item = tmp_path / "checkpoints" / "1" / "train_state"
+    target = next(p for p in item.rglob("*") if p.is_file())
+    target.unlink()
+    os.mkfifo(target)  # Orbax's JSON read would wait for a writer forever
+    reopened = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=2)
+    found: list = []
+    reader = threading.Thread(target=lambda: found.append(reopened.newest_train_state()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert found == [None]  # refused at once: a damaged newest step, reported by the restore
+    with pytest.raises(ChecksumError, match="is not a regular file"):
+        reopened.restore(1, state)
+    reopened.close()
 
 
 def test_a_runs_config_json_is_covered_by_a_manifest(tmp_path, model):
