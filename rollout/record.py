@@ -3,6 +3,13 @@
 The record is append-only while the episode runs. Training reads `ids`, `loss_mask` and
 `logprobs` directly; nothing is ever decoded and re-encoded (re-tokenisation drift would train the
 model on tokens it never produced).
+
+Besides ids, masks and log-probs a record carries `calls`, `stream`, `role`, `day`, `round`,
+`episode`, `prompt_len`, `forced`, `error_message`, `timings`, `tokenizer` and `truncated`. Its text
++ "\n" equals Qwen3's official chat template (`models.chat.render`, or transformers'
+`apply_chat_template` with the exported tokenizer) on its messages, every assistant turn's
+`<think>` block included: the environment frames every reply as a tool result, which the template
+does not count as a new user query (docs/SPEC.md section 6; rollout/render.py).
 """
 
 from __future__ import annotations

@@ -4,6 +4,13 @@ then epochs x mini-batches of optimizer steps.
 The records may be any number of streams of the step's episodes (`RolloutBatch.groups` /
 `episodes`); b2tjax/grpo/credit.py turns their rewards into advantages and b2tjax/grpo/layout.py pads
 them to the shapes the jitted steps were compiled for.
+
+`b2tjax.grpo.credit` turns the rewards into advantages (`grpo.credit`: `team` | `team_local`,
+docs/HIMAP.md "Credit assignment"); `b2tjax.grpo.layout.RowLayout` pads each mini-batch to
+`rollout_batch / mini_batches` x 2^j rows (mask-0 rows, invisible to loss, gradient and
+normaliser), so the train step compiles a few times, not once per record count. `grpo_update(cfg,
+fns, state, batch, seed, ref_params)` is the whole update; it logs `records`, `episodes`,
+`padded_share` and `adv_mean/<role>`.
 """
 
 from __future__ import annotations
@@ -142,15 +149,8 @@ def grpo_update(
     n = len(records)
     layout = RowLayout.for_records(n, g.mini_batches, nominal, micro_rows)
     rows = step_rows(cfg, records, layout)
-    length = rows["ids"].shape[1]
-
-    micro = layout.rows // layout.micro_rows
-    ids_dev = fns.shard_rows(to_micro(rows["ids"], micro))
-    # the passes below read log-probs where the sampler recorded one (the gap) or the loss trains
-    read = np.maximum(rows["sampled"], rows["mask"])
-    read[:, 0] = 0.0
-    read_dev = fns.shard_rows(to_micro(loss_positions(read), micro))
-    trainer_lp = fns.host_rows(fns.logprobs(state.params, ids_dev, read_dev)).reshape(layout.rows, length)
+    logprobs_of = _logprob_pass(fns, rows, layout)
+    trainer_lp = logprobs_of(state.params)
     sampled, sampler_lp = rows["sampled"], rows["sampler_lp"]
     token_count = max(float(sampled.sum()), 1.0)
     gap = np.abs(trainer_lp - sampler_lp) * sampled
@@ -167,7 +167,7 @@ def grpo_update(
         old = np.where(sampled > 0, sampler_lp, trainer_lp)
     ref_lp = None
     if g.beta > 0:
-        ref_lp = fns.host_rows(fns.logprobs(ref_params, ids_dev, read_dev)).reshape(layout.rows, length)
+        ref_lp = logprobs_of(ref_params)
     flat = TrainBatch(
         ids=rows["ids"],
         mask=rows["mask"],
@@ -178,15 +178,35 @@ def grpo_update(
     )
 
     before_update()
+    state, step_means = _optimize(fns, state, flat, layout, n, g.epochs, seed)
+    metrics.update(step_means)
+    return state, metrics
+
+
+def _logprob_pass(fns: StepFns, rows: dict[str, np.ndarray], layout: RowLayout) -> Callable:
+    """params -> the step's per-token log-probs [rows, length] under them (the old and reference
+    passes), read where the sampler recorded one (the gap) or the loss trains."""
+    length = rows["ids"].shape[1]
+    micro = layout.rows // layout.micro_rows
+    ids_dev = fns.shard_rows(to_micro(rows["ids"], micro))
+    read = np.maximum(rows["sampled"], rows["mask"])
+    read[:, 0] = 0.0
+    read_dev = fns.shard_rows(to_micro(loss_positions(read), micro))
+    return lambda params: fns.host_rows(fns.logprobs(params, ids_dev, read_dev)).reshape(layout.rows, length)
+
+
+def _optimize(
+    fns: StepFns, state: TrainState, flat: TrainBatch, layout: RowLayout, n: int, epochs: int, seed: int
+) -> tuple[TrainState, dict[str, float]]:
+    """`epochs` passes over the `n` records in seeded random mini-batches; the steps' mean metrics."""
     rng = np.random.default_rng(seed)
     sums: dict[str, float] = {}
     updates = 0
-    for _ in range(g.epochs):
+    for _ in range(epochs):
         for mini_rows in layout.mini_batch_rows(rng.permutation(n)):
             micro = flat.take(mini_rows).split(layout.micro_per_mini)
             state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
             for k, v in jax.device_get(step_metrics).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             updates += 1
-    metrics.update({k: v / updates for k, v in sums.items()})
-    return state, metrics
+    return state, {k: v / updates for k, v in sums.items()}

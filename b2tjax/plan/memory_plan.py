@@ -27,42 +27,21 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
 from b2tjax.config import TrainConfig
+from b2tjax.plan.program_memory import GIB, ProgramMemory
+from b2tjax.run.adapters import abstract_run_model, base_init
+from b2tjax.step.batch import TrainBatch, pad_length
+from b2tjax.step.phases import phase_optimizer, phase_step_fns
+from b2tjax.step.train_step import BoundModel, abstract_train_state, state_shardings
 from models.config import DTYPES, Qwen3Config, get_config
-from models.sharding import on_mesh
-
-GIB = 1024**3
-HEADROOM = 0.10  # a program must leave this share of device memory free
-
-
-@dataclasses.dataclass
-class ProgramMemory:
-    """Per-device bytes of one compiled program and of what is resident beside it."""
-
-    name: str
-    arguments: dict[str, int]  # argument group -> bytes of its shards on one device (from shardings)
-    argument_bytes: int  # the compiler's figures from here on
-    output_bytes: int
-    alias_bytes: int  # outputs written into donated argument buffers
-    temp_bytes: int
-    resident: dict[str, int]
-    analytic: dict[str, int]  # closed-form sizes of the same groups, as a cross-check
-    notes: list[str] = dataclasses.field(default_factory=list)
-    compile_s: float = 0.0
-    error: str = ""  # the compiler's refusal (e.g. TPU out of memory); the program does not fit
-
-    @property
-    def peak_bytes(self) -> int:
-        return self.argument_bytes + self.output_bytes - self.alias_bytes + self.temp_bytes
-
-    @property
-    def total_bytes(self) -> int:
-        return self.peak_bytes + sum(self.resident.values())
-
+from models.sharding import on_mesh, variable_sharding
+from models.sharding import state_shardings as param_shardings
+from rollout.placement import SamplerWeights, new_rollout_arrays
+from rollout.programs import compiled_functions, decode_bucket, program_platform
+from rollout.sampling import SamplingArrays
 
 # ----------------------------------------------------------------------------------------------
 # Model and abstract arrays
@@ -74,8 +53,6 @@ def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
     overrides = dict(cfg.model.overrides)
     init = cfg.model.init
     if init.startswith("hf:"):
-        from b2tjax.run.adapters import base_init
-
         init = base_init(cfg)  # a PEFT adapter directory: its base's config
     if init.startswith(("hf:", "ckpt:")):
         path = Path(init.split(":", 1)[1]) / "config.json"
@@ -209,20 +186,15 @@ class PlanContext:
 
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
-        from b2tjax.run.adapters import abstract_run_model
-        from b2tjax.step.train_step import BoundModel
-        from models.sharding import state_shardings
-        from rollout.placement import SamplerWeights
-
         model_cfg = plan_model_config(cfg)
         model = abstract_run_model(cfg, model_cfg)
         model_fn, params = BoundModel.from_model(model)
         params = with_shardings(
-            params, None if mesh is None else state_shardings(model_fn.abstract_params, mesh)
+            params, None if mesh is None else param_shardings(model_fn.abstract_params, mesh)
         )
         frozen = with_shardings(
             BoundModel.frozen_of(model),
-            None if mesh is None else state_shardings(model_fn.abstract_frozen, mesh),
+            None if mesh is None else param_shardings(model_fn.abstract_frozen, mesh),
         )
         graphdef, full_state = nnx.split(model)
         train_layout = with_shardings(
@@ -257,7 +229,6 @@ def _bytes(tree: Any) -> int:
 
 
 def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
-    from models.sharding import variable_sharding
 
     return jax.tree.map(
         lambda v: variable_sharding(v, mesh), state, is_leaf=lambda x: isinstance(x, nnx.Variable)
@@ -266,9 +237,6 @@ def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
 
 def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
     """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
-    from b2tjax.run.trainer import phase_optimizer, phase_step_fns
-    from b2tjax.step.batch import TrainBatch, pad_length
-    from b2tjax.step.train_step import abstract_train_state, state_shardings
 
     cfg = ctx.cfg
     optimizer, schedule = phase_optimizer(cfg, phase, 1)
@@ -354,8 +322,6 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
 
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
-    from rollout.placement import new_rollout_arrays
-    from rollout.programs import compiled_functions, decode_bucket, program_platform
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))
@@ -366,7 +332,6 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[Progr
     i32, f32 = jnp.int32, jnp.float32
     sds = jax.ShapeDtypeStruct
     vec = lambda dtype: sds((rows,), dtype)  # noqa: E731
-    from rollout.sampling import SamplingArrays
 
     params = SamplingArrays(
         temperature=vec(f32), top_p=vec(f32), top_k=vec(i32), seed=vec(i32), stream=vec(i32)
@@ -419,74 +384,3 @@ def plan_programs(
         yield _refresh(ctx)
     if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
         yield from _rollout_programs(ctx, only)
-
-
-# ----------------------------------------------------------------------------------------------
-# Report
-
-
-def _gib(n: int) -> str:
-    return f"{n / GIB:9.3f}"
-
-
-def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
-    """One program's per-device memory as a Markdown table."""
-    rows = [(f"argument: {k}", v, p.analytic.get(k)) for k, v in p.arguments.items()]
-    rows += [
-        ("arguments (compiled)", p.argument_bytes, None),
-        ("outputs", p.output_bytes, None),
-        ("donated (outputs reuse arguments)", -p.alias_bytes, None),
-        ("temporaries", p.temp_bytes, None),
-        ("program peak", p.peak_bytes, None),
-    ]
-    rows += [(f"resident: {k}", v, p.analytic.get(k)) for k, v in p.resident.items()]
-    rows.append(("total", p.total_bytes, None))
-    lines = [
-        f"{p.name} (per device)",
-        f"| {'':<40} | {'GiB':>9} | {'analytic GiB':>12} |",
-        f"|{'-' * 42}|{'-' * 11}|{'-' * 14}|",
-    ]
-    for label, value, analytic in rows:
-        extra = _gib(analytic) if analytic is not None else ""
-        lines.append(f"| {label:<40} | {_gib(value)} | {extra:>12} |")
-    if hbm_bytes and not p.error:
-        share = p.total_bytes / hbm_bytes
-        lines.append(f"| {'device memory':<40} | {_gib(hbm_bytes)} | {f'{share:.0%} used':>12} |")
-    lines += [f"note: {note}" for note in p.notes]
-    if p.error:
-        return "\n".join([*lines, f"DOES NOT FIT: the compiler refused it: {p.error}"])
-    if hbm_bytes:
-        verdict = "fits" if fits(p, hbm_bytes) else "DOES NOT FIT"
-        lines.append(f"{verdict} with {HEADROOM:.0%} headroom")
-    lines.append(f"compiled in {p.compile_s:.0f}s")
-    return "\n".join(lines)
-
-
-def as_dict(p: ProgramMemory) -> dict:
-    """The figures of one program, bytes per device (for --json)."""
-    return dict(dataclasses.asdict(p), peak_bytes=p.peak_bytes, total_bytes=p.total_bytes)
-
-
-def fits(p: ProgramMemory, hbm_bytes: int) -> bool:
-    return not p.error and p.total_bytes <= (1 - HEADROOM) * hbm_bytes
-
-
-def failures(programs: list[ProgramMemory], hbm_bytes: int) -> list[str]:
-    """One line per program that does not fit `hbm_bytes` with the headroom."""
-    limit = int((1 - HEADROOM) * hbm_bytes)
-    refused = [f"{p.name} does not compile: {p.error}" for p in programs if p.error]
-    return refused + [
-        f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
-        f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
-        for p in programs
-        if hbm_bytes and not p.error and not fits(p, hbm_bytes)
-    ]
-
-
-def mesh_summary(mesh: Mesh | None) -> str:
-    if mesh is None:
-        return "1 device, no mesh"
-    return (
-        " x ".join(f"{k} {v}" for k, v in mesh.shape.items())
-        + f" ({np.prod(list(mesh.shape.values()))} devices)"
-    )

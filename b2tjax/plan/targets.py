@@ -21,7 +21,10 @@ from collections.abc import Sequence
 
 import jax
 import numpy as np
+from jax.experimental import mesh_utils, topologies
 from jax.sharding import Mesh
+
+from models.sharding import make_mesh
 
 # generation -> (libtpu topology prefix, chip config, TensorCores per chip, HBM GiB per chip, 3-D torus)
 TPU_GENERATIONS = {
@@ -116,7 +119,6 @@ def gpu_target_config(kind: str) -> str:
 
 def target_devices(target: Target) -> list[jax.Device]:
     """Compile-only devices of the whole target (every slice); `cpu`: the host's (fake) devices."""
-    from jax.experimental import topologies
 
     if target.platform == "cpu":
         return jax.devices("cpu")
@@ -163,7 +165,6 @@ def device_grid(target: Target, sizes: Sequence[int], devices: Sequence[jax.Devi
     slice along the chip interconnect (ICI), across slices (DCN) on the data axis when it can."""
     if target.platform != "tpu":
         return np.asarray(devices, dtype=object).reshape(sizes)
-    from jax.experimental import mesh_utils
 
     if target.slices == 1:
         return _ici_mesh(sizes, devices)
@@ -176,7 +177,6 @@ def device_grid(target: Target, sizes: Sequence[int], devices: Sequence[jax.Devi
 def _ici_mesh(sizes: Sequence[int], devices: Sequence[jax.Device]) -> np.ndarray:
     """One slice's grid: each mesh axis on whole torus axes where it can, else (fsdp 8 x tensor 2
     on a 4x4 v6e-16) split across them, as MaxText's allow_split_physical_axes does."""
-    from jax.experimental import mesh_utils
 
     try:
         return mesh_utils.create_device_mesh(sizes, devices)
@@ -186,7 +186,6 @@ def _ici_mesh(sizes: Sequence[int], devices: Sequence[jax.Device]) -> np.ndarray
 
 def target_mesh(target: Target, data: int, fsdp: int, tensor: int) -> Mesh | None:
     """The (data, fsdp, tensor) mesh on `target`'s devices; None for one CPU device (plain jit)."""
-    from models.sharding import make_mesh
 
     devices = target_devices(target)
     if target.platform == "cpu" and len(devices) == 1 and {data, fsdp, tensor} <= {1, -1}:

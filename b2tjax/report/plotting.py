@@ -4,6 +4,10 @@ One figure of four panels, one line per run (and per metric where a panel holds 
 each run's OUT/metrics.jsonl. `launch/plot.py` and the evaluation notebook both call `plot_runs`.
 matplotlib is an optional extra (`pip install -e ".[plot]"`): importing this module does not need it,
 drawing does, and its absence is a `PlotError` with the install command.
+
+`plot_runs(run_dirs, out=None, labels=None) -> Figure`: four panels (reward; pass rates:
+final_pass, delivery, micro_pass_c/upc, success, accuracy; action_error_rate; logprob_gap_mean);
+`PlotError` (one line) for a run without metrics or a missing matplotlib.
 """
 
 from __future__ import annotations

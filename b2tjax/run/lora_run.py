@@ -10,22 +10,24 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import orbax.checkpoint as ocp
 from flax import nnx
 
+from b2tjax.config import config_from_dict
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_identity, check_base, run_items
+<<<<<<< HEAD
 from models.checksums import verify_manifest
+=======
+from b2tjax.run.model_build import build_model
+from models.config import Qwen3Config
+>>>>>>> main
 
 
 def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tuple[nnx.Module, Any]:
     """(base + trained adapters, run config) of a LoRA run's checkpoint directory: the base is
     rebuilt from the run's `model.init` (refused when its identity is not the one trained on) and
     the adapters of `step` (default: the newest) restored onto it."""
-    import orbax.checkpoint as ocp
-
-    from b2tjax.config import config_from_dict
-    from b2tjax.run.model_build import build_model
-    from models.config import Qwen3Config
 
     found = run_items(directory, step)
     if found is None:

@@ -14,7 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flax import nnx
+
+from b2tjax.run.adapters import is_lora_run
+from b2tjax.run.lora_run import load_lora_run
+from models.checkpoint import load_model
+from models.config import get_config
+from models.hf import load_pretrained
+from models.qwen3 import Qwen3ForCausalLM
+from models.spm import train_sentencepiece
+from models.tokenizer import load_tokenizer
 from rollout.config import RolloutConfig
+from rollout.prompt import prompt_text
 
 # The engine's settings for rolling a policy out outside training (launch/rollouts.py, the notebook),
 # before a recipe's `rollout:` section and the command line: a real model's turns and lengths.
@@ -56,15 +67,10 @@ def load_checkpoint_model(checkpoint: Path) -> Any:
     """Qwen3ForCausalLM from Hugging Face safetensors or an Orbax model / run checkpoint (a LoRA
     run's: its base with the trained adapters, b2tjax/run/adapters.py)."""
     if any(checkpoint.glob("*.safetensors")):
-        from models.hf import load_pretrained
-
         return load_pretrained(checkpoint)
-    from b2tjax.run.adapters import is_lora_run
-    from b2tjax.run.lora_run import load_lora_run
 
     if is_lora_run(checkpoint):
         return load_lora_run(checkpoint)[0]
-    from models.checkpoint import load_model
 
     return load_model(checkpoint)
 
@@ -79,7 +85,6 @@ def load_policy(
     """The policy in `checkpoint` (None: a random tiny Qwen3) with `tokenizer` (a load_tokenizer
     spec), else the checkpoint's own, else (no checkpoint) the path `train_tokenizer()` trains.
     The tokenizer's ids must fit the model's vocabulary."""
-    from models.tokenizer import load_tokenizer
 
     if checkpoint is not None and (error := checkpoint_error(checkpoint)) is not None:
         raise ValueError(error)
@@ -102,10 +107,6 @@ def load_policy(
 
 
 def _random_tiny(vocab_size: int, seed: int) -> Any:
-    from flax import nnx
-
-    from models.config import get_config
-    from models.qwen3 import Qwen3ForCausalLM
 
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=vocab_size)
     return Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(seed))
@@ -114,8 +115,6 @@ def _random_tiny(vocab_size: int, seed: int) -> Any:
 def prompt_tokenizer(bench: Any, instances: list[dict], variant: str | None, prefix: str) -> str:
     """A 2048-piece SentencePiece model trained on the instances' prompts, saved at `prefix`.model:
     the tokenizer of a random tiny policy, which has no tokenizer of its own."""
-    from models.spm import train_sentencepiece
-    from rollout.prompt import prompt_text
 
     corpus = [
         prompt_text(bench.prompt(inst, variant=variant or bench.prompt_variants[0])) for inst in instances

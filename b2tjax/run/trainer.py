@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import shutil
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -25,23 +26,25 @@ from flax import nnx
 from b2tjax.config import TrainConfig
 from b2tjax.data.pipeline import BatchIterator, example_dataset
 from b2tjax.grpo.update import grpo_update
+from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer
 from b2tjax.run.mesh import build_mesh, check_rows_split
 from b2tjax.run.metrics import MetricsWriter
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.sft.batches import sft_batch
-from b2tjax.step.optim import learning_rate_schedule, make_optimizer
+from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import (
     BoundModel,
     StepFns,
     TrainState,
     init_train_state,
-    make_step_fns,
     state_shardings,
 )
 from b2tjax.tasks.base import Task
+from models.sharding import state_shardings as param_shardings
 from rollout.engine import RolloutStopped
+from rollout.hosts import agree
 
 
 class Preempted(Exception):
@@ -122,7 +125,6 @@ class Trainer:
     def _place_params(self, params):
         if self.mesh is None:
             return params
-        from models.sharding import state_shardings as param_shardings
 
         shardings = param_shardings(self.model_fn.abstract_params, self.mesh)
         return jax.device_put(params, shardings)
@@ -206,7 +208,6 @@ class Trainer:
         episodes = getattr(self.task, "report_episodes", lambda: None)()
         if not episodes:
             return
-        from b2tjax.report import ReportError, write_report
 
         try:
             path = write_report(
@@ -324,8 +325,6 @@ class Trainer:
         checkpointer = ocp.StandardCheckpointer()
         if fresh or not path.exists():
             if path.exists():
-                import shutil
-
                 shutil.rmtree(path)
             checkpointer.save(path, params)
             checkpointer.wait_until_finished()
@@ -399,41 +398,8 @@ def stop_agreed(asked: bool) -> bool:
     the same step and exits together; one process alone would leave the others in a collective."""
     if jax.process_count() == 1:
         return asked
-    from rollout.hosts import agree
 
     return bool(agree([asked]).any())
-
-
-def phase_optimizer(cfg: TrainConfig, phase: str, steps: int) -> tuple[Any, Any]:
-    """(optimizer, schedule) of the "sft" or "grpo" phase, decaying over `steps` optimizer steps."""
-    optim_cfg = cfg.sft.optim if phase == "sft" else cfg.optim
-    return make_optimizer(optim_cfg, max(steps, 1)), learning_rate_schedule(optim_cfg, max(steps, 1))
-
-
-def phase_step_fns(
-    cfg: TrainConfig,
-    model_fn: BoundModel,
-    optimizer,
-    schedule,
-    state_sharding,
-    mesh,
-    valid_vocab: int | None = None,
-    frozen=None,
-) -> StepFns:
-    """The jitted steps of a run; launch/plan.py compiles these same functions ahead of time.
-    `frozen`: LoRA's frozen base (BoundModel.frozen_of), passed to every step."""
-    return make_step_fns(
-        model_fn,
-        optimizer,
-        schedule,
-        cfg.grpo,
-        temperature=cfg.rollout.temperature,
-        fixed_length=cfg.grpo.fixed_length or cfg.rollout.max_seq_len,
-        state_sharding=state_sharding,
-        mesh=mesh,
-        valid_vocab=valid_vocab,
-        frozen=frozen,
-    )
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, float]:

@@ -7,6 +7,10 @@ The model is split once into (graphdef, abstract Param state); parameters travel
 Batches are laid out [M, b, T]: M micro-batches of b rows. The step scans over M, summing losses and
 gradients; every micro-batch divides by normalisers computed over the whole [M, b, T] batch, so
 the sum equals the one-batch loss exactly (see grpo.py).
+
+`init_train_state` shards the optimizer moments like the parameters (`opt_state_shardings`);
+`abstract_train_state` is its shape-only twin (what launch/plan.py lowers). `StepFns` members are
+`models.sharding.MeshBound` on a mesh: call them, or `.lower(...)` them, with the mesh set.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from b2tjax.grpo import loss as grpo
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.logprobs import position_logprobs, sequence_logprobs, spread_positions
 from b2tjax.step.optim import apply_if_finite
+from models.lora import has_lora
 from models.sharding import on_mesh
 
 Params = dict  # nnx.to_pure_dict layout
@@ -74,7 +80,6 @@ class BoundModel:
 
 def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
     """(trained, frozen) Param filters: the adapters and the base under LoRA, else all and none."""
-    from models.lora import has_lora
 
     if has_lora(model):
         return nnx.LoRAParam, nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))
@@ -219,7 +224,6 @@ class StepFns:
         """The whole [M, b_global, ...] array made by `shard_batch`, as NumPy on every process."""
         if x.is_fully_addressable:
             return np.asarray(x)
-        from jax.experimental import multihost_utils
 
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
@@ -321,19 +325,11 @@ def make_step_fns(
         loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 
-    def logprobs(params: Params, ids: jax.Array, positions: jax.Array | None, frozen: Params) -> jax.Array:
-        kw = dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab)
-
-        def body(_, micro):
-            model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
-            micro_ids, micro_positions = micro
-            if micro_positions is None:
-                return None, sequence_logprobs(model, micro_ids, **kw)[0]
-            lp, _ = position_logprobs(model, micro_ids, micro_positions, **kw)
-            return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
-
-        return jax.lax.scan(body, None, (ids, positions))[1]
-
+    logprobs = functools.partial(
+        _logprob_pass,
+        model_fn,
+        dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab),
+    )
     if state_sharding is None:
         jit_step = lambda f: jax.jit(f, donate_argnums=(0,))  # noqa: E731
         jit_lp = jax.jit(logprobs)
@@ -353,6 +349,27 @@ def make_step_fns(
         logprobs=WithFrozen(on_mesh(jit_lp, mesh), frozen),
         mesh=mesh,
     )
+
+
+def _logprob_pass(
+    model_fn: BoundModel,
+    kw: dict,
+    params: Params,
+    ids: jax.Array,
+    positions: jax.Array | None,
+    frozen: Params,
+) -> jax.Array:
+    """Per-token log-probs [micro, rows, T] of micro-batched `ids` (zero where `positions` skips)."""
+
+    def body(_, micro):
+        model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
+        micro_ids, micro_positions = micro
+        if micro_positions is None:
+            return None, sequence_logprobs(model, micro_ids, **kw)[0]
+        lp, _ = position_logprobs(model, micro_ids, micro_positions, **kw)
+        return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
+
+    return jax.lax.scan(body, None, (ids, positions))[1]
 
 
 class WithFrozen:

@@ -2,6 +2,13 @@
 
 The trainer (b2tjax.run.trainer) knows nothing else of a task, so the benchmark agent, HiMAP teams
 and the toy tasks share one loop.
+
+`rollout(model, prompts, group_size, seed, should_stop=None)` passes `should_stop` to the engine
+(a SIGTERM inside a step); a task whose rollout is one jitted call may ignore it. It returns a
+`b2tjax.grpo.update.RolloutBatch(records, metrics, groups=None, episodes=None, local_rewards=None)`:
+any number of records, `record.reward` the episode's team reward on every stream; `groups[i]` /
+`episodes[i]` the prompt and episode of record i (None for both: one record per episode, the G of
+a prompt contiguous); `local_rewards[i]` a record's own local term or None.
 """
 
 from __future__ import annotations

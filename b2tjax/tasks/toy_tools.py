@@ -20,6 +20,9 @@ context, so the value never reaches it.
 Several processes (a pod): given the run's mesh, each process drives the episodes it owns
 (rollout.hosts.episode_owner, a prompt's group on one process) in its own rows, runs their lookups
 once, and every process then receives all records in episode order (the trainer's global batch).
+
+Its rollout metrics are `success`, `lookup_rate`, `answered`, `action_error_rate` and the engine /
+per-process counts (`rollout/*`, `hosts/*`), as the benchmark task's.
 """
 
 from __future__ import annotations

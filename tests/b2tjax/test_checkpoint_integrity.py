@@ -232,6 +232,7 @@ def test_a_runs_config_json_is_covered_by_a_manifest(tmp_path, model):
         verify_manifest(tmp_path / "run2")  # what load_model and load_lora_run check first
 
 
+@pytest.mark.slow  # runs launch/export_hf.py in a subprocess
 def test_a_checkpoint_without_a_manifest_is_refused_unless_trusted(tmp_path, model):
     ckpt = tmp_path / "ckpt"
     save_model(model, ckpt)

@@ -17,6 +17,8 @@ import pytest
 
 from tests.launch.test_cli_errors import ENV, assert_one_clear_line
 
+pytestmark = pytest.mark.slow  # starts local clusters
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -171,7 +173,6 @@ def _coordinator(port: int) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.slow  # two JAX start-ups
 def test_the_coordinator_binds_its_address_and_refuses_a_taken_port(tmp_path):
     from launch.cluster import free_port
 

@@ -17,6 +17,8 @@ from b2tjax.cli.outputs import Paths
 from b2tjax.cli.script import run_main
 from tests.launch_scripts import ROOT, load_script
 
+pytestmark = pytest.mark.slow  # loads every launch script (and so JAX, the benchmarks, the engine)
+
 SCRIPTS = sorted(p.name for p in (ROOT / "launch").glob("*.py") if p.name != "__init__.py")
 # inputs that are directories (the others are files)
 DIRS = {"--data", "--checkpoint", "--hf", "--run", "RUN_DIR", "--from-jsonl", "--tp-data", "--init"}

@@ -43,6 +43,7 @@ def _copy(src: Path, dst: Path, edit_config=None, edit_tensors=None) -> Path:
     return dst
 
 
+@pytest.mark.slow  # runs launch/import_hf.py in a subprocess
 def test_hf_tensors_are_checked_against_config_json(hf_dir, tmp_path):
     load_pretrained(hf_dir)  # intact
     huge = _copy(hf_dir, tmp_path / "vocab", edit_config=lambda c: dict(c, vocab_size=2**34))
