@@ -24,13 +24,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-<<<<<<< HEAD
 from b2tjax.cli.outputs import Paths, guard
-from b2tjax.config import load_config
-=======
-from b2tjax.cli.outputs import check_outputs
 from b2tjax.config import TrainConfig, load_config
->>>>>>> main
 from b2tjax.errors import UserError
 
 if TYPE_CHECKING:  # types only: these import JAX, which must start after use_cpu_host

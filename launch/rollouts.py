@@ -30,13 +30,9 @@ import time
 from pathlib import Path
 from typing import Any, get_args
 
-<<<<<<< HEAD
-from b2tjax.cli.outputs import Paths, guard
-=======
 from tqdm import tqdm
 
-from b2tjax.cli.outputs import check_outputs
->>>>>>> main
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
@@ -205,20 +201,9 @@ def himap_episodes(
         raise UserError(str(err)) from None
 
 
-<<<<<<< HEAD
-def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    args = parse_args(argv)
-    trust_from_args(args)
-    config = rollout_config(args)
-    check_arguments(args)
-    from rollout import RolloutEngine, agent_episode
-
-=======
 def open_benchmark(args: argparse.Namespace, config: RolloutConfig) -> tuple[Any, list[dict]]:
     """The benchmark on --data and the first --num instances of --split, its world opened (so a
     damaged store is found before any work); every problem is a UserError."""
->>>>>>> main
     cls = benchmark_class(args.benchmark)
     try:
         bench = cls(args.data, **cls.options_from_args(args))
@@ -270,6 +255,7 @@ def write_records(path: Path, records: list[EpisodeRecord], tokenizer_spec: str)
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
     args = parse_args(argv)
+    trust_from_args(args)
     config = rollout_config(args)
     check_arguments(args)
     bench, instances = open_benchmark(args, config)

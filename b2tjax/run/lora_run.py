@@ -16,12 +16,9 @@ from flax import nnx
 from b2tjax.config import config_from_dict
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_identity, check_base, run_items
-<<<<<<< HEAD
-from models.checksums import verify_manifest
-=======
 from b2tjax.run.model_build import build_model
+from models.checksums import verify_manifest
 from models.config import Qwen3Config
->>>>>>> main
 
 
 def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tuple[nnx.Module, Any]:
