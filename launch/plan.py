@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.config import TrainConfig, load_config
 from b2tjax.errors import UserError
 
@@ -39,6 +39,9 @@ PROGRAMS = (
     "rollout_prefill",
     "rollout_decode",
 )  # = memory_plan's
+
+
+PATHS = Paths(outputs=("--json",), inputs=("--config",))  # the one output guard (b2tjax/outputs.py)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -131,7 +134,7 @@ def write_figures(path: Path, target: Target, hbm: int, programs: list[dict]) ->
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        check_outputs([("--json", args.json)], inputs=[("--config", args.config)])
+        guard(args, PATHS)
         cfg = load_config(args.config, args.overrides)
     except (UserError, ValueError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

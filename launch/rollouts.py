@@ -32,14 +32,16 @@ from typing import Any, get_args
 
 from tqdm import tqdm
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
+    add_trust_option,
     benchmark_parser,
     damaged_store,
     run_main,
     setup_logging,
+    trust_from_args,
 )
 from b2tjax.config import load_rollout_config
 from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error
@@ -70,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num", type=int, default=8, help="number of instances (first N of the split)")
     p.add_argument("--out", type=Path, required=True, help="output JSONL file")
     p.add_argument("--config", type=Path, help="YAML recipe whose rollout: section is used")
+    add_trust_option(p)
     # Flags name rollout knobs; unset ones leave the recipe's (or the script's default) value.
     p.add_argument("--batch-size", type=int, help="rollout.batch_rows: KV-cache rows (default 8)")
     p.add_argument("--max-turns", type=int, help="rollout.max_turns (default 10)")
@@ -162,16 +165,20 @@ def load_policy(args: argparse.Namespace, bench: Any, instances: list[dict]) -> 
         raise UserError(str(err)) from None
 
 
+PATHS = Paths(  # the one output guard's view of the options (b2tjax/outputs.py)
+    outputs=("--out",), inputs=("--checkpoint", "--config", "--tokenizer", "--queries"), data=("--data",)
+)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Fail before loading anything when a path or number on the command line cannot work."""
+    guard(args, PATHS)
     if args.num < 1:
         raise UserError(f"--num must be at least 1, got {args.num}")
     if not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
     if args.checkpoint is not None and (error := checkpoint_error(args.checkpoint)) is not None:
         raise UserError(error)
-    inputs = [("--checkpoint", args.checkpoint), ("--config", args.config), ("--tokenizer", args.tokenizer)]
-    check_outputs([("--out", args.out)], inputs=inputs, data_dirs=[args.data])
 
 
 def himap_episodes(
@@ -248,6 +255,7 @@ def write_records(path: Path, records: list[EpisodeRecord], tokenizer_spec: str)
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
     args = parse_args(argv)
+    trust_from_args(args)
     config = rollout_config(args)
     check_arguments(args)
     bench, instances = open_benchmark(args, config)
