@@ -29,9 +29,10 @@ from b2tjax.config import TrainConfig
 from b2tjax.data import BatchIterator, example_dataset
 from b2tjax.grpo_update import RolloutBatch, grpo_update
 from b2tjax.mesh import build_mesh, check_rows_split
-from b2tjax.metrics import MetricsWriter
+from b2tjax.metrics import MetricsWriter, wandb_run
 from b2tjax.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.optim import learning_rate_schedule, make_optimizer
+from b2tjax.resume import Phase, ResumePoint, check_model_config, fresh_path
 from b2tjax.train_batch import TrainBatch, loss_positions, pad_length, stack_rows
 from b2tjax.train_step import (
     BoundModel,
@@ -109,12 +110,15 @@ class Trainer:
         self.sft_steps = cfg.sft.steps if self.sft_examples else 0
         self.grpo_steps = cfg.steps if cfg.mode in ("sft_grpo", "grpo") else 0
         self.total_steps = self.sft_steps + self.grpo_steps
+        model_json = model.config.to_hf(cfg.model.param_dtype)
+        if resume:  # before the CheckpointManager opens: a refusal leaves no Orbax thread behind
+            check_model_config(self.out / "checkpoints", model_json)
         self.ckpt = RunCheckpointer(
             self.out / "checkpoints",
             every_steps=cfg.checkpoint.every_steps,
             keep=cfg.checkpoint.keep,
             async_save=cfg.checkpoint.async_save,
-            model_config_json=model.config.to_hf(cfg.model.param_dtype),
+            model_config_json=model_json,
         )
         self.resume = resume
         self.progress = progress
@@ -149,17 +153,11 @@ class Trainer:
         shardings = param_shardings(self.model_fn.abstract_params, self.mesh)
         return jax.device_put(params, shardings)
 
-    def _train_state_json(self, phase: str, phase_step: int, data: BatchIterator, counters: dict) -> dict:
-        """The host-side state a resume needs. Randomness is a pure function of (seed, step), so the
-        seed is all the RNG state there is."""
-        return {
-            "phase": phase,
-            "phase_step": phase_step,
-            "seed": self.cfg.seed,
-            "data": data.get_state(),
-            "counters": counters,
-            **({"base": self.base} if self.base else {}),
-        }
+    def _resume_point(
+        self, phase: Phase, phase_step: int, data: BatchIterator, counters: dict
+    ) -> ResumePoint:
+        """Where a resume after `phase_step` of `phase` continues (saved with the checkpoint)."""
+        return ResumePoint(phase, phase_step, data.get_state(), dict(counters), self.cfg.seed, self.base)
 
     def _step_seed(self, global_step: int) -> int:
         return int(np.random.default_rng([self.cfg.seed, global_step]).integers(2**31 - 1))
@@ -168,18 +166,18 @@ class Trainer:
     def run(self) -> RunResult:
         cfg = self.cfg
         params = self._place_params(self.params0)
-        start = {"phase": "sft" if self.sft_steps else "grpo", "phase_step": 0, "data": None, "counters": {}}
+        start = ResumePoint("sft" if self.sft_steps else "grpo")
         restored_state, latest = None, None
         if self.resume:
-            newest = self.ckpt.newest_train_state()
-            if newest is not None:  # adapters mean nothing on another base: refuse before restoring
-                check_base(newest[1].get("base"), self.base, newest[0])
-            _, abstract = self._phase_fns("grpo", params)
-            found = self.ckpt.restore_newest(abstract, report=lambda line: print(line, flush=True))
+            try:
+                found = self._restore(params)
+            except BaseException:  # a refusal: close Orbax's threads, or they dump at exit
+                self.ckpt.close()
+                raise
             if found is None:
                 print(f"--resume: no checkpoint in {self.out / 'checkpoints'}, starting fresh", flush=True)
             else:
-                latest, restored_state, start, _ = found
+                latest, restored_state, start = found
                 params = restored_state.params
                 print(f"resuming from step {latest}", flush=True)
 
@@ -190,16 +188,15 @@ class Trainer:
             initial_step=latest or 0,
             progress=self.progress,
             keep_until=latest or 0,
+            wandb=wandb_run(cfg),
         )
         last: dict = {}
         try:
             with PreemptionGuard() as guard:
-                if start["phase"] == "sft" and self.sft_steps:
-                    resume_state = restored_state if restored_state is not None else None
-                    params, last = self._run_sft(params, start, resume_state, writer, guard)
-                    start = {"phase": "grpo", "phase_step": 0, "data": None, "counters": {}}
-                    restored_state = None
-                if self.grpo_steps and start["phase"] == "grpo":
+                if start.phase == "sft" and self.sft_steps:
+                    params, last = self._run_sft(params, start, restored_state, writer, guard)
+                    start, restored_state = ResumePoint("grpo"), None
+                if self.grpo_steps and start.phase == "grpo":
                     params, last = self._run_grpo(params, start, restored_state, writer, guard)
             self.ckpt.wait()
             eval_metrics, table = None, None
@@ -213,7 +210,7 @@ class Trainer:
                     advance=False,
                 )
                 if jax.process_index() == 0:
-                    (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
+                    self._result("eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.end_progress()
                     writer.write(table)
                     self._write_report(table, writer)
@@ -221,6 +218,19 @@ class Trainer:
         finally:
             writer.close()
             self.ckpt.close()
+
+    def _restore(self, params) -> tuple[int, TrainState, ResumePoint] | None:
+        """(step, state, resume point) of the newest step that restores, None when there is none."""
+        newest = self.ckpt.newest_train_state()
+        if newest is not None:  # adapters mean nothing on another base: refuse before restoring
+            check_base(newest[1].base, self.base, newest[0])
+        _, abstract = self._phase_fns("grpo", params)
+        found = self.ckpt.restore_newest(abstract, report=lambda line: print(line, flush=True))
+        return None if found is None else found[:3]
+
+    def _result(self, name: str) -> Path:
+        """OUT/name; a resumed run never replaces the results already there (b2tjax/resume.py)."""
+        return fresh_path(self.out / name) if self.resume else self.out / name
 
     def _write_report(self, table: str, writer: MetricsWriter) -> None:
         """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
@@ -232,7 +242,7 @@ class Trainer:
 
         try:
             path = write_report(
-                self.out / "report.html",
+                self._result("report.html"),
                 episodes,
                 title=f"final evaluation of {self.out.name}",
                 metrics_text=table,
@@ -249,7 +259,7 @@ class Trainer:
         guard: PreemptionGuard,
         global_step: int,
         state: TrainState,
-        train_state: dict,
+        train_state: ResumePoint,
         writer: MetricsWriter,
     ) -> None:
         if stop_agreed(guard.requested or self.ckpt.reached_preemption(global_step)):
@@ -261,7 +271,7 @@ class Trainer:
         guard: PreemptionGuard,
         global_step: int,
         state: TrainState,
-        train_state: dict,
+        train_state: ResumePoint,
         writer: MetricsWriter,
         agreed: bool = False,
     ) -> None:
@@ -276,7 +286,7 @@ class Trainer:
         self._save_and_exit(done, state, train_state, writer, message)
 
     def _save_and_exit(
-        self, step: int, state: TrainState, train_state: dict, writer: MetricsWriter, message: str
+        self, step: int, state: TrainState, train_state: ResumePoint, writer: MetricsWriter, message: str
     ) -> NoReturn:
         """Save `step` synchronously (nothing when no step has completed yet), log, and unwind."""
         if step >= 1:
@@ -285,7 +295,7 @@ class Trainer:
         writer.write(f"{message}, exiting")
         raise Preempted(step)
 
-    def _save(self, global_step: int, state: TrainState, train_state: dict, final: bool) -> None:
+    def _save(self, global_step: int, state: TrainState, train_state: ResumePoint, final: bool) -> None:
         self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=final)
 
     # ------------------------------------------------------------------------------------------
@@ -295,13 +305,13 @@ class Trainer:
         if restored_state is not None:
             state = restored_state
         data = BatchIterator(example_dataset(self.sft_examples, cfg.data.shuffle_seed))
-        if start.get("data"):
-            data.set_state(start["data"])
-        counters = dict(start.get("counters") or {})
+        if start.data:
+            data.set_state(start.data)
+        counters = dict(start.counters)
         writer.set_phase("sft")
         micro = (cfg.sft.batch_size // cfg.sft.micro_batch_size) if cfg.sft.micro_batch_size else 1
         last = {}
-        for phase_step in range(start["phase_step"] + 1, self.sft_steps + 1):
+        for phase_step in range(start.phase_step + 1, self.sft_steps + 1):
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
             length = pad_length(min(max(len(r["ids"]) for r in rows), cfg.sft.max_seq_len))
@@ -322,7 +332,7 @@ class Trainer:
 
     def _end_step(
         self,
-        phase: str,
+        phase: Phase,
         phase_step: int,
         global_step: int,
         metrics: dict,
@@ -335,7 +345,7 @@ class Trainer:
         """Every step of either phase ends alike: log, checkpoint (always after the last), honour SIGTERM."""
         last_step = self.sft_steps if phase == "sft" else self.grpo_steps
         writer.log(global_step, metrics, phase=phase)
-        train_state = self._train_state_json(phase, phase_step, data, counters)
+        train_state = self._resume_point(phase, phase_step, data, counters)
         self._save(global_step, state, train_state, final=phase_step == last_step)
         if phase_step < last_step:
             self._maybe_stop(guard, global_step, state, train_state, writer)
@@ -376,15 +386,15 @@ class Trainer:
         if g.beta > 0:
             self.ref_params = self._reference_params(state.params, fresh=restored_state is None)
         data = BatchIterator(example_dataset(self.task.train_examples(), cfg.data.shuffle_seed))
-        if start.get("data"):
-            data.set_state(start["data"])
-        counters = dict(start.get("counters") or {})
+        if start.data:
+            data.set_state(start.data)
+        counters = dict(start.counters)
         writer.set_phase("grpo")
         last = {}
-        for phase_step in range(start["phase_step"] + 1, self.grpo_steps + 1):
+        for phase_step in range(start.phase_step + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
             t0 = time.perf_counter()
-            completed = self._train_state_json("grpo", phase_step - 1, data, counters)  # before next_batch
+            completed = self._resume_point("grpo", phase_step - 1, data, counters)  # before next_batch
             stop_here = functools.partial(self._stop_mid_step, guard, global_step, state, completed, writer)
             prompts = data.next_batch(cfg.rollout.prompts_per_step)
             seed = self._step_seed(global_step)
