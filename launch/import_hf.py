@@ -4,7 +4,7 @@ python launch/import_hf.py --hf DIR --out CKPT_DIR [--dtype float32|bfloat16]
 
 The checkpoint's tokenizer files (tokenizer.json, tokenizer_config.json, ...) are copied beside the
 weights, so `launch/train.py --init ckpt:CKPT_DIR` trains with the tokenizer they were trained with
-(b2tjax/weights_tokenizer.py), as `--init hf:DIR` does.
+(b2tjax/run/weights_tokenizer.py), as `--init hf:DIR` does.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError, run_main
-from b2tjax.outputs import check_outputs
+from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.script import run_main
+from b2tjax.errors import UserError
 from models.checkpoint import save_model
 from models.config import DTYPES
 from models.hf import load_pretrained

@@ -22,7 +22,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from b2tjax.cli import (
+from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
     benchmark_parser,

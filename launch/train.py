@@ -3,7 +3,7 @@
     python launch/train.py                                  # tiny CPU run, builds everything it needs
     python launch/train.py --config configs/qwen3_8b.yaml --out gs://.../run1
     python launch/train.py --resume --out runs/tiny         # continue exactly where the run stopped
-                                            # (b2tjax/resume.py: the few keys a resume may change)
+                                            # (b2tjax/run/resume.py: the few keys a resume may change)
     python launch/train.py --init hf:/models/Qwen3-0.6B --config configs/qwen3_0.6b.yaml
     python launch/train.py --benchmark travelplanner       # another benchmark (config key `benchmark`)
     python launch/train.py grpo.loss_mask=false rollout.memory_enabled=false   # ablations
@@ -27,13 +27,14 @@ from pathlib import Path
 
 import yaml
 
-from b2tjax.adapters import base_init
-from b2tjax.cli import UserError, run_main, setup_logging
+from b2tjax.cli.script import run_main, setup_logging
 from b2tjax.config import TrainConfig, dump_config, load_config
-from b2tjax.data_marker import read_marker
-from b2tjax.metrics import import_wandb
-from b2tjax.resume import check_changes, config_changes, record_resume
-from b2tjax.weights_tokenizer import weights_tokenizer
+from b2tjax.data.marker import read_marker
+from b2tjax.errors import UserError
+from b2tjax.run.adapters import base_init
+from b2tjax.run.metrics import import_wandb
+from b2tjax.run.resume import check_changes, config_changes, record_resume
+from b2tjax.run.weights_tokenizer import weights_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
@@ -92,7 +93,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
 
     The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
     run with OUT/config.yaml starts from that record instead (unless --config names a recipe) and
-    refuses any change outside b2tjax.resume.SAFE_TO_CHANGE."""
+    refuses any change outside b2tjax.run.resume.SAFE_TO_CHANGE."""
     config_path = (
         args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     )
@@ -127,17 +128,17 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
-        from b2tjax.prepare import build_or_wait
+        from b2tjax.cli.prepare import build_or_wait
 
         build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark)
 
-    from b2tjax.mesh import maybe_initialize_distributed
+    from b2tjax.run.mesh import maybe_initialize_distributed
 
     maybe_initialize_distributed(cfg.distributed)  # before any other JAX call
 
     import jax
 
-    from b2tjax.trainer import Preempted, Trainer, build_model
+    from b2tjax.run.trainer import Preempted, Trainer, build_model
 
     started = time.perf_counter()
     Path(cfg.out).mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from b2tjax.credit import CreditMode
-from b2tjax.grpo import AggregationMode
+from b2tjax.grpo.credit import CreditMode
+from b2tjax.grpo.loss import AggregationMode
 from models.lora import LoraConfig
 from models.qwen3 import Remat
 from rollout.config import RolloutConfig
@@ -36,7 +36,7 @@ class ModelConfig:
     compute_dtype: Dtype = "float32"  # float32 | bfloat16 (GPU/TPU); master weights stay param_dtype
     param_dtype: Dtype = "float32"  # float32 | bfloat16: the master weights and optimizer state
     # "sentencepiece" (trained on the generated corpus, for a random init) | "qwen3" | a path. With
-    # model.init, the tokenizer comes with the weights (b2tjax/weights_tokenizer.py): "sentencepiece"
+    # model.init, the tokenizer comes with the weights (b2tjax/run/weights_tokenizer.py): "sentencepiece"
     # yields to the checkpoint's own, any other must match it (vocabulary, special ids) or is refused.
     tokenizer: str = "sentencepiece"
     sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
@@ -130,14 +130,16 @@ class HardwareConfig:
     device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
     devices: int = 1  # >= 1: accelerator chips in the whole job
     hbm_gib: float = 0.0  # >= 0: memory per device in GiB; 0 = not stated (the plan then reports only)
-    target: str = ""  # what launch/plan.py compiles for (b2tjax/targets.py: v5p-16, h100-8, ...); "" = cpu
+    target: str = (
+        ""  # what launch/plan.py compiles for (b2tjax/plan/targets.py: v5p-16, h100-8, ...); "" = cpu
+    )
 
 
 @dataclass
 class MetricsConfig:
     """Experiment trackers beside OUT/metrics.jsonl and TensorBoard's OUT/tb/ (both always written)."""
 
-    # true: also log every step to Weights & Biases (b2tjax/metrics.py). Off by default and never a
+    # true: also log every step to Weights & Biases (b2tjax/run/metrics.py). Off by default and never a
     # dependency: `pip install wandb` first; WANDB_MODE=offline logs to OUT/wandb/ without an account.
     wandb: bool = False
     wandb_project: str = "b2tjax"  # the W&B project the run is logged to

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from b2tjax.plotting import PlotError, plot_runs
+from b2tjax.report.plotting import PlotError, plot_runs
 
 # Readable names of the constraint groups the benchmarks' views use.
 GROUPS = {
