@@ -111,18 +111,28 @@ def record_resume(out: Path, changes: dict[str, tuple[Any, Any]], argv: list[str
         f.write(json.dumps(line, default=str) + "\n")
 
 
+# config.json keys that set an array's shape: checkpoints that differ in one never restore.
+SHAPE_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "tie_word_embeddings",
+    "attention_bias",
+)
+
+
 def check_model_config(directory: Path, now: dict[str, Any]) -> None:
-    """Refuse in one line to resume checkpoints of another model shape (they would never restore),
-    naming each differing key of their config.json with both values."""
+    """Refuse in one line to resume checkpoints of another model shape (their config.json in
+    `directory`), naming each differing shape key with both values, instead of trying to restore."""
     path = directory / "config.json"
     if not path.is_file():
         return
     saved = json.loads(path.read_text())
-    differ = [
-        f"{k} {saved.get(k)!r} vs {now.get(k)!r}"
-        for k in sorted(saved.keys() | now.keys())
-        if saved.get(k) != now.get(k)
-    ]
+    differ = [f"{k} {saved.get(k)!r} vs {now.get(k)!r}" for k in SHAPE_KEYS if saved.get(k) != now.get(k)]
     if differ:
         raise UserError(
             f"--resume refused: the model differs from the one {directory} holds: {', '.join(differ)} "
