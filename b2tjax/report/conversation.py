@@ -16,7 +16,13 @@ from typing import Any
 
 from sandbox.parser import ToolCall, parse_turn
 
-_RESPONSE = re.compile(r"<(tool|memory)_response>\n?(.*?)\n?</\1_response>", re.DOTALL)
+# Every reply block is a <tool_response>; a memory reply holds a <memory_response> inside it
+# (docs/SPEC.md section 6). A bare <memory_response> block is what records written before that
+# framing hold; reports still read them.
+_RESPONSE = re.compile(
+    r"<tool_response>\n?(.*?)\n?</tool_response>|<memory_response>\n?(.*?)\n?</memory_response>", re.DOTALL
+)
+_MEMORY = re.compile(r"<memory_response>\n?(.*?)\n?</memory_response>", re.DOTALL)
 _CHAT_TOKENS = re.compile(r"<\|im_(?:start|end)\|>(?:user|assistant|system)?\n?")
 MAX_CHARS = 1500  # per response / thought kept in the page
 
@@ -63,10 +69,25 @@ def turn(
                 "error": False,
                 **clip(body, max_chars),
             }
-            for k, (kind, body) in enumerate(_RESPONSE.findall(reply))
+            for k, (kind, body) in enumerate(_blocks(reply))
         ],
         "shade": [[piece, round(lp, 3)] for piece, lp in shade] if shade else None,
     }
+
+
+def _blocks(reply: str) -> list[tuple[str, str]]:
+    """(kind, body) of each response block of an environment reply, in order."""
+    out = []
+    for block in _RESPONSE.finditer(reply):
+        wrapped, bare = block.groups()
+        memory = _MEMORY.fullmatch(wrapped) if wrapped is not None else None
+        if bare is not None:
+            out.append(("memory", bare))
+        elif memory is not None:
+            out.append(("memory", memory.group(1)))
+        else:
+            out.append(("tool", wrapped))
+    return out
 
 
 def mark_errors(turns: list[dict[str, Any]], calls: Sequence[str], errors: Sequence[bool]) -> None:

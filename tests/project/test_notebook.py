@@ -21,6 +21,8 @@ import pytest
 
 from b2tjax.report.plotting import PANELS
 
+pytestmark = pytest.mark.slow  # executes the evaluation notebook
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "evaluate.ipynb"
 SUMMARY_KEYS = ("delivery_rate", "c_micro", "c_macro", "upc_micro", "upc_macro", "final_pass_rate")
