@@ -4,11 +4,17 @@
 
 Each process gets the environment multi-node GPU uses (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES,
 JAX_PROCESS_ID), the CPU backend with `--devices-per-process` devices, and its output prefixed with
-`[i] ` (and, with --log-dir, written to process-i.log). The launcher exits with the status of the
-worst process. Why a grace period: when one process dies, the others may be blocked in a collective
-that never completes; after `--grace` seconds they are sent SIGTERM, and SIGKILL `--grace` seconds
-later, so the job never hangs. A SIGTERM/SIGINT to the launcher is forwarded to every process (a
-preempted job saves and exits 143). The equivalent commands for real clusters are printed first.
+`[i] ` (and, with --log-dir, written to process-i.log). The coordinator listens on 127.0.0.1 only,
+and a `--port` that something already holds is refused in one line before anything starts.
+
+Shutdown is bounded: once one process has exited (whatever its status) or the launcher was sent
+SIGTERM/SIGINT (forwarded to every process; a preempted job saves and exits 143), the others get
+SIGTERM after `--grace` seconds and SIGKILL `--grace` seconds later, so the job never hangs on a
+collective or a shutdown barrier whose peer is gone. The signal handlers are installed before the
+processes start, so they inherit the default dispositions even when the launcher's were ignored
+(`nohup ... &` ignores SIGINT). The launcher exits with the status of the root cause: the first
+process that failed before the launcher stopped anyone, reported with its last output line;
+otherwise the worst status. The equivalent commands for real clusters are printed first.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ import threading
 import time
 from pathlib import Path
 from typing import IO
+
+from b2tjax.cli.outputs import Paths, guard
+from b2tjax.cli.script import run_main
+from b2tjax.errors import UserError
+from b2tjax.run.coordinator import port_problem
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -91,31 +102,27 @@ def exit_status(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _pump(stream: IO[str], prefix: str, log: IO[str] | None, lock: threading.Lock) -> None:
-    for line in stream:
-        with lock:
-            sys.stdout.write(prefix + line)
-            sys.stdout.flush()
-            if log is not None:
-                log.write(line)
-                log.flush()
-
-
 class Cluster:
     """The running processes, their output pumps, and the shutdown rule."""
 
     def __init__(self, args: argparse.Namespace):
         self.args, self.lock = args, threading.Lock()
-        port = args.port or free_port()
         self.procs: list[subprocess.Popen] = []
         self.pumps: list[threading.Thread] = []
         self.logs: list[IO[str]] = []
-        if args.log_dir is not None:
-            args.log_dir.mkdir(parents=True, exist_ok=True)
-        for i in range(args.processes):
-            env = process_env(i, args.processes, args.devices_per_process, port)
+        self.last_line: list[str] = []
+        self.exits: list[tuple[int, int, float]] = []  # (process, status, when) in exit order
+        self.stopping_at: float | None = None  # when the launcher first signalled the processes
+        self.ended_at: float | None = None  # when the first process exited
+
+    def start(self) -> None:
+        port = self.args.port or free_port()
+        if self.args.log_dir is not None:
+            self.args.log_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(self.args.processes):
+            env = process_env(i, self.args.processes, self.args.devices_per_process, port)
             proc = subprocess.Popen(
-                [sys.executable, args.script, *args.args],
+                [sys.executable, self.args.script, *self.args.args],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -123,47 +130,86 @@ class Cluster:
                 start_new_session=True,  # a signal to the launcher's group is forwarded, not duplicated
             )
             log = None
-            if args.log_dir is not None:
-                log = open(args.log_dir / f"process-{i}.log", "w")  # noqa: SIM115 (closed in wait)
+            if self.args.log_dir is not None:
+                log = open(self.args.log_dir / f"process-{i}.log", "w")  # noqa: SIM115 (closed in wait)
                 self.logs.append(log)
-            pump = threading.Thread(target=_pump, args=(proc.stdout, f"[{i}] ", log, self.lock), daemon=True)
+            self.last_line.append("")
+            pump = threading.Thread(target=self._pump, args=(i, proc.stdout, log), daemon=True)
             pump.start()
             self.procs.append(proc)
             self.pumps.append(pump)
             self._say(f"process {i}: pid {proc.pid}")  # e.g. to preempt one host by hand
 
+    def _pump(self, index: int, stream: IO[str], log: IO[str] | None) -> None:
+        for line in stream:
+            with self.lock:
+                sys.stdout.write(f"[{index}] {line}")
+                sys.stdout.flush()
+                if line.strip():
+                    self.last_line[index] = line.strip()
+                if log is not None:
+                    log.write(line)
+                    log.flush()
+
     def signal_all(self, sig: int) -> None:
+        """Send `sig` to every running process (also the launcher's handler: forwarding)."""
+        if self.stopping_at is None:
+            self.stopping_at = time.monotonic()
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(sig)
 
+    def _note_exits(self) -> None:
+        done = {i for i, _, _ in self.exits}
+        for i, proc in enumerate(self.procs):
+            if i not in done and proc.poll() is not None:
+                self.exits.append((i, exit_status(proc.returncode), time.monotonic()))
+                if self.ended_at is None:
+                    self.ended_at = time.monotonic()
+
     def wait(self) -> int:
-        """Wait for every process; once one has failed, stop the rest within 2 x grace seconds."""
-        failed_at: float | None = None
+        """Wait for every process; from the first exit or forwarded signal on, stop the rest
+        within 2 x grace seconds (SIGTERM, then SIGKILL)."""
         termed = False
         while any(p.poll() is None for p in self.procs):
-            if failed_at is None and any(p.poll() not in (None, 0) for p in self.procs):
-                failed_at = time.monotonic()
-            if failed_at is not None:
-                waited = time.monotonic() - failed_at
-                if waited > 2 * self.args.grace:
-                    self.signal_all(signal.SIGKILL)
-                elif waited > self.args.grace and not termed:
-                    self._say("a process failed; stopping the others")
-                    self.signal_all(signal.SIGTERM)
-                    termed = True
-            time.sleep(0.2)
+            self._note_exits()
+            starts = [t for t in (self.ended_at, self.stopping_at) if t is not None]
+            waited = time.monotonic() - min(starts) if starts else 0.0
+            if waited > 2 * self.args.grace:
+                self.signal_all(signal.SIGKILL)
+            elif waited > self.args.grace and not termed:
+                running = [i for i, p in enumerate(self.procs) if p.poll() is None]
+                self._say(f"process(es) {running} still running {self.args.grace:g}s on; stopping them")
+                self.signal_all(signal.SIGTERM)
+                termed = True
+            time.sleep(0.1)
+        self._note_exits()
         for pump in self.pumps:
             pump.join(timeout=5)
         for log in self.logs:
             log.close()
+        return self._verdict()
+
+    def _verdict(self) -> int:
+        """The root cause's status (the first failure before the launcher signalled), reported
+        with its last line; else the worst status."""
         codes = [exit_status(p.returncode) for p in self.procs]
         self._say(f"exit statuses {codes}")
-        return max(codes)
+        # a process that exited before the launcher signalled anyone failed on its own
+        stop = self.stopping_at if self.stopping_at is not None else float("inf")
+        cause = next(((i, code) for i, code, at in self.exits if code != 0 and at <= stop), None)
+        if cause is None:
+            return max(codes)
+        i, code = cause
+        self._say(f"process {i} failed first (exit status {code}): {self.last_line[i] or '(no output)'}")
+        return code
 
     def _say(self, text: str) -> None:
         with self.lock:
             print(f"[cluster] {text}", flush=True)
+
+
+PATHS = Paths(outputs=("--log-dir",), inputs=("script",), dirs=True)  # b2tjax/outputs.py
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,11 +219,16 @@ def main(argv: list[str] | None = None) -> int:
     print(cluster_commands(args.script, args.args), flush=True)
     if args.print_only:
         return 0
+    guard(args, PATHS)
+    if args.port and (problem := port_problem("127.0.0.1", args.port)):
+        raise UserError(problem)
     cluster = Cluster(args)
+    # before the processes start: they inherit default dispositions, not an ignored SIGINT (nohup)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _frame: cluster.signal_all(s))
+    cluster.start()
     return cluster.wait()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -19,7 +19,7 @@ scored against the official query file directly, with the official metric consta
 (the database: DATA/database when --data is given, else the copy shipped with the package).
 
 A rollouts file (`--records`, what launch/rollouts.py writes: one line per stream) is scored by its
-episodes' answers: a single agent's answer, or a HiMAP team's last coordinator answer.
+episodes' answers: a single agent's answer, or a HiMAP team's coordinator answer.
 
 Plans can also be written here: `--policy` names the plan writer (`expert`: the scripted planner
 that reads the hidden truth; `model`: a checkpoint, greedy) and `--agent` the agent architecture it
@@ -42,14 +42,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
+    add_trust_option,
     benchmark_parser,
     damaged_store,
     run_main,
     setup_logging,
+    trust_from_args,
 )
 from b2tjax.tasks.himap_agents import HimapFigures
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
@@ -144,6 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
     )
+    add_trust_option(parser)
     add_benchmark_options(parser, name)
     args = parser.parse_args(argv)
     if args.data is None and not is_official_submission(args):
@@ -271,6 +274,14 @@ def write_outputs(args: argparse.Namespace, metrics: dict, results: list) -> Non
                 handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
 
 
+# what the one output guard (b2tjax/outputs.py) checks; tests try every output on every input
+PATHS = Paths(
+    outputs=("--json", "--details", "--report"),
+    inputs=("--plans", "--records", "--queries", "--config", "--checkpoint"),
+    data=("--data",),
+)
+
+
 def check_inputs_and_outputs(args: argparse.Namespace) -> None:
     """Fail before the (possibly long) scoring when a path given on the command line cannot work."""
     if args.data is not None and not args.data.is_dir():
@@ -279,23 +290,14 @@ def check_inputs_and_outputs(args: argparse.Namespace) -> None:
         if path is not None and not path.is_file():
             problem = "is a directory" if path.is_dir() else "does not exist"
             raise UserError(f"{option} {path} {problem}")
-    inputs = [
-        ("--plans", args.plans),
-        ("--records", args.records),
-        ("--queries", getattr(args, "queries", None)),
-    ]
-    inputs += [("--config", args.config), ("--checkpoint", args.checkpoint)]
-    check_outputs(
-        [("--json", args.json), ("--details", args.details), ("--report", args.report)],
-        inputs=inputs,
-        data_dirs=[args.data],
-    )
+    guard(args, PATHS)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Score one split's plans, print the metrics table and write the optional JSON outputs."""
     setup_logging()
     args = parse_args(argv)
+    trust_from_args(args)
     check_inputs_and_outputs(args)
     if is_official_submission(args):
         return score_official_submission(args)

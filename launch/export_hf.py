@@ -28,8 +28,8 @@ import time
 
 import jax
 
-from b2tjax.cli.outputs import check_outputs
-from b2tjax.cli.script import run_main
+from b2tjax.cli.outputs import Paths, guard
+from b2tjax.cli.script import add_trust_option, run_main, trust_from_args
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init, is_lora_run
 from b2tjax.run.lora_run import load_lora_run
@@ -39,6 +39,8 @@ from models.config import DTYPES
 from models.hf import save_pretrained
 from models.lora import merge_lora
 from models.sharding import make_mesh
+
+PATHS = Paths(outputs=("--out",), inputs=("--checkpoint", "--tokenizer"), dirs=True)  # b2tjax/outputs.py
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,15 +65,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--distributed", action="store_true", help="initialise JAX's multi-process runtime (pods, SLURM)"
     )
+    add_trust_option(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    trust_from_args(args)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
-    inputs = [("--checkpoint", args.checkpoint), ("--tokenizer", args.tokenizer)]
-    check_outputs([("--out", args.out)], inputs=inputs, files=False)
+    guard(args, PATHS)
     maybe_initialize_distributed(args.distributed)  # before any other JAX call
     lora_run = is_lora_run(args.checkpoint)
     if lora_run and jax.process_count() > 1:

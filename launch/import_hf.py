@@ -16,12 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import run_main
 from b2tjax.errors import UserError
 from models.checkpoint import save_model
 from models.config import DTYPES
 from models.hf import load_pretrained
+
+PATHS = Paths(outputs=("--out",), inputs=("--hf",), dirs=True)  # the one output guard (b2tjax/outputs.py)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not os.path.isdir(args.hf):
         raise UserError(f"--hf {args.hf} is not a directory")
-    check_outputs([("--out", args.out)], inputs=[("--hf", args.hf)], files=False)
+    guard(args, PATHS)
     start = time.time()
     model = load_pretrained(args.hf, dtype=DTYPES[args.dtype], progress=True)
     print(

@@ -14,9 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.errors import UserError
 from b2tjax.report.plotting import PlotError, plot_runs
+
+PATHS = Paths(outputs=("--out",), inputs=("RUN_DIR:run_dirs",))  # the one output guard (b2tjax/outputs.py)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -34,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        check_outputs([("--out", args.out)], inputs=[("RUN_DIR", d) for d in args.run_dirs])
+        guard(args, PATHS)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -22,11 +22,11 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
     benchmark_parser,
-    check_output_file,
     damaged_store,
     run_main,
 )
@@ -34,6 +34,11 @@ from sandbox.benchmarks import BenchmarkError, benchmark_class
 from sandbox.jsonl import read_jsonl_objects
 
 log = logging.getLogger("report")
+
+
+PATHS = Paths(  # the one output guard's view of the options (b2tjax/outputs.py)
+    outputs=("--out",), inputs=("--rollouts", "--run", "--tokenizer", "--queries"), data=("--data",)
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
-    check_output_file(args.out, "--out")
+    guard(args, PATHS)
     records = read_records(args.rollouts)
     spec = args.tokenizer or records[0].tokenizer
     if not spec:

@@ -30,19 +30,24 @@ import time
 from pathlib import Path
 from typing import Any, get_args
 
-from b2tjax.cli.outputs import check_outputs
+from tqdm import tqdm
+
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
+    add_trust_option,
     benchmark_parser,
     damaged_store,
     run_main,
     setup_logging,
+    trust_from_args,
 )
 from b2tjax.config import load_rollout_config
 from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error
+from rollout import RolloutEngine, agent_episode
 from rollout.config import RolloutConfig, TurnCap
-from rollout.record import stop_reason_counts
+from rollout.record import EpisodeRecord, stop_reason_counts
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 from sandbox.himap.options import ABLATIONS, HimapOptions
 from sandbox.limits import StreamLimits
@@ -67,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num", type=int, default=8, help="number of instances (first N of the split)")
     p.add_argument("--out", type=Path, required=True, help="output JSONL file")
     p.add_argument("--config", type=Path, help="YAML recipe whose rollout: section is used")
+    add_trust_option(p)
     # Flags name rollout knobs; unset ones leave the recipe's (or the script's default) value.
     p.add_argument("--batch-size", type=int, help="rollout.batch_rows: KV-cache rows (default 8)")
     p.add_argument("--max-turns", type=int, help="rollout.max_turns (default 10)")
@@ -159,16 +165,20 @@ def load_policy(args: argparse.Namespace, bench: Any, instances: list[dict]) -> 
         raise UserError(str(err)) from None
 
 
+PATHS = Paths(  # the one output guard's view of the options (b2tjax/outputs.py)
+    outputs=("--out",), inputs=("--checkpoint", "--config", "--tokenizer", "--queries"), data=("--data",)
+)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Fail before loading anything when a path or number on the command line cannot work."""
+    guard(args, PATHS)
     if args.num < 1:
         raise UserError(f"--num must be at least 1, got {args.num}")
     if not args.data.is_dir():
         raise UserError(f"--data {args.data} is not a directory")
     if args.checkpoint is not None and (error := checkpoint_error(args.checkpoint)) is not None:
         raise UserError(error)
-    inputs = [("--checkpoint", args.checkpoint), ("--config", args.config), ("--tokenizer", args.tokenizer)]
-    check_outputs([("--out", args.out)], inputs=inputs, data_dirs=[args.data])
 
 
 def himap_episodes(
@@ -191,13 +201,9 @@ def himap_episodes(
         raise UserError(str(err)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    args = parse_args(argv)
-    config = rollout_config(args)
-    check_arguments(args)
-    from rollout import RolloutEngine, agent_episode
-
+def open_benchmark(args: argparse.Namespace, config: RolloutConfig) -> tuple[Any, list[dict]]:
+    """The benchmark on --data and the first --num instances of --split, its world opened (so a
+    damaged store is found before any work); every problem is a UserError."""
     cls = benchmark_class(args.benchmark)
     try:
         bench = cls(args.data, **cls.options_from_args(args))
@@ -215,6 +221,44 @@ def main(argv: list[str] | None = None) -> int:
         raise damaged_store(args.data, err) from None
     if not instances:
         raise UserError(f"no instances in split {args.split!r} of {args.data}")
+    return bench, instances
+
+
+def agent_episodes(
+    config: RolloutConfig, bench: Any, tok: Any, instances: list[dict], python_tool: PythonSandbox | None
+) -> list[Any]:
+    """One single-agent episode per instance, with the rollout config's prompt and limits."""
+    return [
+        agent_episode(
+            inst,
+            bench,
+            tok,
+            max_turns=config.max_turns,
+            max_prompt_tokens=config.prompt_budget,
+            memory=config.memory_enabled,
+            variant=config.prompt_style,
+            max_response_chars=config.max_response_chars,
+            python_tool=python_tool,
+        )
+        for inst in instances
+    ]
+
+
+def write_records(path: Path, records: list[EpisodeRecord], tokenizer_spec: str) -> None:
+    """One JSON line per record, each naming the tokenizer that reloads its ids."""
+    with open(path, "w") as f:
+        for record in records:
+            record.tokenizer = tokenizer_spec
+            f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    setup_logging()
+    args = parse_args(argv)
+    trust_from_args(args)
+    config = rollout_config(args)
+    check_arguments(args)
+    bench, instances = open_benchmark(args, config)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     policy = load_policy(args, bench, instances)
     model, tok, spec = policy.model, policy.tokenizer, policy.tokenizer_spec
@@ -224,32 +268,14 @@ def main(argv: list[str] | None = None) -> int:
         episodes = himap_episodes(args, config, bench, tok, instances)
     else:
         python_tool = PythonSandbox(isolation=config.python_tool_isolation) if config.python_tool else None
-        episodes = [
-            agent_episode(
-                inst,
-                bench,
-                tok,
-                max_turns=config.max_turns,
-                max_prompt_tokens=config.prompt_budget,
-                memory=config.memory_enabled,
-                variant=config.prompt_style,
-                max_response_chars=config.max_response_chars,
-                python_tool=python_tool,
-            )
-            for inst in instances
-        ]
+        episodes = agent_episodes(config, bench, tok, instances, python_tool)
     engine = RolloutEngine(model, tok, config)
-    from tqdm import tqdm
-
     bar = tqdm(total=len(episodes), desc="episodes", unit="ep")
     engine.progress = lambda done, total: bar.update(done - bar.n)
     started = time.perf_counter()
     records = engine.run(episodes, rng=args.seed)
     bar.close()
-    with open(args.out, "w") as f:
-        for record in records:
-            record.tokenizer = spec
-            f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+    write_records(args.out, records, spec)
     stats = engine.stats
     log.info(
         "%d episodes (%d streams) in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, "

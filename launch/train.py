@@ -27,7 +27,8 @@ from pathlib import Path
 
 import yaml
 
-from b2tjax.cli.script import run_main, setup_logging
+from b2tjax.cli.outputs import Paths, guard
+from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
@@ -40,6 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
 PREEMPTED_EXIT = 143
 RECORD = "config.yaml"  # the run's config as it started; a resume never rewrites it
+
+
+# the one output guard's view (b2tjax/outputs.py); --out and model.init as the recipe resolves them
+PATHS = Paths(outputs=("--out",), inputs=("--config", "--init"), dirs=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--init", default=None, help="initial weights: hf:DIR (Hugging Face) or ckpt:DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (log files only)")
+    add_trust_option(parser)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser.parse_intermixed_args(argv)  # overrides may sit before and after the options
 
@@ -121,7 +127,10 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    trust_from_args(args)
     cfg, changes = resolve_config(args)
+    init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
+    guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
     check_out_dir(Path(cfg.out), args.resume)
     if cfg.metrics.wandb:
         import_wandb()  # missing: one line now, not after the data and the model are built

@@ -5,8 +5,9 @@ A model checkpoint is `DIR/config.json` (HF-style) + `DIR/params` (Orbax Standar
 CheckpointManager directory (`OUT/checkpoints`, config.json beside the step dirs) and restores the
 `params` item of its newest step (or `step`); a newest step that does not restore is an error, not
 a quiet fall back to an older model, unless the caller asks for that (`fallback=True`). Every
-checkpoint is checked against its SHA-256 manifest first (`models.checksums`). Restores go
-straight into the target dtype and sharding.
+checkpoint is checked against its SHA-256 manifest first (`models.checksums`; a run's
+`checkpoints/config.json` has its own), and one without a manifest is refused unless the user
+trusts it (`--trust-unverified`). Restores go straight into the target dtype and sharding.
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ def load_model(
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
     if not os.path.exists(os.path.join(directory, CONFIG_FILE)):
         raise CheckpointError(f"no {CONFIG_FILE} in checkpoint directory {directory}")
+    steps_on_disk = [n for n in os.listdir(directory) if n.isdigit()]
+    if steps_on_disk and not os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
+        verify_manifest(directory)  # a run's checkpoints/config.json, sealed by RunCheckpointer
     cfg = Qwen3Config.from_hf(directory)
     param_dtype = dtype if param_dtype is None else param_dtype
     graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat, attention_block)

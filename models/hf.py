@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -22,6 +22,7 @@ from jax.sharding import Mesh, NamedSharding
 from tqdm.auto import tqdm
 
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
+from models.hf_check import check_array, check_tensors, header, hf_shapes, open_safetensors
 from models.qwen3 import abstract_model
 from models.sharding import state_shardings
 
@@ -126,17 +127,24 @@ def params_from_hf(
     """Our pure param dict from HF tensors fetched one at a time by `get_tensor(name)` (numpy, HF
     layout). Peak host memory is one stacked leaf; each leaf goes straight to its sharding."""
     np_dtype = np.dtype(param_dtype)
+    expected = hf_shapes(cfg)
+
+    def fetch(name: str) -> np.ndarray:
+        value = np.asarray(get_tensor(name))
+        check_array(name, value, expected, "the HF weights")  # before reshape could hide a lie
+        return value
+
     pure: dict = {}
     for m in tqdm(tensor_maps(cfg), desc="loading HF tensors", unit="leaf", disable=not progress):
         if m.stacked:
-            first = m.to_ours(np.asarray(get_tensor(m.hf_name.format(i=0))))
+            first = m.to_ours(fetch(m.hf_name.format(i=0)))
             leaf = np.empty((cfg.num_hidden_layers, *first.shape), np_dtype)
             leaf[0] = first
             for i in range(1, cfg.num_hidden_layers):
-                leaf[i] = m.to_ours(np.asarray(get_tensor(m.hf_name.format(i=i))))
+                leaf[i] = m.to_ours(fetch(m.hf_name.format(i=i)))
             del first
         else:
-            leaf = m.to_ours(np.asarray(get_tensor(m.hf_name))).astype(np_dtype)
+            leaf = m.to_ours(fetch(m.hf_name)).astype(np_dtype)
         sharding = None if shardings is None else _get_path(shardings, m.path)
         _set_path(pure, m.path, _to_device(leaf, sharding))
         del leaf
@@ -197,8 +205,6 @@ class _SafetensorsReader(contextlib.AbstractContextManager):
     """Lazy tensor access across `model.safetensors` or a sharded index."""
 
     def __init__(self, path: str):
-        from safetensors import safe_open
-
         index = os.path.join(path, "model.safetensors.index.json")
         single = os.path.join(path, "model.safetensors")
         if os.path.exists(index):
@@ -210,12 +216,18 @@ class _SafetensorsReader(contextlib.AbstractContextManager):
         else:
             raise FileNotFoundError(f"{path} has neither model.safetensors nor model.safetensors.index.json")
         self._stack = contextlib.ExitStack()
-        self._handles = {
-            f: self._stack.enter_context(safe_open(os.path.join(path, f), framework="np")) for f in files
-        }
+        self._handles = {f: self._stack.enter_context(open_safetensors(os.path.join(path, f))) for f in files}
         if weight_map is None:
             weight_map = {k: files[0] for k in self._handles[files[0]].keys()}
         self.weight_map = weight_map
+
+    def header(self, names: Iterable[str]) -> dict[str, tuple[tuple[int, ...], str]]:
+        """(shape, dtype) of each of `names` present, from the files' headers (no tensor data)."""
+        by_file: dict[str, list[str]] = collections.defaultdict(list)
+        for name in names:
+            if name in self.weight_map:
+                by_file[self.weight_map[name]].append(name)
+        return {k: v for f, group in by_file.items() for k, v in header(self._handles[f], group).items()}
 
     def get(self, name: str) -> np.ndarray:
         if name not in self.weight_map:
@@ -258,6 +270,8 @@ def load_pretrained(
         missing = sorted(expected - set(reader.weight_map))
         if missing:
             raise ValueError(f"{path} is missing {len(missing)} Qwen3 tensors, e.g. {missing[:5]}")
+        shapes = hf_shapes(cfg)  # every tensor against config.json before a byte is allocated
+        check_tensors(reader.header(shapes), shapes, f"{path}/config.json")
         pure = params_from_hf(reader.get, cfg, param_dtype, shardings, progress)
     nnx.replace_by_pure_dict(state, pure)
     return nnx.merge(graphdef, state)

@@ -9,7 +9,9 @@ dims laid out as the base weight (models/hf.py), flattened in the same order as 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,8 @@ import numpy as np
 from flax import nnx
 
 from models import lora
+from models.config import Qwen3Config
+from models.hf_check import TensorFormatError, check_tensors, header, linear_shapes, open_safetensors
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -39,20 +43,95 @@ def is_adapter_dir(path: str | os.PathLike) -> bool:
 
 def read_config(path: str | os.PathLike) -> dict[str, Any]:
     """adapter_config.json of a PEFT directory, checked to be a plain LoRA we can load."""
-    with open(os.path.join(os.fspath(path), CONFIG_FILE)) as f:
-        cfg = json.load(f)
+    file = os.path.join(os.fspath(path), CONFIG_FILE)
+    try:
+        with open(file, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except ValueError as err:  # not JSON, not UTF-8
+        raise TensorFormatError(f"{file} is not valid JSON ({str(err).splitlines()[0][:120]})") from None
+    if not isinstance(cfg, dict):
+        raise TensorFormatError(f"{file}: expected a JSON object")
     if cfg.get("peft_type") != "LORA" or cfg.get("use_dora") or cfg.get("use_rslora"):
-        raise ValueError(f"{path}: only plain LoRA adapters load (no DoRA / rsLoRA / other PEFT types)")
+        raise TensorFormatError(
+            f"{path}: only plain LoRA adapters load (no DoRA / rsLoRA / other PEFT types)"
+        )
     if cfg.get("rank_pattern") or cfg.get("alpha_pattern") or cfg.get("layers_to_transform"):
-        raise ValueError(f"{path}: per-layer rank/alpha patterns and layer subsets are not supported")
+        raise TensorFormatError(f"{path}: per-layer rank/alpha patterns and layer subsets are not supported")
+    r, alpha = cfg.get("r"), cfg.get("lora_alpha")
+    if type(r) is not int or r < 1:  # bool is an int, 1e9 a float
+        raise TensorFormatError(f"{file}: r must be a positive integer, got {r!r}")
+    if type(alpha) not in (int, float) or not math.isfinite(alpha):
+        raise TensorFormatError(f"{file}: lora_alpha must be a number, got {alpha!r}")
     return cfg
 
 
-def lora_config_of(peft_cfg: dict[str, Any]) -> lora.LoraConfig:
-    """Our `model.lora` equivalent of a PEFT adapter config."""
-    targets = peft_cfg["target_modules"]
-    targets = [t for t in lora.TARGETS if t in targets] if isinstance(targets, list) else targets
-    return lora.LoraConfig(rank=int(peft_cfg["r"]), alpha=float(peft_cfg["lora_alpha"]), targets=targets)
+def peft_targets(raw: Any, num_layers: int, where: str) -> list[str]:
+    """PEFT's `target_modules` as our target names. As PEFT reads it: "all-linear" is every linear
+    layer but the output head; another string is a regex each module path must match whole; a list
+    entry matches a module whose path is the entry or ends with "." + entry."""
+    paths = {t: [f"model.layers.{i}.{hf_module(t)}" for i in range(num_layers)] for t in lora.TARGETS}
+    if raw == "all-linear":
+        return list(lora.TARGETS)
+    if isinstance(raw, str):
+        try:
+            pattern = re.compile(raw)
+        except re.error as err:
+            raise TensorFormatError(f"{where}: target_modules {raw!r} is not a regex ({err})") from None
+        hits = {t: [bool(pattern.fullmatch(p)) for p in ps] for t, ps in paths.items()}
+        if any(any(h) and not all(h) for h in hits.values()):
+            raise TensorFormatError(
+                f"{where}: target_modules {raw!r} adapts only some layers (not supported)"
+            )
+        targets = [t for t, h in hits.items() if all(h)]
+    elif isinstance(raw, list) and raw and all(isinstance(e, str) for e in raw):
+        matches = {
+            e: [t for t in lora.TARGETS if paths[t][0] == e or paths[t][0].endswith("." + e)] for e in raw
+        }
+        unknown = [e for e, ts in matches.items() if not ts]
+        if unknown:
+            raise TensorFormatError(
+                f"{where}: target_modules {unknown} are not layer projections this loader adapts "
+                f"({list(lora.TARGETS)})"
+            )
+        targets = [t for t in lora.TARGETS if any(t in ts for ts in matches.values())]
+    else:
+        raise TensorFormatError(f"{where}: target_modules must be a list of names or a string, got {raw!r}")
+    if not targets:
+        raise TensorFormatError(f"{where}: target_modules {raw!r} matches none of {list(lora.TARGETS)}")
+    return targets
+
+
+def lora_config_of(peft_cfg: dict[str, Any], num_layers: int, where: str = CONFIG_FILE) -> lora.LoraConfig:
+    """Our `model.lora` equivalent of a (read_config-checked) PEFT adapter config."""
+    targets = peft_targets(peft_cfg.get("target_modules"), num_layers, where)
+    return lora.LoraConfig(rank=peft_cfg["r"], alpha=float(peft_cfg["lora_alpha"]), targets=targets)
+
+
+def check_adapter(path: str | os.PathLike, base: Qwen3Config) -> lora.LoraConfig:
+    """The adapter's LoraConfig, once its config and every tensor's shape and dtype (from the
+    safetensors header, no data) agree with each other and with the base: one line naming the
+    first tensor that does not, before anything is allocated."""
+    path = os.fspath(path)
+    cfg = lora_config_of(read_config(path), base.num_hidden_layers, os.path.join(path, CONFIG_FILE))
+    expected = {}
+    for target in cfg.targets:
+        out, into = linear_shapes(base)[target]
+        for i in range(base.num_hidden_layers):
+            expected[tensor_name(i, target, "A")] = (cfg.rank, into)
+            expected[tensor_name(i, target, "B")] = (out, cfg.rank)
+    weights = os.path.join(path, WEIGHTS_FILE)
+    with open_safetensors(weights) as f:
+        names = set(f.keys())
+        missing = sorted(set(expected) - names)
+        if missing:
+            raise TensorFormatError(f"{weights}: adapter has no tensor {missing[0]} ({len(missing)} missing)")
+        extra = sorted(names - set(expected))
+        if extra:
+            raise TensorFormatError(
+                f"{weights}: tensor {extra[0]} is not one of the adapter config's targets"
+            )
+        check_tensors(header(f, expected), expected, f"{weights} (r={cfg.rank})")
+    return cfg
 
 
 def adapter_tensors(model: nnx.Module) -> Iterator[tuple[str, np.ndarray]]:
@@ -104,6 +183,12 @@ def load_adapter(model: nnx.Module, path: str | os.PathLike) -> nnx.Module:
 
     path = os.fspath(path)
     info = lora.adapter_config(model)
+    saved = check_adapter(path, model.config)
+    if (saved.rank, sorted(saved.targets)) != (info["rank"], sorted(info["targets"])):
+        raise TensorFormatError(
+            f"{path}: adapter rank {saved.rank}, targets {saved.targets}; the model's adapters have "
+            f"rank {info['rank']}, targets {info['targets']}"
+        )
     with safe_open(os.path.join(path, WEIGHTS_FILE), framework="np") as f:
         names = set(f.keys())
         for target in info["targets"]:

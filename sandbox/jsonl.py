@@ -34,6 +34,22 @@ def read_jsonl(path: Path, error: type[Exception], limit: int = 0) -> list[dict[
     return rows
 
 
+def read_jsonl_by_id(path: Path, error: type[Exception]) -> dict[str, dict[str, Any]]:
+    """The objects of the file keyed by their string `id`, in file order. A second line with the
+    same id is refused (naming both lines): with last-wins a stale or planted ground-truth
+    line would silently replace the real one."""
+    rows: dict[str, dict[str, Any]] = {}
+    lines: dict[str, int] = {}
+    for line_no, record in read_jsonl_objects(path, error):
+        ident = record.get("id")
+        if not isinstance(ident, str):
+            raise error(f"{path}:{line_no}: expected a string 'id', got {ident!r}")
+        if ident in rows:
+            raise error(f"{path}:{line_no}: id {ident!r} appears again (first on line {lines[ident]})")
+        rows[ident], lines[ident] = record, line_no
+    return rows
+
+
 def _objects(path: Path, handle: Any, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
     for line_no, line in enumerate(handle, start=1):
         if not line.strip():

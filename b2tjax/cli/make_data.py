@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from b2tjax.cli.outputs import Paths, guard, named_paths
 from b2tjax.cli.script import add_benchmark_options, benchmark_parser, run_main, setup_logging
 from b2tjax.data.marker import write_marker
 from b2tjax.errors import UserError
@@ -36,6 +37,10 @@ DATA/benchmark.json names the benchmark, so `launch/eval.py --data DATA` needs n
 
 
 log = logging.getLogger("make_data")
+
+
+# the one output guard's view of the options (b2tjax/outputs.py); the benchmarks' source options
+PATHS = Paths(outputs=("--out",), inputs=("--from-jsonl", "--tp-data"), dirs=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -84,9 +89,13 @@ def publish(staging: Path, out: Path) -> None:
 
 def build(args: argparse.Namespace) -> int:
     """The benchmark's make_data into a staging directory, published by one rename when complete."""
-    source = getattr(args, "from_jsonl", None)
-    if source is not None and args.out.resolve() in (Path(source).resolve(), *Path(source).resolve().parents):
-        raise UserError(f"--from-jsonl {source} lies in --out {args.out}, which the build replaces")
+    guard(args, PATHS)
+    for option, source in named_paths(args, PATHS.inputs, {}):  # and no input inside what is replaced
+        if source is not None and args.out.resolve() in (
+            Path(source).resolve(),
+            *Path(source).resolve().parents,
+        ):
+            raise UserError(f"{option} {source} lies in --out {args.out}, which the build replaces")
     staging = staging_dir(args.out, args.force)
     started = time.perf_counter()
     try:

@@ -1,16 +1,22 @@
 """Output paths of the launch scripts: never an input of the same command, never inside the data.
 
-`eval.py --plans P --details P` once replaced the plans with verdicts, and `--json
-DATA/ground_truth/test.jsonl` the hidden answers. `check_outputs` refuses such a command in one
-line before anything is read or written. Paths are compared after resolving symlinks (and by
-inode where both exist), so a link or a hard link to an input is caught too.
+`eval.py --plans P --details P` once replaced the plans with verdicts, `--json
+DATA/ground_truth/test.jsonl` the hidden answers, and `report.py --out` its rollouts file.
+`check_outputs` refuses such a command in one line before anything is read or written. Paths are
+compared after resolving symlinks (and by inode where both exist), so a link or a hard link to an
+input is caught too. Every launch script that writes declares its path options once (`Paths`) and
+calls this one guard through `guard`; tests/launch/test_output_flags.py tries each declared output
+on each declared input of every script.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from b2tjax.cli.script import check_output_file
 from b2tjax.errors import UserError
@@ -54,3 +60,38 @@ def check_outputs(
         if target in seen:
             raise UserError(f"{option} and {seen[target]} are the same path {path}; give each its own")
         seen[target] = option
+
+
+@dataclasses.dataclass(frozen=True)
+class Paths:
+    """A launch script's path options by role: option strings (a positional as "LABEL:dest").
+    `data`: data directories nothing may be written into; `dirs`: the outputs are directories."""
+
+    outputs: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
+    data: tuple[str, ...] = ()
+    dirs: bool = False
+
+
+def named_paths(
+    args: argparse.Namespace, names: Sequence[str], values: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """(label, path) of each option in `names`, one per element of a list-valued one."""
+    out = []
+    for name in names:
+        label, _, dest = name.partition(":")
+        dest = dest or label.lstrip("-").replace("-", "_")
+        value = values[dest] if dest in values else getattr(args, dest, None)
+        out += [(label, v) for v in value] if isinstance(value, list | tuple) else [(label, value)]
+    return out
+
+
+def guard(args: argparse.Namespace, paths: Paths, *, data_dirs: Sequence = (), **values: Any) -> None:
+    """`check_outputs` on a parsed command line: `paths` names the options, `values` replaces an
+    option's parsed value (e.g. the run directory a recipe gave), `data_dirs` adds data directories."""
+    check_outputs(
+        named_paths(args, paths.outputs, values),
+        inputs=named_paths(args, paths.inputs, values),
+        data_dirs=[p for _, p in named_paths(args, paths.data, values)] + list(data_dirs),
+        files=not paths.dirs,
+    )

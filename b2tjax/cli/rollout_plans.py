@@ -2,7 +2,9 @@
 
 A rollouts file holds one line per stream, not `{"id", "plan"}` lines: a single agent's episode is
 one stream whose `answer` is the plan; a HiMAP team episode is several streams (coordinator and day
-executors) whose merged plan is the last coordinator answer. Kept free of JAX imports.
+executors) whose merged plan is the coordinator's answer. A stream given twice (the same `stream` of
+one episode, or a second agent / coordinator stream) is refused: which line counts would be a guess.
+Kept free of JAX imports.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
     instance when it has more than one episode (which one to score is the user's choice)."""
     plans: dict[str, Any] = {}
     episode_of: dict[str, Any] = {}
+    line_of: dict[tuple[str, str], int] = {}  # (instance, stream or answering role) -> its line
     for number, row in read_jsonl_objects(path, UserError):
         ident = row.get("instance_id")
         if not isinstance(ident, str) or "answer" not in row:
@@ -31,6 +34,16 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
         if episode_of.setdefault(ident, episode) != episode:
             raise UserError(f"{path}: instance {ident!r} has more than one episode; keep one per instance")
         role = row.get("role", "agent")
+        keys = [(ident, f"stream {row.get('stream', 'main')!r}")]
+        if role in ("agent", "coordinator"):  # the episode's one answering stream
+            keys.append((ident, f"{role} stream"))
+        for key in keys:
+            if key in line_of:
+                raise UserError(
+                    f"{path}:{number}: instance {ident!r} has a second {key[1]} in its episode "
+                    f"(first on line {line_of[key]}); keep one line per stream"
+                )
+            line_of[key] = number
         if role == "agent" or (role == "coordinator" and row["answer"] is not None):
             plans[ident] = row["answer"]
         else:

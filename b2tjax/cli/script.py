@@ -18,6 +18,7 @@ from pathlib import Path
 
 from b2tjax.data.marker import MarkerError, check_marker, read_marker
 from b2tjax.errors import UserError
+from models.checksums import allow_unverified
 from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, benchmark_class
 from sandbox.python_tool import PythonIsolationError
 
@@ -87,6 +88,20 @@ def check_output_file(path: Path, option: str) -> None:
     except OSError as err:
         reason = (err.strerror or type(err).__name__).lower()
         raise UserError(f"{option} {path} is not writable ({reason})") from None
+
+
+def add_trust_option(parser: argparse.ArgumentParser) -> None:
+    """`--trust-unverified`, for the scripts that load checkpoints (see `trust_from_args`)."""
+    parser.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="load checkpoint directories that have no checksum manifest (b2t_checksums.json)",
+    )
+
+
+def trust_from_args(args: argparse.Namespace) -> None:
+    """Apply `--trust-unverified`: without it a checkpoint with no manifest is refused."""
+    allow_unverified(bool(args.trust_unverified))
 
 
 def damaged_store(data_dir: Path, err: Exception) -> UserError:

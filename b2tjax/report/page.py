@@ -13,6 +13,7 @@ import gzip
 import html
 import io
 import json
+import re
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -27,6 +28,9 @@ GROUPS = {
     "commonsense": "Commonsense (official)",
     "hard": "Hard constraints (official)",
 }
+
+
+_MARKER = re.compile(r"@@([A-Z]+)@@")
 
 
 class ReportError(ValueError):
@@ -77,16 +81,16 @@ def render_report(
     if run_dirs:
         curves = f'<h3>Training curves</h3><div class="curves">{curves_svg(run_dirs)}</div>'
     parts = {
-        "@@TITLE@@": html.escape(title),
-        "@@METRICS@@": html.escape(metrics_text or "(no metrics table)"),
-        "@@CURVES@@": curves,
-        "@@CSS@@": _asset("report.css"),
-        "@@JS@@": _asset("report.js"),
+        "TITLE": html.escape(title),
+        "METRICS": html.escape(metrics_text or "(no metrics table)"),
+        "CURVES": curves,
+        "CSS": _asset("report.css"),
+        "JS": _asset("report.js"),
+        "DATA": blob,
     }
-    page = _asset("page.html")
-    for marker, value in parts.items():
-        page = page.replace(marker, value)
-    return page.replace("@@DATA@@", blob)
+    # One pass over the template: a marker inside a substituted value (a rollouts file named
+    # @@JS@@.jsonl in the title) stays text; a replace() per marker would expand it too.
+    return _MARKER.sub(lambda m: parts[m.group(1)], _asset("page.html"))
 
 
 def write_report(path: str | Path, episodes: Sequence[dict[str, Any]], **options: Any) -> Path:

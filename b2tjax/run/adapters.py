@@ -20,6 +20,8 @@ from jax.sharding import Mesh
 from b2tjax.errors import UserError
 from b2tjax.run.resume import ResumePoint
 from models import lora, peft
+from models.checksums import verify_manifest
+from models.config import Qwen3Config
 
 
 def adapter_dir(init: str) -> str | None:
@@ -39,7 +41,8 @@ def base_init(cfg: Any) -> str:
     if not os.path.isdir(base):
         raise UserError(f"the adapter {path} names base {base}, which is not a local directory")
     lora_cfg = cfg.model.lora
-    saved = peft.lora_config_of(peft.read_config(path))
+    # the adapter's config and tensors against each other and the base, before anything is allocated
+    saved = peft.check_adapter(path, Qwen3Config.from_hf(base))
     if (saved.rank, saved.alpha, sorted(saved.targets)) != (
         lora_cfg.rank,
         lora_cfg.alpha,
@@ -120,6 +123,7 @@ def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[in
         if not steps:
             return None
         step = max(steps) if step is None else step
+        verify_manifest(directory / str(step), hashes=False)  # the files, not a FIFO; no hashing
         items = manager.restore(
             step,
             args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore()),

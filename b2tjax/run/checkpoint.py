@@ -7,9 +7,13 @@ and launch/export_hf.py read a training run directly. `params` is the `nnx.to_pu
 Saves are asynchronous (the train loop continues while tensorstore writes); Orbax writes into a
 temporary directory and renames it when complete, so a run killed mid-save leaves the previous
 checkpoint intact. Once a step's save has finished, a background thread writes its SHA-256
-manifest (`models.checksums`), and a restore checks the step against it first, so a flipped byte
-counts as damage. A resume takes the newest step that restores; damaged newer steps are reported
-and set aside, never deleted (`RunCheckpointer.restore_newest`).
+manifest (`models.checksums`; `checkpoints/config.json` gets one when written), and a restore
+checks the step against it first, so a flipped byte counts as damage and a step without a manifest
+is refused unless the user says `--trust-unverified` (a synchronous save is sealed at once, an
+asynchronous one at the next save or at close: a run killed -9 in between resumes from the step
+before, or from that step with `--trust-unverified`). A resume takes the newest step that restores;
+damaged (or unverified) newer steps are reported and set aside, never deleted
+(`RunCheckpointer.restore_newest`).
 A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
 and exits, see `PreemptionGuard`.
 """
@@ -47,6 +51,7 @@ class RunCheckpointer:
         model_config_json: dict | None = None,
     ):
         self.directory = Path(directory).absolute()
+        self.async_save = async_save
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep,
             save_interval_steps=every_steps,
@@ -58,6 +63,8 @@ class RunCheckpointer:
         self._unsealed: list[int] = []  # steps this run saved that have no manifest yet
         if model_config_json is not None and jax.process_index() == 0:
             (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
+            # sealed too: an edited rms_norm_eps would otherwise export a changed model
+            write_manifest(self.directory, only=("config.json",))
 
     def save(
         self, step: int, state: TrainState, train_state: ResumePoint, config: dict, *, force: bool = False
@@ -80,6 +87,8 @@ class RunCheckpointer:
         started = bool(self.manager.save(step, args=args, force=force))
         if started:
             self._unsealed.append(step)
+            if not self.async_save:  # finished already: seal now, so a kill -9 does not leave it unsealed
+                self._seal()
         return started
 
     def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, ResumePoint, dict]:
@@ -109,6 +118,7 @@ class RunCheckpointer:
         if not steps:
             return None
         try:
+            verify_manifest(self.directory / str(max(steps)), hashes=False)  # no FIFO read, no hang
             item = self.manager.restore(
                 max(steps), args=ocp.args.Composite(train_state=ocp.args.JsonRestore())
             )

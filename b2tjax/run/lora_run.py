@@ -17,6 +17,7 @@ from b2tjax.config import config_from_dict
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_identity, check_base, run_items
 from b2tjax.run.model_build import build_model
+from models.checksums import verify_manifest
 from models.config import Qwen3Config
 
 
@@ -29,6 +30,7 @@ def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tupl
     if found is None:
         raise UserError(f"{directory} is not a training run's checkpoint directory")
     step, config, train_state = found
+    verify_manifest(directory)  # the run's config.json (read for the vocabulary below)
     cfg = config_from_dict(config)
     if not cfg.model.lora.enabled:
         raise UserError(f"{directory} is a full fine-tuning run (model.lora.rank = 0), it has no adapters")
@@ -38,6 +40,7 @@ def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tupl
     target = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), nnx.to_pure_dict(adapters)
     )
+    verify_manifest(Path(directory).absolute() / str(step))  # a flipped byte: Orbax reads it silently
     with ocp.StandardCheckpointer() as ckptr:
         restored = ckptr.restore(Path(directory).absolute() / str(step) / "params", target)
     nnx.replace_by_pure_dict(adapters, restored)

@@ -2,7 +2,8 @@
 
 `maybe_initialize_distributed` must run before any other JAX call. On TPU VMs
 `jax.distributed.initialize()` discovers everything itself; on multi-node GPU it reads
-JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/TRAINING.md).
+JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/TRAINING.md), and the
+coordinator binds that address only (b2tjax/run/coordinator.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from jax.sharding import Mesh
 
 from b2tjax.config import MeshConfig
 from b2tjax.errors import UserError
+from b2tjax.run.coordinator import bind_address
 from models.sharding import make_mesh
 
 _GPU_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
@@ -26,10 +28,13 @@ def maybe_initialize_distributed(enabled: bool) -> None:
     if not (enabled or from_env):
         return
     if from_env:
+        address, process_id = os.environ["JAX_COORDINATOR_ADDRESS"], int(os.environ["JAX_PROCESS_ID"])
         jax.distributed.initialize(
-            coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
+            coordinator_address=address,
             num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
-            process_id=int(os.environ["JAX_PROCESS_ID"]),
+            process_id=process_id,
+            # not JAX's default [::]: only the given interface, and never a port another job holds
+            coordinator_bind_address=bind_address(address, process_id),
         )
     else:
         jax.distributed.initialize()  # TPU pods / SLURM: auto-detected

@@ -79,6 +79,7 @@ def _distribution_problem(
     if mode is not None and mode not in domain.transport_modes:
         return f"transport_mode must be one of {list(domain.transport_modes)}, got {mode!r}"
     days, checked = [], []
+    trip_days = [s.day for s in domain.slots()]
     for i, goal in enumerate(subgoals, 1):
         try:
             checked.append(validate_arguments(f"subgoal {i}", _SUBGOAL_PARAMS + extra, goal))
@@ -89,6 +90,8 @@ def _distribution_problem(
         if checked[-1]["budget"] < 0 or (domain.budget is not None and checked[-1]["budget"] > domain.budget):
             return f"subgoal {i}: the budget hint must be between 0 and the total budget"
         days.append(int(checked[-1]["day"]))
+        if days[-1] not in trip_days:  # before the domain completes sub-goals from the day's slot
+            return f"subgoal {i}: day {days[-1]} is not a day of the trip; the days are {trip_days}"
     for i, goal in enumerate(_subgoals(session, checked, extra), 1):
         details = domain.subgoal_details(goal)
         if isinstance(details, str):

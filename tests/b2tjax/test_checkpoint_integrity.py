@@ -4,8 +4,12 @@ older one, a config.json that is not JSON is one line; an edited world store fai
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -18,10 +22,10 @@ from b2tjax.run.checkpoint import RunCheckpointer
 from b2tjax.run.resume import ResumePoint
 from b2tjax.step.train_step import TrainState
 from models.checkpoint import CheckpointError, load_model, save_model, write_config
-from models.checksums import MANIFEST, ChecksumError
+from models.checksums import MANIFEST, ChecksumError, UnverifiedError, allow_unverified, verify_manifest
 from models.config import ConfigFileError, get_config
 from models.qwen3 import Qwen3ForCausalLM
-from tests.launch.test_cli_errors import assert_one_clear_line, run_script
+from tests.launch.test_cli_errors import ENV, assert_one_clear_line, run_script
 from tests.sandbox_fixtures import small_world_path  # noqa: F401 - pytest fixture
 
 SMALL = get_config("tiny")
@@ -76,6 +80,7 @@ def _manager_dir(tmp_path: Path, model, steps=(1, 2)) -> Path:
         manager.wait_until_finished()
     for step in steps:
         write_manifest(directory / str(step))
+    write_manifest(directory, only=("config.json",))  # as RunCheckpointer seals the run's config
     return directory
 
 
@@ -160,3 +165,95 @@ def test_a_hugging_face_dir_with_a_broken_config_is_one_line_too(tmp_path):
     # rollouts.py and the trainer load HF dirs this way; run_main reports OSErrors like this one:
     line = describe_os_error(err.value)
     assert "config.json is not valid JSON" in line and "\n" not in line
+
+
+def _verify_in_a_process(directory: Path) -> subprocess.CompletedProcess:
+    """verify_manifest(directory) in a child with a deadline: a check that reads /dev/zero or waits
+    on a FIFO never returns, and the test must fail rather than hang."""
+    code = "import sys; from models.checksums import verify_manifest; verify_manifest(sys.argv[1])"
+    return subprocess.run(
+        [sys.executable, "-c", code, str(directory)], env=ENV, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_listed_file_that_is_no_longer_a_regular_file_is_refused_without_reading_it(tmp_path, model):
+    ckpt = tmp_path / "ckpt"
+    save_model(model, ckpt)
+    target = max((p for p in (ckpt / "params").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    for swap in (lambda: target.symlink_to("/dev/zero"), lambda: os.mkfifo(target)):
+        saved = target.read_bytes()
+        target.unlink()
+        swap()
+        done = _verify_in_a_process(ckpt)
+        assert done.returncode != 0 and f"{target.name} is not a regular file" in done.stderr, done.stderr
+        target.unlink()
+        target.write_bytes(saved)
+    target.write_bytes(target.read_bytes()[:-1])  # sizes are compared before any hashing
+    with pytest.raises(ChecksumError, match=rf"{target.name} changed after it was saved \(\d+ bytes"):
+        load_model(ckpt)
+    (ckpt / "params" / "extra").symlink_to("/dev/zero")
+    with pytest.raises(ChecksumError):
+        load_model(ckpt)
+
+
+def test_a_run_step_whose_train_state_is_a_fifo_is_refused_without_reading_it(tmp_path):
+    state = TrainState({"w": jnp.arange(8.0)}, {"m": jnp.zeros(8)}, jnp.array(1), jnp.array(0))
+    ckpt = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=2, async_save=False)
+    ckpt.save(1, state, {"data": 1}, {"lr": 0.1}, force=True)
+    ckpt._join_sealer()  # a synchronous save's manifest is started at once, not at the next save
+    assert (tmp_path / "checkpoints" / "1" / MANIFEST).is_file()
+    ckpt.close()
+    item = tmp_path / "checkpoints" / "1" / "train_state"
+    target = next(p for p in item.rglob("*") if p.is_file())
+    target.unlink()
+    os.mkfifo(target)  # Orbax's JSON read would wait for a writer forever
+    reopened = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=2)
+    found: list = []
+    reader = threading.Thread(target=lambda: found.append(reopened.newest_train_state()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert found == [None]  # refused at once: a damaged newest step, reported by the restore
+    with pytest.raises(ChecksumError, match="is not a regular file"):
+        reopened.restore(1, state)
+    reopened.close()
+
+
+def test_a_runs_config_json_is_covered_by_a_manifest(tmp_path, model):
+    directory = _manager_dir(tmp_path, model)
+    load_model(directory)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(dict(config, rms_norm_eps=0.5), indent=2))
+    with pytest.raises(ChecksumError, match="config.json changed after it was saved"):
+        load_model(directory)
+    # RunCheckpointer seals the config it writes (the file export and eval read)
+    run = RunCheckpointer(tmp_path / "run2", every_steps=1, keep=1, model_config_json=config)
+    run.close()
+    assert json.loads((tmp_path / "run2" / MANIFEST).read_text())["only"] == ["config.json"]
+    (tmp_path / "run2" / "config.json").write_text(json.dumps(dict(config, rms_norm_eps=0.5)))
+    with pytest.raises(ChecksumError, match="config.json changed"):
+        verify_manifest(tmp_path / "run2")  # what load_model and load_lora_run check first
+
+
+@pytest.mark.slow  # runs launch/export_hf.py in a subprocess
+def test_a_checkpoint_without_a_manifest_is_refused_unless_trusted(tmp_path, model):
+    ckpt = tmp_path / "ckpt"
+    save_model(model, ckpt)
+    (ckpt / MANIFEST).unlink()
+    changed = _flip_byte(ckpt / "params")
+    with pytest.raises(UnverifiedError, match="no checksum manifest .*--trust-unverified"):
+        load_model(ckpt)
+    assert_one_clear_line(
+        run_script("export_hf.py", "--checkpoint", ckpt, "--out", tmp_path / "hf"), "--trust-unverified"
+    )
+    assert not (tmp_path / "hf").exists()
+    directory = _manager_dir(tmp_path, model)
+    (directory / "2" / MANIFEST).unlink()
+    with pytest.raises(CheckpointError, match="step 2 .*no checksum manifest"):
+        load_model(directory)
+    allow_unverified()
+    try:  # the user's explicit choice: loads (Orbax reads the flipped byte silently, as before)
+        load_model(ckpt)
+        load_model(directory)
+    finally:
+        allow_unverified(False)
+    assert changed.exists()

@@ -151,6 +151,20 @@ def test_page_embeds_every_episode_and_loads_nothing(b2t):  # noqa: F811
         render_report([], title="empty")
 
 
+def test_markers_in_user_text_stay_text(b2t):  # noqa: F811
+    from b2tjax.report.page import _asset
+
+    bench, _, pairs, plans = b2t
+    v, t = pairs[0]
+    episodes = [build_episode(bench, v, plans[v["id"]], bench.evaluate(plans[v["id"]], v, t), agent="x")]
+    page = render_report(episodes, title="@@JS@@.jsonl @@DATA@@", metrics_text="@@CSS@@ @@TITLE@@")
+    assert "<title>@@JS@@.jsonl @@DATA@@</title>" in page and "<h1>@@JS@@.jsonl @@DATA@@</h1>" in page
+    assert ">@@CSS@@ @@TITLE@@<" in page
+    assert page.count(_asset("report.js")) == 1 and page.count(_asset("report.css")) == 1
+    assert page.count("@@") == 2 * 4 + 2 * 2  # the user's markers, twice in the title, once in metrics
+    assert page_data(page)["episodes"] == json.loads(json.dumps(episodes))
+
+
 def test_turn_parses_calls_memory_and_names_each_response():
     text = (
         "<think>look</think>\n"

@@ -26,11 +26,11 @@ def test_agent_answers_and_a_himap_teams_coordinator_answer(tmp_path):
     records = [
         EpisodeRecord("a", answer="plan A", stop_reason=StopReason.ANSWER, episode=0),
         EpisodeRecord("b", answer=None, stop_reason=StopReason.MAX_TURN_TOKENS, episode=1),
-        # a HiMAP team: executors answer their days; the coordinator's last answer is the merged plan
-        EpisodeRecord("c", answer=None, role="coordinator", round=0, episode=2),
-        EpisodeRecord("c", answer="day 1", role="executor", day=1, episode=2),
-        EpisodeRecord("c", answer="merged plan", role="coordinator", round=1, episode=2),
-        EpisodeRecord("d", answer="day 1", role="executor", day=1, episode=3),
+        # a HiMAP team: executors answer their days; the coordinator's answer is the merged plan
+        EpisodeRecord("c", answer="day 1", stream="day1.r0", role="executor", day=1, episode=2),
+        EpisodeRecord("c", answer="day 1", stream="day1.r1", role="executor", day=1, round=1, episode=2),
+        EpisodeRecord("c", answer="merged plan", stream="coordinator", role="coordinator", episode=2),
+        EpisodeRecord("d", answer="day 1", stream="day1.r0", role="executor", day=1, episode=3),
     ]
     plans = plans_from_rollouts(_write(tmp_path / "r.jsonl", records))
     assert plans == {"a": "plan A", "b": None, "c": "merged plan", "d": None}
@@ -46,6 +46,22 @@ def test_bad_rollouts_files_are_one_line_errors(tmp_path):
     twice = [EpisodeRecord("a", answer="x", episode=0), EpisodeRecord("a", answer="y", episode=1)]
     with pytest.raises(UserError, match="instance 'a' has more than one episode"):
         plans_from_rollouts(_write(tmp_path / "twice.jsonl", twice))
+    # two streams of one episode: never last-wins, whatever the stream names
+    agents = [EpisodeRecord("a", answer="x"), EpisodeRecord("a", answer="y", stream="other")]
+    with pytest.raises(
+        UserError, match=r"two_agents.jsonl:2: instance 'a' has a second agent stream .*line 1"
+    ):
+        plans_from_rollouts(_write(tmp_path / "two_agents.jsonl", agents))
+    team = [
+        EpisodeRecord("c", answer="plan 1", stream="coordinator", role="coordinator"),
+        EpisodeRecord("c", answer="d", stream="day1.r0", role="executor", day=1),
+        EpisodeRecord("c", answer="plan 2", stream="coordinator.b", role="coordinator"),
+    ]
+    with pytest.raises(UserError, match=r"team.jsonl:3: instance 'c' has a second coordinator stream"):
+        plans_from_rollouts(_write(tmp_path / "team.jsonl", team))
+    same = [team[1], team[1]]
+    with pytest.raises(UserError, match=r"same.jsonl:2: instance 'c' has a second stream 'day1.r0'"):
+        plans_from_rollouts(_write(tmp_path / "same.jsonl", same))
 
 
 def test_eval_scores_a_rollouts_file_by_its_answers(tp_data, tmp_path):

@@ -1,7 +1,12 @@
-"""launch/cluster.py: N processes with the multi-node environment, prefixed output, the worst exit
-status, and a failed process bringing the others down within the grace period (no JAX needed:
-the processes here are small Python scripts that read the same environment a launch script does)."""
+"""launch/cluster.py: N processes with the multi-node environment, prefixed output, the root
+cause's exit status, signals forwarded whatever the launcher inherited, and a bounded shutdown once
+one process has ended (no JAX needed: the processes here are small Python scripts that read the
+same environment a launch script does), and the coordinator bound to its address only (JAX)."""
 
+import ast
+import os
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -9,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.launch.test_cli_errors import ENV, assert_one_clear_line
 
 pytestmark = pytest.mark.slow  # starts local clusters
 
@@ -55,7 +62,8 @@ def test_a_dead_process_stops_the_others_within_the_grace(tmp_path):
     done, elapsed = _launch(tmp_path, body, "--grace", "2")
     assert done.returncode == 137  # 128 + SIGKILL: the worst status
     assert elapsed < 30
-    assert "a process failed; stopping the others" in done.stdout
+    assert "process(es) [0] still running 2s on; stopping them" in done.stdout
+    assert "process 1 failed first (exit status 137)" in done.stdout
 
 
 def test_prints_pod_and_slurm_commands(tmp_path):
@@ -74,3 +82,114 @@ def test_the_export_is_asked_for_distributed_by_its_flag():
     export = "python launch/export_hf.py --checkpoint runs/x/checkpoints --distributed"
     assert srun == [f"srun --nodes=$NODES --ntasks-per-node=1 {export}"]
     assert "distributed=true" not in out  # export_hf.py's argparse would refuse it
+
+
+def test_a_finished_process_bounds_the_wait_for_a_hung_one(tmp_path):
+    # process 0 exits 0; process 1 hangs ignoring SIGTERM (as in a shutdown barrier whose peer left)
+    body = """
+        import os, signal, sys, time
+        if os.environ["JAX_PROCESS_ID"] == "0":
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(60)
+    """
+    done, elapsed = _launch(tmp_path, body, "--grace", "1")
+    assert done.returncode == 137 and elapsed < 20, done.stdout
+    assert "process(es) [1] still running 1s on; stopping them" in done.stdout
+    assert "[cluster] exit statuses [0, 137]" in done.stdout
+
+
+def test_the_root_cause_is_reported_not_the_peer_that_was_stopped(tmp_path):
+    body = """
+        import os, signal, sys, time
+        if os.environ["JAX_PROCESS_ID"] == "1":
+            print("error: the coordinator port 1 on 127.0.0.1 is taken", flush=True)
+            sys.exit(2)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a preempted save, as train.py's
+        time.sleep(60)
+    """
+    done, _ = _launch(tmp_path, body, "--grace", "1")
+    assert done.returncode == 2, done.stdout
+    cause = "[cluster] process 1 failed first (exit status 2): error: the coordinator port 1 on 127.0.0.1"
+    assert cause in done.stdout and "[cluster] exit statuses [143, 2]" in done.stdout
+
+
+def test_sigint_is_forwarded_even_when_the_launcher_inherited_it_ignored(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    cmd = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2", "--grace", "60"]
+    ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731 - as `nohup ... &` does
+    launcher = subprocess.Popen(
+        [*cmd, "--", str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignore,
+        start_new_session=True,
+    )
+    try:
+        ready = 0
+        while ready < 2:
+            line = launcher.stdout.readline()
+            assert line, "the launcher ended before its processes were ready"
+            ready += line.rstrip().endswith("] ready")
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(timeout=30) == 128 + signal.SIGINT  # each process died of the SIGINT
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+    assert "exit statuses [130, 130]" in launcher.stdout.read()
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net shows them) that listen on `port`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if int(hex_port, 16) == port and state == "0A":  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+def _coordinator(port: int) -> subprocess.CompletedProcess:
+    """One JAX process as launch scripts start it, reporting what listens on the coordinator port."""
+    code = textwrap.dedent(
+        f"""
+        from b2tjax.cli.script import run_main
+        from b2tjax.run.mesh import maybe_initialize_distributed
+        from tests.launch.test_cluster_launcher import _listening
+
+        def main(_argv):
+            maybe_initialize_distributed(False)
+            print("listening", sorted(_listening({port})), flush=True)
+            return 0
+
+        raise SystemExit(run_main(main))
+        """
+    )
+    env = dict(ENV, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="1", JAX_PROCESS_ID="0")
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_coordinator_binds_its_address_and_refuses_a_taken_port(tmp_path):
+    from launch.cluster import free_port
+
+    port = free_port()
+    done = _coordinator(port)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # 127.0.0.1 only (IPv4, or IPv4-mapped IPv6 as gRPC binds it), not [::] (every interface)
+    listening = ast.literal_eval(done.stdout.split("listening ", 1)[1])
+    assert listening and set(listening) <= {"0100007F", "0000000000000000FFFF00000100007F"}, listening
+    with socket.socket() as other_job:  # a coordinator of another job: gRPC binds with SO_REUSEPORT
+        other_job.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other_job.bind(("127.0.0.1", port))
+        other_job.listen()
+        assert_one_clear_line(_coordinator(port), f"coordinator port {port} on 127.0.0.1 is taken")
+        script = tmp_path / "job.py"
+        script.write_text("print('started')\n")
+        cmd = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--port", str(port), "--", str(script)]
+        refused = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=60)
+        assert_one_clear_line(refused, f"coordinator port {port} on 127.0.0.1 is taken")
+        assert "started" not in refused.stdout

@@ -16,6 +16,7 @@ import transformers
 from flax import nnx
 
 from models.checkpoint import load_model, save_model, write_config
+from models.checksums import write_manifest
 from models.hf import load_pretrained, save_pretrained
 from models.tokenizer import load_tokenizer
 
@@ -141,6 +142,8 @@ def test_load_model_takes_latest_manager_step(model_pair, tmp_path):
             )
         manager.wait_until_finished()
     write_config(cfg, str(run_dir))
+    for sealed, only in ((run_dir / "10", None), (run_dir / "20", None), (run_dir, ("config.json",))):
+        write_manifest(sealed, only)  # as RunCheckpointer seals a run
     loaded = load_model(run_dir)
     np.testing.assert_array_equal(loaded.norm.scale[...], bumped["norm"]["scale"])
     np.testing.assert_array_equal(loaded.lm_head.kernel[...], pure["lm_head"]["kernel"])

@@ -240,6 +240,12 @@ def test_protocol_replies_errors_for_agent_mistakes_and_plain_replies_for_sigma_
     ]
     adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=goals, transport_mode="train"))
     assert adv.errors == [True] and f"open day {list(range(1, days + 1))}" in adv.reply[0][1].rendered
+    for bad in (99, 0, -1):  # a day outside the trip: an error naming the trip's days
+        outside = [*goals, {"day": bad, "city": task["destination"], "budget": 1.0}]
+        adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=outside, transport_mode="train"))
+        reply = adv.reply[0][1].rendered
+        assert adv.errors == [True] and f"day {bad} is not a day of the trip; the days are " in reply
+        assert f"the days are {list(range(1, days + 1))}" in reply
     goals.append({"day": days, "city": task["destination"], "budget": task["budget"], "day_type": "return"})
     adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=goals, transport_mode="train"))
     assert adv.errors == [True] and "exceed the total budget" in adv.reply[0][1].rendered

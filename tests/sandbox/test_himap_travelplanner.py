@@ -156,3 +156,14 @@ def test_a_compact_distribution_is_completed_from_the_other_days(bench, train_qu
     adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=[{"day": 3, "budget": 0}]))
     assert adv.errors == [False] and session.round == 2
     assert (session.goals[3].city, session.goals[3].extra["route"]) == ("B", "from A to B")  # from round 1
+
+
+def test_a_subgoal_for_a_day_outside_the_trip_is_an_error_naming_the_days(bench, train_queries):  # noqa: F811
+    query = next(q for q in train_queries if normalize_query(q)["days"] == 3)
+    session = HimapSession(bench.himap_domain({"id": "q", "query": query["query"], "days": 3}))
+    session.start()
+    for bad in (99, 0, -1):
+        goals = [{"day": d, "budget": 0} for d in (1, 2)] + [{"day": bad, "budget": 0}]
+        adv = session.turn(COORDINATOR, _call("distribute_task", subgoals=goals))
+        assert adv.errors == [True] and session.round == 0
+        assert f"day {bad} is not a day of the trip; the days are [1, 2, 3]" in adv.reply[0][1].rendered

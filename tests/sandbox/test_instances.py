@@ -278,6 +278,11 @@ def test_loader_reads_generated_files_and_reports_bad_user_files(small_benchmark
     write(user_v, bad_value)
     with pytest.raises(InstanceFormatError, match="unknown value 'Seven Stars'"):
         load_split(tmp_path, "user")
+    (tmp_path / "ground_truth" / "user.jsonl").write_text(  # a second line for the same id
+        json.dumps(hidden) + "\n" + json.dumps(dict(hidden, query=dict(hidden["query"], budget=1))) + "\n"
+    )
+    with pytest.raises(InstanceFormatError, match=r"user.jsonl:2: id .* appears again \(first on line 1\)"):
+        load_split(tmp_path, "user")
     write(user_v, dict(hidden, id="someone-else"))
     with pytest.raises(InstanceFormatError, match="no ground truth"):
         load_split(tmp_path, "user")

@@ -67,6 +67,29 @@ def test_bad_database_files_give_one_line_errors(tmp_path):
         Database.from_reference_info(bad)
 
 
+def test_a_data_file_line_repeating_an_id_is_refused_naming_both_lines(tmp_path):
+    from sandbox.benchmarks.base import BenchmarkError
+    from sandbox.benchmarks.travelplanner.benchmark import TravelPlannerBenchmark
+
+    row = {"id": "dev-0000", "split": "dev", "difficulty": "easy", "query": "q", "days": 3}
+    truth = {"id": "dev-0000", "query": {"org": "A"}, "cities": ["B"]}
+    files = {"instances": [row], "ground_truth": [truth, dict(truth, cities=["C"])], "reference": []}
+    files["reference"] = [{"id": "dev-0000", "reference_info": []}]
+    for folder, rows in files.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "dev.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(
+        BenchmarkError, match=r"ground_truth/dev.jsonl:2: id 'dev-0000' appears again \(first on line 1\)"
+    ):
+        TravelPlannerBenchmark(tmp_path).load_split("dev")
+    (tmp_path / "ground_truth" / "dev.jsonl").write_text(json.dumps(truth) + "\n")
+    (tmp_path / "reference" / "dev.jsonl").write_text(
+        json.dumps(files["reference"][0]) + "\n" * 2 + json.dumps(files["reference"][0]) + "\n"
+    )
+    with pytest.raises(BenchmarkError, match=r"reference/dev.jsonl:3: id 'dev-0000' appears again"):
+        TravelPlannerBenchmark(tmp_path).load_split("dev")
+
+
 def test_official_dataset_rows_are_normalised(tmp_path, train_queries):
     # An export of the official dataset: Python-literal date/local_constraint, "None" strings.
     path = tmp_path / "validation.csv"

@@ -42,7 +42,7 @@ from sandbox.benchmarks.travelplanner.query import normalize_query
 from sandbox.benchmarks.travelplanner.reference import render_reference_info
 from sandbox.benchmarks.travelplanner.reward import compute_reward, shaped_like_trip
 from sandbox.benchmarks.travelplanner.tools import NoToolWorld, TravelPlannerWorld
-from sandbox.jsonl import read_jsonl
+from sandbox.jsonl import read_jsonl_by_id
 from sandbox.reward import Reward
 
 
@@ -175,10 +175,10 @@ class TravelPlannerBenchmark(Benchmark):
                 f"the {split} queries are not in the data directory; pass the official "
                 f"file with --queries (training evaluates on the generated dev split)"
             )
-        visible = _read_jsonl(self._path("instances", f"{split}.jsonl"))
-        truth = {row["id"]: row for row in _read_jsonl(self._path("ground_truth", f"{split}.jsonl"))}
-        for row in _read_jsonl(self._path("reference", f"{split}.jsonl")):
-            self._references[row["id"]] = row["reference_info"]
+        visible = list(_read_jsonl(self._path("instances", f"{split}.jsonl")).values())
+        truth = _read_jsonl(self._path("ground_truth", f"{split}.jsonl"))
+        for ident, row in _read_jsonl(self._path("reference", f"{split}.jsonl")).items():
+            self._references[ident] = row["reference_info"]
         missing = [v["id"] for v in visible if v["id"] not in truth]
         if missing:
             raise BenchmarkError(f"ground_truth/{split}.jsonl lacks instance {missing[0]!r}")
@@ -342,9 +342,10 @@ def _reference_dict(ref: Any) -> dict[str, Any]:
     return {item["Description"]: item["Content"] for item in ref}
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _read_jsonl(path: Path) -> dict[str, dict[str, Any]]:
+    """A data file's rows by id (one line per id)."""
     try:
-        return read_jsonl(Path(path), BenchmarkError)
+        return read_jsonl_by_id(Path(path), BenchmarkError)
     except OSError as err:
         raise BenchmarkError(
             f"cannot read {path} ({err.strerror}); build the data with launch/make_data.py "

@@ -77,10 +77,14 @@ def load_split(
         return [LoadedInstance(v, {}) for v in visible]
     truth_path = data_dir / "ground_truth" / f"{split}.jsonl"
     known = set(cities) if cities is not None else None
-    hidden = {}
+    hidden, lines = {}, {}
     for n, obj in _read(truth_path):
         h = normalize_hidden(obj, f"{truth_path}:{n}", known)
-        hidden[h["id"]] = h
+        if h["id"] in hidden:  # last-wins would let a stale or planted line replace the real one
+            raise InstanceFormatError(
+                f"{truth_path}:{n}: id {h['id']!r} appears again (first on line {lines[h['id']]})"
+            )
+        hidden[h["id"]], lines[h["id"]] = h, n
     missing = [i for i in ids if i not in hidden]
     if missing:
         raise InstanceFormatError(
