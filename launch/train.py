@@ -3,6 +3,7 @@
     python launch/train.py                                  # tiny CPU run, builds everything it needs
     python launch/train.py --config configs/qwen3_8b.yaml --out gs://.../run1
     python launch/train.py --resume --out runs/tiny         # continue exactly where the run stopped
+                                            # (b2tjax/run/resume.py: the few keys a resume may change)
     python launch/train.py --init hf:/models/Qwen3-0.6B --config configs/qwen3_0.6b.yaml
     python launch/train.py --benchmark travelplanner       # another benchmark (config key `benchmark`)
     python launch/train.py grpo.loss_mask=false rollout.memory_enabled=false   # ablations
@@ -24,15 +25,22 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
+from b2tjax.run.adapters import base_init
+from b2tjax.run.metrics import import_wandb
+from b2tjax.run.resume import check_changes, config_changes, record_resume
+from b2tjax.run.weights_tokenizer import weights_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
 PREEMPTED_EXIT = 143
+RECORD = "config.yaml"  # the run's config as it started; a resume never rewrites it
 
 
 # the one output guard's view (b2tjax/outputs.py); --out and model.init as the recipe resolves them
@@ -71,9 +79,27 @@ def check_out_dir(out: Path, resume: bool) -> None:
         )
 
 
-def resolve_config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config: the recipe (default configs/tiny_cpu.yaml), then the options, then key=value;
-    with no benchmark chosen, the one `data.data_dir` holds (its benchmark.json) when it names one."""
+def _load(config_path: Path | None, overrides: list[str], benchmark_chosen: bool) -> TrainConfig:
+    """The recipe <- key=value; with no benchmark chosen, the one `data.data_dir` holds (its
+    benchmark.json) when it names one; the tokenizer that comes with `model.init`'s weights."""
+    cfg = load_config(config_path, overrides)
+    chosen = benchmark_chosen or any(o.startswith("benchmark=") for o in overrides)
+    held = None if chosen else read_marker(cfg.data.data_dir)
+    if held is not None and held != cfg.benchmark:
+        cfg = load_config(config_path, [*overrides, f"benchmark={held}"])
+    if cfg.task == "travel":
+        cfg.model.tokenizer, why = weights_tokenizer(base_init(cfg), cfg.model.tokenizer)
+        if why:
+            print(why, flush=True)
+    return cfg
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
+    """(the run's config, the changes a resume makes to the recorded one, None when not resuming one).
+
+    The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
+    run with OUT/config.yaml starts from that record instead (unless --config names a recipe) and
+    refuses any change outside b2tjax.run.resume.SAFE_TO_CHANGE."""
     config_path = (
         args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     )
@@ -85,12 +111,16 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     if args.benchmark is not None:
         overrides.append(f"benchmark={args.benchmark}")
     try:
-        cfg = load_config(config_path, overrides)
-        chosen = args.benchmark is not None or any(o.startswith("benchmark=") for o in overrides)
-        held = None if chosen else read_marker(cfg.data.data_dir)
-        if held is not None and held != cfg.benchmark:
-            cfg = load_config(config_path, [*overrides, f"benchmark={held}"])
-        return cfg
+        cfg = _load(config_path, overrides, args.benchmark is not None)
+        recorded = Path(cfg.out) / RECORD
+        if not (args.resume and recorded.is_file()):
+            return cfg, None
+        if args.config is None:  # the run's own record is the recipe of its resume
+            cfg = _load(recorded, overrides, args.benchmark is not None)
+        now = yaml.safe_load(yaml.safe_dump(cfg.to_dict(), sort_keys=False))  # as the record reads
+        changes = config_changes(yaml.safe_load(recorded.read_text()), now)
+        check_changes(changes)
+        return cfg, changes
     except ValueError as err:  # MarkerError included
         raise UserError(str(err)) from None
 
@@ -98,10 +128,12 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trust_from_args(args)
-    cfg = resolve_config(args)
+    cfg, changes = resolve_config(args)
     init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
     guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
     check_out_dir(Path(cfg.out), args.resume)
+    if cfg.metrics.wandb:
+        import_wandb()  # missing: one line now, not after the data and the model are built
 
     setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
@@ -119,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
-    if jax.process_index() == 0:
-        dump_config(cfg, Path(cfg.out) / "config.yaml")
+    if jax.process_index() == 0 and changes is None:  # a resumed run keeps its record
+        dump_config(cfg, Path(cfg.out) / RECORD)
     if cfg.task == "toy":
         from b2tjax.tasks.toy import DigitTask
 
@@ -149,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     trainer = Trainer(cfg, task, model, resume=args.resume, progress=not args.no_progress, valid_vocab=vocab)
+    if jax.process_index() == 0 and changes is not None:  # accepted (the model matches): the history says how
+        record_resume(Path(cfg.out), changes, sys.argv[1:] if argv is None else argv)
     try:
         result = trainer.run()
     except Preempted as stop:

@@ -290,20 +290,30 @@ def _dtype_name(dtype: Any) -> str:
     return {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}[np.dtype(dtype).name]
 
 
+# Qwen3's recommended sampling (its model card, thinking mode), as its generation_config.json ships it.
+QWEN3_SAMPLING = {"do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
+
+
 def generation_config(cfg: Qwen3Config, tokenizer: Any = None) -> dict[str, Any]:
-    """Qwen3's generation_config.json (sampling defaults of the official release)."""
-    eos = [i for i in (cfg.eos_token_id, getattr(tokenizer, "eos_id", None)) if i is not None]
-    if cfg.vocab_size > QWEN3_BOS_ID and cfg.eos_token_id == QWEN3_EOS_ID:
-        eos.append(QWEN3_BOS_ID)  # <|endoftext|> also ends generation in the official config
-    out: dict[str, Any] = {"do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
+    """generation_config.json as Qwen3's release ships it: a chat turn ends at <|im_end|> and a
+    document at <|endoftext|>, so both ids stop `generate` (the turn's first: with only
+    <|endoftext|>, an exported chat model writes <|im_end|> over and over); pad is <|endoftext|>.
+    The ids come from `tokenizer` when given, else from Qwen3's vocabulary when the model has it."""
+    eos: list[int] = []
+    pad = None
+    if tokenizer is not None:
+        eos, pad = [tokenizer.im_end_id, tokenizer.eos_id], tokenizer.pad_id
+    elif cfg.vocab_size > QWEN3_EOS_ID:
+        eos, pad = [QWEN3_EOS_ID, QWEN3_BOS_ID], QWEN3_BOS_ID
+    if cfg.eos_token_id is not None:
+        eos.append(cfg.eos_token_id)
+    out: dict[str, Any] = {}
     if cfg.bos_token_id is not None:
         out["bos_token_id"] = cfg.bos_token_id
+    out.update(QWEN3_SAMPLING)
     if eos:
         eos = list(dict.fromkeys(eos))
         out["eos_token_id"] = eos if len(eos) > 1 else eos[0]
-    pad = getattr(tokenizer, "pad_id", None)
-    if pad is None and cfg.vocab_size > QWEN3_BOS_ID:
-        pad = QWEN3_BOS_ID
     if pad is not None:
         out["pad_token_id"] = pad
     return out

@@ -51,7 +51,10 @@ class ModelConfig:
     overrides: dict[str, Any] = field(default_factory=dict)
     compute_dtype: Dtype = "float32"  # float32 | bfloat16 (GPU/TPU); master weights stay param_dtype
     param_dtype: Dtype = "float32"  # float32 | bfloat16: the master weights and optimizer state
-    tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
+    # "sentencepiece" (trained on the generated corpus, for a random init) | "qwen3" | a path. With
+    # model.init, the tokenizer comes with the weights (b2tjax/run/weights_tokenizer.py): "sentencepiece"
+    # yields to the checkpoint's own, any other must match it (vocabulary, special ids) or is refused.
+    tokenizer: str = "sentencepiece"
     sp_vocab_size: Annotated[int, Range(ge=64)] = 1024  # the SentencePiece vocabulary trained for "tiny"
     remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
     # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
@@ -147,6 +150,17 @@ class HardwareConfig:
 
 
 @dataclass
+class MetricsConfig:
+    """Experiment trackers beside OUT/metrics.jsonl and TensorBoard's OUT/tb/ (both always written)."""
+
+    # true: also log every step to Weights & Biases (b2tjax/run/metrics.py). Off by default and never a
+    # dependency: `pip install wandb` first; WANDB_MODE=offline logs to OUT/wandb/ without an account.
+    wandb: bool = False
+    wandb_project: str = "b2tjax"  # the W&B project the run is logged to
+    wandb_run: str = ""  # the W&B run name; "" = the run directory's name
+
+
+@dataclass
 class ToyConfig:
     """The digit task: prompt [BOS, k] -> the reward is 1 iff the answer token is digit k."""
 
@@ -178,6 +192,7 @@ class TrainConfig:
     mesh: MeshConfig = field(default_factory=MeshConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     toy: ToyConfig = field(default_factory=ToyConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     himap: HimapOptions = field(default_factory=HimapOptions)  # the protocol's own options type
 
     def get(self, dotted: str) -> Any:

@@ -18,6 +18,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from b2tjax.errors import UserError
+from b2tjax.run.resume import ResumePoint
 from models import lora, peft
 from models.checksums import verify_manifest
 from models.config import Qwen3Config
@@ -109,8 +110,8 @@ def check_base(saved: dict | None, current: dict | None, step: int, action: str 
     )
 
 
-def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[int, dict, dict] | None:
-    """(step, run config, train_state) of a training run's checkpoint directory (`step`, default the
+def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[int, dict, ResumePoint] | None:
+    """(step, run config, resume point) of a training run's checkpoint directory (`step`, default the
     newest), or None when `directory` is not one (a plain model checkpoint)."""
     import orbax.checkpoint as ocp
 
@@ -127,7 +128,7 @@ def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[in
             step,
             args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore()),
         )
-    return step, items["config"], items["train_state"]
+    return step, items["config"], ResumePoint.from_json(items["train_state"])
 
 
 def is_lora_run(directory: str | os.PathLike) -> bool:

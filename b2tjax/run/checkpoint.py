@@ -30,6 +30,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from b2tjax.run.resume import ResumePoint
 from b2tjax.step.train_step import TrainState
 from models.checkpoint import restore_newest
 from models.checksums import has_manifest, verify_manifest, write_manifest
@@ -66,7 +67,7 @@ class RunCheckpointer:
             write_manifest(self.directory, only=("config.json",))
 
     def save(
-        self, step: int, state: TrainState, train_state: dict, config: dict, *, force: bool = False
+        self, step: int, state: TrainState, train_state: ResumePoint, config: dict, *, force: bool = False
     ) -> bool:
         """Start an (async) save if `step` is due or `force`; returns whether one was started."""
         if not force and not self.manager.should_save(step):
@@ -80,7 +81,7 @@ class RunCheckpointer:
             opt_state=ocp.args.StandardSave(
                 {"opt": state.opt_state, "step": state.step, "skipped": state.skipped}
             ),
-            train_state=ocp.args.JsonSave(train_state),
+            train_state=ocp.args.JsonSave(train_state.to_json()),
             config=ocp.args.JsonSave(config),
         )
         started = bool(self.manager.save(step, args=args, force=force))
@@ -90,7 +91,7 @@ class RunCheckpointer:
                 self._seal()
         return started
 
-    def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict, dict]:
+    def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, ResumePoint, dict]:
         """Restore `step` into the shapes/shardings of `abstract_state` (arrays or ShapeDtypeStructs)."""
         target = jax.tree.map(_abstract, abstract_state)
         self._join_sealer()
@@ -108,10 +109,10 @@ class RunCheckpointer:
         )
         opt = restored["opt_state"]
         state = TrainState(restored["params"], opt["opt"], opt["step"], opt["skipped"])
-        return state, restored["train_state"], restored["config"]
+        return state, ResumePoint.from_json(restored["train_state"]), restored["config"]
 
-    def newest_train_state(self) -> tuple[int, dict] | None:
-        """(step, train_state JSON) of the newest step, read alone (before restoring arrays into a
+    def newest_train_state(self) -> tuple[int, ResumePoint] | None:
+        """(step, resume point) of the newest step, read alone (before restoring arrays into a
         layout that may not be theirs), or None when there is none or it does not read."""
         steps = self.manager.all_steps()
         if not steps:
@@ -123,11 +124,11 @@ class RunCheckpointer:
             )
         except Exception:  # a damaged step: restore_newest reports it and falls back
             return None
-        return max(steps), item["train_state"]
+        return max(steps), ResumePoint.from_json(item["train_state"])
 
     def restore_newest(
         self, abstract_state: TrainState, report: Callable[[str], None]
-    ) -> tuple[int, TrainState, dict, dict] | None:
+    ) -> tuple[int, TrainState, ResumePoint, dict] | None:
         """Restore the newest step that restores, or None when there is no step at all.
 
         Steps that fail are reported and moved to `checkpoints.unrestorable/` beside this

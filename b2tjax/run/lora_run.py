@@ -34,7 +34,7 @@ def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tupl
     cfg = config_from_dict(config)
     if not cfg.model.lora.enabled:
         raise UserError(f"{directory} is a full fine-tuning run (model.lora.rank = 0), it has no adapters")
-    check_base(train_state.get("base"), base_identity(cfg), step, action="export")
+    check_base(train_state.base, base_identity(cfg), step, action="export")
     model = build_model(cfg, vocab_size=Qwen3Config.from_hf(os.fspath(directory)).vocab_size)
     adapters = nnx.state(model, nnx.LoRAParam)
     target = jax.tree.map(

@@ -1,4 +1,5 @@
-"""Run metrics: OUT/metrics.jsonl (one object per step), TensorBoard events in OUT/tb/, a progress bar.
+"""Run metrics: OUT/metrics.jsonl (one object per step), TensorBoard events in OUT/tb/, a progress bar,
+and with `metrics.wandb: true` a Weights & Biases run (imported only then: wandb is no dependency).
 
 Only process 0 writes. The progress bar shows the quantities a person watches during RL (reward,
 pass rates, tokens/s); tqdm adds the rate and ETA.
@@ -6,17 +7,21 @@ pass rates, tokens/s); tqdm adds the rate and ETA.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import secrets
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jax
 from tqdm.auto import tqdm
 
 from b2tjax.config.schema import Phase
+from b2tjax.errors import UserError
 from sandbox.jsonl import read_jsonl_objects
 
 # Postfix keys shown on the bar, in order, with short labels.
@@ -39,6 +44,34 @@ def _plain(value: Any) -> Any:
     return value if math.isfinite(value) else None
 
 
+def import_wandb() -> ModuleType:
+    """The wandb package, or a one-line UserError saying how to get it (checked before a run starts)."""
+    try:
+        import wandb  # optional: only a run with metrics.wandb imports it
+    except ImportError:
+        raise UserError(
+            "metrics.wandb: true needs the wandb package: pip install wandb (or set metrics.wandb=false)"
+        ) from None
+    return wandb
+
+
+@dataclasses.dataclass(frozen=True)
+class WandbRun:
+    """Where a run logs on Weights & Biases; `config`: the run's whole config, shown with the run."""
+
+    project: str
+    name: str
+    config: dict
+
+
+def wandb_run(cfg: Any) -> WandbRun | None:
+    """The W&B run a training config asks for (`metrics.wandb`), None when it asks for none."""
+    m = cfg.metrics
+    if not m.wandb:
+        return None
+    return WandbRun(m.wandb_project, m.wandb_run or Path(cfg.out).name, cfg.to_dict())
+
+
 class MetricsWriter:
     def __init__(
         self,
@@ -50,14 +83,16 @@ class MetricsWriter:
         enabled: bool | None = None,
         progress: bool = True,
         keep_until: int | None = None,
+        wandb: WandbRun | None = None,
     ):
         """`keep_until`: drop the records of later steps already in metrics.jsonl (a resumed run
-        redoes the steps after its checkpoint, which must not appear twice)."""
+        redoes the steps after its checkpoint, which must not appear twice). `wandb`: also log there."""
         self.enabled = jax.process_index() == 0 if enabled is None else enabled
         self.out_dir = Path(out_dir)
         self._bar = None
         self._tb = None
         self._jsonl = None
+        self._wandb = None
         if not self.enabled:
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -70,6 +105,8 @@ class MetricsWriter:
             self._tb = SummaryWriter(str(self.out_dir / "tb"))
         except ImportError:  # tensorboardX is a dependency; stay usable without it
             self._tb = None
+        if wandb is not None:
+            self._wandb = _start_wandb(wandb, self.out_dir)
         if progress:
             self._bar = tqdm(
                 total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True, mininterval=0.5
@@ -90,10 +127,16 @@ class MetricsWriter:
         record.update({k: _plain(v) for k, v in metrics.items()})
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
+        scalars = {
+            f"{phase}/{key}" if phase else key: value
+            for key, value in record.items()
+            if key not in ("step", "time") and isinstance(value, float)
+        }
         if self._tb is not None:
-            for key, value in record.items():
-                if key not in ("step", "time") and isinstance(value, float):
-                    self._tb.add_scalar(f"{phase}/{key}" if phase else key, value, step)
+            for key, value in scalars.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=int(step))
         if self._bar is not None:
             shown = {label: f"{record[k]:.3g}" for k, label in _BAR_KEYS if isinstance(record.get(k), float)}
             self._bar.set_postfix(shown, refresh=False)
@@ -121,6 +164,23 @@ class MetricsWriter:
             self._tb.close()
         if self._jsonl is not None:
             self._jsonl.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+WANDB_ID_FILE = "wandb_id"  # OUT/wandb_id: a resumed run goes on logging to the same W&B run
+
+
+def _start_wandb(run: WandbRun, out_dir: Path) -> Any:
+    """wandb.init in OUT/wandb/, with an id kept in OUT/wandb_id so that a resume continues the run."""
+    wandb = import_wandb()
+    id_file = out_dir / WANDB_ID_FILE
+    run_id = id_file.read_text().strip() if id_file.is_file() else secrets.token_hex(4)
+    id_file.write_text(run_id + "\n")
+    return wandb.init(
+        project=run.project, name=run.name, id=run_id, resume="allow", dir=str(out_dir), config=run.config
+    )
 
 
 def _truncate_after(path: Path, step: int) -> None:

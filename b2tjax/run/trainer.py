@@ -31,8 +31,9 @@ from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer
 from b2tjax.run.mesh import build_mesh, check_rows_split
-from b2tjax.run.metrics import MetricsWriter
+from b2tjax.run.metrics import MetricsWriter, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
+from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
 from b2tjax.sft.batches import sft_batch
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import (
@@ -91,12 +92,15 @@ class Trainer:
         self.sft_steps = cfg.sft.steps if self.sft_examples else 0
         self.grpo_steps = cfg.steps if cfg.mode in ("sft_grpo", "grpo") else 0
         self.total_steps = self.sft_steps + self.grpo_steps
+        model_json = model.config.to_hf(cfg.model.param_dtype)
+        if resume:  # before the CheckpointManager opens: a refusal leaves no Orbax thread behind
+            check_model_config(self.out / "checkpoints", model_json)
         self.ckpt = RunCheckpointer(
             self.out / "checkpoints",
             every_steps=cfg.checkpoint.every_steps,
             keep=cfg.checkpoint.keep,
             async_save=cfg.checkpoint.async_save,
-            model_config_json=model.config.to_hf(cfg.model.param_dtype),
+            model_config_json=model_json,
         )
         self.resume = resume
         self.progress = progress
@@ -130,17 +134,11 @@ class Trainer:
         shardings = param_shardings(self.model_fn.abstract_params, self.mesh)
         return jax.device_put(params, shardings)
 
-    def _train_state_json(self, phase: Phase, phase_step: int, data: BatchIterator, counters: dict) -> dict:
-        """The host-side state a resume needs. Randomness is a pure function of (seed, step), so the
-        seed is all the RNG state there is."""
-        return {
-            "phase": phase,
-            "phase_step": phase_step,
-            "seed": self.cfg.seed,
-            "data": data.get_state(),
-            "counters": counters,
-            **({"base": self.base} if self.base else {}),
-        }
+    def _resume_point(
+        self, phase: Phase, phase_step: int, data: BatchIterator, counters: dict
+    ) -> ResumePoint:
+        """Where a resume after `phase_step` of `phase` continues (saved with the checkpoint)."""
+        return ResumePoint(phase, phase_step, data.get_state(), dict(counters), self.cfg.seed, self.base)
 
     def _step_seed(self, global_step: int) -> int:
         return int(np.random.default_rng([self.cfg.seed, global_step]).integers(2**31 - 1))
@@ -149,18 +147,18 @@ class Trainer:
     def run(self) -> RunResult:
         cfg = self.cfg
         params = self._place_params(self.params0)
-        start = {"phase": "sft" if self.sft_steps else "grpo", "phase_step": 0, "data": None, "counters": {}}
+        start = ResumePoint(Phase.SFT if self.sft_steps else Phase.GRPO)
         restored_state, latest = None, None
         if self.resume:
-            newest = self.ckpt.newest_train_state()
-            if newest is not None:  # adapters mean nothing on another base: refuse before restoring
-                check_base(newest[1].get("base"), self.base, newest[0])
-            _, abstract = self._phase_fns(Phase.GRPO, params)
-            found = self.ckpt.restore_newest(abstract, report=lambda line: print(line, flush=True))
+            try:
+                found = self._restore(params)
+            except BaseException:  # a refusal: close Orbax's threads, or they dump at exit
+                self.ckpt.close()
+                raise
             if found is None:
                 print(f"--resume: no checkpoint in {self.out / 'checkpoints'}, starting fresh", flush=True)
             else:
-                latest, restored_state, start, _ = found
+                latest, restored_state, start = found
                 params = restored_state.params
                 print(f"resuming from step {latest}", flush=True)
 
@@ -171,16 +169,15 @@ class Trainer:
             initial_step=latest or 0,
             progress=self.progress,
             keep_until=latest or 0,
+            wandb=wandb_run(cfg),
         )
         last: dict = {}
         try:
             with PreemptionGuard() as guard:
-                if start["phase"] == "sft" and self.sft_steps:
-                    resume_state = restored_state if restored_state is not None else None
-                    params, last = self._run_sft(params, start, resume_state, writer, guard)
-                    start = {"phase": "grpo", "phase_step": 0, "data": None, "counters": {}}
-                    restored_state = None
-                if self.grpo_steps and start["phase"] == "grpo":
+                if start.phase == Phase.SFT and self.sft_steps:
+                    params, last = self._run_sft(params, start, restored_state, writer, guard)
+                    start, restored_state = ResumePoint(Phase.GRPO), None
+                if self.grpo_steps and start.phase == Phase.GRPO:
                     params, last = self._run_grpo(params, start, restored_state, writer, guard)
             self.ckpt.wait()
             eval_metrics, table = None, None
@@ -194,7 +191,7 @@ class Trainer:
                     advance=False,
                 )
                 if jax.process_index() == 0:
-                    (self.out / "eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
+                    self._result("eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.end_progress()
                     writer.write(table)
                     self._write_report(table, writer)
@@ -202,6 +199,19 @@ class Trainer:
         finally:
             writer.close()
             self.ckpt.close()
+
+    def _restore(self, params) -> tuple[int, TrainState, ResumePoint] | None:
+        """(step, state, resume point) of the newest step that restores, None when there is none."""
+        newest = self.ckpt.newest_train_state()
+        if newest is not None:  # adapters mean nothing on another base: refuse before restoring
+            check_base(newest[1].base, self.base, newest[0])
+        _, abstract = self._phase_fns(Phase.GRPO, params)
+        found = self.ckpt.restore_newest(abstract, report=lambda line: print(line, flush=True))
+        return None if found is None else found[:3]
+
+    def _result(self, name: str) -> Path:
+        """OUT/name; a resumed run never replaces the results already there (b2tjax/run/resume.py)."""
+        return fresh_path(self.out / name) if self.resume else self.out / name
 
     def _write_report(self, table: str, writer: MetricsWriter) -> None:
         """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
@@ -212,7 +222,7 @@ class Trainer:
 
         try:
             path = write_report(
-                self.out / "report.html",
+                self._result("report.html"),
                 episodes,
                 title=f"final evaluation of {self.out.name}",
                 metrics_text=table,
@@ -229,7 +239,7 @@ class Trainer:
         guard: PreemptionGuard,
         global_step: int,
         state: TrainState,
-        train_state: dict,
+        train_state: ResumePoint,
         writer: MetricsWriter,
     ) -> None:
         if stop_agreed(guard.requested or self.ckpt.reached_preemption(global_step)):
@@ -241,7 +251,7 @@ class Trainer:
         guard: PreemptionGuard,
         global_step: int,
         state: TrainState,
-        train_state: dict,
+        train_state: ResumePoint,
         writer: MetricsWriter,
         agreed: bool = False,
     ) -> None:
@@ -256,7 +266,7 @@ class Trainer:
         self._save_and_exit(done, state, train_state, writer, message)
 
     def _save_and_exit(
-        self, step: int, state: TrainState, train_state: dict, writer: MetricsWriter, message: str
+        self, step: int, state: TrainState, train_state: ResumePoint, writer: MetricsWriter, message: str
     ) -> NoReturn:
         """Save `step` synchronously (nothing when no step has completed yet), log, and unwind."""
         if step >= 1:
@@ -265,7 +275,7 @@ class Trainer:
         writer.write(f"{message}, exiting")
         raise Preempted(step)
 
-    def _save(self, global_step: int, state: TrainState, train_state: dict, final: bool) -> None:
+    def _save(self, global_step: int, state: TrainState, train_state: ResumePoint, final: bool) -> None:
         self.ckpt.save(global_step, state, train_state, self.cfg.to_dict(), force=final)
 
     # ------------------------------------------------------------------------------------------
@@ -275,13 +285,13 @@ class Trainer:
         if restored_state is not None:
             state = restored_state
         data = BatchIterator(example_dataset(self.sft_examples, cfg.data.shuffle_seed))
-        if start.get("data"):
-            data.set_state(start["data"])
-        counters = dict(start.get("counters") or {})
+        if start.data:
+            data.set_state(start.data)
+        counters = dict(start.counters)
         writer.set_phase(Phase.SFT)
         micro = (cfg.sft.batch_size // cfg.sft.micro_batch_size) if cfg.sft.micro_batch_size else 1
         last = {}
-        for phase_step in range(start["phase_step"] + 1, self.sft_steps + 1):
+        for phase_step in range(start.phase_step + 1, self.sft_steps + 1):
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
             batch = sft_batch(rows, cfg.sft.max_seq_len)
@@ -311,7 +321,7 @@ class Trainer:
         """Every step of either phase ends alike: log, checkpoint (always after the last), honour SIGTERM."""
         last_step = self.sft_steps if phase == Phase.SFT else self.grpo_steps
         writer.log(global_step, metrics, phase=phase)
-        train_state = self._train_state_json(phase, phase_step, data, counters)
+        train_state = self._resume_point(phase, phase_step, data, counters)
         self._save(global_step, state, train_state, final=phase_step == last_step)
         if phase_step < last_step:
             self._maybe_stop(guard, global_step, state, train_state, writer)
@@ -350,17 +360,15 @@ class Trainer:
         if g.beta > 0:
             self.ref_params = self._reference_params(state.params, fresh=restored_state is None)
         data = BatchIterator(example_dataset(self.task.train_examples(), cfg.data.shuffle_seed))
-        if start.get("data"):
-            data.set_state(start["data"])
-        counters = dict(start.get("counters") or {})
+        if start.data:
+            data.set_state(start.data)
+        counters = dict(start.counters)
         writer.set_phase(Phase.GRPO)
         last = {}
-        for phase_step in range(start["phase_step"] + 1, self.grpo_steps + 1):
+        for phase_step in range(start.phase_step + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
             t0 = time.perf_counter()
-            completed = self._train_state_json(
-                Phase.GRPO, phase_step - 1, data, counters
-            )  # before next_batch
+            completed = self._resume_point(Phase.GRPO, phase_step - 1, data, counters)  # before next_batch
             stop_here = functools.partial(self._stop_mid_step, guard, global_step, state, completed, writer)
             prompts = data.next_batch(cfg.rollout.prompts_per_step)
             seed = self._step_seed(global_step)

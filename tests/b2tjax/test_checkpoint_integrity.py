@@ -19,6 +19,7 @@ import pytest
 from flax import nnx
 
 from b2tjax.run.checkpoint import RunCheckpointer
+from b2tjax.run.resume import ResumePoint
 from b2tjax.step.train_step import TrainState
 from models.checkpoint import CheckpointError, load_model, save_model, write_config
 from models.checksums import MANIFEST, ChecksumError, UnverifiedError, allow_unverified, verify_manifest
@@ -110,11 +111,12 @@ def test_a_truncated_newest_step_is_an_error_too(tmp_path, model):
 def test_run_checkpointer_seals_its_steps_and_verifies_them(tmp_path):
     state = TrainState({"w": jnp.arange(4096.0)}, {"m": jnp.zeros(4096)}, jnp.array(3), jnp.array(0))
     ckpt = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=3, async_save=True)
-    ckpt.save(3, state, {"data": 1}, {"lr": 0.1}, force=True)
+    ckpt.save(3, state, ResumePoint("grpo", 3, data={"data": 1}), {"lr": 0.1}, force=True)
     ckpt.close()
     assert (tmp_path / "checkpoints" / "3" / MANIFEST).is_file()
     reopened = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=3)
     restored, train_state, _ = reopened.restore(3, state)
+    assert train_state == ResumePoint("grpo", 3, data={"data": 1})
     np.testing.assert_array_equal(np.asarray(restored.params["w"]), np.arange(4096.0))
     _flip_byte(tmp_path / "checkpoints" / "3" / "params")
     with pytest.raises(ChecksumError):

@@ -34,9 +34,9 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_data, tmp_path, capsys
 
 def test_train_takes_the_benchmark_from_its_data_dir(tp_data):
     train = load_script("launch/train.py")
-    cfg = train.resolve_config(train.parse_args([f"data.data_dir={tp_data}", "--out", "runs/tp"]))
+    cfg, _ = train.resolve_config(train.parse_args([f"data.data_dir={tp_data}", "--out", "runs/tp"]))
     assert cfg.benchmark == "travelplanner" and cfg.data.data_dir == str(tp_data)
-    chosen = train.resolve_config(train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_data}"]))
+    chosen, _ = train.resolve_config(train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_data}"]))
     assert chosen.benchmark == "b2t"  # an explicit choice stands; the data step then refuses it (below)
 
 

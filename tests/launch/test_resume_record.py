@@ -1,0 +1,117 @@
+"""`--resume` continues exactly the recorded run (issue 39, item 2): a changed key is refused with
+the list of differences, a changed model shape in one line naming the key and both values, without
+a traceback or Orbax's shutdown noise; the keys documented as safe are accepted and written to the
+run's history, and the run's config.yaml, eval.json and report are never rewritten. Real
+`launch/train.py` subprocesses on the toy task."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from b2tjax.run.resume import SAFE_TO_CHANGE, ResumePoint, check_changes, config_changes, is_safe
+from tests.subprocess_env import subprocess_env
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ["--config", str(ROOT / "configs" / "toy.yaml"), "--no-progress", "steps=2", "checkpoint.every_steps=1"]
+
+
+def _train(out: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, str(ROOT / "launch" / "train.py"), *RUN, "--out", str(out), *extra]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, dict]:
+    """A finished 2-step toy run (with its eval.json) and the environment its resumes share."""
+    tmp = tmp_path_factory.mktemp("resume_record")
+    env = subprocess_env(tmp / "jax_cache")
+    done = _train(tmp / "run", env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp / "run", env
+
+
+def _record(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in ("config.yaml", "eval.json")}
+
+
+def _refused(result: subprocess.CompletedProcess) -> str:
+    """The one stderr line of a refusal (exit 2, no traceback, no asyncio/TensorStore dump)."""
+    everything = result.stdout + result.stderr
+    assert result.returncode == 2, everything[-3000:]
+    for noise in ("Traceback", "Event loop is closed", "tensorstore"):
+        assert noise not in everything, everything[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow  # subprocess runs
+def test_changed_keys_are_refused_with_every_difference(run):
+    out, env = run
+    before = _record(out)
+    line = _refused(_train(out, env, "--resume", "rollout.group_size=8", "optim.lr=1e-3"))
+    assert "optim.lr: 0.01 (recorded) -> 0.001" in line
+    assert "rollout.group_size: 16 (recorded) -> 8" in line
+    assert _record(out) == before
+    history = out / "history.jsonl"
+    assert not history.exists() or "optim.lr" not in history.read_text()
+
+
+@pytest.mark.slow  # subprocess runs
+def test_a_changed_model_shape_is_one_line_naming_the_key_and_both_values(run):
+    out, env = run
+    line = _refused(_train(out, env, "--resume", "model.overrides.hidden_size=32"))
+    assert "model.overrides.hidden_size: None (recorded) -> 32" in line
+    # the same config over checkpoints of another shape (weights not from this config): one line too
+    config = out / "checkpoints" / "config.json"
+    saved = config.read_text()
+    config.write_text(json.dumps({**json.loads(saved), "hidden_size": 32}))
+    try:
+        line = _refused(_train(out, env, "--resume"))
+    finally:
+        config.write_text(saved)
+    assert "hidden_size 32 vs 64" in line
+
+
+@pytest.mark.slow  # subprocess runs
+def test_safe_changes_resume_and_are_recorded_never_rewriting_the_run(run):
+    out, env = run
+    before = _record(out)
+    resumed = _train(out, env, "--resume", "checkpoint.keep=3", "log_every=2")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from step 2" in resumed.stdout
+    assert _record(out) == before  # the finished run's evaluation is kept, the new one beside it
+    assert json.loads((out / "eval.2.json").read_text()) == json.loads(before["eval.json"])
+    (history,) = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+    assert history["event"] == "resume"
+    assert history["changes"] == {
+        "checkpoint.keep": {"recorded": 2, "now": 3},
+        "log_every": {"recorded": 1, "now": 2},
+    }
+
+
+def test_the_documented_safe_keys_and_nothing_else():
+    recorded = {"optim": {"lr": 0.1}, "checkpoint": {"keep": 2}, "hardware": {"devices": 1}, "out": "a"}
+    now = {"optim": {"lr": 0.1}, "checkpoint": {"keep": 5}, "hardware": {"devices": 8}, "out": "/x/a"}
+    changes = config_changes(recorded, now)
+    assert changes == {"checkpoint.keep": (2, 5), "hardware.devices": (1, 8), "out": ("a", "/x/a")}
+    check_changes(changes)  # all three are safe
+    with pytest.raises(ValueError, match=r"optim\.lr: 0\.1 \(recorded\) -> 0\.2"):
+        check_changes(config_changes(recorded, {**now, "optim": {"lr": 0.2}}))
+    assert not is_safe("hardware_x") and not is_safe("steps") and not is_safe("seed")
+    assert "metrics." in SAFE_TO_CHANGE  # trackers may be switched on for the rest of a run
+
+
+def test_resume_point_round_trips_the_saved_json():
+    """The typed resume point reads and writes the train_state JSON checkpoints already hold."""
+    saved = {"phase": "grpo", "phase_step": 3, "seed": 0, "data": {"pos": 12}, "counters": {"samples": 48}}
+    point = ResumePoint.from_json(saved)
+    assert point == ResumePoint("grpo", 3, {"pos": 12}, {"samples": 48}, seed=0)
+    assert point.to_json() == saved
+    base = {"path": "hf:/m", "sha256": "ab"}
+    assert ResumePoint.from_json({**saved, "base": base}).to_json() == {**saved, "base": base}
