@@ -34,6 +34,7 @@ from b2tjax.run.resume import ResumePoint
 from b2tjax.step.train_step import TrainState
 from models.checkpoint import restore_newest
 from models.checksums import has_manifest, verify_manifest, write_manifest
+from rollout.hosts import agree
 
 ITEMS = ("params", "opt_state", "train_state", "config")
 
@@ -223,3 +224,11 @@ class PreemptionGuard:
     def __exit__(self, *exc) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
+
+
+def stop_agreed(asked: bool) -> bool:
+    """Whether any process was asked to stop (a SIGTERM reaches one host): every process then saves
+    the same step and exits together; one process alone would leave the others in a collective."""
+    if jax.process_count() == 1:
+        return asked
+    return bool(agree([asked]).any())

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import jax
+import numpy as np
 from tqdm.auto import tqdm
 
 from b2tjax.config.schema import Phase
@@ -213,4 +214,16 @@ def read_metrics(path: str | Path, phase: Phase | None = None) -> dict[int, dict
     for _, row in read_jsonl_objects(Path(path), ValueError):
         if (phase is None and row.get("phase") != Phase.EVAL) or row.get("phase") == phase:
             out[row["step"]] = row
+    return out
+
+
+def scalar_leaves(d: dict, prefix: str = "") -> dict[str, float]:
+    """{"a/b": x} for every numeric leaf of a nested dict (booleans and text left out): the
+    scalars a metrics line or TensorBoard can plot."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(scalar_leaves(v, f"{prefix}{k}/"))
+        elif isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
+            out[f"{prefix}{k}"] = float(v)
     return out

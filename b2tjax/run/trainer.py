@@ -29,9 +29,9 @@ from b2tjax.data.pipeline import BatchIterator, example_dataset
 from b2tjax.grpo.update import grpo_update
 from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
-from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer
+from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
 from b2tjax.run.mesh import build_mesh, check_rows_split
-from b2tjax.run.metrics import MetricsWriter, wandb_run
+from b2tjax.run.metrics import MetricsWriter, scalar_leaves, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
 from b2tjax.sft.batches import sft_batch
@@ -46,7 +46,6 @@ from b2tjax.step.train_step import (
 from b2tjax.tasks.base import Task
 from models.sharding import state_shardings as param_shardings
 from rollout.engine import RolloutStopped
-from rollout.hosts import agree
 
 
 class Preempted(Exception):
@@ -186,7 +185,7 @@ class Trainer:
                 eval_metrics, table = self.task.evaluate(self.model_fn(params, self.frozen))
                 writer.log(
                     self.total_steps,
-                    {f"eval/{k}": v for k, v in _flat(eval_metrics).items()},
+                    {f"eval/{k}": v for k, v in scalar_leaves(eval_metrics).items()},
                     phase=Phase.EVAL,
                     advance=False,
                 )
@@ -402,22 +401,3 @@ class Trainer:
             last = metrics
             self._end_step(Phase.GRPO, phase_step, global_step, metrics, state, data, counters, writer, guard)
         return state.params, last
-
-
-def stop_agreed(asked: bool) -> bool:
-    """Whether any process was asked to stop (a SIGTERM reaches one host): every process then saves
-    the same step and exits together; one process alone would leave the others in a collective."""
-    if jax.process_count() == 1:
-        return asked
-
-    return bool(agree([asked]).any())
-
-
-def _flat(d: dict, prefix: str = "") -> dict[str, float]:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}/"))
-        elif isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
-            out[f"{prefix}{k}"] = float(v)
-    return out
