@@ -17,11 +17,15 @@ if TYPE_CHECKING:  # annotations only: TrainConfig.validate calls in here
 
 def config_errors(cfg: TrainConfig) -> list[str]:
     """Settings that would only fail deep inside a long run, one line each; [] when all is well."""
+    batch = _batch_errors(cfg)
+    rollout = cfg.rollout.errors("rollout.")
+    if any(e.startswith("rollout.group_size ") for e in batch):  # GRPO's bound says it all: one line
+        rollout = [e for e in rollout if not e.startswith("rollout.group_size ")]
     return (
-        _batch_errors(cfg)
+        batch
         + _range_errors(cfg)
         + _benchmark_errors(cfg)
-        + cfg.rollout.errors("rollout.")
+        + rollout
         + cfg.model.lora.errors()
         + _agent_errors(cfg)
     )
@@ -33,7 +37,8 @@ def _batch_errors(cfg: TrainConfig) -> list[str]:
     checks = [
         (
             cfg.rollout.group_size >= 2,
-            "rollout.group_size must be >= 2 (advantages are relative to the group)",
+            f"rollout.group_size must be >= 2, got {cfg.rollout.group_size} "
+            "(GRPO's advantages are relative to the group)",
         ),
         (
             cfg.grpo.mini_batches >= 1 and cfg.grpo.epochs >= 1,

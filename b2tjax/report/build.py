@@ -12,6 +12,7 @@ from b2tjax.report.conversation import from_record
 from b2tjax.report.episode import build_episode
 from b2tjax.report.himap import himap_view, streams_from_records
 from b2tjax.report.page import ReportError
+from b2tjax.tasks.verdicts import EpisodeVerdict
 from sandbox.benchmarks import Benchmark, Pair, Verdict
 
 
@@ -48,11 +49,14 @@ def record_episodes(
     agent: str = "",
     shading: bool = False,
     sessions: Mapping[int, Any] | None = None,
+    results: Sequence[EpisodeVerdict] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Verdict]]:
-    """(episodes, their verdicts) from rollout records (rollout.record.EpisodeRecord), judged here.
-    A HiMAP team's streams share an episode index; its answer is the coordinator's, and `sessions`
-    (episode index -> HimapSession) adds Σ's events and the rounds' outcomes when the caller still
-    has them."""
+    """(episodes, their verdicts) from rollout records (rollout.record.EpisodeRecord). A HiMAP team's
+    streams share an episode index; `sessions` (episode index -> HimapSession) adds Σ's events and
+    the rounds' outcomes when the caller still has them. `results` (episode index -> the verdict
+    the caller's evaluation tallied, b2tjax.tasks.verdicts) are used as they are: the report shows
+    the verdicts the metrics table counted. Without them (records read back from a file) each
+    episode is judged here: a team's answer is its coordinator's, a single agent's its record's."""
     by_id = {visible["id"]: (visible, truth) for visible, truth in pairs}
     groups: dict[tuple[str, int], list[Any]] = collections.defaultdict(list)
     for record in records:
@@ -62,26 +66,21 @@ def record_episodes(
     out, verdicts = [], []
     for (instance_id, index), streams in groups.items():
         visible, truth = by_id[instance_id]
-        team = any(r.role != "agent" for r in streams)
         lead = next((r for r in streams if r.role == "coordinator"), streams[0])
-        verdict = bench.evaluate(lead.answer, visible, truth)
+        result = results[index] if results is not None else None
+        if result is not None and result.instance_id != instance_id:
+            raise ReportError(f"episode {index} is {instance_id!r}, its verdict {result.instance_id!r}")
+        answer = result.answer if result is not None else lead.answer
+        verdict = result.verdict if result is not None else bench.evaluate(answer, visible, truth)
         verdicts.append(verdict)
-        if team:
-            session = (sessions or {}).get(index)
-            view = himap_view(session, streams_from_records(streams, tokenizer, shading))
-            episode = build_episode(bench, visible, lead.answer, verdict, agent=agent, himap=view)
+        common = {"agent": agent, "stop_reason": str(lead.stop_reason)}
+        if any(r.role != "agent" for r in streams):
+            view = himap_view((sessions or {}).get(index), streams_from_records(streams, tokenizer, shading))
+            episode = build_episode(bench, visible, answer, verdict, **common, himap=view)
         else:
             turns = from_record(lead, tokenizer, shading=shading)
-            episode = build_episode(
-                bench,
-                visible,
-                lead.answer,
-                verdict,
-                agent=agent,
-                turns=turns,
-                stop_reason=str(lead.stop_reason),
-            )
+            episode = build_episode(bench, visible, answer, verdict, **common, turns=turns)
         episode["tokens"] = sum(r.num_sampled for r in streams)
-        episode["stop_reason"] = str(lead.stop_reason)
+        episode["reward"] = result.reward.total if result is not None else lead.reward
         out.append(episode)
     return out, verdicts

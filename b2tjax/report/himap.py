@@ -12,6 +12,7 @@ import collections
 from collections.abc import Sequence
 from typing import Any
 
+from b2tjax.report.clip import LABEL_CHARS, clip
 from b2tjax.report.conversation import from_messages, from_record
 from sandbox.himap.protocol import HimapSession
 from sandbox.himap.summary import SessionSummary, session_summary
@@ -53,7 +54,8 @@ def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[
             coordinator += turns
             continue
         o = outcomes.get(name)
-        outcome = {"status": o.status, "code": o.code, "reason": o.reason, "cost": o.cost} if o else None
+        reason = clip(o.reason, LABEL_CHARS) if o else None  # an executor's reject reason is its own text
+        outcome = {"status": o.status, "code": o.code, "reason": reason, "cost": o.cost} if o else None
         lanes[day].append({"name": name, "round": round_, "turns": turns, "outcome": outcome})
     return {
         **_session_part(summary, streams),

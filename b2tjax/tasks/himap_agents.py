@@ -11,15 +11,26 @@ import collections
 import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from b2tjax.cli import UserError
 from sandbox.benchmarks import Benchmark, Pair
 from sandbox.himap.options import HimapOptions
 
+if TYPE_CHECKING:  # the rollout package starts JAX; launch/eval.py imports this module without it
+    from rollout.config import RolloutConfig
+
 # The engine's defaults for a checkpoint rolled out without a recipe: the roles' own limits
 # (HimapOptions) decide the turns; rows and lengths hold a real model's coordinator and executors.
 CHECKPOINT_ROLLOUT = {"batch_rows": 8, "max_turns": 16, "max_turn_tokens": 1024, "max_seq_len": 16384}
+
+
+def team_rollout(config: RolloutConfig, options: HimapOptions) -> RolloutConfig:
+    """The engine config a HiMAP team runs under: `config`, greedy, with its turn cap raised to the
+    roles' own limits (each role's environment enforces its max_turns; an engine cap below one is a
+    stream that cannot start, and the episode would end in an error before any turn)."""
+    roles = (options.limits("coordinator").max_turns or 0, options.limits("executor").max_turns or 0)
+    return dataclasses.replace(config, max_turns=max(config.max_turns, *roles), temperature=0.0)
 
 
 @dataclasses.dataclass
@@ -83,7 +94,7 @@ def checkpoint_answers(
     from rollout.agents.himap import himap_episode
 
     try:
-        config = RolloutConfig(**{**CHECKPOINT_ROLLOUT, **rollout_overrides, "temperature": 0.0})
+        config = team_rollout(RolloutConfig(**{**CHECKPOINT_ROLLOUT, **rollout_overrides}), options)
         policy = load_policy(checkpoint)
     except ValueError as err:
         raise UserError(str(err)) from None
