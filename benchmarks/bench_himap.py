@@ -66,7 +66,7 @@ def tokenizer_for(corpus: Callable[[], list[str]], path: Path) -> Any:
 
 
 def b2t_setup(data_dir: Path, per_days: int) -> Setup:
-    from b2tjax.prepare import ensure_data
+    from b2tjax.cli.prepare import ensure_data
     from sandbox.benchmarks import get_benchmark
     from sandbox.benchmarks.b2t.expert import Expert
 

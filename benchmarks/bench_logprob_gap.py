@@ -2,7 +2,7 @@
 
 The RolloutEngine samples records (T = 1, prefix reuse on, a group of episodes on one prompt); the
 trainer recomputes every sampled token's log-prob from the record's ids in one teacher-forced pass,
-as `b2tjax.grpo_update` does (`b2tjax.logprobs.position_logprobs` at the record's
+as `b2tjax.grpo.update` does (`b2tjax.step.logprobs.position_logprobs` at the record's
 `train_batch.loss_positions`: the output head only where the sampler recorded a log-prob).
 Reported: mean and max |sampler - trainer| over sampled tokens, in fp32 and with bf16 compute
 (the sampler's weights and KV cache in bf16, as in a bf16 run). Random tiny Qwen3 (2 layers,
@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from b2tjax.logprobs import position_logprobs
+from b2tjax.step.batch import loss_positions
+from b2tjax.step.logprobs import position_logprobs
 from b2tjax.tasks.toy_tools import lookup_tokenizer, prompt_ids
-from b2tjax.train_batch import loss_positions
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
 from rollout import Continue, Episode, RolloutConfig, RolloutEngine, Stop, TurnOutcome

@@ -24,8 +24,8 @@ import numpy as np
 import optax
 
 from b2tjax.config import GRPOConfig
-from b2tjax.train_batch import TrainBatch
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
+from b2tjax.step.batch import TrainBatch
+from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import DTYPES, get_config
 from models.qwen3 import create_model
 

@@ -8,7 +8,7 @@ Train step. Tunix: the update its GRPOLearner runs per mini-batch -- the actor t
 (`tunix.rl.trainer.Trainer`, a PeftTrainer) with the registered `grpo` policy loss wired as
 `GRPOLearner.__init__` wires it, jitted by `PeftTrainer.jit_train_and_eval_step` (nnx.jit, the
 optimizer donated), called on a `TrainExample` of prompt and completion ids. Ours:
-`b2tjax.train_step.make_step_fns(...).grpo_step` on a `TrainBatch` of the same rows (prompt then
+`b2tjax.step.train_step.make_step_fns(...).grpo_step` on a `TrainBatch` of the same rows (prompt then
 completion ids, the mask on the completion, the output head projected at the completion's positions only
 (`TrainBatch.positions`, as the trainer lays them out). Both: Qwen3-0.6B width with --layers layers, random
 weights, fp32 master weights, compute in --dtype, beta 0 (no reference model), one iteration
@@ -46,8 +46,8 @@ from bench_vs_tunix import IdTokenizer, interleaved_best, tunix_model_config
 from flax import nnx
 
 from b2tjax.config import GRPOConfig
-from b2tjax.train_batch import TrainBatch, loss_positions
-from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
+from b2tjax.step.batch import TrainBatch, loss_positions
+from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import DTYPES, get_config
 from models.hf import save_pretrained
 from models.qwen3 import create_model
@@ -132,7 +132,7 @@ def our_step(
     mask = np.zeros(ids.shape, np.float32)
     mask[:, prompt.shape[1] :] = 1.0
     state = init_train_state(params, optimizer)
-    positions = loss_positions(mask) if gather else None  # as b2tjax.grpo_update lays them out
+    positions = loss_positions(mask) if gather else None  # as b2tjax.grpo.update lays them out
     old = np.asarray(fns.logprobs(state.params, jnp.asarray(ids[None]), None))[0]  # ratio 1, as Tunix's
     flat = TrainBatch(ids=ids, mask=mask, old_logprobs=old, advantages=adv, positions=positions)
     batch = fns.shard_batch(flat.split(1))

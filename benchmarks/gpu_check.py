@@ -113,8 +113,8 @@ def check_train(cfg, batch: int, seq: int) -> dict:
     import optax
 
     from b2tjax.config import GRPOConfig
-    from b2tjax.train_batch import TrainBatch
-    from b2tjax.train_step import BoundModel, init_train_state, make_step_fns
+    from b2tjax.step.batch import TrainBatch
+    from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
     from benchmarks.bench_train import matmul_peak, model_flops_per_token, time_step
     from models.qwen3 import create_model
 

@@ -31,7 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's packages
 
-from b2tjax.cli import UserError, run_main  # noqa: E402
+from b2tjax.cli.script import run_main  # noqa: E402
+from b2tjax.errors import UserError  # noqa: E402
 
 RECIPE = ROOT / "configs" / "tiny_cpu_curve.yaml"
 EXPERT = "Expert (upper bound)"
@@ -292,7 +293,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def render(runs: Path, seeds: Sequence[int], recipe: Path, evals: dict, expert: dict) -> str:
     """The evaluation table, the GRPO runs' training curves at both ends, the command of every run."""
-    from b2tjax.plotting import load_run
+    from b2tjax.report.plotting import load_run
 
     rows = [(row.label, [evals[row.prefix][s] for s in seeds]) for row in ROWS] + [(EXPERT, [expert])]
     curve_row = next(row for row in ROWS if row.prefix == "curve")

@@ -45,7 +45,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli import (
+from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
     benchmark_parser,
@@ -53,7 +54,6 @@ from b2tjax.cli import (
     run_main,
     setup_logging,
 )
-from b2tjax.outputs import check_outputs
 from b2tjax.tasks.himap_agents import HimapFigures
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, benchmark_class
 from sandbox.himap.options import ABLATIONS
@@ -245,7 +245,7 @@ def plans_from_file(path: Path, pairs: list[Pair]) -> dict[str, Any]:
 
 def plans_from_records(path: Path, pairs: list[Pair]) -> dict[str, Any]:
     """id -> plan of the selected instances from a rollouts file; other episodes are counted and ignored."""
-    from b2tjax.rollout_plans import plans_from_rollouts
+    from b2tjax.cli.rollout_plans import plans_from_rollouts
 
     wanted = {instance["id"] for instance, _ in pairs}
     found = plans_from_rollouts(path)

@@ -28,11 +28,12 @@ import time
 
 import jax
 
-from b2tjax.adapters import base_init, is_lora_run
-from b2tjax.cli import UserError, run_main
-from b2tjax.lora_run import load_lora_run
-from b2tjax.mesh import maybe_initialize_distributed
-from b2tjax.outputs import check_outputs
+from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.script import run_main
+from b2tjax.errors import UserError
+from b2tjax.run.adapters import base_init, is_lora_run
+from b2tjax.run.lora_run import load_lora_run
+from b2tjax.run.mesh import maybe_initialize_distributed
 from models.checkpoint import load_model
 from models.config import DTYPES
 from models.hf import save_pretrained

@@ -10,8 +10,9 @@ import os
 import sys
 import time
 
-from b2tjax.cli import UserError, run_main
-from b2tjax.outputs import check_outputs
+from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.script import run_main
+from b2tjax.errors import UserError
 from models.checkpoint import save_model
 from models.config import DTYPES
 from models.hf import load_pretrained

@@ -8,7 +8,7 @@ The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout dec
 are lowered with abstract arrays and compiled on a mesh of the target's devices (nothing is
 allocated) by the target's own compiler: a TPU slice by name through libtpu, NVIDIA GPUs through
 the CUDA plugin's deviceless compile, or N fake XLA:CPU devices (`cpu`, the fallback, which
-overstates bf16 programs; b2tjax/targets.py). One table per program shows per-device bytes of its
+overstates bf16 programs; b2tjax/plan/targets.py). One table per program shows per-device bytes of its
 arguments, outputs, temporaries and what stays resident beside it, against the device memory.
 Exits with status 1, naming program and bytes, when one does not fit with 10% headroom;
 `key=value` overrides work as in launch/train.py.
@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from b2tjax.cli import UserError
+from b2tjax.cli.outputs import check_outputs
 from b2tjax.config import load_config
-from b2tjax.outputs import check_outputs
+from b2tjax.errors import UserError
 
 PROGRAMS = (
     "sft_step",
@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def resolve_target(args: argparse.Namespace, cfg) -> tuple:
     """The Target to compile for and its memory per device in GiB: --target, else the recipe's
     hardware.target, else cpu (sized by --devices / hardware.devices and hardware.hbm_gib)."""
-    from b2tjax.targets import parse_target
+    from b2tjax.plan.targets import parse_target
 
     name = args.target or cfg.hardware.target or "cpu"
     devices = args.devices or cfg.hardware.devices
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
     os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={target.chips}"])
 
-    from b2tjax import memory_plan
-    from b2tjax.targets import target_mesh
+    from b2tjax.plan import memory_plan, program_memory
+    from b2tjax.plan.targets import target_mesh
 
     try:
         mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
@@ -125,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     model = memory_plan.plan_model_config(cfg)
-    hbm = int(hbm_gib * memory_plan.GIB)
+    hbm = int(hbm_gib * program_memory.GIB)
     print(
         f"memory plan of {args.config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
-        f"{model.num_hidden_layers} layers), {memory_plan.mesh_summary(mesh)}, "
+        f"{model.num_hidden_layers} layers), {program_memory.mesh_summary(mesh)}, "
         f"{hbm_gib:g} GiB per device; target {target.describe()}; rollout {cfg.rollout.batch_rows} rows "
         f"({cfg.rollout.batch_rows / target.chips:g} per chip) x "
         f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}",
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     programs = []
     for program in memory_plan.plan_programs(cfg, mesh, only):
         programs.append(program)
-        print("\n" + memory_plan.format_table(program, hbm), flush=True)
+        print("\n" + program_memory.format_table(program, hbm), flush=True)
     noun = "program" if len(programs) == 1 else "programs"
     print(f"\ncompiled {len(programs)} {noun} in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
@@ -149,12 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                     "platform": target.platform,
                     "devices": target.chips,
                     "hbm_bytes": hbm,
-                    "programs": [memory_plan.as_dict(p) for p in programs],
+                    "programs": [program_memory.as_dict(p) for p in programs],
                 },
                 indent=1,
             )
         )
-    problems = memory_plan.failures(programs, hbm)
+    problems = program_memory.failures(programs, hbm)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     return 1 if problems else 0

@@ -5,7 +5,7 @@ sampler-vs-trainer log-prob gap, one line per run directory (read from RUN_DIR/m
     python launch/plot.py runs/seed0 runs/seed1 runs/seed2 --labels s0 s1 s2 --out curves.png
 
 Needs matplotlib: pip install -e ".[plot]". The notebook draws the same figure with
-`b2tjax.plotting.plot_runs`.
+`b2tjax.report.plotting.plot_runs`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from b2tjax.cli import UserError
-from b2tjax.outputs import check_outputs
-from b2tjax.plotting import PlotError, plot_runs
+from b2tjax.cli.outputs import check_outputs
+from b2tjax.errors import UserError
+from b2tjax.report.plotting import PlotError, plot_runs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

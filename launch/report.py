@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli import (
+from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
     benchmark_parser,

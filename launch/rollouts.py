@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, get_args
 
-from b2tjax.cli import (
+from b2tjax.cli.outputs import check_outputs
+from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
     benchmark_parser,
@@ -39,8 +40,7 @@ from b2tjax.cli import (
     setup_logging,
 )
 from b2tjax.config import load_rollout_config
-from b2tjax.outputs import check_outputs
-from b2tjax.policy import ROLLOUT_DEFAULTS, checkpoint_error
+from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error
 from rollout.config import RolloutConfig, TurnCap
 from rollout.record import stop_reason_counts
 from sandbox.benchmarks import BenchmarkError, benchmark_class
@@ -143,10 +143,10 @@ def rollout_config(args: argparse.Namespace) -> RolloutConfig:
 
 
 def load_policy(args: argparse.Namespace, bench: Any, instances: list[dict]) -> Any:
-    """The policy (b2tjax.policy): --checkpoint, else a random tiny Qwen3; the tokenizer --tokenizer,
+    """The policy (b2tjax.run.policy): --checkpoint, else a random tiny Qwen3; the tokenizer --tokenizer,
     else the checkpoint's own, else a SentencePiece model trained now on the instances' prompts."""
-    from b2tjax.policy import load_policy as load
-    from b2tjax.policy import prompt_tokenizer
+    from b2tjax.run.policy import load_policy as load
+    from b2tjax.run.policy import prompt_tokenizer
 
     def train() -> str:
         path = prompt_tokenizer(bench, instances, args.variant, args.out.with_suffix("").as_posix() + ".spm")

@@ -25,9 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from b2tjax.cli import UserError, run_main, setup_logging
+from b2tjax.cli.script import run_main, setup_logging
 from b2tjax.config import TrainConfig, dump_config, load_config
-from b2tjax.data_marker import read_marker
+from b2tjax.data.marker import read_marker
+from b2tjax.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "tiny_cpu.yaml"
@@ -114,17 +115,17 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
-        from b2tjax.prepare import build_or_wait
+        from b2tjax.cli.prepare import build_or_wait
 
         build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, cfg.data.build_missing)
 
-    from b2tjax.mesh import maybe_initialize_distributed
+    from b2tjax.run.mesh import maybe_initialize_distributed
 
     maybe_initialize_distributed(cfg.distributed)  # before any other JAX call
 
     import jax
 
-    from b2tjax.trainer import Preempted, Trainer, build_model
+    from b2tjax.run.trainer import Preempted, Trainer, build_model
 
     started = time.perf_counter()
     Path(cfg.out).mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,11 @@ every call): each layer scatters its new keys/values into the slots of this call
 reads the cache block by block, only up to the longest filled row. Under `jit` with the cache
 donated (or carried by a `while_loop`), XLA updates the buffer in place, so a decode step costs
 what the live tokens cost, whatever the allocated length S.
+
+Attention reads the cache in blocks of `cache_block` slots (model argument, default 512). Callers
+must donate the cache to their jit (or carry it in a loop), as `rollout.programs` and
+`models.greedy` do, for the update to happen in place; `forward_cached(..., rows=)` extends only the
+given rows, so a prefill of a few rows neither gathers nor copies the others.
 """
 
 from __future__ import annotations

@@ -1,4 +1,21 @@
-"""Qwen3ForCausalLM in Flax NNX: decoder layers created stacked (nnx.vmap) and run with a layer scan."""
+"""Qwen3ForCausalLM in Flax NNX: decoder layers created stacked (nnx.vmap) and run with a layer scan.
+
+Entry points (the contract other packages rely on):
+- `model(ids)`: logits without a cache (training, teacher forcing). `attention=` picks the
+  uncached attention: "auto" (cuDNN's fused `jax.nn.dot_product_attention` on a GPU in bf16/fp16,
+  the reference path elsewhere), "reference" (our blocked einsum), "xla", "cudnn"; scores and
+  softmax are fp32 in every one. `remat` and `attention_block` trade memory for time.
+- `forward_cached(tokens [R, T], num_new [R], cache, rows=[R])` extends only cache rows `rows`
+  (models/kv_cache.py); `last_only=True` returns only each row's next-token logits [R, V] (the
+  prefill: [R, T, vocab] logits never exist); `layer_states=model.layer_weights()` runs the layers
+  unrolled over per-layer weights (the CPU decode, where each scan step copied a layer's weight
+  slice); `table_first_head=True` takes a tied head as E x h^T (XLA:CPU ran h x E^T at half speed).
+  The CPU forms are chosen by the platform the caller compiles for
+  (`rollout.programs.program_platform(mesh)`), never by the host's backend.
+- Sliding window: `Qwen3Config.sliding_window = W` makes every layer attend to its last W tokens
+  (HF Qwen3 with `use_sliding_window` and `max_window_layers=0`; the import refuses configs that
+  slide only some layers), on every path. The Qwen3 releases use full attention.
+"""
 
 from __future__ import annotations
 

@@ -17,6 +17,15 @@ HiMAP's commits) follows a fixed order, not thread timing. Different episodes ru
 With `RolloutConfig.async_host` the calls run while the device decodes other rows; `on_limit` then
 also runs in the pool, chained after the episode's earlier callbacks. An episode whose replies do
 not depend on which of its streams finished a turn first gets the same records either way.
+
+`Continue(stream, tokens, forced=[], role=None, day=None, round=None, limits=None)`: role, day,
+round and `limits` are read only when the Continue starts a new stream (role None = "agent") and
+land on its record; every record also carries `episode` (its index in `run(episodes)`: the trainer
+groups a varying number of streams by it). `StreamLimits(max_turns=, max_turn_tokens=,
+max_total_tokens=)` (None = the config's) can only tighten the engine config; a larger value fails
+the episode (StopReason.ERROR, the message names the limit). A Continue to a stopped stream is
+ignored, to a sampling stream fails the episode: re-planning uses new stream names ("day3.r2").
+"stream was waiting with nothing left running" means a real deadlock (an episode bug).
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@
 The record is append-only while the episode runs. Training reads `ids`, `loss_mask` and
 `logprobs` directly; nothing is ever decoded and re-encoded (re-tokenisation drift would train the
 model on tokens it never produced).
+
+Besides ids, masks and log-probs a record carries `calls`, `stream`, `role`, `day`, `round`,
+`episode`, `prompt_len`, `forced`, `error_message`, `timings`, `tokenizer` and `truncated`. Its text
+equals `models.chat.render(..., keep_reasoning=True)` of its messages + "\n": every assistant turn
+keeps its `<think>` block, as the token-in/token-out rollout does (the official template, render's
+default, drops earlier turns' reasoning).
 """
 
 from __future__ import annotations

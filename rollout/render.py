@@ -11,7 +11,7 @@ results use the same framing with `<memory_response>` tags. Tokens are built pie
 special tokens, which equals tokenising the whole template text (special tokens split the text).
 
 Documented differences from `models.chat.render` on the same messages (tested in
-tests/test_rollout_engine.py::test_record_text_equals_chat_template): (1) the record ends at the
+tests/rollout/test_rollout_engine.py::test_record_text_equals_chat_template): (1) the record ends at the
 final sampled <|im_end|> (the template adds "\n"); (2) earlier assistant turns keep their
 `<think>` text: the record equals `render(..., keep_reasoning=True)`, while the official template
 drops reasoning before the last real user query, which a `<memory_response>` user turn counts as;

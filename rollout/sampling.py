@@ -2,7 +2,7 @@
 per-row keys, top-p/top-k sampling, and the one log-prob definition; plus the teacher-forced
 reference the sampler's log-probs are tested against.
 
-Log-prob convention (shared with the trainer, b2tjax/logprobs.py): the log-probability of a token is
+Log-prob convention (shared with the trainer, b2tjax/step/logprobs.py): the log-probability of a token is
 taken under the *tempered, unfiltered* distribution, log_softmax(logits / T)[id]. Top-p / top-k
 only decide which tokens may be sampled; they do not renormalise the recorded log-probs, so the
 trainer can recompute exactly the same number from logits alone. Greedy rows (T <= 0) record

@@ -8,6 +8,12 @@ answered in place with error blocks. The episode ends when an `<answer>` is give
 capped (`max_turn_chars`); beyond the cap they are replaced by one error block saying what was cut.
 Python calls are bounded per turn and per episode (`sandbox.python_budget`) and wait for the shared
 pool as this episode (`owner=`), so one episode's loops cannot starve the others.
+
+`step` returns the parsed turn's `.actions` (every tool call, memory op and parse error in written
+order; `StepResult.parsed`). Text outside the tags is an error (it costs the action penalty), and an
+`<answer>` must stand alone in its turn. Without a `python_tool`, Python calls get a "not available"
+error. `truncate_middle` is the one place a long reply is cut. JSON nested more than 32 levels, in a
+turn or in tool arguments, is an error result, never a RecursionError.
 """
 
 import concurrent.futures as cf

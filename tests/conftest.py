@@ -8,7 +8,7 @@ import os
 import pytest
 
 # The suite runs on the host CPU. libtpu (installed by the [test] extra for the TPU compile of
-# tests/test_memory_plan_tpu.py) must not make JAX look for TPU chips in every test process.
+# tests/b2tjax/test_memory_plan_tpu.py) must not make JAX look for TPU chips in every test process.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 

@@ -9,9 +9,9 @@ import jax
 import pytest
 
 from b2tjax.config import TrainConfig, apply_overrides
-from b2tjax.metrics import read_metrics
+from b2tjax.run.metrics import read_metrics
+from b2tjax.run.trainer import RunResult, Trainer, build_model
 from b2tjax.tasks.toy_tools import LookupTask
-from b2tjax.trainer import RunResult, Trainer, build_model
 
 NUM_VALUES = 4
 GRPO_STEPS = 20

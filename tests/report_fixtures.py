@@ -25,7 +25,7 @@ def page_data(page: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def b2t(tmp_path_factory):
     """(benchmark, data dir, test pairs, the expert's plans by id) on the small world."""
-    from b2tjax import make_data
+    from b2tjax.cli import make_data
     from sandbox.benchmarks import get_benchmark
 
     data = tmp_path_factory.mktemp("b2t") / "data"

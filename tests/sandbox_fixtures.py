@@ -1,6 +1,9 @@
-"""Session fixtures for sandbox tests: the real small world, built once per test session.
+"""Session fixtures for sandbox tests: the real small world and the evaluator's hand-made mini
+world (the one the example plans are written against), each built once per test session.
 
-Import the fixture into a test module with `from tests.sandbox_fixtures import small_world`.
+Import a fixture into a test module with `from tests.sandbox_fixtures import small_world`; a module
+that names it otherwise imports it under that name (`import mini_world as world`: pytest registers a
+fixture by the name it has in the module).
 """
 
 import pytest
@@ -22,3 +25,11 @@ def small_world(small_world_path):
     from sandbox.benchmarks import b2t
 
     return b2t.open_world(small_world_path)
+
+
+@pytest.fixture(scope="session")
+def mini_world(tmp_path_factory):
+    """The evaluator's mini world store (sandbox/benchmarks/b2t/evaluator/example_store.py), opened."""
+    from sandbox.benchmarks.b2t.evaluator.example_store import build_mini_world
+
+    return build_mini_world(tmp_path_factory.mktemp("mini") / "world.sqlite")

@@ -35,7 +35,7 @@ def human_plans() -> list[list[Any]]:
 def tp_data(tmp_path_factory) -> Path:
     """A TravelPlanner data directory built by make_data from the shipped data: the 45 official
     training queries (and the generated dev split), no expert traces."""
-    from b2tjax import make_data
+    from b2tjax.cli import make_data
 
     out = tmp_path_factory.mktemp("tp_data") / "tp"
     argv = ["--benchmark", "travelplanner", "--out", str(out), "--generated", "0", "--no-expert"]

@@ -14,8 +14,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from b2tjax.credit import CreditMode
-from b2tjax.grpo import AggregationMode
+from b2tjax.grpo.credit import CreditMode
+from b2tjax.grpo.loss import AggregationMode
 from models.lora import LoraConfig
 from models.qwen3 import Remat
 from rollout.config import RolloutConfig
@@ -130,7 +130,9 @@ class HardwareConfig:
     device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
     devices: int = 1  # >= 1: accelerator chips in the whole job
     hbm_gib: float = 0.0  # >= 0: memory per device in GiB; 0 = not stated (the plan then reports only)
-    target: str = ""  # what launch/plan.py compiles for (b2tjax/targets.py: v5p-16, h100-8, ...); "" = cpu
+    target: str = (
+        ""  # what launch/plan.py compiles for (b2tjax/plan/targets.py: v5p-16, h100-8, ...); "" = cpu
+    )
 
 
 @dataclass

@@ -12,7 +12,6 @@ from b2tjax.report.conversation import from_record
 from b2tjax.report.episode import build_episode
 from b2tjax.report.himap import himap_view, streams_from_records
 from b2tjax.report.page import ReportError
-from b2tjax.tasks.verdicts import EpisodeVerdict
 from sandbox.benchmarks import Benchmark, Pair, Verdict
 
 
@@ -49,7 +48,7 @@ def record_episodes(
     agent: str = "",
     shading: bool = False,
     sessions: Mapping[int, Any] | None = None,
-    results: Sequence[EpisodeVerdict] | None = None,
+    results: Sequence[Any] | None = None,  # b2tjax.tasks.verdicts.EpisodeVerdict (tasks sit above)
 ) -> tuple[list[dict[str, Any]], list[Verdict]]:
     """(episodes, their verdicts) from rollout records (rollout.record.EpisodeRecord). A HiMAP team's
     streams share an episode index; `sessions` (episode index -> HimapSession) adds Σ's events and

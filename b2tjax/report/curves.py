@@ -2,7 +2,7 @@
 matplotlib (the README install has none), and the page stays one self-contained file.
 
 Panels: the SFT loss (SFT steps only: GRPO's loss is another quantity), then the panels of
-`launch/plot.py` (b2tjax.plotting.PANELS: reward, pass rates, action error rate, the sampler vs
+`launch/plot.py` (b2tjax.report.plotting.PANELS: reward, pass rates, action error rate, the sampler vs
 trainer log-prob gap). One colour per run, one dash per metric; a panel no run has data for is
 left out. Steps are integers, so the x ticks are too.
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from b2tjax.plotting import PANELS, PlotError, load_run
+from b2tjax.report.plotting import PANELS, PlotError, load_run
 
 W, H = 380, 230  # one panel
 LEFT, RIGHT, TOP, BOTTOM = 52, 12, 26, 34

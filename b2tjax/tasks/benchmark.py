@@ -1,11 +1,12 @@
 """The trainer's Task over any benchmark: data, tokenizer, rollouts, reward, evaluation.
 
-`BenchmarkTask.prepare(cfg)` makes a fresh machine ready: it builds DATA with launch/make_data.py
-when absent (b2tjax.prepare), trains the SentencePiece tokenizer of the tiny recipe on the
-benchmark's corpus (or loads the Qwen3 / a checkpoint tokenizer), and opens the benchmark
-`cfg.benchmark`. Rollouts run through the RolloutEngine; rewards are `rollout.scoring.score_records`,
-i.e. the benchmark's judge and reward (action penalty and format gate switchable for the ablations).
-How the final evaluation samples is an `EvalSampling` passed to `evaluate`, not a change to the task.
+`BenchmarkTask.prepare(cfg)` opens a built DATA (launch/train.py builds it first when absent,
+b2tjax.cli.prepare; the task only checks it, `b2tjax.data.marker.check_data_dir`), trains the
+SentencePiece tokenizer of the tiny recipe on the benchmark's corpus (or loads the Qwen3 / a
+checkpoint tokenizer), and opens the benchmark `cfg.benchmark`. Rollouts run through the
+RolloutEngine; rewards are `b2tjax.tasks.scoring.score_records`, i.e. the benchmark's judge and
+reward (action penalty and format gate switchable for the ablations). How the final evaluation
+samples is an `EvalSampling` passed to `evaluate`, not a change to the task.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from typing import Any
 
 from flax import nnx
 
-from b2tjax.cli import UserError
 from b2tjax.config import TrainConfig
-from b2tjax.eval_report import evaluation_header, model_params
-from b2tjax.grpo_update import RolloutBatch
-from b2tjax.prepare import ensure_data
-from b2tjax.sft import sft_examples
+from b2tjax.data.marker import check_data_dir
+from b2tjax.errors import UserError
+from b2tjax.grpo.update import RolloutBatch
+from b2tjax.sft.traces import sft_examples
+from b2tjax.tasks.eval_report import evaluation_header, model_params
 from b2tjax.tasks.verdicts import Tally, episode_verdicts
 from sandbox.benchmarks import Benchmark, BenchmarkError, Pair, get_benchmark, interleave_difficulties
 
@@ -90,7 +91,7 @@ class BenchmarkTask:
     @classmethod
     def prepare(cls, cfg: TrainConfig) -> BenchmarkTask:
         data_dir = Path(cfg.data.data_dir)
-        ensure_data(data_dir, cfg.data.world_scale, cfg.benchmark, cfg.data.build_missing)
+        check_data_dir(data_dir, cfg.benchmark)
         benchmark = get_benchmark(cfg.benchmark, data_dir)
         return cls(cfg, benchmark, load_or_train_tokenizer(cfg, data_dir, benchmark))
 
@@ -132,7 +133,7 @@ class BenchmarkTask:
     def _engine_for(self, model: nnx.Module, temperature: float):
         """An engine with the recipe's memory plan: `batch_rows` rows of `cache_len` slots on the
         run's mesh, whatever the number of episodes (they stream through the rows)."""
-        from b2tjax.mesh import build_mesh
+        from b2tjax.run.mesh import build_mesh
         from rollout.engine import RolloutEngine
 
         config = dataclasses.replace(self.cfg.rollout, temperature=temperature)
@@ -190,8 +191,8 @@ class BenchmarkTask:
         """One episode per pair, run and scored: (episodes, records, verdicts, rewards). Several
         processes: each runs and scores the episodes it owns (rollout.hosts.episode_owner, a group
         on one process), then every process receives all of them, in episode order."""
+        from b2tjax.tasks.scoring import score_records
         from rollout.hosts import gather_objects, merge_by_owner
-        from rollout.scoring import score_records
 
         episodes = self._episodes(pairs)
         owners, local = episode_owners(len(pairs), group_size, seed)
@@ -222,7 +223,7 @@ class BenchmarkTask:
         seed: int,
         should_stop: Callable[[], bool] | None = None,
     ) -> RolloutBatch:
-        from rollout.scoring import episode_metrics
+        from b2tjax.tasks.scoring import episode_metrics
         from sandbox.env import EXECUTED
 
         pairs = [p for p in prompts for _ in range(group_size)]
@@ -243,7 +244,7 @@ class BenchmarkTask:
     def evaluate(self, model: nnx.Module, sampling: EvalSampling = EvalSampling()) -> tuple[dict, str]:
         """The benchmark's metrics on the eval split, plus the mean reward and the episode metrics
         training logs; (metrics, a printable header and table)."""
-        from rollout.scoring import episode_metrics
+        from b2tjax.tasks.scoring import episode_metrics
 
         run = self._run_and_score(model, self._eval, sampling.seed, sampling.temperature)
         episodes, records, verdicts, rewards = run

@@ -3,7 +3,7 @@
 Same data, tokenizer and engine as BenchmarkTask; what changes is the episode and its scoring.
 Each (prompt, group member) is one HiMAP episode of 1 + days (+ re-planned days) streams, all run
 through the same RolloutEngine. An episode's merged answer is judged once by the benchmark and that
-team reward is set on every stream (`rollout.scoring.score_team_episodes`); the RolloutBatch says
+team reward is set on every stream (`b2tjax.tasks.scoring.score_team_episodes`); the RolloutBatch says
 which prompt (`groups`) and episode (`episodes`) each record belongs to, and carries each day
 executor's local reward (its day accepted or not) for `grpo.credit=team_local`. The SFT warm start
 is the scripted HiMAP expert's role-split traces on the train split; evaluation runs HiMAP
@@ -18,9 +18,9 @@ from typing import Any
 
 from flax import nnx
 
-from b2tjax.cli import UserError
-from b2tjax.grpo_update import RolloutBatch
-from b2tjax.sft import sft_examples
+from b2tjax.errors import UserError
+from b2tjax.grpo.update import RolloutBatch
+from b2tjax.sft.traces import sft_examples
 from b2tjax.tasks.benchmark import BenchmarkTask, episode_owners
 from sandbox.benchmarks import Pair
 from sandbox.himap.options import HimapOptions
@@ -108,8 +108,8 @@ class HimapTask(BenchmarkTask):
         """One HiMAP episode per pair, run and scored by its merged answer (the team reward on every
         stream): (episodes, records, verdicts, rewards). Several processes: each runs and scores the
         teams it owns; every process then gets all of them, each team as a `TeamSummary`."""
+        from b2tjax.tasks.scoring import score_team_episodes
         from rollout.hosts import gather_objects, merge_by_owner
-        from rollout.scoring import score_team_episodes
 
         episodes = self._episodes(pairs)
         owners, local = episode_owners(len(pairs), group_size, seed)
@@ -139,14 +139,14 @@ class HimapTask(BenchmarkTask):
         )
 
     def _agent_metrics(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
-        from rollout.himap_metrics import himap_metrics
+        from b2tjax.tasks.himap_figures import himap_metrics
 
         return himap_metrics(episodes, records)
 
     def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
         """Several records per episode: say which prompt and episode each belongs to, and carry each
         day executor's own day score for `grpo.credit=team_local`."""
-        from rollout.himap_metrics import local_day_rewards
+        from b2tjax.tasks.himap_figures import local_day_rewards
 
         return RolloutBatch(
             records,

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from b2tjax.cli import UserError
+from b2tjax.errors import UserError
 from sandbox.benchmarks import Benchmark, Pair
 from sandbox.himap.options import HimapOptions
 
@@ -89,7 +89,7 @@ def checkpoint_answers(
 ) -> Iterator[tuple[str, str | None]]:
     """Greedy HiMAP episodes of the model in `checkpoint` (a training run's checkpoints/, a model
     checkpoint or a Hugging Face directory, with its tokenizer beside the weights)."""
-    from b2tjax.policy import load_policy
+    from b2tjax.run.policy import load_policy
     from rollout import RolloutConfig, RolloutEngine
     from rollout.agents.himap import himap_episode
 

@@ -19,7 +19,7 @@ import numpy as np
 from flax import nnx
 
 from b2tjax.config import ToyConfig
-from b2tjax.trainer import RolloutBatch
+from b2tjax.grpo.update import RolloutBatch
 from rollout.record import EpisodeRecord
 from rollout.sampling import sample_tokens
 from sandbox.types import StopReason

@@ -20,6 +20,9 @@ context, so the value never reaches it.
 Several processes (a pod): given the run's mesh, each process drives the episodes it owns
 (rollout.hosts.episode_owner, a prompt's group on one process) in its own rows, runs their lookups
 once, and every process then receives all records in episode order (the trainer's global batch).
+
+Its rollout metrics are `success`, `lookup_rate`, `answered`, `action_error_rate` and the engine /
+per-process counts (`rollout/*`, `hosts/*`), as the benchmark task's.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from b2tjax.grpo.update import RolloutBatch
 from b2tjax.tasks.benchmark import episode_owners, host_counts
-from b2tjax.trainer import RolloutBatch
 from models.chat import render
 from models.tokenizer import ENDOFTEXT, IM_END, IM_START, HFTokenizer
 from rollout.config import RolloutConfig
@@ -49,7 +52,7 @@ LOOKUP, ANSWER, RESULT, ERROR = "lookup", "answer", "result", "error"
 @dataclasses.dataclass(frozen=True)
 class LookupConfig:
     num_keys: int = 4
-    num_values: int = 4  # chance = 1 / num_values; 4 is what tests/test_tool_learning.py trains
+    num_values: int = 4  # chance = 1 / num_values; 4 is what tests/b2tjax/test_tool_learning.py trains
     blind: bool = False  # control: the policy never sees the tool's reply
     sft_demos: int = 64  # scripted demonstrations of the protocol (answers not tied to the value)
     eval_episodes: int = 128  # greedy episodes of `evaluate` (= the tests' rollout rows: no recompile)
@@ -160,7 +163,7 @@ class LookupTask:
     def __init__(self, cfg: LookupConfig, tokenizer: Any | None = None, mesh: Mesh | None = None):
         self.cfg = cfg
         self.tokenizer = tokenizer or lookup_tokenizer(cfg.num_keys, cfg.num_values)
-        self.mesh = mesh  # the run's mesh (b2tjax.mesh.build_mesh): needed on several processes
+        self.mesh = mesh  # the run's mesh (b2tjax.run.mesh.build_mesh): needed on several processes
         self._engine: RolloutEngine | None = None
 
     def train_examples(self) -> Sequence[int]:

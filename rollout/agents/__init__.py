@@ -1,3 +1,8 @@
 """Agent episodes on the engine's Episode protocol (rollout/episodes.py): the single tool-using
 agent (`single`), HiMAP-Travel's coordinator + day executors (`himap`) and a readable view of a
-HiMAP episode (`himap_view`). An agent architecture is one module here; the engine knows none."""
+HiMAP episode (`himap_view`). An agent architecture is one module here; the engine knows none.
+
+`agent_episode(visible, benchmark, tokenizer, max_turns=, max_prompt_tokens=, memory=, variant=,
+max_response_chars=, python_tool=)` builds the generic tool-using `AgentEpisode` from the
+benchmark's prompt (`rollout.prompt.prompt_ids`) and an `EpisodeEnv` on `world_for(visible)`.
+"""

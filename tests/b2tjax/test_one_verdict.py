@@ -15,8 +15,8 @@ import pytest
 from b2tjax.config import load_config
 from tests.report_fixtures import page_data
 from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture)
+from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
-from tests.test_instances import small_benchmark  # noqa: F401  (session fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(run_dir: Path) -> None:
     """metrics.jsonl as the trainer writes it: 4 SFT steps, then 3 GRPO steps."""
-    from b2tjax.metrics import MetricsWriter
+    from b2tjax.run.metrics import MetricsWriter
 
     writer = MetricsWriter(run_dir, total_steps=7, enabled=True, progress=False)
     for step in range(1, 5):

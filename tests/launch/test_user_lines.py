@@ -111,7 +111,7 @@ def test_a_cpu_command_does_not_load_libtpu():
         pytest.skip("a TPU is attached here")
     code = (
         "import sys\n"
-        "from b2tjax.cli import run_main\n"
+        "from b2tjax.cli.script import run_main\n"
         "def main(argv):\n"
         "    import jax\n"
         "    jax.devices()\n"
@@ -128,7 +128,7 @@ def test_a_cpu_command_does_not_load_libtpu():
 
 
 def test_the_banner_says_lora_and_counts_the_adapters():
-    from b2tjax.trainer import build_model
+    from b2tjax.run.model_build import build_model
 
     script = load_script("launch/train.py")
     cfg = load_config(None, ["model.lora.rank=4"])

@@ -1,7 +1,8 @@
 """Word lists the generator composes POI names, addresses, details and reviews from.
 
 Kept apart from the generation logic so the logic stays readable. Every vocabulary value of
-`sandbox/benchmarks/b2t/vocab.py` used as an attribute has an entry here (checked by tests/test_world.py).
+`sandbox/benchmarks/b2t/vocab.py` used as an attribute has an entry here (checked by
+tests/sandbox/test_world.py).
 """
 
 ROADS = (

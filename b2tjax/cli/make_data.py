@@ -1,0 +1,118 @@
+"""Build a benchmark's data directory safely: refuse to replace user data, never leave half of one.
+
+The body of `launch/make_data.py` (and of `b2tjax.cli.prepare.ensure_data`, which builds DATA for a
+training run on a fresh machine). Kept free of JAX imports: benchmarks fork worker processes here,
+which must happen before JAX starts its threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from b2tjax.cli.script import add_benchmark_options, benchmark_parser, run_main, setup_logging
+from b2tjax.data.marker import write_marker
+from b2tjax.errors import UserError
+from sandbox.benchmarks import BenchmarkError, benchmark_class
+
+USAGE = """\
+    python launch/make_data.py --out DATA [--scale small|full] [--seed 0] [--force]
+    python launch/make_data.py --out DATA --from-jsonl MY_TABLES/   # user data in the store schema
+    python launch/make_data.py --benchmark travelplanner --out DATA ...   # its own options: --help
+
+Layout of DATA is fixed by docs/ARCHITECTURE.md; each benchmark's `make_data` writes it. A non-empty
+--out is replaced only with --force. The build writes into a hidden temporary sibling of --out and
+renames it at the end, so an interrupted build never leaves a half-written DATA. The same seed and
+scale give the same bytes in every file except DATA/build_info.json (timings of this build).
+DATA/benchmark.json names the benchmark, so `launch/eval.py --data DATA` needs no --benchmark.
+"""
+
+
+log = logging.getLogger("make_data")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Common options, then those of the chosen benchmark (known only once --benchmark is read)."""
+    parser, name = benchmark_parser(
+        argv, "to build", reads_data=False, prog="make_data.py", description=USAGE
+    )
+    parser.add_argument("--out", required=True, type=Path, help="data directory to write")
+    parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    parser.add_argument("--scale", default="small", help="data size, e.g. small|full (default small)")
+    parser.add_argument("--seed", default=0, type=int, help="generator seed (default 0)")
+    parser.add_argument("--workers", default=2, type=int, help="processes for instances (default 2)")
+    add_benchmark_options(parser, name, data=True)
+    return parser.parse_args(argv)
+
+
+def staging_dir(out: Path, force: bool) -> Path:
+    """Check --out (before any work) and create the temporary sibling the build writes into."""
+    if out.is_symlink():  # replacing it would rename the link, not the directory it points to
+        raise UserError(f"--out {out} is a symbolic link; give the directory itself ({out.resolve()})")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file, expected a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UserError(f"--out {out} is not empty; pass --force to replace it")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    except OSError as err:
+        raise UserError(f"--out {out} cannot be created ({(err.strerror or str(err)).lower()})") from None
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would otherwise become DATA's mode
+    return staging
+
+
+def publish(staging: Path, out: Path) -> None:
+    """Put the finished build at `out`; a replaced directory is removed only after the rename."""
+    replaced = None
+    if out.exists():
+        replaced = out.parent / f".{out.name}.replaced-{os.getpid()}"
+        out.rename(replaced)
+    staging.rename(out)
+    if replaced is not None:
+        shutil.rmtree(replaced)
+
+
+def build(args: argparse.Namespace) -> int:
+    """The benchmark's make_data into a staging directory, published by one rename when complete."""
+    source = getattr(args, "from_jsonl", None)
+    if source is not None and args.out.resolve() in (Path(source).resolve(), *Path(source).resolve().parents):
+        raise UserError(f"--from-jsonl {source} lies in --out {args.out}, which the build replaces")
+    staging = staging_dir(args.out, args.force)
+    started = time.perf_counter()
+    try:
+        benchmark_class(args.benchmark).make_data(staging, args, log.info)
+        write_marker(staging, args.benchmark)  # eval / rollouts / train read it from --data
+        info = {
+            "note": "timings of this build; the only file that differs between two builds of a seed",
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
+        publish(staging, args.out)
+    except BenchmarkError as err:
+        raise UserError(str(err)) from None
+    except sqlite3.OperationalError as err:  # SQLite reports a full disk in its own words
+        raise UserError(f"writing {args.out} failed: {err}") from None
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise UserError(f"writing {args.out} failed: {(err.strerror or str(err)).lower()}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already after a successful publish
+    log.info("wrote %s", args.out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build DATA with the chosen benchmark's make_data; a user mistake is a one-line error."""
+    setup_logging()
+    return run_main(lambda a: build(parse_args(a)), argv)

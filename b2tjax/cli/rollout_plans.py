@@ -1,0 +1,38 @@
+"""The plans inside a rollouts file (`launch/rollouts.py --out`), for `launch/eval.py --records`.
+
+A rollouts file holds one line per stream, not `{"id", "plan"}` lines: a single agent's episode is
+one stream whose `answer` is the plan; a HiMAP team episode is several streams (coordinator and day
+executors) whose merged plan is the last coordinator answer. Kept free of JAX imports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from b2tjax.errors import UserError
+from sandbox.jsonl import read_jsonl_objects
+
+
+def plans_from_rollouts(path: Path) -> dict[str, Any]:
+    """instance id -> plan (the answer text; None when the episode gave none) of every episode in
+    the file; UserError naming the line for a line that is not a rollout record, or naming the
+    instance when it has more than one episode (which one to score is the user's choice)."""
+    plans: dict[str, Any] = {}
+    episode_of: dict[str, Any] = {}
+    for number, row in read_jsonl_objects(path, UserError):
+        ident = row.get("instance_id")
+        if not isinstance(ident, str) or "answer" not in row:
+            raise UserError(
+                f"{path}:{number}: not a rollout record (expected 'instance_id' and 'answer', as "
+                "launch/rollouts.py writes); a plans file goes to --plans"
+            )
+        episode = row.get("episode", 0)
+        if episode_of.setdefault(ident, episode) != episode:
+            raise UserError(f"{path}: instance {ident!r} has more than one episode; keep one per instance")
+        role = row.get("role", "agent")
+        if role == "agent" or (role == "coordinator" and row["answer"] is not None):
+            plans[ident] = row["answer"]
+        else:
+            plans.setdefault(ident, None)  # an executor stream alone: the team delivered no plan yet
+    return plans

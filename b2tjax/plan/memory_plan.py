@@ -1,0 +1,386 @@
+"""A recipe's device memory, computed by compiling its programs ahead of time (launch/plan.py).
+
+The SFT step, the GRPO step and the sampler's prefill and decode are the very jitted functions a
+run executes (b2tjax.run.trainer.phase_step_fns, rollout.programs' compiled prefill / decode). They
+are lowered with abstract arguments (jax.ShapeDtypeStruct carrying the run's shardings) and
+compiled for the mesh; nothing is allocated. `compiled.memory_analysis()` gives per-device bytes
+of arguments, outputs, donated (aliased) buffers and temporaries. Arrays that stay alive while a
+program runs without being its arguments (the train state during a rollout, the sampler weights
+and the KL reference during a train step) are added as "resident".
+
+The compile is for the mesh's devices: compile-only devices of a TPU slice or of NVIDIA GPUs
+(b2tjax/plan/targets.py), whose own compiler assigns the buffers, or N fake CPU devices, whose XLA:CPU
+buffer assignment overstates bf16 programs (fp32 copies of bf16 weights, copies of the carried KV
+cache; docs/TRAINING.md compares the two). A TPU compile that runs out of device memory is
+reported as a program that does not fit, with the compiler's own message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh
+
+from b2tjax.config import TrainConfig
+from b2tjax.plan.program_memory import GIB, ProgramMemory
+from b2tjax.run.adapters import abstract_run_model, base_init
+from b2tjax.step.batch import TrainBatch, pad_length
+from b2tjax.step.phases import phase_optimizer, phase_step_fns
+from b2tjax.step.train_step import BoundModel, abstract_train_state, state_shardings
+from models.config import DTYPES, Qwen3Config, get_config
+from models.sharding import on_mesh, variable_sharding
+from models.sharding import state_shardings as param_shardings
+from rollout.placement import SamplerWeights, new_rollout_arrays
+from rollout.programs import compiled_functions, decode_bucket, program_platform
+from rollout.sampling import SamplingArrays
+
+# ----------------------------------------------------------------------------------------------
+# Model and abstract arrays
+
+
+def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
+    """The model the run builds: the checkpoint's config.json for hf:/ckpt: inits when present,
+    else the preset; the tiny recipe's vocabulary is its SentencePiece size, as in the trainer."""
+    overrides = dict(cfg.model.overrides)
+    init = cfg.model.init
+    if init.startswith("hf:"):
+        init = base_init(cfg)  # a PEFT adapter directory: its base's config
+    if init.startswith(("hf:", "ckpt:")):
+        path = Path(init.split(":", 1)[1]) / "config.json"
+        if path.exists():
+            base = Qwen3Config.from_hf(json.loads(path.read_text()))
+            return dataclasses.replace(base, **overrides) if overrides else base
+    if cfg.task == "travel" and cfg.model.tokenizer == "sentencepiece":
+        overrides.setdefault("vocab_size", cfg.model.sp_vocab_size)
+    return get_config(cfg.model.preset, **overrides)
+
+
+def with_shardings(shapes: Any, shardings: Any) -> Any:
+    """ShapeDtypeStructs of `shapes` carrying `shardings` (a tree of the same structure, whose
+    NamedShardings may stand where `shapes` has an nnx.Variable; None = unplaced)."""
+    if shardings is None:
+        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), shapes)
+
+    def place(sharding, shape):
+        if isinstance(shape, nnx.Variable):
+            return shape.replace(place(sharding, shape.get_value()))
+        return jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=sharding)
+
+    return jax.tree.map(place, shardings, shapes)
+
+
+def abstract_outputs(fn: Callable, *args: Any, mesh: Mesh | None = None) -> Any:
+    """What jitted `fn(*args)` returns, as ShapeDtypeStructs with the shardings the compiler gives
+    them. Compiles (cheaply: initialisers and casts), allocates nothing."""
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    shapes = jax.eval_shape(jitted, *args)
+    if mesh is None:
+        return with_shardings(shapes, None)
+    return with_shardings(shapes, on_mesh(jitted, mesh).lower(*args).compile().output_shardings)
+
+
+def shard_bytes(tree: Any) -> int:
+    """Bytes one device holds of the arrays in `tree` (ShapeDtypeStructs or arrays)."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        shape = leaf.shape
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None:
+            shape = sharding.shard_shape(shape)
+        total += math.prod(shape) * jnp.dtype(leaf.dtype).itemsize
+    return total
+
+
+def memory_of(
+    name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int], analytic: dict[str, int]
+) -> ProgramMemory:
+    """Compile `lowered` and read its memory analysis. The TPU compiler refuses a program that
+    does not fit the chip (RESOURCE_EXHAUSTED); that refusal is the plan's answer, not a crash."""
+    started = time.perf_counter()
+    groups = {k: shard_bytes(v) for k, v in arguments.items()}
+    try:
+        stats = lowered.compile().memory_analysis()
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        message = " ".join(str(err).split())[:300]
+        return ProgramMemory(name, groups, 0, 0, 0, 0, resident, analytic, error=message)
+    return ProgramMemory(
+        name=name,
+        arguments=groups,
+        argument_bytes=int(stats.argument_size_in_bytes),
+        output_bytes=int(stats.output_size_in_bytes),
+        alias_bytes=int(stats.alias_size_in_bytes),
+        temp_bytes=int(stats.temp_size_in_bytes),
+        resident=resident,
+        analytic=analytic,
+        compile_s=time.perf_counter() - started,
+    )
+
+
+def shards(mesh: Mesh | None, *axes: str) -> int:
+    return 1 if mesh is None else math.prod(mesh.shape[a] for a in axes)
+
+
+def analytic_sizes(
+    cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None, trained: int | None = None, frozen_bytes: int = 0
+) -> dict[str, int]:
+    """Closed-form per-device bytes: fp32 params and Adam moments over all devices (FSDP x tensor),
+    the sampler's compute-dtype weights over `tensor`, the KV cache over rows and KV heads. Under
+    LoRA `trained` counts the adapters' parameters and `frozen_bytes` is the frozen base, which
+    the sampler shares (one device) instead of holding its own copy."""
+    devices = shards(mesh, "data", "fsdp", "tensor")
+    trained = model.num_params() if trained is None else trained
+    param_bytes = trained * jnp.dtype(DTYPES[cfg.model.param_dtype]).itemsize
+    compute = jnp.dtype(DTYPES[cfg.model.compute_dtype]).itemsize
+    cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
+    row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
+    head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
+    kv = (
+        2
+        * model.num_hidden_layers
+        * cfg.rollout.batch_rows
+        * cfg.cache_len
+        * model.num_key_value_heads
+        * model.head_dim
+        * cache_bytes
+    )
+    sampler_params = trained if frozen_bytes else model.num_params()
+    sizes = {
+        "params": param_bytes // devices,
+        "optimizer state": 2 * param_bytes // devices,
+        "sampler weights": sampler_params * compute // shards(mesh, "tensor"),
+        "KV cache": kv // (row_shards * head_shards),
+    }
+    return sizes | ({"frozen base": frozen_bytes // devices} if frozen_bytes else {})
+
+
+# ----------------------------------------------------------------------------------------------
+# The programs
+
+
+@dataclasses.dataclass
+class PlanContext:
+    """What every program's plan needs: config, mesh, the abstract model and train state."""
+
+    cfg: TrainConfig
+    mesh: Mesh | None
+    model: Qwen3Config
+    model_fn: Any  # b2tjax.step.train_step.BoundModel
+    graphdef: Any  # the whole model's graph, as the sampler splits it
+    params: Any  # abstract fp32 params (pure dict) with the trainer's shardings (LoRA: the adapters)
+    frozen: Any  # LoRA's abstract frozen base (pure dict) with the trainer's shardings, else {}
+    train_layout: Any  # the whole model state (nnx.State) as the trainer holds it
+    sampler_state: Any  # abstract sampler weights (nnx.State) with the sampler's shardings
+    sampler_weights: Any  # rollout.placement.SamplerWeights: create / refresh
+    analytic: dict[str, int]
+
+    @classmethod
+    def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
+        model_cfg = plan_model_config(cfg)
+        model = abstract_run_model(cfg, model_cfg)
+        model_fn, params = BoundModel.from_model(model)
+        params = with_shardings(
+            params, None if mesh is None else param_shardings(model_fn.abstract_params, mesh)
+        )
+        frozen = with_shardings(
+            BoundModel.frozen_of(model),
+            None if mesh is None else param_shardings(model_fn.abstract_frozen, mesh),
+        )
+        graphdef, full_state = nnx.split(model)
+        train_layout = with_shardings(
+            full_state, None if mesh is None else _state_shardings(full_state, mesh)
+        )
+        weights = SamplerWeights(full_state, DTYPES[cfg.model.compute_dtype], mesh)
+        sampler_state = abstract_outputs(weights.create, train_layout, mesh=mesh)
+        return cls(
+            cfg,
+            mesh,
+            model_cfg,
+            model_fn,
+            graphdef,
+            params,
+            frozen,
+            train_layout,
+            sampler_state,
+            weights,
+            analytic_sizes(
+                cfg, model_cfg, mesh, sum(x.size for x in jax.tree.leaves(params)), _bytes(frozen)
+            ),
+        )
+
+    def reference_bytes(self) -> int:
+        """The frozen KL reference: a second copy of the fp32 params when grpo.beta > 0."""
+        return shard_bytes(self.params) if self.cfg.grpo.beta > 0 else 0
+
+
+def _bytes(tree: Any) -> int:
+    """Total bytes of the arrays in `tree` (all devices together)."""
+    return sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+
+
+def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
+
+    return jax.tree.map(
+        lambda v: variable_sharding(v, mesh), state, is_leaf=lambda x: isinstance(x, nnx.Variable)
+    )
+
+
+def _train_step(ctx: PlanContext, phase: str) -> ProgramMemory:
+    """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
+
+    cfg = ctx.cfg
+    optimizer, schedule = phase_optimizer(cfg, phase, 1)
+    state = abstract_train_state(ctx.params, optimizer, ctx.mesh)
+    fns = phase_step_fns(
+        cfg,
+        ctx.model_fn,
+        optimizer,
+        schedule,
+        state_shardings(state) if ctx.mesh is not None else None,
+        ctx.mesh,
+        frozen=ctx.frozen,
+    )
+    if phase == "sft":
+        rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
+    else:
+        rows = cfg.rollout_batch // cfg.grpo.mini_batches
+        micro_rows, length = cfg.grpo.micro_batch_size, cfg.rollout.max_seq_len
+    micro_rows = micro_rows or rows
+    shape = (rows // micro_rows, micro_rows, pad_length(length))
+    tokens = jax.ShapeDtypeStruct(shape, jnp.float32)
+    # the widest loss_positions (K = T): a step's K is at most T, so the plan bounds every K
+    token_ids = jax.ShapeDtypeStruct(shape, jnp.int32)
+    batch = TrainBatch(ids=token_ids, mask=tokens, positions=token_ids)
+    if phase == "grpo":
+        ref = tokens if cfg.grpo.beta > 0 else None
+        rows_f32 = jax.ShapeDtypeStruct(shape[:2], jnp.float32)
+        batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
+    batch = fns.abstract_batch(batch)
+    step = fns.sft_step if phase == "sft" else fns.grpo_step
+    sampler_own = shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])
+    resident = {"sampler weights": sampler_own} if phase == "grpo" else {}
+    if phase == "grpo" and cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state", "frozen base") if k in ctx.analytic}
+    arguments = {"params": state.params, "optimizer state": state.opt_state, "batch": batch}
+    if ctx.frozen:
+        arguments["frozen base"] = ctx.frozen
+    plan = memory_of(f"{phase}_step", step.lower(state, batch), arguments, resident, analytic)
+    if ctx.frozen:
+        plan.notes.append(_lora_note(ctx, plan.arguments["optimizer state"]))
+    row_devices = shards(ctx.mesh, "data", "fsdp")
+    if micro_rows % row_devices:
+        plan.notes.append(
+            f"{micro_rows} rows per micro-batch do not split over {row_devices} row devices "
+            f"(data x fsdp): every device computes all of them; use a multiple of {row_devices}"
+        )
+    return plan
+
+
+def _lora_note(ctx: PlanContext, optimizer_bytes: int) -> str:
+    """How far the adapters shrink the optimizer state against full fine-tuning on the same mesh."""
+    trained = sum(x.size for x in jax.tree.leaves(ctx.params))
+    total = ctx.model.num_params()
+    full = 2 * total * jnp.dtype(DTYPES[ctx.cfg.model.param_dtype]).itemsize
+    full //= shards(ctx.mesh, "data", "fsdp", "tensor")
+    return (
+        f"LoRA trains {trained / 1e6:.1f}M of {total / 1e9:.2f}B parameters ({trained / total:.2%}): "
+        f"optimizer state {optimizer_bytes / GIB:.3f} GiB instead of {full / GIB:.1f} GiB (full fine-tuning)"
+    )
+
+
+def _refresh(ctx: PlanContext) -> ProgramMemory:
+    """The jitted cast + reshard of the training weights into the sampler's (donated) copy."""
+    weights = ctx.sampler_weights
+    low = weights.refresh_own.lower(weights.split(ctx.train_layout)[1], weights.split(ctx.sampler_state)[1])
+    resident = {"optimizer state": ctx.analytic["optimizer state"]}
+    if ctx.frozen:
+        resident["frozen base"] = shard_bytes(ctx.frozen)
+    if ctx.cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    return memory_of(
+        "sampler_refresh",
+        low,
+        {
+            "params": weights.split(ctx.train_layout)[1],
+            "sampler weights": weights.split(ctx.sampler_state)[1],
+        },
+        resident,
+        {k: ctx.analytic[k] for k in ("params", "sampler weights")},
+    )
+
+
+def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
+    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
+
+    cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
+    prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))
+    cache, next_logits = abstract_outputs(
+        lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh),
+        mesh=mesh,
+    )
+    i32, f32 = jnp.int32, jnp.float32
+    sds = jax.ShapeDtypeStruct
+    vec = lambda dtype: sds((rows,), dtype)  # noqa: E731
+
+    params = SamplingArrays(
+        temperature=vec(f32), top_p=vec(f32), top_k=vec(i32), seed=vec(i32), stream=vec(i32)
+    )
+    key = jax.eval_shape(lambda: jax.random.key(0))
+    # Every row takes a full chunk (the first admission); on a mesh the engine passes rows=None.
+    prefill_args = (
+        None if mesh is not None else vec(i32),
+        sds((rows, cfg.rollout.prefill_chunk), i32),
+        vec(i32),
+        cache,
+        next_logits,
+        vec(jnp.bool_),
+    )
+    decode_args = (cache, next_logits, vec(jnp.bool_), vec(i32), params, sds((2,), i32), key)
+    lowered = {}
+    if "rollout_prefill" in only:
+        lowered["rollout_prefill"] = on_mesh(prefill, mesh).lower(ctx.sampler_state, *prefill_args)
+    if "rollout_decode" in only:
+        lowered["rollout_decode"] = on_mesh(decode, mesh).lower(
+            ctx.sampler_state, *decode_args, max_steps=decode_bucket(cfg.rollout.max_turn_tokens)
+        )
+    resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
+    unshared = shard_bytes(ctx.frozen) - shard_bytes(ctx.sampler_weights.split(ctx.train_layout)[0])
+    if ctx.frozen and unshared:  # a mesh laying the base out otherwise than the sampler
+        resident["frozen base (training layout)"] = unshared
+    if cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    analytic = {k: ctx.analytic[k] for k in ("sampler weights", "KV cache")}
+    groups = {"sampler weights": ctx.sampler_state, "KV cache": cache}
+    for name, low in lowered.items():
+        yield memory_of(name, low, groups, resident, analytic)
+
+
+PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")
+
+
+def plan_programs(
+    cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS
+) -> Iterator[ProgramMemory]:
+    """Memory of the programs the run executes (SFT only with an SFT phase, rollout for the
+    travel task), restricted to the names in `only`, each as soon as it is compiled (a TPU
+    compile of a large model takes minutes per program)."""
+    ctx = PlanContext.build(cfg, mesh)
+    if "sft_step" in only and cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
+        yield _train_step(ctx, "sft")
+    if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
+        yield _train_step(ctx, "grpo")
+    if cfg.task == "travel" and "sampler_refresh" in only and cfg.mode != "sft_only":
+        yield _refresh(ctx)
+    if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
+        yield from _rollout_programs(ctx, only)

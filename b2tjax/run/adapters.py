@@ -1,0 +1,156 @@
+"""A run's LoRA / QLoRA model: the base it starts from, the adapters on it, and the base's identity.
+
+`model.init: hf:DIR` may name a PEFT adapter directory; the base is then the adapter's
+`base_model_name_or_path` and training continues the adapter. A LoRA run's checkpoints hold the
+adapters and their optimizer state only, plus the base's identity (path and a content hash),
+which `--resume` compares with the base it loads: adapters mean nothing on another base.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from flax import nnx
+from jax.sharding import Mesh
+
+from b2tjax.errors import UserError
+from models import lora, peft
+
+
+def adapter_dir(init: str) -> str | None:
+    """The PEFT adapter directory `init` names (hf:DIR holding adapter_config.json), else None."""
+    if init.startswith("hf:") and peft.is_adapter_dir(init[3:]):
+        return init[3:]
+    return None
+
+
+def base_init(cfg: Any) -> str:
+    """The `model.init` of the base weights: a PEFT adapter's base, else `model.init` itself."""
+    path = adapter_dir(cfg.model.init)
+    if path is None:
+        return cfg.model.init
+    base = peft.read_config(path)["base_model_name_or_path"]
+    base = base if os.path.isabs(base) else os.path.join(path, base)
+    if not os.path.isdir(base):
+        raise UserError(f"the adapter {path} names base {base}, which is not a local directory")
+    lora_cfg = cfg.model.lora
+    saved = peft.lora_config_of(peft.read_config(path))
+    if (saved.rank, saved.alpha, sorted(saved.targets)) != (
+        lora_cfg.rank,
+        lora_cfg.alpha,
+        sorted(lora_cfg.targets),
+    ):
+        raise UserError(
+            f"model.lora (rank {lora_cfg.rank}, alpha {lora_cfg.alpha}, targets {lora_cfg.targets}) "
+            f"differs from the adapter {path} "
+            f"(rank {saved.rank}, alpha {saved.alpha}, targets {saved.targets})"
+        )
+    return f"hf:{base}"
+
+
+def with_adapters(model: nnx.Module, cfg: Any, mesh: Mesh | None) -> nnx.Module:
+    """`model` (the base, already in the compute dtype) with `model.lora`'s adapters: quantized
+    first under QLoRA, adapters from the PEFT directory of `model.init` if it is one."""
+    lora_cfg = cfg.model.lora
+    if not lora_cfg.enabled:
+        return model
+    if lora_cfg.quant == "int8":
+        lora.quantize_base(model, mesh)
+    lora.add_lora(model, lora_cfg, seed=cfg.seed, mesh=mesh)
+    path = adapter_dir(cfg.model.init)
+    return peft.load_adapter(model, path) if path else model
+
+
+def _hash_files(files: list[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(str(file.relative_to(root)).encode())
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def base_identity(cfg: Any) -> dict[str, str]:
+    """{"path", "sha256"} of the base weights: a hash of the checkpoint's files (hf: safetensors and
+    config.json; ckpt: every file), or of the preset, overrides and seed of a random init; the
+    QLoRA storage is part of the hash (a quantized base is another base)."""
+    init = base_init(cfg)
+    lora_cfg = cfg.model.lora
+    if init:
+        root = Path(init.split(":", 1)[1]).absolute()
+        pattern = ("*.safetensors", "config.json") if init.startswith("hf:") else ("**/*",)
+        files = sorted({p for glob in pattern for p in root.glob(glob) if p.is_file()})
+        content = _hash_files(files, root)
+        path = f"{init.split(':', 1)[0]}:{root}"
+    else:
+        recipe = {"preset": cfg.model.preset, "overrides": cfg.model.overrides, "seed": cfg.seed}
+        content = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()
+        path = f"preset:{cfg.model.preset}"
+    storage = f"{content}/{cfg.model.compute_dtype}/{lora_cfg.quant}"
+    return {"path": path, "sha256": hashlib.sha256(storage.encode()).hexdigest()}
+
+
+def check_base(saved: dict | None, current: dict | None, step: int, action: str = "--resume") -> None:
+    """Refuse, in one line, to use adapters on another base than theirs (or a LoRA / full mismatch)."""
+    if saved == current or (saved or {}).get("sha256") == (current or {}).get("sha256"):
+        return
+    what = lambda b: "full fine-tuning (no base)" if not b else f"{b['path']} (sha256 {b['sha256'][:12]})"  # noqa: E731
+    raise UserError(
+        f"{action} refused: checkpoint step {step} was trained on {what(saved)}, "
+        f"this run loads {what(current)}"
+    )
+
+
+def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[int, dict, dict] | None:
+    """(step, run config, train_state) of a training run's checkpoint directory (`step`, default the
+    newest), or None when `directory` is not one (a plain model checkpoint)."""
+    import orbax.checkpoint as ocp
+
+    directory = Path(directory).absolute()
+    if (directory / "params").is_dir() or not directory.is_dir():
+        return None
+    with ocp.CheckpointManager(directory) as manager:
+        steps = manager.all_steps()
+        if not steps:
+            return None
+        step = max(steps) if step is None else step
+        items = manager.restore(
+            step,
+            args=ocp.args.Composite(config=ocp.args.JsonRestore(), train_state=ocp.args.JsonRestore()),
+        )
+    return step, items["config"], items["train_state"]
+
+
+def is_lora_run(directory: str | os.PathLike) -> bool:
+    """Whether `directory` is the checkpoint directory of a run with `model.lora.rank > 0`."""
+    try:
+        found = run_items(directory)
+    except Exception:  # a damaged newest step: the model loader reports it in one line, not a traceback here
+        return False
+    return found is not None and found[1].get("model", {}).get("lora", {}).get("rank", 0) > 0
+
+
+def abstract_run_model(cfg: Any, model_cfg: Any) -> nnx.Module:
+    """The model a run trains, shapes only (launch/plan.py): the base in the compute dtype under
+    LoRA (int8 projections under QLoRA) with its adapters, else the plain model in param_dtype."""
+    from models.config import DTYPES
+    from models.qwen3 import Qwen3ForCausalLM
+
+    dtype = DTYPES[cfg.model.compute_dtype]
+    lora_cfg = cfg.model.lora
+    param_dtype = dtype if lora_cfg.enabled else DTYPES[cfg.model.param_dtype]
+
+    def build() -> nnx.Module:
+        model = Qwen3ForCausalLM(
+            model_cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat
+        )
+        if lora_cfg.quant == "int8":
+            lora.quantize_base(model)
+        return lora.add_lora(model, lora_cfg)
+
+    return nnx.eval_shape(build)

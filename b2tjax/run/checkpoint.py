@@ -1,0 +1,214 @@
+"""Run checkpoints: an Orbax CheckpointManager over params / opt_state / train_state / config items.
+
+Layout (docs/ARCHITECTURE.md): OUT/checkpoints/<step>/{params,opt_state,train_state,config} and
+OUT/checkpoints/config.json (the HF-style model config), so `models.checkpoint.load_model(OUT/checkpoints)`
+and launch/export_hf.py read a training run directly. `params` is the `nnx.to_pure_dict` tree.
+
+Saves are asynchronous (the train loop continues while tensorstore writes); Orbax writes into a
+temporary directory and renames it when complete, so a run killed mid-save leaves the previous
+checkpoint intact. Once a step's save has finished, a background thread writes its SHA-256
+manifest (`models.checksums`), and a restore checks the step against it first, so a flipped byte
+counts as damage. A resume takes the newest step that restores; damaged newer steps are reported
+and set aside, never deleted (`RunCheckpointer.restore_newest`).
+A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
+and exits, see `PreemptionGuard`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+from b2tjax.step.train_step import TrainState
+from models.checkpoint import restore_newest
+from models.checksums import has_manifest, verify_manifest, write_manifest
+
+ITEMS = ("params", "opt_state", "train_state", "config")
+
+
+class RunCheckpointer:
+    """Save every `every_steps` steps (and on demand), keep the last `keep`."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        every_steps: int,
+        keep: int,
+        async_save: bool = True,
+        model_config_json: dict | None = None,
+    ):
+        self.directory = Path(directory).absolute()
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            save_interval_steps=every_steps,
+            enable_async_checkpointing=async_save,
+            create=True,
+        )
+        self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
+        self._sealer: threading.Thread | None = None
+        self._unsealed: list[int] = []  # steps this run saved that have no manifest yet
+        if model_config_json is not None and jax.process_index() == 0:
+            (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
+
+    def save(
+        self, step: int, state: TrainState, train_state: dict, config: dict, *, force: bool = False
+    ) -> bool:
+        """Start an (async) save if `step` is due or `force`; returns whether one was started."""
+        if not force and not self.manager.should_save(step):
+            return False
+        if force and step in self.manager.all_steps():
+            return False
+        self.manager.wait_until_finished()  # (Orbax's save waits for the previous one anyway)
+        self._seal()
+        args = ocp.args.Composite(
+            params=ocp.args.StandardSave(state.params),
+            opt_state=ocp.args.StandardSave(
+                {"opt": state.opt_state, "step": state.step, "skipped": state.skipped}
+            ),
+            train_state=ocp.args.JsonSave(train_state),
+            config=ocp.args.JsonSave(config),
+        )
+        started = bool(self.manager.save(step, args=args, force=force))
+        if started:
+            self._unsealed.append(step)
+        return started
+
+    def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, dict, dict]:
+        """Restore `step` into the shapes/shardings of `abstract_state` (arrays or ShapeDtypeStructs)."""
+        target = jax.tree.map(_abstract, abstract_state)
+        self._join_sealer()
+        verify_manifest(self.directory / str(step))
+        restored = self.manager.restore(
+            step,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardRestore(target.params),
+                opt_state=ocp.args.StandardRestore(
+                    {"opt": target.opt_state, "step": target.step, "skipped": target.skipped}
+                ),
+                train_state=ocp.args.JsonRestore(),
+                config=ocp.args.JsonRestore(),
+            ),
+        )
+        opt = restored["opt_state"]
+        state = TrainState(restored["params"], opt["opt"], opt["step"], opt["skipped"])
+        return state, restored["train_state"], restored["config"]
+
+    def newest_train_state(self) -> tuple[int, dict] | None:
+        """(step, train_state JSON) of the newest step, read alone (before restoring arrays into a
+        layout that may not be theirs), or None when there is none or it does not read."""
+        steps = self.manager.all_steps()
+        if not steps:
+            return None
+        try:
+            item = self.manager.restore(
+                max(steps), args=ocp.args.Composite(train_state=ocp.args.JsonRestore())
+            )
+        except Exception:  # a damaged step: restore_newest reports it and falls back
+            return None
+        return max(steps), item["train_state"]
+
+    def restore_newest(
+        self, abstract_state: TrainState, report: Callable[[str], None]
+    ) -> tuple[int, TrainState, dict, dict] | None:
+        """Restore the newest step that restores, or None when there is no step at all.
+
+        Steps that fail are reported and moved to `checkpoints.unrestorable/` beside this
+        directory (never deleted): the resumed run will save those step numbers again.
+        """
+        steps = self.manager.all_steps()
+        if not steps:
+            return None
+        step, (state, train_state, config), skipped = restore_newest(
+            steps, lambda s: self.restore(s, abstract_state), str(self.directory), report
+        )
+        if skipped:
+            self._set_aside(skipped, report)
+        return step, state, train_state, config
+
+    def _set_aside(self, steps: list[int], report: Callable[[str], None]) -> None:
+        aside = self.directory.with_name(self.directory.name + ".unrestorable")
+        if jax.process_index() == 0:
+            aside.mkdir(exist_ok=True)
+            for step in steps:
+                target = aside / str(step)
+                while target.exists():  # an earlier resume set the same step number aside
+                    target = target.with_name(target.name + "+")
+                (self.directory / str(step)).rename(target)
+                report(f"kept the unrestorable step {step} as {target}")
+        self.manager.reload()
+
+    def reached_preemption(self, step: int) -> bool:
+        """Multi-host preemption notice (JAX's coordination service); False on a single process."""
+        try:
+            return bool(self.manager.reached_preemption(step))
+        except Exception:  # no distributed runtime: only the local SIGTERM flag applies
+            return False
+
+    def _seal(self) -> None:
+        """Write the manifests of the finished steps this run saved, in a background thread (only
+        those: sealing an older step found on disk would bless whatever damage it has)."""
+        self._join_sealer()
+        steps, self._unsealed = self._unsealed, []
+        if jax.process_index() != 0:
+            return
+        steps = [s for s in steps if not has_manifest(self.directory / str(s))]
+
+        def seal() -> None:
+            for step in steps:
+                try:
+                    write_manifest(self.directory / str(step))
+                except OSError:  # deleted meanwhile (max_to_keep): nothing left to seal
+                    pass
+
+        self._sealer = threading.Thread(target=seal, name="checkpoint-checksums", daemon=True)
+        self._sealer.start()
+
+    def _join_sealer(self) -> None:
+        if self._sealer is not None:
+            self._sealer.join()
+            self._sealer = None
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+        self._seal()
+        self._join_sealer()
+
+    def close(self) -> None:
+        self.wait()
+        self.manager.close()
+
+
+def _abstract(x: Any) -> Any:
+    if isinstance(x, jax.Array):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+    return x
+
+
+class PreemptionGuard:
+    """Turns SIGTERM into a flag so the train loop can checkpoint and stop between steps."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> PreemptionGuard:
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread: no handler, the flag stays False
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)

@@ -1,0 +1,386 @@
+"""Jitted GRPO and SFT train steps with micro-batch accumulation and explicit shardings.
+
+The model is split once into (graphdef, abstract Param state); parameters travel as a pure dict
+(`nnx.to_pure_dict` layout, the checkpoint format), fp32 master weights. The model's compute dtype
+(e.g. bf16) is fixed when it is built, so the forward runs in bf16 while the optimizer updates fp32.
+
+Batches are laid out [M, b, T]: M micro-batches of b rows. The step scans over M, summing losses and
+gradients; every micro-batch divides by normalisers computed over the whole [M, b, T] batch, so
+the sum equals the one-batch loss exactly (see grpo.py).
+
+`init_train_state` shards the optimizer moments like the parameters (`opt_state_shardings`);
+`abstract_train_state` is its shape-only twin (what launch/plan.py lowers). `StepFns` members are
+`models.sharding.MeshBound` on a mesh: call them, or `.lower(...)` them, with the mesh set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from b2tjax.grpo import loss as grpo
+from b2tjax.step.batch import TrainBatch
+from b2tjax.step.logprobs import position_logprobs, sequence_logprobs, spread_positions
+from b2tjax.step.optim import apply_if_finite
+from models.lora import has_lora
+from models.sharding import on_mesh
+
+Params = dict  # nnx.to_pure_dict layout
+
+
+class TrainState(NamedTuple):
+    params: Params
+    opt_state: Any
+    step: jax.Array  # int32 optimizer steps attempted
+    skipped: jax.Array  # int32 steps skipped for a non-finite loss or gradient
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundModel:
+    """A model's graph and parameter structure, to rebuild it from pure params dicts inside jit.
+
+    The trained parameters are every Param, or only the LoRA adapters when the model has some;
+    the rest of the Params (the frozen base) then travels as a second pure dict, `frozen`, an
+    argument of every jitted function (never a compile-time constant, never donated)."""
+
+    graphdef: Any
+    abstract_params: Any  # nnx.State of the trained Params (shapes only are used)
+    rest: Any  # non-Param state (usually empty)
+    abstract_frozen: Any = None  # nnx.State of the frozen Params (LoRA's base), else empty
+
+    @classmethod
+    def from_model(cls, model: nnx.Module) -> tuple[BoundModel, Params]:
+        trained, frozen = _param_filters(model)
+        graphdef, params, frozen_state, rest = nnx.split(model, trained, frozen, ...)
+        return cls(graphdef, params, rest, frozen_state), nnx.to_pure_dict(params)
+
+    @staticmethod
+    def frozen_of(model: nnx.Module) -> Params:
+        """The frozen Params of `model` as a pure dict (empty when every Param is trained)."""
+        return nnx.to_pure_dict(nnx.state(model, _param_filters(model)[1]))
+
+    def __call__(self, params: Params, frozen: Params | None = None) -> nnx.Module:
+        state = jax.tree.map(lambda x: x, self.abstract_params)
+        nnx.replace_by_pure_dict(state, params)
+        frozen_state = jax.tree.map(lambda x: x, self.abstract_frozen)
+        if frozen:
+            nnx.replace_by_pure_dict(frozen_state, frozen)
+        return nnx.merge(self.graphdef, state, frozen_state, self.rest)
+
+
+def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
+    """(trained, frozen) Param filters: the adapters and the base under LoRA, else all and none."""
+
+    if has_lora(model):
+        return nnx.LoRAParam, nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))
+    return nnx.Param, nnx.Nothing
+
+
+# ----------------------------------------------------------------------------------------------
+# Losses on one micro-batch
+
+
+def _micro_logprobs(model, micro: TrainBatch, chunk: int, temperature: float, valid_vocab):
+    """(log-probs, entropy, pick): at `micro.positions` when the batch has them ([b, K]; `pick`
+    gathers any [b, T] field there), else at every token ([b, T]; `pick` is the identity)."""
+    kw = dict(temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab)
+    if micro.positions is None:
+        return (*sequence_logprobs(model, micro.ids, **kw), lambda x: x)
+    lp, ent = position_logprobs(model, micro.ids, micro.positions, **kw)
+
+    def pick(x):
+        return None if x is None else jnp.take_along_axis(x, micro.positions, axis=1)
+
+    return lp, ent, pick
+
+
+def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, frozen, temperature):
+    model = model_fn(params, frozen)
+    lp, ent, pick = _micro_logprobs(model, micro, cfg.logprob_chunk, temperature, valid_vocab)
+    with jax.named_scope("loss"):
+        mask = pick(micro.mask)  # the same row sums as micro.mask: positions hold every mask != 0
+        loss, stats = grpo.grpo_loss(
+            lp,
+            pick(micro.old_logprobs),
+            micro.advantages,
+            mask,
+            norm,
+            mode=cfg.aggregation,
+            clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high,
+            ref_logprobs=pick(micro.ref_logprobs),
+            beta=cfg.beta,
+        )
+        stats["entropy"] = jnp.sum(ent * mask) / norm.num_tokens
+    return loss, stats
+
+
+def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, frozen, temperature):
+    model = model_fn(params, frozen)
+    lp, ent, pick = _micro_logprobs(model, micro, chunk, temperature, valid_vocab)
+    with jax.named_scope("loss"):
+        mask = pick(micro.mask).astype(jnp.float32)
+        loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
+        return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
+
+
+def _accumulate(micro_loss: Callable, params, batch: TrainBatch, norm, frozen):
+    """Sum loss, grads and stats over the leading micro-batch axis with lax.scan (gradients with
+    respect to `params` only: the frozen base gets none)."""
+    grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
+    if batch.ids.shape[0] == 1:  # one micro-batch: no scan, no zero-filled accumulators to add to
+        with jax.named_scope("forward_backward"):
+            (loss, stats), grads = grad_fn(params, jax.tree.map(lambda x: x[0], batch), norm, frozen)
+        return loss, grads, stats
+
+    def body(carry, micro):
+        loss_sum, grads_sum, stats_sum = carry
+        # the forward ops keep their scopes (forward, logprobs, loss); JAX names the backward ones
+        # transpose(jvp(...)) of them, all under this scope
+        with jax.named_scope("forward_backward"):
+            (loss, stats), grads = grad_fn(params, micro, norm, frozen)
+        grads_sum = jax.tree.map(jnp.add, grads_sum, grads)
+        stats_sum = jax.tree.map(jnp.add, stats_sum, stats)
+        return (loss_sum + loss, grads_sum, stats_sum), None
+
+    first = jax.tree.map(lambda x: x[0], batch)
+    stats_shape = jax.eval_shape(lambda: micro_loss(params, first, norm, frozen)[1])
+    zeros = (
+        jnp.zeros((), jnp.float32),
+        jax.tree.map(jnp.zeros_like, params),
+        jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape),
+    )
+    (loss, grads, stats), _ = jax.lax.scan(body, zeros, batch)
+    return loss, grads, stats
+
+
+def _update(optimizer, schedule, state: TrainState, loss, grads, stats):
+    with jax.named_scope("optimizer_update"):
+        params, opt_state, applied, grad_norm = apply_if_finite(
+            optimizer, state.params, state.opt_state, grads, loss
+        )
+    metrics = dict(
+        stats,
+        loss=loss,
+        grad_norm=grad_norm,
+        applied=applied.astype(jnp.float32),
+        lr=schedule(state.step - state.skipped),
+    )
+    new_state = TrainState(params, opt_state, state.step + 1, state.skipped + (1 - applied.astype(jnp.int32)))
+    return new_state, metrics
+
+
+# ----------------------------------------------------------------------------------------------
+# Step builders
+
+
+@dataclasses.dataclass
+class StepFns:
+    """The jitted functions of a run, all with explicit in/out shardings when a mesh is given."""
+
+    grpo_step: Callable  # (state, TrainBatch) -> (state, metrics)
+    sft_step: Callable  # (state, TrainBatch) -> (state, metrics)
+    logprobs: Callable  # (params, ids [M, b, T], positions [M, b, K] or None) -> [M, b, T]
+    mesh: Mesh | None
+
+    def shard_batch(self, batch: TrainBatch) -> TrainBatch:
+        """A micro-batched TrainBatch of host arrays on devices (`shard_rows` for each array)."""
+        return jax.tree.map(self.shard_rows, batch)
+
+    def shard_rows(self, x: np.ndarray) -> jax.Array:
+        """Put a [M, b, ...] host array on devices with rows split over (data, fsdp).
+
+        With several JAX processes every process holds the same whole global batch (the data
+        pipeline and the rollout records are global), and each places only the shards of its own
+        devices; so a step's batch, and every normaliser over it, is the one process would see.
+        """
+        if self.mesh is None:
+            return jnp.asarray(x)
+        sharding = batch_sharding(self.mesh, x.shape)
+        if jax.process_count() == 1:
+            return jax.device_put(x, sharding)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    def abstract_batch(self, batch: TrainBatch) -> TrainBatch:
+        """What `shard_batch` would make of a TrainBatch of global jax.ShapeDtypeStructs, without data."""
+
+        def place(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+            sharding = None if self.mesh is None else batch_sharding(self.mesh, s.shape)
+            return jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding)
+
+        return jax.tree.map(place, batch)
+
+    def host_rows(self, x: jax.Array) -> np.ndarray:
+        """The whole [M, b_global, ...] array made by `shard_batch`, as NumPy on every process."""
+        if x.is_fully_addressable:
+            return np.asarray(x)
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
+    """[M, b, ...]: b over ('data', 'fsdp') when it divides, else replicated."""
+    row_devices = mesh.shape["data"] * mesh.shape["fsdp"]
+    rows = ("data", "fsdp") if len(shape) >= 2 and shape[1] % row_devices == 0 else None
+    return NamedSharding(mesh, PartitionSpec(None, rows))
+
+
+def opt_state_shardings(optimizer: optax.GradientTransformation, params: Any, mesh: Mesh) -> Any:
+    """Optimizer-state shardings: moments sharded like the parameters they follow, everything else
+    (step counters) replicated. Left to itself, a jitted `optimizer.init` replicates the moments:
+    zeros carry no data dependence on the sharded parameters."""
+    replicated = NamedSharding(mesh, PartitionSpec())
+    shapes = jax.eval_shape(optimizer.init, params)
+    param_shardings = jax.tree.map(lambda x: x.sharding, params)
+    return optax.tree_map_params(
+        optimizer,
+        lambda _, sharding: sharding,
+        shapes,
+        param_shardings,
+        transform_non_params=lambda _: replicated,
+        is_leaf=lambda x: isinstance(x, NamedSharding),
+    )
+
+
+def init_train_state(
+    params: Params, optimizer: optax.GradientTransformation, mesh: Mesh | None = None
+) -> TrainState:
+    """Optimizer state created under jit, its moment buffers sharded like the parameters; with a
+    mesh, step counters are replicated over it."""
+    if mesh is None:
+        return TrainState(
+            params, jax.jit(optimizer.init)(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+        )
+    opt_state = jax.jit(optimizer.init, out_shardings=opt_state_shardings(optimizer, params, mesh))(params)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    step, skipped = (
+        jax.device_put(jnp.zeros((), jnp.int32), replicated) for _ in range(2)
+    )  # donated: 2 buffers
+    return TrainState(params, opt_state, step, skipped)
+
+
+def abstract_train_state(
+    params: Any, optimizer: optax.GradientTransformation, mesh: Mesh | None = None
+) -> TrainState:
+    """`init_train_state` in shapes only (params: ShapeDtypeStructs, with shardings on a mesh)."""
+    opt_shapes = jax.eval_shape(optimizer.init, params)
+    if mesh is None:
+        scalar = jax.ShapeDtypeStruct((), jnp.int32)
+        return TrainState(params, opt_shapes, scalar, scalar)
+    shardings = opt_state_shardings(optimizer, params, mesh)
+    opt_state = jax.tree.map(
+        lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), opt_shapes, shardings
+    )
+    scalar = jax.ShapeDtypeStruct((), jnp.int32, sharding=NamedSharding(mesh, PartitionSpec()))
+    return TrainState(params, opt_state, scalar, scalar)
+
+
+def state_shardings(state: TrainState) -> Any:
+    return jax.tree.map(lambda x: x.sharding, state)
+
+
+def make_step_fns(
+    model_fn: BoundModel,
+    optimizer: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    grpo_cfg,
+    *,
+    temperature: float,
+    fixed_length: int,
+    state_sharding: Any = None,
+    mesh: Mesh | None = None,
+    valid_vocab: int | None = None,
+    frozen: Params | None = None,
+) -> StepFns:
+    """Build jitted GRPO/SFT steps and the log-prob pass.
+
+    `state_sharding` (from `state_shardings(init_train_state(...))`) pins the train state's layout
+    as both input and output sharding; batches are sharded by `StepFns.shard_batch`. `valid_vocab`
+    (the tokenizer's size) keeps the model's padded embedding rows out of every log-softmax, as
+    the sampler does. `frozen`: the frozen base of a LoRA model (BoundModel.frozen_of; arrays, or
+    ShapeDtypeStructs to lower), passed to every call.
+    """
+    grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, valid_vocab, temperature=temperature)
+    sft_loss = functools.partial(
+        _sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab, temperature=1.0
+    )
+
+    def grpo_step(state: TrainState, batch: TrainBatch, frozen: Params):
+        norm = grpo.batch_normaliser(batch.mask, fixed_length)
+        loss, grads, stats = _accumulate(grpo_loss, state.params, batch, norm, frozen)
+        return _update(optimizer, schedule, state, loss, grads, stats)
+
+    def sft_step(state: TrainState, batch: TrainBatch, frozen: Params):
+        norm = grpo.batch_normaliser(batch.mask, fixed_length)
+        loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm, frozen)
+        return _update(optimizer, schedule, state, loss, grads, stats)
+
+    logprobs = functools.partial(
+        _logprob_pass,
+        model_fn,
+        dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab),
+    )
+    if state_sharding is None:
+        jit_step = lambda f: jax.jit(f, donate_argnums=(0,))  # noqa: E731
+        jit_lp = jax.jit(logprobs)
+    else:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        jit_step = lambda f: jax.jit(
+            f,
+            in_shardings=(state_sharding, None, None),  # noqa: E731
+            out_shardings=(state_sharding, replicated),
+            donate_argnums=(0,),
+        )
+        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None))
+
+    return StepFns(
+        grpo_step=WithFrozen(on_mesh(jit_step(grpo_step), mesh), frozen),
+        sft_step=WithFrozen(on_mesh(jit_step(sft_step), mesh), frozen),
+        logprobs=WithFrozen(on_mesh(jit_lp, mesh), frozen),
+        mesh=mesh,
+    )
+
+
+def _logprob_pass(
+    model_fn: BoundModel,
+    kw: dict,
+    params: Params,
+    ids: jax.Array,
+    positions: jax.Array | None,
+    frozen: Params,
+) -> jax.Array:
+    """Per-token log-probs [micro, rows, T] of micro-batched `ids` (zero where `positions` skips)."""
+
+    def body(_, micro):
+        model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
+        micro_ids, micro_positions = micro
+        if micro_positions is None:
+            return None, sequence_logprobs(model, micro_ids, **kw)[0]
+        lp, _ = position_logprobs(model, micro_ids, micro_positions, **kw)
+        return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
+
+    return jax.lax.scan(body, None, (ids, positions))[1]
+
+
+class WithFrozen:
+    """A jitted function called (and lowered, for launch/plan.py) with the frozen base appended to
+    its arguments, so callers keep the signatures of full fine-tuning."""
+
+    def __init__(self, fn: Callable, frozen: Params | None):
+        self.fn, self.frozen = fn, {} if frozen is None else frozen
+
+    def __call__(self, *args):
+        return self.fn(*args, self.frozen)
+
+    def lower(self, *args):
+        return self.fn.lower(*args, self.frozen)
