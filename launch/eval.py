@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.policy and args.agent == "himap":
         print(args.himap_figures.summary())
-        metrics["himap"] = args.himap_figures.episodes
+        metrics["himap"] = [f.to_dict() for f in args.himap_figures.episodes]
     write_outputs(args, metrics, results)
     if args.report:
         write_html_report(args, bench, pairs, plans, results, table)

@@ -105,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     spec = args.tokenizer or records[0].tokenizer
     if not spec or not isinstance(spec, str):
         raise UserError(f"{args.rollouts} does not name its tokenizer: pass --tokenizer")
+    other = next((k for k, r in enumerate(records) if r.tokenizer != records[0].tokenizer), None)
+    if other is not None and not args.tokenizer:  # one page decodes with one tokenizer
+        raise UserError(
+            f"{args.rollouts}:{lines[other]}: names tokenizer {records[other].tokenizer!r}, "
+            f"line {lines[0]} {records[0].tokenizer!r}; report one tokenizer's rollouts at a time"
+        )
     tokenizer = open_tokenizer(spec, records, lines, args.rollouts)
     try:
         cls = benchmark_class(args.benchmark)

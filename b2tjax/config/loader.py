@@ -40,7 +40,7 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
         key = path[len(prefix) :]
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
-            hint = f"did you mean {prefix}{close[0]!r}? " if close else ""
+            hint = f"did you mean '{prefix}{close[0]}'? " if close else ""
             raise ValueError(f"unknown config key {path!r}; {hint}valid keys here: {sorted(names)}")
         current = getattr(obj, key)
         if path in _ZERO_IS_NONE and value == 0:

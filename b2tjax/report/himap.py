@@ -78,7 +78,7 @@ def _session_part(summary: SessionSummary | None, streams: Sequence[Stream]) -> 
     rounds: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
     for o in summary.outcomes:
         rounds[o.round].append({"day": o.day, "status": o.status, "code": o.code})
-    metrics = summary.metrics()
+    figures = summary.figures.to_dict()
     keep = ("rounds", "accepted_days", "days", "rejections", "sigma_rejections", "spent")
     return {
         "task": summary.task,
@@ -87,5 +87,5 @@ def _session_part(summary: SessionSummary | None, streams: Sequence[Stream]) -> 
             {"round": r, "outcomes": sorted(rows, key=lambda x: x["day"])}
             for r, rows in sorted(rounds.items())
         ],
-        "figures": {k: metrics[k] for k in keep},
+        "figures": {k: figures[k] for k in keep},
     }

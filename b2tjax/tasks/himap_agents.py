@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from b2tjax.errors import UserError
 from sandbox.benchmarks import Benchmark, Pair
+from sandbox.himap.figures import SessionFigures
 from sandbox.himap.options import HimapOptions
 
 if TYPE_CHECKING:  # the rollout package starts JAX; launch/eval.py imports this module without it
@@ -35,10 +36,10 @@ def team_rollout(config: RolloutConfig, options: HimapOptions) -> RolloutConfig:
 
 @dataclasses.dataclass
 class HimapFigures:
-    """Per-episode HiMAP figures of an agent's run (the session's `metrics()`); with `views` a dict,
+    """Per-episode HiMAP figures of an agent's run (each session's `figures()`); with `views` a dict,
     also each episode's report view (b2tjax.report.himap) by instance id."""
 
-    episodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    episodes: list[SessionFigures] = dataclasses.field(default_factory=list)
     views: dict[str, dict[str, Any]] | None = None
 
     def summary(self) -> str:
@@ -46,12 +47,12 @@ class HimapFigures:
         n = len(self.episodes)
         if not n:
             return "HiMAP: no episodes"
-        rounds = sum(m["rounds"] for m in self.episodes) / n
+        rounds = sum(f.rounds for f in self.episodes) / n
         rejections: collections.Counter[str] = collections.Counter()
         sigma: collections.Counter[str] = collections.Counter()
-        for m in self.episodes:
-            rejections.update(m["rejections"])
-            sigma.update(m["sigma_rejections"])
+        for f in self.episodes:
+            rejections.update(f.rejections)
+            sigma.update(f.sigma_rejections)
         rejected, sigma_rejected = dict(sorted(rejections.items())), dict(sorted(sigma.items()))
         return (
             f"HiMAP: {n} episodes, mean rounds {rounds:.2f}, executor rejections {rejected}, "
@@ -71,7 +72,7 @@ def expert_answers(
             result = solve(bench, visible, truth, options)
         except ValueError as err:  # no HiMAP domain / scripted expert for this benchmark
             raise UserError(str(err)) from None
-        figures.episodes.append(result.metrics)
+        figures.episodes.append(result.figures)
         if figures.views is not None:
             from b2tjax.report.himap import himap_view, streams_from_traces
 
@@ -102,7 +103,7 @@ def checkpoint_answers(
     episodes = [himap_episode(visible, bench, tokenizer, options) for visible, _ in pairs]
     records = RolloutEngine(model, tokenizer, config).run(episodes, rng=0)
     for index, (episode, (visible, _)) in enumerate(zip(episodes, pairs)):
-        figures.episodes.append(episode.session.metrics())
+        figures.episodes.append(episode.session.figures())
         if figures.views is not None:
             from b2tjax.report.himap import himap_view, streams_from_records
 

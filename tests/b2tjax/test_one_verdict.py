@@ -44,7 +44,12 @@ def _note_counts(table: str) -> tuple[int, int, int, float]:
         (
             "tiny_cpu.yaml",
             "b2tjax.tasks.benchmark",
-            ["data.eval_instances=2", "rollout.max_turns=2", "rollout.max_seq_len=8192"],
+            [
+                "data.eval_instances=2",
+                "rollout.max_turns=2",
+                "rollout.max_seq_len=12288",
+                "rollout.max_prompt_tokens=11000",
+            ],
         ),
     ],
 )

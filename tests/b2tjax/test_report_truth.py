@@ -109,6 +109,7 @@ def rollouts(b2t, tmp_path_factory):  # noqa: F811
         ({"logprobs": [0.0]}, "'logprobs' does not have one entry per id"),
         ({"tokenizer": "/etc/passwd"}, "cannot load the tokenizer '/etc/passwd'"),
         ({"ids": [10**9]}, "id 1000000000 is beyond the tokenizer"),
+        ({"tokenizer": "other"}, "names tokenizer 'other', line 1 'qwen3'"),
     ],
 )
 def test_launch_report_names_a_malformed_record_in_one_line(change, expected, rollouts, tmp_path, capsys):
@@ -119,7 +120,9 @@ def test_launch_report_names_a_malformed_record_in_one_line(change, expected, ro
             loss_mask=[1] * len(bad["ids"]), logprobs=[0.0] * len(bad["ids"]), turns=[[0, len(bad["ids"])]]
         )
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps(row) + "\n" + json.dumps(bad) + "\n")
+    loads = change.get("tokenizer") == "/etc/passwd"
+    first = {**row, "tokenizer": change["tokenizer"]} if loads else row  # the file's tokenizer
+    path.write_text(json.dumps(first) + "\n" + json.dumps(bad) + "\n")
     report = load_script("launch/report.py")
     code = report.run_main(
         report.main, ["--data", str(data), "--rollouts", str(path), "--out", str(tmp_path / "o.html")]
@@ -127,6 +130,6 @@ def test_launch_report_names_a_malformed_record_in_one_line(change, expected, ro
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith("error: ") and expected in err[0]
-    if "tokenizer" not in change:
+    if not loads:
         assert f"{path}:2:" in err[0]  # the line at fault
     assert not (tmp_path / "o.html").exists()
