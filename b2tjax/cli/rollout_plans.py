@@ -2,7 +2,8 @@
 
 A rollouts file holds one line per stream, not `{"id", "plan"}` lines: a single agent's episode is
 one stream whose `answer` is the plan; a HiMAP team episode is several streams (coordinator and day
-executors) whose merged plan is the last coordinator answer. Kept free of JAX imports.
+executors) whose merged plan is the coordinator's answer (a flat team's: on the stream that ended
+it). Kept free of JAX imports.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
         if episode_of.setdefault(ident, episode) != episode:
             raise UserError(f"{path}: instance {ident!r} has more than one episode; keep one per instance")
         role = row.get("role", "agent")
-        if role == "agent" or (role == "coordinator" and row["answer"] is not None):
+        # a team's answer rides on its coordinator, or in a flat team on the stream that ended it
+        if role == "agent" or row["answer"] is not None:
             plans[ident] = row["answer"]
         else:
             plans.setdefault(ident, None)  # an executor stream alone: the team delivered no plan yet

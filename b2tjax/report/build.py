@@ -65,7 +65,9 @@ def record_episodes(
     out, verdicts = [], []
     for (instance_id, index), streams in groups.items():
         visible, truth = by_id[instance_id]
-        lead = next((r for r in streams if r.role == "coordinator"), streams[0])
+        # the stream holding the team's answer: the coordinator's, or (flat team) the one that ended it
+        lead = next((r for r in streams if r.role == "coordinator"), None)
+        lead = lead or next((r for r in streams if r.answer is not None), streams[0])
         result = results[index] if results is not None else None
         if result is not None and result.instance_id != instance_id:
             raise ReportError(f"episode {index} is {instance_id!r}, its verdict {result.instance_id!r}")

@@ -101,6 +101,13 @@ def test_table_note_eval_json_and_report_agree_on_every_episode(
     # every stream of an episode carries the episode's reward: the one the report shows
     for index, episode in enumerate(episodes):
         assert {r.reward for r in records if r.episode == index} == {episode["reward"]}
+    # read back from a rollouts file (no session, no tally), the episodes are judged the same way
+    from b2tjax.report.build import record_episodes
+    from rollout.record import EpisodeRecord
+
+    back = [EpisodeRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in records]
+    from_file, _ = record_episodes(bench, task._eval, back, rollout_setup.tokenizer)
+    assert [e["delivered"] for e in from_file] == [v.delivered for v in judged]
     if recipe.startswith("himap"):
         # the flat team's merged plan is the answer judged; on today's main the report judged the
         # first executor's record (no answer) instead and called a delivered plan UNDELIVERED
