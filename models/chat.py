@@ -9,13 +9,12 @@ Tests compare it against the template rendered with jinja2.  Doing it in Python 
 rollout free of Jinja and lets us render pieces of a turn (``render_user_turn``,
 ``assistant_header``).
 
-Intentional differences, all opt-in or outside the template's domain:
-  * The template drops the ``<think>`` block of assistant turns that come before the last real user
-    query (it keeps the answer text only).  Our token-in/token-out rollout never re-renders past
-    turns, so the model sees its earlier reasoning.  ``render(..., keep_reasoning=True)`` renders
-    every assistant turn with its ``<think>`` block so SFT data matches what rollouts see;
-    the default (False) is the official behaviour.
-  * Messages the template silently skips (unknown roles, an empty list) raise ``ValueError`` here.
+The template drops the ``<think>`` block of assistant turns before the last real user query; a
+user message counts as a tool result (not a query) when it starts with ``<tool_response>`` and ends
+with ``</tool_response>``. Our environment wraps every reply, memory replies included, that way
+(docs/SPEC.md section 6), so an agent conversation keeps every turn's reasoning under the official
+template, as our token-in/token-out records do. Messages the template silently skips (unknown
+roles, an empty list) raise ``ValueError`` here.
 """
 
 from __future__ import annotations
@@ -135,16 +134,14 @@ def render(
     tools: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = False,
     enable_thinking: bool = True,
-    keep_reasoning: bool = False,
 ) -> str:
-    """Render OpenAI-style messages in Qwen3's chat format (== the official template by default).
+    """Render OpenAI-style messages in Qwen3's chat format (== the official template).
 
     messages: dicts with ``role`` in {system, user, assistant, tool} and ``content``; assistant
     messages may carry ``reasoning_content`` and ``tool_calls`` (``[{"function": {"name",
     "arguments"}}]`` or ``[{"name", "arguments"}]``; arguments a dict or a JSON string).
     tools: OpenAI-style function schemas, written into the system turn.
     enable_thinking=False with add_generation_prompt pre-fills an empty ``<think>`` block.
-    keep_reasoning: render every assistant turn's ``<think>`` block (see module docstring).
     """
     if not messages:
         raise ValueError("render needs at least one message")
@@ -154,7 +151,7 @@ def render(
 
     first_is_system = messages[0]["role"] == "system"
     parts = [render_system(messages[0]["content"] if first_is_system else None, tools)]
-    last_query = -1 if keep_reasoning else _last_query_index(messages)
+    last_query = _last_query_index(messages)
     n = len(messages)
     for i, m in enumerate(messages):
         role = m["role"]

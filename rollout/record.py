@@ -6,9 +6,10 @@ model on tokens it never produced).
 
 Besides ids, masks and log-probs a record carries `calls`, `stream`, `role`, `day`, `round`,
 `episode`, `prompt_len`, `forced`, `error_message`, `timings`, `tokenizer` and `truncated`. Its text
-equals `models.chat.render(..., keep_reasoning=True)` of its messages + "\n": every assistant turn
-keeps its `<think>` block, as the token-in/token-out rollout does (the official template, render's
-default, drops earlier turns' reasoning).
++ "\n" equals Qwen3's official chat template (`models.chat.render`, or transformers'
+`apply_chat_template` with the exported tokenizer) on its messages, every assistant turn's
+`<think>` block included: the environment frames every reply as a tool result, which the template
+does not count as a new user query (docs/SPEC.md section 6; rollout/render.py).
 """
 
 from __future__ import annotations

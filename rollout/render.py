@@ -4,20 +4,21 @@ The record after a turn ends with the sampled `<|im_end|>`; the reply appended (
 
     "\n<|im_start|>user\n" + blocks + "<|im_end|>\n<|im_start|>assistant\n"
 
-so that record text == Qwen3 chat template text: the template closes every turn with
+so that record text == Qwen3's official chat template text: the template closes every turn with
 "<|im_end|>\n" and renders consecutive tool results as one user turn of "\n"-joined
 `<tool_response>\n...\n</tool_response>` blocks (sandbox.EpisodeEnv's `step.rendered`). Memory
-results use the same framing with `<memory_response>` tags. Tokens are built piecewise around the
-special tokens, which equals tokenising the whole template text (special tokens split the text).
+replies come in the same blocks (a `<memory_response>` inside the `<tool_response>`), so the
+template, which keeps the reasoning of every assistant turn after the last real user query and
+counts no `<tool_response>`-wrapped turn as one, keeps every earlier `<think>` block too: a policy
+served through its exported tokenizer's chat template sees what it was trained on (docs/SPEC.md
+section 6). Tokens are built piecewise around the special tokens, which equals tokenising the whole
+template text (special tokens split the text).
 
-Documented differences from `models.chat.render` on the same messages (tested in
-tests/rollout/test_rollout_engine.py::test_record_text_equals_chat_template): (1) the record ends at the
-final sampled <|im_end|> (the template adds "\n"); (2) earlier assistant turns keep their
-`<think>` text: the record equals `render(..., keep_reasoning=True)`, while the official template
-drops reasoning before the last real user query, which a `<memory_response>` user turn counts as;
-(3) the template would add an empty `<think>\n\n</think>\n\n` to a final assistant turn without
-reasoning and normalise whitespace around `<think>` blocks. The record keeps exactly what the
-model sampled.
+What the template does not reproduce (tests/rollout/test_chat_parity.py,
+tests/rollout/test_rollout_engine.py::test_record_text_equals_chat_template): the record ends at the
+final sampled <|im_end|> (the template adds "\n"), and a sampled turn that is not in Qwen3's
+native form (no reasoning block on a final turn, extra newlines around `<think>`) is normalised
+by the template while the record keeps exactly what the model sampled.
 """
 
 from __future__ import annotations

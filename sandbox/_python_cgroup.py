@@ -164,11 +164,20 @@ class CallCgroups:
                 os.close(call)
         return joins
 
-    def destroy(self, n: int) -> None:
-        """Kill whatever of call `n` still runs and remove its cgroup directories."""
+    def destroy(self, n: int, deadline: float) -> None:
+        """Kill whatever of call `n` still runs and remove its cgroup directories by `deadline`.
+
+        Every controller's directory is tried even when one fails; the first failure is raised.
+        """
         name = f"{self.prefix}-{n}"
+        failure = None
         for parent in self.dirs.values():
-            _kill_and_remove(parent, name)
+            try:
+                _kill_and_remove(parent, name, max(0.0, deadline - time.monotonic()))
+            except OSError as e:
+                failure = failure or e
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         for fd in self.dirs.values():

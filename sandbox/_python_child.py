@@ -1,28 +1,32 @@
 """The processes of one Python-tool call, forked by the supervisor (`_python_worker.py`).
 
-A call is three processes. The *keeper* (forked by the supervisor, root) joins the call's cgroup,
-gives the call a new IPC namespace and its children a new PID namespace, and forks the *init*
-(pid 1 there), which forks the *user* process: it drops to the run's uid, sets the rlimits,
-installs the syscall filter and the audit hook, and runs the code. When the user process ends,
-the init reports its wait status to the keeper and exits, and the kernel kills every process left
-in the namespace; the keeper ends the same way as the user process did, so the supervisor reads
-the call's outcome from its own child. Loaded by path; imports nothing from the project.
+A call is two processes, created before its code exists (the supervisor prepares the next call
+while none runs). The *init* (forked by the supervisor into the call's new IPC and PID
+namespaces, root, pid 1 there) joins the call's cgroup and forks the *user* process: it sets the
+rlimits, installs the syscall filter and the audit hook, waits for the request, then drops to
+the run's uid and runs the code. When the user process ends, the init writes its wait status to
+the supervisor and exits, and the kernel kills every process left in the namespace. Loaded by
+path; imports nothing from the project.
 """
 
 import ast
 import io
+import json
 import linecache
 import os
 import resource
 import signal
 import struct
 import sys
+import tempfile
 import traceback
 
-try:
-    import _python_jail as jail  # registered by the worker, which loads these modules by path
+try:  # registered by the worker, which loads these modules by path
+    import _python_jail as jail
+    import _python_seccomp as seccomp
 except ImportError:  # imported as part of the package (tests, tooling)
     from sandbox import _python_jail as jail
+    from sandbox import _python_seccomp as seccomp
 
 CODE_FILENAME = "<python>"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,13 +40,8 @@ _ENV = {
 }
 
 
-def audit_guard(workdir: str):
-    """Audit hook that refuses what the sandbox does not offer, with a message the agent can read."""
-    real = os.path.realpath
-    workdir = real(workdir)
-    own_pid = os.getpid()
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    path_events = {
+_PATH_EVENTS = frozenset(
+    (
         "os.remove",
         "os.rename",
         "os.rmdir",
@@ -56,8 +55,10 @@ def audit_guard(workdir: str):
         "shutil.rmtree",
         "shutil.copyfile",
         "shutil.move",
-    }
-    process_events = {
+    )
+)
+_PROCESS_EVENTS = frozenset(
+    (
         "os.fork",
         "os.forkpty",
         "os.posix_spawn",
@@ -67,7 +68,16 @@ def audit_guard(workdir: str):
         "subprocess.Popen",
         "pty.spawn",
         "os.startfile",
-    }
+    )
+)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def audit_guard(workdir: str):
+    """Audit hook that refuses what the sandbox does not offer, with a message the agent can read."""
+    real = os.path.realpath
+    workdir = real(workdir)
+    own_pid = os.getpid()
 
     def inside(path) -> bool:
         if isinstance(path, int):
@@ -82,17 +92,17 @@ def audit_guard(workdir: str):
         if event == "open":
             path, mode, flags = args
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & write_flags
+                isinstance(flags, int) and flags & _WRITE_FLAGS
             )
             if writing and path is not None and not inside(path):
                 raise PermissionError(f"writing outside the working directory is not allowed: {path!r}")
-        elif event in path_events:
+        elif event in _PATH_EVENTS:
             for a in args:
                 if isinstance(a, (str, bytes, os.PathLike)) and not inside(a):
                     raise PermissionError(f"{event} outside the working directory is not allowed: {a!r}")
         elif event.startswith("socket."):
             raise PermissionError("network access is disabled in the Python tool")
-        elif event in process_events:
+        elif event in _PROCESS_EVENTS:
             raise PermissionError("starting processes is disabled in the Python tool")
         elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
             if event != "os.kill" or args[0] != own_pid:
@@ -143,12 +153,11 @@ def _run_user_code(code: str) -> int:
 
 
 def _limit(req: dict, kernel: bool) -> None:
-    """The per-process rlimits (the call's cgroup bounds the processes together)."""
+    """The per-process rlimits but CPU (`_drop`); the call's cgroup bounds the processes together."""
     mem = int(req["memory_mb"]) * 2**20
     limits = {
         resource.RLIMIT_AS: mem,
         resource.RLIMIT_DATA: mem,
-        resource.RLIMIT_CPU: int(req["timeout_s"]) + 1,
         resource.RLIMIT_FSIZE: int(req["max_file_mb"]) * 2**20,
         resource.RLIMIT_NOFILE: 64,
         resource.RLIMIT_CORE: 0,
@@ -159,44 +168,80 @@ def _limit(req: dict, kernel: bool) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def _user(req: dict, out_w: int, workdir: str, uid: int | None, guard: bool, init_pid: int) -> None:
-    """The user process: drop privileges, confine, run the code; never returns."""
+def _read_request(fd: int) -> dict:
+    """The supervisor's one request frame (4-byte length, then JSON: `code`, `timeout_s`)."""
+    buf, need, header = b"", 4, True
+    while True:
+        while len(buf) < need:
+            chunk = os.read(fd, need - len(buf))
+            if not chunk:
+                raise EOFError("the supervisor closed the call before sending code")
+            buf += chunk
+        if not header:
+            return json.loads(buf)
+        need, buf, header = struct.unpack(">I", buf)[0], b"", False
+
+
+def _confine(req: dict, workdir: str, call: dict) -> None:
+    """Limits, syscall filter, working directory, scrubbed environment, audit hook (still as root).
+
+    Done when the call is prepared; only the uid change waits for the request (`_drop`).
+    """
+    _limit(req, call["uid"] is not None)
+    if call["uid"] is not None:
+        seccomp.install(jail.libc)  # allows set*id, which `_drop` needs (harmless once unprivileged)
+    os.chdir(workdir)
+    os.environ.clear()
+    os.environ.update({**_ENV, "HOME": workdir, "TMPDIR": workdir})
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+    )
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    tempfile.tempdir = workdir
+    sys.dont_write_bytecode = True
+    if call["guard"]:
+        sys.addaudithook(audit_guard(workdir))
+
+
+def _drop(timeout_s: float, call: dict, init_pid: int) -> None:
+    """Once the code has arrived: its CPU limit, then the run's uid; die with the init."""
+    cpu = int(timeout_s) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    if call["uid"] is not None:
+        os.setgroups([])
+        os.setgid(call["uid"])
+        os.setuid(call["uid"])
+    # After the uid change (which clears it): die with the init, even if it died already.
+    jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != init_pid:
+        os._exit(1)
+
+
+def _user(out_w: int, req_r: int, workdir: str, call: dict, init_pid: int) -> None:
+    """The user process: confine itself, wait (as root, idle) for the code, drop to the uid, run it.
+
+    Everything up to the wait is done when the call is prepared, before any code exists; the
+    uid is taken only once the request is read, so an idle prepared call holds no process of
+    the run's uid (after a call, none is left). Never returns.
+    """
     code = 1
     try:
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
-        os.closerange(3, 65536)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(req_r, 3)
+        os.closerange(4, 65536)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXCPU, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
-        _limit(req, uid is not None)
-        if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            jail.deny_keyrings()
-        # After the uid change (which clears it): die with the init, even if it died already.
-        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != init_pid:
-            os._exit(1)
-        os.chdir(workdir)
-        os.environ.clear()
-        os.environ.update({**_ENV, "HOME": workdir, "TMPDIR": workdir})
-        sys.stdout = io.TextIOWrapper(
-            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
-        )
-        sys.stderr = io.TextIOWrapper(
-            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
-        )
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        import tempfile
-
-        tempfile.tempdir = workdir
-        sys.dont_write_bytecode = True
-        if guard:
-            sys.addaudithook(audit_guard(workdir))
-        code = _run_user_code(req["code"])
+        _confine(call["limits"], workdir, call)
+        request = _read_request(3)
+        os.close(3)
+        _drop(float(request["timeout_s"]), call, init_pid)
+        code = _run_user_code(request["code"])
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001 - a broken child must still exit, never return
@@ -213,65 +258,36 @@ def _report_crash() -> None:
         pass
 
 
-def _init(req: dict, out_w: int, status_w: int, workdir: str, uid: int | None, guard: bool) -> None:
-    """The call's pid 1: forks the user process, reaps orphans, reports the user's wait status."""
-    try:
-        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        own = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            os.close(status_w)
-            _user(req, out_w, workdir, uid, guard, own)
-        os.close(out_w)
-        while True:
-            done, status = os.waitpid(-1, 0)
-            if done == pid:
-                os.write(status_w, struct.pack("i", status))
-                os._exit(0)  # as pid 1, this kills what the call left running
-    except BaseException:  # noqa: BLE001
-        _report_crash()
-    os._exit(1)
+def init(out_w: int, req_r: int, status_w: int, workdir: str, call: dict) -> None:
+    """The call's first process and pid 1 of its PID namespace (forked by the supervisor when it
+    prepares the call); never returns.
 
-
-def _end_like(status: int) -> None:
-    """Exit the way a process with wait status `status` did (same code, or same signal)."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        jail.libc.prctl(jail.PR_SET_DUMPABLE, 0, 0, 0, 0)  # no core dump of this process
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
-
-
-def keeper(req: dict, out_w: int, workdir: str, call: dict) -> None:
-    """The call's first process (forked by the supervisor); never returns.
-
-    `call`: `uid` (None without the kernel jail), `guard` (audit hook), `joins` (descriptors of
-    the call cgroup's `cgroup.procs`), `supervisor` (its pid, to notice that it already died).
+    It joins the call's cgroup before anything forks, forks the user process, reaps orphans,
+    writes the user's wait status to `status_w` and exits, which (as pid 1) kills whatever the
+    call left running. `call`: `uid` (None without the kernel jail), `guard` (audit hook),
+    `limits` (the pool's PythonLimits fields the child needs), `joins` (descriptors of the call
+    cgroup's `cgroup.procs`). The request (the code and its time limit) arrives later on
+    `req_r`, read by the user process; if the supervisor dies first, that read ends the call.
     """
     try:
+        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.setsid()  # the whole call is one process group (user code may still leave it)
         os.dup2(out_w, 2)
         for fd in call["joins"]:
             os.write(fd, b"0")  # before anything forks, so every process of the call is counted
             os.close(fd)
-        jail.libc.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != call["supervisor"]:
-            os._exit(1)
-        if call["uid"] is not None:
-            jail.enter_call_namespaces()
-        status_r, status_w = os.pipe()
+        own = os.getpid()
         pid = os.fork()
         if pid == 0:
-            os.close(status_r)
-            _init(req, out_w, status_w, workdir, call["uid"], call["guard"])
-        os.close(status_w)
+            os.close(status_w)
+            _user(out_w, req_r, workdir, call, own)
         os.close(out_w)
-        raw = os.read(status_r, 4)
-        os.waitpid(pid, 0)
-        _end_like(struct.unpack("i", raw)[0] if len(raw) == 4 else signal.SIGKILL)
+        os.close(req_r)
+        while True:
+            done, status = os.waitpid(-1, 0)
+            if done == pid:
+                os.write(status_w, struct.pack("i", status))
+                os._exit(0)
     except BaseException:  # noqa: BLE001
         _report_crash()
     os._exit(1)

@@ -7,7 +7,6 @@ from the project. Everything here needs root and raises OSError when the kernel 
 import ctypes
 import os
 import platform
-import struct
 import sys
 import sysconfig
 
@@ -25,9 +24,7 @@ MS_PRIVATE = 0x40000
 MNT_DETACH = 0x2
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-PR_SET_SECCOMP = 22
 PR_SET_CHILD_SUBREAPER = 36
-PR_SET_NO_NEW_PRIVS = 38
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}  # glibc has no wrapper
 UID_BASE = 1_000_000  # far above any real account; uid = UID_BASE + supervisor pid (unique while alive)
 JAIL_SCRATCH = "/scratch"  # where the working directories live inside the jail
@@ -99,7 +96,7 @@ def _build_root(root: str) -> None:
         if os.path.exists(dev):
             _bind_read_only(dev, root, MS_NOSUID)
     os.makedirs(root + JAIL_SCRATCH, 0o755)
-    _mount("tmpfs", root + JAIL_SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=0711")
+    _mount("tmpfs", root + JAIL_SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711")
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
 
 
@@ -128,45 +125,41 @@ def enter_jail(root: str) -> str:
     return JAIL_SCRATCH
 
 
-def enter_call_namespaces() -> None:
-    """Give this process a new IPC namespace and its future children a new PID namespace.
+def own_namespaces() -> tuple[int, int]:
+    """Descriptors of this process's IPC and PID namespaces (before the jail hides /proc)."""
+    return os.open("/proc/self/ns/ipc", os.O_RDONLY), os.open("/proc/self/ns/pid", os.O_RDONLY)
 
-    Called once per call in the call's first process: System V and POSIX IPC objects then die
-    with the call, and the call's code sees only its own process ids (no host pid can be named).
+
+def fork_into_call_namespaces(own: tuple[int, int]) -> int:
+    """`os.fork()` with the child in a new IPC namespace and as pid 1 of a new PID namespace.
+
+    The supervisor unshares both, forks, and returns to its own (`own`, from `own_namespaces`):
+    System V and POSIX IPC objects then die with the call, and the call's code sees only its own
+    process ids (no host pid can be named).
     """
     check(libc.unshare(CLONE_NEWIPC | CLONE_NEWPID), "unshare(ipc, pid)")
+    try:
+        return os.fork()
+    finally:
+        if os.getpid() != 1:  # the parent: back to its own IPC namespace and children's PID one
+            check(libc.setns(own[0], CLONE_NEWIPC), "setns(ipc)")
+            check(libc.setns(own[1], CLONE_NEWPID), "setns(pid)")
 
 
-# The key-management system calls, per architecture: denied so that no key outlives a call or
-# passes between calls (a uid's user keyring is kept by the kernel after its processes exit).
-_KEY_SYSCALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219), "riscv64": (217, 218, 219)}
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7, "riscv64": 0xC00000F3}
-_X32_SYSCALL_BIT = 0x40000000
+def mount_workdir(path: str, uid: int, size_mb: int, inodes: int) -> None:
+    """A fresh tmpfs at `path`, owned by `uid`, 0700: one call's working directory.
 
-
-def deny_keyrings() -> None:
-    """Install a seccomp filter: add_key, request_key and keyctl fail with EPERM.
-
-    Syscalls of another ABI (32-bit or x32 on x86_64) are denied wholesale, as they would
-    reach the same calls under other numbers. Irreversible for this process and its children.
+    A mount per call makes the clean-up one unmount, whatever the call created (a million files,
+    directories nested thousands deep): the kernel frees the whole file system at once. `inodes`
+    bounds how many files and directories the call can make.
     """
-    machine = platform.machine()
-    if machine not in _KEY_SYSCALLS:
-        raise OSError(0, f"seccomp: no system call table for {machine}")
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    prog = [(ld, 0, 0, 4), (jeq, 1, 0, _AUDIT_ARCH[machine]), (ret, 0, 0, deny), (ld, 0, 0, 0)]
-    for nr in _KEY_SYSCALLS[machine]:
-        prog += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
-    if machine == "x86_64":
-        prog += [(jge, 0, 1, _X32_SYSCALL_BIT), (ret, 0, 0, deny)]
-    prog.append((ret, 0, 0, allow))
-    raw = b"".join(struct.pack("HBBI", code, jt, jf, k) for code, jt, jf, k in prog)
-    buf = ctypes.create_string_buffer(raw, len(raw))
+    os.mkdir(path, 0o700)
+    options = f"size={size_mb}m,nr_inodes={inodes},mode=0700,uid={uid},gid={uid}"
+    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
 
-    class _Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    fprog = _Fprog(len(prog), ctypes.addressof(buf))
-    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
-    check(libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0), "prctl(seccomp)")
+def unmount_workdir(path: str) -> None:
+    """Remove a working directory made by `mount_workdir` (its processes must be dead)."""
+    if libc.umount2(path.encode(), 0) != 0:
+        check(libc.umount2(path.encode(), MNT_DETACH), f"umount {path}")
+    os.rmdir(path)

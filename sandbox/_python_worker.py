@@ -1,9 +1,10 @@
 """Supervisor process of the Python tool: runs each request as a fresh, jailed call.
 
 Started by `sandbox.python_tool.PythonSandbox` as `python -I _python_worker.py CONFIG_JSON`; it
-imports nothing from the project (its helper modules `_python_jail`, `_python_cgroup` and
-`_python_child` are loaded by path) so that it starts fast. The protocol on stdin/stdout is
-length-prefixed JSON frames (4-byte big-endian length, then UTF-8 JSON).
+imports nothing from the project (its helper modules `_python_jail`, `_python_seccomp`,
+`_python_cgroup`, `_python_cleanup` and `_python_child` are loaded by path) so that it starts
+fast. The protocol on stdin/stdout is length-prefixed JSON frames (4-byte big-endian length,
+then UTF-8 JSON): a hello, then per request the result and, after the clean-up, a ready frame.
 
 Isolation, kernel layer (when the supervisor runs as root, which it tests at start-up):
   * the supervisor opens its cgroup directories, then moves itself into a new network namespace
@@ -11,26 +12,29 @@ Isolation, kernel layer (when the supervisor runs as root, which it tests at sta
     scratch: an empty read-only tmpfs holding read-only bind mounts of the Python install and the
     system library directories, `/etc/ld.so.cache`, four harmless devices (`/dev/null`,
     `/dev/zero`, `/dev/random`, `/dev/urandom`) and a private tmpfs `/scratch` for the per-call
-    working directories. It pivots into that root and detaches the old one, so no other file of
+    working directories' mount points. It pivots into that root and detaches the old one, so no other file of
     the host (data directory, project checkout, /etc, /proc, /home, /dev/shm) exists for the code;
-  * each call (`_python_child.py`) runs in its own cgroup (memory, processes and CPU of all its
-    processes together), its own IPC namespace (System V and POSIX IPC die with the call) and PID
-    namespace (no host process can be named; the call's processes die with its pid 1), under a
-    separate uid with the rlimits AS, CPU, NPROC, FSIZE, NOFILE, CORE, a seccomp filter that
-    denies the kernel keyring, a fresh 0700 working directory and PR_SET_PDEATHSIG;
-  * after the call its cgroup is killed and removed, every process of the uid is killed
-    (`kill(-1)` from a process holding the uid), and the working directory is deleted.
+  * each call (`_python_child.py`), prepared before its code arrives, runs in its own cgroup
+    (memory, processes and CPU of all its processes together), its own IPC namespace (System V
+    and POSIX IPC die with the call) and PID namespace (no host process can be named; the call's
+    processes die with its pid 1), under a separate uid with the rlimits AS, CPU, NPROC, FSIZE,
+    NOFILE, CORE, the seccomp allow-list (`_python_seccomp.py`), a fresh tmpfs working directory
+    (0700) and PR_SET_PDEATHSIG;
+  * before the answer every process of the call is dead and reaped (and every process of the
+    uid is killed); after it the working directory is unmounted and the cgroup removed, each
+    step tried whatever the others did, within `_CLEANUP_S`, or the host replaces the slot.
 Python layer (always): an audit hook that refuses sockets, process creation, signals to other
 processes and writes outside the working directory with a clear message. Without root only the
 Python layer, the rlimits and the process-group kill apply; that is not a security boundary,
 which is why the host refuses that mode unless the caller opts in (`isolation="unsafe-ok"`).
 """
 
+import gc
 import importlib.util
 import json
 import os
+import platform
 import select
-import shutil
 import signal
 import struct
 import sys
@@ -49,8 +53,14 @@ def _load(name: str):
 
 
 jail = _load("_python_jail")
+seccomp = _load("_python_seccomp")
 cgroups = _load("_python_cgroup")
+cleanup = _load("_python_cleanup")
 child = _load("_python_child")
+_WORKDIR_MB = 64  # each call's working directory: a tmpfs of this size (its pages count in the cgroup)
+_WORKDIR_INODES = 16384  # ... holding at most this many files and directories
+_REAP_S = 5.0  # the most a stopped call's processes may take to die before the reply
+_CLEANUP_S = 0.5  # the most cleaning up after a call and preparing the next may take
 
 
 # ---------------------------------------------------------------- framing
@@ -82,10 +92,21 @@ def _write_frame(fd: int, obj: dict) -> None:
 # ---------------------------------------------------------------- the supervisor
 
 
+class _Call:
+    """A prepared call: its init's pid and pipes, its working directory, its number."""
+
+    def __init__(
+        self, n: int, pid: int, out_r: int, req_w: int, status_r: int, workdir: str, mounted: bool
+    ) -> None:
+        self.n, self.pid, self.out_r, self.req_w, self.status_r = n, pid, out_r, req_w, status_r
+        self.workdir, self.mounted = workdir, mounted
+
+
 class Supervisor:
     def __init__(self, cfg: dict) -> None:
         self.base_dir = cfg["base_dir"]
         self.guard = bool(cfg.get("audit_guard", True))
+        self.limits: dict = cfg["limits"]
         self.uid = None
         self.cgroups = None
         self.isolation = {
@@ -105,10 +126,14 @@ class Supervisor:
             self._enter_jail()
         jail.libc.prctl(jail.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.runs = 0
+        self.next: _Call | None = None  # the prepared call the next request runs in
+        self.done: _Call | None = None  # the call that ran last, until it is cleaned up
 
     def _enter_jail(self) -> None:
         calls = cgroups.CallCgroups(f"b2t-python-{os.getpid()}")  # /sys is gone once jailed
         try:
+            seccomp.compiled(platform.machine())  # built once here; every call inherits it
+            self.namespaces = jail.own_namespaces()  # /proc is gone once jailed
             self.base_dir = jail.enter_jail(self.base_dir)
         except OSError as e:
             calls.close()
@@ -119,9 +144,12 @@ class Supervisor:
         self.isolation = {
             "kernel": True,
             "network": "new network namespace (no interfaces up)",
-            "filesystem": "own root: Python install and libraries read-only, private tmpfs working directory",
+            "filesystem": "own root: Python install and libraries read-only, a fresh tmpfs working "
+            "directory per call",
             "signals": "separate uid per supervisor; own PID namespace per call",
-            "ipc": "own IPC namespace per call; kernel keyring denied (seccomp)",
+            "ipc": "own IPC namespace per call",
+            "seccomp": "allow-list of the system calls Python needs (no namespaces, mounts, bpf, "
+            "io_uring, ptrace, keyring, netlink)",
             "uid": self.uid,
             "cgroup": calls.describe(),
             "cgroup_paths": calls.paths,
@@ -137,24 +165,24 @@ class Supervisor:
                 pass
         if self.uid is None:
             return
-        reaper = os.fork()
-        if reaper == 0:
-            try:
-                os.setgid(self.uid)
-                os.setuid(self.uid)
-                os.kill(-1, signal.SIGKILL)  # every process this uid may signal: the run's own
-            finally:
-                os._exit(0)
-        os.waitpid(reaper, 0)
+        # kill(-1) reaches every process whose real or saved uid is the run's; the saved uid 0
+        # keeps the capabilities to switch back. No call process can name this one meanwhile:
+        # they all live in PID namespaces of their own.
+        os.setresuid(self.uid, self.uid, 0)
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        finally:
+            os.setresuid(0, 0, 0)
 
-    def _kill_and_reap(self, pid: int, wait_status: int | None) -> int:
+    def _kill_and_reap(self, pid: int, wait_status: int | None, deadline: float) -> int:
         """Sweep until every descendant is dead and reaped; returns the child's wait status.
 
         As a child subreaper the supervisor inherits orphaned grandchildren, so "no children
-        left" means the run left nothing behind. Sweeps repeat because a fork bomb may add
-        processes while one is under way.
+        left" means the run left nothing behind (the next call is prepared only after this).
+        Sweeps repeat because a fork bomb may add processes while one is under way.
         """
-        deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             self._sweep(pid)
             try:
@@ -169,38 +197,93 @@ class Supervisor:
             time.sleep(0.002)
         return wait_status if wait_status is not None else signal.SIGKILL  # as if killed
 
-    def run(self, req: dict) -> dict:
+    def prepare(self) -> None:
+        """Create the next call (cgroup, working directory, its two processes) before its code exists."""
         self.runs += 1
-        workdir = os.path.join(self.base_dir, f"run-{self.runs}")
-        os.mkdir(workdir, 0o700)
-        if self.uid is not None:
-            os.chown(workdir, self.uid, self.uid)
+        n = self.runs
+        workdir = os.path.join(self.base_dir, f"run-{n}")
+        mounted = self.uid is not None
+        if mounted:
+            jail.mount_workdir(workdir, self.uid, _WORKDIR_MB, _WORKDIR_INODES)
+        else:
+            os.mkdir(workdir, 0o700)
         joins = []
         if self.cgroups is not None:
-            # The keeper and the init count too: two processes and a few MB beyond the code's own.
-            mem = (int(req["memory_mb"]) + 32) * 2**20
-            joins = self.cgroups.create(self.runs, mem, int(req["max_procs"]) + 2)
+            # The init counts too: one process and a few MB beyond the code's own.
+            mem = (int(self.limits["memory_mb"]) + 32) * 2**20
+            joins = self.cgroups.create(n, mem, int(self.limits["max_procs"]) + 1)
         out_r, out_w = os.pipe()
-        start = time.monotonic()
-        call = {"uid": self.uid, "guard": self.guard, "joins": joins, "supervisor": os.getpid()}
-        pid = os.fork()
+        req_r, req_w = os.pipe()
+        status_r, status_w = os.pipe()
+        call = {"uid": self.uid, "guard": self.guard, "limits": self.limits, "joins": joins}
+        # Frozen objects are never traversed by the collector, so neither process writes their
+        # pages just to collect: fewer copy-on-write faults on both sides of the fork. Collect
+        # first: a garbage cycle frozen would never be freed.
+        gc.collect()
+        gc.freeze()
+        pid = os.fork() if self.uid is None else jail.fork_into_call_namespaces(self.namespaces)
         if pid == 0:
-            os.close(out_r)
-            child.keeper(req, out_w, workdir, call)
-        os.close(out_w)
-        for fd in joins:
+            for fd in (out_r, req_w, status_r):
+                os.close(fd)
+            child.init(out_w, req_r, status_w, workdir, call)
+        for fd in (out_w, req_r, status_w, *joins):
             os.close(fd)
-        try:
-            return self._collect(req, pid, out_r, start)
-        finally:
-            os.close(out_r)
-            shutil.rmtree(workdir, ignore_errors=True)  # first: its pages count in the cgroup
-            if self.cgroups is not None:
-                self.cgroups.destroy(self.runs)
+        self.next = _Call(n, pid, out_r, req_w, status_r, workdir, mounted)
 
-    def _collect(self, req: dict, pid: int, out_r: int, start: float) -> dict:
-        deadline = start + float(req["timeout_s"])
-        cap = int(req["max_output_bytes"])
+    def run(self, req: dict) -> dict:
+        """Hand `req` to the prepared call and collect its outcome; its processes are dead after."""
+        call, self.next = self.next, None
+        self.done = call
+        start = time.monotonic()
+        try:
+            _write_frame(call.req_w, {"code": req["code"], "timeout_s": req["timeout_s"]})
+        except BrokenPipeError:
+            pass  # the prepared call died: its own exit status and output say why
+        os.close(call.req_w)
+        return self._collect(float(req["timeout_s"]), call, start)
+
+    def recycle(self) -> bool:
+        """Clean up the call that ran and prepare the next; False when this slot must be replaced.
+
+        Every step runs even when an earlier one failed (the cgroup is removed whatever became of
+        the directory), and each is bounded by `_CLEANUP_S`: a slot that cannot be cleaned in
+        that time is not reused.
+        """
+        call, self.done = self.done, None
+        deadline = time.monotonic() + _CLEANUP_S
+        ok = True
+        if call is not None:
+            steps = (
+                lambda: os.close(call.out_r),
+                lambda: os.close(call.status_r),
+                lambda: self._kill_and_reap(call.pid, None, deadline),
+                lambda: self._remove_workdir(call, deadline),
+                lambda: self.cgroups is None or self.cgroups.destroy(call.n, deadline),
+            )
+            for step in steps:
+                try:
+                    ok = step() is not False and ok
+                except Exception:  # noqa: BLE001 - a failed step means a dirty slot, not a crash
+                    ok = False
+        if ok and time.monotonic() < deadline:
+            try:
+                self.prepare()
+            except Exception:  # noqa: BLE001
+                return False
+            return True
+        return False
+
+    def _remove_workdir(self, call: _Call, deadline: float) -> bool:
+        if call.mounted:
+            jail.unmount_workdir(call.workdir)
+            return True
+        return cleanup.remove_tree(call.workdir, deadline)
+
+    def _collect(self, timeout: float, call: _Call, start: float) -> dict:
+        """Output and outcome of `call`: the user process's wait status as its init reported it."""
+        pid, out_r = call.pid, call.out_r
+        deadline = start + timeout
+        cap = int(self.limits["max_output_bytes"])
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(out_r, select.POLLIN | select.POLLHUP)
@@ -230,7 +313,10 @@ class Supervisor:
                     break
         finally:
             os.close(pidfd)
-        wait_status = self._kill_and_reap(pid, wait_status)
+        wait_status = self._kill_and_reap(pid, wait_status, time.monotonic() + _REAP_S)
+        raw = os.read(call.status_r, 4)  # every writer is dead: the user's status, or nothing
+        if len(raw) == 4 and os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == 0:
+            wait_status = struct.unpack("i", raw)[0]
         if status is None:
             if os.WIFSIGNALED(wait_status):
                 status = "signal"
@@ -254,11 +340,18 @@ def main() -> None:
     os.dup2(null, 0)
     os.dup2(null, 1)
     supervisor = Supervisor(cfg)
+    try:
+        supervisor.prepare()
+    except Exception as e:  # noqa: BLE001 - the host reports that the slot did not start
+        _write_frame(resp_fd, {"ready": False, "error": f"{type(e).__name__}: {e}"})
+        return
     _write_frame(resp_fd, {"ready": True, "isolation": supervisor.isolation})
+    # Each request gets two frames: the call's result as soon as its processes are dead, then,
+    # after the clean-up and the next call's preparation, whether this slot may serve again.
     while (req := _read_frame(req_fd)) is not None:
         try:
             resp = supervisor.run(req)
-        except Exception as e:  # noqa: BLE001 - report, keep serving
+        except Exception as e:  # noqa: BLE001 - report, then clean up and let the host decide
             resp = {
                 "status": "internal",
                 "output": f"{type(e).__name__}: {e}",
@@ -267,6 +360,10 @@ def main() -> None:
                 "elapsed_s": 0.0,
             }
         _write_frame(resp_fd, resp)
+        clean = supervisor.recycle()
+        _write_frame(resp_fd, {"ready": clean})
+        if not clean:
+            return  # the host replaces this slot; it is never reused
 
 
 if __name__ == "__main__":

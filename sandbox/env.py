@@ -2,10 +2,11 @@
 
 `EpisodeEnv.step(assistant_text)` parses the turn (sandbox.parser), runs its tool calls — several
 in one turn run in parallel on a thread pool — and its memory operations, and answers each, in
-the order they appear, with a `<tool_response>` or `<memory_response>` block. Parse errors are
-answered in place with error blocks. The episode ends when an `<answer>` is given or after
-`max_turns` turns. Nothing the agent writes makes `step` raise. One turn's responses together are
-capped (`max_turn_chars`); beyond the cap they are replaced by one error block saying what was cut.
+the order they appear, with a `<tool_response>` block (a memory reply's `<memory_response>` inside
+one). Parse errors are answered in place with error blocks. The episode ends when an `<answer>` is
+given or after `max_turns` turns. Nothing the agent writes makes `step` raise. One turn's responses
+together are capped (`max_turn_chars`); beyond the cap they are replaced by one error block saying
+what was cut.
 Python calls are bounded per turn and per episode (`sandbox.python_budget`) and wait for the shared
 pool as this episode (`owner=`), so one episode's loops cannot starve the others.
 
@@ -118,9 +119,19 @@ class Response:
     is_error: bool
     env_fault: bool = False  # the environment failed (see ToolResult.env_fault); not an agent error
 
+    @property
+    def content(self) -> str:
+        """The reply as an OpenAI-style `tool` message's content: a memory reply keeps the B2T
+        spec's `<memory_response>` tags, a tool reply is its text."""
+        if self.kind == "tool":
+            return self.text
+        return f"<memory_response>\n{self.text}\n</memory_response>"
+
     def render(self) -> str:
-        tag = "tool_response" if self.kind == "tool" else "memory_response"
-        return f"<{tag}>\n{self.text}\n</{tag}>"
+        """The block in the user turn: every reply, memory included, in `<tool_response>` (Qwen3's
+        tool-result framing, which its chat template does not count as a new user query; see
+        docs/SPEC.md section 6)."""
+        return f"<tool_response>\n{self.content}\n</tool_response>"
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ class ExpertSession:
 
     def answer(self, think: str, plan: list[dict[str, Any]]) -> str:
         body = json.dumps(plan, ensure_ascii=False)
-        text = f"<think>{think}</think>\n<answer>{body}</answer>"
+        text = think_block(think) + f"<answer>{body}</answer>"
         step = self.env.step(text)
         self.turns.append({"role": "assistant", "content": text})
         if not step.done or step.answer is None:
@@ -62,12 +62,21 @@ class ExpertSession:
         return step.answer
 
 
+def think_block(think: str) -> str:
+    """Qwen3's native reasoning block: `<think>`, newline, the reasoning, newline, `</think>`, two
+    newlines. What Qwen3 generates, and what its chat template renders from `reasoning_content`
+    (docs/SPEC.md section 6), so a released Qwen3 is taught no new format."""
+    return "<think>\n" + think.strip("\n") + "\n</think>\n\n"
+
+
 def turn_text(think: str, memory: Sequence[dict] = (), calls: Sequence[dict] = ()) -> str:
-    """One assistant turn in the agent's action format: think, memory operations, tool calls."""
-    parts = [f"<think>{think}</think>"]
-    parts += [f"<memory>{json.dumps(m, ensure_ascii=False)}</memory>" for m in memory]
+    """One assistant turn in the agent's action format: the think block, then the memory
+    operations, then the tool calls, one per line. Tool calls come last, each written as Qwen3's
+    template writes an assistant message's `tool_calls` entry, so the turn is exactly the
+    template's rendering of reasoning_content + content (the memory operations) + tool_calls."""
+    parts = [f"<memory>{json.dumps(m, ensure_ascii=False)}</memory>" for m in memory]
     parts += ["<tool_call>\n" + json.dumps(c, ensure_ascii=False) + "\n</tool_call>" for c in calls]
-    return "\n".join(parts)
+    return think_block(think) + "\n".join(parts)
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:

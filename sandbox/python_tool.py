@@ -12,30 +12,26 @@ owner by owner (`owner=`, one per episode), so an episode that queues many calls
 episode's call by at most one call's time limit.
 """
 
-import itertools
-import json
 import os
-import select
-import shutil
-import struct
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import weakref
-from collections import Counter
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal, get_args
 
-from sandbox._python_cgroup import remove_leftovers
+from sandbox._python_cleanup import remove_tree
+from sandbox._python_pool import FairSlots, Slot
 from sandbox.env import truncate_middle
 from sandbox.types import ToolResult
 
-_WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_python_worker.py")
-_STARTUP_TIMEOUT_S = 20.0
 _PROTOCOL_SLACK_S = 5.0  # time a supervisor gets beyond the run's own timeout to answer
+# A used slot must say it is clean (and has its next call prepared) this long after its result,
+# or it is replaced: the supervisor's own bound (0.5 s) plus slack for a loaded machine.
+_READY_S = 1.5
+_REMOVE_S = 10.0  # the most the host spends deleting a replaced slot's directory
+_CHILD_LIMITS = ("memory_mb", "max_output_bytes", "max_file_mb", "max_procs")  # what a supervisor enforces
 # "full": refuse to run without the kernel jail; "unsafe-ok": run with only the in-process audit hook.
 Isolation = Literal["full", "unsafe-ok"]
 ISOLATION_MODES: tuple[str, ...] = get_args(Isolation)
@@ -58,123 +54,11 @@ class PythonLimits:
     max_procs: int = 16  # RLIMIT_NPROC (only with the separate uid)
 
 
-class _Slot:
-    """One supervisor process and its protocol pipes."""
-
-    def __init__(self, config: dict) -> None:
-        self.base_dir: str = config["base_dir"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", _WORKER_PATH, json.dumps(config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        )
-        hello = self.receive(_STARTUP_TIMEOUT_S)
-        if not hello or not hello.get("ready"):
-            self.kill()
-            raise RuntimeError("the Python tool's supervisor process did not start")
-        self.isolation: dict = hello["isolation"]
-
-    def send(self, obj: dict) -> None:
-        data = json.dumps(obj).encode()
-        self.proc.stdin.write(struct.pack(">I", len(data)) + data)
-        self.proc.stdin.flush()
-
-    def receive(self, timeout_s: float) -> dict | None:
-        """One frame, or None if the supervisor died or did not answer in time."""
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        buf = b""
-        need = 4
-        header_done = False
-        while True:
-            while len(buf) < need:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                    return None
-                chunk = os.read(fd, need - len(buf))
-                if not chunk:
-                    return None
-                buf += chunk
-            if header_done:
-                return json.loads(buf)
-            need = struct.unpack(">I", buf)[0]
-            buf, header_done = b"", True
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
-        isolation = getattr(self, "isolation", {})
-        if isolation.get("cgroup_paths"):  # a call cut short leaves its cgroup behind
-            remove_leftovers(isolation["cgroup_paths"], isolation["cgroup_prefix"])
-
-
-class _FairSlots:
-    """Idle slots handed to waiting calls, fewest-slots-held owner first (ties: who asked first).
-
-    A plain FIFO would serve an episode's 20 queued calls before a later episode's one call.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._idle: list[_Slot] = []
-        self._waiting: list[tuple[int, Hashable]] = []  # (ticket, owner)
-        self._held: Counter = Counter()
-        self._tickets = itertools.count()
-
-    def put(self, slot: _Slot) -> None:
-        with self._cond:
-            self._idle.append(slot)
-            self._cond.notify_all()
-
-    def get(self, owner: Hashable | None) -> tuple[_Slot, Hashable]:
-        """Wait for a slot; returns it and the owner key to pass to `release`."""
-        with self._cond:
-            ticket = next(self._tickets)
-            owner = ("call", ticket) if owner is None else owner
-            entry = (ticket, owner)
-            self._waiting.append(entry)
-            try:
-                while not (self._idle and self._first() == entry):
-                    self._cond.wait()
-            finally:
-                self._waiting.remove(entry)
-            self._held[owner] += 1
-            self._cond.notify_all()  # the next waiter may take another idle slot
-            return self._idle.pop(), owner
-
-    def _first(self) -> tuple[int, Hashable]:
-        return min(self._waiting, key=lambda w: (self._held[w[1]], w[0]))
-
-    def release(self, owner: Hashable, slot: _Slot | None) -> None:
-        with self._cond:
-            self._held[owner] -= 1
-            if not self._held[owner]:
-                del self._held[owner]
-            if slot is not None:
-                self._idle.append(slot)
-            self._cond.notify_all()
-
-
 def _shutdown(slots: list, base_dirs: list) -> None:
-    for slot in slots:
+    for slot in list(slots):
         slot.kill()
-    for d in base_dirs:
-        shutil.rmtree(d, ignore_errors=True)
+    for d in list(base_dirs):
+        remove_tree(d, time.monotonic() + _REMOVE_S)
 
 
 class PythonSandbox:
@@ -187,6 +71,8 @@ class PythonSandbox:
     `isolation="full"` (the default) raises `PythonIsolationError` when the kernel jail cannot be
     set up here; `"unsafe-ok"` then runs with the audit hook and rlimits only, which hostile
     code can escape. `kernel_isolation=False` skips the jail (as on a machine without it).
+    At most `num_workers` calls run at once; `spare_workers` more slots (default: as many) serve
+    while the slots just used clean up and prepare their next call, off any call's path.
     """
 
     def __init__(
@@ -197,9 +83,10 @@ class PythonSandbox:
         isolation: Isolation = "full",
         kernel_isolation: bool = True,
         audit_guard: bool = True,
+        spare_workers: int | None = None,
     ) -> None:
-        if num_workers < 1:
-            raise ValueError("num_workers must be >= 1")
+        if num_workers < 1 or (spare_workers is not None and spare_workers < 0):
+            raise ValueError("num_workers must be >= 1 and spare_workers >= 0")
         if isolation not in ISOLATION_MODES:
             raise ValueError(
                 f"Python tool isolation must be one of {list(ISOLATION_MODES)}, got {isolation!r}"
@@ -207,8 +94,8 @@ class PythonSandbox:
         self.limits = limits
         self._kernel_isolation = kernel_isolation
         self._audit_guard = audit_guard
-        self._idle = _FairSlots()
-        self._slots: list[_Slot] = []
+        self._idle = FairSlots(num_workers)
+        self._slots: list[Slot] = []
         self._base_dirs: list[str] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -224,35 +111,62 @@ class PythonSandbox:
                 "rollout.python_tool_isolation=unsafe-ok (PythonSandbox(isolation='unsafe-ok')) to accept "
                 "that, or disable the tool"
             )
-        for _ in range(num_workers - 1):
+        for _ in range(num_workers - 1 + (num_workers if spare_workers is None else spare_workers)):
             self._idle.put(self._spawn())
 
-    def _spawn(self) -> _Slot:
+    def _spawn(self) -> Slot:
         base_dir = tempfile.mkdtemp(prefix="b2t-python-")
         os.chmod(base_dir, 0o711)
+        config = {
+            "base_dir": base_dir,
+            "kernel_isolation": self._kernel_isolation,
+            "audit_guard": self._audit_guard,
+            "limits": {k: v for k, v in asdict(self.limits).items() if k in _CHILD_LIMITS},
+        }
         try:
-            slot = _Slot(
-                {
-                    "base_dir": base_dir,
-                    "kernel_isolation": self._kernel_isolation,
-                    "audit_guard": self._audit_guard,
-                }
-            )
+            slot = Slot(config)
         except BaseException:
-            shutil.rmtree(base_dir, ignore_errors=True)
+            remove_tree(base_dir, time.monotonic() + _REMOVE_S)
             raise
         with self._lock:
             self._slots.append(slot)
             self._base_dirs.append(base_dir)
-        return slot
+            if not self._closed:
+                return slot
+        self._discard(slot)  # close() ran meanwhile: this slot must not outlive the pool
+        remove_tree(base_dir, time.monotonic() + _REMOVE_S)
+        raise RuntimeError("the Python tool has been shut down")
 
-    def _replace(self, slot: _Slot) -> _Slot:
+    def _discard(self, slot: Slot) -> None:
+        """Kill `slot` and forget it; its directory is the caller's to delete (`_remove_dir`)."""
         slot.kill()
         with self._lock:
-            self._slots.remove(slot)
-            self._base_dirs.remove(slot.base_dir)
-        shutil.rmtree(slot.base_dir, ignore_errors=True)
-        return self._spawn()
+            if slot in self._slots:
+                self._slots.remove(slot)
+                self._base_dirs.remove(slot.base_dir)
+
+    def _recycle(self, slot: Slot, healthy: bool) -> None:
+        """Back to the idle slots once the supervisor says it is clean, else replaced (thread body).
+
+        A slot that failed is never reused: a fresh one takes its place first, then the old
+        directory is deleted (bounded), off every call's path.
+        """
+        try:
+            ready = healthy and slot.receive(_READY_S) == {"ready": True}
+        except (OSError, ValueError):  # close() killed the slot meanwhile
+            ready = False
+        if ready and not self._closed:
+            self._idle.put(slot)
+            return
+        self._discard(slot)
+        replacement = slot  # if none can start, the next call on the dead slot tries again, and says why
+        if not self._closed:
+            try:
+                replacement = self._spawn()
+            except Exception:  # noqa: BLE001
+                pass
+            self._idle.put(replacement)
+        remove_tree(slot.base_dir, time.monotonic() + _REMOVE_S)
 
     def run(self, code: str, timeout_s: float | None = None, *, owner: Hashable | None = None) -> ToolResult:
         """Run `code` in a fresh jailed process; see the class docstring."""
@@ -270,28 +184,22 @@ class PythonSandbox:
         if self._closed:
             return ToolResult.error("the Python tool has been shut down"), 0.0
         timeout = float(timeout_s if timeout_s is not None else lim.timeout_s)
-        request = {
-            "code": code,
-            "timeout_s": timeout,
-            "memory_mb": lim.memory_mb,
-            "max_output_bytes": lim.max_output_bytes,
-            "max_file_mb": lim.max_file_mb,
-            "max_procs": lim.max_procs,
-        }
         slot, owner = self._idle.get(owner)
         start = time.monotonic()
+        healthy = False
         try:
-            result, slot = self._call(slot, request, timeout)
+            result, healthy = self._call(slot, {"code": code, "timeout_s": timeout}, timeout)
             return result, time.monotonic() - start
         except Exception as e:  # noqa: BLE001 - a broken pool must not crash the rollout
             return ToolResult.error(
                 f"the Python tool failed: {type(e).__name__}: {e}"
             ), time.monotonic() - start
         finally:
-            self._idle.release(owner, None if self._closed else slot)
+            self._idle.release(owner)
+            threading.Thread(target=self._recycle, args=(slot, healthy), daemon=True).start()
 
-    def _call(self, slot: _Slot, request: dict, timeout: float) -> tuple[ToolResult, _Slot]:
-        """The reply to `request` and the slot to return to the pool (a new one if `slot` died)."""
+    def _call(self, slot: Slot, request: dict, timeout: float) -> tuple[ToolResult, bool]:
+        """The reply to `request`, and whether the slot still answers (else it is replaced)."""
         reply = None
         if slot.alive():
             try:
@@ -300,9 +208,9 @@ class PythonSandbox:
             except (OSError, ValueError):
                 reply = None
         if reply is None:
-            error = ToolResult.error("the Python process crashed or stopped answering; it was restarted")
-            return error, self._replace(slot)
-        return self._to_result(reply, timeout), slot
+            crashed = "the Python process crashed or stopped answering; it was restarted"
+            return ToolResult.error(crashed), False
+        return self._to_result(reply, timeout), True
 
     def _to_result(self, reply: dict, timeout: float) -> ToolResult:
         lim = self.limits

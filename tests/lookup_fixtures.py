@@ -8,7 +8,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from b2tjax.config import TrainConfig, apply_overrides
+from b2tjax.config import TrainConfig, apply_overrides, validate
 from b2tjax.run.metrics import read_metrics
 from b2tjax.run.trainer import RunResult, Trainer, build_model
 from b2tjax.tasks.toy_tools import LookupTask
@@ -41,7 +41,7 @@ def train_lookup(out: Path, task: LookupTask, seed: int, overrides=()) -> tuple[
     """One SFT + GRPO run of RECIPE (+ overrides); returns (GRPO metrics rows in step order, result)."""
     cfg = TrainConfig(task="toy", mode="sft_grpo", seed=seed, steps=GRPO_STEPS, out=str(out))
     model_shape = f"model.overrides={{vocab_size: {task.tokenizer.vocab_size}, initializer_range: 0.1}}"
-    apply_overrides(cfg, [model_shape, *RECIPE, *overrides]).validate()
+    validate(apply_overrides(cfg, [model_shape, *RECIPE, *overrides]))
     result = Trainer(cfg, task, build_model(cfg), progress=False).run()
     rows = [row for _, row in sorted(read_metrics(out / "metrics.jsonl", phase="grpo").items())]
     return rows, result

@@ -1,6 +1,8 @@
-"""The training config, split by job: `schema` (the sections and their knobs), `loader` (YAML and
-`key=value` overrides, converted by annotation) and `checks` (ranges and cross-section rules)."""
+"""The training config, split by job: `schema` (the sections and their knobs, each with its type,
+choices and range), `loader` (YAML recipes with `base:` and `key=value` overrides, converted by
+annotation) and `checks` (`validate`: every declared range, then the rules between knobs)."""
 
+from b2tjax.config.checks import validate
 from b2tjax.config.loader import (
     apply_overrides,
     config_from_dict,
@@ -39,4 +41,5 @@ __all__ = [
     "dump_config",
     "load_config",
     "load_rollout_config",
+    "validate",
 ]

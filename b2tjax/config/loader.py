@@ -1,8 +1,14 @@
-"""Reading a training config: defaults <- YAML recipe <- `a.b=value` overrides, then checked.
+"""Reading a training config: defaults <- YAML recipe (after its `base:` chain) <- `a.b=value`
+overrides, then checked.
 
-Each value is converted by its field's annotation (sandbox.fields.coerce), so a `list[str]`, a
-`dict[str, Any]` or a `Literal` field rejects a wrong value as it loads, with the key in the message.
-Unknown keys are rejected the same way, listing the valid keys at that level.
+A recipe may name the recipe it starts from, `base: FILE` (relative to its own folder), and then
+holds only what differs: the chain is merged root first, each file's keys over its base's, a
+mapping section key by key while a list or a mapping-valued knob (`model.overrides`) is replaced
+whole. Each value is converted by its field's annotation (models.fields.coerce), so a `list[str]`,
+a `dict[str, Any]` or a `Literal` field rejects a wrong value as it loads, with the key in the
+message. Unknown keys are rejected the same way, listing the valid keys at that level. A recipe is
+a small regular file of plain YAML (recipe_yaml): a duplicate key, an alias, a device or a FIFO, or
+a file over MAX_CONFIG_BYTES is refused in one line.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from typing import Any
 
 import yaml
 
+from b2tjax.config.checks import validate
+from b2tjax.config.recipe_yaml import parse_yaml, read_recipe
 from b2tjax.config.schema import TrainConfig
+from models.fields import coerce, field_type
 from rollout.config import RolloutConfig
-from sandbox.fields import coerce, field_type
 
 _ROLES = ("coordinator", "executor")
 # Old spellings of renamed keys, so saved run configs and older recipes still load.
@@ -26,6 +34,7 @@ _RENAMED = {
     "rollout.max_new_tokens": "rollout.max_turn_tokens",
     **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in _ROLES},
 }
+MAX_CHAIN = 8  # recipes in one `base:` chain (the longest in configs/ has 4, base.yaml's defaults aside)
 # HiMAP role limits were written with 0 = the rollout section's value; a StreamLimits says None.
 _ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in _ROLES for k in ("max_turn_tokens", "max_total_tokens")}
 
@@ -58,9 +67,9 @@ def apply_overrides(cfg: TrainConfig, overrides: Iterable[str]) -> TrainConfig:
             raise ValueError(f"override {item!r} is not of the form key=value")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            raise ValueError(f"override {item!r}: the value is not valid YAML") from None
+            value = parse_yaml(raw) if raw != "" else ""
+        except ValueError as err:
+            raise ValueError(f"override {item!r}: the value is not valid YAML ({err})") from None
         nested: Any = value
         for part in reversed(key.strip().split(".")):
             nested = {part: nested}
@@ -73,22 +82,23 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
     cfg = TrainConfig()
     if path is not None:
         _merge_file(cfg, Path(path))
-    return apply_overrides(cfg, overrides).validate()
+    return validate(apply_overrides(cfg, overrides))
 
 
-def _merge_file(cfg: TrainConfig, path: Path) -> None:
-    """Merge a YAML recipe; every problem with the file is a ValueError naming it."""
-    if not path.is_file():
-        raise ValueError(f"config file {path} " + ("is a directory" if path.is_dir() else "does not exist"))
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ValueError(f"{path}:{where}: YAML syntax error ({problem})") from None
+def _merge_file(cfg: TrainConfig, path: Path, children: tuple[Path, ...] = ()) -> None:
+    """Merge a YAML recipe after its `base:` chain; every problem is a ValueError naming its file."""
+    data = read_recipe(path)
+    base = data.pop("base", None)
+    if base is not None:
+        if not isinstance(base, str) or not base:
+            raise ValueError(f"{path}: base must be the file name of a recipe, got {base!r}")
+        chain = (*children, path.resolve())
+        parent = path.parent / base
+        if parent.resolve() in chain:
+            raise ValueError(f"{path}: base {base!r} makes a loop ({' -> '.join(p.name for p in chain)})")
+        if len(chain) >= MAX_CHAIN:
+            raise ValueError(f"{path}: base {base!r} makes a chain of over {MAX_CHAIN} recipes")
+        _merge_file(cfg, parent, chain)
     try:
         _merge(cfg, data)
     except ValueError as err:
@@ -99,7 +109,7 @@ def config_from_dict(data: dict) -> TrainConfig:
     """Inverse of `TrainConfig.to_dict` (used when restoring a run's saved config)."""
     cfg = TrainConfig()
     _merge(cfg, data)
-    return cfg.validate()
+    return validate(cfg)
 
 
 def dump_config(cfg: TrainConfig, path: str | Path) -> None:
@@ -114,8 +124,8 @@ def load_rollout_config(
     path: str | Path | None, overrides: Iterable[str] = (), base: RolloutConfig | None = None
 ) -> RolloutConfig:
     """The rollout section alone, for scripts that only roll out (launch/rollouts.py, the notebook):
-    `base` <- the recipe's `rollout:` section (its other sections are checked, then ignored) <-
-    `rollout.key=value` overrides, validated like a training config's."""
+    `base` <- the `rollout:` sections of the recipe's chain (its other sections are checked, then
+    ignored) <- `rollout.key=value` overrides, validated like a training config's."""
     cfg = TrainConfig(rollout=dataclasses.replace(base) if base is not None else RolloutConfig())
     if path is not None:
         _merge_file(cfg, Path(path))

@@ -1,21 +1,27 @@
 """The training config's schema: one dataclass per YAML section, every knob with its allowed values.
 
-Defaults describe the tiny CPU run (`configs/tiny_cpu.yaml` spells them out). Each field's
-annotation is its type and, for a choice, its allowed values (`Literal`): the loader
-(b2tjax.config.loader) converts and checks every value by it, so they are written once; the
-comment beside a knob says what the values mean. Ranges and cross-section rules are in
-b2tjax.config.checks. The `rollout:` section is rollout.config.RolloutConfig, the object the
-RolloutEngine takes.
+Each field's annotation is its type, for a choice its allowed values (`Literal`) and for a number
+its range (`Annotated[int, Range(ge=0)]`, or the aliases PosInt >= 1, NonNegInt >= 0, PosFloat > 0,
+NonNegFloat >= 0 of models.fields): the loader (b2tjax.config.loader) converts every value by it and
+models.fields.field_errors checks it, so type, choices and range are written once, here; the comment
+beside a knob says what the values mean. Rules between knobs are in b2tjax.config.checks. The
+`rollout:` section is rollout.config.RolloutConfig, the object the RolloutEngine takes.
+
+The defaults are not a recipe: they are small values every part runs with (what `TrainConfig()`
+and the unit tests get). `configs/base.yaml` lists every knob at its default with its allowed
+values, in sections; a recipe in configs/ starts from them, or from the recipe its `base:` key
+names, and holds what differs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from b2tjax.grpo.credit import CreditMode
 from b2tjax.grpo.loss import AggregationMode
+from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, Range
 from models.lora import LoraConfig
 from models.qwen3 import Remat
 from rollout.config import RolloutConfig
@@ -36,7 +42,7 @@ class ModelConfig:
     compute_dtype: Dtype = "float32"  # float32 | bfloat16 (GPU/TPU); master weights stay param_dtype
     param_dtype: Dtype = "float32"  # float32 | bfloat16: the master weights and optimizer state
     tokenizer: str = "sentencepiece"  # "sentencepiece" (trained on the generated corpus) | "qwen3" | path
-    sp_vocab_size: int = 1024  # size of the SentencePiece vocabulary trained for the tiny model
+    sp_vocab_size: Annotated[int, Range(ge=64)] = 1024  # the SentencePiece vocabulary trained for "tiny"
     remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
     # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
     lora: LoraConfig = field(default_factory=LoraConfig)
@@ -55,32 +61,32 @@ class DataConfig:
     eval_split: str = ""  # "" = the benchmark's own (B2T: test; TravelPlanner: dev, generated queries)
     # a subset of [easy, medium, hard]: the instances trained on
     difficulties: list[str] = field(default_factory=lambda: ["easy", "medium", "hard"])
-    max_train_instances: int = 0  # >= 0; 0 = all
-    eval_instances: int = 8  # >= 0: instances in the final evaluation table (0 = whole split)
+    max_train_instances: NonNegInt = 0  # 0 = all
+    eval_instances: NonNegInt = 8  # instances in the final evaluation table (0 = whole split)
     shuffle_seed: int = 0  # any integer: order of the training instances
 
 
 @dataclass
 class GRPOConfig:
-    adv_eps: float = 1e-6  # > 0: added to the group std before dividing
+    adv_eps: PosFloat = 1e-6  # added to the group std before dividing
     scale_by_std: bool = True  # true | false: false = the "no_std" variant
-    clip_low: float = 0.2  # >= 0: PPO ratio clip below, 1 - clip_low
-    clip_high: float = 0.28  # >= 0: ratio clip above, 1 + clip_high (DAPO clip-higher)
-    beta: float = 0.0  # >= 0: KL coefficient; 0 = no reference model at all
+    clip_low: NonNegFloat = 0.2  # PPO ratio clip below, 1 - clip_low
+    clip_high: NonNegFloat = 0.28  # ratio clip above, 1 + clip_high (DAPO clip-higher)
+    beta: NonNegFloat = 0.0  # KL coefficient; 0 = no reference model at all
     aggregation: AggregationMode = "seq_mean_token_mean"  # | token_mean | fixed_length (grpo.token_weights)
-    fixed_length: int = 0  # >= 0: normaliser of "fixed_length"; 0 = rollout.max_seq_len
+    fixed_length: NonNegInt = 0  # normaliser of "fixed_length"; 0 = rollout.max_seq_len
     loss_mask: bool = True  # ablation: False trains on environment tokens too
     action_penalty: bool = True  # ablation: P_action off
     format_gate: bool = True  # ablation: false pays r_c + r_upc even without R_format
     recompute_old_logprobs: bool = False  # true: a forward pass recomputes them; false: the sampler's
-    mini_batches: int = 1  # >= 1, divides the rollout batch: optimizer steps per rollout batch and epoch
-    epochs: int = 1  # >= 1: passes over each rollout batch
-    micro_batch_size: int = 0  # >= 0, divides the mini-batch: rows per forward/backward; 0 = all
-    logprob_chunk: int = 128  # >= 1: sequence chunk of the vocabulary projection
+    mini_batches: PosInt = 1  # divides the rollout batch: optimizer steps per rollout batch and epoch
+    epochs: PosInt = 1  # passes over each rollout batch
+    micro_batch_size: NonNegInt = 0  # divides the mini-batch: rows per forward/backward; 0 = all
+    logprob_chunk: PosInt = 128  # sequence chunk of the vocabulary projection
     # "team": every stream of an episode trains on the episode's group-normalised team reward;
     # "team_local": plus local_weight x a day executor's own normalised day score (docs/HIMAP.md).
     credit: CreditMode = "team"
-    local_weight: float = 0.5  # >= 0: weight of the local score under "team_local"
+    local_weight: NonNegFloat = 0.5  # weight of the local score under "team_local"
     # Train only on the records of groups whose rewards differ (DAPO's dynamic-sampling filter): a
     # flat group's advantages are all 0, so with sparse rewards most of a step's forward/backward
     # would be spent on rows that teach nothing. Sample more prompts per step to keep the batch full.
@@ -89,38 +95,38 @@ class GRPOConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-4  # > 0: peak learning rate (linear warmup, cosine decay)
-    warmup_steps: int = 2  # >= 0
-    final_lr_ratio: float = 0.1  # in [0, 1]: the last step's lr / lr
-    weight_decay: float = 0.0  # >= 0: AdamW decoupled weight decay
-    b1: float = 0.9  # in [0, 1): Adam first-moment decay
-    b2: float = 0.999  # in [0, 1): Adam second-moment decay
-    eps: float = 1e-8  # > 0: Adam denominator epsilon
-    max_grad_norm: float = 1.0  # > 0: global-norm gradient clip
+    lr: PosFloat = 1e-4  # peak learning rate (linear warmup, cosine decay)
+    warmup_steps: NonNegInt = 2  # linear warmup from 0 to lr
+    final_lr_ratio: Annotated[float, Range(ge=0, le=1)] = 0.1  # the last step's lr / lr
+    weight_decay: NonNegFloat = 0.0  # AdamW decoupled weight decay
+    b1: Annotated[float, Range(ge=0, lt=1)] = 0.9  # Adam first-moment decay
+    b2: Annotated[float, Range(ge=0, lt=1)] = 0.999  # Adam second-moment decay
+    eps: PosFloat = 1e-8  # Adam denominator epsilon
+    max_grad_norm: PosFloat = 1.0  # global-norm gradient clip
 
 
 @dataclass
 class SFTConfig:
-    steps: int = 40  # >= 0; 0 = no SFT warm start
-    batch_size: int = 4  # >= 1: traces per optimizer step
-    micro_batch_size: int = 0  # >= 0, divides batch_size; 0 = whole batch
-    max_seq_len: int = 1024  # >= 2: a trace is cut to this many tokens
-    max_examples: int = 0  # >= 0; 0 = all traces
+    steps: NonNegInt = 40  # 0 = no SFT warm start
+    batch_size: PosInt = 4  # traces per optimizer step
+    micro_batch_size: NonNegInt = 0  # divides batch_size; 0 = whole batch
+    max_seq_len: Annotated[int, Range(ge=2)] = 1024  # a trace is cut to this many tokens
+    max_examples: NonNegInt = 0  # 0 = all traces
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=4))  # as `optim:`
 
 
 @dataclass
 class CheckpointConfig:
-    every_steps: int = 10  # >= 1: GRPO steps between saves
-    keep: int = 2  # >= 1: newest checkpoints kept
+    every_steps: PosInt = 10  # GRPO steps between saves
+    keep: PosInt = 2  # newest checkpoints kept
     async_save: bool = True  # true: write in the background while training goes on
 
 
 @dataclass
 class MeshConfig:
-    data: int = 1  # >= 1: data-parallel replicas
+    data: PosInt = 1  # data-parallel replicas
     fsdp: int = -1  # >= 1, or -1 = every device not used by the other axes
-    tensor: int = 1  # >= 1: tensor-parallel shards (divides the heads)
+    tensor: PosInt = 1  # tensor-parallel shards (divides the heads)
 
 
 @dataclass
@@ -128,20 +134,18 @@ class HardwareConfig:
     """The machine a recipe is sized for; launch/plan.py checks every program fits it."""
 
     device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
-    devices: int = 1  # >= 1: accelerator chips in the whole job
-    hbm_gib: float = 0.0  # >= 0: memory per device in GiB; 0 = not stated (the plan then reports only)
-    target: str = (
-        ""  # what launch/plan.py compiles for (b2tjax/plan/targets.py: v5p-16, h100-8, ...); "" = cpu
-    )
+    devices: PosInt = 1  # accelerator chips in the whole job
+    hbm_gib: NonNegFloat = 0.0  # memory per device in GiB; 0 = not stated (the plan then reports only)
+    target: str = ""  # what launch/plan.py compiles for (b2tjax/plan/targets.py: v5p-16, h100-8...); "" = cpu
 
 
 @dataclass
 class ToyConfig:
     """The digit task: prompt [BOS, k] -> the reward is 1 iff the answer token is digit k."""
 
-    num_digits: int = 10  # >= 1: prompts k in [0, num_digits)
+    num_digits: PosInt = 10  # prompts k in [0, num_digits)
     vocab_size: int = 16  # >= 2 + 2 * num_digits (pad, BOS, digit names, digits)
-    answer_len: int = 1  # >= 1: sampled tokens per answer
+    answer_len: PosInt = 1  # sampled tokens per answer
 
 
 @dataclass
@@ -151,9 +155,9 @@ class TrainConfig:
     mode: Mode = "sft_grpo"  # sft_grpo | grpo | sft_only (baseline) | eval (e.g. a ReAct baseline)
     agent: Agent = "single"  # single | himap:: HiMAP episodes (the `himap:` section) for rollouts, SFT, eval
     seed: int = 0  # any integer: model init, sampling and data order
-    steps: int = 12  # >= 0: GRPO steps (one rollout batch each)
+    steps: NonNegInt = 12  # GRPO steps (one rollout batch each)
     out: str = "runs/tiny"  # a path: the run directory (checkpoints, logs, plots)
-    log_every: int = 1  # >= 1: steps between metric lines
+    log_every: PosInt = 1  # steps between metric lines
     eval_at_end: bool = True  # true: greedy evaluation on data.eval_split after training
     distributed: bool = False  # true: call jax.distributed.initialize() (multi-host TPU / multi-node GPU)
     save_records: bool = False  # true: OUT/records/step-N.jsonl keeps every GRPO step's episode records
@@ -168,15 +172,6 @@ class TrainConfig:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     toy: ToyConfig = field(default_factory=ToyConfig)
     himap: HimapOptions = field(default_factory=HimapOptions)  # the protocol's own options type
-
-    def validate(self) -> TrainConfig:
-        """Reject settings that would only fail deep inside a long run (b2tjax.config.checks)."""
-        from b2tjax.config.checks import config_errors
-
-        errors = config_errors(self)
-        if errors:
-            raise ValueError("invalid training config:\n  " + "\n  ".join(errors))
-        return self
 
     def get(self, dotted: str) -> Any:
         """The value at a dotted key such as 'sft.optim.lr'."""

@@ -17,7 +17,13 @@ from typing import Any
 from b2tjax.report.clip import clip as clip_text
 from sandbox.parser import ToolCall, parse_turn
 
-_RESPONSE = re.compile(r"<(tool|memory)_response>\n?(.*?)\n?</\1_response>", re.DOTALL)
+# Every reply block is a <tool_response>; a memory reply holds a <memory_response> inside it
+# (docs/SPEC.md section 6). A bare <memory_response> block is what records written before that
+# framing hold; reports still read them.
+_RESPONSE = re.compile(
+    r"<tool_response>\n?(.*?)\n?</tool_response>|<memory_response>\n?(.*?)\n?</memory_response>", re.DOTALL
+)
+_MEMORY = re.compile(r"<memory_response>\n?(.*?)\n?</memory_response>", re.DOTALL)
 _CHAT_TOKENS = re.compile(r"<\|im_(?:start|end)\|>(?:user|assistant|system)?\n?")
 MAX_CHARS = 1500  # per response / thought / tool arguments shown in the page
 LABEL_CHARS = 120  # per name (a tool name the model wrote can be any length)
@@ -53,7 +59,7 @@ def turn(
             a.name if isinstance(a, ToolCall) else "memory" if isinstance(a, dict) else ""
             for a in parsed.actions
         ]
-        found = _RESPONSE.findall(reply or "")
+        found = _blocks(reply or "")
         responses = [
             {"kind": kind, "name": names[k] if k < len(names) else "", "error": False, "text": body}
             for k, (kind, body) in enumerate(found)
@@ -78,6 +84,21 @@ def turn(
         ],
         "shade": [[piece, round(lp, 3)] for piece, lp in shade] if shade else None,
     }
+
+
+def _blocks(reply: str) -> list[tuple[str, str]]:
+    """(kind, body) of each response block of an environment reply, in order."""
+    out = []
+    for block in _RESPONSE.finditer(reply):
+        wrapped, bare = block.groups()
+        memory = _MEMORY.fullmatch(wrapped) if wrapped is not None else None
+        if bare is not None:
+            out.append(("memory", bare))
+        elif memory is not None:
+            out.append(("memory", memory.group(1)))
+        else:
+            out.append(("tool", wrapped))
+    return out
 
 
 def from_record(record: Any, tokenizer: Any, *, shading: bool = False) -> list[dict[str, Any]]:

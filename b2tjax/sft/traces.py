@@ -4,7 +4,9 @@ A trace is laid out token for token like a rollout record (rollout/record.py), s
 exactly the sequences the policy later samples: the prompt rendered by the chat template with the
 tool schemas and the generation prompt (mask 0), then per assistant turn its content + <|im_end|>
 (mask 1), and between turns the environment reply as `rollout.render.render_env_reply` frames it
-(mask 0). The SFT step itself is `train_step.make_step_fns(...).sft_step` (token-mean NLL).
+(mask 0). The whole trace + "\n" is what Qwen3's official chat template renders from its messages
+(docs/SPEC.md section 6), so a served policy sees the context SFT taught it. The SFT step itself
+is `train_step.make_step_fns(...).sft_step` (token-mean NLL).
 """
 
 from __future__ import annotations

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 from b2tjax.run.metrics import read_metrics
 from models.checkpoint import load_model
 from tests.subprocess_env import subprocess_env
+
+pytestmark = pytest.mark.slow  # resumes real training runs in subprocesses
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 12

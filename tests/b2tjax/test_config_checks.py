@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from b2tjax.config import load_config
+from b2tjax.config import dump_config, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("rollout.top_p=7", "rollout.top_p must be in (0, 1], got 7.0"),
         ("rollout.segment_return_share=0", "rollout.segment_return_share must be in (0, 1], got 0.0"),
         ("sft.batch_size=0", "sft.batch_size must be >= 1, got 0"),
-        ("grpo.mini_batches=0", "grpo.mini_batches and grpo.epochs must be >= 1"),
+        ("grpo.mini_batches=0", "grpo.mini_batches must be >= 1, got 0"),
         ("rollout.max_prompt_tokens=5000", "rollout.max_prompt_tokens must be < rollout.max_seq_len (1024)"),
     ],
 )
@@ -36,9 +36,57 @@ def test_out_of_range_values_are_rejected(override, expected):
     assert expected in str(info.value)
 
 
-def test_the_recipes_load():
+def test_every_recipe_loads_back_from_the_config_a_run_saves(tmp_path):
+    """launch/train.py saves OUT/config.yaml (dump_config): loading it gives the recipe's config."""
     for recipe in sorted((ROOT / "configs").glob("*.yaml")):
-        load_config(recipe)
+        cfg = load_config(recipe)
+        dump_config(cfg, tmp_path / "config.yaml")
+        assert load_config(tmp_path / "config.yaml") == cfg, recipe.name
+
+
+# Every range main checked before the ranges moved into the annotations (config/checks.py's
+# _RANGES and _batch_errors, rollout/config.py's _AT_LEAST), written out here: none may be lost.
+RANGES_OF_BEFORE = [
+    *[(k, ">= 0") for k in ("steps", "sft.steps", "sft.micro_batch_size", "sft.max_examples")],
+    *[(k, ">= 0") for k in ("grpo.micro_batch_size", "grpo.fixed_length", "grpo.local_weight")],
+    *[(k, ">= 0") for k in ("data.max_train_instances", "data.eval_instances", "hardware.hbm_gib")],
+    *[(k, ">= 0") for k in ("grpo.clip_low", "grpo.clip_high", "grpo.beta")],
+    *[(k, ">= 1") for k in ("sft.batch_size", "log_every", "grpo.logprob_chunk", "grpo.mini_batches")],
+    *[(k, ">= 1") for k in ("grpo.epochs", "hardware.devices", "checkpoint.every_steps", "checkpoint.keep")],
+    ("sft.max_seq_len", ">= 2"),
+    ("grpo.adv_eps", "> 0"),
+    ("model.sp_vocab_size", ">= 64"),
+    *[(f"{s}lr", "> 0") for s in ("optim.", "sft.optim.")],
+    *[(f"{s}eps", "> 0") for s in ("optim.", "sft.optim.")],
+    *[(f"{s}max_grad_norm", "> 0") for s in ("optim.", "sft.optim.")],
+    *[(f"{s}warmup_steps", ">= 0") for s in ("optim.", "sft.optim.")],
+    *[(f"{s}weight_decay", ">= 0") for s in ("optim.", "sft.optim.")],
+    *[(f"{s}final_lr_ratio", "in [0, 1]") for s in ("optim.", "sft.optim.")],
+    *[(f"{s}{b}", "in [0, 1)") for s in ("optim.", "sft.optim.") for b in ("b1", "b2")],
+    *[(f"rollout.{k}", ">= 1") for k in ("group_size", "prompts_per_step", "max_turns", "max_turn_tokens")],
+    *[(f"rollout.{k}", ">= 1") for k in ("max_response_chars", "batch_rows", "prefill_chunk")],
+    *[(f"rollout.{k}", ">= 1") for k in ("prefill_min_bucket", "prefix_min_tokens", "tool_workers")],
+    *[(f"rollout.{k}", ">= 0") for k in ("max_prompt_tokens", "top_k", "cache_len")],
+    ("rollout.max_seq_len", ">= 2"),
+    *[(f"rollout.{k}", "in (0, 1]") for k in ("top_p", "segment_return_share")],
+]
+
+
+def _just_outside(allowed: str) -> float:
+    """A value just outside the range written `allowed`."""
+    if allowed.startswith("in "):
+        low, high = allowed[4:-1].split(", ")
+        return float(high) + (0 if allowed.endswith(")") else 0.5)
+    bound = float(allowed.split()[-1])
+    return bound if allowed.startswith("> ") else bound - 1
+
+
+@pytest.mark.parametrize("key, allowed", RANGES_OF_BEFORE)
+def test_every_range_of_before_is_still_checked(key, allowed):
+    bad = _just_outside(allowed)
+    with pytest.raises(ValueError) as info:
+        load_config(None, [f"{key}={bad}"])
+    assert f"{key} must be {allowed}, got " in str(info.value)
 
 
 def test_overrides_on_both_sides_of_options(tmp_path):

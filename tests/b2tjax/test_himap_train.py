@@ -21,6 +21,8 @@ from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 
+pytestmark = pytest.mark.slow  # trains HiMAP teams
+
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "configs" / "himap_tiny_cpu.yaml"
 

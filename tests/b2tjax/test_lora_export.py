@@ -21,6 +21,8 @@ from models.config import get_config
 from models.hf import save_pretrained
 from models.qwen3 import Qwen3ForCausalLM
 
+pytestmark = pytest.mark.slow  # trains a LoRA run, then loads it in transformers + peft
+
 peft = pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
 

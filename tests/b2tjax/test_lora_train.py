@@ -16,6 +16,8 @@ from b2tjax.errors import UserError
 from b2tjax.run.trainer import Trainer, build_model
 from b2tjax.tasks.toy import DigitTask
 
+pytestmark = pytest.mark.slow  # trains LoRA runs
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN = (
     "steps=4",

@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # compiles whole recipes in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 TWO_LAYERS = "model.overrides={num_hidden_layers: 2}"
 GIB = 1024**3

@@ -13,6 +13,8 @@ import pytest
 
 from tests.b2tjax.test_memory_plan import ROOT, run_plan
 
+pytestmark = pytest.mark.slow  # compiles recipes with libtpu
+
 pytest.importorskip("libtpu", reason="libtpu is not installed (pip install -e .[test] brings it)")
 
 RECIPE = ROOT / "configs" / "qwen3_0.6b_tpu.yaml"

@@ -34,6 +34,8 @@ from b2tjax.run.metrics import read_metrics
 from rollout.hosts import episode_owner
 from tests.subprocess_env import subprocess_env
 
+pytestmark = pytest.mark.slow  # runs training on a local 2-process cluster
+
 ROOT = Path(__file__).resolve().parents[2]
 SFT_STEPS, GRPO_STEPS = 2, 1
 TIMING = {"time", "tokens_per_s", "step_time_s", "rollout_time_s"}
@@ -183,12 +185,12 @@ import sys
 from b2tjax.run.mesh import build_mesh, maybe_initialize_distributed
 
 maybe_initialize_distributed(False)  # the cluster's variables, when set
-from b2tjax.config import TrainConfig, apply_overrides
+from b2tjax.config import TrainConfig, apply_overrides, validate
 from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
 from b2tjax.run.trainer import Trainer, build_model
 
 cfg = TrainConfig(task="toy", mode="sft_grpo", out=sys.argv[1])
-apply_overrides(cfg, sys.argv[2:]).validate()
+validate(apply_overrides(cfg, sys.argv[2:]))
 Trainer(cfg, LookupTask(LookupConfig(), mesh=build_mesh(cfg.mesh)), build_model(cfg), progress=False).run()
 """
 LOOKUP_SFT, LOOKUP_GRPO = 20, 2  # 20 SFT steps: the protocol (lookup, answer) is learnt, the value not

@@ -157,7 +157,10 @@ def test_turn_parses_calls_memory_and_names_each_response():
         '<tool_call>\n{"name": "HotelSearch", "arguments": {"city": "Chengdu"}}\n</tool_call>\n'
         '<memory>\n{"op": "add", "text": "hotel A"}\n</memory>'
     )
-    reply = "<tool_response>\nHotels: A, B\n</tool_response>\n<memory_response>\nadded 1\n</memory_response>"
+    reply = (
+        "<tool_response>\nHotels: A, B\n</tool_response>\n"
+        "<tool_response>\n<memory_response>\nadded 1\n</memory_response>\n</tool_response>"
+    )
     t = turn(text, reply, tokens=12, max_chars=5)
     assert t["think"]["text"] == "look" and t["tokens"] == 12
     # arguments and memory values are clipped like responses, the whole text a click away
@@ -170,6 +173,12 @@ def test_turn_parses_calls_memory_and_names_each_response():
     assert [(r["kind"], r["name"], r["text"], r["cut"]) for r in t["responses"]] == [
         ("tool", "HotelSearch", "Hotel", len("Hotels: A, B") - 5),
         ("memory", "memory", "added", 2),
+    ]
+    # records written before memory replies were <tool_response>-wrapped still read as memory
+    legacy = "<tool_response>\nHotels: A, B\n</tool_response>\n<memory_response>\nadded 1\n</memory_response>"
+    assert [(r["kind"], r["text"]) for r in turn(text, legacy)["responses"]] == [
+        ("tool", "Hotels: A, B"),
+        ("memory", "added 1"),
     ]
 
 

@@ -29,6 +29,8 @@ from b2tjax.run.metrics import read_metrics
 from tests.rollout_fixtures import ANSWER, engine_config, forced_episode, rollout_setup  # noqa: F401, F811
 from tests.subprocess_env import subprocess_env
 
+pytestmark = pytest.mark.slow  # kills and resumes training runs
+
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 6
 ARGS = [

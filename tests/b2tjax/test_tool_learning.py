@@ -27,7 +27,10 @@ from tests.lookup_fixtures import (
 )
 
 CHANCE = 1 / NUM_VALUES
-pytestmark = pytest.mark.usefixtures("shared_compilations")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("shared_compilations"),
+]  # slow: trains GRPO until the lookup task is learnt
 
 
 def _play(episode: LookupEpisode, *turns: str):

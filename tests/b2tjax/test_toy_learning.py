@@ -3,11 +3,14 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from b2tjax.config import load_config
 from b2tjax.run.metrics import read_metrics
 from b2tjax.run.trainer import Trainer, build_model
 from b2tjax.tasks.toy import DigitTask
+
+pytestmark = pytest.mark.slow  # trains the digit task until it is learnt
 
 ROOT = Path(__file__).resolve().parents[2]
 

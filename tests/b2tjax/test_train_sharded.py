@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains on 8 fake devices in a subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

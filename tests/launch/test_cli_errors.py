@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs every launch script in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
 
@@ -168,6 +170,16 @@ def test_yaml_syntax_error_names_the_file(tmp_path):
     bad.write_text("steps: 3\nrollout: {group_size: 4\n")
     result = run_script("train.py", "--config", bad, "--out", tmp_path / "run")
     assert_one_clear_line(result, str(bad), "line")
+
+
+def test_a_config_that_is_no_recipe_file_is_named_for_what_it_is(tmp_path):
+    """Issue 38.11: a device is not "missing", a duplicate key is not silently the last one."""
+    result = run_script("train.py", "--config", "/dev/zero", "--out", tmp_path / "run")
+    assert "/dev/zero is a character device" in assert_one_clear_line(result, "/dev/zero")
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("base: " + str(ROOT / "configs" / "tiny_cpu.yaml") + "\nsteps: 1\nsteps: 2\n")
+    result = run_script("plan.py", "--config", dup, "--target", "cpu")
+    assert "line 3: duplicate key 'steps'" in assert_one_clear_line(result, str(dup))
 
 
 def test_config_out_of_range_is_rejected(tmp_path):

@@ -8,6 +8,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts local clusters
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

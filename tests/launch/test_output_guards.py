@@ -15,6 +15,8 @@ from b2tjax.cli.outputs import check_outputs
 from b2tjax.errors import UserError
 from tests.launch.test_cli_errors import assert_one_clear_line, run_script
 
+pytestmark = pytest.mark.slow  # runs launch scripts in subprocesses
+
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:

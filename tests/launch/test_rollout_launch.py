@@ -7,7 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.sandbox_fixtures import small_world_path  # noqa: F401
+
+pytestmark = pytest.mark.slow  # runs launch/rollouts.py end to end
 
 SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "rollouts.py"
 

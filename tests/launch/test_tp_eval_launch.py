@@ -10,6 +10,8 @@ from sandbox.benchmarks.travelplanner.submission import write_submission
 from tests.tp_fixtures import human_plans, train_queries  # noqa: F401 - fixtures
 from tests.tp_harness import DATABASE_DIR
 
+pytestmark = pytest.mark.slow  # runs launch/eval.py on TravelPlanner end to end
+
 SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "eval.py"
 
 

@@ -230,14 +230,17 @@ def test_turn_helpers_compose_into_render():
     )
 
 
-def test_keep_reasoning_keeps_earlier_think_blocks():
-    messages = CASES["multi_turn_drops_old_reasoning"][0]
-    default = render(messages)
-    kept = render(messages, keep_reasoning=True)
-    assert "old reasoning" not in default
-    assert "<|im_start|>assistant\n<think>\nold reasoning\n</think>\n\nFirst answer.<|im_end|>\n" in kept
-    # Only the earlier turn changes: strip it out and both renderings agree.
-    assert kept.replace("<think>\nold reasoning\n</think>\n\n", "") == default
+def test_a_tool_response_wrapped_reply_keeps_earlier_reasoning():
+    """How our environment's replies keep every turn's reasoning under the official template: a
+    user turn wrapped in <tool_response> (a memory reply) is not a new query, a bare one is."""
+    memory = "<memory_response>\nStored 'k'\n</memory_response>"
+    first = {"role": "assistant", "content": "<think>\nold reasoning\n</think>\n\n<memory>{}</memory>"}
+    last = {"role": "assistant", "content": "<think>\ndone\n</think>\n\n<answer>[]</answer>"}
+    for reply, kept in ((f"<tool_response>\n{memory}\n</tool_response>", True), (memory, False)):
+        messages = [SYSTEM, USER, first, {"role": "user", "content": reply}, last]
+        text = render(messages)
+        assert text == official(messages)
+        assert ("<think>\nold reasoning\n</think>\n\n<memory>{}</memory><|im_end|>" in text) == kept
 
 
 def test_bad_messages_raise():

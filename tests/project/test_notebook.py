@@ -24,6 +24,8 @@ from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 
+pytestmark = pytest.mark.slow  # executes the evaluation notebook
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "evaluate.ipynb"
 SUMMARY_KEYS = ("delivery_rate", "c_micro", "c_macro", "upc_micro", "upc_macro", "final_pass_rate")

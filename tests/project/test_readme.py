@@ -29,6 +29,8 @@ import pytest
 from b2tjax.config import load_config
 from tests.launch_scripts import ROOT, load_script
 
+pytestmark = pytest.mark.slow  # walks the README's command lines
+
 SCRATCH_LINKS = ("configs", "launch")  # what relative README paths need inside the scratch directory
 
 

@@ -21,9 +21,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sandbox.benchmarks.b2t.instances.instructions import make_instruction
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
+
+pytestmark = pytest.mark.slow  # rolls HiMAP out on 8 fake devices in a subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 EPISODES = 3

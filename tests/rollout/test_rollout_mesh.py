@@ -15,6 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # rolls out on 8 fake devices in a subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -35,13 +35,20 @@ def test_tool_reply_equals_template_tool_turn(small_world, qwen3):
     assert qwen3.decode(ids).count("</tool_response>") == 2  # ...closing tags survive
 
 
-def test_memory_reply_keeps_user_turn_framing(small_world, qwen3):
-    from models.chat import render_user_turn
+def test_memory_and_mixed_replies_are_the_templates_tool_turn(small_world, qwen3):
+    """A memory reply is a tool message whose content is its <memory_response> block; a mixed turn
+    is consecutive tool messages (docs/SPEC.md section 6)."""
+    from models.chat import assistant_header, render_tool_turn
     from rollout.render import render_env_reply
     from sandbox.env import EpisodeEnv
 
     env = EpisodeEnv(small_world)
-    step = env.step('<memory>{"action": "write", "key": "k", "value": 1}</memory>')
+    step = env.step(
+        '<memory>{"action": "write", "key": "k", "value": 1}</memory>'
+        '<tool_call>{"name": "WeatherSearch", "arguments": {"city": "Chengdu"}}</tool_call>'
+    )
+    assert [r.kind for r in step.responses] == ["memory", "tool"]
     ids = render_env_reply(qwen3, step.rendered)
-    assert qwen3.decode(ids) == "\n" + render_user_turn(step.rendered) + "<|im_start|>assistant\n"
-    assert step.rendered.startswith("<memory_response>\n")
+    want = "\n" + render_tool_turn([r.content for r in step.responses]) + assistant_header()
+    assert qwen3.decode(ids) == want and ids == qwen3.encode(want)
+    assert step.rendered.startswith("<tool_response>\n<memory_response>\nStored 'k'")

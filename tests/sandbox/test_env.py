@@ -56,11 +56,16 @@ def test_calls_and_memory_are_answered_in_order_with_the_worlds_text(small_world
     assert step.rendered == "\n".join(
         [
             f"<tool_response>\n{step.responses[0].text}\n</tool_response>",
-            f"<memory_response>\n{step.responses[1].text}\n</memory_response>",
+            f"<tool_response>\n<memory_response>\n{step.responses[1].text}\n</memory_response>\n</tool_response>",
             f"<tool_response>\n{step.responses[2].text}\n</tool_response>",
-            '<memory_response>\n{"city": "Chengdu"}\n</memory_response>',
+            '<tool_response>\n<memory_response>\n{"city": "Chengdu"}\n</memory_response>\n</tool_response>',
         ]
     )
+    # each block is the tool message whose content is the response (a memory one keeps its tags)
+    assert [r.content for r in step.responses[2:]] == [
+        step.responses[2].text,
+        '<memory_response>\n{"city": "Chengdu"}\n</memory_response>',
+    ]
     assert (step.done, step.answer, step.any_error, step.stop_reason) == (False, None, False, None)
 
 
@@ -85,7 +90,7 @@ def test_memory_disabled_answers_with_an_error(small_world):
     env = EpisodeEnv(small_world, memory_enabled=False)
     step = env.step(mem({"action": "write", "key": "k", "value": 1}))
     assert step.responses[0].is_error and "memory module is disabled" in step.responses[0].text
-    assert step.rendered.startswith("<memory_response>\nError: ")
+    assert step.rendered.startswith("<tool_response>\n<memory_response>\nError: ")
 
 
 def test_turn_without_action_gets_instructions(small_world):
@@ -235,9 +240,11 @@ def test_random_turns_never_raise_and_flag_errors_consistently(small_world, turn
         step = env.step("".join(parts))
         seen_error = seen_error or any(r.is_error for r in step.responses)
         assert step.any_error == seen_error == env.any_error
-        assert step.rendered == "\n".join(
-            f"<{r.kind}_response>\n{r.text}\n</{r.kind}_response>" for r in step.responses
-        )
+        blocks = [
+            r.text if r.kind == "tool" else f"<memory_response>\n{r.text}\n</memory_response>"
+            for r in step.responses
+        ]
+        assert step.rendered == "\n".join(f"<tool_response>\n{b}\n</tool_response>" for b in blocks)
         assert step.done == (step.stop_reason is not None)
 
 

@@ -56,7 +56,9 @@ def test_sft_traces_replay_through_the_environment(small_benchmark):  # noqa: F8
             step = env.step(turns[i]["content"])
             if i + 1 < len(turns):  # the recorded observation is exactly what the environment says
                 assert step.rendered == turns[i + 1]["content"]
-                assert step.rendered.count("<tool_response>") == len(parsed.tool_calls)
+                # one block per action; memory replies are <tool_response>-wrapped too
+                assert step.rendered.count("<tool_response>") == len(parsed.actions)
+                assert step.rendered.count("<memory_response>") == len(parsed.memory_ops)
         assert step.done and not step.any_error and parsed.answer
         assert {
             "memory-write",

@@ -144,7 +144,10 @@ def _write_sft(
     with open(out_dir / "sft" / "train.jsonl", "w", encoding="utf-8") as f:
         for b in built:
             record = trace_record(b.instance.visible, b.turns, schemas, prompt_builder)
-            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            # Keys in their built order (deterministic): sorting would reorder the tool schemas,
+            # and the SFT prompt would then differ from the one rollouts and the served template
+            # render from world.tool_schemas().
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def trace_record(

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.benchmarks.b2t.instances.catalog import Catalog, TransportOption
-from sandbox.benchmarks.b2t.instances.matching import KIND_CATEGORY, matching_pois, record_matches
+from sandbox.benchmarks.b2t.instances.matching import matching_pois, record_matches
 from sandbox.benchmarks.b2t.instances.profiles import constrained_categories, empty_history
+from sandbox.benchmarks.b2t.instances.sessions import SESSION_ORDER, Poi, emit_events
 
 # Record kinds per preference category, in the order a session browses them.
 CATEGORY_KIND = {
@@ -33,7 +34,6 @@ CATEGORY_KIND = {
     "attraction": "attraction",
     "dining": "restaurant",
 }
-SESSION_ORDER = ("transportation", "hotel", "attraction", "dining")
 HISTORY_KEY = {
     "hotel": "accommodations",
     "restaurant": "restaurants",
@@ -64,72 +64,6 @@ SHAPES = {
 # How many bookings one city visit plausibly has per kind.
 BOOK_CAP = {"hotel": 1, "transport": 2, "attraction": 2, "restaurant": 3}
 MAX_CITIES = 8
-
-
-@dataclass
-class _Poi:
-    kind: str  # "hotel" | "restaurant" | "attraction" | "transport"
-    record: Any  # store row (dict) or TransportOption
-    city: str
-    noise: bool = False
-    click_session: int = 0
-    favorite_session: int | None = None
-    book_session: int | None = None
-
-    @property
-    def poi_id(self) -> str:
-        return self.record.number if self.kind == "transport" else self.record["id"]
-
-    @property
-    def name(self) -> str:
-        if self.kind == "transport":
-            r = self.record
-            return f"{r.number} {r.origin} -> {r.destination}"
-        return self.record["name"]
-
-    @property
-    def poi_type(self) -> str:
-        return self.record.kind if self.kind == "transport" else self.kind
-
-
-def poi_details(kind: str, record: Any) -> dict[str, Any]:
-    """The POI fields an event carries (what the platform showed the user)."""
-    if kind == "transport":
-        return record.details()
-    r = record
-    if kind == "hotel":
-        return {
-            "city": r["city"],
-            "district": r["district"],
-            "star": r["secondary_category"],
-            "hotel_type": r["tertiary_category"],
-            "facilities": list(r["facilities"]),
-            "price": r["avg_price"],
-            "rating": r["avg_rating"],
-        }
-    if kind == "restaurant":
-        return {
-            "city": r["city"],
-            "location": r["location"],
-            "cuisine": r["secondary_category"],
-            "dish_style": r["tertiary_category"],
-            "avg_price": r["avg_price"],
-            "price_level": r["price_level"],
-            "environment": list(r["environment"]),
-            "rating": r["avg_rating"],
-        }
-    if kind == "attraction":
-        return {
-            "city": r["city"],
-            "location": r["location"],
-            "attraction_type": r["attraction_type"],
-            "custom_type": r["custom_type"],
-            "walking_km": r["walking_km"],
-            "ticket_price": r["avg_price"],
-            "rating": r["avg_rating"],
-            "recommended_duration_min": r["recommended_duration_min"],
-        }
-    raise ValueError(f"unknown POI kind {kind!r}")
 
 
 def _pools(
@@ -183,26 +117,55 @@ def build_trajectory(
 ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """Events (oldest first) and the history they imply; raises TrajectoryError if impossible."""
     shape = SHAPES[difficulty]
-    categories = constrained_categories(profile)
+    n_pois, n_noise = _sizes(rng, shape, difficulty)
+    n_matched = n_pois - n_noise
+    cities, groups, pools, noise_pools = _browse(rng, catalog, profile, query, shape, n_matched)
+    caps = [len(p) for p in pools]
+    weights = [1.5 if city == query["destination"] else 1.0 for city, _ in groups]
+    counts = _allocate(rng, n_matched, weights, caps)
+    if sum(counts) < n_matched:
+        raise TrajectoryError("too few preference-matched records for the trajectory")
+    pois, used = _draw_matched(rng, groups, pools, counts)
+    noise = _pick_noise(rng, profile, groups, noise_pools, n_noise, used)
+    if len(noise) < n_noise:
+        raise TrajectoryError("too few mismatched records to use as noise")
+
+    sessions_per_city = _sessions_per_city(rng, shape, cities, pois)
+    _assign_funnel(rng, shape, pois, sessions_per_city)
+    for poi in noise:
+        poi.click_session = rng.randrange(sessions_per_city[poi.city])
+    events = emit_events(rng, shape.span_days, cities, sessions_per_city, pois, noise, request_date)
+    return events, _history(pois, query["destination"])
+
+
+def _sizes(rng: random.Random, shape: Shape, difficulty: str) -> tuple[int, int]:
+    """How many POIs the trajectory touches, and how many of them are noise."""
     n_pois = int(
         min(max(round(rng.gauss(shape.pois_mean, shape.pois_sd)), shape.pois_range[0]), shape.pois_range[1])
     )
-    n_noise = (
-        0
-        if difficulty == "easy"
-        else 1
-        if difficulty == "medium"
-        else round(n_pois * rng.uniform(0.15, 0.25))
-    )
-    n_matched = n_pois - n_noise
+    if difficulty == "easy":
+        return n_pois, 0
+    if difficulty == "medium":
+        return n_pois, 1
+    return n_pois, round(n_pois * rng.uniform(0.15, 0.25))
 
+
+def _browse(
+    rng: random.Random,
+    catalog: Catalog,
+    profile: dict[str, Any],
+    query: dict[str, Any],
+    shape: Shape,
+    n_matched: int,
+) -> tuple[list[str], list[tuple[str, str]], list[list[Any]], list[list[Any]]]:
+    """The cities the user browsed (shuffled), and per (city, category) group its matched records
+    and its noise candidates. A user whose taste the store offers little of in one city browsed
+    more cities."""
+    categories = constrained_categories(profile)
     origin, destination = query["origin"], query["destination"]
     others = [c for c in catalog.city_names() if c not in (origin, destination)]
     rng.shuffle(others)
     wanted_cities = rng.randint(*shape.cities)
-
-    # Matched POIs per (city, category), within what the store has: a user whose taste the
-    # store offers little of in one city browsed more cities.
     cities: list[str] = []
     groups: list[tuple[str, str]] = []
     pools: list[list[Any]] = []
@@ -220,33 +183,24 @@ def build_trajectory(
                 pools.append(matched)
                 noise_pools.append(mismatched)
     rng.shuffle(cities)
-    caps = [len(p) for p in pools]
-    weights = [1.5 if city == destination else 1.0 for city, _ in groups]
-    counts = _allocate(rng, n_matched, weights, caps)
-    if sum(counts) < n_matched:
-        raise TrajectoryError("too few preference-matched records for the trajectory")
+    return cities, groups, pools, noise_pools
 
-    pois: list[_Poi] = []
+
+def _draw_matched(
+    rng: random.Random, groups: list[tuple[str, str]], pools: list[list[Any]], counts: list[int]
+) -> tuple[list[Poi], set[str]]:
+    """`counts[i]` records of group i's pool, each POI once; and the ids taken."""
+    pois: list[Poi] = []
     used: set[str] = set()
     for (city, cat), pool, k in zip(groups, pools, counts):
         kind = CATEGORY_KIND[cat]
         for record in rng.sample(pool, k):
-            poi = _Poi(kind, record, city)
+            poi = Poi(kind, record, city)
             if poi.poi_id in used:
                 continue
             used.add(poi.poi_id)
             pois.append(poi)
-    noise = _pick_noise(rng, profile, groups, noise_pools, n_noise, used)
-    if len(noise) < n_noise:
-        raise TrajectoryError("too few mismatched records to use as noise")
-
-    sessions_per_city = _sessions_per_city(rng, shape, cities, pois)
-    _assign_funnel(rng, shape, pois, sessions_per_city)
-    for poi in noise:
-        poi.click_session = rng.randrange(sessions_per_city[poi.city])
-    events = _emit(rng, shape, cities, sessions_per_city, pois, noise, request_date)
-
-    return events, _history(pois, destination)
+    return pois, used
 
 
 def _pick_noise(
@@ -256,24 +210,24 @@ def _pick_noise(
     noise_pools: list[list[Any]],
     n_noise: int,
     used: set[str],
-) -> list[_Poi]:
+) -> list[Poi]:
     """Up to `n_noise` records that do not match the profile (clicked, never booked); adds their
     ids to `used`."""
-    noise: list[_Poi] = []
+    noise: list[Poi] = []
     noise_groups = [i for i, p in enumerate(noise_pools) if p]
     for _ in range(n_noise * 20):
         if len(noise) == n_noise or not noise_groups:
             break
         i = rng.choice(noise_groups)
         (city, cat), record = groups[i], rng.choice(noise_pools[i])
-        poi = _Poi(CATEGORY_KIND[cat], record, city, noise=True)
+        poi = Poi(CATEGORY_KIND[cat], record, city, noise=True)
         if not record_matches(profile, poi.kind, record) and poi.poi_id not in used:
             used.add(poi.poi_id)
             noise.append(poi)
     return noise
 
 
-def _history(pois: list[_Poi], destination: str) -> dict[str, list[str]]:
+def _history(pois: list[Poi], destination: str) -> dict[str, list[str]]:
     """What the user booked in the destination: the profile's hidden history."""
     history = empty_history()
     for poi in pois:
@@ -285,7 +239,7 @@ def _history(pois: list[_Poi], destination: str) -> dict[str, list[str]]:
 
 
 def _sessions_per_city(
-    rng: random.Random, shape: Shape, cities: list[str], pois: list[_Poi]
+    rng: random.Random, shape: Shape, cities: list[str], pois: list[Poi]
 ) -> dict[str, int]:
     total = rng.randint(*shape.sessions)
     sizes = {c: sum(1 for p in pois if p.city == c) for c in cities}
@@ -297,10 +251,10 @@ def _sessions_per_city(
 
 
 def _assign_funnel(
-    rng: random.Random, shape: Shape, pois: list[_Poi], sessions_per_city: dict[str, int]
+    rng: random.Random, shape: Shape, pois: list[Poi], sessions_per_city: dict[str, int]
 ) -> None:
     """Choose favorites and bookings per (city, kind) and the session of every action."""
-    by_group: dict[tuple[str, str], list[_Poi]] = {}
+    by_group: dict[tuple[str, str], list[Poi]] = {}
     for p in pois:
         by_group.setdefault((p.city, p.kind), []).append(p)
     booked_any = False
@@ -325,97 +279,3 @@ def _assign_funnel(
             p.favorite_session if p.favorite_session is not None else rng.randint(p.click_session, last)
         )
         p.book_session = last
-
-
-def _quiet_slots(blocks: list[list[tuple[_Poi, str]]], b: int) -> list[int]:
-    """Insertion points in session `b` whose neighbours in the whole trajectory are not noise."""
-    before = next((blk[-1][0] for blk in reversed(blocks[:b]) if blk), None)
-    after = next((blk[0][0] for blk in blocks[b + 1 :] if blk), None)
-    block = [p for p, _ in blocks[b]]
-    seq = [before] + block + [after]  # seq[j] and seq[j + 1] flank insertion point j
-    return [
-        j
-        for j in range(len(block) + 1)
-        if not (seq[j] is not None and seq[j].noise) and not (seq[j + 1] is not None and seq[j + 1].noise)
-    ]
-
-
-def _emit(
-    rng: random.Random,
-    shape: Shape,
-    cities: list[str],
-    sessions_per_city: dict[str, int],
-    pois: list[_Poi],
-    noise: list[_Poi],
-    request_date: dt.date,
-) -> list[dict[str, Any]]:
-    """Order actions into sessions and give them increasing timestamps."""
-    blocks: list[list[tuple[_Poi, str]]] = []  # one list of (poi, action) per session, in time order
-    rank = {cat: i for i, cat in enumerate(SESSION_ORDER)}
-    for city in cities:
-        for s in range(sessions_per_city[city]):
-            keyed = []
-            for p in pois:
-                if p.city != city:
-                    continue
-                acts = [
-                    a
-                    for a, sess in (
-                        ("click", p.click_session),
-                        ("add_to_favorites", p.favorite_session),
-                        ("book", p.book_session),
-                    )
-                    if sess == s
-                ]
-                # Same-session actions of one POI keep funnel order; otherwise actions mix within
-                # their category block.
-                keys = sorted(rng.random() for _ in acts)
-                keyed += [((rank[KIND_CATEGORY[p.kind]], k), p, a) for k, a in zip(keys, acts)]
-            keyed.sort(key=lambda t: t[0])
-            blocks.append([(p, a) for _, p, a in keyed])
-    # Noise clicks go into a session of their city (another one if that is full), at a spot
-    # with no noise neighbour.
-    city_blocks, i = {}, 0
-    for city in cities:
-        city_blocks[city] = list(range(i, i + sessions_per_city[city]))
-        i += sessions_per_city[city]
-    for p in noise:
-        preferred = city_blocks[p.city][p.click_session]
-        for b in [preferred] + [j for j in range(len(blocks)) if j != preferred]:
-            slots = _quiet_slots(blocks, b)
-            if slots:
-                blocks[b].insert(rng.choice(slots), (p, "click"))
-                break
-    blocks = [b for b in blocks if b]
-
-    span = rng.randint(*shape.span_days)
-    first_day = request_date - dt.timedelta(days=span)
-    days = sorted(rng.sample(range(span), min(len(blocks), span)))
-    while len(days) < len(blocks):  # more sessions than days: several sessions on a day
-        days.append(days[-1])
-    days.sort()
-    events, previous = [], None
-    for number, (block, day) in enumerate(zip(blocks, days), start=1):
-        start = dt.datetime.combine(
-            first_day + dt.timedelta(days=day), dt.time(rng.randint(8, 20), rng.randint(0, 59))
-        )
-        t = (
-            start
-            if previous is None or start > previous
-            else previous + dt.timedelta(minutes=rng.randint(30, 90))
-        )
-        for p, action in block:
-            events.append(
-                {
-                    "timestamp": t.strftime("%Y-%m-%d %H:%M"),
-                    "session": number,
-                    "action": action,
-                    "poi_type": p.poi_type,
-                    "poi_id": p.poi_id,
-                    "poi_name": p.name,
-                    "details": poi_details(p.kind, p.record),
-                }
-            )
-            previous = t
-            t += dt.timedelta(minutes=rng.randint(1, 4))
-    return events

@@ -1,23 +1,75 @@
 """Typed dataclass fields: a raw value (YAML, `key=value`) converted and checked by the field's annotation.
 
 Every config section (rollout.config.RolloutConfig, the training config in b2tjax.config) declares
-its knobs as annotated dataclass fields; these helpers read the annotation, so a knob's type and
-its allowed values are written once. They live here, in the lowest package, because both rollout/
-and b2tjax/ use them and neither may import the other's way.
+its knobs as annotated dataclass fields, a choice as a `Literal` and a number's range as
+`Annotated[int, Range(ge=0)]` (or one of the aliases below); these helpers read the annotation, so
+a knob's type, choices and range are written once, beside it, and `field_errors` is the one checker.
+They live in models/, the lowest package that rollout/ and b2tjax/ may both import (sandbox/ stays
+the benchmarks' pure floor; this module imports no JAX either).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import types
 import typing
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+
+@dataclass(frozen=True)
+class Range:
+    """The numbers a field admits, declared in its annotation; None = unbounded on that side."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    def admits(self, value: Any) -> bool:
+        return not (
+            (self.ge is not None and value < self.ge)
+            or (self.gt is not None and value <= self.gt)
+            or (self.le is not None and value > self.le)
+            or (self.lt is not None and value >= self.lt)
+        )
+
+    def __str__(self) -> str:
+        low = _num(self.ge if self.gt is None else self.gt)
+        high = _num(self.le if self.lt is None else self.lt)
+        if low is not None and high is not None:
+            return f"in {'[' if self.gt is None else '('}{low}, {high}{']' if self.lt is None else ')'}"
+        if low is not None:
+            return f"{'>=' if self.gt is None else '>'} {low}"
+        return f"{'<=' if self.lt is None else '<'} {high}"
+
+
+def _num(bound: float | None) -> str | None:
+    return None if bound is None else f"{bound:g}"
+
+
+# The ranges most knobs have (0 is usually "off" or "all": the knob's comment says which).
+NonNegInt = Annotated[int, Range(ge=0)]
+PosInt = Annotated[int, Range(ge=1)]
+NonNegFloat = Annotated[float, Range(ge=0)]
+PosFloat = Annotated[float, Range(gt=0)]
 
 
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    return typing.get_type_hints(cls)  # Annotated[...] stripped to the type
+
+
+@functools.cache
+def _ranges(cls: type) -> dict[str, Range]:
+    """Field name -> the Range its annotation declares (fields without one are absent)."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        if typing.get_origin(hint) is Annotated:
+            out.update((name, extra) for extra in hint.__metadata__ if isinstance(extra, Range))
+    return out
 
 
 def field_type(cls: type, name: str) -> Any:
@@ -46,6 +98,31 @@ def choice_error(key: str, value: Any, hint: Any) -> str | None:
     if allowed is None or value in allowed:
         return None
     return f"{key} must be one of {', '.join(map(str, allowed))}; got {value!r}"
+
+
+def field_range(cls: type, name: str) -> Range | None:
+    """The Range a dataclass field declares, if any."""
+    return _ranges(cls).get(name)
+
+
+def field_errors(obj: Any, prefix: str = "") -> list[str]:
+    """Every field of the dataclass `obj`, nested sections included, outside its declared choices or
+    range: one line each, naming the key (`prefix` + dotted name). None values pass (= "unset")."""
+    errors = []
+    for f in dataclasses.fields(obj):
+        key, value = prefix + f.name, getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            errors += field_errors(value, key + ".")
+            continue
+        if value is None:
+            continue
+        choice = choice_error(key, value, field_type(type(obj), f.name))
+        if choice is not None:
+            errors.append(choice)
+        allowed = field_range(type(obj), f.name)
+        if allowed is not None and not allowed.admits(value):
+            errors.append(f"{key} must be {allowed}, got {value!r}")
+    return errors
 
 
 def coerce(value: Any, hint: Any, key: str) -> Any:
