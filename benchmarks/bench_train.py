@@ -68,7 +68,7 @@ def time_step(fns, state, batch, repeats: int) -> tuple[float, object]:
     return float(np.median(times)), state
 
 
-def main(argv=None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -84,8 +84,24 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--matmul", type=int, default=None, help="size of the peak matmul")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def random_batch(vocab_size: int, n: int, t: int) -> dict[str, np.ndarray]:
+    """A GRPO batch of n random sequences of t tokens (seed 0), the first quarter a mask-0 prompt."""
+    rng = np.random.default_rng(0)
+    flat = {
+        "ids": rng.integers(0, vocab_size, (n, t)).astype(np.int32),
+        "mask": np.ones((n, t), np.float32),
+        "old_logprobs": np.full((n, t), -np.log(vocab_size), np.float32),
+        "advantages": rng.normal(size=n).astype(np.float32),
+    }
+    flat["mask"][:, : t // 4] = 0  # a prompt
+    return flat
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     platform = jax.devices()[0].platform
     dtype_name = args.dtype or ("float32" if platform == "cpu" else "bfloat16")
     dtype = DTYPES[dtype_name]
@@ -102,15 +118,8 @@ def main(argv=None) -> int:
         temperature=1.0,
         fixed_length=args.seq,
     )
-    rng = np.random.default_rng(0)
     n, t = args.batch, args.seq
-    flat = {
-        "ids": rng.integers(0, cfg.vocab_size, (n, t)).astype(np.int32),
-        "mask": np.ones((n, t), np.float32),
-        "old_logprobs": np.full((n, t), -np.log(cfg.vocab_size), np.float32),
-        "advantages": rng.normal(size=n).astype(np.float32),
-    }
-    flat["mask"][:, : t // 4] = 0  # a prompt
+    flat = random_batch(cfg.vocab_size, n, t)
     tokens = n * t
     flops = model_flops_per_token(cfg, t) * tokens
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from models.config import get_config
+from models.config import Qwen3Config, get_config
 
 
 def timed(fn, repeats: int = 3) -> float:
@@ -209,8 +209,8 @@ def check_rollout(model, rows: int, episodes: int, prompt: int, turns: int, turn
 # ----------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    cpu = jax.devices()[0].platform == "cpu"
+def parse_args(argv: list[str] | None, cpu: bool) -> argparse.Namespace:
+    """Options; the defaults are a few seconds' worth on CPU and the real shapes on an accelerator."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--layers", type=int, default=2 if cpu else None, help="default: 28 (2 on CPU)")
     p.add_argument("--vocab", type=int, default=16384 if cpu else None, help="default: 151936 (16384 on CPU)")
@@ -221,13 +221,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-seq", type=int, default=128 if cpu else 2048)
     p.add_argument("--episodes", type=int, default=4 if cpu else 64)
     p.add_argument("--rows", type=int, default=2 if cpu else 32, help="rollout engine rows")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def model_config(args: argparse.Namespace) -> Qwen3Config:
+    """Qwen3-0.6B's shape with --layers and --vocab applied."""
     base = get_config("qwen3-0.6b")
     overrides = {k: v for k, v in (("num_hidden_layers", args.layers), ("vocab_size", args.vocab)) if v}
     if args.vocab:  # Qwen3's special ids lie outside a reduced vocabulary
         overrides.update(bos_token_id=None, eos_token_id=None)
-    cfg = dataclasses.replace(base, **overrides)
+    return dataclasses.replace(base, **overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cpu = jax.devices()[0].platform == "cpu"
+    args = parse_args(argv, cpu)
+    cfg = model_config(args)
     dev = jax.devices()[0]
     print(
         f"device: {jax.device_count()} x {dev.device_kind} ({dev.platform}); model: Qwen3-0.6B shape, "

@@ -22,10 +22,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from b2tjax.cli.outputs import check_outputs
-from b2tjax.config import load_config
+from b2tjax.config import TrainConfig, load_config
 from b2tjax.errors import UserError
+
+if TYPE_CHECKING:  # types only: these import JAX, which must start after use_cpu_host
+    from b2tjax.plan.targets import Target
+    from models.config import Qwen3Config
 
 PROGRAMS = (
     "sft_step",
@@ -89,6 +94,40 @@ def resolve_target(args: argparse.Namespace, cfg) -> tuple:
     return target, hbm_gib
 
 
+def use_cpu_host(chips: int) -> None:
+    """Before JAX starts: the host backend is always CPU (no accelerator is touched); the cpu
+    target's fake devices are fixed when JAX starts, the others come from the target's
+    compile-only topology."""
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={chips}"])
+
+
+def describe(
+    config: Path, cfg: TrainConfig, model: Qwen3Config, mesh_summary: str, target: Target, hbm_gib: float
+) -> str:
+    """The plan's first line: model, mesh, memory per device, target and the rollout's shape."""
+    return (
+        f"memory plan of {config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
+        f"{model.num_hidden_layers} layers), {mesh_summary}, "
+        f"{hbm_gib:g} GiB per device; target {target.describe()}; rollout {cfg.rollout.batch_rows} rows "
+        f"({cfg.rollout.batch_rows / target.chips:g} per chip) x "
+        f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}"
+    )
+
+
+def write_figures(path: Path, target: Target, hbm: int, programs: list[dict]) -> None:
+    """--json: the target and every program's figures (bytes)."""
+    figures = {
+        "target": target.name,
+        "platform": target.platform,
+        "devices": target.chips,
+        "hbm_bytes": hbm,
+        "programs": programs,
+    }
+    path.write_text(json.dumps(figures, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -110,11 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    # The host backend is always CPU (no accelerator is touched); the cpu target's fake devices
-    # are fixed when JAX starts, the others come from the target's compile-only topology.
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
-    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={target.chips}"])
+    use_cpu_host(target.chips)
 
     from b2tjax.plan import memory_plan, program_memory
     from b2tjax.plan.targets import target_mesh
@@ -126,14 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     model = memory_plan.plan_model_config(cfg)
     hbm = int(hbm_gib * program_memory.GIB)
-    print(
-        f"memory plan of {args.config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
-        f"{model.num_hidden_layers} layers), {program_memory.mesh_summary(mesh)}, "
-        f"{hbm_gib:g} GiB per device; target {target.describe()}; rollout {cfg.rollout.batch_rows} rows "
-        f"({cfg.rollout.batch_rows / target.chips:g} per chip) x "
-        f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}",
-        flush=True,
-    )
+    print(describe(args.config, cfg, model, program_memory.mesh_summary(mesh), target, hbm_gib), flush=True)
     started = time.perf_counter()
     programs = []
     for program in memory_plan.plan_programs(cfg, mesh, only):
@@ -142,18 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     noun = "program" if len(programs) == 1 else "programs"
     print(f"\ncompiled {len(programs)} {noun} in {time.perf_counter() - started:.0f}s")
     if args.json is not None:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "target": target.name,
-                    "platform": target.platform,
-                    "devices": target.chips,
-                    "hbm_bytes": hbm,
-                    "programs": [program_memory.as_dict(p) for p in programs],
-                },
-                indent=1,
-            )
-        )
+        write_figures(args.json, target, hbm, [program_memory.as_dict(p) for p in programs])
     problems = program_memory.failures(programs, hbm)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, get_args
 
+from tqdm import tqdm
+
 from b2tjax.cli.outputs import check_outputs
 from b2tjax.cli.script import (
     UserError,
@@ -41,8 +43,9 @@ from b2tjax.cli.script import (
 )
 from b2tjax.config import load_rollout_config
 from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error
+from rollout import RolloutEngine, agent_episode
 from rollout.config import RolloutConfig, TurnCap
-from rollout.record import stop_reason_counts
+from rollout.record import EpisodeRecord, stop_reason_counts
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 from sandbox.himap.options import ABLATIONS, HimapOptions
 from sandbox.limits import StreamLimits
@@ -191,13 +194,9 @@ def himap_episodes(
         raise UserError(str(err)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    args = parse_args(argv)
-    config = rollout_config(args)
-    check_arguments(args)
-    from rollout import RolloutEngine, agent_episode
-
+def open_benchmark(args: argparse.Namespace, config: RolloutConfig) -> tuple[Any, list[dict]]:
+    """The benchmark on --data and the first --num instances of --split, its world opened (so a
+    damaged store is found before any work); every problem is a UserError."""
     cls = benchmark_class(args.benchmark)
     try:
         bench = cls(args.data, **cls.options_from_args(args))
@@ -215,6 +214,43 @@ def main(argv: list[str] | None = None) -> int:
         raise damaged_store(args.data, err) from None
     if not instances:
         raise UserError(f"no instances in split {args.split!r} of {args.data}")
+    return bench, instances
+
+
+def agent_episodes(
+    config: RolloutConfig, bench: Any, tok: Any, instances: list[dict], python_tool: PythonSandbox | None
+) -> list[Any]:
+    """One single-agent episode per instance, with the rollout config's prompt and limits."""
+    return [
+        agent_episode(
+            inst,
+            bench,
+            tok,
+            max_turns=config.max_turns,
+            max_prompt_tokens=config.prompt_budget,
+            memory=config.memory_enabled,
+            variant=config.prompt_style,
+            max_response_chars=config.max_response_chars,
+            python_tool=python_tool,
+        )
+        for inst in instances
+    ]
+
+
+def write_records(path: Path, records: list[EpisodeRecord], tokenizer_spec: str) -> None:
+    """One JSON line per record, each naming the tokenizer that reloads its ids."""
+    with open(path, "w") as f:
+        for record in records:
+            record.tokenizer = tokenizer_spec
+            f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    setup_logging()
+    args = parse_args(argv)
+    config = rollout_config(args)
+    check_arguments(args)
+    bench, instances = open_benchmark(args, config)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     policy = load_policy(args, bench, instances)
     model, tok, spec = policy.model, policy.tokenizer, policy.tokenizer_spec
@@ -224,32 +260,14 @@ def main(argv: list[str] | None = None) -> int:
         episodes = himap_episodes(args, config, bench, tok, instances)
     else:
         python_tool = PythonSandbox(isolation=config.python_tool_isolation) if config.python_tool else None
-        episodes = [
-            agent_episode(
-                inst,
-                bench,
-                tok,
-                max_turns=config.max_turns,
-                max_prompt_tokens=config.prompt_budget,
-                memory=config.memory_enabled,
-                variant=config.prompt_style,
-                max_response_chars=config.max_response_chars,
-                python_tool=python_tool,
-            )
-            for inst in instances
-        ]
+        episodes = agent_episodes(config, bench, tok, instances, python_tool)
     engine = RolloutEngine(model, tok, config)
-    from tqdm import tqdm
-
     bar = tqdm(total=len(episodes), desc="episodes", unit="ep")
     engine.progress = lambda done, total: bar.update(done - bar.n)
     started = time.perf_counter()
     records = engine.run(episodes, rng=args.seed)
     bar.close()
-    with open(args.out, "w") as f:
-        for record in records:
-            record.tokenizer = spec
-            f.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+    write_records(args.out, records, spec)
     stats = engine.stats
     log.info(
         "%d episodes (%d streams) in %.1fs: %d generated tokens (%.1f tok/s), host share %.1f%%, "

@@ -120,6 +120,23 @@ def _read_block(
     return block if rows is None else block[rows]
 
 
+def _visible_slots(
+    call: CachedCall, start: jax.Array, i: jax.Array, size: int, window: int | None
+) -> jax.Array:
+    """Which slots of key block `i` (read from `start`) each query sees, bool [R, T, size]: those
+    not covered by an earlier block (the clamped last block overlaps them), at or before the
+    query's position, already filled, and, with `window`, inside the query's window."""
+    slot = start + jnp.arange(size, dtype=jnp.int32)
+    visible = (
+        (slot[None, None, :] >= i * size)
+        & (slot[None, None, :] <= call.positions[:, :, None])
+        & (slot[None, None, :] < call.filled[:, None, None])
+    )  # [R, T, size]
+    if window is not None:
+        visible &= slot[None, None, :] > call.positions[:, :, None] - window
+    return visible
+
+
 def cached_attention(
     q: jax.Array,
     k_cache: jax.Array,
@@ -158,14 +175,7 @@ def cached_attention(
         keys = _read_block(k_cache, layer, start, size, call.rows).astype(q.dtype)
         values = _read_block(v_cache, layer, start, size, call.rows).astype(q.dtype)
         scores = jnp.einsum("rtkgd,rksd->rkgts", qg, keys, preferred_element_type=F32) * (d**-0.5)
-        slot = start + jnp.arange(size, dtype=jnp.int32)
-        visible = (
-            (slot[None, None, :] >= i * size)
-            & (slot[None, None, :] <= call.positions[:, :, None])
-            & (slot[None, None, :] < call.filled[:, None, None])
-        )  # [R, T, size]
-        if window is not None:
-            visible &= slot[None, None, :] > call.positions[:, :, None] - window
+        visible = _visible_slots(call, start, i, size, window)
         scores = jnp.where(visible[:, None, None], scores, neg)
         new_max = jnp.maximum(run_max, scores.max(axis=-1))
         correction = jnp.exp(run_max - new_max)

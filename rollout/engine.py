@@ -43,10 +43,11 @@ episodes. `run` returns one EpisodeRecord per stream (one per episode for single
 in episode order then stream-creation order.
 
 Modules, one job each: rollout/run.py (the loop of one run: admission, parking, host phases,
-actions, limits), rollout/stream.py (a stream's `Phase`, the row table), rollout/device.py (the
-device state, argument building and every host <-> device transfer), rollout/programs.py (the
-jitted prefill and decode programs), rollout/host_jobs.py (episode callbacks in the pool),
-rollout/stats.py (`EngineStats`), rollout/lockstep.py (the loop on several processes).
+limits), rollout/actions.py (what episode actions do to streams), rollout/stream.py (a stream's
+`Phase`, the row table), rollout/device.py (the device state, argument building and every host
+<-> device transfer), rollout/programs.py (the jitted prefill and decode programs),
+rollout/host_jobs.py (episode callbacks in the pool), rollout/stats.py (`EngineStats`),
+rollout/lockstep.py (the loop on several processes).
 
 Several processes (a pod, one JAX process per host): every process calls `run(episodes, local=...)`
 with the same episode list; each drives only its `local` episodes (rollout.hosts.episode_owner

@@ -21,7 +21,7 @@ from jax.sharding import Mesh
 
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
-from rollout.sampling import row_keys, sample_tokens
+from rollout.sampling import SamplingArrays, row_keys, sample_tokens
 
 FINISH_NONE = 0  # row inactive or still running
 FINISH_STOP = 1  # sampled a stop token (<|im_end|> / <|endoftext|>)
@@ -191,6 +191,69 @@ def _feed_tokens(graphdef: Any, c: DecodeCarry, tok: jax.Array, cpu: bool) -> tu
     )
 
 
+def _decode_step(
+    graphdef: Any,
+    valid_vocab: int,
+    cpu: bool,
+    params: SamplingArrays,
+    stop_ids: jax.Array,
+    key: jax.Array,
+    budget: jax.Array,
+    c: DecodeCarry,
+) -> DecodeCarry:
+    """One iteration of the decode loop: sample a token for every row, write it (and its log-prob)
+    into the output column `c.step` where the row is alive, feed it back into the cache, and stop
+    the rows that sampled a stop token or used up their budget."""
+    keys = row_keys(key, params.seed, params.stream, c.cache.lengths)
+    tok, lp = sample_tokens(c.logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
+    out_ids = jax.lax.dynamic_update_slice(c.out_ids, jnp.where(c.alive, tok, 0)[:, None], (0, c.step))
+    out_lp = jax.lax.dynamic_update_slice(c.out_lp, jnp.where(c.alive, lp, 0.0)[:, None], (0, c.step))
+    count = c.count + c.alive.astype(jnp.int32)
+    new_logits, cache = _feed_tokens(graphdef, c, tok, cpu)
+    is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+    out_of_budget = count >= budget
+    finish = jnp.where(
+        c.alive & is_stop, FINISH_STOP, jnp.where(c.alive & out_of_budget, FINISH_BUDGET, c.finish)
+    )
+    return DecodeCarry(
+        state=c.state,
+        layers=c.layers,
+        step=c.step + 1,
+        cache=cache,
+        logits=jnp.where(c.alive[:, None], new_logits, c.logits),
+        alive=c.alive & ~is_stop & ~out_of_budget,
+        count=count,
+        finish=finish,
+        out_ids=out_ids,
+        out_lp=out_lp,
+    )
+
+
+def _initial_carry(
+    graphdef: Any,
+    cpu: bool,
+    state: Any,
+    cache: Any,
+    next_logits: jax.Array,
+    alive0: jax.Array,
+    max_steps: int,
+) -> DecodeCarry:
+    """The decode loop's state before its first step: nothing sampled, outputs zero-filled."""
+    batch = next_logits.shape[0]
+    return DecodeCarry(
+        state=state,
+        layers=_segment_layers(graphdef, state, cpu),
+        step=jnp.int32(0),
+        cache=cache,
+        logits=next_logits,
+        alive=alive0,
+        count=jnp.zeros(batch, jnp.int32),
+        finish=jnp.zeros(batch, jnp.int32),
+        out_ids=jnp.zeros((batch, max_steps), jnp.int32),
+        out_lp=jnp.zeros((batch, max_steps), jnp.float32),
+    )
+
+
 def _decode(
     graphdef,
     valid_vocab,
@@ -219,7 +282,6 @@ def _decode(
     cache.lengths[b] == number of tokens in row b's record. active bool [B], budget int32 [B],
     params SamplingArrays [B], stop_ids int32 [K], key a typed rng key.
     """
-    batch = next_logits.shape[0]
     alive0 = active & (budget > 0)
     if stop_after is None:
         stop_after = jnp.sum(alive0, dtype=jnp.int32)
@@ -229,41 +291,8 @@ def _decode(
         return (carry.step < max_steps) & jnp.any(carry.alive) & (stopped < stop_after)
 
     def body(c: DecodeCarry) -> DecodeCarry:
-        keys = row_keys(key, params.seed, params.stream, c.cache.lengths)
-        tok, lp = sample_tokens(c.logits, keys, params.temperature, params.top_p, params.top_k, valid_vocab)
-        out_ids = jax.lax.dynamic_update_slice(c.out_ids, jnp.where(c.alive, tok, 0)[:, None], (0, c.step))
-        out_lp = jax.lax.dynamic_update_slice(c.out_lp, jnp.where(c.alive, lp, 0.0)[:, None], (0, c.step))
-        count = c.count + c.alive.astype(jnp.int32)
-        new_logits, cache = _feed_tokens(graphdef, c, tok, cpu)
-        is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
-        out_of_budget = count >= budget
-        finish = jnp.where(
-            c.alive & is_stop, FINISH_STOP, jnp.where(c.alive & out_of_budget, FINISH_BUDGET, c.finish)
-        )
-        return DecodeCarry(
-            state=c.state,
-            layers=c.layers,
-            step=c.step + 1,
-            cache=cache,
-            logits=jnp.where(c.alive[:, None], new_logits, c.logits),
-            alive=c.alive & ~is_stop & ~out_of_budget,
-            count=count,
-            finish=finish,
-            out_ids=out_ids,
-            out_lp=out_lp,
-        )
+        return _decode_step(graphdef, valid_vocab, cpu, params, stop_ids, key, budget, c)
 
-    init = DecodeCarry(
-        state=state,
-        layers=_segment_layers(graphdef, state, cpu),
-        step=jnp.int32(0),
-        cache=cache,
-        logits=next_logits,
-        alive=alive0,
-        count=jnp.zeros(batch, jnp.int32),
-        finish=jnp.zeros(batch, jnp.int32),
-        out_ids=jnp.zeros((batch, max_steps), jnp.int32),
-        out_lp=jnp.zeros((batch, max_steps), jnp.float32),
-    )
+    init = _initial_carry(graphdef, cpu, state, cache, next_logits, alive0, max_steps)
     c = jax.lax.while_loop(cond, body, init)
     return DecodeOut(c.out_ids, c.out_lp, c.count, c.finish, c.cache, c.logits)

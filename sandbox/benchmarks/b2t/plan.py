@@ -18,7 +18,8 @@ list, trailing commas, a {"plan": [...]} wrapper, camelCase / spaced / synonym k
 price, "time": "12:00-13:00" -> start/end), type and mode synonyms ("restaurant" -> meal, "metro" ->
 Subway), "7:05" -> "07:05", numeric strings and "¥220" prices. What cannot be read as this structure
 (not JSON, not a list of day objects, an activity without a known type or valid times) is a
-format failure with a reason; the reader never raises.
+format failure with a reason; the reader never raises. This module reads the structure; the
+forgiving readers of text, keys and scalars it uses live in plan_lenient.py.
 
 Only the structure is checked here; whether day numbers and dates fit the query, and every other
 rule, is the evaluator's job (sandbox/benchmarks/b2t/evaluator/).
@@ -26,20 +27,26 @@ rule, is the evaluator's job (sandbox/benchmarks/b2t/evaluator/).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from sandbox.benchmarks.b2t.plan_lenient import (
+    FormatError,
+    as_int,
+    as_number,
+    as_price,
+    as_text,
+    load_json,
+    norm_keys,
+    synonym_key,
+)
 from sandbox.benchmarks.b2t.plan_synonyms import (
     INTERCITY_MODE_SYNONYMS,
-    KEY_SYNONYMS,
     LOCAL_MODE_SYNONYMS,
     PLAN_WRAPPERS,
     TYPE_SYNONYMS,
 )
-from sandbox.textscan import code_fences
 
 ACTIVITY_TYPES = ("intercity_transport", "meal", "attraction", "entertainment", "hotel")
 # Activity types that happen at a named place reached by local transport.
@@ -47,19 +54,15 @@ LOCAL_TYPES = ("meal", "attraction", "entertainment", "hotel")
 MEALS = ("breakfast", "lunch", "dinner")
 INTERCITY_MODES = ("train", "flight")
 
-# Hard limits: a plan beyond them is not a plan but a runaway generation.
-MAX_TEXT_CHARS = 1_000_000
+# Hard limits: a plan beyond them is not a plan but a runaway generation (and plan_lenient's
+# MAX_TEXT_CHARS for the answer's text).
 MAX_DAYS = 60
 MAX_ACTIVITIES_PER_DAY = 60
 
 _TRAIN_NUMBER = re.compile(r"^[GDCKTZYL]\d{1,4}$")
 _FLIGHT_NUMBER = re.compile(r"^[A-Z0-9]{2}\d{2,4}$")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NON_WORD = re.compile(r"[^a-z0-9]+")
 _TIME = re.compile(r"^\s*(\d{1,2})[:：.](\d{2})(?::\d{2})?\s*$")
 _TIME_RANGE = re.compile(r"^\s*(\d{1,2}[:：.]\d{2})\s*(?:-|–|—|~|to)\s*(\d{1,2}[:：.]\d{2})\s*$")
-_TRAILING_COMMA = re.compile(r",(\s*[\]}])")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -139,16 +142,12 @@ class PlanReadResult:
         return self.plan is not None
 
 
-class _FormatError(ValueError):
-    pass
-
-
 def read_plan(answer: Any) -> PlanReadResult:
     """Read an answer (text, or already-parsed JSON) into a Plan; never raises."""
     try:
-        data = _load_json(answer) if isinstance(answer, str) else answer
+        data = load_json(answer) if isinstance(answer, str) else answer
         return PlanReadResult(_to_plan(data))
-    except _FormatError as err:
+    except FormatError as err:
         return PlanReadResult(None, str(err))
     except RecursionError:
         return PlanReadResult(None, "plan JSON is nested too deeply")
@@ -181,80 +180,7 @@ def normalize_name(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
-# ---------------------------------------------------------------- text -> JSON
-
-
-def _load_json(text: str) -> Any:
-    if len(text) > MAX_TEXT_CHARS:
-        raise _FormatError(f"answer is too large ({len(text)} characters > {MAX_TEXT_CHARS})")
-    body = _answer_body(text)
-    if not body.strip():
-        raise _FormatError("answer is empty")
-    candidates = [body]
-    start, stop = body.find("["), body.rfind("]")
-    if 0 <= start < stop:
-        candidates.append(body[start : stop + 1])
-    first_error = None
-    for candidate in candidates:
-        for variant in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
-            try:
-                return json.loads(variant)
-            except json.JSONDecodeError as err:
-                first_error = first_error or err
-            except ValueError as err:  # e.g. integer strings beyond the conversion limit
-                raise _FormatError(f"answer is not valid JSON: {err}") from None
-    raise _FormatError(
-        f"answer is not valid JSON ({first_error.msg} at line {first_error.lineno} "
-        f"column {first_error.colno})"
-    )
-
-
-def _answer_body(text: str) -> str:
-    """The plan text inside the last `<answer>` block and any code fence."""
-    open_at = text.rfind("<answer>")
-    if open_at >= 0:
-        text = text[open_at + len("<answer>") :]
-        close_at = text.find("</answer>")
-        if close_at >= 0:
-            text = text[:close_at]
-    fences = code_fences(text, languages=("json", "JSON"))  # linear; the old regex was not
-    return fences[0].strip() if fences else text
-
-
 # ---------------------------------------------------------------- JSON -> Plan
-
-
-@lru_cache(maxsize=8192)
-def _norm_str_key(key: str) -> str:
-    snake = _NON_WORD.sub("_", _CAMEL.sub("_", key.strip()).lower()).strip("_")
-    return KEY_SYNONYMS.get(snake, snake)
-
-
-def _norm_key(key: Any) -> str:
-    return _norm_str_key(key) if isinstance(key, str) and len(key) < 100 else str(key)
-
-
-@lru_cache(maxsize=4096)
-def _type_key(raw: str) -> str:
-    return _NON_WORD.sub("_", raw.strip().lower()).strip("_")
-
-
-_KEY_CACHE: dict[str, str] = {}
-
-
-def _norm_keys(obj: dict) -> dict:
-    """Keys normalised (first spelling of a key wins); hot path, hence the plain dict cache."""
-    out: dict[str, Any] = {}
-    cache = _KEY_CACHE
-    for key, value in obj.items():
-        norm = cache.get(key) if isinstance(key, str) else None
-        if norm is None:
-            norm = _norm_key(key)
-            if isinstance(key, str) and len(cache) < 8192:
-                cache[key] = norm
-        if norm not in out:
-            out[norm] = value
-    return out
 
 
 def _to_plan(data: Any) -> Plan:
@@ -267,36 +193,36 @@ def _to_plan(data: Any) -> Plan:
         if wrapped:
             data = wrapped[0]
         else:
-            raise _FormatError("plan must be a JSON list of day objects, got an object")
+            raise FormatError("plan must be a JSON list of day objects, got an object")
     if not isinstance(data, list):
-        raise _FormatError(f"plan must be a JSON list of day objects, got {type(data).__name__}")
+        raise FormatError(f"plan must be a JSON list of day objects, got {type(data).__name__}")
     if not data:
-        raise _FormatError("plan is an empty list")
+        raise FormatError("plan is an empty list")
     if len(data) > MAX_DAYS:
-        raise _FormatError(f"plan has {len(data)} days (more than {MAX_DAYS})")
+        raise FormatError(f"plan has {len(data)} days (more than {MAX_DAYS})")
     return Plan([_to_day(position, raw) for position, raw in enumerate(data)])
 
 
 def _to_day(position: int, raw: Any) -> Day:
     where = f"day {position + 1}"
     if not isinstance(raw, dict):
-        raise _FormatError(f"{where} must be an object, got {type(raw).__name__}")
-    obj = _norm_keys(raw)
-    number = _as_int(obj.get("day"))
+        raise FormatError(f"{where} must be an object, got {type(raw).__name__}")
+    obj = norm_keys(raw)
+    number = as_int(obj.get("day"))
     if "day" in obj and number is None:
-        raise _FormatError(f"{where}: 'day' must be a day number, got {obj['day']!r}")
+        raise FormatError(f"{where}: 'day' must be a day number, got {obj['day']!r}")
     number = position + 1 if number is None else number
     activities = obj.get("activities")
     if not isinstance(activities, list):
-        raise _FormatError(f"{where} has no 'activities' list")
+        raise FormatError(f"{where} has no 'activities' list")
     if len(activities) > MAX_ACTIVITIES_PER_DAY:
-        raise _FormatError(f"{where} has {len(activities)} activities (more than {MAX_ACTIVITIES_PER_DAY})")
+        raise FormatError(f"{where} has {len(activities)} activities (more than {MAX_ACTIVITIES_PER_DAY})")
     return Day(
         number=number,
-        date=_as_text(obj.get("date")),
-        city=_as_text(obj.get("city")),
+        date=as_text(obj.get("date")),
+        city=as_text(obj.get("city")),
         weather=_to_weather(obj.get("weather")),
-        city_info=_as_text(obj.get("city_info")),
+        city_info=as_text(obj.get("city_info")),
         activities=[_to_activity(f"day {number}", i, a) for i, a in enumerate(activities)],
     )
 
@@ -304,13 +230,13 @@ def _to_day(position: int, raw: Any) -> Day:
 def _to_activity(where: str, index: int, raw: Any) -> Activity:
     where = f"{where} activity {index + 1}"
     if not isinstance(raw, dict):
-        raise _FormatError(f"{where} must be an object, got {type(raw).__name__}")
-    obj = _norm_keys(raw)
+        raise FormatError(f"{where} must be an object, got {type(raw).__name__}")
+    obj = norm_keys(raw)
     raw_type = obj.get("type")
-    type_key = _type_key(raw_type) if isinstance(raw_type, str) and len(raw_type) < 100 else None
+    type_key = synonym_key(raw_type) if isinstance(raw_type, str) and len(raw_type) < 100 else None
     kind = TYPE_SYNONYMS.get(type_key, type_key) if type_key else None
     if kind not in ACTIVITY_TYPES:
-        raise _FormatError(f"{where} has unknown type {raw_type!r}; use one of {', '.join(ACTIVITY_TYPES)}")
+        raise FormatError(f"{where} has unknown type {raw_type!r}; use one of {', '.join(ACTIVITY_TYPES)}")
     if isinstance(obj.get("time"), str) and "start_time" not in obj:
         span = _TIME_RANGE.match(obj["time"])
         if span:
@@ -318,13 +244,13 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
     start, end = time_to_minutes(obj.get("start_time")), time_to_minutes(obj.get("end_time"))
     for key, value in (("start_time", start), ("end_time", end)):
         if value is None:
-            raise _FormatError(
+            raise FormatError(
                 f"{where} ({obj.get('name') or obj.get('number') or kind}) has "
                 f'missing or invalid {key} {obj.get(key)!r}; use "HH:MM"'
             )
-    meal = _as_text(obj.get("meal"))
+    meal = as_text(obj.get("meal"))
     meal = meal.lower() if meal else (type_key if type_key in MEALS else None)
-    number = _as_text(obj.get("number"))
+    number = as_text(obj.get("number"))
     mode = None
     if kind == "intercity_transport":
         mode = _intercity_mode(obj.get("mode"), type_key, number)
@@ -335,17 +261,17 @@ def _to_activity(where: str, index: int, raw: Any) -> Activity:
         end_time=_canonical_time(obj["end_time"], end),
         start=start,
         end=end,
-        name=_as_text(obj.get("name")),
-        price=_as_price(obj.get("price")),
+        name=as_text(obj.get("name")),
+        price=as_price(obj.get("price")),
         meal=meal if kind == "meal" else None,
         transport=_to_transport(obj.get("transport")),
         mode=mode,
         number=number.upper() if number else None,
-        from_city=_as_text(obj.get("from_city")),
-        to_city=_as_text(obj.get("to_city")),
-        seat_class=_as_text(obj.get("seat_class")),
-        description=_as_text(obj.get("description")),
-        tips=_as_text(obj.get("tips")),
+        from_city=as_text(obj.get("from_city")),
+        to_city=as_text(obj.get("to_city")),
+        seat_class=as_text(obj.get("seat_class")),
+        description=as_text(obj.get("description")),
+        tips=as_text(obj.get("tips")),
     )
 
 
@@ -355,7 +281,7 @@ def _canonical_time(text: str, minutes: int) -> str:
 
 def _intercity_mode(raw_mode: Any, type_key: str | None, number: str | None) -> str | None:
     if isinstance(raw_mode, str) and len(raw_mode) < 100:
-        key = _type_key(raw_mode)
+        key = synonym_key(raw_mode)
         if key in INTERCITY_MODE_SYNONYMS:
             return INTERCITY_MODE_SYNONYMS[key]
     if type_key in ("train", "flight"):
@@ -373,14 +299,14 @@ def _to_transport(raw: Any) -> LocalTransport | None:
         raw = {"mode": raw.split(",")[0]}
     if not isinstance(raw, dict):
         return None
-    obj = _norm_keys(raw)
-    mode = _as_text(obj.get("mode"))
+    obj = norm_keys(raw)
+    mode = as_text(obj.get("mode"))
     if mode and len(mode) < 100:
-        mode = LOCAL_MODE_SYNONYMS.get(_type_key(mode), mode)
+        mode = LOCAL_MODE_SYNONYMS.get(synonym_key(mode), mode)
     return LocalTransport(
         mode=mode,
-        duration_min=_as_number(obj.get("duration_min")),
-        distance_km=_as_number(obj.get("distance_km")),
+        duration_min=as_number(obj.get("duration_min")),
+        distance_km=as_number(obj.get("distance_km")),
     )
 
 
@@ -389,46 +315,9 @@ def _to_weather(raw: Any) -> Weather | None:
         return Weather(condition=raw.strip(), max_temp=None, min_temp=None)
     if not isinstance(raw, dict):
         return None
-    obj = _norm_keys(raw)
+    obj = norm_keys(raw)
     return Weather(
-        condition=_as_text(obj.get("condition")),
-        max_temp=_as_number(obj.get("max_temp")),
-        min_temp=_as_number(obj.get("min_temp")),
+        condition=as_text(obj.get("condition")),
+        max_temp=as_number(obj.get("max_temp")),
+        min_temp=as_number(obj.get("min_temp")),
     )
-
-
-def _as_text(value: Any) -> str | None:
-    kind = type(value)
-    if kind is str:
-        return value.strip() or None
-    if kind is int or kind is float:
-        try:
-            return str(value)
-        except ValueError:  # an integer over Python's 4,300-digit conversion limit
-            return None
-    return None
-
-
-def _as_number(value: Any) -> float | None:
-    kind = type(value)
-    if kind is int or kind is float:
-        try:
-            number = float(value)
-        except OverflowError:
-            return None
-        return number if number == number and abs(number) != float("inf") else None
-    if kind is str:
-        match = _NUMBER.search(value.replace(",", ""))
-        number = float(match.group()) if match else None  # "9" * 400 reads as infinity
-        return number if number is not None and abs(number) != float("inf") else None
-    return None
-
-
-def _as_price(value: Any) -> float | None:
-    number = _as_number(value)
-    return number if number is not None and number >= 0 else None
-
-
-def _as_int(value: Any) -> int | None:
-    number = _as_number(value)
-    return int(number) if number is not None and number == int(number) else None

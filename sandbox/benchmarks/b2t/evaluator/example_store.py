@@ -52,15 +52,14 @@ def build_mini_world(path: str | Path) -> Path:
         conn.execute(ddl)
     for ddl in INDEXES:
         conn.execute(ddl)
-    _write_cities_and_restaurants(conn)
-    _write_sights_and_hotels(conn)
-    _write_services(conn)
+    for write in _WRITERS:  # always in this order: the file's bytes depend on it
+        write(conn)
     conn.commit()
     conn.close()
     return path
 
 
-def _write_cities_and_restaurants(conn: sqlite3.Connection) -> None:
+def _write_cities(conn: sqlite3.Connection) -> None:
     for city, (lat, lon) in CENTRE.items():
         _insert(
             conn,
@@ -76,6 +75,9 @@ def _write_cities_and_restaurants(conn: sqlite3.Connection) -> None:
                 "stations": "[]",
             },
         )
+
+
+def _write_restaurants(conn: sqlite3.Connection) -> None:
     for n, (name, (north, east, cuisine, price, env, op, cl)) in enumerate(RESTAURANTS.items()):
         _insert(
             conn,
@@ -100,7 +102,7 @@ def _write_cities_and_restaurants(conn: sqlite3.Connection) -> None:
         )
 
 
-def _write_sights_and_hotels(conn: sqlite3.Connection) -> None:
+def _write_attractions(conn: sqlite3.Connection) -> None:
     for n, (name, (north, east, kind, price, walk, op, cl)) in enumerate(ATTRACTIONS.items()):
         _insert(
             conn,
@@ -124,6 +126,9 @@ def _write_sights_and_hotels(conn: sqlite3.Connection) -> None:
                 "ticket_info": "[]",
             },
         )
+
+
+def _write_entertainment(conn: sqlite3.Connection) -> None:
     for n, (name, (north, east, kind, price, op, cl)) in enumerate(ENTERTAINMENT.items()):
         _insert(
             conn,
@@ -141,6 +146,9 @@ def _write_sights_and_hotels(conn: sqlite3.Connection) -> None:
                 "avg_rating": 4.4,
             },
         )
+
+
+def _write_hotels(conn: sqlite3.Connection) -> None:
     for n, (name, (north, east, star, facilities, price)) in enumerate(HOTELS.items()):
         _insert(
             conn,
@@ -165,8 +173,7 @@ def _write_sights_and_hotels(conn: sqlite3.Connection) -> None:
         )
 
 
-def _write_services(conn: sqlite3.Connection) -> None:
-    """Trains, flights and weather of the trip."""
+def _write_trains(conn: sqlite3.Connection) -> None:
     for number, kind, origin, dest, dep, arr, fares in TRAINS:
         _insert(
             conn,
@@ -186,6 +193,9 @@ def _write_services(conn: sqlite3.Connection) -> None:
                 "fares": json.dumps(fares),
             },
         )
+
+
+def _write_flights(conn: sqlite3.Connection) -> None:
     for number, origin, dest, date, dep, arr, cabin, price in FLIGHTS:
         _insert(
             conn,
@@ -223,6 +233,10 @@ def _write_services(conn: sqlite3.Connection) -> None:
                 "codeshare": "",
             },
         )
+
+
+def _write_weather(conn: sqlite3.Connection) -> None:
+    """The trip's days in Chengdu."""
     for date, (condition, hi, lo) in WEATHER.items():
         _insert(
             conn,
@@ -237,6 +251,18 @@ def _write_services(conn: sqlite3.Connection) -> None:
                 "air_quality": "Good",
             },
         )
+
+
+_WRITERS = (
+    _write_cities,
+    _write_restaurants,
+    _write_attractions,
+    _write_entertainment,
+    _write_hotels,
+    _write_trains,
+    _write_flights,
+    _write_weather,
+)
 
 
 # --------------------------------------------------------------------------- the valid plan

@@ -22,6 +22,20 @@ from sandbox.benchmarks.b2t.expert.shared import (
 from sandbox.expert_session import ExpertFailure, tool_call
 
 
+def _transport_memory(out: Option, back: Option) -> list[dict[str, Any]]:
+    """The memory write that keeps the chosen trains/flights, sent with the first hotel search."""
+    return [
+        {
+            "action": "write",
+            "key": "transport",
+            "value": {
+                "outbound": f"{out.number} {hm(out.depart)}-{hm(out.arrive)} {out.seat} {out.price:g}",
+                "return": f"{back.number} {hm(back.depart)}-{hm(back.arrive)} {back.seat} {back.price:g}",
+            },
+        }
+    ]
+
+
 class VenueSearch:
     """Mixin of the expert's _Solver: the hotel and place searches (state set by _Solver)."""
 
@@ -47,18 +61,7 @@ class VenueSearch:
             + (f", {json.dumps(prefs, ensure_ascii=False)}" if prefs else "")
             + "."
         )
-        memory = [
-            {
-                "action": "write",
-                "key": "transport",
-                "value": {
-                    "outbound": f"{out.number} {hm(out.depart)}-{hm(out.arrive)} {out.seat} {out.price:g}",
-                    "return": (
-                        f"{back.number} {hm(back.depart)}-{hm(back.arrive)} {back.seat} {back.price:g}"
-                    ),
-                },
-            }
-        ]
+        memory = _transport_memory(out, back)
         attempts = [
             dict(near=self.city, radius_km=8, max_price=cap),
             dict(max_price=cap),

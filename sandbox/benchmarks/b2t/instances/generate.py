@@ -83,6 +83,36 @@ def _sample_query(
     return None
 
 
+def _draw_trip(
+    rng: random.Random, catalog: Catalog, difficulty: str, n_categories: int, days: int, people: int
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]] | str:
+    """One attempt: (profile, query with its budget, trajectory events) when the drawn trip is
+    consistent and feasible with its history, else the reason it is not."""
+    profile = sample_profile(rng, difficulty, n_categories)
+    problems = consistency_problems(profile)
+    if problems:
+        return "inconsistent profile: " + problems[0]
+    query = _sample_query(rng, catalog, profile, days, people)
+    if query is None:
+        return "no city reachable in the preferred transport mode and class"
+    start = dt.date.fromisoformat(query["start_date"])
+    return_date = (start + dt.timedelta(days=query["days"] - 1)).isoformat()
+    request_date = start - dt.timedelta(days=rng.randint(3, 30))
+    verdict = feasibility.check(catalog, profile, query, return_date)  # before any history
+    if not verdict.ok:
+        return verdict.reason
+    try:
+        events, history = build_trajectory(rng, catalog, profile, query, difficulty, request_date)
+    except TrajectoryError as err:
+        return str(err)
+    profile["history"] = history
+    verdict = feasibility.check(catalog, profile, query, return_date)
+    if not verdict.ok:
+        return verdict.reason
+    query["budget"] = _budget(rng, verdict.cheapest_cost)
+    return profile, query, events
+
+
 def make_instance(
     catalog: Catalog,
     split: str,
@@ -106,33 +136,11 @@ def make_instance(
             # A sparse store (small scale) may hold too few matching places for a long trip of a hard
             # profile: shorter trips need fewer distinct restaurants and sights, so every seed builds.
             days = max(TRIP_DAYS[0], days - 1)
-        profile = sample_profile(rng, difficulty, n_categories)
-        problems = consistency_problems(profile)
-        if problems:
-            reasons["inconsistent profile: " + problems[0]] += 1
+        drawn = _draw_trip(rng, catalog, difficulty, n_categories, days, people)
+        if isinstance(drawn, str):
+            reasons[drawn] += 1
             continue
-        query = _sample_query(rng, catalog, profile, days, people)
-        if query is None:
-            reasons["no city reachable in the preferred transport mode and class"] += 1
-            continue
-        start = dt.date.fromisoformat(query["start_date"])
-        return_date = (start + dt.timedelta(days=query["days"] - 1)).isoformat()
-        request_date = start - dt.timedelta(days=rng.randint(3, 30))
-        verdict = feasibility.check(catalog, profile, query, return_date)  # before any history
-        if not verdict.ok:
-            reasons[verdict.reason] += 1
-            continue
-        try:
-            events, history = build_trajectory(rng, catalog, profile, query, difficulty, request_date)
-        except TrajectoryError as err:
-            reasons[str(err)] += 1
-            continue
-        profile["history"] = history
-        verdict = feasibility.check(catalog, profile, query, return_date)
-        if not verdict.ok:
-            reasons[verdict.reason] += 1
-            continue
-        query["budget"] = _budget(rng, verdict.cheapest_cost)
+        profile, query, events = drawn
         iid = instance_id(split, difficulty, index)
         zh_names = {name: c["name_zh"] for name, c in catalog.cities.items()}
         visible = {

@@ -105,6 +105,17 @@ class PoiSearch:
     def run(self, world: World, args: dict[str, Any]) -> str:
         city = resolve_city_arg(world, args, "city")
         n = check_n(args["n"])
+        sql_where, params = self._where(city, args)
+        if args["near"] is None:
+            header, items = self._best_rated(world, city, sql_where, params, n)
+        else:
+            header, items = self._nearest(world, city, args, sql_where, params, n)
+        if not items:
+            header += " Nothing matches; relax the preferences or filters."
+        return render(header, items)
+
+    def _where(self, city: str, args: dict[str, Any]) -> tuple[str, list[Any]]:
+        """The checked preferences and filters as one SQL condition and its parameters."""
         prefs = check_preferences(
             self.tool, args["preferences"], {k: v[0] for k, v in self.preferences.items()}
         )
@@ -131,46 +142,52 @@ class PoiSearch:
         if open_at is not None:
             where += ["open_time <= ?", "close_time > ?"]
             params += [open_at, open_at]
-        sql_where = " AND ".join(where)
-        if args["near"] is None:
-            total = world.query(f"SELECT COUNT(*) FROM {self.table} WHERE {sql_where}", params)[0][0]
-            rows = world.query(
-                f"SELECT * FROM {self.table} WHERE {sql_where} "
-                f"ORDER BY avg_rating DESC, avg_price, name LIMIT ?",
-                params + [n],
-            )
-            items = [self.item(dict(r)) for r in rows]
-            header = f"{self.noun} in {city}: {len(items)} of {total} matching, best rated first."
-        else:
-            radius = check_range(args["radius_km"], "radius_km", 0.1, MAX_RADIUS_KM)
-            place = resolve_place(world, city, args["near"])
-            dlat = radius / 111.0
-            dlon = radius / (111.0 * math.cos(math.radians(place.latitude)))
-            box = " AND latitude BETWEEN ? AND ? AND longitude BETWEEN ? AND ?"
-            rows = world.query(
-                f"SELECT * FROM {self.table} WHERE {sql_where}{box}",
-                params
-                + [
-                    place.latitude - dlat,
-                    place.latitude + dlat,
-                    place.longitude - dlon,
-                    place.longitude + dlon,
-                ],
-            )
-            scored = []
-            for r in rows:
-                km = haversine_km(place.latitude, place.longitude, r["latitude"], r["longitude"])
-                if km <= radius and r["name"] != place.name:
-                    scored.append((round(km, 2), -r["avg_rating"], r["name"], r))
-            scored.sort(key=lambda s: s[:3])
-            items = [{**self.item(dict(r)), "distance_km": km} for km, _, _, r in scored[:n]]
-            header = (
-                f"{self.noun} in {city} within {radius:g} km of {place.name}: "
-                f"{len(items)} of {len(scored)} matching, nearest first."
-            )
-        if not items:
-            header += " Nothing matches; relax the preferences or filters."
-        return render(header, items)
+        return " AND ".join(where), params
+
+    def _best_rated(
+        self, world: World, city: str, sql_where: str, params: list[Any], n: int
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """No `near`: the n best rated of the whole city, and how many match."""
+        total = world.query(f"SELECT COUNT(*) FROM {self.table} WHERE {sql_where}", params)[0][0]
+        rows = world.query(
+            f"SELECT * FROM {self.table} WHERE {sql_where} ORDER BY avg_rating DESC, avg_price, name LIMIT ?",
+            params + [n],
+        )
+        items = [self.item(dict(r)) for r in rows]
+        return f"{self.noun} in {city}: {len(items)} of {total} matching, best rated first.", items
+
+    def _nearest(
+        self, world: World, city: str, args: dict[str, Any], sql_where: str, params: list[Any], n: int
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """`near` a place: the n nearest within radius_km (a bounding box in SQL, then the exact
+        great-circle distance), the place itself left out."""
+        radius = check_range(args["radius_km"], "radius_km", 0.1, MAX_RADIUS_KM)
+        place = resolve_place(world, city, args["near"])
+        dlat = radius / 111.0
+        dlon = radius / (111.0 * math.cos(math.radians(place.latitude)))
+        box = " AND latitude BETWEEN ? AND ? AND longitude BETWEEN ? AND ?"
+        rows = world.query(
+            f"SELECT * FROM {self.table} WHERE {sql_where}{box}",
+            params
+            + [
+                place.latitude - dlat,
+                place.latitude + dlat,
+                place.longitude - dlon,
+                place.longitude + dlon,
+            ],
+        )
+        scored = []
+        for r in rows:
+            km = haversine_km(place.latitude, place.longitude, r["latitude"], r["longitude"])
+            if km <= radius and r["name"] != place.name:
+                scored.append((round(km, 2), -r["avg_rating"], r["name"], r))
+        scored.sort(key=lambda s: s[:3])
+        items = [{**self.item(dict(r)), "distance_km": km} for km, _, _, r in scored[:n]]
+        header = (
+            f"{self.noun} in {city} within {radius:g} km of {place.name}: "
+            f"{len(items)} of {len(scored)} matching, nearest first."
+        )
+        return header, items
 
 
 def hotel_item(r: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import random
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from sandbox.benchmarks.b2t.geo import haversine_km
 from sandbox.benchmarks.b2t.world.cities import CITIES, City
@@ -169,7 +170,29 @@ def _dates(scale: Scale) -> list[dt.date]:
     return [start + dt.timedelta(days=k) for k in range((end - start).days + 1)]
 
 
-def _flight_schedules(rng: random.Random, scale: Scale) -> list[tuple]:
+class _Schedule(NamedTuple):
+    """A daily flight: the same number, airports, times and full fare on every date."""
+
+    origin: City
+    destination: City
+    number: str
+    airline: str
+    airline_code: str
+    origin_airport: tuple[str, str]  # (name, IATA code)
+    destination_airport: tuple[str, str]
+    depart: int  # minutes after midnight
+    minutes: int
+    full_fare: float
+    departure_terminal: str
+    arrival_terminal: str
+    aircraft: str
+    on_time_rate: float
+    meal: int
+    codeshare: str
+    km: float
+
+
+def _flight_schedules(rng: random.Random, scale: Scale) -> list[_Schedule]:
     """The fixed per-route schedules: a flight keeps its number and times every day."""
     schedules = []
     used_numbers: set[str] = set()
@@ -187,7 +210,7 @@ def _flight_schedules(rng: random.Random, scale: Scale) -> list[tuple]:
             o_airport, d_airport = rng.choice(a.airports), rng.choice(b.airports)
             codeshare = f"{rng.choice(AIRLINES)[1]}{rng.randint(1000, 9999)}" if rng.random() < 0.3 else ""
             schedules.append(
-                (
+                _Schedule(
                     a,
                     b,
                     number,
@@ -217,70 +240,61 @@ def flights(scale: Scale, seed: int) -> Iterator[tuple]:
     schedules = _flight_schedules(rng, scale)  # draws first, as the rows below always did
     row_id = 0
     for date in dates:
-        day = date.isoformat()
-        for (
-            a,
-            b,
-            number,
-            airline,
-            code,
-            o_ap,
-            d_ap,
-            dep,
-            minutes,
-            full_fare,
-            t_dep,
-            t_arr,
-            aircraft,
-            on_time,
-            meal,
-            codeshare,
-            km,
-        ) in schedules:
-            arrive = dep + minutes
-            arrival_date = (date + dt.timedelta(days=arrive // (24 * 60))).isoformat()
-            fuel = 20.0 if km < 800 else 40.0
-            child = float(round(full_fare * 0.5, -1))
+        for schedule in schedules:
             for cabin in ("Economy Class", "Business Class"):
-                if cabin == "Economy Class":
-                    discount = round(rng.randrange(35, 101, 5) / 100, 2)
-                    cabin_code = next(c for bound, c in ECONOMY_CODES if discount >= bound)
-                    fare = float(round(full_fare * discount, -1))
-                else:
-                    discount = round(rng.randrange(70, 101, 5) / 100, 2)
-                    cabin_code = "C" if discount < 1.0 else "J"
-                    fare = float(round(full_fare * 2.5 * discount, -1))
                 row_id += 1
-                yield (
-                    row_id,
-                    number,
-                    airline,
-                    code,
-                    a.name,
-                    a.city_code,
-                    b.name,
-                    b.city_code,
-                    o_ap[0],
-                    o_ap[1],
-                    d_ap[0],
-                    d_ap[1],
-                    day,
-                    hhmm(dep),
-                    arrival_date,
-                    hhmm(arrive),
-                    minutes,
-                    t_dep,
-                    t_arr,
-                    aircraft,
-                    cabin,
-                    cabin_code,
-                    fare,
-                    child,
-                    fuel,
-                    50.0,
-                    fare + fuel + 50.0,
-                    discount,
-                    on_time,
-                    meal,
-                    codeshare,
-                )
+                yield _flight_row(rng, row_id, date, schedule, cabin)
+
+
+def _cabin_fare(rng: random.Random, cabin: str, full_fare: float) -> tuple[float, str, float]:
+    """(discount, cabin code, fare) of one cabin on one date: economy 35-100% of the full fare,
+    business 2.5 times it at 70-100%; the code follows the discount."""
+    if cabin == "Economy Class":
+        discount = round(rng.randrange(35, 101, 5) / 100, 2)
+        cabin_code = next(c for bound, c in ECONOMY_CODES if discount >= bound)
+        return discount, cabin_code, float(round(full_fare * discount, -1))
+    discount = round(rng.randrange(70, 101, 5) / 100, 2)
+    cabin_code = "C" if discount < 1.0 else "J"
+    return discount, cabin_code, float(round(full_fare * 2.5 * discount, -1))
+
+
+def _flight_row(rng: random.Random, row_id: int, date: dt.date, s: _Schedule, cabin: str) -> tuple:
+    """One row of the flights table: a schedule's flight on `date` in `cabin`."""
+    arrive = s.depart + s.minutes
+    arrival_date = (date + dt.timedelta(days=arrive // (24 * 60))).isoformat()
+    fuel = 20.0 if s.km < 800 else 40.0
+    child = float(round(s.full_fare * 0.5, -1))
+    discount, cabin_code, fare = _cabin_fare(rng, cabin, s.full_fare)
+    return (
+        row_id,
+        s.number,
+        s.airline,
+        s.airline_code,
+        s.origin.name,
+        s.origin.city_code,
+        s.destination.name,
+        s.destination.city_code,
+        s.origin_airport[0],
+        s.origin_airport[1],
+        s.destination_airport[0],
+        s.destination_airport[1],
+        date.isoformat(),
+        hhmm(s.depart),
+        arrival_date,
+        hhmm(arrive),
+        s.minutes,
+        s.departure_terminal,
+        s.arrival_terminal,
+        s.aircraft,
+        cabin,
+        cabin_code,
+        fare,
+        child,
+        fuel,
+        50.0,
+        fare + fuel + 50.0,
+        discount,
+        s.on_time_rate,
+        s.meal,
+        s.codeshare,
+    )

@@ -1,0 +1,196 @@
+"""What an episode's actions do to its streams, the half of `Run` (rollout/run.py) that the loop
+calls back into: a callback's outcome applied, a stream opened by its first Continue, continued
+with a reply, its turn ended, stopped at a limit or by Stop, an episode failed, an episode finished.
+The phase changes these steps make are drawn in rollout/stream.py. A mixin, not a separate object,
+because these steps and the loop share the run's whole state (rows, queue, host jobs, stats);
+`Run` sets every attribute named below."""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import jax
+
+from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
+from rollout.host_jobs import HostJobs, call_limit
+from rollout.record import EpisodeRecord
+from rollout.stats import EngineStats
+from rollout.stream import Phase, RowTable, Stream
+from sandbox.types import StopReason
+
+
+class StreamActions:
+    """Episode actions and the stream lifecycle; mixed into `Run`, which owns the state."""
+
+    engine: Any  # the RolloutEngine (config, tokenizer, progress hook)
+    cfg: Any  # its RolloutConfig
+    tok: Any  # its tokenizer
+    episodes: list[Episode]
+    streams: list[dict[str, Stream]]
+    rows: RowTable
+    queue: collections.deque[Stream]
+    stats: EngineStats
+    host: HostJobs
+    failed: set[int]
+    done_episodes: set[int]
+    default_limits: StreamLimits
+    tokenizer_name: str
+
+    def _apply_outcome(
+        self, stream: Stream, reason: str | None, outcome: TurnOutcome | Exception, elapsed: float
+    ) -> None:
+        """One callback's result: its actions applied, or its episode failed if it raised."""
+        index = stream.episode_index
+        stream.env_s += elapsed
+        if isinstance(outcome, Exception):
+            name = "on_turn_end" if reason is None else "on_limit"
+            self._fail_episode(index, f"{name}() raised {type(outcome).__name__}: {outcome}")
+            return
+        stream.record.errors.extend(outcome.errors)
+        stream.record.calls.extend(outcome.call_names)
+        self._apply(index, outcome.actions)
+
+    def _new_stream(self, index: int, name: str, start: Continue | None, limits: StreamLimits) -> Stream:
+        """A stream of episode `index`, tagged with what its starting Continue says."""
+        record = EpisodeRecord(
+            instance_id=str(self.episodes[index].instance_id),
+            stream=name,
+            tokenizer=self.tokenizer_name,
+            episode=index,
+            process=jax.process_index(),
+            role=(start.role if start is not None and start.role is not None else "agent"),
+            day=start.day if start is not None else None,
+            round=start.round if start is not None else None,
+        )
+        stream = Stream(index, len(self.streams[index]), record, limits, started=time.perf_counter())
+        self.streams[index][name] = stream
+        return stream
+
+    def _apply(self, index: int, actions: list[Continue | Stop]) -> None:
+        """Apply an episode's actions (at start, after a turn, or after a limit)."""
+        for action in actions:
+            if index in self.failed:
+                break  # e.g. an on_limit of an earlier action raised
+            stream = self.streams[index].get(action.stream)
+            if isinstance(action, Stop):
+                if stream is not None and stream.live:
+                    self._stop(stream, action.reason, action.answer)
+            elif stream is None:
+                if not self._open_stream(index, action):
+                    return
+            elif stream.live and not self._continue(stream, action):
+                return
+        self._maybe_finish(index)
+
+    def _open_stream(self, index: int, action: Continue) -> bool:
+        """A Continue naming a new stream: its prompt, then it queues. False if the episode failed."""
+        try:
+            limits = (action.limits or StreamLimits()).resolve(self.cfg)
+        except ValueError as exc:
+            self._fail_episode(index, f"stream {action.stream!r}: {exc}")
+            return False
+        stream = self._new_stream(index, action.stream, action, limits)
+        stream.record.prompt_len = len(action.tokens)
+        if len(action.tokens) + len(action.forced) >= limits.max_total_tokens:
+            stream.record.append(action.tokens, sampled=False)
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
+            return True
+        self._append_context(stream, action.tokens, action.forced)
+        self.queue.append(stream)
+        return True
+
+    def _continue(self, stream: Stream, action: Continue) -> bool:
+        """A Continue for a live stream: the reply and the next turn, or a limit. False if the
+        episode failed (a Continue while the stream is still sampling its turn)."""
+        index = stream.episode_index
+        if stream.phase.sampling:
+            self._fail_episode(index, f"Continue for stream {action.stream!r} while it is generating")
+            return False
+        added = len(action.tokens) + len(action.forced)
+        if stream.turns_done >= stream.limits.max_turns:
+            self._stop(stream, StopReason.MAX_TURNS, notify=True)
+        elif len(stream.record.ids) + added >= stream.limits.max_total_tokens:
+            self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
+        else:
+            stream.record.add_responses(action.responses)  # the blocks `tokens` render, as given
+            self._append_context(stream, action.tokens, action.forced)
+            if stream.row is None and stream not in self.queue:
+                self.queue.append(stream)  # parked: re-admitted with its whole record
+        return True
+
+    def _append_context(self, stream: Stream, tokens: list[int], forced: list[int]) -> None:
+        """Append mask-0 context, then the forced start of the next assistant turn."""
+        record = stream.record
+        record.append(tokens, sampled=False)
+        stream.turn_start, stream.turn_sampled = len(record.ids), 0
+        stream.phase = Phase.QUEUED if stream.row is None else Phase.SAMPLING
+        if forced:
+            record.forced.append((len(record.ids), len(record.ids) + len(forced)))
+            record.append(forced, sampled=False)
+        if self.cfg.reprefill and stream.row is not None:
+            stream.pending, stream.reset, stream.cached = list(record.ids), True, 0
+        else:
+            stream.pending.extend(tokens)
+            stream.pending.extend(forced)
+        if forced and forced[-1] in (self.tok.im_end_id, self.tok.eos_id):
+            self._turn_complete(stream)  # fully scripted turn: nothing to sample
+
+    def _turn_complete(self, stream: Stream) -> None:
+        stream.record.turns.append((stream.turn_start, len(stream.record.ids)))
+        stream.turns_done += 1
+        stream.phase = Phase.TURN_ENDED
+        stream.idle_since = self.stats.segments
+
+    def _stop(
+        self,
+        stream: Stream,
+        reason: str,
+        answer: str | None = None,
+        *,
+        notify: bool = False,
+        message: str | None = None,
+    ) -> None:
+        """End a live stream's record; `notify`: tell its episode through on_limit (async: in the
+        pool, chained after the episode's earlier callbacks; sync: right away)."""
+        if not stream.live:
+            return
+        if stream.phase.sampling and len(stream.record.ids) > stream.turn_start:
+            stream.record.turns.append((stream.turn_start, len(stream.record.ids)))  # cut turn
+        stream.phase, stream.pending = Phase.STOPPED, []
+        stream.record.stop_reason, stream.record.answer = reason, answer
+        stream.record.error_message = message
+        stream.record.timings.update(
+            wall_s=time.perf_counter() - stream.started, env_s=stream.env_s, turns=float(stream.turns_done)
+        )
+        self.rows.release(stream)
+        if notify and self.cfg.async_host:
+            # The episode may be inside a callback in the pool: the notice joins its chain.
+            stream.phase, stream.stop_notice = Phase.NOTIFY, reason
+        elif notify:
+            outcome, elapsed = call_limit(self.episodes[stream.episode_index], stream, reason)
+            self._apply_outcome(stream, reason, outcome, elapsed)
+
+    def _fail_episode(self, index: int, message: str) -> None:
+        self.failed.add(index)
+        streams = self.streams[index]
+        for stream in streams.values():
+            if stream.phase is Phase.NOTIFY:
+                stream.phase = Phase.STOPPED  # its notice is dropped: the episode is over
+        if not streams:
+            self._new_stream(index, "main", None, self.default_limits)
+        for stream in streams.values():
+            if stream.live:
+                self._stop(stream, StopReason.ERROR, message=message)
+            elif stream.record.stop_reason != StopReason.ERROR:
+                stream.record.error_message = message
+        self._maybe_finish(index)
+
+    def _maybe_finish(self, index: int) -> None:
+        streams = self.streams[index].values()
+        waiting = index in self.host or any(s.phase is Phase.NOTIFY for s in streams)
+        if streams and not any(s.live for s in streams) and not waiting and index not in self.done_episodes:
+            self.done_episodes.add(index)
+            if self.engine.progress is not None:
+                self.engine.progress(len(self.done_episodes), len(self.episodes))
