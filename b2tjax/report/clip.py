@@ -17,6 +17,7 @@ from typing import Any
 KEPT_CHARS = 6000  # of a clipped text, kept in the page for the click (a tool reply's default cap)
 VIEW_CHARS = {"request": 4000}  # top-level view keys with room for longer text
 LABEL_CHARS = 300  # any other string of the view: labels, names, check reasons, task fields
+VIEW_KEPT_CHARS = 2000  # of a clipped view string, kept for the click (a name repeats in many places)
 
 
 def clip(text: str, max_chars: int, kept: int = KEPT_CHARS) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def clip(text: str, max_chars: int, kept: int = KEPT_CHARS) -> dict[str, Any]:
 
 def clip_view(view: dict[str, Any], clipped: list[dict[str, Any]]) -> dict[str, Any]:
     """A copy of a benchmark view (or any plain JSON data) with every long string shortened in
-    place; each one's full text (up to KEPT_CHARS) is appended to `clipped` with where it was."""
+    place; each one's full text (up to VIEW_KEPT_CHARS) is appended to `clipped` with where it was."""
     return {key: _walk(value, key, VIEW_CHARS.get(key, LABEL_CHARS), clipped) for key, value in view.items()}
 
 
@@ -40,7 +41,7 @@ def _walk(value: Any, where: str, limit: int, clipped: list[dict[str, Any]]) -> 
     if isinstance(value, str):
         if len(value) <= limit:
             return value
-        clipped.append({"where": where, **clip(value, limit)})
+        clipped.append({"where": where, **clip(value, limit, VIEW_KEPT_CHARS)})
         return f"{value[:limit]} … [{len(value) - limit} more characters: clipped text {len(clipped)}]"
     if isinstance(value, dict):
         return {k: _walk(v, f"{where}.{k}", limit, clipped) for k, v in value.items()}
