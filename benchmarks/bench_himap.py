@@ -211,15 +211,15 @@ def simulate(s: Setup, visible: dict, texts: dict[str, list[str]], options: Any)
     while queue and not session.finished:
         now[0], _, name, text = heapq.heappop(queue)
         handle(session.cut(name, "no more turns") if text is None else session.turn(name, text))
-    m = session.metrics()
+    figures = session.figures()
     return {
         "critical": now[0],
-        **{f"{k}_s": v for k, v in m["phase_s"].items()},
+        **{f"{k}_s": v for k, v in dataclasses.asdict(figures.phase_s).items()},
         "generated": count["generated"],
         "prefilled": count["prefilled"],
         "prefilled_shared": count["prefilled"] - count["shared"],
-        "rounds": m["rounds"],
-        "streams": m["executors"] + int(session.coordinator is not None),
+        "rounds": figures.rounds,
+        "streams": figures.executors + int(session.coordinator is not None),
         "answer": session.answer,
     }
 

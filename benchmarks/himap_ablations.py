@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
             run = solve(bench, visible, truth, HimapOptions.ablation(mode))
             c, f = judged(run.answer, visible, truth)
             passed, final = passed + c, final + f
-            rejections.update(run.metrics["rejections"])
-            sigma.update(run.metrics["sigma_rejections"])
-            rounds.append(run.metrics["rounds"])
-            fallback += run.metrics["fallback_days"]
+            rejections.update(run.figures.rejections)
+            sigma.update(run.figures.sigma_rejections)
+            rounds.append(run.figures.rounds)
+            fallback += run.figures.fallback_days
         lines.append(
             f"| {mode} | {passed} | {final}/{len(pairs)} | {statistics.fmean(rounds):.2f} | "
             f"{_codes(rejections)} | {_codes(sigma)} | {fallback} |"

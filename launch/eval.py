@@ -19,7 +19,10 @@ scored against the official query file directly, with the official metric consta
 (the database: DATA/database when --data is given, else the copy shipped with the package).
 
 A rollouts file (`--records`, what launch/rollouts.py writes: one line per stream) is scored by its
-episodes' answers: a single agent's answer, or a HiMAP team's coordinator answer.
+episodes' answers: a single agent's answer, or a HiMAP team's last coordinator answer. Only the
+instances the file holds are scored (a partial run is not a run of undelivered plans), and the
+table's header says how many of the split's those are; `--all-instances` scores the whole split,
+a missing instance counting as undelivered.
 
 Plans can also be written here: `--policy` names the plan writer (`expert`: the scripted planner
 that reads the hidden truth; `model`: a checkpoint, greedy) and `--agent` the agent architecture it
@@ -122,6 +125,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a rollouts file (launch/rollouts.py --out): each episode's answer is its plan",
     )
     parser.add_argument(
+        "--all-instances",
+        action="store_true",
+        help="--records: score every instance of the split (those the file lacks are undelivered)",
+    )
+    parser.add_argument(
         "--agent",
         choices=("single", "himap"),
         default="single",
@@ -159,6 +167,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--policy model needs --checkpoint DIR, and --checkpoint is only for --policy model")
     if args.config is not None and args.policy != "model":
         parser.error("--config is only for --policy model")
+    if args.all_instances and args.records is None:
+        parser.error("--all-instances is only for --records")
     return args
 
 
@@ -250,6 +260,25 @@ def plans_from_records(path: Path, pairs: list[Instance]) -> dict[str, Any]:
     return {ident: plan for ident, plan in found.items() if ident in wanted}
 
 
+def records_selection(
+    args: argparse.Namespace, pairs: list[Instance], plans: dict[str, Any]
+) -> tuple[list[Instance], str]:
+    """The pairs a rollouts file is scored on and the table's header line saying which: the
+    instances it holds, or with --all-instances the whole selection."""
+    held = [inst for inst in pairs if inst.id in plans]
+    if args.all_instances:
+        return pairs, (
+            f"{args.records.name}: every instance of split {args.split!r} ({len(pairs)}); the file holds "
+            f"{len(held)}, the other {len(pairs) - len(held)} count as undelivered (--all-instances)"
+        )
+    if not held:
+        raise UserError(f"--records {args.records} holds no episode of split {args.split!r}'s selection")
+    return held, (
+        f"{args.records.name}: the {len(held)} of split {args.split!r}'s {len(pairs)} instances the file "
+        "holds (--all-instances scores every one, the missing as undelivered)"
+    )
+
+
 def score(bench: Benchmark, pairs: list[Instance], plans: dict[str, Any]) -> list:
     """Judge every instance's plan (missing plans are undelivered), logging progress."""
     results, started = [], time.perf_counter()
@@ -314,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             plans = dict(POLICIES[args.policy, args.agent](bench, pairs, args))
         elif args.records:
             plans = plans_from_records(args.records, pairs)
+            pairs, header = records_selection(args, pairs, plans)
         else:
             plans = plans_from_file(args.plans, pairs)
         results = score(bench, pairs, plans)
@@ -323,10 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         raise damaged_store(args.data, err) from None
     metrics = bench.metrics(results)
     table = bench.format_metrics(metrics)
+    if args.records:
+        table = header + "\n" + table
     print(table)
     if args.policy and args.agent == "himap":
         print(args.himap_figures.summary())
-        metrics["himap"] = args.himap_figures.episodes
+        metrics["himap"] = [f.to_dict() for f in args.himap_figures.episodes]
     write_outputs(args, metrics, results)
     if args.report:
         write_html_report(args, bench, pairs, plans, results, table)
@@ -348,7 +380,7 @@ def write_html_report(
     if args.policy:
         agent = args.policy + (" (HiMAP team)" if args.agent == "himap" else "")
     else:
-        agent = args.plans.name
+        agent = (args.plans or args.records).name
     views = args.himap_figures.views if args.policy else None
     episodes = answer_episodes(bench, pairs, plans, results, agent=agent, himap=views)
     title = f"{bench.name} {args.split}: {agent}"

@@ -21,6 +21,7 @@ import logging
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import (
@@ -55,43 +56,71 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def read_records(path: Path) -> list:
-    """The EpisodeRecords of a rollouts file; a bad line is a one-line error."""
+def read_records(path: Path) -> tuple[list, list[int]]:
+    """The EpisodeRecords of a rollouts file and their line numbers; a line that is not a usable
+    record (b2tjax.report.records.record_problem) is a one-line error naming it."""
+    from b2tjax.report.records import record_problem
     from rollout.record import EpisodeRecord
 
     if not path.is_file():
         raise UserError(f"--rollouts {path} does not exist")
-    records = []
+    records, lines = [], []
     for number, row in read_jsonl_objects(path, UserError):
-        if not isinstance(row.get("instance_id"), str) or not isinstance(row.get("ids"), list):
-            raise UserError(
-                f"{path}:{number}: not a rollout record (no instance_id / ids); "
-                "for a plans file use launch/eval.py --plans FILE --report OUT"
-            )
+        problem = record_problem(row)
+        if problem is not None:
+            plans = "ids" not in row
+            hint = "; for a plans file use launch/eval.py --plans FILE --report OUT" if plans else ""
+            raise UserError(f"{path}:{number}: {problem}{hint}")
         records.append(EpisodeRecord.from_json(row))
+        lines.append(number)
     if not records:
         raise UserError(f"{path} holds no records")
-    return records
+    return records, lines
+
+
+def open_tokenizer(spec: str, records: list, lines: list[int], path: Path) -> Any:
+    """The tokenizer the ids decode with; one line when it cannot be loaded or lacks some id."""
+    from b2tjax.report.records import id_beyond
+    from models.tokenizer import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(spec)
+    except Exception as err:  # noqa: BLE001 - a user's path: tokenizers/sentencepiece raise many types
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"cannot load the tokenizer {spec!r}: {message}") from None
+    beyond = id_beyond(records, tokenizer.vocab_size)
+    if beyond is not None:
+        index, top = beyond
+        raise UserError(
+            f"{path}:{lines[index]}: id {top} is beyond the tokenizer {spec!r} ({tokenizer.vocab_size} ids); "
+            "pass the tokenizer the rollouts were made with (--tokenizer)"
+        )
+    return tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:
     """Judge every episode of the rollouts file and write the page."""
     from b2tjax.report import ReportError, write_report
     from b2tjax.report.build import record_episodes
-    from models.tokenizer import load_tokenizer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
     guard(args, PATHS)
-    records = read_records(args.rollouts)
+    records, lines = read_records(args.rollouts)
     spec = args.tokenizer or records[0].tokenizer
-    if not spec:
+    if not spec or not isinstance(spec, str):
         raise UserError(f"{args.rollouts} does not name its tokenizer: pass --tokenizer")
+    other = next((k for k, r in enumerate(records) if r.tokenizer != records[0].tokenizer), None)
+    if other is not None and not args.tokenizer:  # one page decodes with one tokenizer
+        raise UserError(
+            f"{args.rollouts}:{lines[other]}: names tokenizer {records[other].tokenizer!r}, "
+            f"line {lines[0]} {records[0].tokenizer!r}; report one tokenizer's rollouts at a time"
+        )
+    tokenizer = open_tokenizer(spec, records, lines, args.rollouts)
     try:
         cls = benchmark_class(args.benchmark)
         bench = cls(args.data, **cls.options_from_args(args))
         pairs = bench.load_split(args.split)
-        tokenizer = load_tokenizer(spec)
         episodes, verdicts = record_episodes(
             bench, pairs, records, tokenizer, agent=args.rollouts.stem, shading=args.logprobs
         )

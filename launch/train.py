@@ -24,6 +24,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -77,6 +78,24 @@ def check_out_dir(out: Path, resume: bool) -> None:
             f"{out} already holds a run (checkpoint steps {steps}); pass --resume to continue it "
             "or choose another --out"
         )
+
+
+def model_banner(model: Any, cfg: TrainConfig) -> str:
+    """'model: 2 layers, hidden 64, vocab 4096, 0.34M params', and with adapters on what is trained:
+    ', LoRA rank 16 on [q_proj, ...] (1.23M trainable; base frozen[, int8])'."""
+    c = model.config
+    line = f"model: {c.num_hidden_layers} layers, hidden {c.hidden_size}, vocab {c.vocab_size}, "
+    line += f"{c.num_params() / 1e6:.2f}M params"
+    lora = cfg.model.lora
+    if lora.enabled:
+        from flax import nnx  # JAX: this script starts without it (make_data forks first)
+
+        flat = nnx.state(model, nnx.Param).flat_state()
+        adapters = sum(v.value.size for path, v in flat if "_lora_" in str(path[-1]))
+        quant = ", int8" if lora.quant == "int8" else ""
+        targets = ", ".join(lora.targets)
+        line += f", LoRA rank {lora.rank} on {targets} ({adapters / 1e6:.2f}M trainable; base frozen{quant})"
+    return line
 
 
 def _load(config_path: Path | None, overrides: list[str], benchmark_chosen: bool) -> TrainConfig:
@@ -139,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
         from b2tjax.cli.prepare import build_or_wait
 
-        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark)
+        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, cfg.data.build_missing)
 
     from b2tjax.run.mesh import maybe_initialize_distributed
 
@@ -174,12 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             f"embeddings (model.init={cfg.model.init!r}, "
             f"model.tokenizer={cfg.model.tokenizer!r})"
         )
-    print(
-        f"model: {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
-        f"vocab {model.config.vocab_size}, {model.config.num_params() / 1e6:.2f}M params; "
-        f"devices: {jax.device_count()} x {jax.devices()[0].platform}",
-        flush=True,
-    )
+    devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
+    print(f"{model_banner(model, cfg)}; devices: {devices}", flush=True)
     trainer = Trainer(cfg, task, model, resume=args.resume, progress=not args.no_progress, valid_vocab=vocab)
     if jax.process_index() == 0 and changes is not None:  # accepted (the model matches): the history says how
         record_resume(Path(cfg.out), changes, sys.argv[1:] if argv is None else argv)

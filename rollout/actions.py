@@ -115,6 +115,7 @@ class StreamActions:
         elif len(stream.record.ids) + added >= stream.limits.max_total_tokens:
             self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
         else:
+            stream.record.add_responses(action.responses)  # the blocks `tokens` render, as given
             self._append_context(stream, action.tokens, action.forced)
             if stream.row is None and stream not in self.queue:
                 self.queue.append(stream)  # parked: re-admitted with its whole record

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from typing import Any
 
 from sandbox.himap.kinds import Role
 from sandbox.limits import StreamLimits
@@ -45,7 +46,10 @@ class Continue:
 
     A stream name the episode has not used yet starts a new stream with `tokens` as its prompt;
     only then are `role`, `day` and `round` (copied onto its EpisodeRecord for the trainer and the
-    metrics) and `limits` (None: the engine config's) read. Later Continues ignore them."""
+    metrics) and `limits` (None: the engine config's) read. Later Continues ignore them.
+    `responses`: the environment's response blocks that `tokens` render (sandbox.env.Response), kept
+    on the record as the environment gave them (EpisodeRecord.responses), so readers never split the
+    rendered text, which the model's own output can imitate."""
 
     stream: str
     tokens: list[int]
@@ -54,6 +58,7 @@ class Continue:
     day: int | None = None
     round: int | None = None
     limits: StreamLimits | None = None
+    responses: list[Any] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

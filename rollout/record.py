@@ -40,6 +40,9 @@ class EpisodeRecord:
                varying number of streams of one episode (a HiMAP coordinator and its day
                executors); role/day/round are what the episode gave when it started the stream.
     process:   the JAX process that drove the episode (rollout.hosts.episode_owner; 0 on one host).
+    responses: the environment's response blocks appended to this stream, as the environment gave
+               them: {"turn": the assistant turn they answer, "kind", "name", "error", "text"}
+               (records written before they were kept read back with none).
     """
 
     instance_id: str
@@ -63,6 +66,7 @@ class EpisodeRecord:
     error_message: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     tokenizer: str = ""
+    responses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
@@ -86,6 +90,13 @@ class EpisodeRecord:
             self.logprobs.extend([0.0] * len(ids))
         self.ids.extend(int(t) for t in ids)
         self.loss_mask.extend([1 if sampled else 0] * len(ids))
+
+    def add_responses(self, responses: Iterable[Any]) -> None:
+        """Keep the environment's response blocks (sandbox.env.Response) that answer the last turn."""
+        turn = len(self.turns) - 1
+        for r in responses:
+            block = {"kind": str(r.kind), "name": str(r.name), "error": bool(r.is_error), "text": r.text}
+            self.responses.append({"turn": turn, **block})
 
     def to_json(self) -> dict[str, Any]:
         """The JSONL object written by launch/rollouts.py (and read by the trainer)."""

@@ -2,9 +2,9 @@
 
 A rollouts file holds one line per stream, not `{"id", "plan"}` lines: a single agent's episode is
 one stream whose `answer` is the plan; a HiMAP team episode is several streams (coordinator and day
-executors) whose merged plan is the coordinator's answer. A stream given twice (the same `stream` of
-one episode, or a second agent / coordinator stream) is refused: which line counts would be a guess.
-Kept free of JAX imports.
+executors) whose merged plan is the coordinator's answer (a flat team's: on the stream that ended
+it). A stream given twice (the same `stream` of one episode, or a second agent / coordinator
+stream) is refused: which line counts would be a guess. Kept free of JAX imports.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
                     f"(first on line {line_of[key]}); keep one line per stream"
                 )
             line_of[key] = number
-        if role == Role.AGENT or (role == Role.COORDINATOR and row["answer"] is not None):
+        # a team's answer rides on its coordinator, or in a flat team on the stream that ended it
+        if role == Role.AGENT or row["answer"] is not None:
             plans[ident] = row["answer"]
         else:
             plans.setdefault(ident, None)  # an executor stream alone: the team delivered no plan yet

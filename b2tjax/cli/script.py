@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib.util
 import logging
 import os
 import sys
@@ -38,8 +39,33 @@ def describe_os_error(err: OSError) -> str:
     return f"{path}: {reason[0].lower() + reason[1:]}"
 
 
+def skip_absent_tpu() -> None:
+    """With libtpu installed (the `[tpu]` or `[test]` extras) but no TPU chip attached, JAX still
+    loads libtpu to probe for one, and libtpu prints "Failed to find host bounds" / "unexpected
+    worker hostname" warnings on every CPU command. When JAX_PLATFORMS is unset and the PCI bus has
+    no TPU, name the platforms that can be here instead (a visible NVIDIA GPU: "cuda,cpu", else
+    "cpu"); JAX would have chosen the same. Compile-only TPU plans (launch/plan.py) load libtpu
+    themselves and are unaffected."""
+    if "JAX_PLATFORMS" in os.environ or importlib.util.find_spec("libtpu") is None:
+        return
+    google = "0x1ae0"  # Google's PCI vendor id: a TPU chip (what jax's hardware_utils looks for)
+    for vendor in Path("/sys/bus/pci/devices").glob("*/vendor"):
+        try:
+            if vendor.read_text().strip() == google:
+                return
+        except OSError:
+            continue
+    gpu = any(Path(d).exists() for d in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg"))
+    cuda = any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
+    os.environ["JAX_PLATFORMS"] = "cuda,cpu" if gpu and cuda else "cpu"
+    if "jax" in sys.modules:  # imported already (not yet started): its config read the variable
+        sys.modules["jax"].config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
+
+
 def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """`main(argv)`, with user errors reported in one line (exit 2) instead of a traceback."""
+    """`main(argv)`, with user errors reported in one line (exit 2) instead of a traceback; JAX is
+    kept from probing for an absent TPU first (skip_absent_tpu)."""
+    skip_absent_tpu()
     if os.environ.get("B2T_TRACEBACK"):
         return main(argv)
     try:

@@ -25,9 +25,13 @@ def validate(cfg: TrainConfig) -> TrainConfig:
 
 def config_errors(cfg: TrainConfig) -> list[str]:
     """Settings that would only fail deep inside a long run, one line each; [] when all is well."""
+    batch = _batch_errors(cfg)
+    fields = field_errors(cfg)
+    if any(e.startswith("rollout.group_size ") for e in batch):  # GRPO's bound says it all: one line
+        fields = [e for e in fields if not e.startswith("rollout.group_size ")]
     return (
-        _batch_errors(cfg)
-        + field_errors(cfg)
+        batch
+        + fields
         + _benchmark_errors(cfg)
         + cfg.rollout.length_errors("rollout.")
         + cfg.model.lora.errors()
@@ -41,7 +45,8 @@ def _batch_errors(cfg: TrainConfig) -> list[str]:
     checks = [
         (
             cfg.rollout.group_size >= 2,
-            "rollout.group_size must be >= 2 (advantages are relative to the group)",
+            f"rollout.group_size must be >= 2, got {cfg.rollout.group_size} "
+            "(GRPO's advantages are relative to the group)",
         ),
         (
             cfg.rollout_batch % mini_batches == 0,

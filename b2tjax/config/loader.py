@@ -14,6 +14,7 @@ a file over MAX_CONFIG_BYTES is refused in one line.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -47,7 +48,9 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
         path = _RENAMED.get(f"{prefix}{key}", f"{prefix}{key}")
         key = path[len(prefix) :]
         if key not in names:
-            raise ValueError(f"unknown config key {path!r}; valid keys here: {sorted(names)}")
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"did you mean '{prefix}{close[0]}'? " if close else ""
+            raise ValueError(f"unknown config key {path!r}; {hint}valid keys here: {sorted(names)}")
         current = getattr(obj, key)
         if path in _ZERO_IS_NONE and value == 0:
             value = None

@@ -67,6 +67,9 @@ class DataConfig:
     world_scale: str = (
         "small"  # small | full (sandbox.world.scales): passed to launch/make_data.py when DATA is absent
     )
+    # true: build data_dir (launch/make_data.py) when it does not exist, saying so (the tiny recipes);
+    # false: a missing data_dir is an error, so a typo never builds and trains on a new dataset
+    build_missing: bool = False
     train_split: str = "train"  # a split name of the benchmark's data
     eval_split: str = ""  # "" = the benchmark's own (B2T: test; TravelPlanner: dev, generated queries)
     # a subset of [easy, medium, hard]: the instances trained on

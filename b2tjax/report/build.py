@@ -49,11 +49,14 @@ def record_episodes(
     agent: str = "",
     shading: bool = False,
     sessions: Mapping[int, Any] | None = None,
+    results: Sequence[Any] | None = None,  # b2tjax.tasks.verdicts.EpisodeVerdict (tasks sit above)
 ) -> tuple[list[dict[str, Any]], list[Verdict]]:
-    """(episodes, their verdicts) from rollout records (rollout.record.EpisodeRecord), judged here.
-    A HiMAP team's streams share an episode index; its answer is the coordinator's, and `sessions`
-    (episode index -> HimapSession) adds Σ's events and the rounds' outcomes when the caller still
-    has them."""
+    """(episodes, their verdicts) from rollout records (rollout.record.EpisodeRecord). A HiMAP team's
+    streams share an episode index; `sessions` (episode index -> HimapSession) adds Σ's events and
+    the rounds' outcomes when the caller still has them. `results` (episode index -> the verdict
+    the caller's evaluation tallied, b2tjax.tasks.verdicts) are used as they are: the report shows
+    the verdicts the metrics table counted. Without them (records read back from a file) each
+    episode is judged here: a team's answer is its coordinator's, a single agent's its record's."""
     by_id = {inst.id: inst for inst in pairs}
     groups: dict[tuple[str, int], list[Any]] = collections.defaultdict(list)
     for record in records:
@@ -63,26 +66,23 @@ def record_episodes(
     out, verdicts = [], []
     for (instance_id, index), streams in groups.items():
         visible, truth = by_id[instance_id]  # the benchmark's own dicts, for its judge and view
-        team = any(r.role != Role.AGENT for r in streams)
-        lead = next((r for r in streams if r.role == Role.COORDINATOR), streams[0])
-        verdict = bench.evaluate(lead.answer, visible, truth)
+        # the stream holding the team's answer: the coordinator's, or (flat team) the one that ended it
+        lead = next((r for r in streams if r.role == Role.COORDINATOR), None)
+        lead = lead or next((r for r in streams if r.answer is not None), streams[0])
+        result = results[index] if results is not None else None
+        if result is not None and result.instance_id != instance_id:
+            raise ReportError(f"episode {index} is {instance_id!r}, its verdict {result.instance_id!r}")
+        answer = result.answer if result is not None else lead.answer
+        verdict = result.verdict if result is not None else bench.evaluate(answer, visible, truth)
         verdicts.append(verdict)
-        if team:
-            session = (sessions or {}).get(index)
-            view = himap_view(session, streams_from_records(streams, tokenizer, shading))
-            episode = build_episode(bench, visible, lead.answer, verdict, agent=agent, himap=view)
+        common = {"agent": agent, "stop_reason": str(lead.stop_reason)}
+        if any(r.role != "agent" for r in streams):
+            view = himap_view((sessions or {}).get(index), streams_from_records(streams, tokenizer, shading))
+            episode = build_episode(bench, visible, answer, verdict, **common, himap=view)
         else:
             turns = from_record(lead, tokenizer, shading=shading)
-            episode = build_episode(
-                bench,
-                visible,
-                lead.answer,
-                verdict,
-                agent=agent,
-                turns=turns,
-                stop_reason=str(lead.stop_reason),
-            )
+            episode = build_episode(bench, visible, answer, verdict, **common, turns=turns)
         episode["tokens"] = sum(r.num_sampled for r in streams)
-        episode["stop_reason"] = str(lead.stop_reason)
+        episode["reward"] = result.reward.total if result is not None else lead.reward
         out.append(episode)
     return out, verdicts

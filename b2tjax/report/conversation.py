@@ -4,7 +4,7 @@ response blocks; token counts per turn and, optionally, per-token log-probs for 
 
 Streams come from a rollout record (decoded from its exact token ids) or from chat messages (the
 scripted experts' traces). Responses are clipped to `max_chars` here so a 200-episode page stays
-small; the page shows the clipped text and says how much was cut.
+small; the page shows the clipped text, says how much was cut and shows the rest on a click.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from b2tjax.report.clip import clip as clip_text
 from sandbox.parser import ToolCall, parse_turn
 
 # Every reply block is a <tool_response>; a memory reply holds a <memory_response> inside it
@@ -24,34 +25,45 @@ _RESPONSE = re.compile(
 )
 _MEMORY = re.compile(r"<memory_response>\n?(.*?)\n?</memory_response>", re.DOTALL)
 _CHAT_TOKENS = re.compile(r"<\|im_(?:start|end)\|>(?:user|assistant|system)?\n?")
-MAX_CHARS = 1500  # per response / thought kept in the page
+MAX_CHARS = 1500  # per response / thought / tool arguments shown in the page
+LABEL_CHARS = 120  # per name (a tool name the model wrote can be any length)
 
 
 def clip(text: str, max_chars: int = MAX_CHARS) -> dict[str, Any]:
-    """{"text": the first `max_chars` characters, "cut": how many more there were}."""
-    return {"text": text[:max_chars], "cut": max(0, len(text) - max_chars)}
+    """The first `max_chars` characters shown, the rest (to a cap) one click away (report.clip)."""
+    return clip_text(text, max_chars)
 
 
 def turn(
     text: str,
-    reply: str,
+    reply: str | None,
     *,
     tokens: int | None = None,
     shade: list[tuple[str, float]] | None = None,
     max_chars: int = MAX_CHARS,
+    responses: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One assistant turn and the environment's reply to it."""
+    """One assistant turn and the environment's reply to it: `responses` as the environment gave
+    them ({"kind", "name", "error", "text"}), else (our scripted traces only) `reply`'s blocks."""
     text = _CHAT_TOKENS.sub("", text)
     parsed = parse_turn(text)
     calls, memory = [], []
     for action in parsed.actions:
         if isinstance(action, ToolCall):
-            calls.append({"name": action.name, "args": json.dumps(action.arguments, ensure_ascii=False)})
+            args = json.dumps(action.arguments, ensure_ascii=False)
+            calls.append({"name": clip(action.name, LABEL_CHARS)["text"], "args": clip(args, max_chars)})
         elif isinstance(action, dict):
-            memory.append(json.dumps(action, ensure_ascii=False))
-    names = [
-        a.name if isinstance(a, ToolCall) else "memory" if isinstance(a, dict) else "" for a in parsed.actions
-    ]
+            memory.append(clip(json.dumps(action, ensure_ascii=False), max_chars))
+    if responses is None:
+        names = [
+            a.name if isinstance(a, ToolCall) else "memory" if isinstance(a, dict) else ""
+            for a in parsed.actions
+        ]
+        found = _blocks(reply or "")
+        responses = [
+            {"kind": kind, "name": names[k] if k < len(names) else "", "error": False, "text": body}
+            for k, (kind, body) in enumerate(found)
+        ]
     plain = not (parsed.think or parsed.tool_calls or parsed.memory_ops or parsed.answer is not None)
     return {
         "tokens": tokens,
@@ -59,17 +71,16 @@ def turn(
         "calls": calls,
         "memory": memory,
         "answer": clip(parsed.answer, max_chars) if parsed.answer is not None else None,
-        "errors": list(parsed.errors),
+        "errors": [clip(e, max_chars) for e in parsed.errors],
         "text": clip(text.strip(), max_chars) if plain else None,
-        # one response block per action, in order: name each by its call (parse errors stay "")
         "responses": [
             {
-                "kind": kind,
-                "name": names[k] if k < len(names) else "",
-                "error": False,
-                **clip(body, max_chars),
+                "kind": str(r["kind"]),
+                "name": clip(str(r["name"]), LABEL_CHARS)["text"],
+                "error": bool(r["error"]),
+                **clip(str(r["text"]), max_chars),
             }
-            for k, (kind, body) in enumerate(_blocks(reply))
+            for r in responses
         ],
         "shade": [[piece, round(lp, 3)] for piece, lp in shade] if shade else None,
     }
@@ -90,31 +101,33 @@ def _blocks(reply: str) -> list[tuple[str, str]]:
     return out
 
 
-def mark_errors(turns: list[dict[str, Any]], calls: Sequence[str], errors: Sequence[bool]) -> None:
-    """Name each response and flag the failed ones from a record's per-call lists (in call order)."""
-    responses = [r for t in turns for r in t["responses"]]
-    for response, name, failed in zip(responses, calls, errors):
-        response["name"], response["error"] = name, bool(failed)
-
-
 def from_record(record: Any, tokenizer: Any, *, shading: bool = False) -> list[dict[str, Any]]:
-    """The turns of an EpisodeRecord, decoded from its ids (assistant turn, then the tokens up to
-    the next turn: the environment's reply); with `shading`, each sampled token and its log-prob."""
+    """The turns of an EpisodeRecord, decoded from its ids; each turn's responses are the record's
+    own (`EpisodeRecord.responses`, as the environment gave them), never split out of the decoded
+    reply, whose tags the model's output can imitate. A record written before responses were kept
+    shows each reply as one block, with the record's per-call names and error flags listed apart.
+    With `shading`, each sampled token and its log-prob."""
+    kept = list(getattr(record, "responses", None) or [])
     turns = []
     for k, (start, end) in enumerate(record.turns):
         until = record.turns[k + 1][0] if k + 1 < len(record.turns) else len(record.ids)
         shade = None
         if shading:
             shade = [(tokenizer.decode([record.ids[i]]), record.logprobs[i]) for i in range(start, end)]
+        if kept:
+            responses = [r for r in kept if r.get("turn") == k]
+        else:
+            reply = tokenizer.decode(record.ids[end:until]).strip()
+            responses = [{"kind": "reply", "name": "", "error": False, "text": reply}] if reply else []
         turns.append(
             turn(
                 tokenizer.decode(record.ids[start:end]),
-                tokenizer.decode(record.ids[end:until]),
+                None,
                 tokens=sum(record.loss_mask[start:end]),
                 shade=shade,
+                responses=responses,
             )
         )
-    mark_errors(turns, record.calls, record.errors)
     return turns
 
 

@@ -12,6 +12,7 @@ import collections
 from collections.abc import Sequence
 from typing import Any
 
+from b2tjax.report.clip import LABEL_CHARS, clip
 from b2tjax.report.conversation import from_messages, from_record
 from sandbox.himap.kinds import Role
 from sandbox.himap.protocol import HimapSession
@@ -54,7 +55,8 @@ def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[
             coordinator += turns
             continue
         o = outcomes.get(name)
-        outcome = {"status": o.status, "code": o.code, "reason": o.reason, "cost": o.cost} if o else None
+        reason = clip(o.reason, LABEL_CHARS) if o else None  # an executor's reject reason is its own text
+        outcome = {"status": o.status, "code": o.code, "reason": reason, "cost": o.cost} if o else None
         lanes[day].append({"name": name, "round": round_, "turns": turns, "outcome": outcome})
     return {
         **_session_part(summary, streams),
@@ -77,7 +79,7 @@ def _session_part(summary: SessionSummary | None, streams: Sequence[Stream]) -> 
     rounds: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
     for o in summary.outcomes:
         rounds[o.round].append({"day": o.day, "status": o.status, "code": o.code})
-    metrics = summary.metrics()
+    figures = summary.figures.to_dict()
     keep = ("rounds", "accepted_days", "days", "rejections", "sigma_rejections", "spent")
     return {
         "task": summary.task,
@@ -86,5 +88,5 @@ def _session_part(summary: SessionSummary | None, streams: Sequence[Stream]) -> 
             {"round": r, "outcomes": sorted(rows, key=lambda x: x["day"])}
             for r, rows in sorted(rounds.items())
         ],
-        "figures": {k: metrics[k] for k in keep},
+        "figures": {k: figures[k] for k in keep},
     }

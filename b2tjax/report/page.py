@@ -11,7 +11,6 @@ import base64
 import datetime
 import gzip
 import html
-import io
 import json
 import re
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from b2tjax.report.plotting import PlotError, plot_runs
+from b2tjax.report.curves import curves_svg
 
 # Readable names of the constraint groups the benchmarks' views use.
 GROUPS = {
@@ -39,18 +38,6 @@ class ReportError(ValueError):
 
 def _asset(name: str) -> str:
     return resources.files("b2tjax.report").joinpath("assets", name).read_text(encoding="utf-8")
-
-
-def curves_svg(run_dirs: Sequence[str | Path]) -> str:
-    """The training curves of `launch/plot.py` as inline SVG; a short note when they cannot be drawn."""
-    try:
-        figure = plot_runs(run_dirs)
-    except PlotError as err:
-        return f'<p class="muted">training curves: {html.escape(str(err))}</p>'
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg")
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]  # drop the XML prolog and doctype: inline SVG needs neither
 
 
 def render_report(

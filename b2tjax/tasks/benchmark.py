@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from flax import nnx
 
 from b2tjax.config import TrainConfig
@@ -26,6 +25,7 @@ from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.sft.traces import sft_examples
 from b2tjax.tasks.eval_report import evaluation_header, model_params
+from b2tjax.tasks.verdicts import Tally, episode_verdicts
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, get_benchmark, interleave_difficulties
 
 
@@ -249,9 +249,10 @@ class BenchmarkTask:
 
         run = self._run_and_score(model, self._eval, sampling.seed, sampling.temperature)
         episodes, records, verdicts, rewards = run
-        self._last_eval = (records, self._report_sessions(episodes))  # for report_episodes
-        metrics = self.benchmark.metrics(verdicts)
-        metrics["mean_reward"] = float(np.mean([x.total for x in rewards])) if rewards else 0.0
+        results = episode_verdicts(self._eval, self._answers(episodes, records), verdicts, rewards)
+        self._last_eval = (records, self._report_sessions(episodes), results)  # for report_episodes
+        metrics = self.benchmark.metrics([r.verdict for r in results])
+        metrics["mean_reward"] = Tally.of(results).mean_reward
         metrics.update(episode_metrics(records, rewards))  # the same episode-level rates as training logs
         metrics.update(self._eval_extras(episodes, records))
         header = evaluation_header(
@@ -261,12 +262,17 @@ class BenchmarkTask:
             records,
             self._length_caps(),
             model_params(model),
+            Tally.of(results),
         )
         return metrics, header + "\n" + self.benchmark.format_metrics(metrics)
 
     def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
         """Entries of the evaluation's metrics beyond the shared ones (none for a single agent)."""
         return {}
+
+    def _answers(self, episodes: list[Any], records: list[Any]) -> list[str | None]:
+        """The answer judged for each episode: a single agent's is its one record's."""
+        return [r.answer for r in records]
 
     def _length_caps(self) -> str:
         """The limits that truncate an episode, in the recipe's terms (for the evaluation's notes)."""
@@ -285,16 +291,21 @@ class BenchmarkTask:
 
     def report_episodes(self) -> list[dict] | None:
         """The HTML report's episodes of the last `evaluate` (None before one): each episode's
-        turns decoded from its records, judged again (cheap next to the rollout)."""
+        turns decoded from its records, with the verdicts `evaluate` tallied (never judged again)."""
         if self._last_eval is None:
             return None
         from b2tjax.report.build import record_episodes
 
-        records, sessions = self._last_eval
-        episodes, _ = record_episodes(
-            self.benchmark, self._eval, records, self.tokenizer, agent="final evaluation", sessions=sessions
-        )
-        return episodes
+        records, sessions, results = self._last_eval
+        return record_episodes(
+            self.benchmark,
+            self._eval,
+            records,
+            self.tokenizer,
+            agent="final evaluation",
+            sessions=sessions,
+            results=results,
+        )[0]
 
 
 def episode_owners(count: int, group_size: int, step: int) -> tuple[list[int], list[bool] | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from b2tjax.tasks.verdicts import Tally
 from rollout.record import EpisodeRecord, stop_reason_counts
 
 # Below this many parameters a model shows that the pipeline runs, not that it plans.
@@ -28,9 +29,12 @@ def evaluation_header(
     records: Sequence[EpisodeRecord],
     caps: str,
     num_params: int | None,
+    tally: Tally | None = None,
 ) -> str:
     """`title; mean reward, action error rate, truncated share (stop reasons)` and the notes that apply;
-    `caps` names the length limits in the recipe's terms ("rollout.max_turn_tokens=48, ...")."""
+    `caps` names the length limits in the recipe's terms ("rollout.max_turn_tokens=48, ..."); `tally`
+    counts the verdicts the table below is made of, so the tiny-model note says what was measured
+    rather than what to expect."""
     truncated = sum(r.truncated for r in records)
     share = truncated / len(records) if records else 0.0
     figures = [f"mean reward {metrics.get('mean_reward', 0.0):.3f}"]
@@ -44,10 +48,10 @@ def evaluation_header(
             "few action errors among them mean they stopped early, not that they acted well"
         )
     if num_params is not None and num_params < SMALL_MODEL_PARAMS:
+        measured = f" (here: {tally.line()})" if tally is not None else ""
         lines.append(
-            f"note: a {num_params / 1e6:.2f}M-parameter model shows that the pipeline runs end to end; "
-            "it cannot plan trips (reward near 0 and pass rates of 0 are expected). docs/RESULTS.md "
-            "shows what GRPO changes at this size (the first-turn action error rate) and which recipe "
-            "reproduces the papers"
+            f"note: a {num_params / 1e6:.2f}M-parameter model shows that the pipeline runs end to end, "
+            f"not that the model can plan trips{measured}. docs/RESULTS.md shows what GRPO changes "
+            "at this size (the first-turn action error rate) and which recipe reproduces the papers"
         )
     return "\n".join(lines)

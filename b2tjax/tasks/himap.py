@@ -156,6 +156,11 @@ class HimapTask(BenchmarkTask):
             local_rewards=local_day_rewards(episodes, records),
         )
 
+    def _answers(self, episodes: list[Any], records: list[Any]) -> list[str | None]:
+        """A team's answer is its episode's merged plan (no record carries it when the flat team
+        has no coordinator)."""
+        return [e.answer for e in episodes]
+
     def _eval_extras(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
         return {"himap": self._agent_metrics(episodes, records)}
 

@@ -11,20 +11,32 @@ import collections
 import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from b2tjax.errors import UserError
 from b2tjax.run.policy import ROLLOUT_DEFAULTS
 from sandbox.benchmarks import Benchmark, Instance
+from sandbox.himap.figures import SessionFigures
 from sandbox.himap.options import HimapOptions
+
+if TYPE_CHECKING:  # the rollout package starts JAX; launch/eval.py imports this module without it
+    from rollout.config import RolloutConfig
+
+
+def team_rollout(config: RolloutConfig, options: HimapOptions) -> RolloutConfig:
+    """The engine config a HiMAP team runs under: `config`, greedy, with its turn cap raised to the
+    roles' own limits (each role's environment enforces its max_turns; an engine cap below one is a
+    stream that cannot start, and the episode would end in an error before any turn)."""
+    roles = (options.limits("coordinator").max_turns or 0, options.limits("executor").max_turns or 0)
+    return dataclasses.replace(config, max_turns=max(config.max_turns, *roles), temperature=0.0)
 
 
 @dataclasses.dataclass
 class HimapFigures:
-    """Per-episode HiMAP figures of an agent's run (the session's `metrics()`); with `views` a dict,
+    """Per-episode HiMAP figures of an agent's run (each session's `figures()`); with `views` a dict,
     also each episode's report view (b2tjax.report.himap) by instance id."""
 
-    episodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    episodes: list[SessionFigures] = dataclasses.field(default_factory=list)
     views: dict[str, dict[str, Any]] | None = None
 
     def summary(self) -> str:
@@ -32,12 +44,12 @@ class HimapFigures:
         n = len(self.episodes)
         if not n:
             return "HiMAP: no episodes"
-        rounds = sum(m["rounds"] for m in self.episodes) / n
+        rounds = sum(f.rounds for f in self.episodes) / n
         rejections: collections.Counter[str] = collections.Counter()
         sigma: collections.Counter[str] = collections.Counter()
-        for m in self.episodes:
-            rejections.update(m["rejections"])
-            sigma.update(m["sigma_rejections"])
+        for f in self.episodes:
+            rejections.update(f.rejections)
+            sigma.update(f.sigma_rejections)
         rejected, sigma_rejected = dict(sorted(rejections.items())), dict(sorted(sigma.items()))
         return (
             f"HiMAP: {n} episodes, mean rounds {rounds:.2f}, executor rejections {rejected}, "
@@ -57,7 +69,7 @@ def expert_answers(
             result = solve(bench, inst.visible, inst.truth, options)
         except ValueError as err:  # no HiMAP domain / scripted expert for this benchmark
             raise UserError(str(err)) from None
-        figures.episodes.append(result.metrics)
+        figures.episodes.append(result.figures)
         if figures.views is not None:
             from b2tjax.report.himap import himap_view, streams_from_traces
 
@@ -80,9 +92,9 @@ def checkpoint_answers(
     from rollout.agents.himap import himap_episode
 
     try:
-        # The engine's defaults for a policy rolled out without a recipe (the roles' own limits,
-        # HimapOptions, decide a HiMAP stream's turns), greedy.
-        config = dataclasses.replace(ROLLOUT_DEFAULTS, **{**rollout_overrides, "temperature": 0.0})
+        # The engine's defaults for a policy rolled out without a recipe, under the team's own
+        # turn limits, greedy (team_rollout).
+        config = team_rollout(dataclasses.replace(ROLLOUT_DEFAULTS, **rollout_overrides), options)
         policy = load_policy(checkpoint)
     except ValueError as err:
         raise UserError(str(err)) from None
@@ -90,7 +102,7 @@ def checkpoint_answers(
     episodes = [himap_episode(inst.visible, bench, tokenizer, options) for inst in pairs]
     records = RolloutEngine(model, tokenizer, config).run(episodes, rng=0)
     for index, (episode, inst) in enumerate(zip(episodes, pairs)):
-        figures.episodes.append(episode.session.metrics())
+        figures.episodes.append(episode.session.figures())
         if figures.views is not None:
             from b2tjax.report.himap import himap_view, streams_from_records
 

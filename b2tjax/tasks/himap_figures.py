@@ -12,11 +12,13 @@ bargaining wall time, the paper's Table 15).
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from rollout.record import EpisodeRecord
 from sandbox.himap.kinds import DayStatus, Role
+from sandbox.himap.summary import figures_of
 
 
 def local_day_rewards(episodes: Sequence[Any], records: Sequence[EpisodeRecord]) -> list[float | None]:
@@ -40,14 +42,14 @@ def himap_metrics(episodes: Sequence[Any], records: Sequence[EpisodeRecord]) -> 
     n = max(len(episodes), 1)
     sums: collections.Counter[str] = collections.Counter()
     for episode in episodes:
-        m = episode.session.metrics()
-        sums["rounds"] += m["rounds"]
-        sums["fallback_days"] += m["fallback_days"]
-        for code, count in m["rejections"].items():
+        f = figures_of(episode.session)
+        sums["rounds"] += f.rounds
+        sums["fallback_days"] += f.fallback_days
+        for code, count in f.rejections.items():
             sums[f"rejections/{code}"] += count
-        for code, count in m["sigma_rejections"].items():
+        for code, count in f.sigma_rejections.items():
             sums[f"sigma_rejections/{code}"] += count
-        for phase, seconds in m["phase_s"].items():
+        for phase, seconds in dataclasses.asdict(f.phase_s).items():
             sums[f"phase_s/{phase}"] += seconds
     for record in records:
         sums["streams"] += 1

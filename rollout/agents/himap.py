@@ -58,7 +58,8 @@ class HimapEpisode(Episode):
             lim = self.limits[s.role]
             actions.append(Continue(s.name, ids, self._forced(s.name), s.role, s.day, s.round, lim))
         for name, step in adv.reply:
-            actions.append(Continue(name, render_env_reply(tok, step.rendered), self._forced(name)))
+            reply = render_env_reply(tok, step.rendered)
+            actions.append(Continue(name, reply, self._forced(name), responses=step.responses))
         ended = [name for name, _ in adv.end]
         for name, step in adv.end:
             cut = step is not None and step.stop_reason == StopReason.MAX_TURNS

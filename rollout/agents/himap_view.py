@@ -61,10 +61,10 @@ def render_episode(streams: Sequence[StreamView], session: Any, show_chars: int 
             else text[:show_chars] + f" ...[{len(text) - show_chars} more chars]"
         )
 
-    metrics = session.metrics()
+    figures = session.figures()
     lines = [
-        f"HiMAP episode: {metrics['days']} days, {metrics['rounds']} round(s), {len(streams)} streams, "
-        f"{metrics['accepted_days']} day(s) accepted",
+        f"HiMAP episode: {figures.days} days, {figures.rounds} round(s), {len(streams)} streams, "
+        f"{figures.accepted_days} day(s) accepted",
     ]
     for stream in streams:
         where = "" if stream.role == Role.COORDINATOR else f" (day {stream.day}, round {stream.round})"
@@ -92,5 +92,5 @@ def render_episode(streams: Sequence[StreamView], session: Any, show_chars: int 
             for o in sorted(outcomes, key=lambda o: o.day)
         )
         lines.append(f"  round {round_}: {shown}")
-    lines.append(f"metrics: {metrics}")
+    lines.append(f"figures: {figures.to_dict()}")
     return "\n".join(lines)

@@ -51,7 +51,8 @@ class AgentEpisode(Episode):
         if eos:
             return TurnOutcome([Stop(stream, StopReason.EOS)], errors, names)
         reply = render_env_reply(self.tokenizer, step.rendered)
-        return TurnOutcome([Continue(stream, reply, self.next_forced())], errors, names)
+        answer = Continue(stream, reply, self.next_forced(), responses=step.responses)
+        return TurnOutcome([answer], errors, names)
 
 
 class ForcedTokens(AgentEpisode):

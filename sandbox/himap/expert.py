@@ -9,7 +9,7 @@ executors' protocol calls by its logical clock, the outcome does not depend on t
 
 Results: the answer, role-split SFT traces ({"messages", "tools", "role", "day", "round",
 "stream"}), each stream's assistant texts (replayed as forced tokens by rollout.agents.himap) and the
-session's metrics. Each benchmark's policies live in its own folder (Benchmark.himap_expert).
+session's figures. Each benchmark's policies live in its own folder (Benchmark.himap_expert).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 
 from sandbox.env import StepResult
 from sandbox.expert_session import ExpertFailure, ExpertSession, turn_text
+from sandbox.himap.figures import SessionFigures
 from sandbox.himap.kinds import StreamStart
 from sandbox.himap.prompts import EXECUTOR_LOOKUPS, SUBGOAL_PREFIX
 from sandbox.himap.protocol import Advance, HimapSession
@@ -98,7 +99,7 @@ class HimapExpertResult:
     answer: str | None
     traces: list[dict[str, Any]]
     texts: dict[str, list[str]]  # stream -> its assistant turns, in order
-    metrics: dict[str, Any]
+    figures: SessionFigures
     session: HimapSession
     failures: dict[str, str]  # stream -> why its policy stopped early
 
@@ -145,7 +146,7 @@ def drive(session: HimapSession, policy_for: Policies) -> HimapExpertResult:
         session.answer,
         [_trace(role) for role in roles.values() if role.texts],
         {n: r.texts for n, r in roles.items()},
-        session.metrics(),
+        session.figures(),
         session,
         {n: r.failure for n, r in roles.items() if r.failure},
     )

@@ -8,7 +8,7 @@ too (they are re-planned: the plan a single agent would write need not fit aroun
 accepted days). Σ releases the named days and commits them all, in day order, atomically: a Σ
 rejection is a normal reply and nothing changes. Accepted, the named days become the coordinator's
 (their executors' outcomes turn `replaced`) and the episode ends. The session counts the open
-days the fallback filled (`metrics()["fallback_days"]`).
+days the fallback filled (`figures().fallback_days`).
 """
 
 from __future__ import annotations

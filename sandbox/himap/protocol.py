@@ -33,6 +33,7 @@ from typing import Any
 from sandbox.env import StepResult
 from sandbox.himap.domain import HimapDomain, SubGoal, dumps
 from sandbox.himap.fallback import goal_for_slot, submit_plan_tool
+from sandbox.himap.figures import PhaseTimes, SessionFigures
 from sandbox.himap.kinds import COORDINATOR, DayOutcome, DayStatus, Role, StreamStart, executor_stream
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.prompts import coordinator_prompt, executor_prompt
@@ -354,8 +355,8 @@ class HimapSession:
         self.answer = self.domain.merge(plans) if (plans or self.round) else None
         return Advance(finished=True, answer=self.answer)
 
-    # -- metrics ---------------------------------------------------------------------------------
-    def metrics(self) -> dict[str, Any]:
+    # -- figures ---------------------------------------------------------------------------------
+    def figures(self) -> SessionFigures:
         """Rounds, rejections by reason code, Σ rejections by code, turns per role, phase times."""
         rejected = collections.Counter(o.code for o in self.outcomes if o.status == DayStatus.REJECTED)
         sigma = collections.Counter(
@@ -365,23 +366,21 @@ class HimapSession:
         )
         m = self.marks
         finish = m.get("finish", self.clock())
-        phases = {
-            "coordinator": m.get("round1", finish) - m.get("start", finish),
-            "executors": m.get("round1_end", finish) - m.get("round1", finish),
-            "bargaining": finish - m.get("round1_end", finish),
-        }
-        return {
-            "rounds": self.round,
-            "accepted_days": len(self.accepted),
-            "fallback_days": len(self.fallback_days),
-            "days": self.domain.num_days,
-            "rejections": dict(sorted(rejected.items())),
-            "sigma_rejections": dict(sorted(sigma.items())),
-            "turns": {
-                "coordinator": self.coordinator.turns if self.coordinator else 0,
-                "executors": sum(ex.env.turns for ex in self.executors.values()),
-            },
-            "executors": len(self.executors),
-            "phase_s": phases,
-            "spent": self.sigma.spent if self.sigma else None,
-        }
+        phases = PhaseTimes(
+            coordinator=m.get("round1", finish) - m.get("start", finish),
+            executors=m.get("round1_end", finish) - m.get("round1", finish),
+            bargaining=finish - m.get("round1_end", finish),
+        )
+        return SessionFigures(
+            rounds=self.round,
+            accepted_days=len(self.accepted),
+            fallback_days=len(self.fallback_days),
+            days=self.domain.num_days,
+            rejections=dict(sorted(rejected.items())),
+            sigma_rejections=dict(sorted(sigma.items())),
+            coordinator_turns=self.coordinator.turns if self.coordinator else 0,
+            executor_turns=sum(ex.env.turns for ex in self.executors.values()),
+            executors=len(self.executors),
+            phase_s=phases,
+            spent=self.sigma.spent if self.sigma else None,
+        )

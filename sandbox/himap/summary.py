@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from sandbox.himap.figures import SessionFigures
 from sandbox.himap.protocol import DayOutcome, HimapSession
 from sandbox.himap.state import SigmaEvent
 
@@ -20,15 +21,11 @@ _SHORT_FIELD = 300
 
 @dataclasses.dataclass(frozen=True)
 class SessionSummary:
-    figures: dict[str, Any]  # HimapSession.metrics() when the episode ended
+    figures: SessionFigures  # HimapSession.figures() when the episode ended
     outcomes: list[DayOutcome]  # every executor's end, in order
     events: list[SigmaEvent]  # Σ's calls in sequence order (empty without Σ)
     task: dict[str, Any]  # the task tuple's short fields
     goals: list[dict[str, Any]]  # the latest sub-goal of every day, by day
-
-    def metrics(self) -> dict[str, Any]:
-        """The session's figures, as `HimapSession.metrics()` gave them."""
-        return self.figures
 
 
 def session_summary(session: HimapSession | SessionSummary) -> SessionSummary:
@@ -36,9 +33,14 @@ def session_summary(session: HimapSession | SessionSummary) -> SessionSummary:
     if isinstance(session, SessionSummary):
         return session
     return SessionSummary(
-        figures=session.metrics(),
+        figures=session.figures(),
         outcomes=list(session.outcomes),
         events=session.sigma.events if session.sigma is not None else [],
         task={k: v for k, v in session.domain.task().items() if len(str(v)) < _SHORT_FIELD},
         goals=[session.goals[d].to_dict() for d in sorted(session.goals)],
     )
+
+
+def figures_of(session: HimapSession | SessionSummary) -> SessionFigures:
+    """The figures of a live session (now) or of a summary (when its session ended)."""
+    return session.figures if isinstance(session, SessionSummary) else session.figures()

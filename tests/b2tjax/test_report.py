@@ -177,8 +177,13 @@ def test_turn_parses_calls_memory_and_names_each_response():
     )
     t = turn(text, reply, tokens=12, max_chars=5)
     assert t["think"]["text"] == "look" and t["tokens"] == 12
-    assert t["calls"] == [{"name": "HotelSearch", "args": '{"city": "Chengdu"}'}]
-    assert len(t["memory"]) == 1 and '"add"' in t["memory"][0]
+    # arguments and memory values are clipped like responses, the whole text a click away
+    (call,) = t["calls"]
+    assert call["name"] == "HotelSearch" and call["args"]["text"] == '{"cit'
+    assert (
+        call["args"]["full"] == '{"city": "Chengdu"}' and call["args"]["cut"] == len(call["args"]["full"]) - 5
+    )
+    assert len(t["memory"]) == 1 and '"add"' in t["memory"][0]["full"]
     assert [(r["kind"], r["name"], r["text"], r["cut"]) for r in t["responses"]] == [
         ("tool", "HotelSearch", "Hotel", len("Hotels: A, B") - 5),
         ("memory", "memory", "added", 2),

@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from b2tjax.report.plotting import PANELS
+from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture)
+from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
+from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.slow  # executes the evaluation notebook
 
@@ -234,7 +237,7 @@ def test_report_cell_writes_every_episode_it_ran(notebook_run):
     for episode, record in zip(episodes, summary["records"]):
         assert len(episode["turns"]) == len(record["turns"]) and episode["tokens"] == sum(record["loss_mask"])
     assert len(episodes[-1]["himap"]["lanes"]) == len(episodes[-1]["days"]) > 1
-    assert ("<svg" in page) == (summary["figure_titles"] is not None)  # the curves, when matplotlib draws
+    assert '<svg class="curve"' in page  # the run's curves, drawn by the report itself (no matplotlib)
     assert f"wrote {summary['report']} (5 episodes" in stdout
 
 
@@ -249,3 +252,52 @@ def test_curves_cell_says_what_to_do_without_runs(run_dirs, tmp_path, capsys):
     assert ns["fig"] is None and ns["curves"] == {}
     assert "skipping the training curves" in out and "configs/tiny_cpu_curve.yaml" in out
     assert ("RUN_DIRS is empty" if not run_dirs else str(tmp_path / "runs/none-such")) in out
+
+
+def _cell(marker: str) -> str:
+    nb = json.loads(NOTEBOOK.read_text())
+    return next(
+        "".join(c["source"])
+        for c in nb["cells"]
+        if c["cell_type"] == "code" and marker in "".join(c["source"])
+    )
+
+
+def test_himap_cell_runs_a_real_checkpoint_as_a_team_with_the_default_rollout(
+    rollout_setup,
+    small_benchmark,
+    capsys,  # noqa: F811
+):
+    """Step 7's checkpoint branch (any CHECKPOINT but "tiny", which the run above takes) under the
+    parameters cell's own ROLLOUT (max_turns=10, below the roles' limit of 16): the team's streams
+    start and run (no engine error), and the cell ends with the verdict and, when undelivered, why."""
+    from b2tjax.config import load_rollout_config
+    from b2tjax.run.policy import ROLLOUT_DEFAULTS
+    from rollout import RolloutEngine
+    from sandbox.benchmarks import get_benchmark
+
+    params: dict = {}
+    exec(_cell("CHECKPOINT = "), params)  # the parameters cell: its defaults
+    assert "rollout.max_turns=10" in params["ROLLOUT"]
+    bench = get_benchmark("b2t", small_benchmark)
+    pairs = [p for p in bench.load_split("test") if p[0]["difficulty"] == "easy"][:1]
+    # one change for time: short turns (a random model writes its 1,024 tokens otherwise)
+    config = load_rollout_config(
+        None, params["ROLLOUT"] + ["rollout.max_turn_tokens=8"], base=ROLLOUT_DEFAULTS
+    )
+    ns = {
+        "bench": bench, "pairs": pairs, "EPISODE_INDEX": 0, "HIMAP_ABLATION": "full", "SEED": 0,
+        "CHECKPOINT": "runs/trained/checkpoints", "model": rollout_setup.model,
+        "tokenizer": rollout_setup.tokenizer, "config": config, "RolloutEngine": RolloutEngine,
+    }  # fmt: skip
+    exec(_cell('if CHECKPOINT != "tiny"'), ns)
+    out = capsys.readouterr().out
+    records = ns["team_records"]
+    assert records and all(str(r.stop_reason) != "error" and r.error_message is None for r in records), [
+        (r.stream, str(r.stop_reason), r.error_message) for r in records
+    ]
+    assert "exceeds the engine" not in out and "episode error:" not in out
+    assert f"runs/trained/checkpoints as a HiMAP team on {pairs[0][0]['id']}:" in out
+    verdict = ns["team_verdict"]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(f"delivered: {verdict.delivered}") and (verdict.delivered or "(" in last)

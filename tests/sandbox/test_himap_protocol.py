@@ -59,7 +59,7 @@ def test_scripted_himap_delivers_every_plan_and_passes_as_many_constraints_as_th
         assert verdict.delivered, visible["id"]
         himap += _passed(bench, run.answer, visible, truth)
     assert himap >= single
-    assert sum(run.metrics["rounds"] for run in full_runs) / len(full_runs) < 1.5
+    assert sum(run.figures.rounds for run in full_runs) / len(full_runs) < 1.5
 
 
 def test_executor_prompts_carry_no_trajectory(pairs, full_runs):
@@ -138,7 +138,7 @@ def test_a_coordinator_that_never_fixes_the_day_stops_after_three_rounds(bench, 
     assert not bench.evaluate(run.answer, visible, truth).all_passed
     # With the fallback (the default) the coordinator writes the plan after the third round.
     rescued = solve(bench, visible, truth, knobs=knobs)
-    assert rescued.metrics["fallback_days"] == 1 and rescued.session.round == 3
+    assert rescued.figures.fallback_days == 1 and rescued.session.round == 3
     assert rescued.session.accepted[2].stream == COORDINATOR
     assert bench.evaluate(rescued.answer, visible, truth).all_passed
 
@@ -186,7 +186,7 @@ def test_permuted_hand_over_with_sigma_conflicts_gives_the_same_episode(bench, p
     conflicted = [
         (visible, run)
         for (visible, _), run in zip(pairs, full_runs)
-        if run.metrics["sigma_rejections"].get("duplicate_venue", 0) >= 3
+        if run.figures.sigma_rejections.get("duplicate_venue", 0) >= 3
     ][:3]
     assert conflicted  # parallel days reach for the same venues: Σ refuses some
     for visible, run in conflicted:

@@ -61,8 +61,8 @@ def test_the_team_passes_every_constraint_the_single_expert_passes_trip_by_trip(
             run = solve(bench, visible, truth)
             assert bench.evaluate(run.answer, visible, truth).delivered, (seed, visible["id"])
             lost = single - _passed(bench, run.answer, visible, truth)
-            assert not lost, (seed, visible["id"], sorted(lost), run.metrics["rejections"])
-            if run.metrics["fallback_days"]:
+            assert not lost, (seed, visible["id"], sorted(lost), run.figures.rejections)
+            if run.figures.fallback_days:
                 fallbacks.append((seed, visible["id"]))
     # The trip (its day 4 once could not be timed around the venues the other days took
     # first-come) is now planned by its executors: each day plans from its own share of the
@@ -75,7 +75,7 @@ def test_without_the_fallback_a_day_rejected_every_round_is_delivered_empty(worl
     visible, truth = next(p for p in bench.load_split("test") if p[0]["id"] == "test-hard-00002")
     knobs = ExpertKnobs(hint_override={4: 0.0}, fix_rejections=False)  # day 4 rejects every round
     run = solve(bench, visible, truth, HimapOptions(fallback=False), knobs)
-    assert run.metrics["fallback_days"] == 0 and run.metrics["accepted_days"] == 4
+    assert run.figures.fallback_days == 0 and run.figures.accepted_days == 4
     failed = {r.name for r in bench.evaluate(run.answer, visible, truth).results if not r.passed}
     assert {"daily_accommodation", "min_one_attraction"} <= failed
 
@@ -86,9 +86,9 @@ def test_every_round_rejected_ends_in_a_complete_plan_through_the_fallback(world
     days = int(truth["query"]["days"])
     knobs = ExpertKnobs(hint_override=dict.fromkeys(range(1, days + 1), 0.0), fix_rejections=False)
     run = solve(bench, visible, truth, knobs=knobs)
-    m = run.metrics
-    assert m["rounds"] == 3 and m["rejections"] == {"budget": 3 * days}
-    assert m["fallback_days"] == days and m["accepted_days"] == days
+    m = run.figures
+    assert m.rounds == 3 and m.rejections == {"budget": 3 * days}
+    assert m.fallback_days == days and m.accepted_days == days
     assert all(o.stream == "coordinator" for o in run.session.accepted.values())
     verdict = bench.evaluate(run.answer, visible, truth)
     single = Expert(bench.world).solve(visible, truth).answer

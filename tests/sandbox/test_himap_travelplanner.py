@@ -90,7 +90,7 @@ def test_scripted_himap_expert_solves_the_training_queries_like_the_single_exper
         alone = single.solve(visible, truth)
         passed["single"] += evaluate(example.query, alone.plan, tp_db).final_pass
         passed["himap"] += evaluate(example.query, json.loads(run.answer), tp_db).final_pass
-        rounds.append(run.metrics["rounds"])
+        rounds.append(run.figures.rounds)
         for trace in run.traces:
             if trace["role"] == "executor":
                 assert example.query["query"] not in trace["messages"][1]["content"]
@@ -120,7 +120,7 @@ def test_when_every_round_is_rejected_the_coordinators_submit_plan_delivers_the_
         adv = session.turn(COORDINATOR, _call("submit_plan", days=fields[:-1]))  # a day missing
         assert adv.errors == [True] and not adv.finished
         adv = session.turn(COORDINATOR, _call("submit_plan", days=fields))
-        assert adv.errors == [False] and adv.finished and session.metrics()["fallback_days"] == q["days"]
+        assert adv.errors == [False] and adv.finished and session.figures().fallback_days == q["days"]
         verdicts = [evaluate(query, p, tp_db, "official").to_dict() for p in (json.loads(adv.answer), plan)]
         assert verdicts[0] == verdicts[1]
 

@@ -31,9 +31,38 @@ const hhmm = (m) => `${String(Math.floor(m / 60)).padStart(2, "0")}:${String(Mat
 const short = (label) => label.replace(/^(breakfast|lunch|dinner): /, "");  // the colour says meal
 const pct = (x) => `${(100 * x).toFixed(0)}%`;
 
+// A clip object ({text, cut, full, lost}; b2tjax/report/clip.py): the part shown, and on a click
+// the rest the page keeps (`lost`: characters not even kept).
+function moreLink(c, target, tag) {
+  if (!c.cut) return null;
+  const link = el("span", { class: "cut more", title: "show the full text" }, ` … [${c.cut} more characters: show]`);
+  link.addEventListener("click", (event) => {
+    event.stopPropagation();
+    target.replaceChildren(el(tag, {}, c.full || c.text),
+      c.lost ? el("span", { class: "cut" }, ` … [${c.lost} more characters not kept in the page]`) : null);
+  });
+  return link;
+}
 function clipped(c) {
   if (!c || !c.text) return null;
-  return el("pre", { class: "txt" }, c.text, c.cut ? el("span", { class: "cut" }, ` … [${c.cut} more characters]`) : null);
+  const box = el("pre", { class: "txt" });
+  box.append(c.text);
+  const more = moreLink(c, box, "span");
+  if (more) box.append(more);
+  return box;
+}
+function inline(c) {  // a clip object inside a line of text (tool arguments, memory values)
+  if (typeof c === "string") return c;
+  const box = el("span", {}, c.text);
+  const more = moreLink(c, box, "span");
+  if (more) box.append(more);
+  return box;
+}
+function clippedPanel(ep) {
+  if (!ep.clipped || !ep.clipped.length) return null;
+  return el("div", { class: "panel" }, el("h3", {}, `Clipped texts (${ep.clipped.length})`),
+    ep.clipped.map((c, k) => el("details", { class: "resp" },
+      el("summary", {}, `clipped text ${k + 1}: ${c.where} (${c.text.length + c.cut} characters)`), clipped(c))));
 }
 
 // ---- summary -------------------------------------------------------------------------------
@@ -110,7 +139,8 @@ function renderList() {
         el("span", { class: `badge ${verdict}` }, verdict.toUpperCase()),
         ep.himap ? el("span", { class: "badge himap" }, "HiMAP") : null,
         el("span", { class: "id" }, ep.id),
-        el("span", { class: "meta" }, [ep.difficulty, ep.agent, `${nOk}/${ep.checks.length} checks`].filter(Boolean).join(" · ")),
+        el("span", { class: "meta" }, [ep.difficulty, ep.agent, `${nOk}/${ep.checks.length} checks`,
+          typeof ep.reward === "number" ? `reward ${ep.reward.toFixed(3)}` : null].filter(Boolean).join(" · ")),
         el("span", { class: "fails" }, ep.delivered ? ep.failed.join(", ") : ep.why)));
     node.addEventListener("toggle", () => {
       if (node.open && !node.dataset.rendered) { node.append(renderBody(ep)); node.dataset.rendered = "1"; }
@@ -133,6 +163,8 @@ function renderBody(ep) {
     : request);
   body.append(plan, el("div", { class: "panel" }, el("h3", {}, "Verdict"), renderVerdict(ep, body)));
   if (ep.himap) body.append(el("div", { class: "panel" }, el("h3", {}, "HiMAP team"), renderHimap(ep.himap)));
+  const long = clippedPanel(ep);
+  if (long) body.append(long);
   const turns = ep.himap ? ep.himap.coordinator : ep.turns;
   if (turns && turns.length) {
     const title = ep.himap ? "Coordinator conversation" : "Conversation";
@@ -277,9 +309,9 @@ function renderTurns(turns) {
     el("div", { class: "th" }, `turn ${k + 1}` + (t.tokens !== null && t.tokens !== undefined ? ` · ${t.tokens} tokens` : "")),
     t.shade ? renderShade(t.shade) : null,
     t.think && t.think.text ? el("details", { class: "resp" }, el("summary", {}, `thought: ${t.think.text.slice(0, 140)}`), clipped(t.think)) : null,
-    t.calls.map((c) => el("div", { class: "call" }, `${c.name}(${c.args})`)),
-    t.memory.map((m) => el("div", { class: "mem" }, `memory ${m}`)),
-    t.errors.map((e) => el("div", { class: "err" }, `parse error: ${e}`)),
+    t.calls.map((c) => el("div", { class: "call" }, `${c.name}(`, inline(c.args), ")")),
+    t.memory.map((m) => el("div", { class: "mem" }, "memory ", inline(m))),
+    t.errors.map((e) => el("div", { class: "err" }, "parse error: ", inline(e))),
     t.text && !t.shade ? clipped(t.text) : null,
     t.answer ? el("details", { class: "resp" }, el("summary", {}, "answer"), clipped(t.answer)) : null,
     t.responses.map((r) => el("details", { class: `resp${r.error ? " error" : ""}` },
@@ -320,8 +352,9 @@ function renderHimap(h) {
     lanes.append(el("div", { class: "lane" }, el("div", {}), el("div", { class: "streams" }, lane.streams.map((s) => {
       const o = s.outcome;
       const text = `r${s.round}: ${s.turns.length} turns → ${o ? o.status + (o.code ? ` (${o.code})` : "") : "running"}`;
-      return el("span", { class: `chip ${o ? o.status : ""}`, title: o && o.reason ? o.reason : s.name,
-        onclick: () => { reader.replaceChildren(el("div", { class: "grid-group" }, `${s.name}${o && o.reason ? ": " + o.reason : ""}`), renderTurns(s.turns)); } }, text);
+      const why = o && o.reason && o.reason.text ? o.reason : null;
+      return el("span", { class: `chip ${o ? o.status : ""}`, title: why ? why.text : s.name,
+        onclick: () => { reader.replaceChildren(el("div", { class: "grid-group" }, s.name, why ? ": " : "", why ? inline(why) : null), renderTurns(s.turns)); } }, text);
     }))));
   }
   box.append(lanes, el("div", { class: "legend" },

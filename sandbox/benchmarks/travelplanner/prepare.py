@@ -148,6 +148,15 @@ def expert_traces(db: Database, visible: list[dict], truth: list[dict]) -> tuple
     return traces, failed
 
 
+def train_counts(visible: list[dict], requested: int) -> str:
+    """'104 queries (45 official + 59 generated of 60 requested)': what was made, not what was asked
+    (the generator skips a slot it finds no plannable query for)."""
+    generated = sum(v["source"] == "generated" for v in visible)
+    official = len(visible) - generated
+    skipped = "" if generated == requested else f" of {requested} requested"
+    return f"{len(visible)} queries ({official} official + {generated} generated{skipped})"
+
+
 def make_data(out_dir: Path, args: argparse.Namespace, log: Callable[[str], None]) -> None:
     source = Path(args.tp_data)
     if not (source / "database").is_dir():
@@ -169,8 +178,8 @@ def make_data(out_dir: Path, args: argparse.Namespace, log: Callable[[str], None
     except LoaderError as err:
         raise PrepareError(str(err)) from None
     log(
-        f"train split: {len(train.visible)} queries ({n_generated} generated requested), dev split: "
-        f"{len(dev.visible)} ({time.perf_counter() - started:.1f}s)"
+        f"train split: {train_counts(train.visible, n_generated)}, dev split: {len(dev.visible)} "
+        f"({time.perf_counter() - started:.1f}s)"
     )
     stats: dict[str, Any] = {}
     if not args.no_expert:
