@@ -34,7 +34,6 @@ A benchmark's own options (see --help with --benchmark NAME) are passed to it.
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import json
 import logging
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from b2tjax.cli.outputs import Paths, guard
+from b2tjax.cli.plan_files import plans_from_file, plans_from_records, records_selection
 from b2tjax.cli.script import (
     UserError,
     add_benchmark_options,
@@ -59,7 +59,6 @@ from b2tjax.cli.script import (
 from b2tjax.tasks.himap_agents import HimapFigures
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, benchmark_class
 from sandbox.himap.options import ABLATIONS
-from sandbox.jsonl import read_jsonl_objects
 
 log = logging.getLogger("eval")
 
@@ -106,6 +105,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Options: the plans come either from a file (--plans) or from a plan writer (--policy, run as
     --agent); the chosen benchmark adds its own options (known only once --benchmark is read)."""
     parser, name = benchmark_parser(argv, "of the plans", description=__doc__)
+    _add_sources(parser)
+    _add_policy_options(parser)
+    parser.add_argument("--split", default="test", help="split to score (default test)")
+    parser.add_argument(
+        "--difficulty", nargs="+", choices=("easy", "medium", "hard"), help="only these difficulty levels"
+    )
+    parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
+    parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
+    parser.add_argument(
+        "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
+    )
+    add_trust_option(parser)
+    add_benchmark_options(parser, name)
+    args = parser.parse_args(argv)
+    _check_combinations(parser, args)
+    return args
+
+
+def _add_sources(parser: argparse.ArgumentParser) -> None:
+    """Where the plans come from: a plans file, a plan writer, or a rollouts file."""
     parser.add_argument(
         "--data",
         type=Path,
@@ -129,13 +148,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="--records: score every instance of the split (those the file lacks are undelivered)",
     )
+
+
+def _add_policy_options(parser: argparse.ArgumentParser) -> None:
+    """How a --policy writes its plans: the agent it runs as, its checkpoint and recipe, the ablation."""
     parser.add_argument(
         "--agent",
         choices=("single", "himap"),
         default="single",
         help="agent architecture the --policy runs as: one agent | a HiMAP team (default single)",
     )
-    parser.add_argument("--split", default="test", help="split to score (default test)")
     parser.add_argument(
         "--checkpoint", type=Path, help="--policy model: the model (run checkpoints/ or HF dir)"
     )
@@ -148,17 +170,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="full",
         help="--agent himap: the full system or one of the paper's Table-7 ablations (default full)",
     )
-    parser.add_argument(
-        "--difficulty", nargs="+", choices=("easy", "medium", "hard"), help="only these difficulty levels"
-    )
-    parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
-    parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
-    parser.add_argument(
-        "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
-    )
-    add_trust_option(parser)
-    add_benchmark_options(parser, name)
-    args = parser.parse_args(argv)
+
+
+def _check_combinations(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Options that only make sense together (argparse's one-line error otherwise)."""
     if args.data is None and not is_official_submission(args):
         parser.error("the following arguments are required: --data")
     if args.policy is not None and (args.policy, args.agent) not in POLICIES:
@@ -169,7 +184,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--config is only for --policy model")
     if args.all_instances and args.records is None:
         parser.error("--all-instances is only for --records")
-    return args
 
 
 def is_official_submission(args: argparse.Namespace) -> bool:
@@ -208,75 +222,10 @@ def score_official_submission(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    """The file's objects; a bad line or one without a string 'id' ends the run with its line."""
-    rows = []
-    for number, row in read_jsonl_objects(path, UserError):
-        if not isinstance(row.get("id"), str):
-            hint = " (a rollouts file: pass it with --records)" if "instance_id" in row else ""
-            raise UserError(f"{path}:{number}: expected an object with a string 'id'{hint}")
-        rows.append(row)
-    return rows
-
-
 def load_pairs(bench: Benchmark, split: str, difficulties: list[str] | None) -> list[Instance]:
     """The split's instances, optionally of some difficulty levels only."""
     pairs = bench.load_split(split)
     return [p for p in pairs if difficulties is None or p.visible.get("difficulty") in difficulties]
-
-
-def plans_from_file(path: Path, pairs: list[Instance]) -> dict[str, Any]:
-    """id -> plan for the selected instances; plans for other ids are counted and ignored.
-    An id with two plans is an error: which one to score is the user's choice, not ours."""
-    wanted = {inst.id for inst in pairs}
-    plans, unknown, seen = {}, 0, collections.Counter()
-    rows = _read_jsonl(path)
-    if not rows:
-        log.warning("%s holds no plans: every instance counts as undelivered", path)
-    for row in rows:
-        seen[row["id"]] += 1
-        if row["id"] in wanted:
-            plans[row["id"]] = row.get("plan")
-        else:
-            unknown += 1
-    duplicates = sorted(i for i, n in seen.items() if n > 1)
-    if duplicates:
-        shown = ", ".join(duplicates[:5]) + (", ..." if len(duplicates) > 5 else "")
-        raise UserError(f"{path}: {len(duplicates)} id(s) have more than one plan: {shown}")
-    if unknown:
-        log.warning("%d plan(s) in %s are for instances outside the selection; ignored", unknown, path)
-    return plans
-
-
-def plans_from_records(path: Path, pairs: list[Instance]) -> dict[str, Any]:
-    """id -> plan of the selected instances from a rollouts file; other episodes are counted and ignored."""
-    from b2tjax.cli.rollout_plans import plans_from_rollouts
-
-    wanted = {inst.id for inst in pairs}
-    found = plans_from_rollouts(path)
-    unknown = sum(ident not in wanted for ident in found)
-    if unknown:
-        log.warning("%d episode(s) in %s are for instances outside the selection; ignored", unknown, path)
-    return {ident: plan for ident, plan in found.items() if ident in wanted}
-
-
-def records_selection(
-    args: argparse.Namespace, pairs: list[Instance], plans: dict[str, Any]
-) -> tuple[list[Instance], str]:
-    """The pairs a rollouts file is scored on and the table's header line saying which: the
-    instances it holds, or with --all-instances the whole selection."""
-    held = [inst for inst in pairs if inst.id in plans]
-    if args.all_instances:
-        return pairs, (
-            f"{args.records.name}: every instance of split {args.split!r} ({len(pairs)}); the file holds "
-            f"{len(held)}, the other {len(pairs) - len(held)} count as undelivered (--all-instances)"
-        )
-    if not held:
-        raise UserError(f"--records {args.records} holds no episode of split {args.split!r}'s selection")
-    return held, (
-        f"{args.records.name}: the {len(held)} of split {args.split!r}'s {len(pairs)} instances the file "
-        "holds (--all-instances scores every one, the missing as undelivered)"
-    )
 
 
 def score(bench: Benchmark, pairs: list[Instance], plans: dict[str, Any]) -> list:

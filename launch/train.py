@@ -144,6 +144,25 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
         raise UserError(str(err)) from None
 
 
+def make_task(cfg: TrainConfig) -> tuple[Any, int]:
+    """(the run's Task, its vocabulary size); a benchmark task's tokenizer is saved beside the
+    checkpoints, where export_hf, rollouts and the notebook find it."""
+    import jax  # JAX: this script starts without it (make_data forks first)
+
+    if cfg.task == "toy":
+        from b2tjax.tasks.toy import DigitTask
+
+        return DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
+    if cfg.agent == "himap":
+        from b2tjax.tasks.himap import HimapTask as TaskClass
+    else:
+        from b2tjax.tasks.benchmark import BenchmarkTask as TaskClass
+    task = TaskClass.prepare(cfg)
+    if jax.process_index() == 0:
+        task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
+    return task, task.vocab_size
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trust_from_args(args)
@@ -172,20 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     if jax.process_index() == 0 and changes is None:  # a resumed run keeps its record
         dump_config(cfg, Path(cfg.out) / RECORD)
-    if cfg.task == "toy":
-        from b2tjax.tasks.toy import DigitTask
-
-        task, vocab = DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
-    else:
-        if cfg.agent == "himap":
-            from b2tjax.tasks.himap import HimapTask as TaskClass
-        else:
-            from b2tjax.tasks.benchmark import BenchmarkTask as TaskClass
-
-        task = TaskClass.prepare(cfg)
-        vocab = task.vocab_size
-        if jax.process_index() == 0:  # export_hf, rollout and the notebook find it beside the weights
-            task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
+    task, vocab = make_task(cfg)
     model = build_model(cfg, vocab_size=vocab)
     if vocab > model.config.vocab_size:
         raise UserError(

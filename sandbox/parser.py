@@ -119,6 +119,15 @@ def _strip_trailers(text: str) -> str:
     return text
 
 
+def _closing_positions(text: str) -> dict[str, list[int]]:
+    """Tag name -> where its closing tags start, in order."""
+    closings: dict[str, list[int]] = {}
+    for m in _TAG.finditer(text):
+        if m.group(1):
+            closings.setdefault(m.group(2), []).append(m.start())
+    return closings
+
+
 def parse_turn(text: str) -> ParsedTurn:
     """Split one assistant turn into think text, actions in order, the answer and errors."""
     turn = ParsedTurn()
@@ -130,10 +139,7 @@ def parse_turn(text: str) -> ParsedTurn:
     thinks: list[str] = []
     # Where each closing tag occurs, found in one pass: searching the text again for the closing
     # tag of each of 20k distinctly named unclosed tags would make the parser quadratic.
-    closings: dict[str, list[int]] = {}
-    for m in _TAG.finditer(text):
-        if m.group(1):
-            closings.setdefault(m.group(2), []).append(m.start())
+    closings = _closing_positions(text)
     while pos < len(text):
         m = _TAG.search(text, pos)
         stray = text[pos : m.start() if m else len(text)]
@@ -176,15 +182,20 @@ def parse_turn(text: str) -> ParsedTurn:
             if name == "think":
                 thinks.append(body.strip())
             continue
-        if name == "think":
-            thinks.append(body.strip())
-        elif name == "tool_call":
-            turn._add(_parse_tool_call(body))
-        elif name == "memory":
-            turn._add(_parse_memory(body))
-        elif turn.answer is None:
-            turn.answer = body.strip()
-        else:
-            turn._add(ParseError("more than one <answer> in a turn; only the first is kept"))
+        _add_block(turn, thinks, name, body)
     turn.think = "\n".join(thinks) if thinks else None
     return turn
+
+
+def _add_block(turn: ParsedTurn, thinks: list[str], name: str, body: str) -> None:
+    """A closed known block's content: reasoning, an action, or the answer (the first one only)."""
+    if name == "think":
+        thinks.append(body.strip())
+    elif name == "tool_call":
+        turn._add(_parse_tool_call(body))
+    elif name == "memory":
+        turn._add(_parse_memory(body))
+    elif turn.answer is None:
+        turn.answer = body.strip()
+    else:
+        turn._add(ParseError("more than one <answer> in a turn; only the first is kept"))

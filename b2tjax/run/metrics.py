@@ -13,6 +13,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -227,3 +228,9 @@ def scalar_leaves(d: dict, prefix: str = "") -> dict[str, float]:
         elif isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
             out[f"{prefix}{k}"] = float(v)
     return out
+
+
+def save_step_records(folder: Path, step: int, records: Sequence[Any]) -> None:
+    """FOLDER/step-N.jsonl: a GRPO step's rollout records (`save_records`), one JSON line each."""
+    folder.mkdir(exist_ok=True)
+    (folder / f"step-{step}.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))

@@ -31,7 +31,7 @@ from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
 from b2tjax.run.mesh import build_mesh, check_rows_split
-from b2tjax.run.metrics import MetricsWriter, scalar_leaves, wandb_run
+from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
 from b2tjax.sft.batches import sft_batch
@@ -342,15 +342,6 @@ class Trainer:
         target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
         return checkpointer.restore(path, target)
 
-    def _save_records(self, global_step: int, records: list) -> None:
-        """OUT/records/step-N.jsonl (`save_records`; process 0: every process holds all records)."""
-        if not self.cfg.save_records or jax.process_index() != 0:
-            return
-        folder = self.out / "records"
-        folder.mkdir(exist_ok=True)
-        lines = "".join(json.dumps(r.to_json()) + "\n" for r in records)
-        (folder / f"step-{global_step}.jsonl").write_text(lines)
-
     def _run_grpo(self, params, start, restored_state, writer, guard):
         cfg, g = self.cfg, self.cfg.grpo
         fns, state = self._phase_fns(Phase.GRPO, params)
@@ -383,7 +374,8 @@ class Trainer:
                 stop_here(agreed=True)
                 raise
             t_rollout = time.perf_counter() - t0
-            self._save_records(global_step, batch.records)
+            if cfg.save_records and jax.process_index() == 0:  # every process holds all records
+                save_step_records(self.out / "records", global_step, batch.records)
             state, metrics = grpo_update(
                 cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
             )
