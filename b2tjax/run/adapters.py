@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -21,7 +22,8 @@ from b2tjax.errors import UserError
 from b2tjax.run.resume import ResumePoint
 from models import lora, peft
 from models.checksums import verify_manifest
-from models.config import Qwen3Config
+from models.config import DTYPES, Qwen3Config
+from models.qwen3 import Qwen3ForCausalLM
 
 
 def adapter_dir(init: str) -> str | None:
@@ -113,7 +115,6 @@ def check_base(saved: dict | None, current: dict | None, step: int, action: str 
 def run_items(directory: str | os.PathLike, step: int | None = None) -> tuple[int, dict, ResumePoint] | None:
     """(step, run config, resume point) of a training run's checkpoint directory (`step`, default the
     newest), or None when `directory` is not one (a plain model checkpoint)."""
-    import orbax.checkpoint as ocp
 
     directory = Path(directory).absolute()
     if (directory / "params").is_dir() or not directory.is_dir():
@@ -143,8 +144,6 @@ def is_lora_run(directory: str | os.PathLike) -> bool:
 def abstract_run_model(cfg: Any, model_cfg: Any) -> nnx.Module:
     """The model a run trains, shapes only (launch/plan.py): the base in the compute dtype under
     LoRA (int8 projections under QLoRA) with its adapters, else the plain model in param_dtype."""
-    from models.config import DTYPES
-    from models.qwen3 import Qwen3ForCausalLM
 
     dtype = DTYPES[cfg.model.compute_dtype]
     lora_cfg = cfg.model.lora

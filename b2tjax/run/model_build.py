@@ -10,27 +10,25 @@ from b2tjax.config import TrainConfig
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init, is_lora_run, with_adapters
 from b2tjax.run.mesh import build_mesh
-from models.config import DTYPES
+from models.checkpoint import load_model
+from models.config import DTYPES, get_config
+from models.hf import load_pretrained
+from models.qwen3 import create_model
 
 
 def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights;
     with `model.lora`, the base in the compute dtype plus adapters (b2tjax/run/adapters.py)."""
-    from models.config import get_config
 
     dtype, param_dtype = DTYPES[cfg.model.compute_dtype], DTYPES[cfg.model.param_dtype]
     if cfg.model.lora.enabled:
         param_dtype = dtype  # the frozen base needs no fp32 master copy
     init, mesh = base_init(cfg), build_mesh(cfg.mesh)
     if init.startswith("hf:"):
-        from models.hf import load_pretrained
-
         model = load_pretrained(
             init[3:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat
         )
     elif init.startswith("ckpt:"):
-        from models.checkpoint import load_model
-
         if is_lora_run(init[5:]):
             raise UserError(
                 f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
@@ -43,7 +41,6 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
         overrides = dict(cfg.model.overrides)
         if vocab_size is not None and "vocab_size" not in overrides:
             overrides["vocab_size"] = vocab_size
-        from models.qwen3 import create_model
 
         model = create_model(
             get_config(cfg.model.preset, **overrides),

@@ -17,38 +17,45 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 from flax import nnx
+from jax.experimental import multihost_utils
 
 from b2tjax.config import TrainConfig
 from b2tjax.data.marker import check_data_dir
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
+from b2tjax.report.build import record_episodes
+from b2tjax.run.mesh import build_mesh
 from b2tjax.sft.traces import sft_examples
 from b2tjax.tasks.eval_report import evaluation_header, model_params
+from b2tjax.tasks.scoring import episode_metrics, score_records
 from b2tjax.tasks.verdicts import Tally, episode_verdicts
+from models.spm import train_sentencepiece
+from models.tokenizer import load_tokenizer
+from rollout.agents.single import agent_episode
+from rollout.engine import RolloutEngine
+from rollout.hosts import agree, episode_owner, gather_objects, merge_by_owner
+from rollout.prompt import token_counter
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, get_benchmark, interleave_difficulties
+from sandbox.env import EXECUTED
+from sandbox.python_tool import PythonSandbox
 
 
 def load_or_train_tokenizer(cfg: TrainConfig, data_dir: Path, benchmark: Benchmark) -> Any:
     """The run's tokenizer: `cfg.model.tokenizer`, or for "sentencepiece" the tiny recipe's model in
     DATA/tokenizer/, trained once on the benchmark's corpus so later runs and resumes reuse the same ids."""
-    from models.tokenizer import load_tokenizer
 
     spec = cfg.model.tokenizer
     if spec != "sentencepiece":
         return load_tokenizer(spec)
-    import jax
 
     path = data_dir / "tokenizer" / f"sp{cfg.model.sp_vocab_size}.model"
     if not path.exists() and jax.process_index() == 0:  # one trainer; the other processes wait below
-        from models.spm import train_sentencepiece
-
         vocab = cfg.model.sp_vocab_size
         print(f"training a {vocab}-piece SentencePiece tokenizer on the corpus ...", flush=True)
         train_sentencepiece(benchmark.tokenizer_corpus(), path.with_suffix(""), vocab_size=vocab)
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         multihost_utils.sync_global_devices("tokenizer trained")
     return load_tokenizer(path)
 
@@ -101,7 +108,6 @@ class BenchmarkTask:
     def _check_prompt_budget(self) -> None:
         """At start-up, not after SFT: the prompt of the largest instance, compacted as far as the
         benchmark can (a B2T trajectory is dropped), must fit rollout.max_prompt_tokens."""
-        from rollout.prompt import token_counter
 
         r = self.cfg.rollout
         budget = r.prompt_budget
@@ -134,14 +140,11 @@ class BenchmarkTask:
     def _engine_for(self, model: nnx.Module, temperature: float):
         """An engine with the recipe's memory plan: `batch_rows` rows of `cache_len` slots on the
         run's mesh, whatever the number of episodes (they stream through the rows)."""
-        from b2tjax.run.mesh import build_mesh
-        from rollout.engine import RolloutEngine
 
         config = dataclasses.replace(self.cfg.rollout, temperature=temperature)
         return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
 
     def _episodes(self, pairs: Sequence[Instance]):
-        from rollout.agents.single import agent_episode
 
         r = self.cfg.rollout
         return [
@@ -163,8 +166,6 @@ class BenchmarkTask:
         if not self.cfg.rollout.python_tool:
             return None
         if self._python_pool is None:
-            from sandbox.python_tool import PythonSandbox
-
             self._python_pool = PythonSandbox(isolation=self.cfg.rollout.python_tool_isolation)
         return self._python_pool
 
@@ -192,8 +193,6 @@ class BenchmarkTask:
         """One episode per pair, run and scored: (episodes, records, verdicts, rewards). Several
         processes: each runs and scores the episodes it owns (rollout.hosts.episode_owner, a group
         on one process), then every process receives all of them, in episode order."""
-        from b2tjax.tasks.scoring import score_records
-        from rollout.hosts import gather_objects, merge_by_owner
 
         episodes = self._episodes(pairs)
         owners, local = episode_owners(len(pairs), group_size, seed)
@@ -224,8 +223,6 @@ class BenchmarkTask:
         seed: int,
         should_stop: Callable[[], bool] | None = None,
     ) -> RolloutBatch:
-        from b2tjax.tasks.scoring import episode_metrics
-        from sandbox.env import EXECUTED
 
         pairs = [p for p in prompts for _ in range(group_size)]
         temperature = self.cfg.rollout.temperature
@@ -245,7 +242,6 @@ class BenchmarkTask:
     def evaluate(self, model: nnx.Module, sampling: EvalSampling = EvalSampling()) -> tuple[dict, str]:
         """The benchmark's metrics on the eval split, plus the mean reward and the episode metrics
         training logs; (metrics, a printable header and table)."""
-        from b2tjax.tasks.scoring import episode_metrics
 
         run = self._run_and_score(model, self._eval, sampling.seed, sampling.temperature)
         episodes, records, verdicts, rewards = run
@@ -294,7 +290,6 @@ class BenchmarkTask:
         turns decoded from its records, with the verdicts `evaluate` tallied (never judged again)."""
         if self._last_eval is None:
             return None
-        from b2tjax.report.build import record_episodes
 
         records, sessions, results = self._last_eval
         return record_episodes(
@@ -310,9 +305,6 @@ class BenchmarkTask:
 
 def episode_owners(count: int, group_size: int, step: int) -> tuple[list[int], list[bool] | None]:
     """Each episode's owning process and whether it is this one's (None on one process)."""
-    import jax
-
-    from rollout.hosts import episode_owner
 
     processes = jax.process_count()
     owners = [episode_owner(i, group_size, processes, step) for i in range(count)]
@@ -330,9 +322,6 @@ def host_counts(records: Sequence[Any], executed: Sequence[int], stats: Any) -> 
     the process that ran the stream) its episodes and answered calls, and, counted apart where the
     environments ran (`executed`: sandbox.env.EXECUTED's (tools, answered) during this rollout),
     its tool runs and answered calls. One small collective (every process calls this in step)."""
-    import jax
-
-    from rollout.hosts import agree
 
     everyone = agree([*executed, *(getattr(stats, name) for name in ENGINE_COUNTS)])
     out = {f"rollout/{name}": float(everyone[:, 2 + i].sum()) for i, name in enumerate(ENGINE_COUNTS)}

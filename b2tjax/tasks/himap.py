@@ -22,8 +22,15 @@ from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.sft.traces import sft_examples
 from b2tjax.tasks.benchmark import BenchmarkTask, episode_owners
+from b2tjax.tasks.himap_figures import himap_metrics, local_day_rewards
+from b2tjax.tasks.scoring import score_team_episodes
+from rollout.agents.himap import himap_episode
+from rollout.hosts import gather_objects, merge_by_owner
+from rollout.prompt import prompt_ids
 from sandbox.benchmarks import Instance
 from sandbox.himap.options import HimapOptions
+from sandbox.himap.protocol import HimapSession
+from sandbox.himap.scripted import expert_traces
 from sandbox.himap.summary import SessionSummary, session_summary
 
 
@@ -37,8 +44,6 @@ class HimapTask(BenchmarkTask):
     def _check_prompt_budget(self) -> None:
         """At start-up: HiMAP prompts are not compacted (the coordinator reads the whole request), so
         the largest instance's first prompts must fit the coordinator's / executors' stream length."""
-        from rollout.prompt import prompt_ids
-        from sandbox.himap.protocol import HimapSession
 
         instances = [visible for visible, _ in self._train + self._eval]
         if not instances:
@@ -64,7 +69,6 @@ class HimapTask(BenchmarkTask):
         `himap.sft_instances` train instances, only from those whose merged plan passes every check
         (sandbox.himap.scripted.expert_traces: SFT imitates correct plans); None (no warm start)
         when the benchmark has no scripted HiMAP expert or none of its plans passes."""
-        from sandbox.himap.scripted import expert_traces
 
         n = self.cfg.himap.sft_instances
         pairs = self._train[:n] if n else self._train
@@ -92,7 +96,6 @@ class HimapTask(BenchmarkTask):
         return sft_examples(traces[:limit] if limit else traces, self.tokenizer, self.cfg.sft.max_seq_len)
 
     def _episodes(self, pairs: Sequence[Instance]) -> list[Any]:
-        from rollout.agents.himap import himap_episode
 
         return [himap_episode(visible, self.benchmark, self.tokenizer, self.options) for visible, _ in pairs]
 
@@ -108,8 +111,6 @@ class HimapTask(BenchmarkTask):
         """One HiMAP episode per pair, run and scored by its merged answer (the team reward on every
         stream): (episodes, records, verdicts, rewards). Several processes: each runs and scores the
         teams it owns; every process then gets all of them, each team as a `TeamSummary`."""
-        from b2tjax.tasks.scoring import score_team_episodes
-        from rollout.hosts import gather_objects, merge_by_owner
 
         episodes = self._episodes(pairs)
         owners, local = episode_owners(len(pairs), group_size, seed)
@@ -139,14 +140,12 @@ class HimapTask(BenchmarkTask):
         )
 
     def _agent_metrics(self, episodes: list[Any], records: list[Any]) -> dict[str, Any]:
-        from b2tjax.tasks.himap_figures import himap_metrics
 
         return himap_metrics(episodes, records)
 
     def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
         """Several records per episode: say which prompt and episode each belongs to, and carry each
         day executor's own day score for `grpo.credit=team_local`."""
-        from b2tjax.tasks.himap_figures import local_day_rewards
 
         return RolloutBatch(
             records,

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.tasks.benchmark import episode_owners, host_counts
@@ -42,6 +43,7 @@ from models.tokenizer import ENDOFTEXT, IM_END, IM_START, HFTokenizer
 from rollout.config import RolloutConfig
 from rollout.engine import RolloutEngine
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
+from rollout.hosts import gather_objects, merge_by_owner
 from rollout.record import EpisodeRecord
 from rollout.render import render_env_reply
 from sandbox.types import StopReason
@@ -71,7 +73,6 @@ def value_word(v: int) -> str:
 
 def lookup_tokenizer(num_keys: int, num_values: int) -> HFTokenizer:
     """A word-level `tokenizers` model with the Qwen chat tokens, behind the project's HFTokenizer."""
-    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
     specials = [ENDOFTEXT, IM_START, IM_END]
     words = specials + ["<unk>", "user", "assistant", LOOKUP, ANSWER, RESULT, ERROR]
@@ -215,7 +216,6 @@ class LookupTask:
     ) -> tuple[list[EpisodeRecord], dict]:
         """Roll out one episode per key; records get their reward; returns (records, metrics).
         Several processes: each runs the episodes it owns; all get every record, in episode order."""
-        from rollout.hosts import gather_objects, merge_by_owner
 
         episodes = self.episodes(keys, seed)
         owners, local = episode_owners(len(keys), group_size, seed)
