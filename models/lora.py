@@ -23,6 +23,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from models import quant
+from models.sharding import variable_sharding
 
 ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
@@ -78,7 +79,6 @@ def in_dims(target: str) -> int:
 def add_lora(model: nnx.Module, cfg: LoraConfig, seed: int = 0, mesh: Mesh | None = None) -> nnx.Module:
     """Attach fp32 adapters (B = 0) to `cfg.targets` of `model` in place; returns the model.
     With `mesh`, each adapter is placed by its logical names. Works under `nnx.eval_shape`."""
-    from models.sharding import variable_sharding
 
     if not cfg.enabled:
         return model

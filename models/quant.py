@@ -18,6 +18,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from models.sharding import variable_sharding
+
 
 def quantize_int8(w: jax.Array, axes: Sequence[int]) -> tuple[jax.Array, jax.Array]:
     """(int8 q, fp32 scale) with w ~ q * scale; the scale is max|w| / 127 over `axes` (kept)."""
@@ -43,7 +45,6 @@ def read(module: nnx.Module, name: str, dtype: Any) -> jax.Array:
 def quantize_weight(module: nnx.Module, name: str, n_in: int, dtype: Any, mesh: Mesh | None) -> None:
     """Store stacked weight `name` [L, *in, *out] of `module` as int8 plus a `dtype` scale, in place.
     Works under `nnx.eval_shape`; with `mesh`, both are placed by their logical names."""
-    from models.sharding import variable_sharding
 
     base = getattr(module, name)
     names = base.get_metadata()["out_sharding"]

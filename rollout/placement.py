@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
+from models.kv_cache import init_cache
 from models.sharding import LOGICAL_RULES, logical_to_spec, variable_sharding
 
 # The training rules without FSDP: parameters keep their tensor-parallel split only.
@@ -130,7 +131,6 @@ def new_rollout_arrays(
 ) -> tuple[Any, jax.Array]:
     """The sampler's device state for `rows` rows: an empty KV cache of `cache_len` slots per row
     and the next-token logits fp32 [rows, V], both split by rows over (data, fsdp) on a mesh."""
-    from models.kv_cache import init_cache
 
     cache = init_cache(model_config, rows, cache_len, jnp.dtype(cache_dtype), mesh=mesh)
     shape = (rows, model_config.vocab_size)

@@ -22,6 +22,7 @@ from jax.sharding import Mesh
 
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
+from rollout.placement import SamplerWeights
 from rollout.sampling import SamplingArrays, row_keys, sample_tokens
 
 
@@ -38,7 +39,6 @@ class ModelRunner:
     rollout/placement.py) and the jitted prefill / decode functions (compiled per bucket)."""
 
     def __init__(self, model: nnx.Module, valid_vocab: int | None = None, mesh: Mesh | None = None):
-        from rollout.placement import SamplerWeights
 
         self.graphdef, state = nnx.split(model)
         self.weights = SamplerWeights(state, model.dtype, mesh)

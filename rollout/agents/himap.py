@@ -20,6 +20,7 @@ from typing import Any
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.prompt import prompt_ids
 from rollout.render import render_env_reply
+from sandbox.benchmarks import as_benchmark
 from sandbox.himap.kinds import COORDINATOR, ROLES
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.protocol import Advance, HimapSession
@@ -100,7 +101,6 @@ def himap_episode(
 ) -> HimapEpisode:
     """A HiMAP episode for one visible instance of `benchmark` (a sandbox Benchmark): a fresh
     protocol session (its own Σ) on the benchmark's HiMAP domain."""
-    from sandbox.benchmarks import as_benchmark
 
     bench = as_benchmark(benchmark)
     session = HimapSession(bench.himap_domain(instance), options)

@@ -8,7 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
+from rollout.prompt import prompt_ids, token_counter
 from rollout.render import render_env_reply
+from sandbox.benchmarks import as_benchmark
+from sandbox.env import EpisodeEnv
 from sandbox.types import StopReason
 
 
@@ -101,9 +104,6 @@ def agent_episode(
     world is also accepted): the benchmark's prompt, a fresh EpisodeEnv on its world for the instance.
 
     The env offers memory exactly when the prompt does (`Prompt.memory`)."""
-    from rollout.prompt import prompt_ids, token_counter
-    from sandbox.benchmarks import as_benchmark
-    from sandbox.env import EpisodeEnv
 
     bench = as_benchmark(benchmark)
     prompt = bench.prompt(

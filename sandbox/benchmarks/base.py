@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
+from sandbox.benchmarks.view import default_view
 from sandbox.jsonl import read_jsonl
 from sandbox.reward import Reward
 from sandbox.types import Prompt, World
@@ -204,7 +205,6 @@ class Benchmark(abc.ABC):
         """Plain data the HTML report draws for one judged answer: the request, the plan as day
         timelines (times, places, coordinates) and the checks with the timeline items each failing
         one concerns (format: sandbox.benchmarks.view). Default: the request text and `checks`."""
-        from sandbox.benchmarks.view import default_view
 
         return default_view(visible, self.checks(verdict))
 

@@ -14,10 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.benchmarks.b2t.evaluator import EvalResult, evaluate_plan
+from sandbox.benchmarks.b2t.expert import Expert
+from sandbox.benchmarks.b2t.himap.domain import B2TDomain
+from sandbox.benchmarks.b2t.himap.expert import B2TExpertPolicies
+from sandbox.benchmarks.b2t.instances.build import build_benchmark
+from sandbox.benchmarks.b2t.instances.loader import InstanceFormatError, load_split
 from sandbox.benchmarks.b2t.metrics import compute_metrics, format_table
 from sandbox.benchmarks.b2t.prompt import VARIANTS, build_prompt
 from sandbox.benchmarks.b2t.reward import compute_reward
 from sandbox.benchmarks.b2t.tools.registry import B2TTools, tool_schemas
+from sandbox.benchmarks.b2t.view import b2t_view
+from sandbox.benchmarks.b2t.world.generator import build_world
+from sandbox.benchmarks.b2t.world.loader import build_store_from_files
+from sandbox.benchmarks.b2t.world.scales import SCALES
+from sandbox.benchmarks.b2t.world.store import open_world
 from sandbox.benchmarks.base import Benchmark, BenchmarkError, Instance, Log, Prompt, TokenCounter
 from sandbox.reward import Reward
 
@@ -53,8 +63,6 @@ class B2TBenchmark(Benchmark):
     def world(self) -> Any:
         """The shared read-only world store, opened on first use."""
         if self._world is None:
-            from sandbox.benchmarks.b2t.world.store import open_world
-
             if not Path(self._store).exists():
                 raise BenchmarkError(f"missing {self._store} (build it with launch/make_data.py)")
             self._world = open_world(self._store)
@@ -91,10 +99,6 @@ class B2TBenchmark(Benchmark):
     def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> None:
         """DATA/world.sqlite (generated or loaded from user files), then unless --world-only the
         instances, ground truth, stats.json and the expert's SFT traces framed by the agent prompt."""
-        from sandbox.benchmarks.b2t.instances.build import build_benchmark
-        from sandbox.benchmarks.b2t.world.generator import build_world
-        from sandbox.benchmarks.b2t.world.loader import build_store_from_files
-        from sandbox.benchmarks.b2t.world.scales import SCALES
 
         if args.scale not in SCALES:
             raise BenchmarkError(f"unknown --scale {args.scale!r}; choose from {', '.join(sorted(SCALES))}")
@@ -149,7 +153,6 @@ class B2TBenchmark(Benchmark):
         return [x.visible for x in self._load(split, with_ground_truth=False)]
 
     def _load(self, split: str, with_ground_truth: bool) -> list[Any]:
-        from sandbox.benchmarks.b2t.instances.loader import InstanceFormatError, load_split
 
         try:
             return load_split(self._path(), split, with_ground_truth=with_ground_truth)
@@ -207,7 +210,6 @@ class B2TBenchmark(Benchmark):
         return [(r.name, r.passed, r.reason) for r in verdict.results]
 
     def episode_view(self, visible: dict[str, Any], answer: Any, verdict: EvalResult) -> dict[str, Any]:
-        from sandbox.benchmarks.b2t.view import b2t_view
 
         return b2t_view(visible, answer, verdict, self._store)
 
@@ -220,19 +222,16 @@ class B2TBenchmark(Benchmark):
 
     # -- expert and training data ----------------------------------------------------------------
     def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
-        from sandbox.benchmarks.b2t.expert import Expert
 
         expert = Expert(self.world)
         for visible, truth in pairs:
             yield visible["id"], expert.solve(visible, truth).answer
 
     def himap_domain(self, visible: dict[str, Any]) -> Any:
-        from sandbox.benchmarks.b2t.himap.domain import B2TDomain
 
         return B2TDomain(visible, self.world)
 
     def himap_expert(self, visible: dict[str, Any], truth: dict[str, Any], knobs: Any = None) -> Any:
-        from sandbox.benchmarks.b2t.himap.expert import B2TExpertPolicies
 
         return B2TExpertPolicies(visible, truth, knobs)
 

@@ -35,13 +35,19 @@ from sandbox.benchmarks.travelplanner.evaluator import (
     Evaluation,
     evaluate,
 )
+from sandbox.benchmarks.travelplanner.expert import TravelPlannerExpert
+from sandbox.benchmarks.travelplanner.himap.domain import TravelPlannerDomain
+from sandbox.benchmarks.travelplanner.himap.expert import TravelPlannerExpertPolicies
+from sandbox.benchmarks.travelplanner.himap.pricing import TravelPlannerPricing
 from sandbox.benchmarks.travelplanner.loader import LoaderError, read_queries
 from sandbox.benchmarks.travelplanner.metrics import breakdown, compute_metrics, format_table
 from sandbox.benchmarks.travelplanner.plan_reader import read_plan
+from sandbox.benchmarks.travelplanner.prepare import PrepareError, add_data_arguments, make_data
 from sandbox.benchmarks.travelplanner.query import normalize_query
 from sandbox.benchmarks.travelplanner.reference import render_reference_info
 from sandbox.benchmarks.travelplanner.reward import compute_reward, shaped_like_trip
 from sandbox.benchmarks.travelplanner.tools import NoToolWorld, TravelPlannerWorld
+from sandbox.benchmarks.travelplanner.view import travelplanner_view
 from sandbox.jsonl import read_jsonl_by_id
 from sandbox.reward import Reward
 
@@ -127,13 +133,11 @@ class TravelPlannerBenchmark(Benchmark):
     # -- data preparation -----------------------------------------------------------------------
     @classmethod
     def add_data_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        from sandbox.benchmarks.travelplanner.prepare import add_data_arguments
 
         add_data_arguments(parser)
 
     @classmethod
     def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> None:
-        from sandbox.benchmarks.travelplanner.prepare import PrepareError, make_data
 
         try:
             make_data(out_dir, args, log)
@@ -298,7 +302,6 @@ class TravelPlannerBenchmark(Benchmark):
     def episode_view(
         self, visible: dict[str, Any], answer: Any, verdict: TravelPlannerVerdict
     ) -> dict[str, Any]:
-        from sandbox.benchmarks.travelplanner.view import travelplanner_view
 
         return travelplanner_view(visible, answer, self.checks(verdict), self.db)
 
@@ -311,20 +314,16 @@ class TravelPlannerBenchmark(Benchmark):
 
     # -- expert ---------------------------------------------------------------------------------
     def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
-        from sandbox.benchmarks.travelplanner.expert import TravelPlannerExpert
 
         expert = TravelPlannerExpert(TravelPlannerWorld(self.db))
         for visible, truth in pairs:
             yield visible["id"], (expert.solve(visible, truth).answer if truth.get("cities") else None)
 
     def himap_domain(self, visible: dict[str, Any]) -> Any:
-        from sandbox.benchmarks.travelplanner.himap.domain import TravelPlannerDomain
 
         return TravelPlannerDomain(visible, self)
 
     def himap_expert(self, visible: dict[str, Any], truth: dict[str, Any], knobs: Any = None) -> Any:
-        from sandbox.benchmarks.travelplanner.himap.expert import TravelPlannerExpertPolicies
-        from sandbox.benchmarks.travelplanner.himap.pricing import TravelPlannerPricing
 
         pricing = TravelPlannerPricing(truth["query"], self.db, self.eval_mode)
         return TravelPlannerExpertPolicies(visible, truth, pricing)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.benchmarks.b2t.expert.planner import Expert, ExpertFailure, ExpertResult
+from sandbox.benchmarks.b2t.world.store import open_world
 
 __all__ = ["Expert", "ExpertFailure", "ExpertResult", "expert_answers"]
 
@@ -14,7 +15,6 @@ def expert_answers(
     pairs: Iterable[tuple[dict[str, Any], dict[str, Any]]], store: str | Path
 ) -> Iterator[tuple[str, str | None]]:
     """(id, answer text) per (visible, ground truth) pair; None where the expert found no plan."""
-    from sandbox.benchmarks.b2t.world.store import open_world
 
     expert = Expert(open_world(store))
     for visible, truth in pairs:

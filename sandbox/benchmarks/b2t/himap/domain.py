@@ -19,8 +19,10 @@ import json
 from typing import Any
 
 from sandbox.benchmarks.b2t.himap.instruction_parser import task_tuple
+from sandbox.benchmarks.b2t.himap.pricing import B2TPricing, visited_from_trajectory
 from sandbox.benchmarks.b2t.plan import read_plan
 from sandbox.benchmarks.b2t.prompt import build_prompt
+from sandbox.benchmarks.b2t.tools.poi_search import hotel_item
 from sandbox.benchmarks.b2t.tools.registry import B2TTools
 from sandbox.himap.domain import DaySlot, HimapDomain, SubGoal
 from sandbox.tools.args import Param
@@ -100,12 +102,10 @@ class B2TDomain(HimapDomain):
         return {k: t[k] for k in keys}
 
     def pricing(self) -> Any:
-        from sandbox.benchmarks.b2t.himap.pricing import B2TPricing
 
         return B2TPricing.from_ground_truth(self._world, {"query": self._query()})
 
     def visited(self) -> set[str]:
-        from sandbox.benchmarks.b2t.himap.pricing import visited_from_trajectory
 
         return set(visited_from_trajectory(self.visible.get("trajectory") or [], self._task["destination"]))
 
@@ -144,7 +144,6 @@ class B2TDomain(HimapDomain):
         return json.dumps(plan, ensure_ascii=False)
 
     def subgoal_details(self, goal: SubGoal) -> dict[str, Any] | str:
-        from sandbox.benchmarks.b2t.tools.poi_search import hotel_item
 
         details = {}
         for key in ("hotel", "start_hotel"):

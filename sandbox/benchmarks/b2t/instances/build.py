@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox.benchmarks.b2t.expert import Expert
 from sandbox.benchmarks.b2t.instances.catalog import Catalog
 from sandbox.benchmarks.b2t.instances.generate import (
     SPLIT_SIZES,
@@ -26,6 +27,8 @@ from sandbox.benchmarks.b2t.instances.generate import (
 )
 from sandbox.benchmarks.b2t.instances.profiles import DIFFICULTIES
 from sandbox.benchmarks.b2t.instances.stats import format_table, split_stats
+from sandbox.benchmarks.b2t.tools.registry import tool_schemas
+from sandbox.benchmarks.b2t.world.store import open_world
 
 MAX_RETRIES = 8
 
@@ -48,9 +51,6 @@ _STATE: dict[str, Any] = {}
 def _init_worker(store: str, use_expert: bool) -> None:
     _STATE["catalog"] = Catalog.load(store)
     if use_expert:
-        from sandbox.benchmarks.b2t.expert import Expert
-        from sandbox.benchmarks.b2t.world.store import open_world
-
         _STATE["expert"] = Expert(open_world(store))
 
 
@@ -137,7 +137,6 @@ def _write_sft(
     out_dir: Path, built: list[Built], prompt_builder: PromptBuilder | None, store: str | Path
 ) -> None:
     """sft/train.jsonl: {"id", "messages", "tools"} per train instance (see the B2T README)."""
-    from sandbox.benchmarks.b2t.tools.registry import tool_schemas
 
     schemas = tool_schemas(python=True)  # the traces list every tool, Python included
     (out_dir / "sft").mkdir(parents=True, exist_ok=True)

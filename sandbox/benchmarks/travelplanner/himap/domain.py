@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sandbox.benchmarks.travelplanner.himap.pricing import TravelPlannerPricing
 from sandbox.benchmarks.travelplanner.plan_reader import PLAN_FIELDS
 from sandbox.benchmarks.travelplanner.query_text import parse_query_text
 from sandbox.benchmarks.travelplanner.text import is_filled
@@ -145,7 +146,6 @@ class TravelPlannerDomain(HimapDomain):
         return _EXECUTOR_TOOLS
 
     def pricing(self) -> Any:
-        from sandbox.benchmarks.travelplanner.himap.pricing import TravelPlannerPricing
 
         return TravelPlannerPricing(self.query, self.benchmark.db, self.benchmark.eval_mode)
 
