@@ -56,9 +56,16 @@ from b2tjax.cli.script import (
     setup_logging,
     trust_from_args,
 )
-from b2tjax.tasks.himap_agents import HimapFigures
+from b2tjax.config import load_config
+from b2tjax.report import ReportError, write_report
+from b2tjax.report.build import answer_episodes
+from b2tjax.tasks.himap_agents import HimapFigures, checkpoint_answers, expert_answers
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, benchmark_class
-from sandbox.himap.options import ABLATIONS
+from sandbox.benchmarks.travelplanner import DatabaseError
+from sandbox.benchmarks.travelplanner.loader import SPLIT_SIZES, LoaderError
+from sandbox.benchmarks.travelplanner.scoring import evaluate_files, score_summary
+from sandbox.benchmarks.travelplanner.submission import SubmissionError
+from sandbox.himap.options import ABLATIONS, HimapOptions
 
 log = logging.getLogger("eval")
 
@@ -67,8 +74,6 @@ def himap_expert(
     bench: Benchmark, pairs: list[Instance], args: argparse.Namespace
 ) -> Iterable[tuple[str, Any]]:
     """The scripted HiMAP team (coordinator, day executors, Σ, bargaining) under --himap-ablation."""
-    from b2tjax.tasks.himap_agents import expert_answers
-    from sandbox.himap.options import HimapOptions
 
     return expert_answers(bench, pairs, HimapOptions.ablation(args.himap_ablation), args.himap_figures)
 
@@ -77,9 +82,6 @@ def himap_checkpoint(
     bench: Benchmark, pairs: list[Instance], args: argparse.Namespace
 ) -> Iterable[tuple[str, Any]]:
     """A checkpoint's greedy HiMAP episodes; --config supplies the rollout: and himap: sections."""
-    from b2tjax.config import load_config
-    from b2tjax.tasks.himap_agents import checkpoint_answers
-    from sandbox.himap.options import HimapOptions
 
     options, overrides = HimapOptions.ablation(args.himap_ablation), {}
     if args.config is not None:
@@ -203,10 +205,6 @@ def is_official_submission(args: argparse.Namespace) -> bool:
 def score_official_submission(args: argparse.Namespace) -> int:
     """Score an official TravelPlanner submission file against the official query file, with the
     official metric constants of --split (train / validation / test)."""
-    from sandbox.benchmarks.travelplanner import DatabaseError
-    from sandbox.benchmarks.travelplanner.loader import SPLIT_SIZES, LoaderError
-    from sandbox.benchmarks.travelplanner.scoring import evaluate_files, score_summary
-    from sandbox.benchmarks.travelplanner.submission import SubmissionError
 
     split = args.split if args.split in SPLIT_SIZES else None
     database = args.data / "database" if args.data is not None else None
@@ -323,8 +321,6 @@ def write_html_report(
     table: str,
 ) -> None:
     """The --report page: every plan's timeline, map and verdicts (HiMAP agents: the team's lanes)."""
-    from b2tjax.report import ReportError, write_report
-    from b2tjax.report.build import answer_episodes
 
     if args.policy:
         agent = args.policy + (" (HiMAP team)" if args.agent == "himap" else "")

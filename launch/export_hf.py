@@ -38,7 +38,9 @@ from models.checkpoint import load_model
 from models.config import DTYPES
 from models.hf import save_pretrained
 from models.lora import merge_lora
+from models.peft import save_adapter
 from models.sharding import make_mesh
+from models.tokenizer import load_tokenizer
 
 PATHS = Paths(outputs=("--out",), inputs=("--checkpoint", "--tokenizer"), dirs=True)  # b2tjax/outputs.py
 
@@ -90,8 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     if spec is None and os.path.exists(os.path.join(args.checkpoint, "tokenizer.json")):
         spec = args.checkpoint  # a training run saves its tokenizer beside the checkpoints
     if spec:
-        from models.tokenizer import load_tokenizer
-
         tokenizer = load_tokenizer(spec)
     start = time.time()
     if lora_run:
@@ -112,7 +112,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def export_adapter(directory: str, out: str, step: int | None = None) -> int:
     """The adapters of a LoRA run as a PEFT directory naming the run's Hugging Face base."""
-    from models.peft import save_adapter
 
     model, cfg = load_lora_run(directory, step=step)
     init = base_init(cfg)

@@ -80,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def resolve_target(args: argparse.Namespace, cfg) -> tuple:
     """The Target to compile for and its memory per device in GiB: --target, else the recipe's
     hardware.target, else cpu (sized by --devices / hardware.devices and hardware.hbm_gib)."""
-    from b2tjax.plan.targets import parse_target
+    from b2tjax.plan.targets import parse_target  # JAX: only after use_cpu_host set its environment
 
     name = args.target or cfg.hardware.target or "cpu"
     devices = args.devices or cfg.hardware.devices
@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     use_cpu_host(target.chips)
 
+    # JAX: imported only after use_cpu_host set the environment it reads at start-up
     from b2tjax.plan import memory_plan, program_memory
     from b2tjax.plan.targets import target_mesh
 

@@ -31,6 +31,11 @@ from b2tjax.cli.script import (
     damaged_store,
     run_main,
 )
+from b2tjax.report import ReportError, write_report
+from b2tjax.report.build import record_episodes
+from b2tjax.report.records import id_beyond, record_problem
+from models.tokenizer import load_tokenizer
+from rollout.record import EpisodeRecord
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 from sandbox.jsonl import read_jsonl_objects
 
@@ -59,8 +64,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def read_records(path: Path) -> tuple[list, list[int]]:
     """The EpisodeRecords of a rollouts file and their line numbers; a line that is not a usable
     record (b2tjax.report.records.record_problem) is a one-line error naming it."""
-    from b2tjax.report.records import record_problem
-    from rollout.record import EpisodeRecord
 
     if not path.is_file():
         raise UserError(f"--rollouts {path} does not exist")
@@ -80,8 +83,6 @@ def read_records(path: Path) -> tuple[list, list[int]]:
 
 def open_tokenizer(spec: str, records: list, lines: list[int], path: Path) -> Any:
     """The tokenizer the ids decode with; one line when it cannot be loaded or lacks some id."""
-    from b2tjax.report.records import id_beyond
-    from models.tokenizer import load_tokenizer
 
     try:
         tokenizer = load_tokenizer(spec)
@@ -100,8 +101,6 @@ def open_tokenizer(spec: str, records: list, lines: list[int], path: Path) -> An
 
 def main(argv: list[str] | None = None) -> int:
     """Judge every episode of the rollouts file and write the page."""
-    from b2tjax.report import ReportError, write_report
-    from b2tjax.report.build import record_episodes
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)

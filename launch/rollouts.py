@@ -44,8 +44,10 @@ from b2tjax.cli.script import (
     trust_from_args,
 )
 from b2tjax.config import load_rollout_config
-from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error
+from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error, prompt_tokenizer
+from b2tjax.run.policy import load_policy as load
 from rollout import RolloutEngine, agent_episode
+from rollout.agents.himap import himap_episode
 from rollout.config import RolloutConfig, TurnCap
 from rollout.record import EpisodeRecord, stop_reason_counts
 from sandbox.benchmarks import BenchmarkError, benchmark_class
@@ -151,8 +153,6 @@ def rollout_config(args: argparse.Namespace) -> RolloutConfig:
 def load_policy(args: argparse.Namespace, bench: Any, instances: list[dict]) -> Any:
     """The policy (b2tjax.run.policy): --checkpoint, else a random tiny Qwen3; the tokenizer --tokenizer,
     else the checkpoint's own, else a SentencePiece model trained now on the instances' prompts."""
-    from b2tjax.run.policy import load_policy as load
-    from b2tjax.run.policy import prompt_tokenizer
 
     def train() -> str:
         path = prompt_tokenizer(bench, instances, args.variant, args.out.with_suffix("").as_posix() + ".spm")
@@ -186,7 +186,6 @@ def himap_episodes(
 ) -> list[Any]:
     """One HiMAP team episode per instance (--himap-ablation; the roles' default turn limits, at
     most rollout.max_turns: a stream's limits may only tighten the engine's)."""
-    from rollout.agents.himap import himap_episode
 
     defaults = HimapOptions()
     options = HimapOptions.ablation(

@@ -149,7 +149,7 @@ def make_task(cfg: TrainConfig) -> tuple[Any, int]:
     checkpoints, where export_hf, rollouts and the notebook find it."""
     import jax  # JAX: this script starts without it (make_data forks first)
 
-    if cfg.task == "toy":
+    if cfg.task == "toy":  # the tasks import JAX: loaded here, after make_data has forked
         from b2tjax.tasks.toy import DigitTask
 
         return DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
@@ -175,11 +175,11 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()  # before make_data and JAX: their INFO chatter stays quiet
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
-        from b2tjax.cli.prepare import build_or_wait
+        from b2tjax.cli.prepare import build_or_wait  # loaded only for the travel task
 
         build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, cfg.data.build_missing)
 
-    from b2tjax.run.mesh import maybe_initialize_distributed
+    from b2tjax.run.mesh import maybe_initialize_distributed  # JAX from here on (after the fork)
 
     maybe_initialize_distributed(cfg.distributed)  # before any other JAX call
 
