@@ -98,27 +98,26 @@ def model_banner(model: Any, cfg: TrainConfig) -> str:
     return line
 
 
-def _load(config_path: Path | None, overrides: list[str], benchmark_chosen: bool) -> TrainConfig:
+def _load(
+    config_path: Path | None, overrides: list[str], benchmark_chosen: bool, tokenizer: bool = True
+) -> TrainConfig:
     """The recipe <- key=value; with no benchmark chosen, the one `data.data_dir` holds (its
-    benchmark.json) when it names one; the tokenizer that comes with `model.init`'s weights."""
+    benchmark.json) when it names one; the tokenizer that comes with `model.init`'s weights
+    (`tokenizer=False`: as the recipe says, for checks that read only paths)."""
     cfg = load_config(config_path, overrides)
     chosen = benchmark_chosen or any(o.startswith("benchmark=") for o in overrides)
     held = None if chosen else read_marker(cfg.data.data_dir)
     if held is not None and held != cfg.benchmark:
         cfg = load_config(config_path, [*overrides, f"benchmark={held}"])
-    if cfg.task == "travel":
+    if tokenizer and cfg.task == "travel":
         cfg.model.tokenizer, why = weights_tokenizer(base_init(cfg), cfg.model.tokenizer)
         if why:
             print(why, flush=True)
     return cfg
 
 
-def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
-    """(the run's config, the changes a resume makes to the recorded one, None when not resuming one).
-
-    The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
-    run with OUT/config.yaml starts from that record instead (unless --config names a recipe) and
-    refuses any change outside b2tjax.run.resume.SAFE_TO_CHANGE."""
+def _recipe(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
+    """The recipe file (default configs/tiny_cpu.yaml) and the key=value overrides the options add."""
     config_path = (
         args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     )
@@ -129,6 +128,27 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
         overrides.append(f"model.init={args.init}")
     if args.benchmark is not None:
         overrides.append(f"benchmark={args.benchmark}")
+    return config_path, overrides
+
+
+def guard_paths(args: argparse.Namespace) -> None:
+    """The output guard, before anything else reads the inputs (the weights' tokenizer included)."""
+    config_path, overrides = _recipe(args)
+    try:
+        cfg = _load(config_path, overrides, args.benchmark is not None, tokenizer=False)
+    except ValueError as err:  # MarkerError included
+        raise UserError(str(err)) from None
+    init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
+    guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
+    """(the run's config, the changes a resume makes to the recorded one, None when not resuming one).
+
+    The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
+    run with OUT/config.yaml starts from that record instead (unless --config names a recipe) and
+    refuses any change outside b2tjax.run.resume.SAFE_TO_CHANGE."""
+    config_path, overrides = _recipe(args)
     try:
         cfg = _load(config_path, overrides, args.benchmark is not None)
         recorded = Path(cfg.out) / RECORD
@@ -166,9 +186,8 @@ def make_task(cfg: TrainConfig) -> tuple[Any, int]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trust_from_args(args)
+    guard_paths(args)
     cfg, changes = resolve_config(args)
-    init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
-    guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
     check_out_dir(Path(cfg.out), args.resume)
     if cfg.metrics.wandb:
         import_wandb()  # missing: one line now, not after the data and the model are built

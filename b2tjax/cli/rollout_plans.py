@@ -15,6 +15,7 @@ from typing import Any
 from b2tjax.errors import UserError
 from sandbox.himap.kinds import Role
 from sandbox.jsonl import read_jsonl_objects
+from sandbox.types import StopReason
 
 
 def plans_from_rollouts(path: Path) -> dict[str, Any]:
@@ -24,6 +25,7 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
     plans: dict[str, Any] = {}
     episode_of: dict[str, Any] = {}
     line_of: dict[tuple[str, str], int] = {}  # (instance, stream or answering role) -> its line
+    led: set[str] = set()  # instances whose agent or coordinator gave the answer
     for number, row in read_jsonl_objects(path, UserError):
         ident = row.get("instance_id")
         if not isinstance(ident, str) or "answer" not in row:
@@ -45,9 +47,13 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
                     f"(first on line {line_of[key]}); keep one line per stream"
                 )
             line_of[key] = number
-        # a team's answer rides on its coordinator, or in a flat team on the stream that ended it
-        if role == Role.AGENT or row["answer"] is not None:
+        # a team's answer rides on its coordinator, or in a flat team (no coordinator) on the stream
+        # that ended the episode by answering; an executor's day answer alone delivers no plan
+        if role in (Role.AGENT, Role.COORDINATOR) and (role == Role.AGENT or row["answer"] is not None):
+            plans[ident] = row["answer"]
+            led.add(ident)
+        elif ident not in led and row["answer"] is not None and row.get("stop_reason") == StopReason.ANSWER:
             plans[ident] = row["answer"]
         else:
-            plans.setdefault(ident, None)  # an executor stream alone: the team delivered no plan yet
+            plans.setdefault(ident, None)
     return plans

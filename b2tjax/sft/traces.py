@@ -16,6 +16,7 @@ from typing import Any
 
 from models.chat import render
 from rollout.render import render_env_reply
+from sandbox.env import PYTHON_TOOL_NAME
 
 
 def encode_trace(messages: Sequence[dict[str, Any]], tools: Sequence[dict] | None, tokenizer: Any) -> dict:
@@ -60,13 +61,26 @@ def windows(example: dict, max_len: int) -> list[dict]:
 
 
 def sft_examples(
-    traces: Sequence[dict], tokenizer: Any, max_len: int, default_tools: Sequence[dict] | None = None
+    traces: Sequence[dict],
+    tokenizer: Any,
+    max_len: int,
+    default_tools: Sequence[dict] | None = None,
+    python: bool = True,
 ) -> list[dict]:
-    """Encode every trace ({"messages", "tools"?}) and cut it into training windows."""
+    """Encode every trace ({"messages", "tools"?}) and cut it into training windows. `python=False`
+    (a run whose episodes get no Python runner) leaves the Python tool out of the prompt's tools,
+    as the rollouts' prompt does: SFT trains on the prompt the policy will be given."""
     out = []
     for trace in traces:
         tools = trace.get("tools") or default_tools
-        out.extend(windows(encode_trace(trace["messages"], tools, tokenizer), max_len))
+        out.extend(windows(encode_trace(trace["messages"], tools_offered(tools, python), tokenizer), max_len))
     if not out:
         raise ValueError("no SFT example holds an assistant token")
     return out
+
+
+def tools_offered(tools: Sequence[dict] | None, python: bool) -> list[dict] | None:
+    """`tools` as a prompt lists them: without the Python tool when the episodes run none."""
+    if tools is None or python:
+        return None if tools is None else list(tools)
+    return [t for t in tools if t.get("function", t).get("name") != PYTHON_TOOL_NAME]

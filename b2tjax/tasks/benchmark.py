@@ -135,7 +135,9 @@ class BenchmarkTask:
         traces = self.benchmark.sft_traces(self.cfg.sft.max_examples)
         if traces is None:
             return None
-        return sft_examples(traces, self.tokenizer, self.cfg.sft.max_seq_len)
+        return sft_examples(
+            traces, self.tokenizer, self.cfg.sft.max_seq_len, python=self.cfg.rollout.python_tool
+        )
 
     def _engine_for(self, model: nnx.Module, temperature: float):
         """An engine with the recipe's memory plan: `batch_rows` rows of `cache_len` slots on the

@@ -79,7 +79,13 @@ def test_eval_scores_a_rollouts_file_by_its_answers(tp_data, tmp_path):
     argv = ["--data", str(tp_data), "--records", str(rollouts), "--split", "train"]
     assert main([*argv, "--json", str(out)]) == 0
     metrics = json.loads(out.read_text())
-    # 3 correct plans of 45 instances; the 4th episode answered nothing, the other 41 are absent
+    # by default the 4 instances the file holds: 3 correct plans, the 4th episode answered nothing
+    assert metrics["n"] == 4
+    assert metrics["delivery_rate"] == pytest.approx(3 / 4)
+    assert metrics["final_pass_rate"] == pytest.approx(3 / 4)
+    # --all-instances: the split's 45, the 41 absent ones undelivered
+    assert main([*argv, "--all-instances", "--json", str(out)]) == 0
+    metrics = json.loads(out.read_text())
     assert metrics["n"] == 45
     assert metrics["delivery_rate"] == pytest.approx(3 / 45)
     assert metrics["final_pass_rate"] == pytest.approx(3 / 45)

@@ -22,7 +22,7 @@ import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from b2tjax.sft.traces import encode_trace
+from b2tjax.sft.traces import encode_trace, tools_offered
 from models.tokenizer import load_tokenizer, qwen3_reference_config
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
@@ -259,5 +259,7 @@ def test_rollout_records_equal_the_sft_layout_and_the_exported_template(replayed
     assert len({r.episode for _, r in replayed}) == 4  # both benchmarks, single agent and HiMAP
     for trace, record in replayed:
         assert record.stop_reason in ("answer", "done"), (record.stream, record.stop_reason)
-        assert record.ids == encode_trace(trace["messages"], trace["tools"], exported[0])["ids"]
-        assert_renders_as_our_layout(trace, record.ids, exported)
+        # the episodes run no Python, so their prompt (and the SFT example of such a run) lists none
+        offered = tools_offered(trace["tools"], python=False)
+        assert record.ids == encode_trace(trace["messages"], offered, exported[0])["ids"]
+        assert_renders_as_our_layout({**trace, "tools": offered}, record.ids, exported)
