@@ -84,6 +84,7 @@ def _manager_dir(tmp_path: Path, model, steps=(1, 2)) -> Path:
     return directory
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_step_is_an_error_not_an_older_model(tmp_path, model, capfd):
     directory = _manager_dir(tmp_path, model)
     _flip_byte(directory / "2")

@@ -91,6 +91,7 @@ def test_every_range_of_before_is_still_checked(key, allowed):
     assert f"{key} must be {allowed}, got " in str(info.value)
 
 
+@pytest.mark.slow
 def test_overrides_on_both_sides_of_options(tmp_path):
     """`steps=-3 --out X sft.steps=-5`: both overrides reach the config (and both are reported)."""
     result = subprocess.run(
@@ -199,6 +200,7 @@ def _knobs(config) -> dict:
     return {name: getattr(config, name) for name in EVERY_KNOB}
 
 
+@pytest.mark.slow
 def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
     """YAML `rollout:` -> TrainConfig.rollout -> the engine BenchmarkTask builds, knob for knob."""
     import dataclasses
@@ -245,6 +247,7 @@ def test_launch_rollouts_reads_the_recipe_then_flags_then_overrides(tmp_path):
     assert plain.batch_rows == ROLLOUT_DEFAULTS.batch_rows == 8
 
 
+@pytest.mark.slow
 def test_launch_rollouts_rejects_a_bad_knob_in_one_line(tmp_path):
     result = subprocess.run(
         [

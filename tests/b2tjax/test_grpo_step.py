@@ -56,6 +56,7 @@ def _batch(vocab):
     return ids, mask, rng
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
 def test_micro_batches_equal_one_batch(aggregation):
     cfg, _, params, opt, fns = _setup(aggregation, sgd=True)
@@ -116,6 +117,7 @@ def test_non_finite_loss_skips_step_and_counts_it():
     assert float(metrics["applied"]) == 1.0 and int(newer.skipped) == 1
 
 
+@pytest.mark.slow
 def test_bf16_compute_keeps_fp32_master_weights():
     cfg = get_config("tiny")
     ids, mask, _ = _batch(cfg.vocab_size)
@@ -184,6 +186,7 @@ def _multi_turn_batch(vocab: int, length: int = 96):
     return ids, mask, rng
 
 
+@pytest.mark.slow
 def test_head_at_trained_positions_equals_head_everywhere():
     """The GRPO and SFT steps and the log-prob pass give the same numbers (fp32) whether the output
     head is projected at `TrainBatch.positions` only or at every token."""

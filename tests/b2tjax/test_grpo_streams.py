@@ -212,6 +212,7 @@ def _cfg(aggregation: str, prompts: int, group: int, micro: int) -> TrainConfig:
     return cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
 def test_padded_rows_change_neither_loss_nor_gradient(aggregation):
     model_fn, params, base, records, reference = _model_and_records()
@@ -237,6 +238,7 @@ def test_padded_rows_change_neither_loss_nor_gradient(aggregation):
     assert max(jax.tree.leaves(moved)) > 1e-4
 
 
+@pytest.mark.slow
 def test_drop_flat_groups_trains_exactly_on_the_informative_records():
     """grpo.drop_flat_groups: a step of a spread group (records 0, 3, 4: rewards 0, 0.5, 2) and a
     flat one (records 1, 2: both 1.0) updates the parameters exactly as training on the spread

@@ -18,6 +18,8 @@ from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 
+pytestmark = pytest.mark.slow  # trains and evaluates runs end to end
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -248,6 +248,7 @@ class _EvaluatedTask:
         return self.episodes
 
 
+@pytest.mark.slow
 def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F811
     from b2tjax.config import load_config
     from b2tjax.run.trainer import Trainer, build_model

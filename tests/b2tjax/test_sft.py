@@ -60,6 +60,7 @@ class _TraceTask:
         return []
 
 
+@pytest.mark.slow
 def test_sft_lowers_loss_steadily(traces_and_tokenizer, tmp_path):
     traces, tok = traces_and_tokenizer
     examples = sft_examples(traces[:20], tok, max_len=256)

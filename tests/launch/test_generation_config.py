@@ -18,6 +18,8 @@ from models.config import get_config
 from models.hf import save_pretrained
 from models.qwen3 import Qwen3ForCausalLM
 
+pytestmark = pytest.mark.slow  # trains and exports a LoRA run, then generates with transformers
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 

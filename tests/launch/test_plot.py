@@ -21,6 +21,8 @@ from tests.lookup_fixtures import (
     xla_cache_dir,  # noqa: F401  (fixture of shared_compilations)
 )
 
+pytestmark = pytest.mark.slow  # trains two runs to plot
+
 SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "plot.py"
 TITLES = ["Reward", "Pass rates", "Action error rate", "Sampler vs trainer log-prob gap"]
 PANEL_KEY = {

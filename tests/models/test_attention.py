@@ -30,6 +30,7 @@ def _loss(ids):
     return loss
 
 
+@pytest.mark.slow
 def test_fused_api_matches_reference_and_transformers(model_pair):
     cfg, hf, ours = model_pair("tiny-untied")
     fused = _twin(ours, attention="xla")
@@ -118,6 +119,7 @@ def test_append_to_selected_rows_leaves_the_others(model_pair):
     np.testing.assert_array_equal(cache.k[:, 0, :, 9:], before.k[:, 0, :, 9:])
 
 
+@pytest.mark.slow
 def test_sliding_window_matches_transformers_in_every_path(model_pair):
     """A 6-token window (HF Qwen3 use_sliding_window, max_window_layers=0) over 33 tokens: the
     reference and fused paths give transformers' logits and the same gradients, the cached path

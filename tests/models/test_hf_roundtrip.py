@@ -42,6 +42,7 @@ def _run_cli(*args: str) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_cli_round_trip_sharded_untied(model_pair, tmp_path):
     cfg, hf, _ = model_pair("tiny-untied")
     src, ckpt, out = tmp_path / "hf", tmp_path / "ckpt", tmp_path / "export"

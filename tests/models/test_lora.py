@@ -34,6 +34,7 @@ def _randomise_b(model: nnx.Module, seed: int = 1) -> None:
     nnx.update(model, jax.tree.unflatten(tree, leaves))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_zero_b_adapters_leave_the_logits_exactly_unchanged(dtype):
     base = _base(dtype)
@@ -47,6 +48,7 @@ def test_zero_b_adapters_leave_the_logits_exactly_unchanged(dtype):
     assert np.abs(np.asarray(adapted(IDS)) - want).max() > 1e-2  # the adapters are live
 
 
+@pytest.mark.slow
 def test_merged_forward_equals_the_adapter_forward():
     model = lora.add_lora(_base(), lora.LoraConfig(rank=4, alpha=8.0), seed=3)
     _randomise_b(model)
@@ -102,6 +104,7 @@ def test_one_step_trains_the_adapters_only():
     assert n_adapter < n_base / 10
 
 
+@pytest.mark.slow
 def test_qlora_int8_logits_stay_close_to_bf16():
     """int8 per-channel base vs the bf16 base it was quantized from, same zero-B adapters: the logits
     differ by quantization noise only. Stated tolerance, relative to the logits' spread (std): mean

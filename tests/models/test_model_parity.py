@@ -62,6 +62,7 @@ def test_state_dict_round_trip_is_exact(model_pair):
     assert set(back) == set(hf.state_dict())
 
 
+@pytest.mark.slow
 def test_remat_and_query_blocks_keep_loss_and_grads(model_pair):
     """remat='dots' + attention in query blocks of 8 == the plain model (value and gradient)."""
     cfg, hf, ours = model_pair("tiny")

@@ -13,6 +13,8 @@ from jax.sharding import PartitionSpec as P
 
 from models.sharding import logical_to_spec
 
+pytestmark = pytest.mark.slow  # runs 8-device meshes in subprocesses
+
 CHILD = textwrap.dedent("""
     import json, sys
     import jax, jax.numpy as jnp, numpy as np

@@ -170,6 +170,7 @@ def test_load_checkpoint_dir(qwen, hf_dir, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_load_qwen3_uses_disk_cache(qwen, tmp_path, monkeypatch):
     monkeypatch.setenv("B2TJAX_CACHE", str(tmp_path))
     tokmod._load_cached.cache_clear()

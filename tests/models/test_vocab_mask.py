@@ -9,9 +9,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from rollout.sampling import sample_tokens
+
+pytestmark = pytest.mark.slow  # runs the engine and trainer at the real vocabulary size
 
 ROWS, TOKENS = 151_936, 151_669  # Qwen3's embedding rows and tokenizer ids
 

@@ -22,6 +22,8 @@ from tests.rollout_fixtures import engine_config, rollout_setup  # noqa: F401  (
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 
+pytestmark = pytest.mark.slow  # rolls HiMAP teams out through the engine
+
 OPTIONS = HimapOptions(max_response_chars=1200)
 EPISODES = 4
 

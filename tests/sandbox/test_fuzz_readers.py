@@ -13,6 +13,8 @@ import json
 import random
 import time
 
+import pytest
+
 from sandbox.benchmarks.b2t.evaluator import evaluate_plan
 from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
 from sandbox.benchmarks.b2t.himap.pricing import b2t_state
@@ -98,6 +100,7 @@ def test_no_exception_escapes_any_reader():
     assert cases >= 200, cases  # even a slow machine gets through a meaningful number
 
 
+@pytest.mark.slow
 def test_every_reader_is_linear_in_its_input():
     rng = random.Random(SEED + 1)
     deadline = time.monotonic() + BUDGET_S

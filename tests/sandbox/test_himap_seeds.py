@@ -18,6 +18,8 @@ from sandbox.benchmarks.b2t.himap.expert import ExpertKnobs
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.scripted import solve
 
+pytestmark = pytest.mark.slow  # builds worlds of other seeds and runs the team on each
+
 SEEDS = {1: 3, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1, 8: 1}  # seed -> instances per difficulty
 
 

@@ -74,6 +74,7 @@ def test_jsonl_files_report_bad_numbers_with_file_and_line(tmp_path: Path):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make",
     [

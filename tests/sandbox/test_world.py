@@ -40,6 +40,7 @@ def db(store):
     conn.close()
 
 
+@pytest.mark.slow
 def test_same_seed_builds_byte_identical_store_and_other_seed_differs(store, tmp_path):
     build_world(tmp_path / "again.sqlite", "small", seed=0)
     build_world(tmp_path / "other.sqlite", "small", seed=1)
@@ -228,6 +229,7 @@ def _export(store, directory):
     flights.write_text("".join(flights.read_text().splitlines(keepends=True)[:FLIGHTS_KEPT]))
 
 
+@pytest.mark.slow
 def test_loader_round_trip_reproduces_every_row(store, tmp_path):
     _export(store, tmp_path / "tables")
     assert make_data_main(["--out", str(tmp_path / "data"), "--from-jsonl", str(tmp_path / "tables")]) == 0
@@ -251,6 +253,7 @@ def test_loader_round_trip_reproduces_every_row(store, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_loader_reads_csv_and_reports_bad_files(store, tmp_path):
     _export(store, tmp_path)
     # Rewrite cities as CSV: numbers arrive as strings and must be converted back.
