@@ -35,6 +35,7 @@ def config_errors(cfg: TrainConfig) -> list[str]:
         + _benchmark_errors(cfg)
         + cfg.rollout.length_errors("rollout.")
         + cfg.model.lora.errors()
+        + _rope_errors(cfg)
         + _agent_errors(cfg)
     )
 
@@ -65,6 +66,17 @@ def _batch_errors(cfg: TrainConfig) -> list[str]:
         (cfg.rollout.temperature > 0, "rollout.temperature must be > 0 (training samples its groups)"),
     ]
     return [message for ok, message in checks if not ok]
+
+
+def _rope_errors(cfg: TrainConfig) -> list[str]:
+    """A factor or window without a scaling kind would be silently ignored."""
+    rope = cfg.model.rope_scaling
+    if rope.kind == "none" and (rope.factor != 1.0 or rope.original_max_positions):
+        return [
+            "model.rope_scaling.factor and original_max_positions need kind linear or yarn; "
+            f"got kind none with factor {rope.factor}, original_max_positions {rope.original_max_positions}"
+        ]
+    return []
 
 
 def _benchmark_errors(cfg: TrainConfig) -> list[str]:

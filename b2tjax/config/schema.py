@@ -43,6 +43,21 @@ class Phase(StrEnum):
     EVAL = "eval"
 
 
+RopeKind = Literal["none", "linear", "yarn"]
+
+
+@dataclass
+class RopeScalingConfig:
+    """`model.rope_scaling`: RoPE scaling added to the model (models/rope.py), for random inits and
+    checkpoints alike; the positions become factor x original_max_positions (docs/TRAINING.md
+    "Long context: YaRN (issue 34)"). A checkpoint that has its own, other scaling is refused."""
+
+    kind: RopeKind = "none"  # none (the model's own RoPE) | linear | yarn
+    factor: Annotated[float, Range(ge=1)] = 1.0  # >= 1: the context is stretched by this factor
+    # >= 0: the window the model was pretrained on; 0 = the model's (32,768 for the Qwen3 releases)
+    original_max_positions: NonNegInt = 0
+
+
 @dataclass
 class ModelConfig:
     preset: str = "tiny"  # models.config.get_config name, used when init is "" (random init)
@@ -59,6 +74,7 @@ class ModelConfig:
     remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
     # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
     lora: LoraConfig = field(default_factory=LoraConfig)
+    rope_scaling: RopeScalingConfig = field(default_factory=RopeScalingConfig)
 
 
 @dataclass
