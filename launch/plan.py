@@ -110,9 +110,11 @@ def describe(
     config: Path, cfg: TrainConfig, model: Qwen3Config, mesh_summary: str, target: Target, hbm_gib: float
 ) -> str:
     """The plan's first line: model, mesh, memory per device, target and the rollout's shape."""
+    rope = model.rope_scaling
+    scaled = f", RoPE {rope.kind} x{rope.factor:g} to {model.max_position_embeddings:,} positions"
     return (
         f"memory plan of {config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
-        f"{model.num_hidden_layers} layers), {mesh_summary}, "
+        f"{model.num_hidden_layers} layers{scaled if rope.scaled else ''}), {mesh_summary}, "
         f"{hbm_gib:g} GiB per device; target {target.describe()}; rollout {cfg.rollout.batch_rows} rows "
         f"({cfg.rollout.batch_rows / target.chips:g} per chip) x "
         f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}"
@@ -160,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
-    except ValueError as err:
+        model = memory_plan.plan_model_config(cfg)
+    except (ValueError, UserError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    model = memory_plan.plan_model_config(cfg)
     hbm = int(hbm_gib * program_memory.GIB)
     print(describe(args.config, cfg, model, program_memory.mesh_summary(mesh), target, hbm_gib), flush=True)
     started = time.perf_counter()

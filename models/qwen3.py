@@ -15,6 +15,9 @@ Entry points (the contract other packages rely on):
 - Sliding window: `Qwen3Config.sliding_window = W` makes every layer attend to its last W tokens
   (HF Qwen3 with `use_sliding_window` and `max_window_layers=0`; the import refuses configs that
   slide only some layers), on every path. The Qwen3 releases use full attention.
+- RoPE scaling: `Qwen3Config.rope_scaling` (linear or YaRN, models/rope.py) rotates q and k in
+  `Attention.qkv`, the one place every path (uncached, prefill, decode) rotates, so the keys a KV
+  cache holds are rotated exactly as a training forward rotates them.
 """
 
 from __future__ import annotations
