@@ -122,10 +122,12 @@ def load_model(
     attention_block: int | None = 1024,
     step: int | None = None,
     fallback: bool = False,
+    edit_config: Callable[[Qwen3Config], Qwen3Config] | None = None,
 ):
     """Qwen3ForCausalLM from a model checkpoint or a CheckpointManager directory: `step`, or the
     newest step (with `fallback`, the newest that restores; damaged newer steps are reported and
-    skipped). `param_dtype` defaults to `dtype`; with `mesh`, params are restored already sharded."""
+    skipped). `param_dtype` defaults to `dtype`; with `mesh`, params are restored already sharded;
+    `edit_config` changes the saved config before the model is built (a recipe's RoPE scaling)."""
     directory = os.path.abspath(os.fspath(directory))
     if not os.path.isdir(directory):
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
@@ -135,6 +137,7 @@ def load_model(
     if steps_on_disk and not os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
         verify_manifest(directory)  # a run's checkpoints/config.json, sealed by RunCheckpointer
     cfg = Qwen3Config.from_hf(directory)
+    cfg = edit_config(cfg) if edit_config is not None else cfg
     param_dtype = dtype if param_dtype is None else param_dtype
     graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat, attention_block)
     if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):

@@ -9,6 +9,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from models.rope import RopeScaling
+
 # Parameter / compute dtypes selectable by name (command lines, config.json "torch_dtype").
 DTYPES: dict[str, Any] = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -44,6 +46,9 @@ class Qwen3Config:
     # Every layer attends to the last `sliding_window` tokens only (itself included), as HF Qwen3 with
     # use_sliding_window and max_window_layers=0; None is full causal attention (the Qwen3 releases).
     sliding_window: int | None = None
+    # RoPE scaling (models/rope.py): linear or YaRN frequencies for contexts beyond the pretrained
+    # window; HF `rope_scaling` (transformers 4.x) / `rope_parameters` (5.x).
+    rope_scaling: RopeScaling = RopeScaling()
 
     def __post_init__(self) -> None:
         for name in (
@@ -102,11 +107,7 @@ class Qwen3Config:
         model_type = hf.get("model_type", "qwen3")
         if model_type != "qwen3":
             raise ValueError(f"expected a Qwen3 config (model_type 'qwen3'), got model_type={model_type!r}")
-        if (
-            hf.get("rope_scaling")
-            or (hf.get("rope_parameters") or {}).get("rope_type", "default") != "default"
-        ):
-            raise ValueError("RoPE scaling is not supported; only rope_type 'default' is implemented")
+        rope_scaling = RopeScaling.from_hf(hf)
         sliding_window = _sliding_window(hf)
         # transformers >= 5 stores rope_theta under rope_parameters; older files keep it top-level.
         rope_theta = (hf.get("rope_parameters") or {}).get("rope_theta", hf.get("rope_theta", 1_000_000.0))
@@ -143,10 +144,13 @@ class Qwen3Config:
             bos_token_id=hf.get("bos_token_id", QWEN3_BOS_ID),
             eos_token_id=eos,
             sliding_window=sliding_window,
+            rope_scaling=rope_scaling,
         )
 
     def to_hf(self, dtype: str = "float32") -> dict[str, Any]:
-        """A `config.json` dict that `transformers.Qwen3Config` (4.51+ and 5.x) accepts."""
+        """A `config.json` dict that `transformers.Qwen3Config` (4.51+ and 5.x) accepts: the RoPE
+        settings both as 4.x's `rope_theta` + `rope_scaling` and as 5.x's `rope_parameters`."""
+        scaling = self.rope_scaling.to_hf()
         return {
             "architectures": ["Qwen3ForCausalLM"],
             "model_type": "qwen3",
@@ -159,8 +163,8 @@ class Qwen3Config:
             "head_dim": self.head_dim,
             "hidden_act": "silu",
             "rope_theta": self.rope_theta,
-            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
-            "rope_scaling": None,
+            "rope_parameters": {**(scaling or {"rope_type": "default"}), "rope_theta": self.rope_theta},
+            "rope_scaling": scaling,
             "rms_norm_eps": self.rms_norm_eps,
             "tie_word_embeddings": self.tie_word_embeddings,
             "max_position_embeddings": self.max_position_embeddings,
@@ -266,6 +270,44 @@ PRESETS: dict[str, Qwen3Config] = {
         eos_token_id=None,
     ),
 }
+
+
+# The Qwen3 releases are pretrained on 32,768 positions; their config.json says 40,960 (room for a
+# long answer, Qwen's model cards), and Qwen documents YaRN with original_max_position_embeddings 32768.
+QWEN3_CONFIG_POSITIONS, QWEN3_PRETRAINED_POSITIONS = 40960, 32768
+
+
+def pretrained_window(cfg: Qwen3Config) -> int:
+    """The positions `cfg` was pretrained on, which RoPE scaling stretches: a scaled config's own
+    original window, 32,768 for a Qwen3 release, else max_position_embeddings."""
+    if cfg.rope_scaling.original_max_position_embeddings:
+        return int(cfg.rope_scaling.original_max_position_embeddings)
+    if cfg.max_position_embeddings == QWEN3_CONFIG_POSITIONS:
+        return QWEN3_PRETRAINED_POSITIONS
+    return cfg.max_position_embeddings
+
+
+def with_rope_scaling(cfg: Qwen3Config, kind: str, factor: float, original: int = 0) -> Qwen3Config:
+    """`cfg` with `kind` ("none" | "linear" | "yarn") RoPE scaling over `original` positions (0 =
+    pretrained_window), its max_position_embeddings factor x original. "none" and a config that
+    already has this scaling are `cfg` as is; one with another scaling is a one-line ValueError."""
+    if kind == "none":
+        return cfg
+    original = int(original) or pretrained_window(cfg)
+    wanted = RopeScaling(kind, float(factor), original if kind == "yarn" else None)  # type: ignore[arg-type]
+    have = cfg.rope_scaling
+    if have.scaled:
+        if (have.kind, have.factor, have.original_max_position_embeddings) == (
+            wanted.kind,
+            wanted.factor,
+            wanted.original_max_position_embeddings,
+        ):
+            return cfg
+        raise ValueError(
+            f"RoPE scaling {kind} x{factor:g} over {original} conflicts with the model's own "
+            f"{have.kind} x{have.factor:g} over {have.original_max_position_embeddings}"
+        )
+    return dataclasses.replace(cfg, rope_scaling=wanted, max_position_embeddings=round(factor * original))
 
 
 def get_config(name: str, **overrides: Any) -> Qwen3Config:

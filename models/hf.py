@@ -246,12 +246,16 @@ def load_pretrained(
     remat: str = "none",
     attention_block: int | None = 1024,
     progress: bool = False,
+    edit_config: Callable[[Qwen3Config], Qwen3Config] | None = None,
 ):
     """Qwen3ForCausalLM from a local HF directory (config.json + safetensors), streamed tensor by
     tensor into arrays placed (and sharded, given `mesh`) as they are read. `param_dtype` defaults
-    to `dtype`; `progress` shows a tqdm bar (use it for real checkpoints)."""
+    to `dtype`; `progress` shows a tqdm bar (use it for real checkpoints); `edit_config` changes
+    the directory's config before the model is built (a recipe's RoPE scaling; the tensors are
+    still checked against the shapes it gives)."""
     path = os.fspath(path)
     cfg = Qwen3Config.from_hf(path)
+    cfg = edit_config(cfg) if edit_config is not None else cfg
     param_dtype = dtype if param_dtype is None else param_dtype
     abstract = abstract_model(
         cfg, dtype=dtype, param_dtype=param_dtype, remat=remat, attention_block=attention_block

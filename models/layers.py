@@ -1,4 +1,5 @@
-"""Qwen3 building blocks in Flax NNX: RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, decoder layer.
+"""Qwen3 building blocks in Flax NNX: RMSNorm, grouped-query attention (RoPE: models/rope.py), SwiGLU
+MLP, decoder layer.
 
 Parameters are stored in `param_dtype` (fp32 master) and cast to the compute `dtype` at use;
 normalisation statistics, RoPE angles, softmax and logits are always fp32. Every parameter carries
@@ -17,6 +18,7 @@ from flax import nnx
 from models import lora, quant
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, cached_attention, write_layer
+from models.rope import apply_rope
 from models.sharding import constrain
 
 F32 = jnp.float32
@@ -46,20 +48,6 @@ class RMSNorm(nnx.Module):
         x32 = x.astype(F32)
         normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
         return normed.astype(self.dtype) * self.scale[...].astype(self.dtype)
-
-
-def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
-    """Rotary embedding, rotate-half layout. x: [B, T, N, D]; positions: [B, T] int."""
-    d = x.shape[-1]
-    half = d // 2
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, d, 2, dtype=F32) / d))  # [D/2]
-    angles = positions.astype(F32)[..., None] * inv_freq  # [B, T, D/2]
-    cos = jnp.cos(angles)[:, :, None, :]
-    sin = jnp.sin(angles)[:, :, None, :]
-    x32 = x.astype(F32)
-    x1, x2 = x32[..., :half], x32[..., half:]
-    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-    return out.astype(x.dtype)
 
 
 # Attention for calls without a cache (training, teacher forcing, full-sequence forwards):
@@ -170,6 +158,7 @@ class Attention(nnx.Module):
         self.q_norm = RMSNorm(d, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.k_norm = RMSNorm(d, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.rope_theta = cfg.rope_theta
+        self.rope_scaling = cfg.rope_scaling
         self.use_bias = cfg.attention_bias
         self.attention_block = attention_block
         self.impl = impl  # resolved ATTENTION_IMPLS entry for calls without a cache
@@ -189,8 +178,10 @@ class Attention(nnx.Module):
         q = self.q_norm(self._project(x, "q"))
         k = self.k_norm(self._project(x, "k"))
         v = self._project(x, "v")
-        q = constrain(apply_rope(q, positions, self.rope_theta), ("batch", "seq", "act_heads", None))
-        k = constrain(apply_rope(k, positions, self.rope_theta), ("batch", "seq", "act_kv_heads", None))
+        q = apply_rope(q, positions, self.rope_theta, self.rope_scaling)
+        k = apply_rope(k, positions, self.rope_theta, self.rope_scaling)
+        q = constrain(q, ("batch", "seq", "act_heads", None))
+        k = constrain(k, ("batch", "seq", "act_kv_heads", None))
         v = constrain(v, ("batch", "seq", "act_kv_heads", None))
         return q, k, v
 

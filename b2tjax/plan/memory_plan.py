@@ -34,6 +34,7 @@ from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
 from b2tjax.plan.program_memory import GIB, ProgramMemory
 from b2tjax.run.adapters import abstract_run_model, base_init
+from b2tjax.run.model_build import recipe_rope
 from b2tjax.step.batch import TrainBatch, pad_length
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import BoundModel, abstract_train_state, state_shardings
@@ -50,7 +51,8 @@ from rollout.sampling import SamplingArrays
 
 def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
     """The model the run builds: the checkpoint's config.json for hf:/ckpt: inits when present,
-    else the preset; the tiny recipe's vocabulary is its SentencePiece size, as in the trainer."""
+    else the preset; the tiny recipe's vocabulary is its SentencePiece size, as in the trainer;
+    the recipe's RoPE scaling on either (b2tjax/run/model_build.recipe_rope)."""
     overrides = dict(cfg.model.overrides)
     init = cfg.model.init
     if init.startswith("hf:"):
@@ -59,10 +61,10 @@ def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
         path = Path(init.split(":", 1)[1]) / "config.json"
         if path.exists():
             base = Qwen3Config.from_hf(json.loads(path.read_text()))
-            return dataclasses.replace(base, **overrides) if overrides else base
+            return recipe_rope(cfg, dataclasses.replace(base, **overrides) if overrides else base)
     if cfg.task == "travel" and cfg.model.tokenizer == "sentencepiece":
         overrides.setdefault("vocab_size", cfg.model.sp_vocab_size)
-    return get_config(cfg.model.preset, **overrides)
+    return recipe_rope(cfg, get_config(cfg.model.preset, **overrides))
 
 
 def with_shardings(shapes: Any, shardings: Any) -> Any:

@@ -1,6 +1,7 @@
 """Build the model a run trains: a random init from a preset, or `hf:DIR` / `ckpt:DIR` weights, with
-LoRA adapters when the recipe asks for them. Its own module so that both the trainer and the LoRA
-run loader (b2tjax/run/lora_run.py) build exactly the same model without importing each other."""
+the recipe's RoPE scaling (`model.rope_scaling`) and LoRA adapters when the recipe asks for them.
+Its own module so that both the trainer and the LoRA run loader (b2tjax/run/lora_run.py) build
+exactly the same model without importing each other."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init, is_lora_run, with_adapters
 from b2tjax.run.mesh import build_mesh
 from models.checkpoint import load_model
-from models.config import DTYPES, get_config
+from models.config import DTYPES, Qwen3Config, get_config, with_rope_scaling
 from models.hf import load_pretrained
 from models.qwen3 import create_model
+
+
+def recipe_rope(cfg: TrainConfig, model_cfg: Qwen3Config) -> Qwen3Config:
+    """`model_cfg` with the recipe's `model.rope_scaling` (kind none: as it is); scaling that
+    conflicts with the checkpoint's own is a one-line UserError."""
+    rope = cfg.model.rope_scaling
+    try:
+        return with_rope_scaling(model_cfg, rope.kind, rope.factor, rope.original_max_positions)
+    except ValueError as err:
+        raise UserError(f"model.rope_scaling: {err}") from None
 
 
 def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
@@ -26,7 +37,12 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     init, mesh = base_init(cfg), build_mesh(cfg.mesh)
     if init.startswith("hf:"):
         model = load_pretrained(
-            init[3:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat
+            init[3:],
+            dtype=dtype,
+            param_dtype=param_dtype,
+            mesh=mesh,
+            remat=cfg.model.remat,
+            edit_config=lambda c: recipe_rope(cfg, c),
         )
     elif init.startswith("ckpt:"):
         if is_lora_run(init[5:]):
@@ -34,7 +50,14 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
                 f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
                 "(launch/export_hf.py --adapter) and pass hf:ADAPTER_DIR"
             )
-        model = load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat)
+        model = load_model(
+            init[5:],
+            dtype=dtype,
+            param_dtype=param_dtype,
+            mesh=mesh,
+            remat=cfg.model.remat,
+            edit_config=lambda c: recipe_rope(cfg, c),
+        )
     elif init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
     else:
@@ -43,7 +66,7 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
             overrides["vocab_size"] = vocab_size
 
         model = create_model(
-            get_config(cfg.model.preset, **overrides),
+            recipe_rope(cfg, get_config(cfg.model.preset, **overrides)),
             mesh,
             seed=cfg.seed,
             dtype=dtype,
