@@ -4,7 +4,8 @@ A B2T expert trajectory is ~35k Qwen3 tokens; a recipe whose `max_seq_len` is sh
 traces into windows and truncates rollouts before they can answer. `launch/make_data.py` writes,
 per split holding expert traces (DATA/sft/<split>.jsonl) and per difficulty, the distribution of
 the prompt, generated (assistant turns), environment (tool and memory replies) and total tokens
-(mean, p50, p90, p99, max), the longest assistant turn, and every trace's total and longest turn,
+(mean, p50, p90, p99, max), the longest assistant turn, and every trace's total, prompt and
+longest turn,
 so `launch/plan.py` and `launch/train.py` can say which share fits a recipe (b2tjax/data/trace_fit.py).
 
 The tokens are those SFT trains on: `b2tjax.sft.traces.encode_trace` with the Qwen3 tokenizer the
@@ -67,13 +68,14 @@ def trace_parts(mask: Sequence[int]) -> dict[str, int]:
 
 
 def group_stats(parts: Sequence[dict[str, int]]) -> dict[str, Any]:
-    """The summary of each part over a group of traces, and each trace's total and longest turn
-    (sorted together by total), from which a recipe's share is counted."""
-    pairs = sorted((p["total"], p["longest_turn"]) for p in parts)
+    """The summary of each part over a group of traces, and each trace's total, prompt and longest
+    turn (sorted together by total), from which a recipe's share is counted."""
+    rows = sorted((p["total"], p["prompt"], p["longest_turn"]) for p in parts)
     out: dict[str, Any] = {"traces": len(parts)}
     out.update({name: summary([p[name] for p in parts]) for name in PARTS})
-    out["totals"] = [t for t, _ in pairs]
-    out["longest_turns"] = [t for _, t in pairs]
+    out["totals"] = [row[0] for row in rows]
+    out["prompts"] = [row[1] for row in rows]
+    out["longest_turns"] = [row[2] for row in rows]
     return out
 
 

@@ -2,8 +2,9 @@
 
 `launch/plan.py` and `launch/train.py` print, from DATA/trace_lengths.json (b2tjax/data/lengths.py),
 the share of the expert's traces (the recipe's difficulties) whose whole length fits
-`rollout.max_seq_len` and `sft.max_seq_len` and whose longest assistant turn fits
-`rollout.max_turn_tokens`, and refuse to start when fewer than 90% fit one of them, in one line
+`rollout.max_seq_len` and `sft.max_seq_len`, whose prompt fits `rollout.max_prompt_tokens` (a
+longer one is compacted: behaviour events dropped, so the rollout would not see the prompt SFT
+taught) and whose longest assistant turn fits `rollout.max_turn_tokens`, and refuse to start when fewer than 90% fit one of them, in one line
 naming the key and the length that would hold 90% (p90) and 99% (p99) of them. A run that means to
 train on cut traces sets `data.allow_truncated_traces: true`. Nothing is checked (one line says
 why) for a data directory without the file (built before it existed), a tokenizer other than the
@@ -59,10 +60,12 @@ def trace_fits(cfg: TrainConfig, stats: dict) -> tuple[int, list[Fit]]:
     chosen = [groups[d] for d in cfg.data.difficulties if d in groups] or [groups["all"]]
     no_python = 0 if cfg.rollout.python_tool else int(stats.get("python_tool_tokens", 0))
     totals = [t - no_python for g in chosen for t in g["totals"]]
+    prompts = [t - no_python for g in chosen for t in g["prompts"]]
     turns = [t for g in chosen for t in g["longest_turns"]]
     fits = []
     for key, limit, values in (
         ("rollout.max_seq_len", cfg.rollout.max_seq_len, totals),
+        ("rollout.max_prompt_tokens", cfg.rollout.prompt_budget, prompts),
         ("rollout.max_turn_tokens", cfg.rollout.max_turn_tokens, turns),
         ("sft.max_seq_len", cfg.sft.max_seq_len, totals),
     ):
