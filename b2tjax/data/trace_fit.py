@@ -4,12 +4,12 @@
 the share of the expert's traces (the recipe's difficulties) whose whole length fits
 `rollout.max_seq_len` and `sft.max_seq_len`, whose prompt fits `rollout.max_prompt_tokens` (a
 longer one is compacted: behaviour events dropped, so the rollout would not see the prompt SFT
-taught) and whose longest assistant turn fits `rollout.max_turn_tokens`, and refuse to start when fewer than 90% fit one of them, in one line
-naming the key and the length that would hold 90% (p90) and 99% (p99) of them. A run that means to
-train on cut traces sets `data.allow_truncated_traces: true`. Nothing is checked (one line says
-why) for a data directory without the file (built before it existed), a tokenizer other than the
-one the lengths were counted in, a HiMAP recipe (its streams are not the single agent's traces)
-or the toy task.
+taught) and whose longest assistant turn fits `rollout.max_turn_tokens`, and refuse to start when
+fewer than 90% fit one of them, in one line naming the key and the length that would hold 90% (p90)
+and 99% (p99) of them. A run that means to train on cut traces sets
+`data.allow_truncated_traces: true`. Nothing is checked (one line says why) for a data directory
+without the file (built before it existed), a tokenizer other than the one the lengths were
+counted in, a HiMAP recipe (its streams are not the single agent's traces) or the toy task.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def skip_reason(cfg: TrainConfig, stats: dict | None) -> str | None:
     """Why the check does not apply to this recipe and data, or None when it does."""
     data_dir = cfg.data.data_dir
     if stats is None:
-        held = "does not exist" if not Path(data_dir).is_dir() else f"has no {LENGTHS} (built before it existed)"
+        held = f"has no {LENGTHS} (built before it existed)" if Path(data_dir).is_dir() else "does not exist"
         return f"data.data_dir {data_dir} {held}: the expert traces' lengths are not checked"
     if cfg.agent != "single":
         return f"agent {cfg.agent}: its streams are not the single agent's expert traces; lengths not checked"
@@ -111,5 +111,5 @@ def check_trace_fit(cfg: TrainConfig, echo=print) -> list[Fit]:
         raise UserError(short[0].refusal())
     if short:
         cut = ", ".join(f.key for f in short)
-        echo(f"data.allow_truncated_traces is true: running with {cut} under {MIN_SHARE:.0%} of the expert traces")
+        echo(f"data.allow_truncated_traces is true: running with {cut} under {MIN_SHARE:.0%} of the traces")
     return fits

@@ -122,4 +122,6 @@ def episode_metrics(records: Sequence[EpisodeRecord], rewards: Sequence[Reward])
 def length_truncated_share(records: Sequence[EpisodeRecord]) -> float:
     """The share of streams cut by length, at rollout.max_seq_len (StopReason.MAX_TOTAL_TOKENS), not
     by the turn count or a turn's cap: the share a recipe sized for whole episodes keeps near 0."""
-    return float(np.mean([rec.stop_reason == StopReason.MAX_TOTAL_TOKENS for rec in records])) if records else 0.0
+    if not records:
+        return 0.0
+    return float(np.mean([rec.stop_reason == StopReason.MAX_TOTAL_TOKENS for rec in records]))

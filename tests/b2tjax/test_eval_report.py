@@ -53,7 +53,8 @@ def test_no_notes_when_they_do_not_apply():
 def test_the_share_cut_by_length_is_apart_from_the_turn_count():
     """Issue 34: episodes cut at rollout.max_seq_len (max_total_tokens) are counted on their own, beside
     the truncated share that also counts the turn count and a turn's cap; logged as a metric too."""
-    reasons = [StopReason.MAX_TOTAL_TOKENS, StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS, StopReason.ANSWER]
+    reasons = [StopReason.MAX_TOTAL_TOKENS, StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS]
+    reasons.append(StopReason.ANSWER)
     records = [EpisodeRecord(instance_id=f"i{k}", stop_reason=r, episode=k) for k, r in enumerate(reasons)]
     first = evaluation_header("t", {"mean_reward": 0.0}, records, "caps", None).splitlines()[0]
     assert first.startswith("t; mean reward 0.000, truncated 75%, by length 25% (stop reasons: ")
