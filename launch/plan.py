@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from b2tjax.cli.outputs import Paths, guard
+from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, load_config
-from b2tjax.data.trace_fit import check_trace_fit
 from b2tjax.errors import UserError
 
 if TYPE_CHECKING:  # types only: these import JAX, which must start after use_cpu_host

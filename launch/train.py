@@ -30,9 +30,9 @@ import yaml
 
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
+from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data.marker import read_marker
-from b2tjax.data.trace_fit import check_trace_fit
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init
 from b2tjax.run.metrics import import_wandb

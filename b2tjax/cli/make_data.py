@@ -19,9 +19,9 @@ from pathlib import Path
 
 from b2tjax.cli.outputs import Paths, guard, named_paths
 from b2tjax.cli.script import add_benchmark_options, benchmark_parser, run_main, setup_logging
-from b2tjax.data.lengths import record_lengths
 from b2tjax.data.marker import write_marker
 from b2tjax.errors import UserError
+from b2tjax.sft.lengths import record_lengths
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 
 USAGE = """\

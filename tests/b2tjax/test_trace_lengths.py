@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import load_config
-from b2tjax.data.lengths import LENGTHS, percentile, read_lengths, summary, trace_parts
-from b2tjax.data.trace_fit import check_trace_fit
 from b2tjax.errors import UserError
+from b2tjax.sft.lengths import LENGTHS, percentile, read_lengths, summary, trace_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

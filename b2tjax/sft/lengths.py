@@ -6,7 +6,7 @@ per split holding expert traces (DATA/sft/<split>.jsonl) and per difficulty, the
 the prompt, generated (assistant turns), environment (tool and memory replies) and total tokens
 (mean, p50, p90, p99, max), the longest assistant turn, and every trace's total, prompt and
 longest turn,
-so `launch/plan.py` and `launch/train.py` can say which share fits a recipe (b2tjax/data/trace_fit.py).
+so `launch/plan.py` and `launch/train.py` can say which share fits a recipe (b2tjax/cli/trace_fit.py).
 
 The tokens are those SFT trains on: `b2tjax.sft.traces.encode_trace` with the Qwen3 tokenizer the
 Qwen3 recipes use, over the trace's own tool list (the Python tool included);

@@ -1,6 +1,6 @@
 """Does a recipe hold the expert's episodes? The share of expert traces that fit its lengths.
 
-`launch/plan.py` and `launch/train.py` print, from DATA/trace_lengths.json (b2tjax/data/lengths.py),
+`launch/plan.py` and `launch/train.py` print, from DATA/trace_lengths.json (b2tjax/sft/lengths.py),
 the share of the expert's traces (the recipe's difficulties) whose whole length fits
 `rollout.max_seq_len` and `sft.max_seq_len`, whose prompt fits `rollout.max_prompt_tokens` (a
 longer one is compacted: behaviour events dropped, so the rollout would not see the prompt SFT
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from b2tjax.data.lengths import LENGTHS, percentile, read_lengths
 from b2tjax.errors import UserError
+from b2tjax.sft.lengths import LENGTHS, percentile, read_lengths
 
 if TYPE_CHECKING:
     from b2tjax.config.schema import TrainConfig
