@@ -64,7 +64,8 @@ def recipe_rows(configs: Path, data: dict[str, Path]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--data", action="append", required=True, metavar="BENCHMARK=DIR")
     parser.add_argument("--configs", type=Path, default=Path(__file__).resolve().parents[1] / "configs")
     args = parser.parse_args(argv)
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, directory in data.items():
         stats = read_lengths(directory)
         if stats is None:
-            print(f"error: {directory} has no trace_lengths.json; build it with launch/make_data.py", file=sys.stderr)
+            print(f"error: {directory} has no trace_lengths.json (launch/make_data.py)", file=sys.stderr)
             return 2
         out += distribution(f"{name}: {directory}", stats)
     out += recipe_rows(args.configs, {k: Path(v) for k, v in data.items()})
