@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from b2tjax.cli.outputs import Paths, guard
+from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, load_config
 from b2tjax.errors import UserError
 
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         guard(args, PATHS)
         cfg = load_config(args.config, args.overrides)
+        check_trace_fit(cfg)  # the recipe's share of whole expert traces (DATA/trace_lengths.json)
     except (UserError, ValueError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ import yaml
 
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
+from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
@@ -197,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         from b2tjax.cli.prepare import build_or_wait  # loaded only for the travel task
 
         build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, cfg.data.build_missing)
+        check_trace_fit(cfg)  # the share of expert traces the recipe holds whole; < 90%: refused
 
     from b2tjax.run.mesh import maybe_initialize_distributed  # JAX from here on (after the fork)
 

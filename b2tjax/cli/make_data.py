@@ -21,6 +21,7 @@ from b2tjax.cli.outputs import Paths, guard, named_paths
 from b2tjax.cli.script import add_benchmark_options, benchmark_parser, run_main, setup_logging
 from b2tjax.data.marker import write_marker
 from b2tjax.errors import UserError
+from b2tjax.sft.lengths import record_lengths
 from sandbox.benchmarks import BenchmarkError, benchmark_class
 
 USAGE = """\
@@ -101,9 +102,12 @@ def build(args: argparse.Namespace) -> int:
     try:
         benchmark_class(args.benchmark).make_data(staging, args, log.info)
         write_marker(staging, args.benchmark)  # eval / rollouts / train read it from --data
+        built = time.perf_counter()
+        record_lengths(staging, args.benchmark, log.info)  # trace_lengths.json: plan / train check it
         info = {
             "note": "timings of this build; the only file that differs between two builds of a seed",
             "seconds": round(time.perf_counter() - started, 1),
+            "trace_lengths_seconds": round(time.perf_counter() - built, 1),
         }
         (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
         publish(staging, args.out)

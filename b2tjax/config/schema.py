@@ -93,6 +93,9 @@ class DataConfig:
     max_train_instances: NonNegInt = 0  # 0 = all
     eval_instances: NonNegInt = 8  # instances in the final evaluation table (0 = whole split)
     shuffle_seed: int = 0  # any integer: order of the training instances
+    # false: launch/plan.py and train.py refuse a recipe whose rollout.max_seq_len, max_turn_tokens or
+    # sft.max_seq_len holds < 90% of the expert traces whole (DATA/trace_lengths.json); true: run anyway
+    allow_truncated_traces: bool = False
 
 
 @dataclass

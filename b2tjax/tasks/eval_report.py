@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from b2tjax.tasks.scoring import length_truncated_share
 from b2tjax.tasks.verdicts import Tally
 from rollout.record import EpisodeRecord, stop_reason_counts
 
@@ -31,7 +32,8 @@ def evaluation_header(
     num_params: int | None,
     tally: Tally | None = None,
 ) -> str:
-    """`title; mean reward, action error rate, truncated share (stop reasons)` and the notes that apply;
+    """`title; mean reward, action error rate, truncated share, by length (stop reasons)` and the notes
+    that apply (by length: cut at rollout.max_seq_len, the episode did not fit the context);
     `caps` names the length limits in the recipe's terms ("rollout.max_turn_tokens=48, ..."); `tally`
     counts the verdicts the table below is made of, so the tiny-model note says what was measured
     rather than what to expect."""
@@ -40,7 +42,10 @@ def evaluation_header(
     figures = [f"mean reward {metrics.get('mean_reward', 0.0):.3f}"]
     if "action_error_rate" in metrics:
         figures.append(f"action error rate {metrics['action_error_rate']:.3f}")
-    figures.append(f"truncated {share:.0%} (stop reasons: {stop_reason_counts(records)})")
+    by_length = length_truncated_share(records)  # at rollout.max_seq_len: the episode did not fit
+    figures.append(
+        f"truncated {share:.0%}, by length {by_length:.0%} (stop reasons: {stop_reason_counts(records)})"
+    )
     lines = [f"{title}; " + ", ".join(figures)]
     if truncated:
         lines.append(

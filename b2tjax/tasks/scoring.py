@@ -17,6 +17,7 @@ import numpy as np
 from rollout.record import EpisodeRecord
 from sandbox.benchmarks import Instance, as_benchmark
 from sandbox.reward import Reward
+from sandbox.types import StopReason
 
 
 def score_records(
@@ -100,7 +101,8 @@ def _judge(
 def episode_metrics(records: Sequence[EpisodeRecord], rewards: Sequence[Reward]) -> dict[str, float]:
     """Episode-level rates beside the benchmark's pass rates, logged each GRPO step and in the final
     evaluation: reward components and action errors (an episode any of whose streams had a failed
-    tool / memory call or malformed turn) per episode, turn-cap truncations and turns per stream.
+    tool / memory call or malformed turn) per episode, truncations (any cap, and by length alone) and
+    turns per stream.
 
     `rewards` holds one reward per episode and each record's `episode` indexes it, as after one
     `RolloutEngine.run` (a single-agent episode is one record)."""
@@ -112,5 +114,14 @@ def episode_metrics(records: Sequence[EpisodeRecord], rewards: Sequence[Reward])
         "p_action": float(np.mean([r.p_action for r in rewards])),
         "action_error_rate": float(np.mean(errors)),
         "truncated_rate": float(np.mean([rec.truncated for rec in records])),
+        "length_truncated_rate": length_truncated_share(records),
         "turns": float(np.mean([len(rec.turns) for rec in records])),
     }
+
+
+def length_truncated_share(records: Sequence[EpisodeRecord]) -> float:
+    """The share of streams cut by length, at rollout.max_seq_len (StopReason.MAX_TOTAL_TOKENS), not
+    by the turn count or a turn's cap: the share a recipe sized for whole episodes keeps near 0."""
+    if not records:
+        return 0.0
+    return float(np.mean([rec.stop_reason == StopReason.MAX_TOTAL_TOKENS for rec in records]))

@@ -14,7 +14,9 @@ import pytest
 from b2tjax.cli.script import QUIET_LOGGERS, setup_logging
 from b2tjax.run.metrics import MetricsWriter
 from b2tjax.tasks.eval_report import evaluation_header
+from b2tjax.tasks.scoring import episode_metrics
 from rollout.record import EpisodeRecord, stop_reason_counts
+from sandbox.reward import Reward
 from sandbox.types import StopReason
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +37,7 @@ def test_truncated_episodes_and_a_tiny_model_are_flagged():
     text = evaluation_header("b2t evaluation", metrics, records, "rollout.max_turn_tokens=48", 340_000)
     first, truncation, tiny = text.splitlines()
     assert first == (
-        "b2t evaluation; mean reward 0.000, action error rate 0.000, truncated 75% "
+        "b2t evaluation; mean reward 0.000, action error rate 0.000, truncated 75%, by length 0% "
         "(stop reasons: max_turn_tokens 3, answer 1)"
     )
     assert truncation.startswith("note: 3 of 4 episodes hit a length cap (rollout.max_turn_tokens=48)")
@@ -45,7 +47,20 @@ def test_truncated_episodes_and_a_tiny_model_are_flagged():
 
 def test_no_notes_when_they_do_not_apply():
     text = evaluation_header("t", {"mean_reward": 0.5}, _records(StopReason.ANSWER), "caps", 8_000_000_000)
-    assert text == "t; mean reward 0.500, truncated 0% (stop reasons: answer 1)"
+    assert text == "t; mean reward 0.500, truncated 0%, by length 0% (stop reasons: answer 1)"
+
+
+def test_the_share_cut_by_length_is_apart_from_the_turn_count():
+    """Issue 34: episodes cut at rollout.max_seq_len (max_total_tokens) are counted on their own, beside
+    the truncated share that also counts the turn count and a turn's cap; logged as a metric too."""
+    reasons = [StopReason.MAX_TOTAL_TOKENS, StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS]
+    reasons.append(StopReason.ANSWER)
+    records = [EpisodeRecord(instance_id=f"i{k}", stop_reason=r, episode=k) for k, r in enumerate(reasons)]
+    first = evaluation_header("t", {"mean_reward": 0.0}, records, "caps", None).splitlines()[0]
+    assert first.startswith("t; mean reward 0.000, truncated 75%, by length 25% (stop reasons: ")
+    rewards = [Reward(total=0.0, r_format=0.0, r_c=0.0, r_upc=0.0, p_action=0.0) for _ in records]
+    metrics = episode_metrics(records, rewards)
+    assert (metrics["truncated_rate"], metrics["length_truncated_rate"]) == (0.75, 0.25)
 
 
 def test_the_table_prints_below_a_closed_progress_bar(tmp_path, capsys):

@@ -1,0 +1,115 @@
+"""Does a recipe hold the expert's episodes? The share of expert traces that fit its lengths.
+
+`launch/plan.py` and `launch/train.py` print, from DATA/trace_lengths.json (b2tjax/sft/lengths.py),
+the share of the expert's traces (the recipe's difficulties) whose whole length fits
+`rollout.max_seq_len` and `sft.max_seq_len`, whose prompt fits `rollout.max_prompt_tokens` (a
+longer one is compacted: behaviour events dropped, so the rollout would not see the prompt SFT
+taught) and whose longest assistant turn fits `rollout.max_turn_tokens`, and refuse to start when
+fewer than 90% fit one of them, in one line naming the key and the length that would hold 90% (p90)
+and 99% (p99) of them. A run that means to train on cut traces sets
+`data.allow_truncated_traces: true`. Nothing is checked (one line says why) for a data directory
+without the file (built before it existed), a tokenizer other than the one the lengths were
+counted in, a HiMAP recipe (its streams are not the single agent's traces) or the toy task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from b2tjax.errors import UserError
+from b2tjax.sft.lengths import LENGTHS, percentile, read_lengths
+
+if TYPE_CHECKING:
+    from b2tjax.config.schema import TrainConfig
+
+MIN_SHARE = 0.90  # below this share of whole expert traces a run is refused (data.allow_truncated_traces)
+SFT_SPLIT = "train"  # the split whose expert traces SFT trains on (DATA/sft/train.jsonl)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The share of traces one length key holds, and the lengths that would hold 90% and 99%."""
+
+    key: str
+    limit: int
+    share: float
+    p90: int
+    p99: int
+
+    def line(self) -> str:
+        return f"{self.key} {self.limit:,}: {self.share:.0%}"
+
+    def refusal(self) -> str:
+        return (
+            f"{self.key}={self.limit} holds {self.share:.0%} of the expert traces whole (< {MIN_SHARE:.0%}): "
+            f"set it to at least {self.p90} (p90; {self.p99} holds 99%), or data.allow_truncated_traces=true"
+        )
+
+
+def _share_and_needed(values: list[int], limit: int) -> tuple[float, int, int]:
+    ordered = sorted(values)
+    share = sum(v <= limit for v in ordered) / len(ordered)
+    return share, percentile(ordered, 90), percentile(ordered, 99)
+
+
+def trace_fits(cfg: TrainConfig, stats: dict) -> tuple[int, list[Fit]]:
+    """(traces counted, the fit of each length key) for the recipe's difficulties of the SFT split."""
+    groups = stats["splits"].get(SFT_SPLIT) or next(iter(stats["splits"].values()))
+    chosen = [groups[d] for d in cfg.data.difficulties if d in groups] or [groups["all"]]
+    no_python = 0 if cfg.rollout.python_tool else int(stats.get("python_tool_tokens", 0))
+    totals = [t - no_python for g in chosen for t in g["totals"]]
+    prompts = [t - no_python for g in chosen for t in g["prompts"]]
+    turns = [t for g in chosen for t in g["longest_turns"]]
+    fits = []
+    for key, limit, values in (
+        ("rollout.max_seq_len", cfg.rollout.max_seq_len, totals),
+        ("rollout.max_prompt_tokens", cfg.rollout.prompt_budget, prompts),
+        ("rollout.max_turn_tokens", cfg.rollout.max_turn_tokens, turns),
+        ("sft.max_seq_len", cfg.sft.max_seq_len, totals),
+    ):
+        share, p90, p99 = _share_and_needed(values, limit)
+        fits.append(Fit(key, limit, share, p90, p99))
+    return len(totals), fits
+
+
+def skip_reason(cfg: TrainConfig, stats: dict | None) -> str | None:
+    """Why the check does not apply to this recipe and data, or None when it does."""
+    data_dir = cfg.data.data_dir
+    if stats is None:
+        held = f"has no {LENGTHS} (built before it existed)" if Path(data_dir).is_dir() else "does not exist"
+        return f"data.data_dir {data_dir} {held}: the expert traces' lengths are not checked"
+    if cfg.agent != "single":
+        return f"agent {cfg.agent}: its streams are not the single agent's expert traces; lengths not checked"
+    if cfg.model.tokenizer != stats.get("tokenizer"):
+        return (
+            f"{data_dir}/{LENGTHS} counts {stats.get('tokenizer')} tokens and model.tokenizer is "
+            f"{cfg.model.tokenizer}: the expert traces' lengths are not checked"
+        )
+    if not stats["splits"]:
+        return f"{data_dir}/{LENGTHS} holds no expert traces: lengths not checked"
+    return None
+
+
+def check_trace_fit(cfg: TrainConfig, echo=print) -> list[Fit]:
+    """Print the recipe's share of whole expert traces per length key (or why it is not checked);
+    UserError, naming the first key and the length it needs, when one holds fewer than 90% and
+    data.allow_truncated_traces is false."""
+    if cfg.task != "travel":
+        return []
+    stats = read_lengths(cfg.data.data_dir) if Path(cfg.data.data_dir).is_dir() else None
+    reason = skip_reason(cfg, stats)
+    if reason is not None:
+        echo(f"trace lengths: {reason}")
+        return []
+    count, fits = trace_fits(cfg, stats)
+    figures = ", ".join(f.line() for f in fits)
+    echo(f"expert traces that fit whole ({count}, {stats['tokenizer']} tokens): {figures}")
+    short = [f for f in fits if f.share < MIN_SHARE]
+    if short and not cfg.data.allow_truncated_traces:
+        raise UserError(short[0].refusal())
+    if short:
+        cut = ", ".join(f.key for f in short)
+        echo(f"data.allow_truncated_traces is true: running with {cut} under {MIN_SHARE:.0%} of the traces")
+    return fits

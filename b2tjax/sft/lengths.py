@@ -1,0 +1,144 @@
+"""Token lengths of the expert traces, recorded as data: DATA/trace_lengths.json (issue 34).
+
+A B2T expert trajectory is ~35k Qwen3 tokens; a recipe whose `max_seq_len` is shorter cuts SFT
+traces into windows and truncates rollouts before they can answer. `launch/make_data.py` writes,
+per split holding expert traces (DATA/sft/<split>.jsonl) and per difficulty, the distribution of
+the prompt, generated (assistant turns), environment (tool and memory replies) and total tokens
+(mean, p50, p90, p99, max), the longest assistant turn, and every trace's total, prompt and
+longest turn,
+so `launch/plan.py` and `launch/train.py` can say which share fits a recipe (b2tjax/cli/trace_fit.py).
+
+The tokens are those SFT trains on: `b2tjax.sft.traces.encode_trace` with the Qwen3 tokenizer the
+Qwen3 recipes use, over the trace's own tool list (the Python tool included);
+`python_tool_tokens` is what that tool's schema adds to the prompt, which a run without the tool
+(`rollout.python_tool: false`) does not have. Percentiles are nearest-rank (a value that occurs),
+so the file is byte-reproducible. Importing this module imports no JAX (make_data forks workers
+first); `record_lengths` imports the encoder, which does, after the benchmark's build.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sandbox.benchmarks import BenchmarkError, get_benchmark
+
+LENGTHS = "trace_lengths.json"
+TOKENIZER = "qwen3"  # the tokenizer of every Qwen3 recipe (model.tokenizer)
+PERCENTILES = (50, 90, 99)
+PARTS = ("prompt", "generated", "environment", "total", "longest_turn")
+
+
+def percentile(sorted_values: Sequence[int], p: float) -> int:
+    """Nearest-rank percentile: the smallest value with at least p% of the values at or below it."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return int(sorted_values[rank - 1])
+
+
+def summary(values: Sequence[int]) -> dict[str, float | int]:
+    """{"mean", "p50", "p90", "p99", "max"} of token counts."""
+    ordered = sorted(values)
+    out: dict[str, float | int] = {"mean": round(sum(ordered) / len(ordered), 1)}
+    out.update({f"p{p}": percentile(ordered, p) for p in PERCENTILES})
+    out["max"] = ordered[-1]
+    return out
+
+
+def trace_parts(mask: Sequence[int]) -> dict[str, int]:
+    """Token counts of one encoded trace from its loss mask: the prompt is the untrained run before
+    the first assistant token, generated tokens are the trained ones, the environment the rest."""
+    prompt = next((i for i, m in enumerate(mask) if m), len(mask))
+    generated = sum(1 for m in mask if m)
+    longest = run = 0
+    for m in mask:
+        run = run + 1 if m else 0
+        longest = max(longest, run)
+    return {
+        "prompt": prompt,
+        "generated": generated,
+        "environment": len(mask) - prompt - generated,
+        "total": len(mask),
+        "longest_turn": longest,
+    }
+
+
+def group_stats(parts: Sequence[dict[str, int]]) -> dict[str, Any]:
+    """The summary of each part over a group of traces, and each trace's total, prompt and longest
+    turn (sorted together by total), from which a recipe's share is counted."""
+    rows = sorted((p["total"], p["prompt"], p["longest_turn"]) for p in parts)
+    out: dict[str, Any] = {"traces": len(parts)}
+    out.update({name: summary([p[name] for p in parts]) for name in PARTS})
+    out["totals"] = [row[0] for row in rows]
+    out["prompts"] = [row[1] for row in rows]
+    out["longest_turns"] = [row[2] for row in rows]
+    return out
+
+
+def split_lengths(
+    traces: Sequence[dict[str, Any]], difficulty: dict[str, str], encode: Callable[[dict], dict]
+) -> dict[str, Any]:
+    """{"all": ..., <difficulty>: ...} of one split's traces; `encode` maps a trace to its
+    {"ids", "mask"}, `difficulty` an instance id to its difficulty ("" when unknown)."""
+    by_group: dict[str, list[dict[str, int]]] = {"all": []}
+    for trace in traces:
+        part = trace_parts(encode(trace)["mask"])
+        by_group["all"].append(part)
+        level = difficulty.get(str(trace.get("id", "")), "")
+        if level:
+            by_group.setdefault(level, []).append(part)
+    return {name: group_stats(parts) for name, parts in sorted(by_group.items())}
+
+
+def record_lengths(data_dir: Path, benchmark: str, log: Callable[[str], None]) -> dict | None:
+    """Write DATA/trace_lengths.json from DATA/sft/*.jsonl (None, nothing written, without traces)."""
+    files = sorted((data_dir / "sft").glob("*.jsonl")) if (data_dir / "sft").is_dir() else []
+    if not files:
+        return None
+    from b2tjax.sft.traces import encode_trace, tools_offered  # JAX: after the build's workers
+    from models.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(TOKENIZER)
+    source = get_benchmark(benchmark, data_dir)
+    stats: dict[str, Any] = {"tokenizer": TOKENIZER, "splits": {}}
+
+    def encode(trace: dict) -> dict:
+        return encode_trace(trace["messages"], trace.get("tools"), tokenizer)
+
+    for path in files:
+        split = path.stem
+        traces = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        if not traces:
+            continue
+        try:
+            difficulty = {str(v["id"]): str(v.get("difficulty", "")) for v in source.load_visible(split)}
+        except (BenchmarkError, OSError):  # a split without instances: no per-difficulty rows
+            difficulty = {}
+        stats["splits"][split] = split_lengths(traces, difficulty, encode)
+        if "python_tool_tokens" not in stats:
+            first = traces[0]
+            without = encode_trace(first["messages"], tools_offered(first.get("tools"), False), tokenizer)
+            stats["python_tool_tokens"] = len(encode(first)["ids"]) - len(without["ids"])
+        total = stats["splits"][split]["all"]["total"]
+        log(
+            f"{LENGTHS}: {split} expert traces in {TOKENIZER} tokens: mean {total['mean']:,.0f}, "
+            f"p50 {total['p50']:,}, p90 {total['p90']:,}, p99 {total['p99']:,}, max {total['max']:,}"
+        )
+    (data_dir / LENGTHS).write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return stats
+
+
+def read_lengths(data_dir: Path | str) -> dict | None:
+    """DATA/trace_lengths.json, or None when the directory has none (built before issue 34)."""
+    path = Path(data_dir) / LENGTHS
+    if not path.is_file():
+        return None
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return stats if isinstance(stats, dict) and isinstance(stats.get("splits"), dict) else None
