@@ -28,7 +28,7 @@ from jax.sharding import Mesh, SingleDeviceSharding
 from models.checksums import verify_manifest, write_manifest
 from models.config import Qwen3Config
 from models.qwen3 import abstract_model
-from models.sharding import variable_sharding
+from models.sharding import mesh_platform, variable_sharding
 
 T = TypeVar("T")
 PARAMS_ITEM = "params"
@@ -64,7 +64,12 @@ def restore_target(
 ):
     """(graphdef, abstract Param state, pure dict of ShapeDtypeStructs carrying target shardings)."""
     abstract = abstract_model(
-        cfg, dtype=dtype, param_dtype=param_dtype, remat=remat, attention_block=attention_block
+        cfg,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        remat=remat,
+        attention_block=attention_block,
+        platform=mesh_platform(mesh),
     )
     graphdef, state = nnx.split(abstract)
     device = SingleDeviceSharding(jax.devices()[0])

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
 from models.hf_check import check_array, check_tensors, header, hf_shapes, open_safetensors
 from models.qwen3 import abstract_model
-from models.sharding import state_shardings
+from models.sharding import mesh_platform, state_shardings
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,12 @@ def load_pretrained(
     cfg = Qwen3Config.from_hf(path)
     param_dtype = dtype if param_dtype is None else param_dtype
     abstract = abstract_model(
-        cfg, dtype=dtype, param_dtype=param_dtype, remat=remat, attention_block=attention_block
+        cfg,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        remat=remat,
+        attention_block=attention_block,
+        platform=mesh_platform(mesh),
     )
     graphdef, state = nnx.split(abstract)
     shardings = None if mesh is None else state_shardings(state, mesh)

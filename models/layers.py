@@ -18,6 +18,7 @@ from models import lora, quant
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, cached_attention, write_layer
 from models.sharding import constrain
+from models.splash import splash_attention
 
 F32 = jnp.float32
 
@@ -64,20 +65,24 @@ def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
 
 # Attention for calls without a cache (training, teacher forcing, full-sequence forwards):
 # "reference" is the path below (query blocks bound the fp32 score memory); "xla" and "cudnn" are
-# jax.nn.dot_product_attention's implementations; "auto" takes cuDNN's fused kernel on a GPU with a
-# 16-bit compute dtype (what cuDNN supports) and the reference path elsewhere.
-ATTENTION_IMPLS = ("auto", "reference", "xla", "cudnn")
+# jax.nn.dot_product_attention's implementations; "splash" is the Pallas splash kernel
+# (models/splash.py; a TPU kernel, in Pallas interpret mode elsewhere); "auto" takes splash when
+# the program is compiled for a TPU, cuDNN's fused kernel for a GPU with a 16-bit compute dtype
+# (what cuDNN supports), and the reference path elsewhere.
+ATTENTION_IMPLS = ("auto", "reference", "xla", "cudnn", "splash")
 
 
-def resolve_attention(impl: str, dtype: Any) -> str:
-    """The implementation `impl` stands for on this backend ("auto" resolved); rejects unknown names."""
+def resolve_attention(impl: str, dtype: Any, platform: str) -> str:
+    """The implementation `impl` stands for in programs compiled for `platform` ("tpu", "gpu" or
+    "cuda", "cpu": the mesh's devices', never the host's backend); rejects unknown names."""
     if impl not in ATTENTION_IMPLS:
         raise ValueError(f"unknown attention implementation {impl!r}; choose from {ATTENTION_IMPLS}")
     if impl != "auto":
         return impl
+    if platform == "tpu":
+        return "splash"
     half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-    fused = jax.default_backend() == "gpu" and half
-    return "cudnn" if fused else "reference"
+    return "cudnn" if platform in ("gpu", "cuda") and half else "reference"
 
 
 def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
@@ -183,6 +188,7 @@ class Attention(nnx.Module):
         attention_block: int | None = None,
         impl: str = "reference",
         cache_block: int = 512,
+        platform: str = "cpu",
     ):
         h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         init = nnx.initializers.normal(cfg.initializer_range)
@@ -202,6 +208,7 @@ class Attention(nnx.Module):
         self.use_bias = cfg.attention_bias
         self.attention_block = attention_block
         self.impl = impl  # resolved ATTENTION_IMPLS entry for calls without a cache
+        self.platform = platform  # what the programs compile for (splash runs interpreted off TPU)
         self.cache_block = cache_block  # key block of attention over the KV cache
         self.window = cfg.sliding_window
         self.dtype = dtype
@@ -225,6 +232,8 @@ class Attention(nnx.Module):
 
     def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
         """Causal attention without a cache by this layer's implementation (causal_attention)."""
+        if self.impl == "splash":
+            return splash_attention(q, k, v, segment_ids, self.window, interpret=self.platform != "tpu")
         return causal_attention(q, k, v, self.impl, self.attention_block, self.window, segment_ids)
 
     def out(self, attn: jax.Array) -> jax.Array:
@@ -270,6 +279,7 @@ class DecoderLayer(nnx.Module):
         attention_block: int | None = None,
         impl: str = "reference",
         cache_block: int = 512,
+        platform: str = "cpu",
     ):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.attn = Attention(
@@ -280,6 +290,7 @@ class DecoderLayer(nnx.Module):
             attention_block=attention_block,
             impl=impl,
             cache_block=cache_block,
+            platform=platform,
         )
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)

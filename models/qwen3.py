@@ -30,7 +30,7 @@ from jax.sharding import Mesh
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
 from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
-from models.sharding import constrain, state_shardings
+from models.sharding import constrain, mesh_platform, state_shardings
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat"]
 
@@ -76,8 +76,10 @@ class Qwen3ForCausalLM(nnx.Module):
     `remat` a key of REMAT_POLICIES or "none"; `attention_block` the query block size used when a
     call has more tokens than it (bounds attention-score memory; None = never block);
     `attention` the implementation of attention without a cache (models.layers.ATTENTION_IMPLS:
-    "auto" = cuDNN's fused kernel on a GPU in bf16/fp16, else the reference path); `cache_block`
-    the key block of attention over the KV cache (only blocks holding live tokens are read)."""
+    "auto" = the Pallas splash kernel on TPU, cuDNN's fused kernel on a GPU in bf16/fp16, else the
+    reference path) for programs compiled for `platform` (a mesh's devices' platform,
+    `models.sharding.mesh_platform`; None = this host's backend); `cache_block` the key block of
+    attention over the KV cache (only blocks holding live tokens are read)."""
 
     def __init__(
         self,
@@ -90,6 +92,7 @@ class Qwen3ForCausalLM(nnx.Module):
         attention_block: int | None = 1024,
         attention: str = "auto",
         cache_block: int = 512,
+        platform: str | None = None,
     ):
         if remat not in get_args(Remat):
             raise ValueError(f"unknown remat policy {remat!r}; choose from {list(get_args(Remat))}")
@@ -97,7 +100,8 @@ class Qwen3ForCausalLM(nnx.Module):
             raise ValueError(f"attention_block must be positive or None, got {attention_block}")
         if cache_block <= 0:
             raise ValueError(f"cache_block must be positive, got {cache_block}")
-        impl = resolve_attention(attention, dtype)
+        platform = jax.default_backend() if platform is None else platform
+        impl = resolve_attention(attention, dtype, platform)
         self.config = cfg
         self.dtype = dtype
         self.param_dtype = param_dtype
@@ -115,6 +119,7 @@ class Qwen3ForCausalLM(nnx.Module):
                 attention_block=attention_block,
                 impl=impl,
                 cache_block=cache_block,
+                platform=platform,
             )
 
         self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
@@ -291,7 +296,13 @@ class Qwen3ForCausalLM(nnx.Module):
 
 # -- building a model, sharded on a mesh or shape-only ---------------------------------------------
 def _model_builder(
-    config, seed: int, dtype: Any, param_dtype: Any, remat: str, attention_block: int | None
+    config,
+    seed: int,
+    dtype: Any,
+    param_dtype: Any,
+    remat: str,
+    attention_block: int | None,
+    platform: str | None,
 ) -> Callable[[], Any]:
     """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
     return lambda: Qwen3ForCausalLM(
@@ -301,6 +312,7 @@ def _model_builder(
         param_dtype=param_dtype,
         remat=remat,
         attention_block=attention_block,
+        platform=platform,
     )
 
 
@@ -314,8 +326,9 @@ def create_model(
     attention_block: int | None = 1024,
 ):
     """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
-    (jit with out_shardings; nothing is materialised whole on one device first)."""
-    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block)
+    (jit with out_shardings; nothing is materialised whole on one device first); its attention
+    is the one for the mesh's platform."""
+    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block, mesh_platform(mesh))
     if mesh is None:
         return build()
     graphdef, abs_state = nnx.split(nnx.eval_shape(build))
@@ -332,6 +345,8 @@ def abstract_model(
     param_dtype: Any = jnp.float32,
     remat: str = "none",
     attention_block: int | None = 1024,
+    platform: str | None = None,
 ):
-    """Shape-only model (no memory): used to build shardings / restore targets."""
-    return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block))
+    """Shape-only model (no memory): used to build shardings / restore targets; `platform` as
+    Qwen3ForCausalLM's (the restoring mesh's, `mesh_platform`)."""
+    return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block, platform))

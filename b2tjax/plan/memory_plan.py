@@ -188,7 +188,7 @@ class PlanContext:
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
         model_cfg = plan_model_config(cfg)
-        model = abstract_run_model(cfg, model_cfg)
+        model = abstract_run_model(cfg, model_cfg, mesh)
         model_fn, params = BoundModel.from_model(model)
         params = with_shardings(
             params, None if mesh is None else param_shardings(model_fn.abstract_params, mesh)
