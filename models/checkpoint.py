@@ -61,6 +61,7 @@ def restore_target(
     mesh: Mesh | None,
     remat: str = "none",
     attention_block: int | None = 1024,
+    attention: str = "auto",
 ):
     """(graphdef, abstract Param state, pure dict of ShapeDtypeStructs carrying target shardings)."""
     abstract = abstract_model(
@@ -70,6 +71,7 @@ def restore_target(
         remat=remat,
         attention_block=attention_block,
         platform=mesh_platform(mesh),
+        attention=attention,
     )
     graphdef, state = nnx.split(abstract)
     device = SingleDeviceSharding(jax.devices()[0])
@@ -127,6 +129,7 @@ def load_model(
     attention_block: int | None = 1024,
     step: int | None = None,
     fallback: bool = False,
+    attention: str = "auto",
 ):
     """Qwen3ForCausalLM from a model checkpoint or a CheckpointManager directory: `step`, or the
     newest step (with `fallback`, the newest that restores; damaged newer steps are reported and
@@ -141,7 +144,9 @@ def load_model(
         verify_manifest(directory)  # a run's checkpoints/config.json, sealed by RunCheckpointer
     cfg = Qwen3Config.from_hf(directory)
     param_dtype = dtype if param_dtype is None else param_dtype
-    graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat, attention_block)
+    graphdef, state, targets = restore_target(
+        cfg, dtype, param_dtype, mesh, remat, attention_block, attention=attention
+    )
     if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
         with ocp.StandardCheckpointer() as ckptr:
             item = os.path.join(directory, PARAMS_ITEM)

@@ -246,6 +246,7 @@ def load_pretrained(
     remat: str = "none",
     attention_block: int | None = 1024,
     progress: bool = False,
+    attention: str = "auto",
 ):
     """Qwen3ForCausalLM from a local HF directory (config.json + safetensors), streamed tensor by
     tensor into arrays placed (and sharded, given `mesh`) as they are read. `param_dtype` defaults
@@ -260,6 +261,7 @@ def load_pretrained(
         remat=remat,
         attention_block=attention_block,
         platform=mesh_platform(mesh),
+        attention=attention,
     )
     graphdef, state = nnx.split(abstract)
     shardings = None if mesh is None else state_shardings(state, mesh)

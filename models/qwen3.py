@@ -29,10 +29,13 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.layers import ATTENTION_IMPLS, F32, DecoderLayer, RMSNorm, make_param, resolve_attention
 from models.sharding import constrain, mesh_platform, state_shardings
 
-__all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat"]
+__all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
+
+AttentionImpl = Literal["auto", "reference", "xla", "cudnn", "splash"]  # the config's names
+assert get_args(AttentionImpl) == ATTENTION_IMPLS, "AttentionImpl and models.layers.ATTENTION_IMPLS differ"
 
 # Activation rematerialisation inside the layer scan. "none": keep everything (fastest, most
 # memory); "full": recompute the whole layer in the backward pass; "dots": keep matmul outputs
@@ -303,6 +306,7 @@ def _model_builder(
     remat: str,
     attention_block: int | None,
     platform: str | None,
+    attention: str = "auto",
 ) -> Callable[[], Any]:
     """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
     return lambda: Qwen3ForCausalLM(
@@ -312,6 +316,7 @@ def _model_builder(
         param_dtype=param_dtype,
         remat=remat,
         attention_block=attention_block,
+        attention=attention,
         platform=platform,
     )
 
@@ -324,11 +329,13 @@ def create_model(
     param_dtype: Any = jnp.float32,
     remat: str = "none",
     attention_block: int | None = 1024,
+    attention: str = "auto",
 ):
     """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
     (jit with out_shardings; nothing is materialised whole on one device first); its attention
     is the one for the mesh's platform."""
-    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block, mesh_platform(mesh))
+    platform = mesh_platform(mesh)
+    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block, platform, attention)
     if mesh is None:
         return build()
     graphdef, abs_state = nnx.split(nnx.eval_shape(build))
@@ -346,7 +353,9 @@ def abstract_model(
     remat: str = "none",
     attention_block: int | None = 1024,
     platform: str | None = None,
+    attention: str = "auto",
 ):
-    """Shape-only model (no memory): used to build shardings / restore targets; `platform` as
-    Qwen3ForCausalLM's (the restoring mesh's, `mesh_platform`)."""
-    return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block, platform))
+    """Shape-only model (no memory): used to build shardings / restore targets; `platform` and
+    `attention` as Qwen3ForCausalLM's (the platform: the restoring mesh's, `mesh_platform`)."""
+    build = _model_builder(config, 0, dtype, param_dtype, remat, attention_block, platform, attention)
+    return nnx.eval_shape(build)

@@ -39,12 +39,12 @@ def splash_lengths(t: int) -> tuple[int, int]:
     return padded, next(b for b in BLOCKS if padded % b == 0)
 
 
-@functools.lru_cache(maxsize=32)
 def _kernel(
     t: int, groups: int, block: int, window: int | None, interpret: bool
 ) -> splash.SplashAttentionKernel:
-    """The MQA kernel of `groups` query heads over one K/V head at padded length `t`. Its mask
-    tables are numpy-derived constants, built once per shape (eagerly, so no trace holds them)."""
+    """The MQA kernel of `groups` query heads over one K/V head at padded length `t`. Built in the
+    trace (its mask tables become the program's constants); the numpy work of tabling the mask's
+    blocks is cached by the splash module per mask and block shape."""
     if window is None:
         mask = splash.CausalMask((t, t))
     else:  # query i sees keys i - window < j <= i
@@ -59,10 +59,9 @@ def _kernel(
         block_q_dq=block,
         block_kv_dq=block,
     )
-    with jax.ensure_compile_time_eval():
-        return splash.make_splash_mqa_single_device(
-            splash.MultiHeadMask([mask] * groups), block_sizes=sizes, interpret=interpret
-        )
+    return splash.make_splash_mqa_single_device(
+        splash.MultiHeadMask([mask] * groups), block_sizes=sizes, interpret=interpret
+    )
 
 
 def _local(

@@ -158,6 +158,7 @@ def abstract_run_model(cfg: Any, model_cfg: Any, mesh: Mesh | None = None) -> nn
             dtype=dtype,
             param_dtype=param_dtype,
             remat=cfg.model.remat,
+            attention=cfg.model.attention,
             platform=mesh_platform(mesh),
         )
         if lora_cfg.quant == "int8":

@@ -26,7 +26,12 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     init, mesh = base_init(cfg), build_mesh(cfg.mesh)
     if init.startswith("hf:"):
         model = load_pretrained(
-            init[3:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat
+            init[3:],
+            dtype=dtype,
+            param_dtype=param_dtype,
+            mesh=mesh,
+            remat=cfg.model.remat,
+            attention=cfg.model.attention,
         )
     elif init.startswith("ckpt:"):
         if is_lora_run(init[5:]):
@@ -34,7 +39,14 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
                 f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
                 "(launch/export_hf.py --adapter) and pass hf:ADAPTER_DIR"
             )
-        model = load_model(init[5:], dtype=dtype, param_dtype=param_dtype, mesh=mesh, remat=cfg.model.remat)
+        model = load_model(
+            init[5:],
+            dtype=dtype,
+            param_dtype=param_dtype,
+            mesh=mesh,
+            remat=cfg.model.remat,
+            attention=cfg.model.attention,
+        )
     elif init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
     else:
@@ -49,5 +61,6 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
             dtype=dtype,
             param_dtype=param_dtype,
             remat=cfg.model.remat,
+            attention=cfg.model.attention,
         )
     return with_adapters(model, cfg, mesh)
