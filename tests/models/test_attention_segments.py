@@ -86,6 +86,7 @@ def test_one_segment_is_bit_identical_to_none(tiny):
         )
 
 
+@pytest.mark.slow  # six differentiated forwards in one compile
 def test_packed_gradients_are_the_sum_of_each_records(tiny):
     """Token-sum NLL over a packed row's records: the parameter gradients of the records run alone,
     summed (the reference path, blocked)."""
