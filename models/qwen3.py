@@ -1,10 +1,13 @@
 """Qwen3ForCausalLM in Flax NNX: decoder layers created stacked (nnx.vmap) and run with a layer scan.
 
 Entry points (the contract other packages rely on):
-- `model(ids)`: logits without a cache (training, teacher forcing). `attention=` picks the
-  uncached attention: "auto" (cuDNN's fused `jax.nn.dot_product_attention` on a GPU in bf16/fp16,
-  the reference path elsewhere), "reference" (our blocked einsum), "xla", "cudnn"; scores and
-  softmax are fp32 in every one. `remat` and `attention_block` trade memory for time.
+- `model(ids, positions, segment_ids)`: logits without a cache (training, teacher forcing);
+  `segment_ids` [B, T] packs records into rows (0 = padding), each attending only within itself.
+  `attention=` picks the uncached attention: "auto" (the Pallas splash kernel in programs for a
+  TPU, cuDNN's fused `jax.nn.dot_product_attention` on a GPU in bf16/fp16, the reference path
+  elsewhere; `platform=` is the target's, from the mesh), "reference" (our blocked einsum), "xla",
+  "cudnn", "splash" (models/splash.py); scores and softmax are fp32 in every one. `remat` and
+  `attention_block` trade memory for time.
 - `forward_cached(tokens [R, T], num_new [R], cache, rows=[R])` extends only cache rows `rows`
   (models/kv_cache.py); `last_only=True` returns only each row's next-token logits [R, V] (the
   prefill: [R, T, vocab] logits never exist); `layer_states=model.layer_weights()` runs the layers
