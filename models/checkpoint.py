@@ -28,7 +28,7 @@ from jax.sharding import Mesh, SingleDeviceSharding
 from models.checksums import verify_manifest, write_manifest
 from models.config import Qwen3Config
 from models.qwen3 import abstract_model
-from models.sharding import variable_sharding
+from models.sharding import mesh_platform, variable_sharding
 
 T = TypeVar("T")
 PARAMS_ITEM = "params"
@@ -61,10 +61,17 @@ def restore_target(
     mesh: Mesh | None,
     remat: str = "none",
     attention_block: int | None = 1024,
+    attention: str = "auto",
 ):
     """(graphdef, abstract Param state, pure dict of ShapeDtypeStructs carrying target shardings)."""
     abstract = abstract_model(
-        cfg, dtype=dtype, param_dtype=param_dtype, remat=remat, attention_block=attention_block
+        cfg,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        remat=remat,
+        attention_block=attention_block,
+        platform=mesh_platform(mesh),
+        attention=attention,
     )
     graphdef, state = nnx.split(abstract)
     device = SingleDeviceSharding(jax.devices()[0])
@@ -123,6 +130,7 @@ def load_model(
     step: int | None = None,
     fallback: bool = False,
     edit_config: Callable[[Qwen3Config], Qwen3Config] | None = None,
+    attention: str = "auto",
 ):
     """Qwen3ForCausalLM from a model checkpoint or a CheckpointManager directory: `step`, or the
     newest step (with `fallback`, the newest that restores; damaged newer steps are reported and
@@ -139,7 +147,9 @@ def load_model(
     cfg = Qwen3Config.from_hf(directory)
     cfg = edit_config(cfg) if edit_config is not None else cfg
     param_dtype = dtype if param_dtype is None else param_dtype
-    graphdef, state, targets = restore_target(cfg, dtype, param_dtype, mesh, remat, attention_block)
+    graphdef, state, targets = restore_target(
+        cfg, dtype, param_dtype, mesh, remat, attention_block, attention=attention
+    )
     if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
         with ocp.StandardCheckpointer() as ckptr:
             item = os.path.join(directory, PARAMS_ITEM)

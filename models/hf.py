@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
 from models.hf_check import check_array, check_tensors, header, hf_shapes, open_safetensors
 from models.qwen3 import abstract_model
-from models.sharding import state_shardings
+from models.sharding import mesh_platform, state_shardings
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +247,7 @@ def load_pretrained(
     attention_block: int | None = 1024,
     progress: bool = False,
     edit_config: Callable[[Qwen3Config], Qwen3Config] | None = None,
+    attention: str = "auto",
 ):
     """Qwen3ForCausalLM from a local HF directory (config.json + safetensors), streamed tensor by
     tensor into arrays placed (and sharded, given `mesh`) as they are read. `param_dtype` defaults
@@ -258,7 +259,13 @@ def load_pretrained(
     cfg = edit_config(cfg) if edit_config is not None else cfg
     param_dtype = dtype if param_dtype is None else param_dtype
     abstract = abstract_model(
-        cfg, dtype=dtype, param_dtype=param_dtype, remat=remat, attention_block=attention_block
+        cfg,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        remat=remat,
+        attention_block=attention_block,
+        platform=mesh_platform(mesh),
+        attention=attention,
     )
     graphdef, state = nnx.split(abstract)
     shardings = None if mesh is None else state_shardings(state, mesh)

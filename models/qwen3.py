@@ -1,10 +1,13 @@
 """Qwen3ForCausalLM in Flax NNX: decoder layers created stacked (nnx.vmap) and run with a layer scan.
 
 Entry points (the contract other packages rely on):
-- `model(ids)`: logits without a cache (training, teacher forcing). `attention=` picks the
-  uncached attention: "auto" (cuDNN's fused `jax.nn.dot_product_attention` on a GPU in bf16/fp16,
-  the reference path elsewhere), "reference" (our blocked einsum), "xla", "cudnn"; scores and
-  softmax are fp32 in every one. `remat` and `attention_block` trade memory for time.
+- `model(ids, positions, segment_ids)`: logits without a cache (training, teacher forcing);
+  `segment_ids` [B, T] packs records into rows (0 = padding), each attending only within itself.
+  `attention=` picks the uncached attention: "auto" (the Pallas splash kernel in programs for a
+  TPU, cuDNN's fused `jax.nn.dot_product_attention` on a GPU in bf16/fp16, the reference path
+  elsewhere; `platform=` is the target's, from the mesh), "reference" (our blocked einsum), "xla",
+  "cudnn", "splash" (models/splash.py); scores and softmax are fp32 in every one. `remat` and
+  `attention_block` trade memory for time.
 - `forward_cached(tokens [R, T], num_new [R], cache, rows=[R])` extends only cache rows `rows`
   (models/kv_cache.py); `last_only=True` returns only each row's next-token logits [R, V] (the
   prefill: [R, T, vocab] logits never exist); `layer_states=model.layer_weights()` runs the layers
@@ -32,10 +35,13 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
-from models.sharding import constrain, state_shardings
+from models.layers import ATTENTION_IMPLS, F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.sharding import constrain, mesh_platform, state_shardings
 
-__all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat"]
+__all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
+
+AttentionImpl = Literal["auto", "reference", "xla", "cudnn", "splash"]  # the config's names
+assert get_args(AttentionImpl) == ATTENTION_IMPLS, "AttentionImpl and models.layers.ATTENTION_IMPLS differ"
 
 # Activation rematerialisation inside the layer scan. "none": keep everything (fastest, most
 # memory); "full": recompute the whole layer in the backward pass; "dots": keep matmul outputs
@@ -79,8 +85,10 @@ class Qwen3ForCausalLM(nnx.Module):
     `remat` a key of REMAT_POLICIES or "none"; `attention_block` the query block size used when a
     call has more tokens than it (bounds attention-score memory; None = never block);
     `attention` the implementation of attention without a cache (models.layers.ATTENTION_IMPLS:
-    "auto" = cuDNN's fused kernel on a GPU in bf16/fp16, else the reference path); `cache_block`
-    the key block of attention over the KV cache (only blocks holding live tokens are read)."""
+    "auto" = the Pallas splash kernel on TPU, cuDNN's fused kernel on a GPU in bf16/fp16, else the
+    reference path) for programs compiled for `platform` (a mesh's devices' platform,
+    `models.sharding.mesh_platform`; None = this host's backend); `cache_block` the key block of
+    attention over the KV cache (only blocks holding live tokens are read)."""
 
     def __init__(
         self,
@@ -93,6 +101,7 @@ class Qwen3ForCausalLM(nnx.Module):
         attention_block: int | None = 1024,
         attention: str = "auto",
         cache_block: int = 512,
+        platform: str | None = None,
     ):
         if remat not in get_args(Remat):
             raise ValueError(f"unknown remat policy {remat!r}; choose from {list(get_args(Remat))}")
@@ -100,7 +109,8 @@ class Qwen3ForCausalLM(nnx.Module):
             raise ValueError(f"attention_block must be positive or None, got {attention_block}")
         if cache_block <= 0:
             raise ValueError(f"cache_block must be positive, got {cache_block}")
-        impl = resolve_attention(attention, dtype)
+        platform = jax.default_backend() if platform is None else platform
+        impl = resolve_attention(attention, dtype, platform)
         self.config = cfg
         self.dtype = dtype
         self.param_dtype = param_dtype
@@ -118,6 +128,7 @@ class Qwen3ForCausalLM(nnx.Module):
                 attention_block=attention_block,
                 impl=impl,
                 cache_block=cache_block,
+                platform=platform,
             )
 
         self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
@@ -126,7 +137,9 @@ class Qwen3ForCausalLM(nnx.Module):
             self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=param_dtype)
 
     # ----------------------------------------------------------------------------------------
-    def _run_layers(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+    def _run_layers(
+        self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
+    ) -> jax.Array:
         """Scan the stacked layers over x [B, T, H] (no cache; rematerialised per `remat`).
 
         A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
@@ -135,7 +148,7 @@ class Qwen3ForCausalLM(nnx.Module):
         graphdef, layer_state = nnx.split(self.layers)
 
         def body(x: jax.Array, state_l):
-            return nnx.merge(graphdef, state_l)(x, positions), None
+            return nnx.merge(graphdef, state_l)(x, positions, segment_ids), None
 
         if self.remat != "none":
             body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
@@ -205,22 +218,37 @@ class Qwen3ForCausalLM(nnx.Module):
             out = jnp.einsum("vh,rh->vr", w, hidden.astype(self.dtype), preferred_element_type=F32)
             return constrain(jax.lax.optimization_barrier(out).T, ("batch", "act_vocab"))
 
-    def hidden_states(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
+    def hidden_states(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+    ) -> jax.Array:
         """Causal forward without cache: int32 [B, T] -> final-normed hidden [B, T, H] (compute dtype).
-        `positions` [B, T] only change RoPE; attention is causal by index."""
+        `positions` [B, T] only change RoPE; attention is causal by index. `segment_ids` [B, T]
+        int32 packs several records into a row (0 = padding, records 1, 2, ... in a row; the caller
+        restarts `positions` at 0 per record): a token attends only to earlier tokens of its own
+        segment, so each record's logits are those of the record alone. None: one sequence a row."""
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
         b, t = input_ids.shape
+        if segment_ids is not None and segment_ids.shape != (b, t):
+            raise ValueError(f"segment_ids must be [{b}, {t}] like input_ids, got shape {segment_ids.shape}")
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         x = constrain(self.embed(input_ids), ("batch", "seq", "act_embed"))
-        x = self._run_layers(x, positions)
+        x = self._run_layers(x, positions, segment_ids)
         with jax.named_scope("final_norm"):
             return self.norm(x)
 
-    def __call__(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
-        """int32 [B, T] -> fp32 logits [B, T, V], causal."""
-        return self.logits(self.hidden_states(input_ids, positions))
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+    ) -> jax.Array:
+        """int32 [B, T] -> fp32 logits [B, T, V], causal (within segments: `hidden_states`)."""
+        return self.logits(self.hidden_states(input_ids, positions, segment_ids))
 
     def forward_cached(
         self,
@@ -277,7 +305,14 @@ class Qwen3ForCausalLM(nnx.Module):
 
 # -- building a model, sharded on a mesh or shape-only ---------------------------------------------
 def _model_builder(
-    config, seed: int, dtype: Any, param_dtype: Any, remat: str, attention_block: int | None
+    config,
+    seed: int,
+    dtype: Any,
+    param_dtype: Any,
+    remat: str,
+    attention_block: int | None,
+    platform: str | None,
+    attention: str = "auto",
 ) -> Callable[[], Any]:
     """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
     return lambda: Qwen3ForCausalLM(
@@ -287,6 +322,8 @@ def _model_builder(
         param_dtype=param_dtype,
         remat=remat,
         attention_block=attention_block,
+        attention=attention,
+        platform=platform,
     )
 
 
@@ -298,10 +335,13 @@ def create_model(
     param_dtype: Any = jnp.float32,
     remat: str = "none",
     attention_block: int | None = 1024,
+    attention: str = "auto",
 ):
     """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
-    (jit with out_shardings; nothing is materialised whole on one device first)."""
-    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block)
+    (jit with out_shardings; nothing is materialised whole on one device first); its attention
+    is the one for the mesh's platform."""
+    platform = mesh_platform(mesh)
+    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block, platform, attention)
     if mesh is None:
         return build()
     graphdef, abs_state = nnx.split(nnx.eval_shape(build))
@@ -318,6 +358,10 @@ def abstract_model(
     param_dtype: Any = jnp.float32,
     remat: str = "none",
     attention_block: int | None = 1024,
+    platform: str | None = None,
+    attention: str = "auto",
 ):
-    """Shape-only model (no memory): used to build shardings / restore targets."""
-    return nnx.eval_shape(_model_builder(config, 0, dtype, param_dtype, remat, attention_block))
+    """Shape-only model (no memory): used to build shardings / restore targets; `platform` and
+    `attention` as Qwen3ForCausalLM's (the platform: the restoring mesh's, `mesh_platform`)."""
+    build = _model_builder(config, 0, dtype, param_dtype, remat, attention_block, platform, attention)
+    return nnx.eval_shape(build)

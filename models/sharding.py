@@ -66,6 +66,12 @@ def make_mesh(
     return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
 
 
+def mesh_platform(mesh: Mesh | None) -> str:
+    """The platform programs on `mesh` compile for: its devices' (a deviceless TPU or GPU topology's
+    when launch/plan.py plans a run from a CPU host), else this host's default backend."""
+    return jax.default_backend() if mesh is None else mesh.devices.flat[0].platform
+
+
 def logical_to_spec(
     names: Logical,
     shape: Sequence[int] | None = None,

@@ -23,7 +23,7 @@ from b2tjax.grpo.credit import CreditMode
 from b2tjax.grpo.loss import AggregationMode
 from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, Range
 from models.lora import LoraConfig
-from models.qwen3 import Remat
+from models.qwen3 import AttentionImpl, Remat
 from rollout.config import RolloutConfig
 from sandbox.himap.options import HimapOptions
 from sandbox.types import StrEnum
@@ -72,6 +72,9 @@ class ModelConfig:
     tokenizer: str = "sentencepiece"
     sp_vocab_size: Annotated[int, Range(ge=64)] = 1024  # the SentencePiece vocabulary trained for "tiny"
     remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
+    # attention without a cache (the train steps): auto (splash on TPU, cuDNN on a GPU in bf16, else
+    # reference) | reference | xla | cudnn | splash (models/layers.py ATTENTION_IMPLS)
+    attention: AttentionImpl = "auto"
     # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
     lora: LoraConfig = field(default_factory=LoraConfig)
     rope_scaling: RopeScalingConfig = field(default_factory=RopeScalingConfig)

@@ -32,6 +32,7 @@ from jax.sharding import Mesh
 
 from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
+from b2tjax.plan.attention import attention_note
 from b2tjax.plan.program_memory import GIB, ProgramMemory
 from b2tjax.run.adapters import abstract_run_model, base_init
 from b2tjax.run.model_build import recipe_rope
@@ -190,7 +191,7 @@ class PlanContext:
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
         model_cfg = plan_model_config(cfg)
-        model = abstract_run_model(cfg, model_cfg)
+        model = abstract_run_model(cfg, model_cfg, mesh)
         model_fn, params = BoundModel.from_model(model)
         params = with_shardings(
             params, None if mesh is None else param_shardings(model_fn.abstract_params, mesh)
@@ -281,6 +282,7 @@ def _train_step(ctx: PlanContext, phase: Phase) -> ProgramMemory:
     plan = memory_of(f"{phase}_step", step.lower(state, batch), arguments, resident, analytic)
     if ctx.frozen:
         plan.notes.append(_lora_note(ctx, plan.arguments["optimizer state"]))
+    plan.notes.append(attention_note(cfg, ctx.model, ctx.mesh, micro_rows, shape[-1]))
     row_devices = shards(ctx.mesh, "data", "fsdp")
     if micro_rows % row_devices:
         plan.notes.append(

@@ -24,6 +24,7 @@ from models import lora, peft
 from models.checksums import verify_manifest
 from models.config import DTYPES, Qwen3Config
 from models.qwen3 import Qwen3ForCausalLM
+from models.sharding import mesh_platform
 
 
 def adapter_dir(init: str) -> str | None:
@@ -141,9 +142,10 @@ def is_lora_run(directory: str | os.PathLike) -> bool:
     return found is not None and found[1].get("model", {}).get("lora", {}).get("rank", 0) > 0
 
 
-def abstract_run_model(cfg: Any, model_cfg: Any) -> nnx.Module:
+def abstract_run_model(cfg: Any, model_cfg: Any, mesh: Mesh | None = None) -> nnx.Module:
     """The model a run trains, shapes only (launch/plan.py): the base in the compute dtype under
-    LoRA (int8 projections under QLoRA) with its adapters, else the plain model in param_dtype."""
+    LoRA (int8 projections under QLoRA) with its adapters, else the plain model in param_dtype;
+    its attention the one for `mesh`'s platform (the plan's target, not this host)."""
 
     dtype = DTYPES[cfg.model.compute_dtype]
     lora_cfg = cfg.model.lora
@@ -151,7 +153,13 @@ def abstract_run_model(cfg: Any, model_cfg: Any) -> nnx.Module:
 
     def build() -> nnx.Module:
         model = Qwen3ForCausalLM(
-            model_cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=param_dtype, remat=cfg.model.remat
+            model_cfg,
+            rngs=nnx.Rngs(0),
+            dtype=dtype,
+            param_dtype=param_dtype,
+            remat=cfg.model.remat,
+            attention=cfg.model.attention,
+            platform=mesh_platform(mesh),
         )
         if lora_cfg.quant == "int8":
             lora.quantize_base(model)

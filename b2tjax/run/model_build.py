@@ -43,6 +43,7 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
             mesh=mesh,
             remat=cfg.model.remat,
             edit_config=lambda c: recipe_rope(cfg, c),
+            attention=cfg.model.attention,
         )
     elif init.startswith("ckpt:"):
         if is_lora_run(init[5:]):
@@ -57,6 +58,7 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
             mesh=mesh,
             remat=cfg.model.remat,
             edit_config=lambda c: recipe_rope(cfg, c),
+            attention=cfg.model.attention,
         )
     elif init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
@@ -72,5 +74,6 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
             dtype=dtype,
             param_dtype=param_dtype,
             remat=cfg.model.remat,
+            attention=cfg.model.attention,
         )
     return with_adapters(model, cfg, mesh)
