@@ -92,25 +92,51 @@ def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Ar
     return out.reshape(b, t, nh, d)
 
 
-def grouped_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, block: int | None = None
+def attention_mask(
+    q_idx: jax.Array, k_idx: jax.Array, window: int | None, q_seg: jax.Array | None, k_seg: jax.Array | None
 ) -> jax.Array:
-    """GQA without repeating K/V. q: [B, T, NH, D]; k, v: [B, S, KVH, D]; mask: [B|1, T, S] bool.
+    """[1 | B, Tq, S] bool: query index q_idx [Tq] sees key index k_idx [S] at or before it (within
+    `window` when set) and, with segment ids q_seg [B, Tq] / k_seg [B, S], only in its own segment."""
+    mask = q_idx[:, None] >= k_idx[None, :]
+    if window is not None:
+        mask &= k_idx[None, :] > q_idx[:, None] - window
+    mask = mask[None]
+    if q_seg is not None:
+        mask = mask & (q_seg[:, :, None] == k_seg[:, None, :])
+    return mask
+
+
+def grouped_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    block: int | None = None,
+    window: int | None = None,
+    segment_ids: jax.Array | None = None,
+) -> jax.Array:
+    """Causal GQA without repeating K/V. q: [B, T, NH, D]; k, v: [B, T, KVH, D]; segment_ids [B, T].
 
     Query heads are grouped as [B, T, KVH, G, D] (head h uses KV head h // G, as HF repeat_kv).
     Masked slots get the most negative finite fp32, so a fully masked row is uniform, not NaN.
-    With `block` dividing T (< T), queries run in blocks under lax.map + checkpoint, so the fp32
-    score tensor is [.., block, S] instead of [.., T, S] in the forward and the backward pass.
+    With `block` dividing T (< T), queries run in blocks under lax.map + checkpoint and each block
+    builds its own mask, so the fp32 scores are [.., block, T] and the mask [B, block, T] instead of
+    [.., T, T] in the forward and the backward pass.
     """
     b, t, nh, d = q.shape
+    idx = jnp.arange(t, dtype=jnp.int32)
     if block is None or t <= block or t % block:
-        return _attend(q, k, v, mask)
+        return _attend(q, k, v, attention_mask(idx, idx, window, segment_ids, segment_ids))
     n = t // block
     q_blocks = q.reshape(b, n, block, nh, d).swapaxes(0, 1)  # [n, B, block, NH, D]
-    mask_blocks = mask.reshape(mask.shape[0], n, block, mask.shape[-1]).swapaxes(0, 1)
-    attend_block = jax.checkpoint(lambda qm: _attend(qm[0], k, v, qm[1]))
-    out = jax.lax.map(attend_block, (q_blocks, mask_blocks))  # [n, B, block, NH, D]
-    return out.swapaxes(0, 1).reshape(b, t, nh, d)
+    seg_blocks = None if segment_ids is None else segment_ids.reshape(b, n, block).swapaxes(0, 1)
+
+    def attend_block(xs):
+        q_block, i, seg_block = xs
+        mask = attention_mask(i * block + idx[:block], idx, window, seg_block, segment_ids)
+        return _attend(q_block, k, v, mask)
+
+    out = jax.lax.map(jax.checkpoint(attend_block), (q_blocks, jnp.arange(n, dtype=jnp.int32), seg_blocks))
+    return out.swapaxes(0, 1).reshape(b, t, nh, d)  # out: [n, B, block, NH, D]
 
 
 def causal_attention(
@@ -120,21 +146,24 @@ def causal_attention(
     impl: str,
     block: int | None = None,
     window: int | None = None,
+    segment_ids: jax.Array | None = None,
 ) -> jax.Array:
     """Causal GQA over this call's own tokens (q [B, T, NH, D]; k, v [B, T, KVH, D]) with a resolved
-    `impl`; with `window`, query t sees keys t - window < s <= t only. jax.nn.dot_product_attention
-    takes grouped K/V heads as they are and keeps its logits and softmax in fp32 for 16-bit
-    inputs, as the reference path does."""
+    `impl`; with `window`, query t sees keys t - window < s <= t only; with `segment_ids` [B, T]
+    int32 (packed rows: 0 = padding, records 1, 2, ...), only keys of its own segment (padding
+    attends within segment 0: finite, never NaN). jax.nn.dot_product_attention takes grouped K/V
+    heads as they are and keeps its logits and softmax in fp32 for 16-bit inputs, as the reference
+    path does; given segments, it takes them as a dense [B, 1, T, T] mask (cuDNN: as a bias)."""
     if impl == "reference":
-        idx = jnp.arange(q.shape[1], dtype=jnp.int32)
-        mask = idx[:, None] >= idx[None, :]
-        if window is not None:
-            mask &= idx[None, :] > idx[:, None] - window
-        return grouped_attention(q, k, v, mask[None], block)
+        return grouped_attention(q, k, v, block, window, segment_ids)
+    mask = None
+    if segment_ids is not None:
+        mask = (segment_ids[:, :, None] == segment_ids[:, None, :])[:, None]
     return jax.nn.dot_product_attention(
         q,
         k.astype(q.dtype),
         v.astype(q.dtype),
+        mask=mask,
         is_causal=True,
         local_window_size=None if window is None else (window - 1, 0),
         implementation=impl,
@@ -193,6 +222,10 @@ class Attention(nnx.Module):
         k = constrain(apply_rope(k, positions, self.rope_theta), ("batch", "seq", "act_kv_heads", None))
         v = constrain(v, ("batch", "seq", "act_kv_heads", None))
         return q, k, v
+
+    def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
+        """Causal attention without a cache by this layer's implementation (causal_attention)."""
+        return causal_attention(q, k, v, self.impl, self.attention_block, self.window, segment_ids)
 
     def out(self, attn: jax.Array) -> jax.Array:
         """attn [B, T, NH, D] -> [B, T, H]. One [B, T, NH * D] x [NH * D, H] product (both reshapes are
@@ -258,12 +291,12 @@ class DecoderLayer(nnx.Module):
             x = x + self.mlp(self.post_attn_norm(x))
         return constrain(x, ("batch", "seq", "act_embed"))
 
-    def __call__(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None) -> jax.Array:
         """x [B, T, H] without a cache: causal attention over this call's tokens (by index;
-        `positions` [B, T] only rotate q and k)."""
+        `positions` [B, T] only rotate q and k), within each segment of `segment_ids` [B, T]."""
         with jax.named_scope("attention"):  # the output projection and residual: _finish
             q, k, v = self.attn.qkv(self.input_norm(x), positions)
-            attn = causal_attention(q, k, v, self.attn.impl, self.attn.attention_block, self.attn.window)
+            attn = self.attn.attend(q, k, v, segment_ids)
         return self._finish(x, attn)
 
     def cached(

@@ -123,7 +123,9 @@ class Qwen3ForCausalLM(nnx.Module):
             self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=param_dtype)
 
     # ----------------------------------------------------------------------------------------
-    def _run_layers(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+    def _run_layers(
+        self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
+    ) -> jax.Array:
         """Scan the stacked layers over x [B, T, H] (no cache; rematerialised per `remat`).
 
         A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
@@ -132,7 +134,7 @@ class Qwen3ForCausalLM(nnx.Module):
         graphdef, layer_state = nnx.split(self.layers)
 
         def body(x: jax.Array, state_l):
-            return nnx.merge(graphdef, state_l)(x, positions), None
+            return nnx.merge(graphdef, state_l)(x, positions, segment_ids), None
 
         if self.remat != "none":
             body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
@@ -202,22 +204,37 @@ class Qwen3ForCausalLM(nnx.Module):
             out = jnp.einsum("vh,rh->vr", w, hidden.astype(self.dtype), preferred_element_type=F32)
             return constrain(jax.lax.optimization_barrier(out).T, ("batch", "act_vocab"))
 
-    def hidden_states(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
+    def hidden_states(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+    ) -> jax.Array:
         """Causal forward without cache: int32 [B, T] -> final-normed hidden [B, T, H] (compute dtype).
-        `positions` [B, T] only change RoPE; attention is causal by index."""
+        `positions` [B, T] only change RoPE; attention is causal by index. `segment_ids` [B, T]
+        int32 packs several records into a row (0 = padding, records 1, 2, ... in a row; the caller
+        restarts `positions` at 0 per record): a token attends only to earlier tokens of its own
+        segment, so each record's logits are those of the record alone. None: one sequence a row."""
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
         b, t = input_ids.shape
+        if segment_ids is not None and segment_ids.shape != (b, t):
+            raise ValueError(f"segment_ids must be [{b}, {t}] like input_ids, got shape {segment_ids.shape}")
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         x = constrain(self.embed(input_ids), ("batch", "seq", "act_embed"))
-        x = self._run_layers(x, positions)
+        x = self._run_layers(x, positions, segment_ids)
         with jax.named_scope("final_norm"):
             return self.norm(x)
 
-    def __call__(self, input_ids: jax.Array, positions: jax.Array | None = None) -> jax.Array:
-        """int32 [B, T] -> fp32 logits [B, T, V], causal."""
-        return self.logits(self.hidden_states(input_ids, positions))
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+    ) -> jax.Array:
+        """int32 [B, T] -> fp32 logits [B, T, V], causal (within segments: `hidden_states`)."""
+        return self.logits(self.hidden_states(input_ids, positions, segment_ids))
 
     def forward_cached(
         self,
