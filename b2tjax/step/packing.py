@@ -8,10 +8,11 @@ within a record only and each record sees the positions it was sampled at.
 
 Shapes. A row is `capacity` tokens, or wider when a record is longer than the budget (that record
 gets a row of its own; the step's rows then take its 64-token bucket). The rows of one optimizer
-step are `micro` micro-batches of `rows` rows (`packed_shape`): up to `micro_rows` rows in one
-micro-batch (a power of two, or `micro_rows`), then more micro-batches on the ladder 1, 2, 3, 4,
-6, 8, 12, ... So at the default budget a step compiles for at most
-log2(micro_rows) + 1 + 2 log2(micro-batches) + 1 row shapes (times the loss-position widths K).
+step are `micro` micro-batches of `rows` rows (`packed_shape`): the fewest micro-batches of at most
+`micro_rows` rows, evenly filled, so under one row per micro-batch (per device) is padding. The
+step compiles once per (micro, rows) pair a run meets (times the loss-position widths K): the
+micro-batch count is at most the padded layout's, and a run's steps pack to a narrow band of row
+counts (benchmarks/bench_packing.py counts them: 2-6 shapes over 50 steps).
 
 Everything is a pure function of the records' lengths: every JAX process holds the whole global
 batch and packs it alike, so the process count never changes which records share a row.
@@ -24,7 +25,6 @@ import dataclasses
 import numpy as np
 
 from b2tjax.step.batch import pad_length
-from rollout.buckets import pow2_bucket
 
 
 def row_devices(mesh) -> int:
@@ -55,28 +55,15 @@ def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
     return bins
 
 
-def micro_ladder(needed: int) -> int:
-    """Smallest value >= needed among 1, 2, 3, 4, 6, 8, 12, 16, ... (2^k and 3 * 2^(k-1)):
-    micro-batch counts compile a few shapes and pad under a third of a step's micro-batches."""
-    p = 1
-    while True:
-        if p >= needed:
-            return p
-        if p >= 2 and p + p // 2 >= needed:
-            return p + p // 2
-        p *= 2
-
-
 def packed_shape(rows: int, micro_rows: int, row_devices: int = 1) -> tuple[int, int]:
-    """(micro-batches, rows per micro-batch) for `rows` packed rows: one micro-batch of a power of
-    two rows (a multiple of `row_devices` where `micro_rows` allows) up to `micro_rows`, beyond
-    that `micro_rows`-row micro-batches on `micro_ladder`."""
-    if rows <= micro_rows:
-        width = pow2_bucket(rows, 1)
-        if micro_rows % row_devices == 0:
-            width = -(-width // row_devices) * row_devices
-        return 1, min(width, micro_rows)
-    return micro_ladder(-(-rows // micro_rows)), micro_rows
+    """(micro-batches, rows per micro-batch) for `rows` packed rows: as few micro-batches of at most
+    `micro_rows` rows as hold them, evenly filled, each a multiple of `row_devices` rows where
+    `micro_rows` is (so every device gets rows). Under `row_devices` rows per micro-batch pad."""
+    micro = max(1, -(-rows // micro_rows))
+    width = -(-rows // micro)
+    if micro_rows % row_devices == 0:
+        width = -(-width // row_devices) * row_devices
+    return micro, width
 
 
 def balanced_slots(row_tokens: list[int], micro: int, rows: int, row_devices: int = 1) -> list[int]:
