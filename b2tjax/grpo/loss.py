@@ -1,7 +1,9 @@
 """GRPO math: group-normalised advantages, the clipped token objective, k3 KL and loss aggregation.
 
 Everything here is a pure function on arrays so it can run inside `jax.jit` and be checked against
-NumPy. Shapes: B sequences, T tokens; `mask` is 1.0 on tokens the policy is trained on.
+NumPy. Shapes: B rows, T tokens; `mask` is 1.0 on tokens the policy is trained on. A row is one
+sequence, or with `segment_ids` (packed rows, b2tjax.step.packing) several: segment k >= 1 of a
+row is one sequence, and every per-sequence count below is over a segment's own tokens.
 
 Aggregation is written as `sum(token_loss * weight) / global_normaliser`, where the normaliser is
 computed once over the whole (mini-)batch and handed to every micro-batch. Summing micro-batch
@@ -64,11 +66,13 @@ def token_terms(
     """Clipped surrogate (DAPO-style separate low/high epsilons) plus beta * k3 KL, per token.
 
     loss_t = -min(r_t A, clip(r_t, 1 - clip_low, 1 + clip_high) A) + beta * (exp(q) - q - 1),
-    with r_t = exp(logp - old_logp), q = ref_logp - logp. `advantages` is [B] (one per sequence).
+    with r_t = exp(logp - old_logp), q = ref_logp - logp. `advantages` is [B] (one per row) or
+    [B, T] (packed rows: each token its sequence's).
     """
     logprobs = logprobs.astype(jnp.float32)
     ratio = jnp.exp(logprobs - old_logprobs.astype(jnp.float32))
-    adv = advantages.astype(jnp.float32)[:, None]
+    adv = advantages.astype(jnp.float32)
+    adv = adv if adv.ndim == logprobs.ndim else adv[..., None]
     unclipped = ratio * adv
     clipped_ratio = jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high)
     clipped_obj = clipped_ratio * adv
@@ -92,8 +96,29 @@ class Normaliser(NamedTuple):
     fixed_length: jax.Array  # the constant of "fixed_length" (tokens per sequence budget)
 
 
-def batch_normaliser(mask: jax.Array, fixed_length: int) -> Normaliser:
-    """Counts over the full batch; `mask` may have any leading micro-batch axes before [.., B, T].
+def _segment_sums(mask: jax.Array, segment_ids: jax.Array, num_segments: int) -> jax.Array:
+    """[rows, num_segments] trained tokens of each segment (rows: every leading axis flattened)."""
+    flat_mask = mask.reshape(-1, mask.shape[-1])
+    flat_ids = segment_ids.reshape(-1, mask.shape[-1])
+    rows = jnp.arange(flat_mask.shape[0])[:, None]
+    return jnp.zeros((flat_mask.shape[0], num_segments), jnp.float32).at[rows, flat_ids].add(flat_mask)
+
+
+def sequence_tokens(mask: jax.Array, segment_ids: jax.Array | None, num_segments: int = 0) -> jax.Array:
+    """Trained tokens of each token's sequence, [.., B, T] float32 (or [.., B, 1]): its row's, or
+    with `segment_ids` its segment's. `num_segments` (static) bounds the ids: the row width + 1.
+    Counted by adding 1.0s, exact like the row sums of unpacked rows."""
+    mask = mask.astype(jnp.float32)
+    if segment_ids is None:
+        return mask.sum(axis=-1, keepdims=True)
+    sums = _segment_sums(mask, segment_ids, num_segments)
+    flat_ids = segment_ids.reshape(-1, mask.shape[-1])
+    return jnp.take_along_axis(sums, flat_ids, axis=1).reshape(mask.shape)
+
+
+def batch_normaliser(mask: jax.Array, fixed_length: int, segment_ids: jax.Array | None = None) -> Normaliser:
+    """Counts over the full batch; `mask` may have any leading micro-batch axes before [.., B, T];
+    `segment_ids` (the same shape) for packed rows, whose sequences are their segments.
 
     Why one whole-batch normaliser, computed before the micro-batches run: the gradient of a
     mini-batch must not depend on how it is split for memory. If each micro-batch divided by its
@@ -101,16 +126,26 @@ def batch_normaliser(mask: jax.Array, fixed_length: int) -> Normaliser:
     short and long episodes would count differently depending on which rows happened to share a
     micro-batch, and `grpo.micro_batch_size` would change the optimisation, not only the memory."""
     mask = mask.astype(jnp.float32)
-    per_seq = mask.sum(axis=-1)
+    if segment_ids is None:
+        trained = (mask.sum(axis=-1) > 0).sum()
+    else:  # segment 0 (padding) has no trained token
+        trained = (_segment_sums(mask, segment_ids, mask.shape[-1] + 1) > 0).sum()
     return Normaliser(
-        num_seqs=jnp.maximum((per_seq > 0).sum().astype(jnp.float32), 1.0),
+        num_seqs=jnp.maximum(trained.astype(jnp.float32), 1.0),
         num_tokens=jnp.maximum(mask.sum(), 1.0),
         fixed_length=jnp.asarray(float(fixed_length), jnp.float32),
     )
 
 
-def token_weights(mask: jax.Array, mode: AggregationMode, norm: Normaliser) -> jax.Array:
-    """Weight w[b, t] so that the batch loss is sum(token_loss * w); [B, T] float32.
+def token_weights(
+    mask: jax.Array,
+    mode: AggregationMode,
+    norm: Normaliser,
+    segment_ids: jax.Array | None = None,
+    num_segments: int = 0,
+) -> jax.Array:
+    """Weight w[b, t] so that the batch loss is sum(token_loss * w); [B, T] float32. With
+    `segment_ids` (packed rows; `num_segments` as in `sequence_tokens`) |y_b| is the segment's.
 
     - seq_mean_token_mean: (1/num_seqs) * (1/|y_b|) per token (the GRPO paper's formula);
     - token_mean: 1/num_tokens (every trained token counts the same, batch-wide);
@@ -120,7 +155,7 @@ def token_weights(mask: jax.Array, mode: AggregationMode, norm: Normaliser) -> j
     # of the whole batch, because every micro-batch divides by the same whole-batch `norm`.
     mask = mask.astype(jnp.float32)
     if mode == "seq_mean_token_mean":
-        seq_len = jnp.maximum(mask.sum(axis=-1, keepdims=True), 1.0)
+        seq_len = jnp.maximum(sequence_tokens(mask, segment_ids, num_segments), 1.0)
         return mask / seq_len / norm.num_seqs
     if mode == "token_mean":
         return mask / norm.num_tokens
@@ -129,9 +164,17 @@ def token_weights(mask: jax.Array, mode: AggregationMode, norm: Normaliser) -> j
     raise ValueError(f"unknown aggregation mode {mode!r}; expected one of {AGGREGATION_MODES}")
 
 
-def aggregate(token_loss: jax.Array, mask: jax.Array, mode: AggregationMode, norm: Normaliser) -> jax.Array:
+def aggregate(
+    token_loss: jax.Array,
+    mask: jax.Array,
+    mode: AggregationMode,
+    norm: Normaliser,
+    segment_ids: jax.Array | None = None,
+    num_segments: int = 0,
+) -> jax.Array:
     """Scalar loss contribution of these rows under the whole-batch normaliser `norm`."""
-    return jnp.sum(token_loss.astype(jnp.float32) * token_weights(mask, mode, norm))
+    weights = token_weights(mask, mode, norm, segment_ids, num_segments)
+    return jnp.sum(token_loss.astype(jnp.float32) * weights)
 
 
 def grpo_loss(
@@ -146,10 +189,13 @@ def grpo_loss(
     clip_high: float,
     ref_logprobs: jax.Array | None = None,
     beta: float = 0.0,
+    segment_ids: jax.Array | None = None,
+    num_segments: int = 0,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """GRPO loss of one (micro-)batch, plus sums for logging (divide by norm.num_tokens)."""
+    """GRPO loss of one (micro-)batch, plus sums for logging (divide by norm.num_tokens).
+    Packed rows: per-token `advantages` and their `segment_ids` (see `token_weights`)."""
     terms = token_terms(logprobs, old_logprobs, advantages, clip_low, clip_high, ref_logprobs, beta)
-    loss = aggregate(terms.loss, mask, mode, norm)
+    loss = aggregate(terms.loss, mask, mode, norm, segment_ids, num_segments)
     mask = mask.astype(jnp.float32)
     per_token = mask / norm.num_tokens  # token-mean weights for the logged statistics
     stats = {

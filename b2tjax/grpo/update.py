@@ -10,7 +10,9 @@ docs/HIMAP.md "Credit assignment"); `b2tjax.grpo.layout.RowLayout` pads each min
 `rollout_batch / mini_batches` x 2^j rows (mask-0 rows, invisible to loss, gradient and
 normaliser), so the train step compiles a few times, not once per record count. `grpo_update(cfg,
 fns, state, batch, seed, ref_params)` is the whole update; it logs `records`, `episodes`,
-`padded_share` and `adv_mean/<role>`.
+`padded_share`, `adv_mean/<role>`, `rows` (rows computed per pass over the records) and
+`useful_token_share` (the records' tokens over the tokens computed). With `grpo.packing` the
+records are packed into token-budget rows instead (b2tjax/grpo/packed.py), the same update.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from b2tjax.config import TrainConfig
 from b2tjax.grpo import credit
 from b2tjax.grpo.layout import RowLayout, agree_on_maximum
+from b2tjax.grpo.packed import packed_update
 from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, stack_rows, to_micro
 from b2tjax.step.train_step import StepFns, TrainState
 from rollout.record import EpisodeRecord
@@ -146,6 +149,9 @@ def grpo_update(
             return state, {**step_metrics, "applied": 0.0}
         records, adv = [records[i] for i in kept], adv[kept]
         nominal = micro_rows  # mini-batches grow from one micro-batch by powers of two
+    if g.packing:
+        state, metrics = packed_update(cfg, fns, state, records, adv, seed, ref_params, before_update)
+        return state, {**step_metrics, **metrics}
     n = len(records)
     layout = RowLayout.for_records(n, g.mini_batches, nominal, micro_rows)
     rows = step_rows(cfg, records, layout)
@@ -160,6 +166,8 @@ def grpo_update(
         **step_metrics,
         "response_tokens": float(sampled.sum() / n),
         "padded_share": layout.padded / layout.rows,
+        "rows": float(layout.rows),
+        "useful_token_share": sum(len(r.ids) for r in records) / rows["ids"].size,
     }
     if g.recompute_old_logprobs:
         old = trainer_lp

@@ -34,9 +34,10 @@ from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
 from b2tjax.plan.attention import attention_note
 from b2tjax.plan.program_memory import GIB, ProgramMemory
+from b2tjax.plan.train_shapes import train_batch_shape
 from b2tjax.run.adapters import abstract_run_model, base_init
 from b2tjax.run.model_build import recipe_rope
-from b2tjax.step.batch import TrainBatch, pad_length
+from b2tjax.step.batch import TrainBatch
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import BoundModel, abstract_train_state, state_shardings
 from models.config import DTYPES, Qwen3Config, get_config
@@ -240,7 +241,7 @@ def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
 
 
 def _train_step(ctx: PlanContext, phase: Phase) -> ProgramMemory:
-    """The SFT or GRPO optimizer step at the recipe's largest batch (full sequence length)."""
+    """The SFT or GRPO optimizer step at the recipe's largest batch (`train_batch_shape`)."""
 
     cfg = ctx.cfg
     optimizer, schedule = phase_optimizer(cfg, phase, 1)
@@ -254,21 +255,18 @@ def _train_step(ctx: PlanContext, phase: Phase) -> ProgramMemory:
         ctx.mesh,
         frozen=ctx.frozen,
     )
-    if phase == Phase.SFT:
-        rows, micro_rows, length = cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len
-    else:
-        rows = cfg.rollout_batch // cfg.grpo.mini_batches
-        micro_rows, length = cfg.grpo.micro_batch_size, cfg.rollout.max_seq_len
-    micro_rows = micro_rows or rows
-    shape = (rows // micro_rows, micro_rows, pad_length(length))
+    shape, packed = train_batch_shape(cfg, phase)
+    micro_rows = shape[1]
     tokens = jax.ShapeDtypeStruct(shape, jnp.float32)
     # the widest loss_positions (K = T): a step's K is at most T, so the plan bounds every K
     token_ids = jax.ShapeDtypeStruct(shape, jnp.int32)
     batch = TrainBatch(ids=token_ids, mask=tokens, positions=token_ids)
+    if packed:  # segment-aware attention over the packed rows (the step's own program)
+        batch = dataclasses.replace(batch, segment_ids=token_ids, token_positions=token_ids)
     if phase == Phase.GRPO:
         ref = tokens if cfg.grpo.beta > 0 else None
-        rows_f32 = jax.ShapeDtypeStruct(shape[:2], jnp.float32)
-        batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=rows_f32, ref_logprobs=ref)
+        advantages = tokens if packed else jax.ShapeDtypeStruct(shape[:2], jnp.float32)
+        batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=advantages, ref_logprobs=ref)
     batch = fns.abstract_batch(batch)
     step = fns.sft_step if phase == Phase.SFT else fns.grpo_step
     sampler_own = shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])

@@ -34,7 +34,8 @@ from b2tjax.run.mesh import build_mesh, check_rows_split
 from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
-from b2tjax.sft.batches import sft_batch
+from b2tjax.sft.batches import sft_step_batch
+from b2tjax.step.packing import row_devices
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import (
     BoundModel,
@@ -288,15 +289,14 @@ class Trainer:
             data.set_state(start.data)
         counters = dict(start.counters)
         writer.set_phase(Phase.SFT)
-        micro = (cfg.sft.batch_size // cfg.sft.micro_batch_size) if cfg.sft.micro_batch_size else 1
         last = {}
         for phase_step in range(start.phase_step + 1, self.sft_steps + 1):
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
-            batch = sft_batch(rows, cfg.sft.max_seq_len)
+            batch, layout = sft_step_batch(rows, cfg.sft, row_devices(fns.mesh))
             tokens = int(batch.mask.sum())
-            state, metrics = fns.sft_step(state, fns.shard_batch(batch.split(micro)))
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+            state, metrics = fns.sft_step(state, fns.shard_batch(batch))
+            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()} | layout
             dt = time.perf_counter() - t0
             counters["sft_tokens"] = counters.get("sft_tokens", 0) + tokens
             metrics.update(tokens_per_s=tokens / dt, step_time_s=dt, skipped=int(state.skipped))

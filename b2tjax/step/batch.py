@@ -13,7 +13,16 @@ import numpy as np
 from b2tjax.grpo.layout import agree_on_maximum
 from rollout.buckets import pow2_bucket
 
-_FIELDS = ["ids", "mask", "old_logprobs", "advantages", "ref_logprobs", "positions"]
+_FIELDS = [
+    "ids",
+    "mask",
+    "old_logprobs",
+    "advantages",
+    "ref_logprobs",
+    "positions",
+    "segment_ids",
+    "token_positions",
+]
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=_FIELDS, meta_fields=[])
@@ -28,10 +37,14 @@ class TrainBatch:
         ids           int32   [M, b, T]  the records' tokens; padding rows are all 0
         mask          float32 [M, b, T]  1 on the tokens trained on (position 0 never), else 0
         old_logprobs  float32 [M, b, T]  GRPO: log-probs under the policy that sampled; SFT: None
-        advantages    float32 [M, b]     GRPO: each row's advantage (padding rows 0); SFT: None
+        advantages    float32 [M, b]     GRPO: each row's advantage (padding rows 0); SFT: None.
+                              [M, b, T]  packed rows: each token's record's advantage
         ref_logprobs  float32 [M, b, T]  GRPO with grpo.beta > 0: the KL reference's; else None
         positions     int32   [M, b, K]  where the loss reads a log-prob (`loss_positions`), or
                                          None: the output head is then projected at every token
+        segment_ids   int32   [M, b, T]  packed rows (b2tjax.step.packing): record k of a row is
+                                         segment k (from 1), padding 0; None: one record per row
+        token_positions int32 [M, b, T]  packed rows: each token's position in its own record
     """
 
     ids: Any
@@ -40,6 +53,13 @@ class TrainBatch:
     advantages: Any = None
     ref_logprobs: Any = None
     positions: Any = None
+    segment_ids: Any = None
+    token_positions: Any = None
+
+    @property
+    def segments(self) -> tuple[Any, Any] | None:
+        """(segment_ids, token_positions) of packed rows, None for one record per row."""
+        return None if self.segment_ids is None else (self.segment_ids, self.token_positions)
 
     def split(self, micro_batches: int) -> TrainBatch:
         """Flat [N, ...] arrays -> [M, N / M, ...]."""

@@ -75,16 +75,33 @@ def hidden_logprobs(
     return lp, ent
 
 
+def _hidden(model, ids: jax.Array, segments: tuple[jax.Array, jax.Array] | None) -> jax.Array:
+    """The final hidden states [B, T, H]; `segments` = (segment_ids, token_positions) of packed
+    rows (b2tjax.step.packing): attention within a segment, RoPE at the record's own positions."""
+    if segments is None:
+        return model.hidden_states(ids)
+    segment_ids, token_positions = segments
+    return model.hidden_states(ids, token_positions, segment_ids=segment_ids)
+
+
 def sequence_logprobs(
-    model, ids: jax.Array, *, temperature: float = 1.0, chunk_size: int = 128, valid_vocab: int | None = None
+    model,
+    ids: jax.Array,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 128,
+    valid_vocab: int | None = None,
+    segments: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Per-token log-probs aligned with `ids` [B, T]: out[b, t] = log p(ids[b, t] | ids[b, :t]).
 
     Position 0 has no prediction and gets 0.0 (it is always a prompt token). This matches the
     EpisodeRecord convention (one log-prob per id). Returns (logprobs, entropy), both [B, T] fp32.
+    In packed rows a record's first token is predicted from the previous record's last: its mask
+    is 0 (as position 0's), so that value is never read.
     """
     with jax.named_scope("forward"):
-        hidden = model.hidden_states(ids)  # [B, T, H]
+        hidden = _hidden(model, ids, segments)  # [B, T, H]
     with jax.named_scope("logprobs"):  # the chunked lm-head projection and log-softmax
         lp, ent = hidden_logprobs(
             hidden[:, :-1],
@@ -106,6 +123,7 @@ def position_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 128,
     valid_vocab: int | None = None,
+    segments: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """`sequence_logprobs` at `positions` [B, K] only: out[b, k] = log p(ids[b, p] | ids[b, :p])
     with p = positions[b, k] >= 1 (and the entropy there), both [B, K] fp32.
@@ -116,7 +134,7 @@ def position_logprobs(
     itself: finite, meaningless, and weighted 0 by the caller's mask.
     """
     with jax.named_scope("forward"):
-        hidden = model.hidden_states(ids)  # [B, T, H]
+        hidden = _hidden(model, ids, segments)  # [B, T, H]
     with jax.named_scope("logprobs"):
         before = jnp.maximum(positions - 1, 0)  # the state that predicts token p is at p - 1
         picked = jnp.take_along_axis(hidden, before[..., None], axis=1)  # [B, K, H]

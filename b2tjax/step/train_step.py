@@ -92,8 +92,9 @@ def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
 
 def _micro_logprobs(model, micro: TrainBatch, chunk: int, temperature: float, valid_vocab):
     """(log-probs, entropy, pick): at `micro.positions` when the batch has them ([b, K]; `pick`
-    gathers any [b, T] field there), else at every token ([b, T]; `pick` is the identity)."""
-    kw = dict(temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab)
+    gathers any [b, T] field there), else at every token ([b, T]; `pick` is the identity). Packed
+    rows (`micro.segment_ids`) attend within their segments."""
+    kw = dict(temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab, segments=micro.segments)
     if micro.positions is None:
         return (*sequence_logprobs(model, micro.ids, **kw), lambda x: x)
     lp, ent = position_logprobs(model, micro.ids, micro.positions, **kw)
@@ -109,10 +110,11 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
     lp, ent, pick = _micro_logprobs(model, micro, cfg.logprob_chunk, temperature, valid_vocab)
     with jax.named_scope("loss"):
         mask = pick(micro.mask)  # the same row sums as micro.mask: positions hold every mask != 0
+        packed = micro.segment_ids is not None  # then advantages are per token, [b, T]
         loss, stats = grpo.grpo_loss(
             lp,
             pick(micro.old_logprobs),
-            micro.advantages,
+            pick(micro.advantages) if packed else micro.advantages,
             mask,
             norm,
             mode=cfg.aggregation,
@@ -120,6 +122,8 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
             clip_high=cfg.clip_high,
             ref_logprobs=pick(micro.ref_logprobs),
             beta=cfg.beta,
+            segment_ids=pick(micro.segment_ids),
+            num_segments=micro.ids.shape[-1] + 1,
         )
         stats["entropy"] = jnp.sum(ent * mask) / norm.num_tokens
     return loss, stats
@@ -190,7 +194,7 @@ class StepFns:
 
     grpo_step: Callable  # (state, TrainBatch) -> (state, metrics)
     sft_step: Callable  # (state, TrainBatch) -> (state, metrics)
-    logprobs: Callable  # (params, ids [M, b, T], positions [M, b, K] or None) -> [M, b, T]
+    logprobs: Callable  # (params, ids, positions | None, segments | None) -> [M, b, T]: _logprob_pass
     mesh: Mesh | None
 
     def shard_batch(self, batch: TrainBatch) -> TrainBatch:
@@ -316,7 +320,7 @@ def make_step_fns(
     )
 
     def grpo_step(state: TrainState, batch: TrainBatch, frozen: Params):
-        norm = grpo.batch_normaliser(batch.mask, fixed_length)
+        norm = grpo.batch_normaliser(batch.mask, fixed_length, batch.segment_ids)
         loss, grads, stats = _accumulate(grpo_loss, state.params, batch, norm, frozen)
         return _update(optimizer, schedule, state, loss, grads, stats)
 
@@ -341,12 +345,12 @@ def make_step_fns(
             out_shardings=(state_sharding, replicated),
             donate_argnums=(0,),
         )
-        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None))
+        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None, None))
 
     return StepFns(
         grpo_step=WithFrozen(on_mesh(jit_step(grpo_step), mesh), frozen),
         sft_step=WithFrozen(on_mesh(jit_step(sft_step), mesh), frozen),
-        logprobs=WithFrozen(on_mesh(jit_lp, mesh), frozen),
+        logprobs=WithFrozen(on_mesh(jit_lp, mesh), frozen, arity=4),
         mesh=mesh,
     )
 
@@ -357,30 +361,36 @@ def _logprob_pass(
     params: Params,
     ids: jax.Array,
     positions: jax.Array | None,
+    segments: tuple[jax.Array, jax.Array] | None,
     frozen: Params,
 ) -> jax.Array:
-    """Per-token log-probs [micro, rows, T] of micro-batched `ids` (zero where `positions` skips)."""
+    """Per-token log-probs [micro, rows, T] of micro-batched `ids` (zero where `positions` skips);
+    `segments`: packed rows' (segment_ids, token_positions), [micro, rows, T] each."""
 
     def body(_, micro):
         model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
-        micro_ids, micro_positions = micro
+        micro_ids, micro_positions, micro_segments = micro
         if micro_positions is None:
-            return None, sequence_logprobs(model, micro_ids, **kw)[0]
-        lp, _ = position_logprobs(model, micro_ids, micro_positions, **kw)
+            return None, sequence_logprobs(model, micro_ids, segments=micro_segments, **kw)[0]
+        lp, _ = position_logprobs(model, micro_ids, micro_positions, segments=micro_segments, **kw)
         return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
 
-    return jax.lax.scan(body, None, (ids, positions))[1]
+    return jax.lax.scan(body, None, (ids, positions, segments))[1]
 
 
 class WithFrozen:
     """A jitted function called (and lowered, for launch/plan.py) with the frozen base appended to
-    its arguments, so callers keep the signatures of full fine-tuning."""
+    its arguments, so callers keep the signatures of full fine-tuning. With `arity`, arguments
+    left off at the end (optional ones, such as the log-prob pass's segments) are None."""
 
-    def __init__(self, fn: Callable, frozen: Params | None):
-        self.fn, self.frozen = fn, {} if frozen is None else frozen
+    def __init__(self, fn: Callable, frozen: Params | None, arity: int = 0):
+        self.fn, self.frozen, self.arity = fn, {} if frozen is None else frozen, arity
+
+    def _args(self, args: tuple) -> tuple:
+        return (*args, *[None] * (self.arity - len(args)), self.frozen)
 
     def __call__(self, *args):
-        return self.fn(*args, self.frozen)
+        return self.fn(*self._args(args))
 
     def lower(self, *args):
-        return self.fn.lower(*args, self.frozen)
+        return self.fn.lower(*self._args(args))

@@ -215,17 +215,26 @@ LOOKUP_ARGS = [
 ]
 
 
-def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_path):
+# grpo.packing / sft.packing (issue 35): each step's records packed into rows of 128 tokens
+PACKED = ["grpo.packing=true", "grpo.row_tokens=128", "sft.packing=true", "sft.row_tokens=128"]
+
+
+@pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
+def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_path, packing):
     _, cache = shared
     driver = tmp_path / "lookup_driver.py"
     driver.write_text(LOOKUP_DRIVER)
     one, two = tmp_path / "one", tmp_path / "two"
-    _cluster([str(two), *LOOKUP_ARGS], dict(subprocess_env(cache), PYTHONPATH=str(ROOT)), script=str(driver))
+    args = [*LOOKUP_ARGS, *(PACKED if packing else [])]
+    _cluster([str(two), *args], dict(subprocess_env(cache), PYTHONPATH=str(ROOT)), script=str(driver))
     _run(
-        [sys.executable, str(driver), str(one), *LOOKUP_ARGS],
+        [sys.executable, str(driver), str(one), *args],
         dict(subprocess_env(cache, 4), PYTHONPATH=str(ROOT)),
     )
     a, b = _steps(one), _steps(two)
+    if packing:  # several records to a row: fewer rows than records, most of each row real tokens
+        grpo = b[LOOKUP_SFT + 1]
+        assert grpo["rows"] < grpo["records"] and 0 < grpo["useful_token_share"] <= 1
     assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
     for step in a:
         _assert_same_metrics(a[step], b[step])

@@ -1,0 +1,174 @@
+"""A GRPO update on packed rows (`grpo.packing`): records back to back in rows of a token budget.
+
+The same update as b2tjax/grpo/update.py's padded one, on the same records, advantages and
+mini-batches (the same seeded permutation, dealt alike), with each mini-batch's records packed
+first-fit-decreasing into rows of `grpo.row_tokens` (b2tjax/step/packing.py). The loss reads each
+record as its own segment: per-token advantages, per-segment sequence counts, attention within a
+segment, so loss, gradients and metrics equal the padded update's (tests/b2tjax/test_packing_loss.py).
+
+The old and reference log-prob passes run once over all the step's records, packed the same way,
+and are taken back per record; each mini-batch then re-packs its records with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from b2tjax.config import TrainConfig
+from b2tjax.grpo.layout import agree_on_maximum
+from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, to_micro
+from b2tjax.step.packing import Packing, pack_records, row_devices
+from b2tjax.step.train_step import StepFns, TrainState
+from rollout.record import EpisodeRecord
+
+Fields = dict[str, list[np.ndarray]]  # per record, unpadded: ids, sampled, sampler_lp, mask
+
+
+def grpo_row_tokens(cfg: TrainConfig) -> int:
+    """The row budget: `grpo.row_tokens`, or 0 = the recipe's sequence bucket, the row length
+    launch/plan.py fits (no record is longer, so every step compiles one row length)."""
+    return cfg.grpo.row_tokens or pad_length(cfg.rollout.max_seq_len)
+
+
+def record_fields(cfg: TrainConfig, records: list[EpisodeRecord]) -> Fields:
+    """Each record's tokens as `update.step_rows` lays out one row, without the padding."""
+    out: Fields = {"ids": [], "sampled": [], "sampler_lp": [], "mask": []}
+    for r in records:
+        n = len(r.ids)
+        sampled = np.asarray(r.loss_mask, np.float32)[:n]
+        if cfg.grpo.loss_mask:
+            mask = sampled.copy()
+        else:  # ablation: every token after the prompt, environment replies included
+            mask = (np.arange(n) >= r.prompt_len).astype(np.float32)
+        mask[0] = 0.0  # a record's first token has no prediction (in a packed row: not from its own)
+        out["ids"].append(np.asarray(r.ids, np.int32))
+        out["sampled"].append(sampled)
+        out["sampler_lp"].append(np.asarray(r.logprobs, np.float32)[:n])
+        out["mask"].append(mask)
+    return out
+
+
+def packing_for(lengths: list[int], capacity: int, micro_rows: int, devices: int) -> Packing:
+    """`pack_records` with the row width agreed over JAX processes (like the padded path's T)."""
+    width = agree_on_maximum(pad_length(max([capacity, *lengths])))
+    return pack_records(lengths, capacity, micro_rows, devices, width)
+
+
+def logprob_pass(fns: StepFns, fields: Fields, pack: Packing) -> Callable[..., list[np.ndarray]]:
+    """params -> each record's per-token log-probs under them (the old and reference passes),
+    read where the sampler recorded one (the gap) or the loss trains."""
+    micro = pack.micro
+    ids = fns.shard_rows(to_micro(pack.place(fields["ids"], np.int32), micro))
+    read = pack.place([np.maximum(s, m) * (np.arange(len(s)) > 0) for s, m in _pairs(fields)], np.float32)
+    segments = tuple(fns.shard_rows(to_micro(x, micro)) for x in pack.segments())
+    read_dev = fns.shard_rows(to_micro(loss_positions(read), micro))
+
+    def run(params) -> list[np.ndarray]:
+        lp = fns.host_rows(fns.logprobs(params, ids, read_dev, segments))
+        lp = lp.reshape(pack.total_rows, pack.width)
+        return [pack.take(lp, i) for i in range(len(fields["ids"]))]
+
+    return run
+
+
+def _pairs(fields: Fields):
+    return zip(fields["sampled"], fields["mask"], strict=True)
+
+
+def packed_batch(
+    fields: Fields, members: np.ndarray, adv: np.ndarray, capacity: int, micro_rows: int, devices: int
+) -> tuple[TrainBatch, Packing]:
+    """The micro-batched TrainBatch of records `members`, packed (fields need old_lp, ref_lp)."""
+    pick = lambda name: [fields[name][i] for i in members]  # noqa: E731
+    pack = packing_for([len(x) for x in pick("ids")], capacity, micro_rows, devices)
+    mask = pack.place(pick("mask"), np.float32)
+    segment_ids, token_positions = pack.segments()
+    flat = TrainBatch(
+        ids=pack.place(pick("ids"), np.int32),
+        mask=mask,
+        old_logprobs=pack.place(pick("old_lp"), np.float32),
+        advantages=pack.place([float(adv[i]) for i in members], np.float32),
+        ref_logprobs=None if fields.get("ref_lp") is None else pack.place(pick("ref_lp"), np.float32),
+        positions=loss_positions(mask),
+        segment_ids=segment_ids,
+        token_positions=token_positions,
+    )
+    return flat.split(pack.micro), pack
+
+
+def packed_update(
+    cfg: TrainConfig,
+    fns: StepFns,
+    state: TrainState,
+    records: list[EpisodeRecord],
+    adv: np.ndarray,
+    seed: int,
+    ref_params=None,
+    before_update: Callable[[], None] = lambda: None,
+) -> tuple[TrainState, dict]:
+    """Old/ref log-probs, then epochs x mini-batches optimizer steps, on packed rows; the update's
+    metrics (those of `update.grpo_update`'s padded path, plus rows and the useful token share)."""
+    g = cfg.grpo
+    n = len(records)
+    if n < g.mini_batches:
+        raise ValueError(f"a step with {n} records cannot fill grpo.mini_batches={g.mini_batches}")
+    shape = (
+        grpo_row_tokens(cfg),
+        g.micro_batch_size or cfg.rollout_batch // g.mini_batches,
+        row_devices(fns.mesh),
+    )
+    fields = record_fields(cfg, records)
+    logprobs_of = logprob_pass(fns, fields, packing_for([len(x) for x in fields["ids"]], *shape))
+    trainer_lp = logprobs_of(state.params)
+    sampled = fields["sampled"]
+    trained_tokens = float(sum(s.sum() for s in sampled))
+    gaps = [np.abs(t - lp) * s for t, lp, s in zip(trainer_lp, fields["sampler_lp"], sampled, strict=True)]
+    metrics = {
+        "logprob_gap_mean": float(sum(x.sum() for x in gaps) / max(trained_tokens, 1.0)),
+        "logprob_gap_max": float(max(x.max(initial=0.0) for x in gaps)),
+        "response_tokens": trained_tokens / n,
+    }
+    if g.recompute_old_logprobs:
+        fields["old_lp"] = trainer_lp
+    else:  # sampler's, except where the sampler recorded none (environment tokens)
+        fields["old_lp"] = [
+            np.where(s > 0, lp, t) for s, lp, t in zip(sampled, fields["sampler_lp"], trainer_lp)
+        ]
+    fields["ref_lp"] = logprobs_of(ref_params) if g.beta > 0 else None
+
+    before_update()
+    state, step_means = _optimize(fns, state, fields, adv, shape, g.mini_batches, g.epochs, seed)
+    return state, {**metrics, **step_means}
+
+
+def _optimize(
+    fns: StepFns,
+    state: TrainState,
+    fields: Fields,
+    adv: np.ndarray,
+    shape: tuple[int, int, int],
+    mini_batches: int,
+    epochs: int,
+    seed: int,
+) -> tuple[TrainState, dict[str, float]]:
+    """`epochs` passes in seeded random mini-batches (the padded path's permutation, dealt alike);
+    the steps' mean metrics, the rows computed per pass and the useful token share."""
+    rng = np.random.default_rng(seed)
+    sums: dict[str, float] = {}
+    updates = rows = computed = 0
+    n = len(fields["ids"])
+    for _ in range(epochs):
+        for members in np.array_split(rng.permutation(n), mini_batches):
+            micro, pack = packed_batch(fields, members, adv, *shape)
+            state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
+            for k, v in jax.device_get(step_metrics).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+            updates += 1
+            rows += pack.total_rows
+            computed += pack.tokens_computed()
+    real = epochs * sum(len(x) for x in fields["ids"])
+    means = {k: v / updates for k, v in sums.items()}
+    return state, {**means, "rows": rows / epochs, "useful_token_share": real / computed}

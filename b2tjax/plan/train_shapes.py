@@ -1,0 +1,25 @@
+"""The train step's batch shape that launch/plan.py compiles: the largest a recipe's steps meet."""
+
+from __future__ import annotations
+
+from b2tjax.config import TrainConfig
+from b2tjax.config.schema import Phase
+from b2tjax.step.batch import pad_length
+
+
+def train_batch_shape(cfg: TrainConfig, phase: Phase) -> tuple[tuple[int, int, int], bool]:
+    """([micro-batches, rows, T], packed) of the recipe's largest train batch. Padded: the
+    configured (mini-)batch at the full sequence length. Packed (`grpo.packing` / `sft.packing`):
+    rows of the row budget (b2tjax/step/packing.py), micro-batches of the configured rows, as many
+    as the padded batch has: records never outnumber the rows they pack into."""
+    if phase == Phase.SFT:
+        s = cfg.sft
+        rows, micro_rows, length = s.batch_size, s.micro_batch_size, s.max_seq_len
+        packing, budget = s.packing, s.row_tokens
+    else:
+        g = cfg.grpo
+        rows, micro_rows = cfg.rollout_batch // g.mini_batches, g.micro_batch_size
+        length, packing, budget = cfg.rollout.max_seq_len, g.packing, g.row_tokens
+    micro_rows = micro_rows or rows
+    width = pad_length(max(budget, length)) if packing else pad_length(length)
+    return (rows // micro_rows, micro_rows, width), packing
