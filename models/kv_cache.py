@@ -19,6 +19,7 @@ given rows, so a prefill of a few rows neither gathers nor copies the others.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -51,6 +52,10 @@ class KVCache:
     def batch_size(self) -> int:
         return self.k.shape[1]
 
+    def row_pages(self, rows: jax.Array | None) -> None:
+        """No page tables: slots are the row's own (see models/paged_kv.py for the paged cache)."""
+        return None
+
 
 class CachedCall(NamedTuple):
     """What every layer of one cached forward shares. R = rows of this call (<= cache rows B)."""
@@ -59,6 +64,7 @@ class CachedCall(NamedTuple):
     filled: jax.Array  # [R] int32: slots written once this call is done
     slots: jax.Array  # [R, T] int32: where each new token is written (S = dropped)
     rows: jax.Array | None  # [R] int32 cache row of each call row; None = all rows, in order
+    pages: jax.Array | None = None  # paged cache: [R, pages per row] int32 page table of the call's rows
 
 
 def init_cache(
@@ -93,7 +99,12 @@ def write_slots(positions: jax.Array, num_new: jax.Array, max_len: int) -> jax.A
 
 def write_layer(cache: jax.Array, layer: jax.Array, new: jax.Array, call: CachedCall) -> jax.Array:
     """cache [L, B, KVH, S, D] with new [R, T, KVH, D] written at (layer, row, head, slot): a scatter
-    that touches only the new slots (mode='drop' skips padding tokens and anything past the end)."""
+    that touches only the new slots (mode='drop' skips padding tokens and anything past the end).
+    A paged cache (`call.pages` set) writes through the page tables (models/paged_kv.py)."""
+    if call.pages is not None:
+        from models.paged_kv import write_pages
+
+        return write_pages(cache, layer, new, call)
     r, t = call.slots.shape
     kvh = cache.shape[2]
     rows = jnp.arange(r, dtype=jnp.int32) if call.rows is None else call.rows
@@ -153,12 +164,40 @@ def cached_attention(
     slot s iff s <= positions[r, t] and s < filled[r] (and, with `window`, s > positions[r, t] -
     window: blocks wholly below every query's window are not read either). Scores, the running
     max and the running sum are fp32; a fully masked query gets a uniform average (finite mask
-    value), never NaN.
+    value), never NaN. A paged cache (`call.pages` set: models/paged_kv.py) reads its blocks
+    through the rows' page tables instead.
     """
-    r, t, nh, d = q.shape
-    kvh, s = k_cache.shape[2], k_cache.shape[3]
-    g = nh // kvh
+    if call.pages is not None:
+        from models.paged_kv import paged_attention_reference
+
+        return paged_attention_reference(q, k_cache, v_cache, layer, call, block, window)
+    s = k_cache.shape[3]
     size = min(block, s)
+
+    def read(start: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return (
+            _read_block(k_cache, layer, start, size, call.rows),
+            _read_block(v_cache, layer, start, size, call.rows),
+        )
+
+    return blocked_attention(q, read, k_cache.shape[2], s, size, call, window)
+
+
+def blocked_attention(
+    q: jax.Array,
+    read: Callable[[jax.Array], tuple[jax.Array, jax.Array]],
+    kvh: int,
+    s: int,
+    size: int,
+    call: CachedCall,
+    window: int | None = None,
+) -> jax.Array:
+    """The online softmax of `cached_attention` over key blocks of `size` slots of a row's `s`
+    (logical) slots; `read(start)` returns the keys and values of slots [start, start + size) of
+    the call's rows, each [R, KVH, size, D]. Shared by the contiguous and the paged cache, so both
+    do the same arithmetic in the same order on the same blocks."""
+    r, t, nh, d = q.shape
+    g = nh // kvh
     qg = q.reshape(r, t, kvh, g, d)
     neg = jnp.finfo(F32).min
     num_blocks = jnp.maximum((jnp.max(call.filled) + size - 1) // size, 1)
@@ -172,8 +211,8 @@ def cached_attention(
         run_max, run_sum, acc = carry  # [R, KVH, G, T], [R, KVH, G, T], [R, KVH, G, T, D]
         # The last block is clamped to end at S; slots an earlier block already covered are masked.
         start = jnp.minimum(i * size, s - size)
-        keys = _read_block(k_cache, layer, start, size, call.rows).astype(q.dtype)
-        values = _read_block(v_cache, layer, start, size, call.rows).astype(q.dtype)
+        keys, values = read(start)
+        keys, values = keys.astype(q.dtype), values.astype(q.dtype)
         scores = jnp.einsum("rtkgd,rksd->rkgts", qg, keys, preferred_element_type=F32) * (d**-0.5)
         visible = _visible_slots(call, start, i, size, window)
         scores = jnp.where(visible[:, None, None], scores, neg)

@@ -36,6 +36,7 @@ from jax.sharding import Mesh
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
 from models.layers import ATTENTION_IMPLS, F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.paged_kv import PagedKVCache
 from models.sharding import constrain, mesh_platform, state_shardings
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
@@ -254,7 +255,7 @@ class Qwen3ForCausalLM(nnx.Module):
         self,
         tokens: jax.Array,
         num_new: jax.Array,
-        cache: KVCache,
+        cache: KVCache | PagedKVCache,
         last_only: bool = False,
         rows: jax.Array | None = None,
         layer_states: list[Any] | None = None,
@@ -288,7 +289,9 @@ class Qwen3ForCausalLM(nnx.Module):
         positions = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)[None, :]
         filled = lengths + num_new  # [R] slots written once this call is done
         slots = write_slots(positions, num_new, s)
-        call = CachedCall(positions=positions, filled=filled, slots=slots, rows=rows)
+        call = CachedCall(
+            positions=positions, filled=filled, slots=slots, rows=rows, pages=cache.row_pages(rows)
+        )
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
         x, k, v = self._run_layers_cached(x, call, cache, layer_states)
         with jax.named_scope("final_norm"):
@@ -300,7 +303,7 @@ class Qwen3ForCausalLM(nnx.Module):
             logits = self.logits(hidden)
         new_lengths = jnp.minimum(filled, s)
         new_lengths = new_lengths if rows is None else cache.lengths.at[rows].set(new_lengths)
-        return logits, KVCache(k=k, v=v, lengths=new_lengths)
+        return logits, cache.replace(k=k, v=v, lengths=new_lengths)
 
 
 # -- building a model, sharded on a mesh or shape-only ---------------------------------------------

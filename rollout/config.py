@@ -21,6 +21,7 @@ from sandbox.python_tool import Isolation
 TurnCap = Literal["stop", "close"]
 PromptStyle = Literal["tool_agent", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
 CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's compute dtype
+KVCacheLayout = Literal["contiguous", "paged"]
 
 
 @dataclasses.dataclass
@@ -52,6 +53,13 @@ class RolloutConfig:
     batch_rows: PosInt = 8
     cache_len: NonNegInt = 0  # 0 = max_seq_len; else >= max_seq_len (a stream lives in one row)
     cache_dtype: CacheDtype = "auto"
+    # "contiguous": every row holds cache_len slots from its first token; "paged": a pool of
+    # `kv_pages` pages of `page_size` slots, rows hold the pages their tokens fill and streams
+    # sharing a prefix share its pages (models/paged_kv.py, rollout/pages.py). kv_pages 0 = the
+    # contiguous cache's memory (batch_rows x cache_len slots).
+    kv_cache: KVCacheLayout = "contiguous"
+    page_size: PosInt = 16
+    kv_pages: NonNegInt = 0
     prefill_chunk: PosInt = 1024
     prefill_min_bucket: PosInt = 16  # prefill widths are powers of two >= this (fewer compiles)
     # -- engine schedule
@@ -81,6 +89,16 @@ class RolloutConfig:
         return self.cache_len or self.max_seq_len
 
     @property
+    def pages_per_row(self) -> int:
+        """Pages of the paged cache's page table per row: a whole stream's cache_slots."""
+        return -(-self.cache_slots // self.page_size)
+
+    @property
+    def pool_pages(self) -> int:
+        """Pages of the paged pool (kv_pages, or the contiguous cache's memory in pages)."""
+        return self.kv_pages or self.batch_rows * self.pages_per_row
+
+    @property
     def prompt_budget(self) -> int:
         """Tokens the prompt may take (max_prompt_tokens, or half the stream)."""
         return self.max_prompt_tokens or self.max_seq_len // 2
@@ -101,5 +119,10 @@ class RolloutConfig:
             errors.append(
                 f"{prefix}cache_len ({self.cache_len}) must be 0 or >= {prefix}max_seq_len "
                 f"({self.max_seq_len}): a stream's record lives in one cache row"
+            )
+        if self.kv_cache == "paged" and self.kv_pages and self.kv_pages < self.pages_per_row:
+            errors.append(
+                f"{prefix}kv_pages ({self.kv_pages}) must hold one whole stream: >= {self.pages_per_row} "
+                f"pages of {prefix}page_size {self.page_size} for {self.cache_slots} slots"
             )
         return errors

@@ -18,9 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from models.paged_kv import row_shards
 from rollout.buckets import pow2_bucket
 from rollout.hosts import agree, multihost, put_rows, read_local
-from rollout.placement import new_rollout_arrays
+from rollout.pages import PageBudget, PageTable
+from rollout.placement import kv_bytes_per_slot, new_rollout_arrays
 from rollout.prefix import Copy, PrefixIndex
 from rollout.programs import decode_bucket
 from rollout.sampling import SamplingArrays
@@ -52,12 +54,65 @@ class DeviceCalls:
     def __init__(self, engine: Any, stats: EngineStats):
         self.engine, self.cfg, self.stats = engine, engine.config, stats
         self.spans: list[Span] = []  # (start, end) of every device call, results on the host
+        cfg, paged = self.cfg, self.cfg.kv_cache == "paged"
         self.cache, self.next_logits = new_rollout_arrays(
-            engine.model_config, self.cfg.batch_rows, self.cfg.cache_slots, engine.cache_dtype, engine.mesh
+            engine.model_config,
+            cfg.batch_rows,
+            cfg.cache_slots,
+            engine.cache_dtype,
+            engine.mesh,
+            pages=(cfg.page_size, cfg.pool_pages) if paged else None,
         )
         # The reprefill baseline re-feeds whole records on purpose: no reuse there.
-        reuse = self.cfg.prefix_reuse and not self.cfg.reprefill
-        self.prefix = PrefixIndex(self.cfg.batch_rows, self.cfg.prefix_min_tokens) if reuse else None
+        reuse = cfg.prefix_reuse and not cfg.reprefill
+        self.prefix = PrefixIndex(cfg.batch_rows, cfg.prefix_min_tokens) if reuse else None
+        self.pages: PageBudget | None = None  # the paged cache's page tables (rollout/pages.py)
+        if paged:
+            shards = row_shards(engine.mesh, cfg.batch_rows)
+            per_shard = cfg.pool_pages // shards
+            if per_shard < cfg.pages_per_row:
+                raise ValueError(
+                    f"rollout.kv_pages={cfg.pool_pages} gives {per_shard} pages per row shard; one stream "
+                    f"needs {cfg.pages_per_row} (cache_len / page_size): raise kv_pages"
+                )
+            table = PageTable(cfg.batch_rows, shards, per_shard, cfg.pages_per_row, cfg.page_size)
+            self.pages = PageBudget(table, self.prefix)
+        self._rows = RowTable(cfg.batch_rows)  # replaced by the run's table at its first call
+        self.slot_bytes = kv_bytes_per_slot(engine.model_config, engine.cache_dtype)
+
+    # -- capacity (the admission hook of rollout/run.py) ----------------------------------------
+    def can_seat(self, stream: Stream, row: int, rows: RowTable) -> bool:
+        """Whether `stream` fits at free `row`: always with the contiguous cache (a row is all it
+        needs); paged, when its prompt and turn room fit in the pages free or reclaimable."""
+        self._rows = rows
+        return self.pages is None or self.pages.can_seat(stream, row, rows)
+
+    def over_capacity(self, rows: RowTable) -> list[Stream]:
+        """Seated streams that must give their rows up for the sampling ones to fit (paged only)."""
+        self._rows = rows
+        return [] if self.pages is None else self.pages.over_capacity(rows)
+
+    def _account_memory(self, batch: Sequence[tuple[int, Stream, int]]) -> None:
+        """Per segment: rows decoding, KV memory held (paged: pages in use; contiguous: the whole
+        cache) and live tokens, and the page peaks, into `stats`."""
+        stats, live = self.stats, sum(s.cached for s in self._rows.slots if s is not None)
+        stats.rows_decoding += len(batch)
+        stats.live_tokens += live
+        if self.pages is None:
+            stats.kv_bytes_held += self.cfg.batch_rows * self.cfg.cache_slots * self.slot_bytes
+            return
+        in_use = self.pages.table.in_use()
+        stats.pages_used += in_use
+        stats.kv_bytes_held += in_use * self.slot_bytes * self.cfg.page_size
+        stats.peak_pages = max(stats.peak_pages, in_use)
+        stats.peak_shared_pages = max(stats.peak_shared_pages, self.pages.table.shared())
+
+    def _sync_pages(self) -> None:
+        """The host's page tables onto the device before a call that reads or writes the cache."""
+        if self.pages is not None and self.pages.table.dirty:
+            table = put_rows(self.pages.table.table, self.engine.mesh)
+            self.cache = self.cache.replace(pages=table)
+            self.pages.table.dirty = False
 
     def _done(self, t0: float) -> None:
         """Account a device call that started at t0 and whose results are now on the host."""
@@ -76,8 +131,14 @@ class DeviceCalls:
         This is the one step that puts a stream's context into its row: with prefix reuse, each
         round first copies what is resident in other rows (rollout/prefix.py), then prefills the
         rest; rows waiting for a leader's shared prefix sit the round out."""
+        self._rows = rows  # the run's row table (one per run): decode's page reservations evict from it
         while True:
+            if self.pages is not None:
+                self.pages.drop_reset(rows)
             copies, waiting = self.prefix.plan(rows) if self.prefix is not None and feed else ([], set())
+            moves: list[tuple[int, ...]] = []
+            if self.pages is not None:  # shared by reference; a copy short of pages is prefilled instead
+                copies, moves = self.pages.share(copies, rows)
             for copy in copies:  # the host's view first: the copied tokens leave `pending`
                 self._copied(rows.slots[copy.dst], copy)
             pending = [
@@ -85,13 +146,18 @@ class DeviceCalls:
                 for r, s in enumerate(rows.slots)
                 if feed and s is not None and s.pending and s.phase is Phase.SAMPLING and r not in waiting
             ]
+            if self.pages is not None:  # a row short of pages sits out (admission makes room next round)
+                pending = [r for r in pending if self._reserve(rows, r, 0)]
             width = self._chunk_width(rows, pending)
             if multihost():
-                agreed = agree([width, len(copies)])
+                agreed = agree([width, len(copies), len(moves)])
                 width = int(agreed[:, 0].max())
-                copies = _everyones_copies(copies, int(agreed[:, 1].max()), self.cfg.batch_rows)
+                copies = [
+                    Copy(*c) for c in _everyones([tuple(vars(c).values()) for c in copies], 3, agreed[:, 1])
+                ]
+                moves = _everyones(moves, 4, agreed[:, 2])
             if copies:
-                self._copy(copies)
+                self._copy(copies, moves)
             if not width:
                 return
             self._prefill_chunk(rows, pending, width)
@@ -103,16 +169,33 @@ class DeviceCalls:
         longest = max(min(len(rows.slots[r].pending), self.cfg.prefill_chunk) for r in pending)
         return pow2_bucket(longest, self.cfg.prefill_min_bucket)
 
-    def _copy(self, copies: list[Copy]) -> None:
-        """One in-place device call copying resident prefixes between rows (rollout/prefix.py).
-        The pairs are the same on every process (a replicated argument)."""
+    def _reserve(self, rows: RowTable, row: int, room: int) -> bool:
+        """Paged: pages for the row's cached and pending tokens plus `room` more."""
+        stream = rows.slots[row]
+        return self.pages.reserve(row, stream.cached + len(stream.pending) + room, rows)
+
+    def _copy(self, copies: list[Copy], moves: list[tuple[int, ...]]) -> None:
+        """One in-place device call copying resident prefixes between rows (rollout/prefix.py);
+        paged: the page `moves` (the rest is shared through the page table) and the rows' fill
+        lengths. The pairs are the same on every process (a replicated argument)."""
         n, size = len(copies), pow2_bucket(len(copies), 1)
         pairs = np.zeros((3, size), np.int32)
         pairs[1, n:] = self.cfg.batch_rows  # no-op pairs: length 0, destination out of range
         for i, copy in enumerate(copies):
             pairs[:, i] = copy.src, copy.dst, copy.length
         t0 = time.perf_counter()
-        self.cache = self.engine.runner.copy_prefix(self.cache, *(jnp.asarray(p) for p in pairs))
+        runner = self.engine.runner
+        if self.pages is None:
+            self.cache = runner.copy_prefix(self.cache, *(jnp.asarray(p) for p in pairs))
+        else:
+            self._sync_pages()
+            table = np.zeros((pow2_bucket(max(len(moves), 1), 1), 4), np.int32)
+            table[: len(moves)] = moves
+            src, dst = jnp.asarray(table[:, :2]), jnp.asarray(table[:, 2:])
+            count = jnp.int32(len(moves))
+            self.cache = runner.copy_pages(
+                self.cache, src, dst, count, jnp.asarray(pairs[1]), jnp.asarray(pairs[2])
+            )
         self.cache.lengths.block_until_ready()
         self._done(t0)
 
@@ -153,6 +236,7 @@ class DeviceCalls:
             )
             stream.cached += len(take)
             stream.pending = stream.pending[len(take) :]
+        self._sync_pages()
         t0 = time.perf_counter()
         runner, mesh = self.engine.runner, self.engine.mesh
         rows_arg = None if mesh is not None else jnp.asarray(chosen, jnp.int32)
@@ -180,8 +264,11 @@ class DeviceCalls:
         active, budget = np.zeros(n, bool), np.zeros(n, np.int32)
         seeds, stream_ids = np.zeros(n, np.int32), np.zeros(n, np.int32)
         for r, stream, room in batch:
-            active[r], budget[r] = True, room
+            # paged: the segment's room must be in the row's pages; a row short of them sits out
+            active[r] = self.pages is None or self.pages.reserve(r, stream.cached + room, self._rows)
+            budget[r] = room
             seeds[r], stream_ids[r] = episode_seed(stream.episode_index), stream.ordinal
+        self._account_memory(batch)
         # The segment returns once this many rows have ended their turn (all: today's segment).
         rows_to_run = len(batch) if total_rows is None else total_rows
         stop_after = max(1, math.ceil(cfg.segment_return_share * rows_to_run))
@@ -193,6 +280,7 @@ class DeviceCalls:
             seed=put_rows(seeds, mesh),
             stream=put_rows(stream_ids, mesh),
         )
+        self._sync_pages()
         t0 = time.perf_counter()
         runner = self.engine.runner
         out = runner.decode(
@@ -216,16 +304,16 @@ class DeviceCalls:
         return segment
 
 
-def _everyones_copies(mine: list[Copy], most: int, rows: int) -> list[Copy]:
-    """Several processes: the copies every process planned for this chunk (`most`: the largest
-    count, agreed), in process order. Each process plans only its own rows (a GRPO group and its
-    shared prompt stay on one process), so no copy crosses processes and no destination of one is
-    a source of another; the copy program then runs once with the same pairs everywhere."""
+def _everyones(mine: list[tuple[int, ...]], width: int, counts: np.ndarray) -> list[tuple[int, ...]]:
+    """Several processes: the copies (or page moves, `width` ints each) every process planned for
+    this chunk (`counts`: each process' number, agreed), in process order. Each process plans only
+    its own rows (a GRPO group and its shared prompt stay on one process), so no copy crosses
+    processes and no destination of one is a source of another; the copy program then runs once
+    with the same pairs everywhere."""
+    most = int(counts.max())
     if not most:
         return []
-    flat = np.zeros((most, 3), np.int64)
-    flat[:, 1] = rows  # padding: no-op pairs, dropped below
-    for i, copy in enumerate(mine):
-        flat[i] = copy.src, copy.dst, copy.length
-    everyone = agree(flat.ravel().tolist()).reshape(-1, 3)
-    return [Copy(int(src), int(dst), int(n)) for src, dst, n in everyone if dst < rows]
+    flat = np.zeros((most, width), np.int64)
+    flat[: len(mine)] = mine
+    everyone = agree(flat.ravel().tolist()).reshape(len(counts), most, width)
+    return [tuple(int(x) for x in item) for p, n in enumerate(counts) for item in everyone[p, : int(n)]]

@@ -5,7 +5,8 @@ that layout would all-gather every weight for every generated token. The sampler
 second copy in the compute dtype, laid out for sampling: replicated over `data` and `fsdp`, still
 split over `tensor` (heads / MLP / vocab), so a decode step needs no weight communication beyond
 tensor parallelism. The KV cache rows are split over (data, fsdp) and its KV heads over `tensor`
-(models.kv_cache.init_cache with a mesh), so every device decodes its own rows.
+(models.kv_cache.init_cache with a mesh), so every device decodes its own rows; a paged pool puts
+each row shard's pages on that shard's devices (models/paged_kv.py).
 
 `SamplerWeights.refresh` rebuilds the copy from new training weights with one jitted cast +
 reshard (an all-gather on the devices, never through the host), writing into the old copy's
@@ -22,6 +23,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
 from models.kv_cache import init_cache
+from models.paged_kv import init_paged_cache
 from models.sharding import LOGICAL_RULES, logical_to_spec, variable_sharding
 
 # The training rules without FSDP: parameters keep their tensor-parallel split only.
@@ -127,14 +129,29 @@ def kept_in_place(state: nnx.State, dtype: Any, mesh: Mesh | None) -> Any:
 
 
 def new_rollout_arrays(
-    model_config: Any, rows: int, cache_len: int, cache_dtype: Any, mesh: Mesh | None = None
+    model_config: Any,
+    rows: int,
+    cache_len: int,
+    cache_dtype: Any,
+    mesh: Mesh | None = None,
+    pages: tuple[int, int] | None = None,
 ) -> tuple[Any, jax.Array]:
     """The sampler's device state for `rows` rows: an empty KV cache of `cache_len` slots per row
-    and the next-token logits fp32 [rows, V], both split by rows over (data, fsdp) on a mesh."""
-
-    cache = init_cache(model_config, rows, cache_len, jnp.dtype(cache_dtype), mesh=mesh)
+    (with `pages` = (page_size, pool pages): a paged pool, models/paged_kv.py) and the next-token
+    logits fp32 [rows, V], both split by rows over (data, fsdp) on a mesh."""
+    dtype = jnp.dtype(cache_dtype)
+    if pages is None:
+        cache = init_cache(model_config, rows, cache_len, dtype, mesh=mesh)
+    else:
+        cache = init_paged_cache(model_config, rows, cache_len, pages[0], pages[1], dtype, mesh=mesh)
     shape = (rows, model_config.vocab_size)
     if mesh is None:
         return cache, jnp.zeros(shape, jnp.float32)
     spec = logical_to_spec(("batch", "act_vocab"), shape, dict(mesh.shape))
     return cache, jax.jit(lambda: jnp.zeros(shape, jnp.float32), out_shardings=NamedSharding(mesh, spec))()
+
+
+def kv_bytes_per_slot(model_config: Any, cache_dtype: Any) -> int:
+    """Bytes of K and V of one token in every layer: what a cache slot (or a page's slot) costs."""
+    c = model_config
+    return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * jnp.dtype(cache_dtype).itemsize

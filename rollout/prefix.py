@@ -56,7 +56,7 @@ class PrefixIndex:
         self.min_tokens = min_tokens
         self._ids: dict[int, tuple[int, np.ndarray]] = {}  # id(stream) -> (record length, ids)
 
-    def _array(self, stream: Stream) -> np.ndarray:
+    def ids(self, stream: Stream) -> np.ndarray:
         """The stream's record ids as an array (rebuilt only when the record grew)."""
         ids = stream.record.ids
         cached = self._ids.get(id(stream))
@@ -84,7 +84,7 @@ class PrefixIndex:
         waiting: set[int] = set()
         for r in fresh:
             stream = rows.slots[r]
-            want = self._array(stream)
+            want = self.ids(stream)
             limit = len(stream.pending) - 1  # the last token is prefilled: it gives the logits
             src, now = self._best_resident(want, skip, limit)
             ahead = self._best_leader(r, want, rows, waiting, limit)
@@ -101,7 +101,7 @@ class PrefixIndex:
         for r, stream in enumerate(self.holder):
             if r in skip or stream is None or self.held[r] <= length:
                 continue
-            n = min(common_prefix(self._array(stream)[: self.held[r]], want), limit)
+            n = min(common_prefix(self.ids(stream)[: self.held[r]], want), limit)
             if n > length:
                 best, length = r, n
         return best, length
@@ -113,9 +113,13 @@ class PrefixIndex:
             stream = rows.slots[r]
             if r == dst or r in waiting or not _prefilling(stream):
                 continue
-            n = min(common_prefix(self._array(stream), want), limit)
+            n = min(common_prefix(self.ids(stream), want), limit)
             length = max(length, n)
         return length
+
+    def forget(self, row: int) -> None:
+        """The row's content is gone (a paged cache gave an unseated row's pages to another row)."""
+        self.holder[row], self.held[row] = None, 0
 
     def copied(self, copy: Copy, stream: Stream) -> None:
         """The destination row now holds the copied prefix of `stream`'s record."""

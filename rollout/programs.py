@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from models import paged_kv
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
 from rollout.placement import SamplerWeights
@@ -46,6 +47,7 @@ class ModelRunner:
         prefill, decode = compiled_functions(self.graphdef, valid_vocab, program_platform(mesh))
         self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
         self.copy_prefix = on_mesh(copy_prefix, mesh)
+        self.copy_pages = on_mesh(copy_pages, mesh)
 
     def update_state(self, model: nnx.Module) -> None:
         """New weights, same graph (e.g. after a training step): cast and resharded on the devices
@@ -147,6 +149,9 @@ def _copy_prefix(cache, src_rows, dst_rows, lengths):
 
 
 copy_prefix = jax.jit(_copy_prefix, donate_argnums=(0,))
+# The paged cache's form (models/paged_kv.py): full pages are shared by the page table, only
+# partly filled last pages (or pages crossing row shards) move.
+copy_pages = jax.jit(paged_kv.copy_pages, donate_argnums=(0,))
 
 
 class DecodeCarry(NamedTuple):

@@ -152,6 +152,8 @@ class Run(StreamActions):
         ones when no row is free (new episodes never displace a waiting stream: only streams
         already started can be what a waiting stream waits for)."""
         self._drop_rowless()
+        for stream in self.device.over_capacity(self.rows):  # a paged cache short of pages
+            self._make_room(stream)
         free = self.rows.free()
         if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
             return  # static batching: wait for the whole wave
@@ -168,11 +170,12 @@ class Run(StreamActions):
                     self._start_episode(self.next_episode)
                 self.next_episode += 1
                 continue
-            if not free:
+            if not free or not self.device.can_seat(self.queue[0], free[0], self.rows):
                 victim = self._park_candidate()
                 if victim is None:
-                    return  # every row is sampling; the queue waits for a turn to end
+                    return  # every row is sampling (or the pages are); the queue waits for a turn to end
                 free.append(self._park(victim))
+                continue
             self._seat(self.queue.popleft(), free.pop(0))
 
     def _drop_rowless(self) -> None:
@@ -194,6 +197,17 @@ class Run(StreamActions):
         # reuse may copy part of it from another row first).
         stream.reset, stream.cached = True, 0
         stream.pending = list(stream.record.ids)
+
+    def _make_room(self, stream: Stream) -> None:
+        """A seated stream gives its row (and KV pages) up for the sampling ones to fit: a waiting one
+        is parked; a sampling one goes back to the head of the queue, its whole record to be
+        prefilled again when seated (counted as a park; sampling keys ignore rows, so its record
+        is the one it would have had)."""
+        sampling = stream.phase is Phase.SAMPLING
+        self._park(stream)
+        if sampling:
+            stream.phase = Phase.QUEUED
+            self.queue.appendleft(stream)
 
     def _park_candidate(self) -> Stream | None:
         """The waiting stream holding a row that waited longest; ties by episode and creation

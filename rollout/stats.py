@@ -22,6 +22,23 @@ class EngineStats:
     decode_steps: int = 0  # while-loop iterations summed over segments
     segments: int = 0
     episodes: int = 0
+    # KV memory, summed over decode segments (means: divide by `segments`); pages: paged cache only
+    rows_decoding: int = 0  # rows sampling in the segment
+    live_tokens: int = 0  # tokens in the cache rows of seated streams
+    kv_bytes_held: int = 0  # KV memory held: pages in use (paged), the whole cache (contiguous)
+    pages_used: int = 0  # pages referenced by at least one row
+    peak_pages: int = 0  # most pages in use at a segment
+    peak_shared_pages: int = 0  # most pages referenced by two rows or more at a segment
+
+    @property
+    def kv_bytes_per_live_token(self) -> float:
+        """KV memory held per token of a live stream (contiguous: reserved slots included)."""
+        return self.kv_bytes_held / self.live_tokens if self.live_tokens else 0.0
+
+    @property
+    def pages_in_use(self) -> float:
+        """Pages in use, mean over decode segments."""
+        return self.pages_used / self.segments if self.segments else 0.0
 
     @property
     def host_s(self) -> float:

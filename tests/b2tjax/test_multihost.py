@@ -417,6 +417,18 @@ def test_a_himap_step_on_two_processes_matches_one(shared, tmp_path):
     _assert_same_records(ra, rb)
 
 
+def test_a_paged_cache_on_two_processes_gives_the_one_process_records(runs, tmp_path):
+    """`rollout.kv_cache=paged` on 2 processes (each process' rows take pages of their own shards; the
+    group's prompt pages shared in place of a copy) against the contiguous cache on 1 process: the
+    same GRPO step's records."""
+    one, _, data, cache = runs
+    paged = tmp_path / "paged"
+    _cluster([*_args(data, paged), "rollout.kv_cache=paged", "rollout.page_size=16"], subprocess_env(cache))
+    step = SFT_STEPS + 1
+    assert _steps(paged)[step]["rollout/reused_tokens"] > 0
+    _assert_same_records(_records(one, step), _records(paged, step))
+
+
 def test_rows_that_do_not_split_over_the_processes_are_refused_at_start():
     from b2tjax.errors import UserError
     from b2tjax.run.mesh import check_rows_split

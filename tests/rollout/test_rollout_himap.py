@@ -1,7 +1,7 @@
 """HiMAP through the real rollout engine (tiny random model): the scripted expert's turns, replayed as
 forced tokens, give byte-identical answers to the host-only driver; four episodes share three rows
 (coordinators wait for their rounds, no deadlock); static and continuous batching give the same
-records; records say which role, day and round they belong to."""
+records, and so does the paged KV cache; records say which role, day and round they belong to."""
 
 from __future__ import annotations
 
@@ -66,7 +66,11 @@ def sampled(rollout_setup, scripted):  # noqa: F811
         OPTIONS, executor_limits=StreamLimits(max_turns=2), coordinator_limits=StreamLimits(max_turns=2)
     )
     out = {}
-    for refill in (True, False):
+    for name, knobs in (
+        (True, {}),
+        (False, dict(refill=False)),
+        ("paged", dict(kv_cache="paged", page_size=64)),
+    ):
         episodes = [
             himap_episode(v, bench, tok, options, forced={"coordinator": r.texts["coordinator"][-1:]})
             for (v, _), r in zip(pairs, runs)
@@ -74,9 +78,9 @@ def sampled(rollout_setup, scripted):  # noqa: F811
         engine = RolloutEngine(
             rollout_setup.model,
             tok,
-            engine_config(refill=refill, max_turns=16, max_seq_len=16384, cache_len=16384),
+            engine_config(max_turns=16, max_seq_len=16384, cache_len=16384, **knobs),
         )
-        out[refill] = (episodes, engine.run(episodes, rng=0), engine.stats)
+        out[name] = (episodes, engine.run(episodes, rng=0), engine.stats)
     return out
 
 
@@ -122,6 +126,23 @@ def test_static_and_continuous_batching_give_the_same_records(sampled):
             b.answer,
             b.stop_reason,
         )
+
+
+def test_a_paged_cache_gives_the_contiguous_records(sampled):
+    """HiMAP teams with `rollout.kv_cache: paged`: a team's shared system + tools prefix is shared by
+    page reference instead of copied; the records are the contiguous cache's."""
+    (_, cont, _), (_, paged, stats) = sampled[True], sampled["paged"]
+    assert [(r.instance_id, r.stream) for r in cont] == [(r.instance_id, r.stream) for r in paged]
+    for a, b in zip(cont, paged):
+        assert (a.ids, a.loss_mask, a.turns, a.answer, a.stop_reason) == (
+            b.ids,
+            b.loss_mask,
+            b.turns,
+            b.answer,
+            b.stop_reason,
+        )
+        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-6)
+    assert stats.reused_tokens > 0 and stats.peak_shared_pages > 0
 
 
 def test_flat_replay_puts_the_answer_on_the_executor_that_ended_last(rollout_setup, scripted):  # noqa: F811
