@@ -104,6 +104,9 @@ class GRPOConfig:
     # flat group's advantages are all 0, so with sparse rewards most of a step's forward/backward
     # would be spent on rows that teach nothing. Sample more prompts per step to keep the batch full.
     drop_flat_groups: bool = False
+    # rollout.max_staleness > 0 (the decoupled objective, b2tjax/grpo/offpolicy.py): each token's
+    # importance weight pi_proximal / pi_behaviour is truncated at this cap.
+    is_cap: PosFloat = 2.0
 
 
 @dataclass
