@@ -271,9 +271,8 @@ class Run(StreamActions):
             new_ids = segment.ids[r, :k].tolist()
             if self.engine.trace is not None:
                 self.engine.trace(stream.key, "decode", new_ids, stream.cached)
-            stream.record.append(
-                new_ids, sampled=True, logprobs=segment.logprobs[r, :k].tolist(), versions=self._versions(stream, k)
-            )
+            logprobs, versions = segment.logprobs[r, :k].tolist(), self._versions(stream, k)
+            stream.record.append(new_ids, sampled=True, logprobs=logprobs, versions=versions)
             stream.cached += k
             stream.turn_sampled += k
             if segment.finish[r] == Finish.STOP:

@@ -60,11 +60,15 @@ def token_terms(
     clip_high: float,
     ref_logprobs: jax.Array | None = None,
     beta: float = 0.0,
+    is_weights: jax.Array | None = None,
 ) -> TokenTerms:
     """Clipped surrogate (DAPO-style separate low/high epsilons) plus beta * k3 KL, per token.
 
     loss_t = -min(r_t A, clip(r_t, 1 - clip_low, 1 + clip_high) A) + beta * (exp(q) - q - 1),
     with r_t = exp(logp - old_logp), q = ref_logp - logp. `advantages` is [B] (one per sequence).
+    `is_weights` [B, T] (streaming only, b2tjax/grpo/offpolicy.py): the decoupled objective's
+    truncated importance weights, constants multiplying the policy-gradient term; `old_logprobs`
+    is then the proximal policy's.
     """
     logprobs = logprobs.astype(jnp.float32)
     ratio = jnp.exp(logprobs - old_logprobs.astype(jnp.float32))
@@ -74,7 +78,7 @@ def token_terms(
     clipped_obj = clipped_ratio * adv
     objective = jnp.minimum(unclipped, clipped_obj)
     is_clipped = (clipped_obj < unclipped).astype(jnp.float32)
-    loss = -objective
+    loss = -objective if is_weights is None else -objective * is_weights.astype(jnp.float32)
     if ref_logprobs is not None and beta != 0.0:
         q = ref_logprobs.astype(jnp.float32) - logprobs
         kl = jnp.exp(q) - q - 1.0
@@ -146,9 +150,12 @@ def grpo_loss(
     clip_high: float,
     ref_logprobs: jax.Array | None = None,
     beta: float = 0.0,
+    is_weights: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """GRPO loss of one (micro-)batch, plus sums for logging (divide by norm.num_tokens)."""
-    terms = token_terms(logprobs, old_logprobs, advantages, clip_low, clip_high, ref_logprobs, beta)
+    terms = token_terms(
+        logprobs, old_logprobs, advantages, clip_low, clip_high, ref_logprobs, beta, is_weights
+    )
     loss = aggregate(terms.loss, mask, mode, norm)
     mask = mask.astype(jnp.float32)
     per_token = mask / norm.num_tokens  # token-mean weights for the logged statistics

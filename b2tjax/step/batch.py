@@ -13,7 +13,7 @@ import numpy as np
 from b2tjax.grpo.layout import agree_on_maximum
 from rollout.buckets import pow2_bucket
 
-_FIELDS = ["ids", "mask", "old_logprobs", "advantages", "ref_logprobs", "positions"]
+_FIELDS = ["ids", "mask", "old_logprobs", "advantages", "ref_logprobs", "positions", "is_weights"]
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=_FIELDS, meta_fields=[])
@@ -32,6 +32,8 @@ class TrainBatch:
         ref_logprobs  float32 [M, b, T]  GRPO with grpo.beta > 0: the KL reference's; else None
         positions     int32   [M, b, K]  where the loss reads a log-prob (`loss_positions`), or
                                          None: the output head is then projected at every token
+        is_weights    float32 [M, b, T]  streaming GRPO (rollout.max_staleness > 0): truncated
+                                         importance weights (b2tjax/grpo/offpolicy.py); else None
     """
 
     ids: Any
@@ -40,6 +42,7 @@ class TrainBatch:
     advantages: Any = None
     ref_logprobs: Any = None
     positions: Any = None
+    is_weights: Any = None
 
     def split(self, micro_batches: int) -> TrainBatch:
         """Flat [N, ...] arrays -> [M, N / M, ...]."""

@@ -120,6 +120,7 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
             clip_high=cfg.clip_high,
             ref_logprobs=pick(micro.ref_logprobs),
             beta=cfg.beta,
+            is_weights=pick(micro.is_weights),
         )
         stats["entropy"] = jnp.sum(ent * mask) / norm.num_tokens
     return loss, stats

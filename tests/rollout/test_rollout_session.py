@@ -15,8 +15,9 @@ TEMPERATURE = 0.8
 
 def _episodes(setup, n: int):
     """Multi-turn episodes: two forced turns, then sampled ones until an answer at turn 2 or 3."""
+    scripts = [{0: SEARCH, 1: MEMORY, 2 + i % 2: ANSWER} for i in range(n)]
     return [
-        forced_episode(setup, f"ep{i}", f"Plan trip {i} to Chengdu." + " Quickly." * i, {0: SEARCH, 1: MEMORY, 2 + i % 2: ANSWER})
+        forced_episode(setup, f"ep{i}", f"Plan trip {i} to Chengdu." + " Quickly." * i, scripts[i])
         for i in range(n)
     ]
 
