@@ -319,14 +319,22 @@ ENGINE_COUNTS = ("generated_tokens", "prefill_tokens", "reused_tokens", "reprefi
 
 
 def host_counts(records: Sequence[Any], executed: Sequence[int], stats: Any) -> dict[str, float]:
-    """The rollout's engine counts (`rollout/...`, rollout.stats.EngineStats summed over processes)
+    """The rollout's engine counts (`rollout/...`, rollout.stats.EngineStats summed over processes;
+    `rollout/row_occupancy`, the share of row-steps that generated a token)
     and, on several processes, what each one drove: from the records (`record.process` is set by
     the process that ran the stream) its episodes and answered calls, and, counted apart where the
     environments ran (`executed`: sandbox.env.EXECUTED's (tools, answered) during this rollout),
     its tool runs and answered calls. One small collective (every process calls this in step)."""
 
-    everyone = agree([*executed, *(getattr(stats, name) for name in ENGINE_COUNTS)])
+    everyone = agree(
+        [*executed, *(getattr(stats, name) for name in ENGINE_COUNTS), stats.decode_steps, stats.rows]
+    )
     out = {f"rollout/{name}": float(everyone[:, 2 + i].sum()) for i, name in enumerate(ENGINE_COUNTS)}
+    # generated tokens / (decode steps x rows) over every process' rows (issue 37). The processes'
+    # decode calls are common (rollout/lockstep.py); each counts the steps its own rows needed, so
+    # the most any process counted is the run's (exact when every segment's longest row is there).
+    row_steps = float(everyone[:, -2].max() * everyone[:, -1].sum())
+    out["rollout/row_occupancy"] = out["rollout/generated_tokens"] / max(row_steps, 1.0)
     if jax.process_count() == 1:
         return out
     for p in range(jax.process_count()):
