@@ -97,11 +97,11 @@ def run_mode(args, tok, model, staleness: int) -> dict:
     for step in range(1, args.steps + 1):
         r0 = time.perf_counter()
         if session is None:
-            records, stats = engine.run(make(step), rng=step), None
-            stats = engine.stats
+            records, stats = engine.run(make(step), rng=step), engine.stats
         else:
             for j in range(step, min(step + staleness, args.steps) + 1):
-                ahead.setdefault(j, session.submit(make(j)))
+                if j not in ahead:
+                    ahead[j] = session.submit(make(j))
             records, stats = session.advance(ahead.pop(step)), session.stats
         totals["rollout_s"] += time.perf_counter() - r0
         totals["generated"] += stats.generated_tokens

@@ -83,13 +83,10 @@ from rollout.episodes import Episode
 from rollout.lockstep import loop_across_hosts
 from rollout.programs import ModelRunner
 from rollout.record import EpisodeRecord
+from rollout.run import RolloutStopped as RolloutStopped  # where callers import it from
 from rollout.run import Run
 from rollout.session import RolloutSession
 from rollout.stats import EngineStats
-
-
-class RolloutStopped(Exception):
-    """`RolloutEngine.run` stopped between segments because its `should_stop` said so (a SIGTERM)."""
 
 
 class RolloutEngine:

@@ -26,6 +26,11 @@ from rollout.stream import Phase, RowTable, Stream
 from sandbox.types import StopReason
 
 
+class RolloutStopped(Exception):
+    """`RolloutEngine.run` (or a session's `advance`) stopped between segments because its
+    `should_stop` said so (a SIGTERM)."""
+
+
 class Run(StreamActions):
     """State of one `RolloutEngine.run` call: the streams, the row table, the admission queue,
     and the device and host parts it schedules."""

@@ -37,7 +37,7 @@ from flax import nnx
 from rollout.episodes import Episode
 from rollout.lockstep import loop_across_hosts
 from rollout.record import EpisodeRecord
-from rollout.run import Run
+from rollout.run import RolloutStopped, Run
 from rollout.stats import EngineStats
 from rollout.stream import Phase
 
@@ -82,8 +82,6 @@ class RolloutSession:
         """Decode until every local episode of `indices` has finished; returns their records (in
         the order of `indices`, then stream order), which leave the session. Other episodes keep
         running up to that moment and stay resident. RolloutStopped when `should_stop` said so."""
-        from rollout.engine import RolloutStopped  # engine.py imports this module
-
         run = self.run
         mine = [i for i in indices if run.local[i]]
         run.until = lambda: all(i in run.done_episodes for i in mine)
