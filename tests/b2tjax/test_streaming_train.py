@@ -90,3 +90,60 @@ def test_checkpoints_record_the_data_before_the_next_untrained_step(staleness):
     assert (
         resumed.rollout(None, 3, last_step=5, should_stop=lambda: False).metrics["prompts"] == sync_prompts[2]
     )
+
+
+class _StoppedAt(LookupTask):
+    """The lookup task, preempted (as by a SIGTERM) during the rollout of its `stop`-th step."""
+
+    def __init__(self, stop: int):
+        super().__init__(LookupConfig(num_values=NUM_VALUES))
+        self.stop, self.collected = stop, 0
+
+    def collect_stream(self, session, handle, should_stop=None):
+        self.collected += 1
+        if self.collected == self.stop:
+            from rollout.engine import RolloutStopped
+
+            raise RolloutStopped("stopped by the test")
+        return super().collect_stream(session, handle, should_stop)
+
+
+def _train(out, task, resume: bool = False):
+    from b2tjax.config import apply_overrides, validate
+    from b2tjax.run.trainer import Trainer, build_model
+    from tests.lookup_fixtures import RECIPE
+
+    cfg = TrainConfig(task="toy", mode="sft_grpo", seed=0, steps=3, out=str(out))
+    shape = f"model.overrides={{vocab_size: {task.tokenizer.vocab_size}, initializer_range: 0.1}}"
+    extra = [*STREAM, "rollout.max_staleness=1", "save_records=true", "checkpoint.every_steps=1"]
+    validate(apply_overrides(cfg, [shape, *RECIPE, *extra]))
+    return Trainer(cfg, task, build_model(cfg), resume=resume, progress=False).run()
+
+
+def _step_records(out, step: int) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (out / "records" / f"step-{step}.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("shared_compilations")
+def test_resume_drops_in_flight_episodes_and_rolls_them_again(tmp_path):
+    """Preempted during step 2's rollout (step 3's episodes in flight too), the run saves step 1;
+    --resume rolls steps 2 and 3 from scratch: the same prompts and episode seeds as the straight
+    run, every record sampled by weights at most max_staleness = 1 updates old."""
+    from b2tjax.run.metrics import read_metrics
+    from b2tjax.run.trainer import Preempted
+
+    _train(tmp_path / "straight", LookupTask(LookupConfig(num_values=NUM_VALUES)))
+    with pytest.raises(Preempted):
+        _train(tmp_path / "cut", _StoppedAt(stop=2))
+    _train(tmp_path / "cut", LookupTask(LookupConfig(num_values=NUM_VALUES)), resume=True)
+    grpo_steps = (21, 22, 23)  # after sft.steps=20
+    rows = read_metrics(tmp_path / "cut" / "metrics.jsonl")
+    assert all(rows[s]["staleness_max"] <= 1 for s in grpo_steps)
+    assert rows[22]["staleness_max"] == 0  # the first step after --resume: all fresh
+    for step in grpo_steps:
+        a, b = _step_records(tmp_path / "straight", step), _step_records(tmp_path / "cut", step)
+        prompts = [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in a]
+        assert prompts == [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in b]
