@@ -15,7 +15,7 @@ Columns: row occupancy (generated tokens / (decode steps x rows), over the whole
 wall per trained episode and its ratio to synchronous, and the trainer's idle share (the part of the
 wall spent rolling out, when a co-located trainer waits; the simulated update is the rest).
 
-    python benchmarks/bench_streaming.py [--steps 6] [--prompts 4] [--group 4] [--rows 8] [--tail 6]
+    python benchmarks/bench_streaming.py [--steps 12] [--prompts 4] [--group 4] [--rows 8] [--tail 6]
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def run_mode(args, tok, model, staleness: int) -> dict:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--steps", type=int, default=12)
     p.add_argument("--prompts", type=int, default=4)
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--rows", type=int, default=8)

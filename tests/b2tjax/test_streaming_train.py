@@ -147,3 +147,10 @@ def test_resume_drops_in_flight_episodes_and_rolls_them_again(tmp_path):
         a, b = _step_records(tmp_path / "straight", step), _step_records(tmp_path / "cut", step)
         prompts = [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in a]
         assert prompts == [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in b]
+
+
+def test_a_task_that_cannot_stream_is_refused():
+    from b2tjax.errors import UserError
+
+    with pytest.raises(UserError, match="rollout.max_staleness=1 needs a task that streams"):
+        _rollouts(1, object())
