@@ -244,10 +244,13 @@ class LookupTask:
 
     # -- streaming (rollout.max_staleness > 0; b2tjax/run/streaming.py) -----------------------------
     def open_session(self, model: nnx.Module, seed: int, rollout: RolloutConfig) -> RolloutSession:
-        """A session on an engine of the step's P x G rows (the rows `rollout` uses), with the
-        trainer's streaming knobs (`rollout`: its rollout section)."""
+        """A session with the trainer's streaming knobs (`rollout`: its rollout section) and rows
+        for every step in flight, (max_staleness + 1) x P x G: each step's episodes start when they
+        are submitted, so the records of the last step submitted reach the full staleness bound
+        (with P x G rows a step's episodes would wait for the previous step's to start)."""
+        steps = rollout.max_staleness + 1
         config = dataclasses.replace(
-            self._engine_config(rollout.prompts_per_step * rollout.group_size, self.cfg.temperature),
+            self._engine_config(steps * rollout.prompts_per_step * rollout.group_size, self.cfg.temperature),
             max_staleness=rollout.max_staleness,
             resume_kv=rollout.resume_kv,
             async_host=rollout.async_host,

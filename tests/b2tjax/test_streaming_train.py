@@ -31,8 +31,10 @@ def test_streaming_run_trains_within_the_staleness_bound(tmp_path, staleness):
         hist = [row[f"staleness/{k}"] for k in range(staleness + 1)]
         assert sum(hist) == pytest.approx(1.0)
         assert row["staleness_max"] <= min(step, staleness)  # step 1 trains on fresh weights only
-        assert 0 < row["rollout/row_occupancy"] <= 1
+        # 0 when every episode of the step finished during earlier steps (nothing left to decode)
+        assert 0 <= row["rollout/row_occupancy"] <= 1
         assert 1.0 <= row["is_weight_max"] and 0 <= row["is_capped_share"] <= 1
+    assert rows[0]["rollout/row_occupancy"] > 0
     # later steps train on episodes that ran across an update
     assert max(row["staleness_max"] for row in rows[1:]) >= 1
 
