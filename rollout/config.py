@@ -22,6 +22,7 @@ TurnCap = Literal["stop", "close"]
 PromptStyle = Literal["tool_agent", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
 CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's compute dtype
 KVCacheLayout = Literal["contiguous", "paged"]
+ResumeKV = Literal["keep", "recompute"]
 
 
 @dataclasses.dataclass
@@ -77,6 +78,14 @@ class RolloutConfig:
     # A decode segment returns once this share of its active rows has ended its turn (1.0: every
     # row), so their tool calls can start while the rest keep decoding; in (0, 1].
     segment_return_share: Annotated[float, Range(gt=0, le=1)] = 1.0
+    # -- streaming across training steps (rollout/session.py, issue 37)
+    # A step trains on records whose oldest sampled token is at most this many weight updates old;
+    # the engine keeps decoding the next steps' episodes meanwhile. 0: every step rolls out its
+    # episodes to their end under one policy (today's synchronous loop, exactly).
+    max_staleness: NonNegInt = 0
+    # After a weight update, episodes still running "keep" the KV their rows hold (computed by the
+    # older weights; slime) or "recompute" it under the new weights (re-prefilled; AReaL).
+    resume_kv: ResumeKV = "keep"
 
     def __post_init__(self) -> None:
         errors = self.errors()

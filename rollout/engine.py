@@ -58,6 +58,9 @@ small collective per round (which also carries a stop request). `run` then retur
 process' records only. Prefix reuse copies among a process' own rows; every process joins each
 copy call, with everyone's pairs (rollout/device.py).
 
+Streaming across training steps (issue 37): `session()` keeps one run alive while the trainer
+updates the weights (rollout/session.py).
+
 Prefix reuse (built): `Run._seat` + `DeviceCalls.prefill` are the single admission step that
 puts a stream's context into its row: copy what other local rows hold (rollout/prefix.py,
 `copy_prefix` in rollout/programs.py), then prefill the rest.
@@ -80,12 +83,10 @@ from rollout.episodes import Episode
 from rollout.lockstep import loop_across_hosts
 from rollout.programs import ModelRunner
 from rollout.record import EpisodeRecord
+from rollout.run import RolloutStopped as RolloutStopped  # where callers import it from
 from rollout.run import Run
+from rollout.session import RolloutSession
 from rollout.stats import EngineStats
-
-
-class RolloutStopped(Exception):
-    """`RolloutEngine.run` stopped between segments because its `should_stop` said so (a SIGTERM)."""
 
 
 class RolloutEngine:
@@ -116,6 +117,10 @@ class RolloutEngine:
     def update_weights(self, model: nnx.Module) -> None:
         """Use new weights (same architecture) without recompiling."""
         self.runner.update_state(model)
+
+    def session(self, rng: int = 0) -> RolloutSession:
+        """A streaming run across training steps (rollout/session.py)."""
+        return RolloutSession(self, rng)
 
     def run(
         self,

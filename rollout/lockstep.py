@@ -33,7 +33,7 @@ def loop_across_hosts(run, should_stop: Callable[[], bool] | None) -> bool:  # n
             run._host_phase_async()
         else:
             run._host_phase_sync()
-        done = run._all_done()
+        done = run._finished()
         ready = not done and not run._too_few_ready()
         asked = should_stop is not None and should_stop()
         flags = agree([done, ready, asked])

@@ -43,6 +43,9 @@ class EpisodeRecord:
     responses: the environment's response blocks appended to this stream, as the environment gave
                them: {"turn": the assistant turn they answer, "kind", "name", "error", "text"}
                (records written before they were kept read back with none).
+    versions:  streaming sessions only (rollout/session.py; empty otherwise): the policy version
+               (weight updates applied) that computed the logits each token was sampled from,
+               parallel to `ids`, -1 on tokens not sampled.
     """
 
     instance_id: str
@@ -67,6 +70,7 @@ class EpisodeRecord:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     tokenizer: str = ""
     responses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    versions: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
@@ -80,8 +84,28 @@ class EpisodeRecord:
     def num_sampled(self) -> int:
         return sum(self.loss_mask)
 
-    def append(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
-        """Append tokens; sampled tokens carry mask 1 and their sampler log-probs."""
+    @property
+    def version_range(self) -> tuple[int, int] | None:
+        """(oldest, newest) policy version of the sampled tokens; None outside streaming sessions
+        or when nothing was sampled."""
+        sampled = [v for v in self.versions if v >= 0]
+        return (min(sampled), max(sampled)) if sampled else None
+
+    def append(
+        self,
+        ids: list[int],
+        *,
+        sampled: bool,
+        logprobs: list[float] | None = None,
+        versions: list[int] | None = None,
+    ) -> None:
+        """Append tokens; sampled tokens carry mask 1 and their sampler log-probs (and, in a
+        streaming session, their policy versions; tokens appended unsampled since get -1)."""
+        if versions is not None:
+            if not sampled or len(versions) != len(ids):
+                raise ValueError("versions are given for sampled tokens, one each")
+            self.pad_versions()
+            self.versions.extend(int(v) for v in versions)
         if sampled:
             if logprobs is None or len(logprobs) != len(ids):
                 raise ValueError("sampled tokens need one log-prob each")
@@ -90,6 +114,10 @@ class EpisodeRecord:
             self.logprobs.extend([0.0] * len(ids))
         self.ids.extend(int(t) for t in ids)
         self.loss_mask.extend([1 if sampled else 0] * len(ids))
+
+    def pad_versions(self) -> None:
+        """Streaming: -1 for the unsampled tokens appended since the last sampled ones."""
+        self.versions.extend([-1] * (len(self.ids) - len(self.versions)))
 
     def add_responses(self, responses: Iterable[Any]) -> None:
         """Keep the environment's response blocks (sandbox.env.Response) that answer the last turn."""

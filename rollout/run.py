@@ -26,6 +26,11 @@ from rollout.stream import Phase, RowTable, Stream
 from sandbox.types import StopReason
 
 
+class RolloutStopped(Exception):
+    """`RolloutEngine.run` (or a session's `advance`) stopped between segments because its
+    `should_stop` said so (a SIGTERM)."""
+
+
 class Run(StreamActions):
     """State of one `RolloutEngine.run` call: the streams, the row table, the admission queue,
     and the device and host parts it schedules."""
@@ -45,7 +50,7 @@ class Run(StreamActions):
         self.streams: list[dict[str, Stream]] = [dict() for _ in episodes]
         self.rows = RowTable(self.cfg.batch_rows, owned_rows(engine.mesh, self.cfg.batch_rows))
         self.queue: collections.deque[Stream] = collections.deque()  # admission order (FIFO)
-        self.stats = EngineStats(episodes=len(episodes))
+        self.stats = EngineStats(episodes=len(episodes), rows=len(self.rows.local))
         self.device = DeviceCalls(engine, self.stats)
         self.host = HostJobs(pool, episodes, self.tok)
         self.failed: set[int] = set()  # episodes ended by an error: later actions are dropped
@@ -53,6 +58,19 @@ class Run(StreamActions):
         self.next_episode = 0
         self.default_limits = StreamLimits().resolve(self.cfg)
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
+        # Streaming sessions (rollout/session.py) keep one Run across training steps: `version`
+        # counts the weight updates (None: a plain run, records carry no versions), `until` ends
+        # a loop early (the step's episodes are done), `first_version` holds the version of rows
+        # whose next logits predate the last update (kept KV, mid-turn: their next token's).
+        self.version: int | None = None
+        self.until: Callable[[], bool] | None = None
+        self.first_version: dict[Stream, int] = {}
+
+    def add_episodes(self, episodes: list[Episode], local: list[bool] | None = None) -> None:
+        """Append episodes to a running session; they start after those queued before them."""
+        self.episodes.extend(episodes)  # the same list HostJobs reads
+        self.local.extend([True] * len(episodes) if local is None else local)
+        self.streams.extend(dict() for _ in episodes)
 
     # -- main loop -----------------------------------------------------------------------------
     def loop(self, should_stop: Callable[[], bool] | None) -> bool:
@@ -63,7 +81,7 @@ class Run(StreamActions):
                 self._host_phase_async()
             else:
                 self._host_phase_sync()
-            if self._all_done():
+            if self._finished():
                 break
             if self._too_few_ready():
                 self._collect(wait=True)
@@ -103,6 +121,10 @@ class Run(StreamActions):
 
     def _live_streams(self) -> list[Stream]:
         return [s for index in range(self.next_episode) for s in self.streams[index].values() if s.live]
+
+    def _finished(self) -> bool:
+        """The loop ends: every episode done, or a streaming session's step has what it needs."""
+        return (self.until is not None and self.until()) or self._all_done()
 
     def _all_done(self) -> bool:
         if self.rows.occupied() or self.next_episode < len(self.episodes) or self.host:
@@ -268,13 +290,21 @@ class Run(StreamActions):
             new_ids = segment.ids[r, :k].tolist()
             if self.engine.trace is not None:
                 self.engine.trace(stream.key, "decode", new_ids, stream.cached)
-            stream.record.append(new_ids, sampled=True, logprobs=segment.logprobs[r, :k].tolist())
+            logprobs, versions = segment.logprobs[r, :k].tolist(), self._versions(stream, k)
+            stream.record.append(new_ids, sampled=True, logprobs=logprobs, versions=versions)
             stream.cached += k
             stream.turn_sampled += k
             if segment.finish[r] == Finish.STOP:
                 self._turn_complete(stream)
             elif segment.finish[r] == Finish.BUDGET:
                 self._hit_budget(stream)
+
+    def _versions(self, stream: Stream, k: int) -> list[int] | None:
+        """Policy versions of `k` tokens just sampled (streaming): the current one, except a first
+        token sampled from logits computed before the last weight update."""
+        if self.version is None or not k:
+            return None
+        return [self.first_version.pop(stream, self.version)] + [self.version] * (k - 1)
 
     def _hit_budget(self, stream: Stream) -> None:
         if len(stream.record.ids) >= stream.limits.max_total_tokens:

@@ -22,6 +22,7 @@ class EngineStats:
     decode_steps: int = 0  # while-loop iterations summed over segments
     segments: int = 0
     episodes: int = 0
+    rows: int = 0  # batch rows this process decodes in (its local rows)
     # KV memory, summed over decode segments (means: divide by `segments`); pages: paged cache only
     rows_decoding: int = 0  # rows sampling in the segment
     live_tokens: int = 0  # tokens in the cache rows of seated streams
@@ -45,6 +46,13 @@ class EngineStats:
         """Time the host was busy: everything outside device calls, plus pool work hidden behind
         them. Synchronous engine: wall_s - device_s. Overlap shows as wall_s < device_s + host_s."""
         return max(0.0, self.wall_s - self.device_s) + self.hidden_s
+
+    @property
+    def row_occupancy(self) -> float:
+        """Generated tokens / (decode steps x rows): the share of row-steps that produced a token
+        (the tail of a step, with most rows empty, drags it down; issue 37)."""
+        steps = self.decode_steps * self.rows
+        return self.generated_tokens / steps if steps else 0.0
 
     @property
     def host_share(self) -> float:

@@ -131,6 +131,9 @@ class GRPOConfig:
     # record per row, padded to the step's longest
     packing: bool = False
     row_tokens: NonNegInt = 0  # tokens per packed row; 0 = rollout.max_seq_len's 64-token bucket
+    # rollout.max_staleness > 0 (the decoupled objective, b2tjax/grpo/offpolicy.py): each token's
+    # importance weight pi_proximal / pi_behaviour is truncated at this cap.
+    is_cap: PosFloat = 2.0
 
 
 @dataclass

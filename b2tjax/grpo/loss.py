@@ -62,12 +62,16 @@ def token_terms(
     clip_high: float,
     ref_logprobs: jax.Array | None = None,
     beta: float = 0.0,
+    is_weights: jax.Array | None = None,
 ) -> TokenTerms:
     """Clipped surrogate (DAPO-style separate low/high epsilons) plus beta * k3 KL, per token.
 
     loss_t = -min(r_t A, clip(r_t, 1 - clip_low, 1 + clip_high) A) + beta * (exp(q) - q - 1),
     with r_t = exp(logp - old_logp), q = ref_logp - logp. `advantages` is [B] (one per row) or
     [B, T] (packed rows: each token its sequence's).
+    `is_weights` [B, T] (streaming only, b2tjax/grpo/offpolicy.py): the decoupled objective's
+    truncated importance weights, constants multiplying the policy-gradient term; `old_logprobs`
+    is then the proximal policy's.
     """
     logprobs = logprobs.astype(jnp.float32)
     ratio = jnp.exp(logprobs - old_logprobs.astype(jnp.float32))
@@ -78,7 +82,7 @@ def token_terms(
     clipped_obj = clipped_ratio * adv
     objective = jnp.minimum(unclipped, clipped_obj)
     is_clipped = (clipped_obj < unclipped).astype(jnp.float32)
-    loss = -objective
+    loss = -objective if is_weights is None else -objective * is_weights.astype(jnp.float32)
     if ref_logprobs is not None and beta != 0.0:
         q = ref_logprobs.astype(jnp.float32) - logprobs
         kl = jnp.exp(q) - q - 1.0
@@ -191,10 +195,13 @@ def grpo_loss(
     beta: float = 0.0,
     segment_ids: jax.Array | None = None,
     num_segments: int = 0,
+    is_weights: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """GRPO loss of one (micro-)batch, plus sums for logging (divide by norm.num_tokens).
     Packed rows: per-token `advantages` and their `segment_ids` (see `token_weights`)."""
-    terms = token_terms(logprobs, old_logprobs, advantages, clip_low, clip_high, ref_logprobs, beta)
+    terms = token_terms(
+        logprobs, old_logprobs, advantages, clip_low, clip_high, ref_logprobs, beta, is_weights
+    )
     loss = aggregate(terms.loss, mask, mode, norm, segment_ids, num_segments)
     mask = mask.astype(jnp.float32)
     per_token = mask / norm.num_tokens  # token-mean weights for the logged statistics

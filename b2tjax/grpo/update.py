@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from b2tjax.config import TrainConfig
-from b2tjax.grpo import credit
+from b2tjax.grpo import credit, offpolicy
 from b2tjax.grpo.layout import RowLayout, agree_on_maximum
 from b2tjax.grpo.packed import packed_update
 from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, stack_rows, to_micro
@@ -40,7 +40,10 @@ class RolloutBatch:
     `groups[i]` / `episodes[i]`: prompt and episode index of record i (streams of one episode share
     the episode; the G episodes of a prompt share the group). Both None: one record per episode, the
     G records of a prompt contiguous. `local_rewards[i]`: record i's own local term (a day
-    executor's day score) or None; used by `grpo.credit=team_local`.
+    executor's day score) or None; used by `grpo.credit=team_local`. `policy_version`: streaming
+    (rollout.max_staleness > 0) only, the version of the weights this update starts from (the
+    records' `versions` count in the same updates); the update then uses the decoupled objective
+    (b2tjax/grpo/offpolicy.py). None: every record was sampled by the current weights.
     """
 
     records: list[EpisodeRecord]
@@ -48,6 +51,7 @@ class RolloutBatch:
     groups: list[int] | None = None
     episodes: list[int] | None = None
     local_rewards: list[float | None] | None = None
+    policy_version: int | None = None
 
 
 def batch_advantages(cfg: TrainConfig, batch: RolloutBatch) -> tuple[np.ndarray, credit.Episodes]:
@@ -169,10 +173,7 @@ def grpo_update(
         "rows": float(layout.rows),
         "useful_token_share": sum(len(r.ids) for r in records) / rows["ids"].size,
     }
-    if g.recompute_old_logprobs:
-        old = trainer_lp
-    else:  # sampler's, except where the sampler recorded none (environment tokens, padding rows)
-        old = np.where(sampled > 0, sampler_lp, trainer_lp)
+    old, is_weights = _old_logprobs(cfg, batch, trainer_lp, sampler_lp, sampled, metrics)
     ref_lp = None
     if g.beta > 0:
         ref_lp = logprobs_of(ref_params)
@@ -183,12 +184,36 @@ def grpo_update(
         advantages=np.concatenate([adv, np.zeros(layout.padded, np.float32)]),
         ref_logprobs=ref_lp,
         positions=loss_positions(rows["mask"]),
+        is_weights=is_weights,
     )
 
     before_update()
     state, step_means = _optimize(fns, state, flat, layout, n, g.epochs, seed)
     metrics.update(step_means)
     return state, metrics
+
+
+def _old_logprobs(
+    cfg: TrainConfig,
+    batch: RolloutBatch,
+    trainer_lp: np.ndarray,
+    sampler_lp: np.ndarray,
+    sampled: np.ndarray,
+    metrics: dict[str, float],
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ratio's anchor and the importance weights (None unless streaming); adds the off-policy
+    metrics (importance weights, staleness) to `metrics`."""
+    if batch.policy_version is not None:  # decoupled: clip against the proximal policy (these weights)
+        weights, is_metrics = offpolicy.importance_weights(trainer_lp, sampler_lp, sampled, cfg.grpo.is_cap)
+        metrics.update(is_metrics)
+        metrics.update(
+            offpolicy.staleness_metrics(batch.records, batch.policy_version, cfg.rollout.max_staleness)
+        )
+        return trainer_lp, weights
+    if cfg.grpo.recompute_old_logprobs:
+        return trainer_lp, None
+    # the sampler's, except where the sampler recorded none (environment tokens, padding rows)
+    return np.where(sampled > 0, sampler_lp, trainer_lp), None
 
 
 def _logprob_pass(fns: StepFns, rows: dict[str, np.ndarray], layout: RowLayout) -> Callable:

@@ -34,6 +34,7 @@ from b2tjax.run.mesh import build_mesh, check_rows_split
 from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
+from b2tjax.run.streaming import StepRollouts
 from b2tjax.sft.batches import sft_step_batch
 from b2tjax.step.packing import row_devices
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
@@ -135,7 +136,7 @@ class Trainer:
         return jax.device_put(params, shardings)
 
     def _resume_point(
-        self, phase: Phase, phase_step: int, data: BatchIterator, counters: dict
+        self, phase: Phase, phase_step: int, data: BatchIterator | StepRollouts, counters: dict
     ) -> ResumePoint:
         """Where a resume after `phase_step` of `phase` continues (saved with the checkpoint)."""
         return ResumePoint(phase, phase_step, data.get_state(), dict(counters), self.cfg.seed, self.base)
@@ -312,7 +313,7 @@ class Trainer:
         global_step: int,
         metrics: dict,
         state: TrainState,
-        data: BatchIterator,
+        data: BatchIterator | StepRollouts,
         counters: dict,
         writer: MetricsWriter,
         guard: PreemptionGuard,
@@ -354,22 +355,23 @@ class Trainer:
             data.set_state(start.data)
         counters = dict(start.counters)
         writer.set_phase(Phase.GRPO)
-        last = {}
+        rollouts = StepRollouts(cfg, self.task, data, self._step_seed)
+        try:
+            return self._grpo_steps(fns, state, start, rollouts, counters, writer, guard)
+        finally:
+            rollouts.close()
+
+    def _grpo_steps(self, fns, state, start, rollouts: StepRollouts, counters, writer, guard):
+        cfg, last = self.cfg, {}
         for phase_step in range(start.phase_step + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
             t0 = time.perf_counter()
-            completed = self._resume_point(Phase.GRPO, phase_step - 1, data, counters)  # before next_batch
+            completed = self._resume_point(Phase.GRPO, phase_step - 1, rollouts, counters)
             stop_here = functools.partial(self._stop_mid_step, guard, global_step, state, completed, writer)
-            prompts = data.next_batch(cfg.rollout.prompts_per_step)
             seed = self._step_seed(global_step)
             try:
-                batch = self.task.rollout(
-                    self.model_fn(state.params, self.frozen),
-                    prompts,
-                    cfg.rollout.group_size,
-                    seed,
-                    should_stop=lambda: guard.requested,
-                )
+                model = self.model_fn(state.params, self.frozen)
+                batch = rollouts.rollout(model, global_step, self.total_steps, lambda: guard.requested)
             except RolloutStopped:
                 stop_here(agreed=True)
                 raise
@@ -391,5 +393,7 @@ class Trainer:
                 samples=counters["samples"],
             )
             last = metrics
-            self._end_step(Phase.GRPO, phase_step, global_step, metrics, state, data, counters, writer, guard)
+            self._end_step(
+                Phase.GRPO, phase_step, global_step, metrics, state, rollouts, counters, writer, guard
+            )
         return state.params, last

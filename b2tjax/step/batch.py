@@ -22,6 +22,7 @@ _FIELDS = [
     "positions",
     "segment_ids",
     "token_positions",
+    "is_weights",
 ]
 
 
@@ -45,6 +46,8 @@ class TrainBatch:
         segment_ids   int32   [M, b, T]  packed rows (b2tjax.step.packing): record k of a row is
                                          segment k (from 1), padding 0; None: one record per row
         token_positions int32 [M, b, T]  packed rows: each token's position in its own record
+        is_weights         float32 [M, b, T]  streaming GRPO (rollout.max_staleness > 0): truncated
+                                           importance weights (b2tjax/grpo/offpolicy.py); else None
     """
 
     ids: Any
@@ -55,6 +58,7 @@ class TrainBatch:
     positions: Any = None
     segment_ids: Any = None
     token_positions: Any = None
+    is_weights: Any = None
 
     @property
     def segments(self) -> tuple[Any, Any] | None:

@@ -124,6 +124,7 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
             beta=cfg.beta,
             segment_ids=pick(micro.segment_ids),
             num_segments=micro.ids.shape[-1] + 1,
+            is_weights=pick(micro.is_weights),
         )
         stats["entropy"] = jnp.sum(ent * mask) / norm.num_tokens
     return loss, stats

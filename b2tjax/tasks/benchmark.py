@@ -37,6 +37,7 @@ from rollout.agents.single import agent_episode
 from rollout.engine import RolloutEngine
 from rollout.hosts import agree, episode_owner, gather_objects, merge_by_owner
 from rollout.prompt import token_counter
+from rollout.session import RolloutSession
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, get_benchmark, interleave_difficulties
 from sandbox.env import EXECUTED
 from sandbox.python_tool import PythonSandbox
@@ -199,6 +200,10 @@ class BenchmarkTask:
         episodes = self._episodes(pairs)
         owners, local = episode_owners(len(pairs), group_size, seed)
         records = self._sampler(model, temperature).run(episodes, seed, should_stop=should_stop, local=local)
+        return (episodes, *self._score(records, pairs, owners, local))
+
+    def _score(self, records, pairs, owners, local):
+        """(records, verdicts, rewards) of this process' records, then (several processes) everyone's."""
         g = self.cfg.grpo
         mine = [pair for pair, here in zip(pairs, local or [True] * len(pairs)) if here]
         verdicts, rewards = score_records(
@@ -207,7 +212,7 @@ class BenchmarkTask:
         if local is not None:
             scored = merge_by_owner(owners, gather_objects(list(zip(records, verdicts, rewards))))
             records, verdicts, rewards = (list(x) for x in zip(*scored)) if scored else ([], [], [])
-        return episodes, records, verdicts, rewards
+        return records, verdicts, rewards
 
     def _batch(self, episodes: list[Any], records: list[Any], metrics: dict, group_size: int) -> RolloutBatch:
         """The trainer's batch: one record per episode, a prompt's G records contiguous."""
@@ -233,12 +238,41 @@ class BenchmarkTask:
             model, pairs, seed, temperature, should_stop, group_size
         )
         executed = [now - then for now, then in zip(EXECUTED.snapshot(), before)]
-        metrics = {
+        metrics = self._step_metrics(episodes, records, verdicts, rewards, executed, self._engine.stats)
+        return self._batch(episodes, records, metrics, group_size)
+
+    def _step_metrics(self, episodes, records, verdicts, rewards, executed, stats) -> dict[str, Any]:
+        return {
             **self.benchmark.headline(self.benchmark.metrics(verdicts)),
             **episode_metrics(records, rewards),
             **self._agent_metrics(episodes, records),
-            **host_counts(records, executed, self._engine.stats),
+            **host_counts(records, executed, stats),
         }
+
+    # -- streaming (rollout.max_staleness > 0; b2tjax/run/streaming.py) -----------------------------
+    def open_session(self, model: nnx.Module, seed: int, rollout: Any) -> RolloutSession:
+        """A session on the training engine (the run's `rollout` section: its streaming knobs)."""
+        self._executed = EXECUTED.snapshot()
+        return self._sampler(model, rollout.temperature).session(seed)
+
+    def submit_stream(self, session: RolloutSession, prompts: list[Any], group_size: int, seed: int):
+        """Queue one step's P x G episodes; the handle `collect_stream` takes them back with."""
+        pairs = [p for p in prompts for _ in range(group_size)]
+        episodes = self._episodes(pairs)
+        owners, local = episode_owners(len(pairs), group_size, seed)
+        return pairs, episodes, owners, local, session.submit(episodes, local), group_size
+
+    def collect_stream(self, session: RolloutSession, handle, should_stop=None) -> RolloutBatch:
+        """Decode until the handle's episodes have finished; their scored batch. The tool runs
+        counted are those of every episode running meanwhile (streaming interleaves steps)."""
+        pairs, episodes, owners, local, indices, group_size = handle
+        records = session.advance(indices, should_stop)
+        for record in records:  # numbered within the step, as a plain run numbers them
+            record.episode = indices.index(record.episode)
+        records, verdicts, rewards = self._score(records, pairs, owners, local)
+        now = EXECUTED.snapshot()
+        executed, self._executed = [a - b for a, b in zip(now, self._executed)], now
+        metrics = self._step_metrics(episodes, records, verdicts, rewards, executed, session.stats)
         return self._batch(episodes, records, metrics, group_size)
 
     def evaluate(self, model: nnx.Module, sampling: EvalSampling = EvalSampling()) -> tuple[dict, str]:
@@ -319,14 +353,22 @@ ENGINE_COUNTS = ("generated_tokens", "prefill_tokens", "reused_tokens", "reprefi
 
 
 def host_counts(records: Sequence[Any], executed: Sequence[int], stats: Any) -> dict[str, float]:
-    """The rollout's engine counts (`rollout/...`, rollout.stats.EngineStats summed over processes)
+    """The rollout's engine counts (`rollout/...`, rollout.stats.EngineStats summed over processes;
+    `rollout/row_occupancy`, the share of row-steps that generated a token)
     and, on several processes, what each one drove: from the records (`record.process` is set by
     the process that ran the stream) its episodes and answered calls, and, counted apart where the
     environments ran (`executed`: sandbox.env.EXECUTED's (tools, answered) during this rollout),
     its tool runs and answered calls. One small collective (every process calls this in step)."""
 
-    everyone = agree([*executed, *(getattr(stats, name) for name in ENGINE_COUNTS)])
+    everyone = agree(
+        [*executed, *(getattr(stats, name) for name in ENGINE_COUNTS), stats.decode_steps, stats.rows]
+    )
     out = {f"rollout/{name}": float(everyone[:, 2 + i].sum()) for i, name in enumerate(ENGINE_COUNTS)}
+    # generated tokens / (decode steps x rows) over every process' rows (issue 37). The processes'
+    # decode calls are common (rollout/lockstep.py); each counts the steps its own rows needed, so
+    # the most any process counted is the run's (exact when every segment's longest row is there).
+    row_steps = float(everyone[:, -2].max() * everyone[:, -1].sum())
+    out["rollout/row_occupancy"] = out["rollout/generated_tokens"] / max(row_steps, 1.0)
     if jax.process_count() == 1:
         return out
     for p in range(jax.process_count()):

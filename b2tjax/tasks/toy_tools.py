@@ -46,6 +46,7 @@ from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.hosts import gather_objects, merge_by_owner
 from rollout.record import EpisodeRecord
 from rollout.render import render_env_reply
+from rollout.session import RolloutSession
 from sandbox.types import StopReason
 
 LOOKUP, ANSWER, RESULT, ERROR = "lookup", "answer", "result", "error"
@@ -219,8 +220,12 @@ class LookupTask:
 
         episodes = self.episodes(keys, seed)
         owners, local = episode_owners(len(keys), group_size, seed)
-        mine = [e for e, here in zip(episodes, local or [True] * len(episodes)) if here]
         records = engine.run(episodes, seed, should_stop=should_stop, local=local)
+        return self._scored(records, episodes, owners, local, engine.stats)
+
+    def _scored(self, records, episodes, owners, local, stats) -> tuple[list[EpisodeRecord], dict]:
+        """Rewards on this process' records, then (several processes) everyone's, and the metrics."""
+        mine = [e for e, here in zip(episodes, local or [True] * len(episodes)) if here]
         for record, episode in zip(records, mine):
             record.reward = episode.reward()
         looked = [e.key in e.looked_up for e in mine]
@@ -233,9 +238,39 @@ class LookupTask:
             "lookup_rate": float(np.mean(looked)),
             "answered": float(np.mean([r.stop_reason == StopReason.ANSWER for r in records])),
             "action_error_rate": float(np.mean([r.any_error for r in records])),
-            **host_counts(records, executed, engine.stats),
+            **host_counts(records, executed, stats),
         }
         return records, metrics
+
+    # -- streaming (rollout.max_staleness > 0; b2tjax/run/streaming.py) -----------------------------
+    def open_session(self, model: nnx.Module, seed: int, rollout: RolloutConfig) -> RolloutSession:
+        """A session with the trainer's streaming knobs (`rollout`: its rollout section) and rows
+        for every step in flight, (max_staleness + 1) x P x G: each step's episodes start when they
+        are submitted, so the records of the last step submitted reach the full staleness bound
+        (with P x G rows a step's episodes would wait for the previous step's to start)."""
+        steps = rollout.max_staleness + 1
+        config = dataclasses.replace(
+            self._engine_config(steps * rollout.prompts_per_step * rollout.group_size, self.cfg.temperature),
+            max_staleness=rollout.max_staleness,
+            resume_kv=rollout.resume_kv,
+            async_host=rollout.async_host,
+        )
+        return RolloutEngine(model, self.tokenizer, config, mesh=self.mesh).session(seed)
+
+    def submit_stream(self, session: RolloutSession, prompts: list[int], group_size: int, seed: int):
+        """Queue one step's P x G episodes; the handle `collect_stream` takes them back with."""
+        keys = [k for k in prompts for _ in range(group_size)]
+        episodes = self.episodes(keys, seed)
+        owners, local = episode_owners(len(keys), group_size, seed)
+        return episodes, owners, local, session.submit(episodes, local)
+
+    def collect_stream(self, session: RolloutSession, handle, should_stop=None) -> RolloutBatch:
+        """Decode until the handle's episodes have finished; their scored batch."""
+        episodes, owners, local, indices = handle
+        records = session.advance(indices, should_stop)
+        for record in records:  # numbered within the step, as a plain run numbers them
+            record.episode = indices.index(record.episode)
+        return RolloutBatch(*self._scored(records, episodes, owners, local, session.stats))
 
     def rollout(
         self,

@@ -1,0 +1,158 @@
+"""Streaming GRPO through the real Trainer (b2tjax/run/streaming.py) on the lookup task: the
+staleness bound, the off-policy metrics, and the data state a checkpoint records (what --resume
+draws its prompts from)."""
+
+from __future__ import annotations
+
+import pytest
+
+from b2tjax.config import TrainConfig
+from b2tjax.data.pipeline import BatchIterator, example_dataset
+from b2tjax.run.streaming import StepRollouts
+from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
+from tests.lookup_fixtures import (
+    NUM_VALUES,
+    shared_compilations,  # noqa: F401  (fixture)
+    train_lookup,
+    xla_cache_dir,  # noqa: F401  (fixture of shared_compilations)
+)
+
+STREAM = ("sft.steps=20", "steps=3", "eval_at_end=false", "rollout.async_host=false")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("shared_compilations")
+@pytest.mark.parametrize("staleness", [1, 2])
+def test_streaming_run_trains_within_the_staleness_bound(tmp_path, staleness):
+    task = LookupTask(LookupConfig(num_values=NUM_VALUES))
+    rows, _ = train_lookup(tmp_path, task, seed=0, overrides=[*STREAM, f"rollout.max_staleness={staleness}"])
+    assert len(rows) == 3
+    for step, row in enumerate(rows):
+        hist = [row[f"staleness/{k}"] for k in range(staleness + 1)]
+        assert sum(hist) == pytest.approx(1.0)
+        assert row["staleness_max"] <= min(step, staleness)  # step 1 trains on fresh weights only
+        # 0 when every episode of the step finished during earlier steps (nothing left to decode)
+        assert 0 <= row["rollout/row_occupancy"] <= 1
+        assert 1.0 <= row["is_weight_max"] and 0 <= row["is_capped_share"] <= 1
+    assert rows[0]["rollout/row_occupancy"] > 0
+    # later steps train on episodes that ran across an update
+    assert max(row["staleness_max"] for row in rows[1:]) >= 1
+
+
+class _Recording:
+    """A streaming task that only records which prompts each step submitted."""
+
+    def __init__(self):
+        self.submitted: dict[int, list[int]] = {}
+
+    def open_session(self, model, seed, rollout):
+        return self
+
+    def update_weights(self, model):
+        self.version += 1
+
+    def submit_stream(self, session, prompts, group_size, seed):
+        self.submitted[seed] = list(prompts)
+        return seed
+
+    def collect_stream(self, session, handle, should_stop):
+        from b2tjax.grpo.update import RolloutBatch
+
+        return RolloutBatch([], {"prompts": self.submitted[handle]})
+
+    version = 0
+
+
+def _rollouts(staleness: int, task):
+    cfg = TrainConfig(task="toy")
+    cfg.rollout.prompts_per_step, cfg.rollout.max_staleness = 3, staleness
+    data = BatchIterator(example_dataset(list(range(50)), 0))
+    return StepRollouts(cfg, task, data, step_seed=lambda step: step), data
+
+
+@pytest.mark.parametrize("staleness", [1, 2])
+def test_checkpoints_record_the_data_before_the_next_untrained_step(staleness):
+    """Prompts drawn ahead are in flight, not trained: the state a checkpoint records after step t
+    is the synchronous run's, so a resume draws step t + 1's prompts again (and rolls them afresh)."""
+    sync, _ = _rollouts(0, None)
+    sync_states, sync_prompts = [], []
+    for _ in range(5):
+        sync_prompts.append(sync.data.next_batch(3))
+        sync_states.append(sync.get_state())
+    task = _Recording()
+    stream, _ = _rollouts(staleness, task)
+    for step in range(1, 6):
+        batch = stream.rollout(None, step, last_step=5, should_stop=lambda: False)
+        assert batch.metrics["prompts"] == sync_prompts[step - 1]  # each step trains its own prompts
+        assert batch.policy_version == step - 1
+        assert stream.get_state() == sync_states[step - 1]
+        assert max(task.submitted) == min(step + staleness, 5)  # submitted exactly S steps ahead
+    resumed, data = _rollouts(staleness, _Recording())
+    data.set_state(sync_states[1])  # --resume after step 2
+    assert (
+        resumed.rollout(None, 3, last_step=5, should_stop=lambda: False).metrics["prompts"] == sync_prompts[2]
+    )
+
+
+class _StoppedAt(LookupTask):
+    """The lookup task, preempted (as by a SIGTERM) during the rollout of its `stop`-th step."""
+
+    def __init__(self, stop: int):
+        super().__init__(LookupConfig(num_values=NUM_VALUES))
+        self.stop, self.collected = stop, 0
+
+    def collect_stream(self, session, handle, should_stop=None):
+        self.collected += 1
+        if self.collected == self.stop:
+            from rollout.engine import RolloutStopped
+
+            raise RolloutStopped("stopped by the test")
+        return super().collect_stream(session, handle, should_stop)
+
+
+def _train(out, task, resume: bool = False):
+    from b2tjax.config import apply_overrides, validate
+    from b2tjax.run.trainer import Trainer, build_model
+    from tests.lookup_fixtures import RECIPE
+
+    cfg = TrainConfig(task="toy", mode="sft_grpo", seed=0, steps=3, out=str(out))
+    shape = f"model.overrides={{vocab_size: {task.tokenizer.vocab_size}, initializer_range: 0.1}}"
+    extra = [*STREAM, "rollout.max_staleness=1", "save_records=true", "checkpoint.every_steps=1"]
+    validate(apply_overrides(cfg, [shape, *RECIPE, *extra]))
+    return Trainer(cfg, task, build_model(cfg), resume=resume, progress=False).run()
+
+
+def _step_records(out, step: int) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (out / "records" / f"step-{step}.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("shared_compilations")
+def test_resume_drops_in_flight_episodes_and_rolls_them_again(tmp_path):
+    """Preempted during step 2's rollout (step 3's episodes in flight too), the run saves step 1;
+    --resume rolls steps 2 and 3 from scratch: the same prompts and episode seeds as the straight
+    run, every record sampled by weights at most max_staleness = 1 updates old."""
+    from b2tjax.run.metrics import read_metrics
+    from b2tjax.run.trainer import Preempted
+
+    _train(tmp_path / "straight", LookupTask(LookupConfig(num_values=NUM_VALUES)))
+    with pytest.raises(Preempted):
+        _train(tmp_path / "cut", _StoppedAt(stop=2))
+    _train(tmp_path / "cut", LookupTask(LookupConfig(num_values=NUM_VALUES)), resume=True)
+    grpo_steps = (21, 22, 23)  # after sft.steps=20
+    rows = read_metrics(tmp_path / "cut" / "metrics.jsonl")
+    assert all(rows[s]["staleness_max"] <= 1 for s in grpo_steps)
+    assert rows[22]["staleness_max"] == 0  # the first step after --resume: all fresh
+    for step in grpo_steps:
+        a, b = _step_records(tmp_path / "straight", step), _step_records(tmp_path / "cut", step)
+        prompts = [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in a]
+        assert prompts == [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in b]
+
+
+def test_a_task_that_cannot_stream_is_refused():
+    from b2tjax.errors import UserError
+
+    with pytest.raises(UserError, match="rollout.max_staleness=1 needs a task that streams"):
+        _rollouts(1, object())
