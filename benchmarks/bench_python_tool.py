@@ -1,13 +1,14 @@
-"""Speed benchmark: isolated Python tool calls/s, today's path beside the pre-created workers, one run.
+"""Speed benchmark: isolated Python tool calls/s, the zygote path beside two references, one run.
 
-    python benchmarks/bench_python_tool.py [--calls 200] [--callers 4] [--baseline-ref 2b2da15]
+    python benchmarks/bench_python_tool.py [--calls 1000] [--callers 4] [--before 2b2da15] [--main ae78dba]
 
-The reference is the Python tool as it was at `--baseline-ref` (the commit before the prepared
-calls: each call created its cgroup, namespaces and processes on its path), loaded from git into
-a temporary package and measured in the same run, on the same machine, with the same jail. Prints
-calls/s and p50/p99 latency for 1 caller (1 worker) and N callers (2 workers), the CPU time per
-call (this process, the supervisors and every call's processes) with the calls/s it allows on
-this machine's idle CPUs (`ceiling`), the ratio of the new path to the reference, and the load
+The references are the Python tool as it was at `--before` (the commit before the prepared calls:
+each call created its cgroup, namespaces and processes on its path) and at `--main` (prepared
+calls forked by the supervisor itself, before the zygote), each loaded from git into a temporary
+package and measured in the same run, on the same machine, with the same jail. Prints calls/s and
+p50/p99 latency for 1 caller (1 worker) and N callers (2 workers), the CPU time per call (this
+process, the supervisors and every process under them, live or reaped) with the calls/s it allows
+on this machine's idle CPUs (`ceiling`), the ratio of each path to `--before`, and the load
 average: on a shared machine calls/s measure the share it got, the CPU time per call much less so.
 """
 
@@ -21,41 +22,53 @@ import sys
 import tempfile
 import time
 
-from sandbox.python_tool import PythonLimits, PythonSandbox
+import sandbox.python_tool as current
 
 CODE = "import math\nprint(sum(math.sqrt(i) for i in range(1000)))"
-_MODULES = ("python_tool", "_python_worker", "_python_jail", "_python_cgroup", "_python_child")
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _baseline(ref: str, into: str):
-    """`sandbox.python_tool` as of `ref`, importable as `b2t_baseline.python_tool`."""
-    package = os.path.join(into, "b2t_baseline")
-    os.makedirs(package)
-    open(os.path.join(package, "__init__.py"), "w").close()
-    for name in _MODULES:
+def _reference(ref: str, into: str, package: str):
+    """`sandbox.python_tool` as of `ref` (with its `_python_*` modules), as `package.python_tool`."""
+    listed = subprocess.run(
+        ["git", "-C", _REPO, "ls-tree", "--name-only", ref, "sandbox/"], capture_output=True, text=True
+    )
+    if listed.returncode != 0:
+        raise SystemExit(f"error: cannot list sandbox/ at {ref}: {listed.stderr.strip()}")
+    names = [os.path.basename(p) for p in listed.stdout.split()]
+    names = [n for n in names if n.startswith("_python_") and n.endswith(".py")] + ["python_tool.py"]
+    os.makedirs(os.path.join(into, package))
+    open(os.path.join(into, package, "__init__.py"), "w").close()
+    for name in names:
         text = subprocess.run(
-            ["git", "-C", _REPO, "show", f"{ref}:sandbox/{name}.py"], capture_output=True, text=True
+            ["git", "-C", _REPO, "show", f"{ref}:sandbox/{name}"], capture_output=True, text=True
         )
         if text.returncode != 0:
-            raise SystemExit(f"error: cannot read sandbox/{name}.py at {ref}: {text.stderr.strip()}")
-        with open(os.path.join(package, f"{name}.py"), "w") as f:
-            f.write(text.stdout.replace("from sandbox._python_cgroup", "from b2t_baseline._python_cgroup"))
-    sys.path.insert(0, into)
-    return importlib.import_module("b2t_baseline.python_tool")
+            raise SystemExit(f"error: cannot read sandbox/{name} at {ref}: {text.stderr.strip()}")
+        with open(os.path.join(into, package, name), "w") as f:
+            f.write(text.stdout.replace("from sandbox._python_", f"from {package}._python_"))
+    if into not in sys.path:
+        sys.path.insert(0, into)
+    return importlib.import_module(f"{package}.python_tool")
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and every process under it, live or reaped (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except OSError:
+        return 0.0  # replaced meanwhile: its share is lost (rare)
+    own = sum(int(x) for x in fields[11:15]) / _TICK  # utime, stime, and its reaped children's
+    return own + sum(_tree_cpu_s(c) for c in children)
 
 
 def _cpu_s(sb) -> float:
-    """CPU seconds so far of this process and of the pool's supervisors with their reaped children."""
-    total = sum(os.times()[:2])
-    for slot in list(sb._slots):
-        try:
-            with open(f"/proc/{slot.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # a slot replaced meanwhile: its share is lost (rare)
-        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    return total
+    """CPU seconds so far of this process and of the pool's supervisors with everything under them."""
+    return sum(os.times()[:2]) + sum(_tree_cpu_s(slot.proc.pid) for slot in list(sb._slots))
 
 
 def _timed(sb, calls: int, callers: int) -> tuple[float, list[float], float]:
@@ -79,36 +92,39 @@ def _row(name: str, rate: float, lat: list[float], cpu: float, ref: float | None
     ratio = f"{rate / ref:7.1f}x" if ref else "     ref"
     ceiling = (os.cpu_count() or 1) / cpu
     times = f"{statistics.median(ms):8.2f} {p99:8.2f} {cpu * 1000:8.2f}"
-    return f"{name:<44} {rate:8.1f} {times} {ceiling:8.0f} {ratio}"
+    return f"{name:<40} {rate:8.1f} {times} {ceiling:8.0f} {ratio}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--callers", type=int, default=4)
-    parser.add_argument("--baseline-ref", default="2b2da15")
+    parser.add_argument("--before", default="2b2da15")
+    parser.add_argument("--main", default="ae78dba")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        old = _baseline(args.baseline_ref, tmp)
+        paths = [
+            (f"before ({args.before})", _reference(args.before, tmp, "b2t_before")),
+            (f"main ({args.main})", _reference(args.main, tmp, "b2t_main")),
+            ("zygote (this tree)", current),
+        ]
         load_before = os.getloadavg()
         lines = []
         for workers, callers in ((1, 1), (2, args.callers)):
-            rates = {}
-            for label, module in ((f"today ({args.baseline_ref})", old), ("prepared workers", None)):
-                cls = PythonSandbox if module is None else module.PythonSandbox
-                limits = (PythonLimits if module is None else module.PythonLimits)(timeout_s=5)
-                with cls(num_workers=workers, limits=limits) as sb:  # isolation="full": jailed or refused
+            ref = None
+            for label, module in paths:
+                limits = module.PythonLimits(timeout_s=5)
+                with module.PythonSandbox(num_workers=workers, limits=limits) as sb:  # jailed or refused
                     rate, lat, cpu = _timed(sb, args.calls, callers)
-                ref = rates.get("today")
-                rates.setdefault("today", rate)
-                lines.append(_row(f"{label}, {workers} worker(s), {callers} caller(s)", rate, lat, cpu, ref))
+                lines.append(_row(f"{label}, {workers}w {callers}c", rate, lat, cpu, ref))
+                ref = ref or rate
         load_after = os.getloadavg()
     load = " / ".join(f"{a:.2f}-{b:.2f}" for a, b in zip(load_before, load_after))
     print(f"{os.cpu_count()} CPUs; load average 1/5/15 min (before-after): {load}\n")
-    heads = ("calls/s", "p50 ms", "p99 ms", "CPU ms", "ceiling", "vs today")
-    print(f"{'path':<44} " + " ".join(f"{h:>8}" for h in heads))
+    heads = ("calls/s", "p50 ms", "p99 ms", "CPU ms", "ceiling", "vs before")
+    print(f"{'path, workers (w), callers (c)':<40} " + " ".join(f"{h:>8}" for h in heads))
     print("\n".join(lines))
 
 

@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import select
+import site
 import struct
 import subprocess
 import sys
@@ -19,6 +20,10 @@ from sandbox._python_cgroup import remove_leftovers
 
 _WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_python_worker.py")
 _STARTUP_TIMEOUT_S = 20.0
+# The supervisor starts without `site` (-S): the .pth files of this install may import whatever
+# they like (an editable finder, a certificate hook), which would then sit in every call's
+# forked memory and cost each fork and exit. It gets the site-packages directories instead.
+_SITE_DIRS = [d for d in site.getsitepackages() if os.path.isdir(d)]
 
 
 class Slot:
@@ -27,7 +32,7 @@ class Slot:
     def __init__(self, config: dict) -> None:
         self.base_dir: str = config["base_dir"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", _WORKER_PATH, json.dumps(config)],
+            [sys.executable, "-I", "-S", _WORKER_PATH, json.dumps({**config, "site_dirs": _SITE_DIRS})],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -118,9 +118,23 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
     prog += _if_arg0(clone, denied_bits=CLONE_NEW_FLAGS)
     prog += _if_arg0(socket, allowed=SOCKET_FAMILIES)
     prog += _if_arg0(socketpair, allowed=(1,))
-    for nr in allowed:  # pairs keep every jump offset at 0 or 1 (BPF jumps are 8-bit)
-        prog += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _ALLOW)]
+    # The allowed numbers as ascending runs (39 on x86_64 for 235 numbers): the kernel compiles a
+    # filter at every call's start and runs it at every system call, both in time linear in its
+    # length. Per run: above it, on to the next; inside, allowed; below it (a gap), refused.
+    for lo, hi in _runs(allowed):
+        prog += [(_JGE, 3, 0, hi + 1), (_JGE, 0, 1, lo), (_RET, 0, 0, _ALLOW), (_RET, 0, 0, _EPERM)]
     return prog + [(_RET, 0, 0, _EPERM)]
+
+
+def _runs(numbers: tuple[int, ...]) -> list[tuple[int, int]]:
+    """`numbers` as sorted, maximal runs of consecutive integers (lo, hi), both ends included."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return [(lo, hi) for lo, hi in runs]
 
 
 class _Fprog(ctypes.Structure):

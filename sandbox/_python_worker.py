@@ -2,8 +2,8 @@
 
 Started by `sandbox.python_tool.PythonSandbox` as `python -I _python_worker.py CONFIG_JSON`; it
 imports nothing from the project (its helper modules `_python_jail`, `_python_seccomp`,
-`_python_cgroup`, `_python_cleanup` and `_python_child` are loaded by path) so that it starts
-fast. The protocol on stdin/stdout is length-prefixed JSON frames (4-byte big-endian length,
+`_python_cgroup`, `_python_cleanup`, `_python_child` and `_python_zygote` are loaded by path)
+so that it starts fast. The protocol on stdin/stdout is length-prefixed JSON frames (4-byte big-endian length,
 then UTF-8 JSON): a hello, then per request the result and, after the clean-up, a ready frame.
 
 Isolation, kernel layer (when the supervisor runs as root, which it tests at start-up):
@@ -14,6 +14,8 @@ Isolation, kernel layer (when the supervisor runs as root, which it tests at sta
     `/dev/zero`, `/dev/random`, `/dev/urandom`) and a private tmpfs `/scratch` for the per-call
     working directories' mount points. It pivots into that root and detaches the old one, so no other file of
     the host (data directory, project checkout, /etc, /proc, /home, /dev/shm) exists for the code;
+  * once jailed, it forks its zygote (`_python_zygote.py`), a quiescent process that forks each
+    call's init and nothing else, so no call shares pages with a process that keeps working;
   * each call (`_python_child.py`), prepared before its code arrives, runs in its own cgroup
     (memory, processes and CPU of all its processes together), its own IPC namespace (System V
     and POSIX IPC die with the call) and PID namespace (no host process can be named; the call's
@@ -29,7 +31,6 @@ Python layer, the rlimits and the process-group kill apply; that is not a securi
 which is why the host refuses that mode unless the caller opts in (`isolation="unsafe-ok"`).
 """
 
-import gc
 import importlib.util
 import json
 import os
@@ -57,10 +58,12 @@ seccomp = _load("_python_seccomp")
 cgroups = _load("_python_cgroup")
 cleanup = _load("_python_cleanup")
 child = _load("_python_child")
+zygote = _load("_python_zygote")
 _WORKDIR_MB = 64  # each call's working directory: a tmpfs of this size (its pages count in the cgroup)
 _WORKDIR_INODES = 16384  # ... holding at most this many files and directories
 _REAP_S = 5.0  # the most a stopped call's processes may take to die before the reply
 _CLEANUP_S = 0.5  # the most cleaning up after a call and preparing the next may take
+_FORK_S = 1.0  # the most the zygote may take to fork a prepared call
 
 
 # ---------------------------------------------------------------- framing
@@ -93,22 +96,25 @@ def _write_frame(fd: int, obj: dict) -> None:
 
 
 class _Call:
-    """A prepared call: its init's pid and pipes, its working directory, its number."""
+    """A prepared call: its init's pid, pidfd and pipes, its working directory, its number."""
 
     def __init__(
         self, n: int, pid: int, out_r: int, req_w: int, status_r: int, workdir: str, mounted: bool
     ) -> None:
         self.n, self.pid, self.out_r, self.req_w, self.status_r = n, pid, out_r, req_w, status_r
         self.workdir, self.mounted = workdir, mounted
+        self.pidfd = os.pidfd_open(pid)  # the init cannot be reaped before this: see _python_zygote
+        self.gone = False  # every process of the call is dead (and, without a zygote, reaped)
 
 
 class Supervisor:
-    def __init__(self, cfg: dict) -> None:
+    def __init__(self, cfg: dict, private_fds: tuple[int, ...] = ()) -> None:
         self.base_dir = cfg["base_dir"]
         self.guard = bool(cfg.get("audit_guard", True))
         self.limits: dict = cfg["limits"]
         self.uid = None
         self.cgroups = None
+        self.zygote = None  # forks the calls once jailed; without the jail the supervisor does
         self.isolation = {
             "kernel": False,
             "network": "audit hook only",
@@ -124,6 +130,10 @@ class Supervisor:
             self.isolation["kernel_error"] = f"the process runs as uid {os.geteuid()}, not root"
         else:
             self._enter_jail()
+        if self.uid is not None:
+            template = {"uid": self.uid, "guard": self.guard, "limits": self.limits}
+            private = (*private_fds, *self.cgroups.dirs.values())
+            self.zygote = zygote.Zygote(self.namespaces, self.base_dir, template, private)
         jail.libc.prctl(jail.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.runs = 0
         self.next: _Call | None = None  # the prepared call the next request runs in
@@ -156,9 +166,12 @@ class Supervisor:
             "cgroup_prefix": calls.prefix,
         }
 
-    def _sweep(self, pid: int) -> None:
-        """Kill the child, its process group and (with a uid) every process of the run's uid."""
-        for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+    def _sweep(self, call: _Call) -> None:
+        """Kill the init, its process group and (with a uid) every process of the run's uid."""
+        for target in (
+            lambda: signal.pidfd_send_signal(call.pidfd, signal.SIGKILL),
+            lambda: os.killpg(call.pid, signal.SIGKILL),  # a group keeps its number while it has members
+        ):
             try:
                 target()
             except ProcessLookupError:
@@ -176,26 +189,27 @@ class Supervisor:
         finally:
             os.setresuid(0, 0, 0)
 
-    def _kill_and_reap(self, pid: int, wait_status: int | None, deadline: float) -> int:
-        """Sweep until every descendant is dead and reaped; returns the child's wait status.
+    def _kill_and_reap(self, call: _Call, deadline: float) -> bool:
+        """Sweep until every process of `call` is dead (and reaped); False if `deadline` came first.
 
-        As a child subreaper the supervisor inherits orphaned grandchildren, so "no children
-        left" means the run left nothing behind (the next call is prepared only after this).
-        Sweeps repeat because a fork bomb may add processes while one is under way.
+        With the zygote, the init's pidfd says so: it reads as exited only once every process of
+        its PID namespace is gone. Without it, the supervisor is a child subreaper and inherits
+        orphaned grandchildren, so "no children left" means the run left nothing behind. Sweeps
+        repeat because a fork bomb may add processes while one is under way.
         """
-        while time.monotonic() < deadline:
-            self._sweep(pid)
+        while not call.gone and time.monotonic() < deadline:
+            self._sweep(call)
+            if self.zygote is not None:
+                call.gone = bool(select.select([call.pidfd], [], [], 0.002)[0])
+                continue
             try:
-                while True:
-                    done, status = os.waitpid(-1, os.WNOHANG)
-                    if done == 0:
-                        break
-                    if done == pid:
-                        wait_status = status
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
             except ChildProcessError:
+                call.gone = True
                 break
             time.sleep(0.002)
-        return wait_status if wait_status is not None else signal.SIGKILL  # as if killed
+        return call.gone
 
     def prepare(self) -> None:
         """Create the next call (cgroup, working directory, its two processes) before its code exists."""
@@ -215,19 +229,16 @@ class Supervisor:
         out_r, out_w = os.pipe()
         req_r, req_w = os.pipe()
         status_r, status_w = os.pipe()
-        call = {"uid": self.uid, "guard": self.guard, "limits": self.limits, "joins": joins}
-        # Frozen objects are never traversed by the collector, so neither process writes their
-        # pages just to collect: fewer copy-on-write faults on both sides of the fork. Collect
-        # first: a garbage cycle frozen would never be freed.
-        gc.collect()
-        gc.freeze()
-        pid = os.fork() if self.uid is None else jail.fork_into_call_namespaces(self.namespaces)
-        if pid == 0:
-            for fd in (out_r, req_w, status_r):
+        os.set_blocking(status_r, False)
+        try:
+            if self.zygote is not None:
+                pid = self.zygote.fork_call(n, [out_w, req_r, status_w, *joins], _FORK_S)
+            else:
+                call = {"uid": None, "guard": self.guard, "limits": self.limits, "joins": []}
+                pid = zygote.fork_here([out_w, req_r, status_w], workdir, call, (out_r, req_w, status_r))
+        finally:
+            for fd in (out_w, req_r, status_w, *joins):
                 os.close(fd)
-            child.init(out_w, req_r, status_w, workdir, call)
-        for fd in (out_w, req_r, status_w, *joins):
-            os.close(fd)
         self.next = _Call(n, pid, out_r, req_w, status_r, workdir, mounted)
 
     def run(self, req: dict) -> dict:
@@ -256,7 +267,8 @@ class Supervisor:
             steps = (
                 lambda: os.close(call.out_r),
                 lambda: os.close(call.status_r),
-                lambda: self._kill_and_reap(call.pid, None, deadline),
+                lambda: self._kill_and_reap(call, deadline),
+                lambda: os.close(call.pidfd),
                 lambda: self._remove_workdir(call, deadline),
                 lambda: self.cgroups is None or self.cgroups.destroy(call.n, deadline),
             )
@@ -281,42 +293,41 @@ class Supervisor:
 
     def _collect(self, timeout: float, call: _Call, start: float) -> dict:
         """Output and outcome of `call`: the user process's wait status as its init reported it."""
-        pid, out_r = call.pid, call.out_r
+        out_r = call.out_r
         deadline = start + timeout
         cap = int(self.limits["max_output_bytes"])
-        pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(out_r, select.POLLIN | select.POLLHUP)
-        poller.register(pidfd, select.POLLIN)
+        poller.register(call.pidfd, select.POLLIN)
         out = bytearray()
-        status, wait_status, eof = None, None, False
-        try:
-            while wait_status is None or not eof:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    if wait_status is None:
-                        status = "timeout"
-                    break  # else: the child exited; what it left running is killed below
-                for fd, _ in poller.poll(remaining * 1000):
-                    if fd == out_r:
-                        chunk = os.read(out_r, 65536)
-                        if not chunk:
-                            eof = True
-                            poller.unregister(out_r)
-                        out += chunk
-                    elif wait_status is None:
-                        wait_status = os.waitpid(pid, 0)[1]
-                        poller.unregister(pidfd)
-                        deadline = min(deadline, time.monotonic() + 0.2)  # grace to drain the pipe
-                if len(out) > cap:
-                    status = "output_limit"
-                    break
-        finally:
-            os.close(pidfd)
-        wait_status = self._kill_and_reap(pid, wait_status, time.monotonic() + _REAP_S)
-        raw = os.read(call.status_r, 4)  # every writer is dead: the user's status, or nothing
-        if len(raw) == 4 and os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == 0:
-            wait_status = struct.unpack("i", raw)[0]
+        status, exited, eof = None, False, False
+        while not exited or not eof:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if not exited:
+                    status = "timeout"
+                break  # else: the init exited; what it left running is killed below
+            for fd, _ in poller.poll(remaining * 1000):
+                if fd == out_r:
+                    chunk = os.read(out_r, 65536)
+                    if not chunk:
+                        eof = True
+                        poller.unregister(out_r)
+                    out += chunk
+                elif not exited:
+                    exited = True
+                    poller.unregister(call.pidfd)
+                    deadline = min(deadline, time.monotonic() + 0.2)  # grace to drain the pipe
+            if len(out) > cap:
+                status = "output_limit"
+                break
+        self._kill_and_reap(call, time.monotonic() + _REAP_S)
+        try:  # every writer is dead (or the slot is replaced): the user's status, or nothing
+            raw = os.read(call.status_r, 4)
+        except BlockingIOError:
+            raw = b""
+        # No status: the init was killed (a timeout, or the cgroup's OOM killer took the call).
+        wait_status = struct.unpack("i", raw)[0] if len(raw) == 4 else signal.SIGKILL
         if status is None:
             if os.WIFSIGNALED(wait_status):
                 status = "signal"
@@ -331,15 +342,27 @@ class Supervisor:
         }
 
 
+def _site(dirs: list[str]) -> None:
+    """What `site` gives user code, without running any .pth file: site-packages on the path (after
+    the standard library, as `site` puts them), and `exit`, `quit`, `help`, `copyright`."""
+    sys.path.extend(d for d in dirs if d not in sys.path)
+    import site
+
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    _site(cfg.get("site_dirs", []))
     # The protocol gets its own descriptors; fd 0/1 then point at /dev/null so that nothing
     # printed by accident can corrupt a frame.
     req_fd, resp_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    supervisor = Supervisor(cfg)
+    supervisor = Supervisor(cfg, (req_fd, resp_fd))
     try:
         supervisor.prepare()
     except Exception as e:  # noqa: BLE001 - the host reports that the slot did not start

@@ -27,8 +27,11 @@ def _prepared(isolation: dict) -> dict[str, list[int]]:
     found = {}
     for name in os.listdir(path):
         if name.startswith(prefix):
-            with open(os.path.join(path, name, "cgroup.procs")) as f:
-                found[name] = [int(x) for x in f.read().split()]
+            try:
+                with open(os.path.join(path, name, "cgroup.procs")) as f:
+                    found[name] = [int(x) for x in f.read().split()]
+            except FileNotFoundError:
+                pass  # a used call's cgroup, removed between the listing and the read
     return found
 
 

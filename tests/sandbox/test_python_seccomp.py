@@ -129,3 +129,38 @@ def test_the_allowed_numbers_are_the_kernel_headers_numbers_of_the_allowed_names
     assert not {numbers[n] for n in ("unshare", "mount", "setns", "bpf", "io_uring_setup", "keyctl")} & set(
         allowed
     )
+
+
+def _run_filter(prog: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: int = 0) -> int:
+    """What classic BPF `prog` returns for one system call (the subset of BPF the filter uses)."""
+    data = {0: nr, 4: arch, 16: arg0}  # struct seccomp_data: nr, arch, then args (low words)
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x06:  # RET K
+            return k
+        if code == 0x20:  # LD W ABS
+            acc, pc = data[k], pc + 1
+            continue
+        taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+        pc += 1 + (jt if taken else jf)
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp.TABLES))
+def test_the_filter_allows_exactly_the_listed_numbers(machine):
+    # Checked instruction by instruction against the list itself, the independent expectation.
+    arch, allowed, clone, socket, socketpair, clone3 = seccomp.TABLES[machine]
+    prog = seccomp.program(machine)
+    assert len(prog) < 4 * len(allowed) // 3  # runs, not one comparison per number
+    allow, eperm, enosys = 0x7FFF0000, 0x00050001, 0x00050026
+    special = {clone, socket, socketpair, clone3}
+    for nr in range(1100):
+        want = enosys if nr == clone3 else allow if nr in set(allowed) - special else eperm
+        if nr not in (clone, socket, socketpair):
+            assert _run_filter(prog, arch, nr) == want, nr
+    assert _run_filter(prog, arch, 0x40000000 + 1) == eperm  # x32 ABI
+    assert _run_filter(prog, arch ^ 1, 1) == eperm  # another architecture
+    assert _run_filter(prog, arch, clone, 17) == allow  # SIGCHLD: a plain fork
+    assert _run_filter(prog, arch, clone, 0x10000000 | 17) == eperm  # CLONE_NEWUSER
+    assert [_run_filter(prog, arch, socket, f) for f in (1, 2, 10, 16, 17)] == [allow] * 3 + [eperm] * 2
+    assert [_run_filter(prog, arch, socketpair, f) for f in (1, 2)] == [allow, eperm]
