@@ -100,11 +100,7 @@ def write_slots(positions: jax.Array, num_new: jax.Array, max_len: int) -> jax.A
 def write_layer(cache: jax.Array, layer: jax.Array, new: jax.Array, call: CachedCall) -> jax.Array:
     """cache [L, B, KVH, S, D] with new [R, T, KVH, D] written at (layer, row, head, slot): a scatter
     that touches only the new slots (mode='drop' skips padding tokens and anything past the end).
-    A paged cache (`call.pages` set) writes through the page tables (models/paged_kv.py)."""
-    if call.pages is not None:
-        from models.paged_kv import write_pages
-
-        return write_pages(cache, layer, new, call)
+    A paged cache (`call.pages` set) is written by models/paged_kv.py `write_pages` instead."""
     r, t = call.slots.shape
     kvh = cache.shape[2]
     rows = jnp.arange(r, dtype=jnp.int32) if call.rows is None else call.rows
@@ -164,13 +160,9 @@ def cached_attention(
     slot s iff s <= positions[r, t] and s < filled[r] (and, with `window`, s > positions[r, t] -
     window: blocks wholly below every query's window are not read either). Scores, the running
     max and the running sum are fp32; a fully masked query gets a uniform average (finite mask
-    value), never NaN. A paged cache (`call.pages` set: models/paged_kv.py) reads its blocks
-    through the rows' page tables instead.
+    value), never NaN. A paged cache (`call.pages` set) is read by models/paged_kv.py
+    `paged_attention_reference` instead, through the rows' page tables.
     """
-    if call.pages is not None:
-        from models.paged_kv import paged_attention_reference
-
-        return paged_attention_reference(q, k_cache, v_cache, layer, call, block, window)
     s = k_cache.shape[3]
     size = min(block, s)
 

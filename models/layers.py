@@ -18,6 +18,7 @@ from flax import nnx
 from models import lora, quant
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, cached_attention, write_layer
+from models.paged_kv import paged_attention_reference, write_pages
 from models.rope import apply_rope
 from models.sharding import constrain
 from models.splash import splash_attention
@@ -309,7 +310,10 @@ class DecoderLayer(nnx.Module):
         (x, k_cache, v_cache)."""
         with jax.named_scope("attention"):
             q, k, v = self.attn.qkv(self.input_norm(x), call.positions)
-            k_cache = write_layer(k_cache, layer, k, call)
-            v_cache = write_layer(v_cache, layer, v, call)
-            attn = cached_attention(q, k_cache, v_cache, layer, call, self.attn.cache_block, self.attn.window)
+            paged = call.pages is not None  # page tables (models/paged_kv.py) or a row per stream
+            write = write_pages if paged else write_layer
+            attend = paged_attention_reference if paged else cached_attention
+            k_cache = write(k_cache, layer, k, call)
+            v_cache = write(v_cache, layer, v, call)
+            attn = attend(q, k_cache, v_cache, layer, call, self.attn.cache_block, self.attn.window)
         return self._finish(x, attn), k_cache, v_cache

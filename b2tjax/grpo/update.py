@@ -174,9 +174,7 @@ def grpo_update(
         "useful_token_share": sum(len(r.ids) for r in records) / rows["ids"].size,
     }
     old, is_weights = _old_logprobs(cfg, batch, trainer_lp, sampler_lp, sampled, metrics)
-    ref_lp = None
-    if g.beta > 0:
-        ref_lp = logprobs_of(ref_params)
+    ref_lp = logprobs_of(ref_params) if g.beta > 0 else None
     flat = TrainBatch(
         ids=rows["ids"],
         mask=rows["mask"],
@@ -186,7 +184,6 @@ def grpo_update(
         positions=loss_positions(rows["mask"]),
         is_weights=is_weights,
     )
-
     before_update()
     state, step_means = _optimize(fns, state, flat, layout, n, g.epochs, seed)
     metrics.update(step_means)
