@@ -1,12 +1,12 @@
-"""The processes of one Python-tool call, forked by the supervisor (`_python_worker.py`).
+"""The processes of one Python-tool call, forked by the zygote (`_python_zygote.py`).
 
 A call is two processes, created before its code exists (the supervisor prepares the next call
-while none runs). The *init* (forked by the supervisor into the call's new IPC and PID
-namespaces, root, pid 1 there) joins the call's cgroup and forks the *user* process: it sets the
-rlimits, installs the syscall filter and the audit hook, waits for the request, then drops to
-the run's uid and runs the code. When the user process ends, the init writes its wait status to
-the supervisor and exits, and the kernel kills every process left in the namespace. Loaded by
-path; imports nothing from the project.
+while none runs). The *init* (forked by the zygote, or without the jail by the supervisor, into
+the call's new IPC and PID namespaces, root, pid 1 there) joins the call's cgroup and forks the
+*user* process: it sets the rlimits, installs the syscall filter and the audit hook, waits for
+the request, then drops to the run's uid and runs the code. When the user process ends, the
+init writes its wait status to the supervisor and exits, and the kernel kills every process
+left in the namespace. Loaded by path; imports nothing from the project.
 """
 
 import ast
@@ -259,8 +259,8 @@ def _report_crash() -> None:
 
 
 def init(out_w: int, req_r: int, status_w: int, workdir: str, call: dict) -> None:
-    """The call's first process and pid 1 of its PID namespace (forked by the supervisor when it
-    prepares the call); never returns.
+    """The call's first process and pid 1 of its PID namespace (forked by the zygote when the
+    supervisor prepares the call); never returns.
 
     It joins the call's cgroup before anything forks, forks the user process, reaps orphans,
     writes the user's wait status to `status_w` and exits, which (as pid 1) kills whatever the

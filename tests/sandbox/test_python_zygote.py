@@ -116,9 +116,8 @@ def test_two_calls_forked_from_one_zygote_share_nothing(one_slot):
 @pytest.mark.parametrize(
     "hostile",
     [
-        "import os, signal\nfor pid in [-1, *range(1, 100)]:\n"
-        "    try:\n        os.kill(pid, signal.SIGKILL)\n"
-        "    except OSError:\n        pass",
+        "import os, signal\nfor pid in [-1, *range(1, 100)]:\n    try:\n"
+        "        os.kill(pid, signal.SIGKILL)\n    except OSError:\n        pass",
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
         "import os\nfor _ in range(8):\n    if os.fork() == 0:\n        os.setsid()\nwhile True:\n    pass",
         "import ctypes\nctypes.string_at(1)",  # a crash
@@ -136,8 +135,9 @@ def test_the_zygote_survives_a_hostile_call_and_the_call_leaves_nothing(one_slot
     # What is left: the prepared call's init under the zygote, and that call's cgroup alone.
     assert len(_children(zygote)) == 1
     if one_slot.isolation["cgroup"].startswith("cgroup"):
-        paths = one_slot.isolation["cgroup_paths"]
-        cgroups = {d for p in paths for d in os.listdir(p) if d.startswith(prefix)}
+        cgroups = {
+            d for p in one_slot.isolation["cgroup_paths"] for d in os.listdir(p) if d.startswith(prefix)
+        }
         assert cgroups == {f"{prefix}3"}
 
 
