@@ -35,31 +35,24 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     if cfg.model.lora.enabled:
         param_dtype = dtype  # the frozen base needs no fp32 master copy
     init, mesh = base_init(cfg), build_mesh(cfg.mesh)
+    # hf: and ckpt: weights load the same way: the recipe's precision, mesh, remat, RoPE and attention
+    loader_args = dict(
+        dtype=dtype,
+        param_dtype=param_dtype,
+        mesh=mesh,
+        remat=cfg.model.remat,
+        edit_config=lambda c: recipe_rope(cfg, c),
+        attention=cfg.model.attention,
+    )
     if init.startswith("hf:"):
-        model = load_pretrained(
-            init[3:],
-            dtype=dtype,
-            param_dtype=param_dtype,
-            mesh=mesh,
-            remat=cfg.model.remat,
-            edit_config=lambda c: recipe_rope(cfg, c),
-            attention=cfg.model.attention,
-        )
+        model = load_pretrained(init[3:], **loader_args)
     elif init.startswith("ckpt:"):
         if is_lora_run(init[5:]):
             raise UserError(
                 f"model.init={init} is a LoRA run: continue it with --resume, or export its adapters "
                 "(launch/export_hf.py --adapter) and pass hf:ADAPTER_DIR"
             )
-        model = load_model(
-            init[5:],
-            dtype=dtype,
-            param_dtype=param_dtype,
-            mesh=mesh,
-            remat=cfg.model.remat,
-            edit_config=lambda c: recipe_rope(cfg, c),
-            attention=cfg.model.attention,
-        )
+        model = load_model(init[5:], **loader_args)
     elif init:
         raise ValueError(f"model.init must be '', 'hf:DIR' or 'ckpt:DIR', got {init!r}")
     else:
