@@ -193,6 +193,11 @@ EVERY_KNOB = {
     "tool_workers": 3,
     "async_host": False,
     "segment_return_share": 0.5,
+    "kv_cache": "paged",
+    "page_size": 32,
+    "kv_pages": 200,  # >= 1024 / 32 pages: one whole stream
+    "max_staleness": 1,
+    "resume_kv": "recompute",
 }
 
 

@@ -63,8 +63,8 @@ def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
     assert abs(grpo["arguments"]["params"] - params / 8) < 0.01 * params / 8
     # AdamW's two moments are sharded like the parameters, not replicated.
     assert abs(grpo["arguments"]["optimizer state"] - 2 * params / 8) < 0.01 * params / 8
-    # KV cache: K and V, 2 layers x 8 rows x 16384 slots x 8 KV heads x 128 dims in bf16, rows over 8.
-    kv = 2 * 2 * 8 * 16384 * 8 * 128 * 2 / 8
+    # KV cache: K and V, 2 layers x 8 rows x 65536 slots x 8 KV heads x 128 dims in bf16, rows over 8.
+    kv = 2 * 2 * 8 * 65536 * 8 * 128 * 2 / 8
     assert abs(programs["rollout_decode"]["arguments"]["KV cache"] - kv) < 1e-4 * kv  # + the row lengths
     assert programs["rollout_decode"]["resident"]["train state (params + Adam)"] >= 3 * params / 8 * 0.99
     for p in programs.values():
@@ -74,11 +74,11 @@ def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
 
 def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
     proc, plan = _plan(
-        tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS, "rollout.batch_rows=4096"
+        tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS, "rollout.batch_rows=1024"
     )
     assert proc.returncode == 1
     decode = plan["programs"][0]
-    kv = 2 * 2 * 4096 * 16384 * 8 * 128 * 2 / 8  # 32 GiB per device
+    kv = 2 * 2 * 1024 * 65536 * 8 * 128 * 2 / 8  # 32 GiB per device
     assert abs(decode["arguments"]["KV cache"] - kv) < 1e-4 * kv
     assert decode["total_bytes"] > 80 * GIB
     assert f"rollout_decode needs {decode['total_bytes']:,} bytes" in proc.stderr
@@ -96,8 +96,15 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
 
 def test_himap_recipes_have_their_base_recipes_plan():
     """The HiMAP Qwen3 recipes (H100 and TPU) are not compiled here (like the other Qwen3 recipes);
-    every setting the memory plan reads matches the base recipe's, whose plan docs/TRAINING.md shows."""
+    every setting the memory plan reads matches the base recipe's as it was before issue 34 lengthened
+    the single agent's episode (a HiMAP stream is one role's, not the whole episode): its Qwen3 RoPE,
+    rows, cache and turn cap, from the recipes' golden (tests/data/recipes_merged.json)."""
+    import json
+
     from b2tjax.config import load_config
+
+    golden = json.loads((ROOT / "tests" / "data" / "recipes_merged.json").read_text())
+    lengthened = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "issue_34.json").read_text())
 
     def planned(cfg) -> dict:
         r = cfg.rollout
@@ -113,7 +120,9 @@ def test_himap_recipes_have_their_base_recipes_plan():
 
     for name in ("qwen3_4b", "qwen3_8b", "qwen3_8b_tpu"):
         himap = load_config(ROOT / "configs" / f"himap_{name}.yaml")
-        base = load_config(ROOT / "configs" / f"{name}.yaml")
+        before = [f"{key}={golden[name + '.yaml'][key]}" for key in lengthened[name + ".yaml"] if "rope" not in key]
+        before.append("model.rope_scaling={kind: none, factor: 1.0, original_max_positions: 0}")
+        base = load_config(ROOT / "configs" / f"{name}.yaml", before)
         assert himap.agent == "himap" and base.agent == "single"
         assert planned(himap) == planned(base), name
 

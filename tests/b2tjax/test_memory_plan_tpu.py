@@ -1,7 +1,7 @@
 """launch/plan.py compiles the Qwen3-0.6B TPU recipe with the TPU compiler itself, on this CPU machine.
 
-libtpu (the `[test]` extra brings it through `jax[tpu]`) gives compile-only devices of a v5e-4 slice
-(v5e:2x2); the figures checked are the TPU compiler's own `memory_analysis()`.
+libtpu (the `[test]` extra brings it through `jax[tpu]`) gives compile-only devices of the recipe's
+v5p-8 slice (4 chips); the figures checked are the TPU compiler's own `memory_analysis()`.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ def tpu_plan(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
 
 def test_recipe_compiles_for_its_tpu_slice_by_default(tpu_plan):
     proc, plan = tpu_plan
-    assert (plan["target"], plan["platform"], plan["devices"]) == ("v5e-4", "tpu", 4)
-    assert plan["hbm_bytes"] == 16 * GIB  # a v5e chip
-    assert "v5e-4: 4 x TPU v5e (TPU compiler)" in proc.stdout
-    assert "rollout 24 rows (6 per chip)" in proc.stdout
+    assert (plan["target"], plan["platform"], plan["devices"]) == ("v5p-8", "tpu", 4)
+    assert plan["hbm_bytes"] == 95 * GIB  # a v5p chip
+    assert "v5p-8: 4 x TPU v5p (TPU compiler)" in proc.stdout
+    assert "rollout 32 rows (8 per chip)" in proc.stdout
     assert tuple(p["name"] for p in plan["programs"]) == PROGRAMS
     assert proc.stdout.count("fits with 10% headroom") == len(PROGRAMS)
 
@@ -64,9 +64,9 @@ def test_tpu_compiler_bytes_match_the_analytic_sizes(tpu_plan):
     assert grpo["argument_bytes"] == pytest.approx(3 * fp32_params + batch, rel=0.005)  # params + 2 moments
     assert grpo["output_bytes"] == pytest.approx(3 * fp32_params, rel=0.005)  # donated: updated in place
     assert grpo["alias_bytes"] == pytest.approx(3 * fp32_params, rel=0.005)
-    # KV cache: K and V, 2 layers x 24 rows x 16384 slots x 8 KV heads x 128 dims in bf16, rows over 4.
-    kv = 2 * LAYERS * 24 * 16384 * 8 * 128 * 2 / CHIPS
-    logits = 24 * 151936 * 4 / CHIPS  # the rows' next-token logits (fp32), carried with the cache
+    # KV cache: K and V, 2 layers x 32 rows x 65536 slots x 8 KV heads x 128 dims in bf16, rows over 4.
+    kv = 2 * LAYERS * 32 * 65536 * 8 * 128 * 2 / CHIPS
+    logits = 32 * 151936 * 4 / CHIPS  # the rows' next-token logits (fp32), carried with the cache
     sampler = 2 * PARAMS  # bf16 sampler weights, replicated (tensor 1)
     decode = programs["rollout_decode"]
     assert decode["argument_bytes"] == pytest.approx(sampler + kv + logits, rel=0.005)
@@ -83,7 +83,7 @@ def test_unknown_target_and_mismatched_devices_are_one_line_errors(tmp_path):
         (("--target", "v7x-8"), "error: unknown target 'v7x-8'"),
         (("--target", "v5p-12"), "error: target 'v5p-12': a v5p slice has 8, 16"),
         (("--target", "v5e-8", "--devices", "4"), "error: --devices 4 disagrees with target v5e-8"),
-        (("hardware.devices=8",), "error: hardware.devices is 8 but target v5e-4 has 4 chips"),
+        (("hardware.devices=8",), "error: hardware.devices is 8 but target v5p-8 has 4 chips"),
     ):
         proc, _ = _plan(tmp_path, *args)
         assert proc.returncode == 2 and proc.stderr.startswith(message), (args, proc.stderr[-500:])

@@ -133,10 +133,10 @@ def test_a_call_leaves_no_process_cgroup_or_ipc_object_on_the_host(pools):
     uid = sb.isolation["uid"]
     assert _processes_of_uid(uid) == []
     # Each slot keeps exactly one cgroup: that of the call it has prepared next (created before
-    # any code exists); the call that ran has none left once its slot is back (clean-up follows
-    # the result, so wait for it).
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and any(len(_call_cgroups(slot.isolation)) > 1 for slot in sb._slots):
+    # any code exists); the call that ran has none left once its slot is back. Clean-up and the
+    # next call's preparation follow the result (a loaded machine may see 2 or 0 for a moment).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(len(_call_cgroups(slot.isolation)) != 1 for slot in sb._slots):
         time.sleep(0.05)
     for slot in sb._slots:
         assert len(_call_cgroups(slot.isolation)) == 1, _call_cgroups(slot.isolation)
