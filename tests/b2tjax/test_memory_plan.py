@@ -120,7 +120,8 @@ def test_himap_recipes_have_their_base_recipes_plan():
 
     for name in ("qwen3_4b", "qwen3_8b", "qwen3_8b_tpu"):
         himap = load_config(ROOT / "configs" / f"himap_{name}.yaml")
-        before = [f"{key}={golden[name + '.yaml'][key]}" for key in lengthened[name + ".yaml"] if "rope" not in key]
+        old = golden[f"{name}.yaml"]
+        before = [f"{key}={old[key]}" for key in lengthened[f"{name}.yaml"] if "rope" not in key]
         before.append("model.rope_scaling={kind: none, factor: 1.0, original_max_positions: 0}")
         base = load_config(ROOT / "configs" / f"{name}.yaml", before)
         assert himap.agent == "himap" and base.agent == "single"
