@@ -102,8 +102,8 @@ def test_himap_recipes_have_their_base_recipes_plan():
     import json
 
     from b2tjax.config import load_config
+    from tests.b2tjax.test_recipes import GOLDEN
 
-    golden = json.loads((ROOT / "tests" / "data" / "recipes_merged.json").read_text())
     lengthened = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "issue_34.json").read_text())
 
     def planned(cfg) -> dict:
@@ -120,7 +120,7 @@ def test_himap_recipes_have_their_base_recipes_plan():
 
     for name in ("qwen3_4b", "qwen3_8b", "qwen3_8b_tpu"):
         himap = load_config(ROOT / "configs" / f"himap_{name}.yaml")
-        old = golden[f"{name}.yaml"]
+        old = GOLDEN[f"{name}.yaml"]
         before = [f"{key}={old[key]}" for key in lengthened[f"{name}.yaml"] if "rope" not in key]
         before.append("model.rope_scaling={kind: none, factor: 1.0, original_max_positions: 0}")
         base = load_config(ROOT / "configs" / f"{name}.yaml", before)
