@@ -50,7 +50,11 @@ class Browser:
         port = port_file.read_text().split()[0]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout) as reply:
             page = next(t for t in json.load(reply) if t["type"] == "page")
-        self._ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=timeout)
+        # No Origin header: Chromium 111+ refuses a DevTools websocket whose Origin it was not told
+        # to allow (--remote-allow-origins), and one without an Origin is not a browser page's.
+        self._ws = websocket.create_connection(
+            page["webSocketDebuggerUrl"], timeout=timeout, suppress_origin=True
+        )
         for method in ("Page.enable", "Network.enable", "Runtime.enable"):
             self.send(method)
         self.send(
