@@ -186,7 +186,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--step-max", type=int, default=512, help="longest record of the grpo_update case")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.qwen3 and not args.data:
+        parser.error("--qwen3 reads a data directory's trace_lengths.json: give --data")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
