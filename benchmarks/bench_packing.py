@@ -1,6 +1,7 @@
 """Speed benchmark: padded vs packed training rows (issue 35), in one run.
 
     python benchmarks/bench_packing.py --data /tmp/b2t --benchmark b2t           # expert traces' lengths
+    python benchmarks/bench_packing.py --data /tmp/b2t --qwen3                   # Qwen3 tokens (make_data's)
     python benchmarks/bench_packing.py --lengths lengths.txt                      # one integer per line
 
 1. Layout, on the length distribution: steps of `--records` records (drawn with a seeded RNG, with
@@ -11,11 +12,15 @@
    shapes over the steps, and the host's wall and CPU time to lay a step out.
 2. A step-shaped case through the real `grpo_update` on the tiny Qwen3 (CPU, fp32): `--step-records`
    records whose lengths are the distribution scaled to at most `--step-max` tokens, multi-turn
-   masks; wall and CPU seconds of the update (compiled beforehand), median of `--repeats`.
+   masks; wall and CPU seconds of the update (compiled beforehand), median of `--repeats`, the
+   two layouts' updates interleaved; speed-ups by wall and by CPU time (the CPU time of the
+   process, all its threads, is the steadier figure on a loaded machine).
 
 The expert traces are tokenised with the data directory's own tokenizer (the tiny recipe's
-SentencePiece model, trained on the data when missing); a Qwen3 tokenizer's lengths can be passed
-as `--lengths`.
+SentencePiece model, trained on the data when missing); with `--qwen3` the lengths are instead the
+Qwen3 token totals `launch/make_data.py` recorded in DATA/trace_lengths.json (every split's traces,
+as SFT encodes them; b2tjax/sft/lengths.py), and any other tokenizer's lengths can be passed as
+`--lengths`.
 """
 
 from __future__ import annotations
@@ -42,6 +47,16 @@ def trace_lengths(data: Path, benchmark: str) -> list[int]:
     cfg.benchmark, cfg.data.data_dir, cfg.data.build_missing = benchmark, str(data), False
     cfg.sft.max_seq_len = 1 << 30  # whole traces, no windows
     return [len(x["ids"]) for x in BenchmarkTask.prepare(cfg).sft_examples()]
+
+
+def recorded_lengths(data: Path) -> list[int]:
+    """Qwen3 token totals of every expert trace, from the DATA/trace_lengths.json make_data wrote."""
+    from b2tjax.sft.lengths import LENGTHS, read_lengths
+
+    stats = read_lengths(data)
+    if stats is None:
+        raise SystemExit(f"bench_packing: no {LENGTHS} in {data} (rebuild it with launch/make_data.py)")
+    return [int(n) for groups in stats["splits"].values() for n in groups["all"]["totals"]]
 
 
 def timed(fn, *args):
@@ -97,7 +112,7 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
     batch = RolloutBatch([_record(rng, n, EpisodeRecord) for n in sizes], {})
     model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
     model_fn, params = BoundModel.from_model(model)
-    out = []
+    updates, states, metrics = {}, {}, {}
     for packing in (False, True):
         cfg = TrainConfig()
         cfg.rollout.prompts_per_step, cfg.rollout.group_size = records // 8, 8
@@ -106,17 +121,19 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
         fns = make_step_fns(
             model_fn, optax.adamw(1e-5), lambda s: 1e-5, cfg.grpo, temperature=1.0, fixed_length=step_max
         )
+        updates[packing] = functools.partial(_update, cfg, fns, batch)
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.adamw(1e-5))
-
-        update = functools.partial(_update, cfg, fns, batch)
-        state, metrics = update(state)  # compile
-        walls, cpus = [], []
-        for _ in range(repeats):
-            (state, metrics), wall, cpu = timed(update, state)
-            walls.append(wall)
-            cpus.append(cpu)
+        states[packing], metrics[packing] = updates[packing](state)  # compile
+    times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for _ in range(repeats):  # interleaved, so a change in the machine's load hits both layouts
+        for packing in (False, True):
+            (states[packing], metrics[packing]), wall, cpu = timed(updates[packing], states[packing])
+            times[packing].append((wall, cpu))
+    out = []
+    for packing in (False, True):
+        wall, cpu = np.median(times[packing], axis=0)
         name = "packed" if packing else "padded"
-        out.append((name, metrics["rows"], metrics["useful_token_share"], np.median(walls), np.median(cpus)))
+        out.append((name, metrics[packing]["rows"], metrics[packing]["useful_token_share"], wall, cpu))
     return out
 
 
@@ -154,6 +171,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     source.add_argument("--data", type=Path, help="a data directory (launch/make_data.py) with expert traces")
     source.add_argument("--lengths", type=Path, help="a file of record lengths, one integer per line")
     parser.add_argument("--benchmark", default="b2t", help="the data directory's benchmark (with --data)")
+    parser.add_argument(
+        "--qwen3",
+        action="store_true",
+        help="with --data: the Qwen3 token totals recorded in DATA/trace_lengths.json",
+    )
     parser.add_argument("--records", type=int, nargs="+", default=[32, 256], help="records per step")
     parser.add_argument("--steps", type=int, default=50, help="steps drawn per record count")
     parser.add_argument("--row-tokens", type=int, default=0, help="row budget; 0 = the longest's bucket")
@@ -164,7 +186,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--step-max", type=int, default=512, help="longest record of the grpo_update case")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.qwen3 and not args.data:
+        parser.error("--qwen3 reads a data directory's trace_lengths.json: give --data")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.lengths:
         lengths = [int(line) for line in args.lengths.read_text().split()]
         source = str(args.lengths)
+    elif args.qwen3:
+        lengths = recorded_lengths(args.data)
+        source = f"expert traces in {args.data} (Qwen3 tokens, {args.data / 'trace_lengths.json'})"
     else:
         lengths = trace_lengths(args.data, args.benchmark)
         source = f"{args.benchmark} expert traces in {args.data}"
@@ -194,11 +222,14 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\ngrpo_update, tiny Qwen3 on CPU: {args.step_records} records of at most {args.step_max} tokens"
         )
-        print("| layout | rows | useful share | step wall s | step CPU s | speed-up (wall) |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| layout | rows | useful share | step wall s | step CPU s | speed-up (wall) | speed-up (CPU) |"
+        )
+        print("|---|---|---|---|---|---|---|")
         for name, n_rows, share, wall, cpu in rows:
             print(
-                f"| {name} | {n_rows:.0f} | {share:.3f} | {wall:.2f} | {cpu:.2f} | {rows[0][3] / wall:.2f}x |"
+                f"| {name} | {n_rows:.0f} | {share:.3f} | {wall:.2f} | {cpu:.2f} "
+                f"| {rows[0][3] / wall:.2f}x | {rows[0][4] / cpu:.2f}x |"
             )
     return 0
 
