@@ -314,6 +314,6 @@ def _everyones(mine: list[tuple[int, ...]], width: int, counts: np.ndarray) -> l
     if not most:
         return []
     flat = np.zeros((most, width), np.int64)
-    flat[: len(mine)] = mine
+    flat[: len(mine)] = np.asarray(mine, np.int64).reshape(len(mine), width)  # [] when this one has none
     everyone = agree(flat.ravel().tolist()).reshape(len(counts), most, width)
     return [tuple(int(x) for x in item) for p, n in enumerate(counts) for item in everyone[p, : int(n)]]

@@ -60,6 +60,7 @@ def _hostile(plan, rng):
     return plan
 
 
+@pytest.mark.slow  # 30 plans of 900k-character names
 def test_900k_character_names_make_a_small_page_with_the_full_text_a_click_away(b2t, tmp_path):  # noqa: F811
     from b2tjax.report import build_episode, write_report
     from b2tjax.report.clip import LABEL_CHARS, VIEW_KEPT_CHARS

@@ -74,7 +74,9 @@ def test_demonstrations_teach_the_protocol_not_the_answer():
     assert len(agree) == 64 and 0.1 < np.mean(agree) < 0.4  # answers match the tool only by chance
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# One seed here (seed 1 met the same bar in every earlier full run); the streaming cases below learn
+# from seeds 0 and 1 under this bar, so the suite still sees the task learnt from two starts.
+@pytest.mark.parametrize("seed", [0])
 def test_grpo_learns_to_use_the_tool(tmp_path, seed):
     rows, result = train_lookup(tmp_path, LookupTask(LookupConfig(num_values=NUM_VALUES)), seed)
     success = [row["success"] for row in rows]
@@ -90,8 +92,9 @@ def test_grpo_learns_to_use_the_tool(tmp_path, seed):
 
 # (staleness, seed, extra overrides). Measured, seed 0 at staleness 2 with the default cap 2.0: 0.97
 # at step 9, then one of the 4 keys collapses (its groups all fail alike, no gradient left): 0.74 at
-# the end. With grpo.is_cap=1.0 seed 0 reaches 0.97; seed 1 at the default cap reaches 1.0.
-STREAMING_CASES = [(1, 0, ()), (2, 1, ()), (2, 0, ("grpo.is_cap=1.0",))]
+# the end. With grpo.is_cap=1.0 seed 0 reaches 0.97 (docs/TRAINING.md "Learning holds"; not run here,
+# for the suite's time); seed 1 at the default cap reaches 1.0.
+STREAMING_CASES = [(1, 0, ()), (2, 1, ())]
 
 
 @pytest.mark.parametrize(("staleness", "seed", "extra"), STREAMING_CASES)

@@ -22,6 +22,8 @@ from models.layers import grouped_attention, resolve_attention
 from models.qwen3 import Qwen3ForCausalLM
 from models.splash import splash_attention, splash_lengths
 
+pytestmark = pytest.mark.slow  # the Pallas splash kernel in interpret mode, forward and backward
+
 
 def _inputs(t: int, heads: int, kv_heads: int, dtype, seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -144,7 +146,6 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow  # an 8-device mesh in a subprocess
 def test_splash_under_a_mesh_runs_per_shard():
     """Rows over data x fsdp, heads over tensor: the kernel runs per shard (shard_map) and its
     gradients equal the unsharded reference path's."""

@@ -8,10 +8,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from models.kv_cache import init_cache
 from models.paged_kv import PagedKVCache, copy_pages, init_paged_cache
+
+pytestmark = pytest.mark.slow  # paged and contiguous cached forwards compiled side by side
 
 PAGE = 4
 step = nnx.jit(lambda m, tokens, num_new, cache, rows: m.forward_cached(tokens, num_new, cache, rows=rows))

@@ -141,7 +141,9 @@ def test_a_paged_cache_gives_the_contiguous_records(sampled):
             b.answer,
             b.stop_reason,
         )
-        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-6)
+        # 1e-6, or 1e-6 of the value: a log-prob near -4.5 was 1.9e-6 (4 float32 ulps) apart once,
+        # where XLA summed the same key blocks of the two layouts in another order
+        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-6, rel=1e-6)
     assert stats.reused_tokens > 0 and stats.peak_shared_pages > 0
 
 

@@ -15,6 +15,8 @@ from tests.rollout.test_rollout_prefix import GROUP, _assert_same_records, _grou
 from tests.rollout.test_rollout_streams import _team_episodes
 from tests.rollout_fixtures import rollout_setup  # noqa: F401
 
+pytestmark = pytest.mark.slow  # rolls groups out through the engine twice, paged and contiguous
+
 PAGED = dict(kv_cache="paged", page_size=16)
 
 
@@ -97,7 +99,6 @@ def test_a_pool_too_small_for_every_row_waits_and_preempts_with_the_same_records
     assert stats.peak_pages <= 16 and stats.parks > 0 and stats.reprefill_tokens > 0
 
 
-@pytest.mark.slow
 def test_async_and_static_engines_give_the_contiguous_records(rollout_setup):
     reference, _ = _run(rollout_setup, _agent_episodes(rollout_setup), temperature=1.0, async_host=False)
     for schedule in SCHEDULES[1:] + [dict(async_host=False, refill=False)]:
@@ -105,7 +106,6 @@ def test_async_and_static_engines_give_the_contiguous_records(rollout_setup):
         _assert_same_records(reference, records)
 
 
-@pytest.mark.slow
 def test_parking_team_episodes_give_the_contiguous_records(rollout_setup):
     """14 streams on 3 rows: waiting coordinators are parked (and, paged, copy their own old pages
     back by reference when seated again); asynchronous, the days end in any order."""

@@ -153,6 +153,7 @@ EDITS: dict[str, Edit] = {
 }
 
 
+@pytest.mark.slow  # every single edit of the human plans through both evaluators
 def test_single_edits_of_human_plans_agree(tp_harness, tp_db, train_queries, human_plans):
     cases = 0
     for index, (query, plan) in enumerate(zip(train_queries, human_plans)):
