@@ -42,6 +42,9 @@ TIMING = {"time", "tokens_per_s", "step_time_s", "rollout_time_s"}
 # Prefix reuse copies a shared prefix from a row of the same process: one process may find a source
 # that is on another process in a 2-process run, so only their sum must agree.
 REUSE = {"rollout/prefill_tokens", "rollout/reused_tokens"}
+# Rows are driven by their episodes' owners, so two processes schedule decode segments otherwise than
+# one (a HiMAP step: 0.69 against 0.92): occupancy describes the schedule, not the records.
+SCHEDULE = {"rollout/row_occupancy"}
 
 
 def _args(data: Path, out: Path, steps: int = GRPO_STEPS) -> list[str]:
@@ -105,7 +108,7 @@ def _steps(out: Path) -> dict[int, dict]:
 
 
 def _assert_same_metrics(a: dict, b: dict, trained: bool = True) -> None:
-    shared = sorted(k for k in (set(a) & set(b)) - TIMING - REUSE if not k.startswith("phase_s/"))
+    shared = sorted(k for k in (set(a) & set(b)) - TIMING - REUSE - SCHEDULE if not k.startswith("phase_s/"))
     assert not trained or ("loss" in shared and "grad_norm" in shared)
     for key in shared:
         assert a[key] == pytest.approx(b[key], abs=1e-5, rel=1e-5), key
