@@ -28,6 +28,7 @@ def _eval(argv: list[str], capsys) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+@pytest.mark.slow  # runs launch/eval.py end to end
 def test_eval_records_scores_the_instances_the_file_holds(b2t, tmp_path, capsys):  # noqa: F811
     bench, data, _, plans = b2t
     split = bench.load_split("test")
@@ -127,6 +128,7 @@ def test_a_cpu_command_does_not_load_libtpu():
     assert "host bounds" not in out.stderr and "TPU_WORKER_HOSTNAMES" not in out.stderr
 
 
+@pytest.mark.slow  # loads launch/train.py (JAX, the trainer) and builds a LoRA model
 def test_the_banner_says_lora_and_counts_the_adapters():
     from b2tjax.run.model_build import build_model
 

@@ -164,6 +164,7 @@ def _official_jinja(messages, tools) -> str:
     return template.render(messages=messages, tools=tools, add_generation_prompt=False)
 
 
+@pytest.mark.slow  # every expert trace through transformers' chat template
 @pytest.mark.parametrize("name", ["b2t", "travelplanner"])
 def test_expert_sft_traces_render_as_the_exported_template(name, benches, exported):
     tok, _ = exported

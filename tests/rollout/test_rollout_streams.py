@@ -12,6 +12,8 @@ from rollout.render import render_env_reply
 from sandbox.types import StopReason
 from tests.rollout_fixtures import engine_config, rollout_setup, user_prompt  # noqa: F401
 
+pytestmark = pytest.mark.slow  # team episodes rolled out through the engine, parked and not
+
 
 class TeamEpisode(Episode):
     """A coordinator samples one turn, then starts `days` executor streams and waits. Each executor
