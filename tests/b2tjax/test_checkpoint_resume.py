@@ -4,6 +4,10 @@ Both runs are real `launch/train.py` subprocesses on the toy GRPO task, with asy
 The interrupted run is sent SIGTERM as soon as its first checkpoint is committed; its handler saves
 the current step and exits 143; the resumed run restores params, optimizer state, the grain
 iterator position and the step counter, and must then reproduce the straight run exactly.
+
+Both runs pack their GRPO rows (`grpo.packing`, issue 35: several records to a row of 128 tokens),
+so the resumed steps re-pack their records exactly as the straight run did; the padded layout's
+resume is checked on 2 processes (tests/b2tjax/test_multihost.py) and by tests/b2tjax/test_resume_faults.py.
 """
 
 import signal
@@ -33,6 +37,8 @@ ARGS = [
     "checkpoint.keep=3",
     "grpo.mini_batches=2",
     "eval_at_end=false",
+    "grpo.packing=true",
+    "grpo.row_tokens=128",
 ]
 COMPARED = ("reward", "loss", "logprob_gap_mean", "clip_frac", "grad_norm", "accuracy", "lr")
 
@@ -88,6 +94,7 @@ def test_sigterm_then_resume_matches_straight_run(tmp_path):
 
     ma, mb = read_metrics(straight / "metrics.jsonl"), read_metrics(interrupted / "metrics.jsonl")
     assert sorted(ma) == sorted(mb) == list(range(1, STEPS + 1))
+    assert all(m["rows"] < m["records"] for m in (*ma.values(), *mb.values()))  # packed rows ran
     for step in range(1, STEPS + 1):
         for key in COMPARED:
             np.testing.assert_allclose(

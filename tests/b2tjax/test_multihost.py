@@ -14,7 +14,8 @@ The tiny travel model never calls a tool and scores every episode alike (a GRPO 
 of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tjax/tasks/toy_tools.py,
 a real multi-turn tool) after a short SFT, whose rewards vary within and across the processes'
 groups: 2 GRPO steps with non-zero loss and gradient equal to one process', every lookup run once in
-the cluster by the episode's owner (counted by the episodes themselves).
+the cluster by the episode's owner (counted by the episodes themselves). That pair runs padded, packed
+(issue 35) and streaming at max_staleness 1 (issue 37: the session in lockstep over the processes).
 """
 
 from __future__ import annotations
@@ -218,26 +219,38 @@ LOOKUP_ARGS = [
 ]
 
 
-# grpo.packing / sft.packing (issue 35): each step's records packed into rows of 128 tokens
-PACKED = ["grpo.packing=true", "grpo.row_tokens=128", "sft.packing=true", "sft.row_tokens=128"]
+LAYOUTS = {
+    "padded": [],
+    # grpo.packing / sft.packing (issue 35): each step's records packed into rows of 128 tokens
+    "packed": ["grpo.packing=true", "grpo.row_tokens=128", "sft.packing=true", "sft.row_tokens=128"],
+    # streaming rollouts (issue 37): step 2's episodes start during step 1 and finish under the
+    # updated weights; records bit for bit need the synchronous host (tool turns between segments)
+    "streaming": ["rollout.max_staleness=1", "rollout.async_host=false"],
+}
 
 
-@pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
-def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_path, packing):
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_path, layout):
     _, cache = shared
     driver = tmp_path / "lookup_driver.py"
     driver.write_text(LOOKUP_DRIVER)
     one, two = tmp_path / "one", tmp_path / "two"
-    args = [*LOOKUP_ARGS, *(PACKED if packing else [])]
+    args = [*LOOKUP_ARGS, *LAYOUTS[layout]]
     _cluster([str(two), *args], dict(subprocess_env(cache), PYTHONPATH=str(ROOT)), script=str(driver))
     _run(
         [sys.executable, str(driver), str(one), *args],
         dict(subprocess_env(cache, 4), PYTHONPATH=str(ROOT)),
     )
     a, b = _steps(one), _steps(two)
-    if packing:  # several records to a row: fewer rows than records, most of each row real tokens
+    if layout == "packed":  # several records to a row: fewer rows than records, most of each row real
         grpo = b[LOOKUP_SFT + 1]
         assert grpo["rows"] < grpo["records"] and 0 < grpo["useful_token_share"] <= 1
+    if layout == "streaming":  # the first step trains on fresh tokens, the second on some one update old
+        assert [b[LOOKUP_SFT + k]["staleness_max"] for k in (1, 2)] == [0.0, 1.0]
+        last = [r["versions"] for r in _records(two, LOOKUP_SFT + 2)]
+        assert last == [r["versions"] for r in _records(one, LOOKUP_SFT + 2)]
+        # some of step 2's tokens were sampled before step 1's update (policy version 0): one update old
+        assert min(v for versions in last for v in versions if v >= 0) == 0
     assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
     for step in a:
         _assert_same_metrics(a[step], b[step])
