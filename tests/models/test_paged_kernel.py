@@ -2,8 +2,9 @@
 this CPU machine) against the gather path (models/paged_kv.py `paged_attention_reference`): the
 same decode attention over scattered page tables of a noisy pool, rows of mixed lengths (mid-page,
 on a page boundary, one page), GQA of 4 query heads per KV head, rows sharing a prompt's pages, in
-fp32 and bf16; and a greedy decode through the cached model with the kernel forced gives the
-gather path's tokens and log-probs.
+fp32 and bf16, and under shard_map on a 4-device CPU mesh (pool shards over fsdp, KV heads over
+tensor); and a greedy decode through the cached model with the kernel forced gives the gather
+path's tokens and log-probs.
 
 Tolerances (the kernel's arithmetic is not the gather path's: it scales q before the product, and
 sums in other orders): the kernel loads K/V as bf16, so the fp32 cases use a bf16 pool (both paths
@@ -17,6 +18,11 @@ the attention's few ulps carried through the layers)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -27,8 +33,9 @@ from flax import nnx
 from models.config import get_config
 from models.kv_cache import CachedCall
 from models.paged_kernel import compute_block, paged_decode_attention, resolve_paged_attention
-from models.paged_kv import init_paged_cache, paged_attention_reference
+from models.paged_kv import PAGE_AXES, init_paged_cache, paged_attention_reference
 from models.qwen3 import Qwen3ForCausalLM
+from models.sharding import logical_to_spec, make_mesh
 
 pytestmark = pytest.mark.slow  # the kernel interpreted: seconds per call
 
@@ -131,3 +138,37 @@ def test_greedy_decode_with_the_kernel_matches_the_gather_path():
     got_ids, got_lp = _greedy(models["kernel"], prompts, lens, 10, tables)
     np.testing.assert_array_equal(np.asarray(got_ids), np.asarray(want_ids))
     np.testing.assert_allclose(np.asarray(got_lp), np.asarray(want_lp), rtol=0, atol=3e-5)
+
+
+def _sharded_error() -> float:
+    """Max |kernel - gather| of a decode on a (data 1, fsdp 2, tensor 2) mesh: 4 rows in 2 pool
+    shards of 6 pages (tables of local page numbers, 6 = unallocated), 2 KV heads over tensor."""
+    mesh = make_mesh(data=1, fsdp=2, tensor=2)
+    rng = np.random.default_rng(0)
+    shape = (LAYERS, 2, KVH, 6, PAGE, D)
+    k, v = (jnp.asarray(rng.normal(size=shape), jnp.bfloat16) for _ in range(2))
+    q = jnp.asarray(rng.normal(size=(4, 1, KVH * GROUPS, D)), jnp.float32)
+    tables = np.asarray([[0, 6, 6], [3, 1, 6], [2, 5, 6], [4, 0, 1]], np.int32)
+    call = _decode_call([5, 16, 9, 24], tables)
+    layer = jnp.int32(1)
+    want = jax.jit(paged_attention_reference, static_argnums=(5,))(q, k, v, layer, call, 2 * PAGE)
+    pools = jax.sharding.NamedSharding(mesh, logical_to_spec(PAGE_AXES, shape, dict(mesh.shape)))
+    assert pools.spec[1:3] == (("data", "fsdp"), "tensor")
+    k, v = jax.device_put(k, pools), jax.device_put(v, pools)
+    with jax.set_mesh(mesh):
+        got = jax.jit(paged_decode_attention, static_argnums=(5, 6))(q, k, v, layer, call, 2 * PAGE, True)
+    return float(np.max(np.abs(np.asarray(got) - np.asarray(want))))
+
+
+def test_kernel_under_shard_map_equals_the_gather_path():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600, cwd=str(root)
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["error"] <= 2e-6
+
+
+if __name__ == "__main__":
+    print(json.dumps({"error": _sharded_error()}))
