@@ -28,8 +28,9 @@ What the kernel takes and how the pool meets it:
 - On a mesh the pallas_call runs under `jax.shard_map`: rows and the pool's NS axis over the
   batch axes (data x fsdp), KV heads over tensor, as the pool is laid out (PAGE_AXES); a shard's
   tables already hold its own page numbers.
-- D: Mosaic wants lane-aligned (multiple of 128) head dims and sublane-aligned page sizes on a real
-  TPU; the Qwen3 releases have D = 128 and rollout.page_size defaults to 16. Interpret mode takes any.
+- Shapes: the TPU compile is checked at the Qwen3 releases' D = 128 with rollout.page_size 16 and
+  a bf16 pool (tests/b2tjax/test_paged_decode_tpu.py); other head dims and page sizes are untried
+  on TPU (Mosaic tiles by 128 lanes). Interpret mode takes any.
 """
 
 from __future__ import annotations
