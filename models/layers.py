@@ -18,6 +18,7 @@ from flax import nnx
 from models import lora, quant
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, cached_attention, write_layer
+from models.paged_kernel import paged_decode_attention, resolve_paged_attention
 from models.paged_kv import paged_attention_reference, write_pages
 from models.rope import apply_rope
 from models.sharding import constrain
@@ -178,6 +179,7 @@ class Attention(nnx.Module):
         impl: str = "reference",
         cache_block: int = 512,
         platform: str = "cpu",
+        paged_attention: str = "auto",
     ):
         h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         init = nnx.initializers.normal(cfg.initializer_range)
@@ -200,6 +202,7 @@ class Attention(nnx.Module):
         self.impl = impl  # resolved ATTENTION_IMPLS entry for calls without a cache
         self.platform = platform  # what the programs compile for (splash runs interpreted off TPU)
         self.cache_block = cache_block  # key block of attention over the KV cache
+        self.paged_attention = paged_attention  # PAGED_ATTENTION_IMPLS entry (models/paged_kernel.py)
         self.window = cfg.sliding_window
         self.dtype = dtype
 
@@ -227,6 +230,12 @@ class Attention(nnx.Module):
         if self.impl == "splash":
             return splash_attention(q, k, v, segment_ids, self.window, interpret=self.platform != "tpu")
         return causal_attention(q, k, v, self.impl, self.attention_block, self.window, segment_ids)
+
+    def paged_kernel(self, tokens: int, cache_dtype: jnp.dtype) -> bool:
+        """Whether a paged call of `tokens` tokens a row reads its pages by the Pallas decode kernel:
+        decode steps (one token) of an unwindowed layer whose `paged_attention` resolves to it."""
+        impl = resolve_paged_attention(self.paged_attention, self.platform, cache_dtype)
+        return impl == "kernel" and tokens == 1 and self.window is None
 
     def out(self, attn: jax.Array) -> jax.Array:
         """attn [B, T, NH, D] -> [B, T, H]. One [B, T, NH * D] x [NH * D, H] product (both reshapes are
@@ -272,6 +281,7 @@ class DecoderLayer(nnx.Module):
         impl: str = "reference",
         cache_block: int = 512,
         platform: str = "cpu",
+        paged_attention: str = "auto",
     ):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.attn = Attention(
@@ -283,6 +293,7 @@ class DecoderLayer(nnx.Module):
             impl=impl,
             cache_block=cache_block,
             platform=platform,
+            paged_attention=paged_attention,
         )
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
@@ -305,15 +316,20 @@ class DecoderLayer(nnx.Module):
     def cached(
         self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """x [R, T, H] appended to the stacked cache [L, B, KVH, S, D] as layer `layer`: writes this
-        call's keys/values into their slots, attends over the live cache blocks, returns
-        (x, k_cache, v_cache)."""
+        """x [R, T, H] appended to the stacked cache [L, B, KVH, S, D] (or paged pool) as layer
+        `layer`: writes this call's keys/values into their slots, then attends over the live
+        cache blocks (which hold them), returns (x, k_cache, v_cache)."""
         with jax.named_scope("attention"):
             q, k, v = self.attn.qkv(self.input_norm(x), call.positions)
             paged = call.pages is not None  # page tables (models/paged_kv.py) or a row per stream
             write = write_pages if paged else write_layer
-            attend = paged_attention_reference if paged else cached_attention
             k_cache = write(k_cache, layer, k, call)
             v_cache = write(v_cache, layer, v, call)
-            attn = attend(q, k_cache, v_cache, layer, call, self.attn.cache_block, self.attn.window)
+            block = self.attn.cache_block
+            if paged and self.attn.paged_kernel(x.shape[1], k_cache.dtype):
+                interpret = self.attn.platform != "tpu"
+                attn = paged_decode_attention(q, k_cache, v_cache, layer, call, block, interpret)
+            else:
+                attend = paged_attention_reference if paged else cached_attention
+                attn = attend(q, k_cache, v_cache, layer, call, block, self.attn.window)
         return self._finish(x, attn), k_cache, v_cache

@@ -8,15 +8,19 @@ page_size]` at offset `s % page_size`; the logical slots, positions and masks ar
 contiguous cache, so attention does the same arithmetic on the same key blocks (one online softmax,
 `models.kv_cache.blocked_attention`): only where a block's keys are read from differs.
 
-Layout: k, v [L, NS, P, KVH, page_size, D], NS = the shards the rows are split into (data x fsdp on
-a mesh, 1 without), P pages per shard: the pages of a shard live on that shard's devices with its
-rows, and a row's table holds page numbers of its own shard. Reads and writes are `vmap`ped over
-NS, so they are gathers and scatters with a batch dimension the SPMD partitioner keeps local (no
-page crosses devices). KV heads are split over `tensor` like the contiguous cache's. Table entries
-of pages a row does not hold are P (out of range): writes there are dropped, reads clamped and
-masked by the row's fill length.
+Layout: k, v [L, NS, KVH, P, page_size, D], NS = the shards the rows are split into (data x fsdp
+on a mesh, 1 without), P pages per shard: the pages of a shard live on that shard's devices with
+its rows, and a row's table holds page numbers of its own shard. Per layer and shard a pool is
+[KVH, P, page_size, D], the TPU paged-attention kernel's own layout (models/paged_kernel.py), and
+the whole local pool reshapes to its page axis for free. Reads and writes are `vmap`ped over NS, so
+they are gathers and scatters with a batch dimension the SPMD partitioner keeps local (no page
+crosses devices). KV heads are split over `tensor` like the contiguous cache's. Table entries of
+pages a row does not hold are P (out of range): writes there are dropped, reads clamped and masked
+by the row's fill length.
 
-This is the reference (gather) path every platform can run; kernels by platform sit beside it.
+This is the reference (gather) path every platform can run and every prefill chunk takes; a
+decode step in a program for a TPU reads the pool by JAX's Pallas paged-attention kernel instead
+(models/paged_kernel.py, `paged_attention=` of the model).
 """
 
 from __future__ import annotations
@@ -34,12 +38,12 @@ from models.kv_cache import CachedCall, blocked_attention
 from models.sharding import constrain, logical_to_spec
 
 # Logical axes of PagedKVCache.k / .v: the pool's shards over (data, fsdp), KV heads over tensor.
-PAGE_AXES = ("layers", "batch", None, "act_kv_heads", None, "head_dim")
+PAGE_AXES = ("layers", "batch", "act_kv_heads", None, None, "head_dim")
 
 
 @struct.dataclass
 class PagedKVCache:
-    """k, v: [L, NS, P, KVH, page_size, D]; lengths [B] int32 filled slots per row; pages
+    """k, v: [L, NS, KVH, P, page_size, D]; lengths [B] int32 filled slots per row; pages
     [B, pages_per_row] int32: the page (in the row's shard) holding each run of page_size slots."""
 
     k: jax.Array
@@ -94,7 +98,7 @@ def init_paged_cache(
         raise ValueError(f"rollout.kv_pages ({num_pages}) must be a multiple of the row shards ({shards})")
     per_shard = num_pages // shards
     per_row = -(-max_len // page_size)
-    shape = (cfg.num_hidden_layers, shards, per_shard, cfg.num_key_value_heads, page_size, cfg.head_dim)
+    shape = (cfg.num_hidden_layers, shards, cfg.num_key_value_heads, per_shard, page_size, cfg.head_dim)
 
     def empty() -> PagedKVCache:
         return PagedKVCache(
@@ -124,10 +128,10 @@ def _check_rows(call: CachedCall, shards: int) -> None:
 
 
 def write_pages(pool: jax.Array, layer: jax.Array, new: jax.Array, call: CachedCall) -> jax.Array:
-    """pool [L, NS, P, KVH, ps, D] with new [R, T, KVH, D] written at each token's (page, offset):
+    """pool [L, NS, KVH, P, ps, D] with new [R, T, KVH, D] written at each token's (page, offset):
     one scatter per shard (vmapped), only the new slots; padding tokens (slot = max_len) and table
     entries P are dropped."""
-    _, shards, per_shard, kvh, ps, _ = pool.shape
+    _, shards, kvh, per_shard, ps, _ = pool.shape
     _check_rows(call, shards)
     per_row = call.pages.shape[1]
     slot = call.slots  # [R, T]; max_len marks a padding token
@@ -140,7 +144,7 @@ def write_pages(pool: jax.Array, layer: jax.Array, new: jax.Array, call: CachedC
         heads = jnp.broadcast_to(jnp.arange(kvh, dtype=jnp.int32), shape)
         pages = jnp.broadcast_to(page_n[..., None], shape)
         offsets = jnp.broadcast_to(offset_n[..., None], shape)
-        return pool_n.at[layer, pages, heads, offsets].set(new_n.astype(pool_n.dtype), mode="drop")
+        return pool_n.at[layer, heads, pages, offsets].set(new_n.astype(pool_n.dtype), mode="drop")
 
     args = (_by_shard(page, shards), _by_shard(offset, shards), _by_shard(new, shards))
     updated = jax.vmap(one, in_axes=(1, 0, 0, 0), out_axes=1)(pool, *args)
@@ -149,11 +153,12 @@ def write_pages(pool: jax.Array, layer: jax.Array, new: jax.Array, call: CachedC
 
 def gather_pages(pool: jax.Array, layer: jax.Array, table: jax.Array) -> jax.Array:
     """Pages `table` [R, n] of one layer, as slots: [R, KVH, n * ps, D] (a gather per shard)."""
-    _, shards, _, kvh, ps, d = pool.shape
+    _, shards, kvh, _, ps, d = pool.shape
     r, n = table.shape
 
     def one(pool_n: jax.Array, table_n: jax.Array) -> jax.Array:
-        return pool_n.at[layer, table_n].get(mode="clip")  # [R / NS, n, KVH, ps, D]
+        # the two index arrays around the head slice lead the result (NumPy's rule)
+        return pool_n.at[layer, :, table_n].get(mode="clip")  # [R / NS, n, KVH, ps, D]
 
     got = jax.vmap(one, in_axes=(1, 0))(pool, _by_shard(table, shards)).reshape(r, n, kvh, ps, d)
     return got.transpose(0, 2, 1, 3, 4).reshape(r, kvh, n * ps, d)
@@ -175,7 +180,7 @@ def paged_attention_reference(
 ) -> jax.Array:
     """`cached_attention` over a paged cache: the same key blocks (of whole pages), each gathered
     through the call rows' page tables. Only blocks below the longest filled row are read."""
-    _, shards, _, kvh, ps, _ = k_pool.shape
+    _, shards, kvh, _, ps, _ = k_pool.shape
     _check_rows(call, shards)
     per_row = call.pages.shape[1]
     n = key_block(block, ps, per_row)
@@ -206,9 +211,9 @@ def copy_pages(
 
     def one(i: jax.Array, kv: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         def move(x: jax.Array) -> jax.Array:
-            size = (x.shape[0], 1, 1) + x.shape[3:]
-            page = jax.lax.dynamic_slice(x, (0, src[i, 0], src[i, 1], 0, 0, 0), size)
-            return jax.lax.dynamic_update_slice(x, page, (0, dst[i, 0], dst[i, 1], 0, 0, 0))
+            size = (x.shape[0], 1, x.shape[2], 1) + x.shape[4:]  # [L, 1, KVH, 1, ps, D]
+            page = jax.lax.dynamic_slice(x, (0, src[i, 0], 0, src[i, 1], 0, 0), size)
+            return jax.lax.dynamic_update_slice(x, page, (0, dst[i, 0], 0, dst[i, 1], 0, 0))
 
         return move(kv[0]), move(kv[1])
 

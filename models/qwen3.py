@@ -36,6 +36,7 @@ from jax.sharding import Mesh
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
 from models.layers import ATTENTION_IMPLS, F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
 from models.sharding import constrain, mesh_platform, state_shardings
 
@@ -89,7 +90,10 @@ class Qwen3ForCausalLM(nnx.Module):
     "auto" = the Pallas splash kernel on TPU, cuDNN's fused kernel on a GPU in bf16/fp16, else the
     reference path) for programs compiled for `platform` (a mesh's devices' platform,
     `models.sharding.mesh_platform`; None = this host's backend); `cache_block` the key block of
-    attention over the KV cache (only blocks holding live tokens are read)."""
+    attention over the KV cache (only blocks holding live tokens are read); `paged_attention` how a
+    paged cache's decode steps read their pages (models/paged_kernel.py: "auto" = the Pallas
+    kernel in programs for a TPU with a bf16 pool, "kernel" forces it, interpreted off TPU,
+    "gather" the reference path; prefill chunks always gather)."""
 
     def __init__(
         self,
@@ -103,6 +107,7 @@ class Qwen3ForCausalLM(nnx.Module):
         attention: str = "auto",
         cache_block: int = 512,
         platform: str | None = None,
+        paged_attention: str = "auto",
     ):
         if remat not in get_args(Remat):
             raise ValueError(f"unknown remat policy {remat!r}; choose from {list(get_args(Remat))}")
@@ -112,6 +117,7 @@ class Qwen3ForCausalLM(nnx.Module):
             raise ValueError(f"cache_block must be positive, got {cache_block}")
         platform = jax.default_backend() if platform is None else platform
         impl = resolve_attention(attention, dtype, platform)
+        resolve_paged_attention(paged_attention, platform, dtype)  # rejects unknown names now
         self.config = cfg
         self.dtype = dtype
         self.param_dtype = param_dtype
@@ -130,6 +136,7 @@ class Qwen3ForCausalLM(nnx.Module):
                 impl=impl,
                 cache_block=cache_block,
                 platform=platform,
+                paged_attention=paged_attention,
             )
 
         self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"

@@ -190,7 +190,7 @@ class DeviceCalls:
         else:
             self._sync_pages()
             table = np.zeros((pow2_bucket(max(len(moves), 1), 1), 4), np.int32)
-            table[: len(moves)] = moves
+            table[: len(moves)] = np.asarray(moves, np.int32).reshape(-1, 4)  # none: (0, 4), not (0,)
             src, dst = jnp.asarray(table[:, :2]), jnp.asarray(table[:, 2:])
             count = jnp.int32(len(moves))
             self.cache = runner.copy_pages(

@@ -150,15 +150,12 @@ def analytic_sizes(
     cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
     row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
     head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
-    kv = (
-        2
-        * model.num_hidden_layers
-        * cfg.rollout.batch_rows
-        * cfg.cache_len
-        * model.num_key_value_heads
-        * model.head_dim
-        * cache_bytes
+    # slots of every row (contiguous) or of the paged pool (rollout.kv_pages pages)
+    paged = cfg.rollout.kv_cache == "paged"
+    slots = (
+        cfg.rollout.pool_pages * cfg.rollout.page_size if paged else cfg.rollout.batch_rows * cfg.cache_len
     )
+    kv = 2 * model.num_hidden_layers * slots * model.num_key_value_heads * model.head_dim * cache_bytes
     sampler_params = trained if frozen_bytes else model.num_params()
     sizes = {
         "params": param_bytes // devices,
@@ -323,13 +320,16 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
     )
 
 
-def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
-    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
+def rollout_lowered(ctx: PlanContext, only: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
+    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn) of
+    `only`, lowered for the plan's mesh on the recipe's cache layout (rollout.kv_cache: a paged
+    pool's decode steps read it by the Pallas kernel on TPU), and the abstract cache they take."""
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))
+    pages = (cfg.rollout.page_size, cfg.rollout.pool_pages) if cfg.rollout.kv_cache == "paged" else None
     cache, next_logits = abstract_outputs(
-        lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh),
+        lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh, pages),
         mesh=mesh,
     )
     i32, f32 = jnp.int32, jnp.float32
@@ -357,6 +357,13 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[Progr
         lowered["rollout_decode"] = on_mesh(decode, mesh).lower(
             ctx.sampler_state, *decode_args, max_steps=decode_bucket(cfg.rollout.max_turn_tokens)
         )
+    return lowered, cache
+
+
+def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
+    """Memory of the rollout programs of `only` (`rollout_lowered`), each as it compiles."""
+    cfg = ctx.cfg
+    lowered, cache = rollout_lowered(ctx, only)
     resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
     unshared = shard_bytes(ctx.frozen) - shard_bytes(ctx.sampler_weights.split(ctx.train_layout)[0])
     if ctx.frozen and unshared:  # a mesh laying the base out otherwise than the sampler

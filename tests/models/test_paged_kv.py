@@ -91,7 +91,7 @@ def test_rows_sharing_prefix_pages_read_the_shared_prefix(model_pair):
 
 def test_copy_pages_moves_whole_pages_and_sets_lengths():
     rng = np.random.default_rng(0)
-    k = rng.normal(size=(2, 2, 5, 1, PAGE, 3)).astype(np.float32)
+    k = rng.normal(size=(2, 2, 1, 5, PAGE, 3)).astype(np.float32)  # [L, NS, KVH, P, ps, D]
     cache = PagedKVCache(
         k=jnp.asarray(k),
         v=jnp.asarray(-k),
@@ -104,7 +104,7 @@ def test_copy_pages_moves_whole_pages_and_sets_lengths():
         cache, src, dst, jnp.int32(2), jnp.asarray([2, 3], jnp.int32), jnp.asarray([7, 9], jnp.int32)
     )
     want = k.copy()
-    want[:, 1, 2], want[:, 1, 0] = k[:, 0, 1], k[:, 1, 4]  # the third pair is past `count`
+    want[:, 1, :, 2], want[:, 1, :, 0] = k[:, 0, :, 1], k[:, 1, :, 4]  # the third pair is past `count`
     np.testing.assert_array_equal(np.asarray(out.k), want)
     np.testing.assert_array_equal(np.asarray(out.v), -want)
     assert np.asarray(out.lengths).tolist() == [0, 0, 7]  # row 3 = B: padding, dropped
