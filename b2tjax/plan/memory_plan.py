@@ -136,6 +136,13 @@ def shards(mesh: Mesh | None, *axes: str) -> int:
     return 1 if mesh is None else math.prod(mesh.shape[a] for a in axes)
 
 
+def kv_tokens(cfg: TrainConfig) -> int:
+    """Token slots of the sampler's KV cache: the paged pool (rollout.pool_pages x page_size), or
+    batch_rows x cache_len."""
+    r = cfg.rollout
+    return r.pool_pages * r.page_size if r.kv_cache == "paged" else r.batch_rows * cfg.cache_len
+
+
 def analytic_sizes(
     cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None, trained: int | None = None, frozen_bytes: int = 0
 ) -> dict[str, int]:
@@ -153,8 +160,7 @@ def analytic_sizes(
     kv = (
         2
         * model.num_hidden_layers
-        * cfg.rollout.batch_rows
-        * cfg.cache_len
+        * kv_tokens(cfg)
         * model.num_key_value_heads
         * model.head_dim
         * cache_bytes
@@ -324,12 +330,15 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
 
 
 def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
-    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn)."""
+    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn), on
+    the contiguous cache or (rollout.kv_cache=paged) the pool of rollout.pool_pages pages."""
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))
+    r = cfg.rollout
+    pages = (r.page_size, r.pool_pages) if r.kv_cache == "paged" else None
     cache, next_logits = abstract_outputs(
-        lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh),
+        lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh, pages),
         mesh=mesh,
     )
     i32, f32 = jnp.int32, jnp.float32
