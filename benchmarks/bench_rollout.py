@@ -24,8 +24,10 @@ lengths (1..7 tool turns of scripted calls, tool replies and 8..48 sampled token
 sharing their prompt. The contiguous cache on `--batch` rows x max_seq_len slots, then the paged
 cache with the same pool bytes (kv_pages = batch x pages_per_row) on each of `--paged-rows` rows,
 admitted by pages, same episodes, one table: rows resident (mean rows sampling per segment,
-generated tokens per decode step, peak), generated tokens/s, prefill tokens computed, pages shared
-(peak), KV bytes per live token, wall, tokens/s vs contiguous, records identical to contiguous.
+generated tokens per decode step, peak), generated tokens/s, prefill tokens computed, parks, pages
+in use and shared (peaks), KV bytes per live token, wall, device, decode steps, tokens/s vs
+contiguous, records identical to contiguous. `--preset` and `--max-seq-len` size it up for an
+accelerator (benchmarks/gpu_check.py --checks paged).
 
 `--kv-cache paged` runs the other cases on the paged cache (kv_pages 0: the contiguous memory).
 
@@ -35,7 +37,7 @@ fully hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps
 
     python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48] [--tool-ms 50]
     python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16] [--kv-cache paged]
-    python benchmarks/bench_rollout.py --equal-memory 8 --group 4 --batch 8 --paged-rows 8 32
+    python benchmarks/bench_rollout.py --equal-memory 8 --group 8 --batch 8 --paged-rows 8 32
 """
 
 from __future__ import annotations
@@ -373,14 +375,15 @@ def main(argv: list[str] | None = None) -> int:
         kv_cache=args.kv_cache,
         page_size=args.page_size,
     )
+    case = memory_case if args.equal_memory else step_case if args.step else modes_case
+    slow = args.slow_tool_ms if case is modes_case else 0
+    slow_text = f" (+{slow:.0f} ms: the last rows)" if slow else ""
     print(
         f"{args.preset} Qwen3 ({model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}), "
         f"vocab {tok.vocab_size}, {args.episodes} episodes, "
         f"batch {args.batch}, prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
-        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms "
-        f"(+{args.slow_tool_ms:.0f} ms: the last rows)"
+        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms{slow_text}"
     )
-    case = memory_case if args.equal_memory else step_case if args.step else modes_case
     write_json(args.json, case(args, world, tok, model, prompt_ids, base))
     return 0
 

@@ -23,7 +23,7 @@ def _plan(tmp_path, *overrides: str):
     return run_plan(
         tmp_path,
         ROOT / "configs" / "qwen3_0.6b.yaml",
-        *("--target", "cpu", "--devices", "8", "--hbm-gib", "2", "--programs", "rollout_decode"),
+        *("--target", "cpu", "--devices", "8", "--hbm-gib", "16", "--programs", "rollout_decode"),
         *(TWO_LAYERS, f"data.data_dir={tmp_path / 'data'}", "rollout.batch_rows=8", "rollout.kv_cache=paged"),
         *overrides,
     )
@@ -46,10 +46,10 @@ def test_paged_decode_is_planned_on_the_pool_with_its_rows_per_chip(tmp_path):
 
 
 def test_a_pool_over_the_memory_is_refused(tmp_path):
-    proc, plan = _plan(tmp_path, f"rollout.kv_pages={4 * POOL}")  # 2 GiB of pool per device
+    proc, plan = _plan(tmp_path, f"rollout.kv_pages={40 * POOL}")  # 20 GiB of pool per device
     assert proc.returncode == 1
     decode = plan["programs"][0]
-    assert decode["arguments"]["KV cache"] >= 2 * GIB
+    assert decode["arguments"]["KV cache"] >= 20 * GIB
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(
         f"error: rollout_decode needs {decode['total_bytes']:,} bytes"
