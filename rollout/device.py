@@ -191,7 +191,8 @@ class DeviceCalls:
         else:
             self._sync_pages()
             table = np.zeros((pow2_bucket(max(len(moves), 1), 1), 4), np.int32)
-            table[: len(moves)] = moves
+            if moves:  # none when every copied page is shared whole (a copy of full pages)
+                table[: len(moves)] = moves
             src, dst = jnp.asarray(table[:, :2]), jnp.asarray(table[:, 2:])
             count = jnp.int32(len(moves))
             self.cache = runner.copy_pages(

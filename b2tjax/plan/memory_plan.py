@@ -136,13 +136,6 @@ def shards(mesh: Mesh | None, *axes: str) -> int:
     return 1 if mesh is None else math.prod(mesh.shape[a] for a in axes)
 
 
-def kv_tokens(cfg: TrainConfig) -> int:
-    """Token slots of the sampler's KV cache: the paged pool (rollout.pool_pages x page_size), or
-    batch_rows x cache_len."""
-    r = cfg.rollout
-    return r.pool_pages * r.page_size if r.kv_cache == "paged" else r.batch_rows * cfg.cache_len
-
-
 def analytic_sizes(
     cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None, trained: int | None = None, frozen_bytes: int = 0
 ) -> dict[str, int]:
@@ -157,14 +150,12 @@ def analytic_sizes(
     cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
     row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
     head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
-    kv = (
-        2
-        * model.num_hidden_layers
-        * kv_tokens(cfg)
-        * model.num_key_value_heads
-        * model.head_dim
-        * cache_bytes
+    # slots of every row (contiguous) or of the paged pool (rollout.kv_pages pages)
+    paged = cfg.rollout.kv_cache == "paged"
+    slots = (
+        cfg.rollout.pool_pages * cfg.rollout.page_size if paged else cfg.rollout.batch_rows * cfg.cache_len
     )
+    kv = 2 * model.num_hidden_layers * slots * model.num_key_value_heads * model.head_dim * cache_bytes
     sampler_params = trained if frozen_bytes else model.num_params()
     sizes = {
         "params": param_bytes // devices,
@@ -329,14 +320,14 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
     )
 
 
-def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
-    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn), on
-    the contiguous cache or (rollout.kv_cache=paged) the pool of rollout.pool_pages pages."""
+def rollout_lowered(ctx: PlanContext, only: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
+    """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn) of
+    `only`, lowered for the plan's mesh on the recipe's cache layout (rollout.kv_cache: a paged
+    pool's decode steps read it by the Pallas kernel on TPU), and the abstract cache they take."""
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))
-    r = cfg.rollout
-    pages = (r.page_size, r.pool_pages) if r.kv_cache == "paged" else None
+    pages = (cfg.rollout.page_size, cfg.rollout.pool_pages) if cfg.rollout.kv_cache == "paged" else None
     cache, next_logits = abstract_outputs(
         lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh, pages),
         mesh=mesh,
@@ -366,6 +357,13 @@ def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[Progr
         lowered["rollout_decode"] = on_mesh(decode, mesh).lower(
             ctx.sampler_state, *decode_args, max_steps=decode_bucket(cfg.rollout.max_turn_tokens)
         )
+    return lowered, cache
+
+
+def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
+    """Memory of the rollout programs of `only` (`rollout_lowered`), each as it compiles."""
+    cfg = ctx.cfg
+    lowered, cache = rollout_lowered(ctx, only)
     resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
     unshared = shard_bytes(ctx.frozen) - shard_bytes(ctx.sampler_weights.split(ctx.train_layout)[0])
     if ctx.frozen and unshared:  # a mesh laying the base out otherwise than the sampler
