@@ -16,12 +16,28 @@ prefix reuse (`prefix_reuse`), asynchronous continuous batching: prompt tokens o
 prefill tokens computed, tokens copied instead (reused), wall, generated tokens/s, and whether
 both runs gave the same records.
 
+Equal-memory case (`--equal-memory P`, issue 36): P prompts x G = `--group` episodes with a
+realistic length mix scaled to a tiny CPU model: prompt lengths spread log-uniformly over
+`--prompt-min`..`--prompt-max` tokens (default 64..512: a 1k..8k mix scaled by 1/16; each prompt is
+the agent prompt's first tokens closed by the assistant header), episodes ending at different
+lengths (1..7 tool turns of scripted calls, tool replies and 8..48 sampled tokens), GRPO groups
+sharing their prompt. The contiguous cache on `--batch` rows x max_seq_len slots, then the paged
+cache with the same pool bytes (kv_pages = batch x pages_per_row) on each of `--paged-rows` rows,
+admitted by pages, same episodes, one table: rows resident (mean rows sampling per segment,
+generated tokens per decode step, peak), generated tokens/s, prefill tokens computed, parks, pages
+in use and shared (peaks), KV bytes per live token, wall, device, decode steps, tokens/s vs
+contiguous, records identical to contiguous. `--preset` and `--max-seq-len` size it up for an
+accelerator (benchmarks/gpu_check.py --checks paged).
+
+`--kv-cache paged` runs the other cases on the paged cache (kv_pages 0: the contiguous memory).
+
 Columns: wall, device (prefill + decode calls), host (busy outside device calls, plus pool work
 hidden behind them: EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host
 fully hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps, and (a)/mode.
 
     python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48] [--tool-ms 50]
-    python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16]
+    python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16] [--kv-cache paged]
+    python benchmarks/bench_rollout.py --equal-memory 8 --group 8 --batch 8 --paged-rows 8 32
 """
 
 from __future__ import annotations
@@ -85,7 +101,9 @@ def build(args: argparse.Namespace):
     corpus = [prompt_text(p) for p in prompts]
     corpus += [world.call_tool("AttractionSearch", {"city": c, "n": 3}).text for c in CITIES]
     tok = SentencePieceTokenizer(train_sentencepiece(corpus, root / "spm", vocab_size=2048))
-    cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size)
+    cfg = dataclasses.replace(
+        get_config(args.preset), vocab_size=tok.vocab_size, bos_token_id=None, eos_token_id=None
+    )
     model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
     return world, tok, model, [prompt_ids(p, tok) for p in prompts]
 
@@ -131,14 +149,16 @@ def episodes(world, tok, prompt_ids, turn_tokens: int, tool_s: float):
     return out
 
 
-def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True):
+def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True, warm_ids=None):
+    """One timed run of `config` on the episodes of `prompt_ids`, after a warm-up run that compiles
+    its shapes on `warm_ids` (default: the first batch_rows + 2 prompts)."""
     from rollout import RolloutEngine
 
     engine = RolloutEngine(model, tok, config)
     make = lambda ids: episodes(world, tok, ids, config.max_turn_tokens, tool_s)  # noqa: E731
     if warm_up:  # compile every shape (once per mode: shapes do not depend on the tool's time)
         t0 = time.perf_counter()
-        engine.run(make(prompt_ids[: config.batch_rows + 2]), rng=1)
+        engine.run(make(warm_ids or prompt_ids[: config.batch_rows + 2]), rng=1)
         print(f"  {name}: warm-up (compilation) {time.perf_counter() - t0:.1f}s", flush=True)
     records = engine.run(make(prompt_ids), rng=0)
     s = engine.stats
@@ -159,6 +179,15 @@ def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True):
         "generated": s.generated_tokens,
         "turns": sum(len(r.turns) for r in records) / len(records),
         "answered": sum(r.stop_reason == "answer" for r in records) / len(records),
+        "batch_rows": config.batch_rows,
+        "rows_mean": s.rows_decoding / max(1, s.segments),
+        "rows_per_step": s.generated_tokens / max(1, s.decode_steps),
+        "rows_peak": s.peak_rows_decoding,
+        "peak_pages": s.peak_pages,
+        "parks": s.parks,
+        "peak_shared_pages": s.peak_shared_pages,
+        "kv_bytes_per_token": s.kv_bytes_per_live_token,
+        "final_len": [len(r.ids) for r in records],
         "ids": [r.ids for r in records],
     }
 
@@ -208,6 +237,61 @@ def step_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dic
     return rows
 
 
+def mixed_prompts(tok, prompt_ids: list[list[int]], count: int, low: int, high: int) -> list[list[int]]:
+    """`count` prompts with lengths spread log-uniformly over low..high tokens (like a 1k..8k mix):
+    the first tokens of an agent prompt, closed by the assistant header so the model answers."""
+    tail = tok.encode("<|im_end|>\n<|im_start|>assistant\n")
+    out = []
+    for i in range(count):
+        n = round(low * (high / low) ** (i / max(1, count - 1)))
+        ids = prompt_ids[i % len(prompt_ids)]
+        ids = ids * -(-n // len(ids))  # a prompt longer than the agent prompt repeats it
+        out.append(ids[: n - len(tail)] + tail)
+    return out
+
+
+def memory_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dict) -> list[dict]:
+    """Equal cache memory: contiguous on `args.batch` rows, paged with the same pool on more rows."""
+    from rollout import RolloutConfig
+
+    prompts = mixed_prompts(tok, prompt_ids, args.equal_memory, args.prompt_min, args.prompt_max)
+    step_ids = [ids for ids in prompts for _ in range(args.group)]
+    contiguous = RolloutConfig(**base, async_host=True)
+    pool = contiguous.batch_rows * contiguous.pages_per_row
+    print(
+        f"equal memory: {args.equal_memory} prompts ({', '.join(str(len(p)) for p in prompts)} tokens) "
+        f"x G={args.group} = {len(step_ids)} episodes; contiguous {args.batch} rows x "
+        f"{contiguous.cache_slots} slots = paged pool {pool} pages of {contiguous.page_size}"
+    )
+    configs = [("contiguous", contiguous)]
+    for n in args.paged_rows:
+        paged = dict(base, batch_rows=n, tool_workers=n, kv_cache="paged", kv_pages=pool)
+        configs.append((f"paged {n} rows", RolloutConfig(**paged, async_host=True)))
+    tool_s = args.tool_ms / 1000
+    # The warm-up runs every episode once (other samples): the length mix needs every prefill width.
+    rows = [measure(name, model, tok, world, step_ids, c, tool_s, warm_ids=step_ids) for name, c in configs]
+    print(
+        f"{'cache':18s} {'rows':>4s} {'mean':>5s} {'tok/step':>8s} {'peak':>4s} {'gen tok/s':>9s} "
+        f"{'prefilled':>9s} {'parks':>5s} {'pages pk':>8s} {'shared pk':>9s} {'KV B/tok':>8s} "
+        f"{'wall s':>7s} {'device s':>8s} {'steps':>6s} {'vs cont.':>8s} {'same':>5s}"
+    )
+    ref = rows[0]
+    for r in rows:
+        print(
+            f"{r['mode']:18s} {r['batch_rows']:4d} {r['rows_mean']:5.1f} {r['rows_per_step']:8.1f} "
+            f"{r['rows_peak']:4d} {r['tok_s']:9.1f} {r['prefill_tokens']:9d} {r['parks']:5d} "
+            f"{r['peak_pages']:8d} {r['peak_shared_pages']:9d} {r['kv_bytes_per_token']:8.0f} "
+            f"{r['wall']:7.2f} {r['device']:8.2f} {r['decode_steps']:6d} "
+            f"{r['tok_s'] / ref['tok_s']:7.2f}x {str(r['ids'] == ref['ids']):>5s}"
+        )
+    lengths = sorted(rows[0]["final_len"])
+    print(
+        f"episode final lengths {lengths[0]}-{lengths[-1]} tokens (mean {sum(lengths) / len(lengths):.0f}); "
+        f"generated tokens {ref['generated']}"
+    )
+    return rows
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--episodes", type=int, default=16)
@@ -223,10 +307,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--step", type=int, default=0, help="run only the step-shaped case with this many prompts")
     p.add_argument("--group", type=int, default=8, help="episodes per prompt in the step-shaped case")
+    p.add_argument(
+        "--kv-cache",
+        choices=("contiguous", "paged"),
+        default="contiguous",
+        help="rollout.kv_cache of the modes and the step case (the equal-memory case runs both)",
+    )
+    p.add_argument("--page-size", type=int, default=16)
+    p.add_argument(
+        "--max-seq-len", type=int, default=2048, help="rollout.max_seq_len (a contiguous row's slots)"
+    )
+    p.add_argument(
+        "--preset", default="tiny", help="model shape (models.config), random weights, the bench's vocab"
+    )
+    p.add_argument(
+        "--equal-memory", type=int, default=0, help="run only the equal-memory case with this many prompts"
+    )
+    p.add_argument("--paged-rows", type=int, nargs="+", default=[32], help="batch rows of the paged runs")
+    p.add_argument("--prompt-min", type=int, default=64, help="shortest prompt of the equal-memory case")
+    p.add_argument("--prompt-max", type=int, default=512, help="longest prompt of the equal-memory case")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    if args.step:
-        args.episodes = max(args.episodes, args.step)
+    args.episodes = max(args.episodes, args.step, args.equal_memory)
     return args
 
 
@@ -264,20 +366,24 @@ def main(argv: list[str] | None = None) -> int:
         batch_rows=args.batch,
         max_turns=8,
         max_turn_tokens=args.turn_tokens,
-        max_seq_len=2048,
+        max_seq_len=args.max_seq_len,
         temperature=1.0,
         turn_cap="close",
         prefill_chunk=512,
         prefill_min_bucket=64,
         tool_workers=args.batch,
+        kv_cache=args.kv_cache,
+        page_size=args.page_size,
     )
+    case = memory_case if args.equal_memory else step_case if args.step else modes_case
+    slow = args.slow_tool_ms if case is modes_case else 0
+    slow_text = f" (+{slow:.0f} ms: the last rows)" if slow else ""
     print(
-        f"tiny Qwen3 (2 layers, hidden 64), vocab {tok.vocab_size}, {args.episodes} episodes, "
+        f"{args.preset} Qwen3 ({model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}), "
+        f"vocab {tok.vocab_size}, {args.episodes} episodes, "
         f"batch {args.batch}, prompts {min(map(len, prompt_ids))}-{max(map(len, prompt_ids))} tokens, "
-        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms "
-        f"(+{args.slow_tool_ms:.0f} ms: the last rows)"
+        f"1-7 tool turns, turn caps 8-{args.turn_tokens} tokens, tools +{args.tool_ms:.0f} ms{slow_text}"
     )
-    case = step_case if args.step else modes_case
     write_json(args.json, case(args, world, tok, model, prompt_ids, base))
     return 0
 

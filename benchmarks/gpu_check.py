@@ -15,6 +15,13 @@ to 2 layers and a 16k vocabulary so the whole check takes about a minute.
 3. GRPO train step (loss, grads, AdamW; bf16 compute, fp32 master weights): tokens/s and MFU against
    a bf16 matmul chain measured in the same run.
 4. rollout engine: generated tokens/s over multi-turn synthetic episodes (fixed environment replies).
+5. paged rollout (issue 36): benchmarks/bench_rollout.py's equal-memory case, contiguous vs paged
+   with the same pool bytes on more rows; on an accelerator at the Qwen3-0.6B shape (vocab: the
+   bench's 2k tokenizer) with 1k-8k-token prompts in 16k-token rows, on CPU its tiny shape.
+6. streaming rollouts (issue 37): benchmarks/bench_streaming.py, synchronous steps vs
+   rollout.max_staleness 1 and 2 (its tiny model; more rows and longer turns on an accelerator).
+
+`--checks` runs a subset (e.g. `--checks paged streaming`).
 """
 
 from __future__ import annotations
@@ -206,7 +213,28 @@ def check_rollout(model, rows: int, episodes: int, prompt: int, turns: int, turn
     }
 
 
+def paged_argv(cpu: bool) -> list[str]:
+    """bench_rollout.py's equal-memory case: 8 prompts x G = 8; on an accelerator the realistic mix
+    itself (prompts 1k-8k in 16k rows, 0.6B shape), on CPU the 1/16 scale its docs measure."""
+    if cpu:
+        return ["--equal-memory", "4", "--group", "2", "--batch", "2", "--paged-rows", "4"]
+    return [
+        *("--equal-memory", "8", "--group", "8", "--batch", "8", "--paged-rows", "8", "32"),
+        *("--prompt-min", "1024", "--prompt-max", "8192", "--max-seq-len", "16384"),
+        *("--turn-tokens", "48", "--preset", "qwen3-0.6b"),
+    ]
+
+
+def streaming_argv(cpu: bool) -> list[str]:
+    """bench_streaming.py: a few steps on CPU; more rows, steps and longer turns on an accelerator."""
+    if cpu:
+        return ["--steps", "3", "--prompts", "2", "--group", "2", "--rows", "4", "--staleness", "1"]
+    return ["--steps", "12", "--prompts", "8", "--group", "8", "--rows", "64", "--turn-tokens", "64"]
+
+
 # ----------------------------------------------------------------------------------------------
+
+CHECKS = ("parity", "generation", "train", "rollout", "paged", "streaming")
 
 
 def parse_args(argv: list[str] | None, cpu: bool) -> argparse.Namespace:
@@ -221,6 +249,7 @@ def parse_args(argv: list[str] | None, cpu: bool) -> argparse.Namespace:
     p.add_argument("--train-seq", type=int, default=128 if cpu else 2048)
     p.add_argument("--episodes", type=int, default=4 if cpu else 64)
     p.add_argument("--rows", type=int, default=2 if cpu else 32, help="rollout engine rows")
+    p.add_argument("--checks", nargs="+", choices=CHECKS, default=list(CHECKS), help="default: all")
     return p.parse_args(argv)
 
 
@@ -246,45 +275,66 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.perf_counter()
 
-    parity = check_parity(cfg, seq=128 if not cpu else 32)
-    for name, r in parity.items():
-        print(
-            f"parity vs transformers fp32, ours {name:8s}: max |diff| {r['max_abs']:.2e}, "
-            f"mean |diff| / logit std {r['rel']:.2e}, top-1 agreement {r['top1']:.1%}",
-            flush=True,
-        )
+    if "parity" in args.checks:
+        parity = check_parity(cfg, seq=128 if not cpu else 32)
+        for name, r in parity.items():
+            print(
+                f"parity vs transformers fp32, ours {name:8s}: max |diff| {r['max_abs']:.2e}, "
+                f"mean |diff| / logit std {r['rel']:.2e}, top-1 agreement {r['top1']:.1%}",
+                flush=True,
+            )
 
     from models.qwen3 import Qwen3ForCausalLM
 
     model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
-    bandwidth = copy_bandwidth(0.25 if cpu else 4.0)
-    gen = check_generation(model, args.batch, args.prompt, args.new, bandwidth)
-    print(f"prefill: {gen['prefill_tok_s']:,.0f} tokens/s (batch {args.batch} x {args.prompt})", flush=True)
-    print(
-        f"decode:  {gen['decode_tok_s']:,.0f} tokens/s, {gen['step_s'] * 1e3:.2f} ms/step; bandwidth bound "
-        f"{gen['bound_s'] * 1e3:.2f} ms/step ({gen['weight_gb']:.2f} GB weights + "
-        f"{gen['kv_gb']:.2f} GB KV at {bandwidth / 1e9:.0f} GB/s measured copy bandwidth) "
-        f"-> {gen['bound_s'] / gen['step_s']:.0%} of bound",
-        flush=True,
-    )
+    if "generation" in args.checks:
+        bandwidth = copy_bandwidth(0.25 if cpu else 4.0)
+        gen = check_generation(model, args.batch, args.prompt, args.new, bandwidth)
+        print(
+            f"prefill: {gen['prefill_tok_s']:,.0f} tokens/s (batch {args.batch} x {args.prompt})", flush=True
+        )
+        print(
+            f"decode:  {gen['decode_tok_s']:,.0f} tokens/s, {gen['step_s'] * 1e3:.2f} ms/step; "
+            f"bandwidth bound {gen['bound_s'] * 1e3:.2f} ms/step ({gen['weight_gb']:.2f} GB weights + "
+            f"{gen['kv_gb']:.2f} GB KV at {bandwidth / 1e9:.0f} GB/s measured copy bandwidth) "
+            f"-> {gen['bound_s'] / gen['step_s']:.0%} of bound",
+            flush=True,
+        )
 
-    train = check_train(cfg, args.train_batch, args.train_seq)
-    print(
-        f"GRPO train step: {train['tok_s']:,.0f} tokens/s, {train['tflops']:.3g} TFLOP/s, "
-        f"MFU {train['mfu']:.1%} "
-        f"of the measured bf16 matmul peak {train['peak_tflops']:.3g} TFLOP/s "
-        f"(batch {args.train_batch} x {args.train_seq})",
-        flush=True,
-    )
+    if "train" in args.checks:
+        train = check_train(cfg, args.train_batch, args.train_seq)
+        print(
+            f"GRPO train step: {train['tok_s']:,.0f} tokens/s, {train['tflops']:.3g} TFLOP/s, "
+            f"MFU {train['mfu']:.1%} "
+            f"of the measured bf16 matmul peak {train['peak_tflops']:.3g} TFLOP/s "
+            f"(batch {args.train_batch} x {args.train_seq})",
+            flush=True,
+        )
 
-    roll = check_rollout(
-        model, args.rows, args.episodes, prompt=args.prompt // 2, turns=3, turn_tokens=args.new
-    )
-    print(
-        f"rollout engine: {roll['tok_s']:,.0f} generated tokens/s ({args.episodes} episodes x 3 turns x "
-        f"{args.new} tokens through {args.rows} rows, {roll['wall']:.1f}s, "
-        f"host share {roll['host_share']:.0%})"
-    )
+    if "rollout" in args.checks:
+        roll = check_rollout(
+            model, args.rows, args.episodes, prompt=args.prompt // 2, turns=3, turn_tokens=args.new
+        )
+        print(
+            f"rollout engine: {roll['tok_s']:,.0f} generated tokens/s ({args.episodes} episodes x 3 turns x "
+            f"{args.new} tokens through {args.rows} rows, {roll['wall']:.1f}s, "
+            f"host share {roll['host_share']:.0%})",
+            flush=True,
+        )
+
+    if "paged" in args.checks:
+        from benchmarks import bench_rollout
+
+        argv = paged_argv(cpu)
+        print(f"paged rollout at equal cache memory: bench_rollout.py {' '.join(argv)}", flush=True)
+        bench_rollout.main(argv)
+
+    if "streaming" in args.checks:
+        from benchmarks import bench_streaming
+
+        argv = streaming_argv(cpu)
+        print(f"streaming rollouts: bench_streaming.py {' '.join(argv)}", flush=True)
+        bench_streaming.main(argv)
     print(f"gpu_check done in {time.perf_counter() - started:.0f}s")
     return 0
 

@@ -9,6 +9,11 @@ traces as SFT encodes them) and prints, as Markdown, the length distribution per
 for every single-agent Qwen3 recipe in --configs (default configs/; another tree's configs/ gives
 the figures of before) the share of its benchmark's traces that fit each length key: what
 launch/plan.py and launch/train.py check (b2tjax/cli/trace_fit.py) and refuse under 90%.
+
+`--kv-rows` prints instead, per recipe, the rows per chip its KV budget (batch_rows x cache_len
+slots) holds: contiguous (batch_rows / chips) vs paged at the traces' mean and p90 live length
+((prompt + total) / 2: b2tjax/plan/kv_rows.py, the figures launch/plan.py prints), with the
+full model's KV bytes per token and the budget's bytes per chip, computed (no compile).
 """
 
 from __future__ import annotations
@@ -63,13 +68,55 @@ def recipe_rows(configs: Path, data: dict[str, Path]) -> list[str]:
     return lines
 
 
+def kv_rows_table(configs: Path, data: dict[str, Path]) -> list[str]:
+    """Markdown rows: each recipe's rows per chip, contiguous vs paged at the same KV bytes."""
+    import math
+
+    from b2tjax.plan.kv_rows import GIB, live_lengths, rows_per_chip
+    from b2tjax.plan.memory_plan import plan_model_config
+    from rollout.placement import kv_bytes_per_slot
+
+    lines = [
+        "| recipe | benchmark | chips | rollout.max_seq_len | KV bytes / token | KV GiB per chip "
+        "| live mean / p90 | rows per chip: contiguous | paged at mean | paged at p90 |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for path in sorted(configs.glob("*.yaml")):
+        if path.name == "base.yaml":
+            continue
+        cfg = load_config(path)
+        if cfg.task != "travel" or cfg.agent != "single" or cfg.model.tokenizer != "qwen3":
+            continue
+        stats = read_lengths(data[cfg.benchmark]) if cfg.benchmark in data else None
+        if stats is None:
+            continue
+        chips, m = cfg.hardware.devices, cfg.mesh
+        fsdp = m.fsdp if m.fsdp > 0 else chips // (m.data * m.tensor)
+        shards = math.gcd(cfg.rollout.batch_rows, m.data * fsdp)  # as memory_plan.analytic_sizes
+        model = plan_model_config(cfg)
+        slot = kv_bytes_per_slot(model, cfg.cache_dtype)
+        heads = math.gcd(model.num_key_value_heads, m.tensor)
+        per_chip = cfg.rollout.pool_pages * cfg.rollout.page_size * slot / (shards * heads)
+        mean, p90 = live_lengths(cfg, stats)
+        lines.append(
+            f"| `{path.name}` | {cfg.benchmark} | {chips} | {cfg.rollout.max_seq_len:,} | {slot:,} "
+            f"| {per_chip / GIB:.1f} | {mean:,} / {p90:,} | {cfg.rollout.batch_rows / chips:g} "
+            f"| {rows_per_chip(cfg, mean, shards, chips):g} | {rows_per_chip(cfg, p90, shards, chips):g} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--data", action="append", required=True, metavar="BENCHMARK=DIR")
     parser.add_argument("--configs", type=Path, default=Path(__file__).resolve().parents[1] / "configs")
+    parser.add_argument("--kv-rows", action="store_true", help="print the rows-per-chip table only")
     args = parser.parse_args(argv)
     data = dict(item.split("=", 1) for item in args.data)
+    if args.kv_rows:
+        print("\n".join(kv_rows_table(args.configs, {k: Path(v) for k, v in data.items()})))
+        return 0
     out = []
     for name, directory in data.items():
         stats = read_lengths(directory)

@@ -93,10 +93,11 @@ class DeviceCalls:
         return [] if self.pages is None else self.pages.over_capacity(rows)
 
     def _account_memory(self, batch: Sequence[tuple[int, Stream, int]]) -> None:
-        """Per segment: rows decoding, KV memory held (paged: pages in use; contiguous: the whole
-        cache) and live tokens, and the page peaks, into `stats`."""
+        """Per segment: rows decoding (and their peak), KV memory held (paged: pages in use;
+        contiguous: the whole cache) and live tokens, and the page peaks, into `stats`."""
         stats, live = self.stats, sum(s.cached for s in self._rows.slots if s is not None)
         stats.rows_decoding += len(batch)
+        stats.peak_rows_decoding = max(stats.peak_rows_decoding, len(batch))
         stats.live_tokens += live
         if self.pages is None:
             stats.kv_bytes_held += self.cfg.batch_rows * self.cfg.cache_slots * self.slot_bytes

@@ -25,6 +25,7 @@ class EngineStats:
     rows: int = 0  # batch rows this process decodes in (its local rows)
     # KV memory, summed over decode segments (means: divide by `segments`); pages: paged cache only
     rows_decoding: int = 0  # rows sampling in the segment
+    peak_rows_decoding: int = 0  # most rows sampling in one segment
     live_tokens: int = 0  # tokens in the cache rows of seated streams
     kv_bytes_held: int = 0  # KV memory held: pages in use (paged), the whole cache (contiguous)
     pages_used: int = 0  # pages referenced by at least one row

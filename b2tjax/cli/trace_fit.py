@@ -54,14 +54,20 @@ def _share_and_needed(values: list[int], limit: int) -> tuple[float, int, int]:
     return share, percentile(ordered, 90), percentile(ordered, 99)
 
 
-def trace_fits(cfg: TrainConfig, stats: dict) -> tuple[int, list[Fit]]:
-    """(traces counted, the fit of each length key) for the recipe's difficulties of the SFT split."""
+def recipe_traces(cfg: TrainConfig, stats: dict) -> tuple[list[int], list[int], list[int]]:
+    """(prompts, totals, longest turns) of each expert trace of the recipe's difficulties of the SFT
+    split, without the Python tool's schema when the recipe runs without the tool."""
     groups = stats["splits"].get(SFT_SPLIT) or next(iter(stats["splits"].values()))
     chosen = [groups[d] for d in cfg.data.difficulties if d in groups] or [groups["all"]]
     no_python = 0 if cfg.rollout.python_tool else int(stats.get("python_tool_tokens", 0))
-    totals = [t - no_python for g in chosen for t in g["totals"]]
     prompts = [t - no_python for g in chosen for t in g["prompts"]]
-    turns = [t for g in chosen for t in g["longest_turns"]]
+    totals = [t - no_python for g in chosen for t in g["totals"]]
+    return prompts, totals, [t for g in chosen for t in g["longest_turns"]]
+
+
+def trace_fits(cfg: TrainConfig, stats: dict) -> tuple[int, list[Fit]]:
+    """(traces counted, the fit of each length key) for the recipe's difficulties of the SFT split."""
+    prompts, totals, turns = recipe_traces(cfg, stats)
     fits = []
     for key, limit, values in (
         ("rollout.max_seq_len", cfg.rollout.max_seq_len, totals),

@@ -57,6 +57,32 @@ def test_a_group_of_8_gives_the_contiguous_records(rollout_setup, rows):
     assert paged.kv_bytes_per_live_token < contiguous.kv_bytes_per_live_token
 
 
+def test_the_memory_of_3_contiguous_rows_decodes_more_rows_paged(rollout_setup):
+    """The pool of 3 contiguous rows' bytes on 8 rows: more than 3 rows decode at once (each holds
+    the pages it fills, the group's prompt pages once), with the records of 3 contiguous rows."""
+    from tests.rollout_fixtures import TOTAL
+
+    knobs = dict(temperature=1.0, async_host=False)
+    reference, contiguous = _run(rollout_setup, _group(rollout_setup), batch_rows=3, **knobs)
+    pool = 3 * pages_for(TOTAL, PAGED["page_size"])
+    records, paged = _run(
+        rollout_setup, _group(rollout_setup), batch_rows=GROUP, kv_pages=pool, **PAGED, **knobs
+    )
+    _assert_same_records(reference, records)
+    assert contiguous.peak_rows_decoding == 3 and paged.peak_rows_decoding > 3
+    assert paged.decode_steps < contiguous.decode_steps
+
+
+def test_copies_of_whole_pages_only_move_no_page(rollout_setup):
+    """Pages of one slot: every prefix copy shares whole pages and moves none (an empty move list
+    reaches the device call), with the contiguous cache's records."""
+    knobs = dict(temperature=1.0, batch_rows=3, async_host=False)
+    reference, _ = _run(rollout_setup, _group(rollout_setup), **knobs)
+    records, paged = _run(rollout_setup, _group(rollout_setup), kv_cache="paged", page_size=1, **knobs)
+    _assert_same_records(reference, records)
+    assert paged.reused_tokens > 0
+
+
 def test_a_group_of_8_holds_its_prompts_pages_once(rollout_setup, monkeypatch):
     """At the group's first decode segment (8 rows, every prompt in the cache), every row's table
     starts with the same pages, each referenced 8 times, and the pool holds those once plus each

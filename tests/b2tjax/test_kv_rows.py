@@ -1,0 +1,63 @@
+"""b2tjax/plan/kv_rows.py: the rows per chip a KV budget holds, contiguous vs paged, at live lengths.
+
+Fast: a recipe and a synthetic DATA/trace_lengths.json, no compile (test_memory_plan_paged.py
+compiles the paged programs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from b2tjax.config import load_config
+from b2tjax.plan.kv_rows import kv_budget_lines, live_lengths, rows_per_chip
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lengths(data: Path, prompts: list[int], totals: list[int]) -> dict:
+    """A trace_lengths.json of the Qwen3 tokenizer's traces (prompts, totals), written to `data`."""
+    group = {"prompts": prompts, "totals": totals, "longest_turns": [100] * len(prompts)}
+    stats = {"tokenizer": "qwen3", "python_tool_tokens": 0, "splits": {"train": {"all": group}}}
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "trace_lengths.json").write_text(json.dumps(stats))
+    return stats
+
+
+def test_rows_per_chip_at_the_mean_and_p90_live_length(tmp_path):
+    # 8 rows x 65,536 slots = 32,768 pages of 16 on 8 chips (8 row shards of 4,096 pages)
+    cfg = load_config(
+        ROOT / "configs" / "qwen3_0.6b.yaml", [f"data.data_dir={tmp_path}", "rollout.batch_rows=8"]
+    )
+    stats = lengths(tmp_path, [1000] * 9 + [8000], [20000] * 9 + [60000])
+    # (p + L) / 2: nine traces of 10,500 and one of 34,000 -> mean 12,850, p90 10,500
+    assert live_lengths(cfg, stats) == (12850, 10500)
+    # a 10,500-token row takes 657 pages: 4,096 // 657 = 6 per shard, 6 x 8 shards / 8 chips
+    assert rows_per_chip(cfg, 10500, shards=8, chips=8) == 6
+    assert rows_per_chip(cfg, 12850, shards=8, chips=8) == 4096 // 804
+    lines = kv_budget_lines(cfg, stats, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**30)
+    assert lines[0].startswith("KV budget: contiguous, 8 rows x 65,536 (as a pool: 32,768 pages x 16)")
+    assert "1.00 GiB per chip" in lines[0]
+    assert "contiguous 1 (each row reserves 65,536); paged at the mean live length 12,850: 5" in lines[1]
+    assert "at the p90 live length 10,500: 6" in lines[1]
+
+
+def test_a_paged_pool_says_batch_rows_caps_the_rows_and_unknown_lengths_say_why(tmp_path):
+    cfg = load_config(
+        ROOT / "configs" / "qwen3_0.6b.yaml",
+        [
+            f"data.data_dir={tmp_path}",
+            "rollout.batch_rows=8",
+            "rollout.kv_cache=paged",
+            "rollout.kv_pages=8192",
+        ],
+    )
+    lines = kv_budget_lines(cfg, None, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**28)
+    assert lines[0].startswith("KV budget: paged pool of 8,192 pages x 16 = 131,072 token slots")
+    assert "paged not estimated" in lines[1] and "trace_lengths.json" in lines[1]
+    stats = lengths(tmp_path, [1000] * 10, [3000] * 10)  # 2,000 live tokens: 125 pages, 1,024 per shard
+    lines = kv_budget_lines(cfg, stats, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**28)
+    assert "paged at the mean live length 2,000: 8" in lines[1]
+    assert lines[2].startswith(
+        "the paged engine decodes at most rollout.batch_rows / chips = 1 rows per chip"
+    )
