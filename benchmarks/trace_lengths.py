@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from b2tjax.cli.trace_fit import trace_fits
-from b2tjax.config import load_config
+from b2tjax.config import TrainConfig, load_config
 from b2tjax.sft.lengths import PARTS, read_lengths
 
 
@@ -45,6 +46,19 @@ def distribution(name: str, stats: dict) -> list[str]:
     return lines + ["", "(each cell: mean / p50 / p90 / p99 / max)", ""]
 
 
+def single_agent_recipes(
+    configs: Path, data: dict[str, Path]
+) -> Iterator[tuple[Path, TrainConfig, dict | None]]:
+    """(path, config, its benchmark's trace lengths or None) of every single-agent Qwen3 travel recipe."""
+    for path in sorted(configs.glob("*.yaml")):
+        if path.name == "base.yaml":
+            continue
+        cfg = load_config(path)
+        if cfg.task != "travel" or cfg.agent != "single" or cfg.model.tokenizer != "qwen3":
+            continue
+        yield path, cfg, read_lengths(data[cfg.benchmark]) if cfg.benchmark in data else None
+
+
 def recipe_rows(configs: Path, data: dict[str, Path]) -> list[str]:
     """Markdown rows: each recipe's length keys and the share of its benchmark's traces they hold."""
     lines = [
@@ -52,13 +66,7 @@ def recipe_rows(configs: Path, data: dict[str, Path]) -> list[str]:
         "| sft.max_seq_len |",
         "|---|---|---|---|---|---|",
     ]
-    for path in sorted(configs.glob("*.yaml")):
-        if path.name == "base.yaml":
-            continue
-        cfg = load_config(path)
-        if cfg.task != "travel" or cfg.agent != "single" or cfg.model.tokenizer != "qwen3":
-            continue
-        stats = read_lengths(data[cfg.benchmark]) if cfg.benchmark in data else None
+    for path, cfg, stats in single_agent_recipes(configs, data):
         if stats is None:
             lines.append(f"| `{path.name}` | {cfg.benchmark} | no data given |  |  |  |")
             continue
@@ -81,13 +89,7 @@ def kv_rows_table(configs: Path, data: dict[str, Path]) -> list[str]:
         "| live mean / p90 | rows per chip: contiguous | paged at mean | paged at p90 |",
         "|---|---|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
-    for path in sorted(configs.glob("*.yaml")):
-        if path.name == "base.yaml":
-            continue
-        cfg = load_config(path)
-        if cfg.task != "travel" or cfg.agent != "single" or cfg.model.tokenizer != "qwen3":
-            continue
-        stats = read_lengths(data[cfg.benchmark]) if cfg.benchmark in data else None
+    for path, cfg, stats in single_agent_recipes(configs, data):
         if stats is None:
             continue
         chips, m = cfg.hardware.devices, cfg.mesh
