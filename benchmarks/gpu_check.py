@@ -262,6 +262,33 @@ def model_config(args: argparse.Namespace) -> Qwen3Config:
     return dataclasses.replace(base, **overrides)
 
 
+def report_train(cfg: Qwen3Config, batch: int, seq: int) -> None:
+    """The `train` check's line: a GRPO train step's tokens/s and MFU."""
+    train = check_train(cfg, batch, seq)
+    print(
+        f"GRPO train step: {train['tok_s']:,.0f} tokens/s, {train['tflops']:.3g} TFLOP/s, "
+        f"MFU {train['mfu']:.1%} of the measured bf16 matmul peak {train['peak_tflops']:.3g} TFLOP/s "
+        f"(batch {batch} x {seq})",
+        flush=True,
+    )
+
+
+def run_rollout_benchmarks(checks: list[str], cpu: bool) -> None:
+    """The `paged` and `streaming` checks: bench_rollout's equal-memory case and bench_streaming."""
+    if "paged" in checks:
+        from benchmarks import bench_rollout
+
+        argv = paged_argv(cpu)
+        print(f"paged rollout at equal cache memory: bench_rollout.py {' '.join(argv)}", flush=True)
+        bench_rollout.main(argv)
+    if "streaming" in checks:
+        from benchmarks import bench_streaming
+
+        argv = streaming_argv(cpu)
+        print(f"streaming rollouts: bench_streaming.py {' '.join(argv)}", flush=True)
+        bench_streaming.main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     cpu = jax.devices()[0].platform == "cpu"
     args = parse_args(argv, cpu)
@@ -302,14 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     if "train" in args.checks:
-        train = check_train(cfg, args.train_batch, args.train_seq)
-        print(
-            f"GRPO train step: {train['tok_s']:,.0f} tokens/s, {train['tflops']:.3g} TFLOP/s, "
-            f"MFU {train['mfu']:.1%} "
-            f"of the measured bf16 matmul peak {train['peak_tflops']:.3g} TFLOP/s "
-            f"(batch {args.train_batch} x {args.train_seq})",
-            flush=True,
-        )
+        report_train(cfg, args.train_batch, args.train_seq)
 
     if "rollout" in args.checks:
         roll = check_rollout(
@@ -322,19 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    if "paged" in args.checks:
-        from benchmarks import bench_rollout
-
-        argv = paged_argv(cpu)
-        print(f"paged rollout at equal cache memory: bench_rollout.py {' '.join(argv)}", flush=True)
-        bench_rollout.main(argv)
-
-    if "streaming" in args.checks:
-        from benchmarks import bench_streaming
-
-        argv = streaming_argv(cpu)
-        print(f"streaming rollouts: bench_streaming.py {' '.join(argv)}", flush=True)
-        bench_streaming.main(argv)
+    run_rollout_benchmarks(args.checks, cpu)
     print(f"gpu_check done in {time.perf_counter() - started:.0f}s")
     return 0
 

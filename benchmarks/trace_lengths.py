@@ -12,7 +12,7 @@ launch/plan.py and launch/train.py check (b2tjax/cli/trace_fit.py) and refuse un
 
 `--kv-rows` prints instead, per recipe, the rows per chip its KV budget (batch_rows x cache_len
 slots) holds: contiguous (batch_rows / chips) vs paged at the traces' mean and p90 live length
-((prompt + total) / 2: b2tjax/plan/kv_rows.py, the figures launch/plan.py prints), with the
+((prompt + total) / 2: b2tjax/cli/kv_rows.py, the figures launch/plan.py prints), with the
 full model's KV bytes per token and the budget's bytes per chip, computed (no compile).
 """
 
@@ -80,7 +80,7 @@ def kv_rows_table(configs: Path, data: dict[str, Path]) -> list[str]:
     """Markdown rows: each recipe's rows per chip, contiguous vs paged at the same KV bytes."""
     import math
 
-    from b2tjax.plan.kv_rows import GIB, live_lengths, rows_per_chip
+    from b2tjax.cli.kv_rows import GIB, live_lengths, rows_per_chip
     from b2tjax.plan.memory_plan import plan_model_config
     from rollout.placement import kv_bytes_per_slot
 

@@ -16,7 +16,7 @@ Exits with status 1, naming program and bytes, when one does not fit with 10% he
 The rollout programs are those of `rollout.kv_cache` (the paged ones compile the pool of
 `rollout.pool_pages` pages); before them the plan prints the KV budget's bytes per chip and the rows
 per chip it holds, contiguous vs paged at the expert traces' mean and p90 live length
-(b2tjax/plan/kv_rows.py).
+(b2tjax/cli/kv_rows.py).
 """
 
 from __future__ import annotations
@@ -139,6 +139,26 @@ def write_figures(path: Path, target: Target, hbm: int, programs: list[dict]) ->
     path.write_text(json.dumps(figures, indent=1))
 
 
+def print_kv_budget(cfg, model, mesh, chips: int) -> None:
+    """The KV budget per chip and the rows per chip it holds at the expert traces' live lengths."""
+    from b2tjax.cli.kv_rows import kv_budget_lines
+    from b2tjax.plan import memory_plan
+    from b2tjax.sft.lengths import read_lengths
+    from models.paged_kv import row_shards
+    from rollout.placement import kv_bytes_per_slot
+
+    data = Path(cfg.data.data_dir)
+    kv_lines = kv_budget_lines(
+        cfg,
+        read_lengths(data) if data.is_dir() else None,
+        row_shards(mesh, cfg.rollout.batch_rows),
+        chips,
+        kv_bytes_per_slot(model, memory_plan.DTYPES[cfg.cache_dtype]),
+        memory_plan.analytic_sizes(cfg, model, mesh)["KV cache"],
+    )
+    print("\n".join(kv_lines), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -164,11 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     use_cpu_host(target.chips)
 
     # JAX: imported only after use_cpu_host set the environment it reads at start-up
-    from b2tjax.plan import kv_rows, memory_plan, program_memory
+    from b2tjax.plan import memory_plan, program_memory
     from b2tjax.plan.targets import target_mesh
-    from b2tjax.sft.lengths import read_lengths
-    from models.paged_kv import row_shards
-    from rollout.placement import kv_bytes_per_slot
 
     try:
         mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
@@ -179,16 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     hbm = int(hbm_gib * program_memory.GIB)
     print(describe(args.config, cfg, model, program_memory.mesh_summary(mesh), target, hbm_gib), flush=True)
     if cfg.task == "travel":
-        data = Path(cfg.data.data_dir)
-        kv_lines = kv_rows.kv_budget_lines(
-            cfg,
-            read_lengths(data) if data.is_dir() else None,
-            row_shards(mesh, cfg.rollout.batch_rows),
-            target.chips,
-            kv_bytes_per_slot(model, memory_plan.DTYPES[cfg.cache_dtype]),
-            memory_plan.analytic_sizes(cfg, model, mesh)["KV cache"],
-        )
-        print("\n".join(kv_lines), flush=True)
+        print_kv_budget(cfg, model, mesh, target.chips)
     started = time.perf_counter()
     programs = []
     for program in memory_plan.plan_programs(cfg, mesh, only):

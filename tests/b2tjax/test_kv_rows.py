@@ -1,4 +1,4 @@
-"""b2tjax/plan/kv_rows.py: the rows per chip a KV budget holds, contiguous vs paged, at live lengths.
+"""b2tjax/cli/kv_rows.py: the rows per chip a KV budget holds, contiguous vs paged, at live lengths.
 
 Fast: a recipe and a synthetic DATA/trace_lengths.json, no compile (test_memory_plan_paged.py
 compiles the paged programs).
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from b2tjax.cli.kv_rows import kv_budget_lines, live_lengths, rows_per_chip
 from b2tjax.config import load_config
-from b2tjax.plan.kv_rows import kv_budget_lines, live_lengths, rows_per_chip
 
 ROOT = Path(__file__).resolve().parents[2]
 

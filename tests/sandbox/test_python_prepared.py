@@ -30,8 +30,8 @@ def _prepared(isolation: dict) -> dict[str, list[int]]:
             try:
                 with open(os.path.join(path, name, "cgroup.procs")) as f:
                     found[name] = [int(x) for x in f.read().split()]
-            except FileNotFoundError:
-                pass  # a used call's cgroup, removed between the listing and the read
+            except (FileNotFoundError, OSError):
+                pass  # a used call's cgroup, removed between the listing and the read (ENOENT, ENODEV)
     return found
 
 
