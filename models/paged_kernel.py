@@ -35,6 +35,7 @@ What the kernel takes and how the pool meets it:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -91,15 +92,12 @@ def _local(
     k_pages, v_pages = (pool.reshape(1, -1, ps, d) for pool in (k_pool, v_pool))  # free: outer axes
     heads = q.reshape(r, kvh, nh // kvh, d)
     call = functools.partial(paged_attention, pages_per_compute_block=pages_per_block)
-    outs = []
-    for h in range(kvh):
-        first = ((layer * shards + shard) * kvh + h) * per_shard  # [R]: the row's pages of head h
-        args = (heads[:, h], k_pages, v_pages, lengths, first[:, None] + table)
-        if interpret:
-            with pltpu.force_tpu_interpret_mode():
-                outs.append(call(*args))
-        else:
-            outs.append(call(*args))
+    first = (layer * shards + shard) * kvh * per_shard  # [R]: the row's pages of head 0
+    with pltpu.force_tpu_interpret_mode() if interpret else contextlib.nullcontext():
+        outs = [
+            call(heads[:, h], k_pages, v_pages, lengths, (first + h * per_shard)[:, None] + table)
+            for h in range(kvh)
+        ]
     out = jnp.stack(outs, axis=1)  # [R, KVH, G, D]
     return out.reshape(r, nh, d)
 
