@@ -25,6 +25,7 @@ from jax.sharding import Mesh, NamedSharding
 from models.kv_cache import init_cache
 from models.paged_kv import init_paged_cache
 from models.sharding import LOGICAL_RULES, logical_to_spec, variable_sharding
+from rollout.handover import Handover
 
 # The training rules without FSDP: parameters keep their tensor-parallel split only.
 SAMPLER_RULES: tuple[tuple[str, Any], ...] = tuple(
@@ -60,7 +61,10 @@ class SamplerWeights:
 
     def __init__(self, abstract_state: nnx.State, dtype: Any, mesh: Mesh | None = None):
         self.dtype, self.mesh = jnp.dtype(dtype), mesh
-        self.keep = kept_in_place(abstract_state, self.dtype, mesh)
+        # split placement: the state lies on a train sub-mesh disjoint from `mesh` (rollout/handover.py)
+        train = split_from(abstract_state, mesh)
+        self.handover = None if train is None else Handover(train, mesh, self.dtype)
+        self.keep = nnx.Nothing if train is not None else kept_in_place(abstract_state, self.dtype, mesh)
         own = self.split(abstract_state)[1]
         self.shardings = None if mesh is None else sampler_shardings(own, mesh)
         self.create_own = jax.jit(self._cast, out_shardings=self.shardings)
@@ -78,10 +82,19 @@ class SamplerWeights:
 
     def create(self, state: nnx.State) -> nnx.State:
         kept, own = self.split(state)
+        if self.handover is not None:  # handed into fresh buffers on the rollout sub-mesh
+            abstract = jax.eval_shape(lambda s: cast_floats(s, self.dtype), own)
+            zeros = jax.jit(
+                lambda: jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), abstract),
+                out_shardings=self.shardings,
+            )
+            return self.handover(own, zeros())
         return nnx.merge_state(kept, self.create_own(own))
 
     def refresh(self, state: nnx.State, old: nnx.State) -> nnx.State:
         kept, own = self.split(state)
+        if self.handover is not None:
+            return self.handover(own, self.split(old)[1])
         return nnx.merge_state(kept, self.refresh_own(own, self.split(old)[1]))
 
     def _cast(self, state: nnx.State) -> nnx.State:
@@ -95,6 +108,17 @@ class SamplerWeights:
             return var.replace(jax.lax.with_sharding_constraint(value, variable_sharding(var, self.mesh)))
 
         return jax.tree.map(cast_in_place, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def split_from(state: nnx.State, mesh: Mesh | None) -> Mesh | None:
+    """The train sub-mesh of a split placement: the mesh `state`'s arrays lie on when its devices
+    are not `mesh`'s (co-located, or abstract leaves without a sharding: None)."""
+    sharding = getattr(next(iter(jax.tree.leaves(state)), None), "sharding", None)
+    if mesh is None or not isinstance(sharding, NamedSharding):
+        return None
+    if set(sharding.mesh.devices.flat) & set(mesh.devices.flat):
+        return None
+    return sharding.mesh
 
 
 def kept_in_place(state: nnx.State, dtype: Any, mesh: Mesh | None) -> Any:

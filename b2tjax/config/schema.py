@@ -172,6 +172,10 @@ class MeshConfig:
     data: PosInt = 1  # data-parallel replicas
     fsdp: int = -1  # >= 1, or -1 = every device not used by the other axes
     tensor: PosInt = 1  # tensor-parallel shards (divides the heads)
+    # 0 = co-located (one mesh decodes and trains); N > 0 = split placement: the last N local devices
+    # of every process form the rollout sub-mesh, the others the train sub-mesh (half of each
+    # process's devices: the sub-meshes have the same shape; b2tjax/run/mesh.py)
+    rollout_devices: NonNegInt = 0
 
 
 @dataclass

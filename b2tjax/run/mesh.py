@@ -41,10 +41,40 @@ def maybe_initialize_distributed(enabled: bool) -> None:
 
 
 def build_mesh(cfg: MeshConfig) -> Mesh | None:
-    """The (data, fsdp, tensor) mesh, or None on a single device (plain jit, no sharding)."""
+    """The (data, fsdp, tensor) mesh the trainer runs on: every device, or with
+    `mesh.rollout_devices` the train sub-mesh; None on a single device (plain jit, no sharding)."""
+    if cfg.rollout_devices:
+        return make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=split_devices(cfg.rollout_devices)[0])
     if jax.device_count() == 1 and cfg.data in (1, -1) and cfg.fsdp in (1, -1) and cfg.tensor in (1, -1):
         return None
     return make_mesh(cfg.data, cfg.fsdp, cfg.tensor)
+
+
+def rollout_mesh(cfg: MeshConfig) -> Mesh | None:
+    """The mesh the sampler decodes on: the run's mesh (co-located), or with `mesh.rollout_devices`
+    the rollout sub-mesh, shaped as the train sub-mesh (same data x fsdp x tensor sizes: the weight
+    hand-over, rollout/handover.py, pairs each train device with one rollout device)."""
+    if not cfg.rollout_devices:
+        return build_mesh(cfg)
+    return make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=split_devices(cfg.rollout_devices)[1])
+
+
+def split_devices(rollout_devices: int) -> tuple[list[jax.Device], list[jax.Device]]:
+    """(train devices, rollout devices): on each process the last `rollout_devices` of its local
+    devices decode, the others train, so both sub-meshes span every process. Only an even split is
+    supported (the sub-meshes must have one shape); anything else is a one-line UserError."""
+    train: list[jax.Device] = []
+    rollout: list[jax.Device] = []
+    for process in range(jax.process_count()):
+        local = [d for d in jax.devices() if d.process_index == process]
+        if 2 * rollout_devices != len(local):
+            raise UserError(
+                f"mesh.rollout_devices={rollout_devices} must be half of each process's devices "
+                f"(process {process} has {len(local)}): the train and rollout sub-meshes need one shape"
+            )
+        train += local[: len(local) - rollout_devices]
+        rollout += local[len(local) - rollout_devices :]
+    return train, rollout
 
 
 def check_rows_split(batch_rows: int, mesh_shape: Mapping[str, int] | None, processes: int) -> None:
