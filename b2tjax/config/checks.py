@@ -37,7 +37,19 @@ def config_errors(cfg: TrainConfig) -> list[str]:
         + cfg.model.lora.errors()
         + _rope_errors(cfg)
         + _agent_errors(cfg)
+        + _placement_errors(cfg)
     )
+
+
+def _placement_errors(cfg: TrainConfig) -> list[str]:
+    """The split placement (`mesh.rollout_devices` > 0) and what it cannot be combined with; the
+    device counts are checked when the meshes are built (b2tjax/run/mesh.py: half of each process's)."""
+    if not cfg.mesh.rollout_devices or not cfg.model.lora.enabled:
+        return []
+    return [
+        "mesh.rollout_devices > 0 needs full fine-tuning (model.lora.rank=0): a LoRA sampler uses the "
+        "frozen base in place, which the split placement would have to copy to the rollout devices"
+    ]
 
 
 def _batch_errors(cfg: TrainConfig) -> list[str]:

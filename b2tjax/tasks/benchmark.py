@@ -26,7 +26,7 @@ from b2tjax.data.marker import check_data_dir
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.report.build import record_episodes
-from b2tjax.run.mesh import build_mesh
+from b2tjax.run.mesh import rollout_mesh
 from b2tjax.sft.traces import sft_examples
 from b2tjax.tasks.eval_report import evaluation_header, model_params
 from b2tjax.tasks.scoring import episode_metrics, score_records
@@ -145,7 +145,7 @@ class BenchmarkTask:
         run's mesh, whatever the number of episodes (they stream through the rows)."""
 
         config = dataclasses.replace(self.cfg.rollout, temperature=temperature)
-        return RolloutEngine(model, self.tokenizer, config, mesh=build_mesh(self.cfg.mesh))
+        return RolloutEngine(model, self.tokenizer, config, mesh=rollout_mesh(self.cfg.mesh))
 
     def _episodes(self, pairs: Sequence[Instance]):
 

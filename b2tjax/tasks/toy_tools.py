@@ -165,7 +165,7 @@ class LookupTask:
     def __init__(self, cfg: LookupConfig, tokenizer: Any | None = None, mesh: Mesh | None = None):
         self.cfg = cfg
         self.tokenizer = tokenizer or lookup_tokenizer(cfg.num_keys, cfg.num_values)
-        self.mesh = mesh  # the run's mesh (b2tjax.run.mesh.build_mesh): needed on several processes
+        self.mesh = mesh  # the sampler's mesh (b2tjax.run.mesh.rollout_mesh): needed on several processes
         self._engine: RolloutEngine | None = None
 
     def train_examples(self) -> Sequence[int]:

@@ -28,12 +28,20 @@ ROOT = Path(__file__).resolve().parents[2]
         ("sft.batch_size=0", "sft.batch_size must be >= 1, got 0"),
         ("grpo.mini_batches=0", "grpo.mini_batches must be >= 1, got 0"),
         ("rollout.max_prompt_tokens=5000", "rollout.max_prompt_tokens must be < rollout.max_seq_len (1024)"),
+        ("mesh.rollout_devices=-1", "mesh.rollout_devices must be >= 0, got -1"),
     ],
 )
 def test_out_of_range_values_are_rejected(override, expected):
     with pytest.raises(ValueError) as info:
         load_config(None, [override])
     assert expected in str(info.value)
+
+
+def test_the_split_placement_refuses_lora_in_one_line():
+    with pytest.raises(ValueError) as info:
+        load_config(None, ["mesh.rollout_devices=2", "model.lora.rank=4"])
+    assert "mesh.rollout_devices > 0 needs full fine-tuning (model.lora.rank=0)" in str(info.value)
+    assert load_config(None, ["mesh.rollout_devices=2"]).mesh.rollout_devices == 2
 
 
 def test_every_recipe_loads_back_from_the_config_a_run_saves(tmp_path):

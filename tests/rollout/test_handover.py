@@ -1,5 +1,6 @@
 """The split placement's weight hand-over (rollout/handover.py) on 8 fake CPU devices, one process:
-train sub-mesh = devices 0-3 (fsdp 2 x tensor 2), rollout sub-mesh = devices 4-7 (same shape).
+`mesh.rollout_devices=4` makes the train sub-mesh of devices 0-3 (fsdp 2 x tensor 2) and the
+rollout sub-mesh of devices 4-7 (same shape); an uneven split is refused in one line.
 
 - The sampler's weights made and refreshed by the hand-over equal the train params cast to bf16
   bitwise, lie on the rollout sub-mesh in the sampler layout, and are written into the old sampler
@@ -14,6 +15,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a tiny model on 8 fake devices in a subprocess (~40 s on 2 cores)
 
 
 def _check(fn, state, dst) -> str:
@@ -33,19 +38,27 @@ def _child() -> dict:
     import numpy as np
     from flax import nnx
 
+    from b2tjax.config import MeshConfig
+    from b2tjax.errors import UserError
+    from b2tjax.run.mesh import build_mesh, rollout_mesh
     from models.config import get_config
     from models.qwen3 import create_model
-    from models.sharding import make_mesh
     from rollout.handover import check_handover
     from rollout.placement import SamplerWeights, cast_floats
 
+    config = MeshConfig(fsdp=2, tensor=2, rollout_devices=4)
+    train, rollout = build_mesh(config), rollout_mesh(config)
     devices = jax.devices()
-    train, rollout = make_mesh(1, 2, 2, devices=devices[:4]), make_mesh(1, 2, 2, devices=devices[4:])
+    assert list(train.devices.flat) == devices[:4] and list(rollout.devices.flat) == devices[4:]
+    try:
+        build_mesh(MeshConfig(fsdp=-1, rollout_devices=3))
+    except UserError as e:
+        out_uneven = str(e)
     model = create_model(dataclasses.replace(get_config("tiny"), vocab_size=64), train, seed=0)
     state = nnx.state(model)
     weights = SamplerWeights(state, jnp.bfloat16, rollout)
     sampler = weights.create(state)
-    out: dict = {"split": weights.handover is not None}
+    out: dict = {"split": weights.handover is not None, "uneven": out_uneven}
 
     def equal(sampler_state, train_state) -> bool:
         want, got = jax.tree.leaves(cast_floats(train_state, jnp.bfloat16)), jax.tree.leaves(sampler_state)
@@ -88,6 +101,7 @@ def test_the_handover_moves_the_cast_train_weights_into_the_sampler_buffers():
     assert out["split"] and out["created_equal"] and out["refreshed_equal"], out
     assert out["on_rollout"] and out["layout"] and out["donated"], out
     assert out["checks"] == 2
+    assert "mesh.rollout_devices=3 must be half of each process's devices (process 0 has 8)" in out["uneven"]
     assert "tree structures" in out["tree"]
     assert "shape" in out["shape"] and "dtype" in out["dtype"], out
     assert "destination not on the rollout sub-mesh" in out["sharding"], out
