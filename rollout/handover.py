@@ -49,6 +49,12 @@ class Handover:
     def __call__(self, src: Any, dst: Any) -> Any:
         """`src` cast to the sampler dtype, in `dst`'s layout and (donated) buffers; `dst` is consumed."""
         check_handover(src, dst, self.dtype, self.train, self.rollout)
+        if not self.checks:  # once per sampler: a run's log shows the split placement at work
+            print(
+                f"weight hand-over checked: {len(jax.tree.leaves(src))} arrays, tree, shapes, dtypes, "
+                f"shardings (train {self.train.devices.size} -> rollout {self.rollout.devices.size} devices)",
+                flush=True,
+            )
         self.checks += 1
         leaves, treedef = jax.tree.flatten(src)
         olds = jax.tree.leaves(dst)

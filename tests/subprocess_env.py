@@ -4,7 +4,10 @@ first runs' executables instead of compiling again."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -22,3 +25,15 @@ def subprocess_env(cache: Path, devices: int | None = None) -> dict[str, str]:
     if devices is not None:
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     return env
+
+
+def script_json(script: str, devices: int) -> dict:
+    """Run a test module as a script on `devices` fake CPU devices (a device count is fixed when JAX
+    starts, so a sharded check needs its own process); the JSON of its last output line."""
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, script], env=env, capture_output=True, text=True, timeout=600, cwd=str(root)
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -19,10 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -161,13 +157,9 @@ def _sharded_error() -> float:
 
 
 def test_kernel_under_shard_map_equals_the_gather_path():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run(
-        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600, cwd=str(root)
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["error"] <= 2e-6
+    from tests.subprocess_env import script_json  # the test runs from the repository root
+
+    assert script_json(__file__, devices=4)["error"] <= 2e-6
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ rollout sub-mesh of devices 4-7 (same shape); an uneven split is refused in one 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -91,13 +89,9 @@ def _child() -> dict:
 
 
 def test_the_handover_moves_the_cast_train_weights_into_the_sampler_buffers():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run(
-        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600, cwd=str(root)
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    from tests.subprocess_env import script_json  # the test runs from the repository root
+
+    out = script_json(__file__, devices=8)
     assert out["split"] and out["created_equal"] and out["refreshed_equal"], out
     assert out["on_rollout"] and out["layout"] and out["donated"], out
     assert out["checks"] == 2
@@ -109,5 +103,5 @@ def test_the_handover_moves_the_cast_train_weights_into_the_sampler_buffers():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout, not an installed one
     print(json.dumps(_child()))
