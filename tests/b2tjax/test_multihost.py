@@ -15,7 +15,8 @@ of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tja
 a real multi-turn tool) after a short SFT, whose rewards vary within and across the processes'
 groups: 2 GRPO steps with non-zero loss and gradient equal to one process', every lookup run once in
 the cluster by the episode's owner (counted by the episodes themselves). That pair runs padded, packed
-(issue 35) and streaming at max_staleness 1 (issue 37: the session in lockstep over the processes).
+(issue 35) and streaming at max_staleness 1 (issue 37: the session in lockstep over the processes);
+the split placement (issue 37, `mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
 """
 
 from __future__ import annotations
@@ -81,9 +82,12 @@ def _one(args: list[str], env: dict) -> subprocess.CompletedProcess:
     return _run([sys.executable, str(ROOT / "launch" / "train.py"), *args], env)
 
 
-def _cluster(args: list[str], env: dict, script: str = "train.py") -> subprocess.CompletedProcess:
+def _cluster(
+    args: list[str], env: dict, script: str = "train.py", devices: int = 2
+) -> subprocess.CompletedProcess:
     launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2"]
-    return _run([*launcher, "--devices-per-process", "2", "--", str(ROOT / "launch" / script), *args], env)
+    per_process = ["--devices-per-process", str(devices)]
+    return _run([*launcher, *per_process, "--", str(ROOT / "launch" / script), *args], env)
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +190,7 @@ def test_each_episode_driven_by_its_owner_once(runs):
 # The lookup task's Trainer run (the task is not a launch/train.py task): argv = OUT, overrides.
 LOOKUP_DRIVER = """
 import sys
-from b2tjax.run.mesh import build_mesh, maybe_initialize_distributed
+from b2tjax.run.mesh import maybe_initialize_distributed, rollout_mesh
 
 maybe_initialize_distributed(False)  # the cluster's variables, when set
 from b2tjax.config import TrainConfig, apply_overrides, validate
@@ -195,7 +199,7 @@ from b2tjax.run.trainer import Trainer, build_model
 
 cfg = TrainConfig(task="toy", mode="sft_grpo", out=sys.argv[1])
 validate(apply_overrides(cfg, sys.argv[2:]))
-Trainer(cfg, LookupTask(LookupConfig(), mesh=build_mesh(cfg.mesh)), build_model(cfg), progress=False).run()
+Trainer(cfg, LookupTask(LookupConfig(), mesh=rollout_mesh(cfg.mesh)), build_model(cfg), progress=False).run()
 """
 LOOKUP_SFT, LOOKUP_GRPO = 20, 2  # 20 SFT steps: the protocol (lookup, answer) is learnt, the value not
 LOOKUP_ARGS = [
@@ -271,6 +275,32 @@ def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_pat
     # rewards differ across the step's records (not all equal), so advantages are not all zero
     rewards = [r["reward"] for step in (LOOKUP_SFT + 1, LOOKUP_SFT + 2) for r in _records(two, step)]
     assert 0 < sum(rewards) < len(rewards)
+
+
+@pytest.mark.parametrize("staleness", [0, 1])
+def test_the_split_placement_gives_the_co_located_records(shared, tmp_path, staleness):
+    """`mesh.rollout_devices=2` on 2 processes x (2 train + 2 rollout) devices against the co-located
+    2 x 2 run (same fsdp 2 x tensor 2 layout on each side): the same records, token versions
+    included, and per-step metrics, at S = 0 and at S = 1 with the synchronous host (the
+    deterministic schedule); the weight hand-over's check ran on both processes."""
+    _, cache = shared
+    driver = tmp_path / "lookup_driver.py"
+    driver.write_text(LOOKUP_DRIVER)
+    env = dict(subprocess_env(cache), PYTHONPATH=str(ROOT))
+    args = [*LOOKUP_ARGS, f"rollout.max_staleness={staleness}", "rollout.async_host=false"]
+    co, split = tmp_path / "co", tmp_path / "split"
+    _cluster([str(co), *args], env, script=str(driver))
+    done = _cluster([str(split), *args, "mesh.rollout_devices=2"], env, script=str(driver), devices=4)
+    assert all(f"[{p}] weight hand-over checked" in done.stdout for p in (0, 1))
+    a, b = _steps(co), _steps(split)
+    assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
+    for step in a:
+        _assert_same_metrics(a[step], b[step])
+    assert [b[LOOKUP_SFT + k].get("staleness_max", 0.0) for k in (1, 2)] == [0.0, float(staleness)]
+    for step in range(LOOKUP_SFT + 1, LOOKUP_SFT + LOOKUP_GRPO + 1):
+        ra, rb = _records(co, step), _records(split, step)
+        _assert_same_records(ra, rb)
+        assert [r["versions"] for r in ra] == [r["versions"] for r in rb]
 
 
 @pytest.mark.parametrize("processes", [1, 2])
