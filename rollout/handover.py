@@ -62,15 +62,9 @@ class Handover:
             self._prepare(leaves, olds)
         if not _same_layouts(_layouts(leaves, olds), self.layouts):
             raise ValueError("weight hand-over: the shardings differ from those the program was built for")
-        srcs = [
-            self._view(x, x.sharding.spec, x.addressable_shards, f)
-            for x, f in zip(leaves, self.filler, strict=True)
-        ]
+        srcs = [self._view(x, x.addressable_shards, f) for x, f in zip(leaves, self.filler, strict=True)]
         # the old sampler arrays' buffers are donated through `dsts`: XLA writes the new weights there
-        dsts = [
-            self._view(x, x.sharding.spec, s, x.addressable_shards)
-            for x, s in zip(olds, self.scratch, strict=True)
-        ]
+        dsts = [self._view(x, s, x.addressable_shards) for x, s in zip(olds, self.scratch, strict=True)]
         outs = self.program(srcs, dsts)
         rollout_set = set(self.rollout.devices.flat)
         new, self.scratch = [], []
@@ -81,10 +75,11 @@ class Handover:
             self.scratch.append([a for d, a in shards.items() if d not in rollout_set])
         return jax.tree.unflatten(treedef, new)
 
-    def _view(self, x: jax.Array, spec: PartitionSpec, side0: Any, side1: Any) -> jax.Array:
-        """The union-mesh array of shards `side0` (train devices) and `side1` (rollout devices)."""
+    def _view(self, x: jax.Array, side0: Any, side1: Any) -> jax.Array:
+        """The union-mesh array of shards `side0` (train devices) and `side1` (rollout devices),
+        each side laid out as `x` (no copy)."""
         parts = [*_datas(side0), *_datas(side1)]
-        sharding = NamedSharding(self.union, side_spec(spec, x.ndim))
+        sharding = NamedSharding(self.union, side_spec(x.sharding.spec, x.ndim))
         return jax.make_array_from_single_device_arrays((2 * x.shape[0], *x.shape[1:]), sharding, parts)
 
     def _prepare(self, leaves: list[jax.Array], olds: list[jax.Array]) -> None:

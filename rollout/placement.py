@@ -10,7 +10,9 @@ each row shard's pages on that shard's devices (models/paged_kv.py).
 
 `SamplerWeights.refresh` rebuilds the copy from new training weights with one jitted cast +
 reshard (an all-gather on the devices, never through the host), writing into the old copy's
-buffers (donated), so a refresh needs no second copy's worth of memory.
+buffers (donated), so a refresh needs no second copy's worth of memory. With the split placement
+(`mesh.rollout_devices`) the training weights lie on a train sub-mesh disjoint from the sampler's
+`mesh`; creating and refreshing then go through rollout/handover.py's one union-mesh program.
 """
 
 from __future__ import annotations
