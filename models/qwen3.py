@@ -35,7 +35,15 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import ATTENTION_IMPLS, F32, Attention, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.layers import (
+    ATTENTION_IMPLS,
+    F32,
+    Attention,
+    DecoderLayer,
+    RMSNorm,
+    make_param,
+    resolve_attention,
+)
 from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
 from models.sharding import constrain, mesh_platform, state_shardings
