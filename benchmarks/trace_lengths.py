@@ -80,25 +80,26 @@ def recipe_rows(configs: Path, data: dict[str, Path]) -> list[str]:
 def kv_rows_table(configs: Path, data: dict[str, Path]) -> list[str]:
     """Markdown rows: each recipe's rows per chip, contiguous vs paged at the same KV bytes (no
     sharing, and with the group's shared prompt pages)."""
-    from b2tjax.cli.kv_rows import GIB, mean_prompt, paged_rows
+    from b2tjax.cli.kv_rows import GIB, contiguous_rows, mean_prompt, paged_rows
 
     lines = [
         "| recipe | benchmark | chips | rollout.max_seq_len | KV bytes / token | KV GiB per chip "
-        "| live mean / p90 | prompt mean, G | rows per chip: contiguous (batch_rows) "
+        "| live mean / p90 | prompt mean, G | rows per chip: contiguous | batch_rows per chip "
         "| paged at mean: no sharing / shared prompt | paged at p90: no sharing / shared prompt |",
-        "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
     ]
     for path, cfg, stats in single_agent_recipes(configs, data):
         if stats is None:
             continue
         shards, slot, per_chip = _kv_budget(cfg)
-        rows = paged_rows(cfg, stats, shards, cfg.hardware.devices)
+        chips = cfg.hardware.devices
+        rows = paged_rows(cfg, stats, shards, chips)
         (mean, *at_mean), (p90, *at_p90) = rows["mean"], rows["p90"]
         lines.append(
-            f"| `{path.name}` | {cfg.benchmark} | {cfg.hardware.devices} | {cfg.rollout.max_seq_len:,} "
+            f"| `{path.name}` | {cfg.benchmark} | {chips} | {cfg.rollout.max_seq_len:,} "
             f"| {slot:,} | {per_chip / GIB:.1f} | {mean:,} / {p90:,} "
             f"| {mean_prompt(cfg, stats):,}, {cfg.rollout.group_size} "
-            f"| {cfg.rollout.batch_rows / cfg.hardware.devices:g} "
+            f"| {contiguous_rows(cfg, chips):g} | {cfg.rollout.batch_rows / chips:g} "
             f"| {at_mean[0]:g} / {at_mean[1]:g} | {at_p90[0]:g} / {at_p90[1]:g} |"
         )
     return lines
@@ -108,6 +109,7 @@ def _kv_budget(cfg: TrainConfig) -> tuple[int, int, float]:
     """(row shards, the full model's KV bytes per token, the pool's bytes per chip), computed."""
     import math
 
+    from b2tjax.cli.kv_rows import budget_pages
     from b2tjax.plan.memory_plan import plan_model_config
     from rollout.placement import kv_bytes_per_slot
 
@@ -117,7 +119,7 @@ def _kv_budget(cfg: TrainConfig) -> tuple[int, int, float]:
     model = plan_model_config(cfg)
     slot = kv_bytes_per_slot(model, cfg.cache_dtype)
     heads = math.gcd(model.num_key_value_heads, m.tensor)
-    return shards, slot, cfg.rollout.pool_pages * cfg.rollout.page_size * slot / (shards * heads)
+    return shards, slot, budget_pages(cfg) * cfg.rollout.page_size * slot / (shards * heads)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,18 @@ def row_pages(live: int, prompt: int, group: int, page_size: int) -> float:
     return pages_for(live, page_size) - (group - 1) / group * shared
 
 
+def budget_pages(cfg: TrainConfig) -> int:
+    """The KV budget in pages: the paged pool (rollout.pool_pages), or the contiguous cache's
+    batch_rows x cache_len slots (kv_pages does not size a contiguous cache)."""
+    r = cfg.rollout
+    return r.pool_pages if r.kv_cache == "paged" else r.batch_rows * r.pages_per_row
+
+
+def contiguous_rows(cfg: TrainConfig, chips: int) -> float:
+    """Rows per chip a contiguous cache of the budget's bytes holds: each reserves cache_len."""
+    return budget_pages(cfg) // cfg.rollout.pages_per_row / chips
+
+
 def rows_per_chip(
     cfg: TrainConfig, live: int, shards: int, chips: int, prompt: int = 0, group: int = 1
 ) -> float:
@@ -52,7 +64,7 @@ def rows_per_chip(
     row holds `live` tokens in whole pages, a group of `group` rows sharing its `prompt`'s full
     pages (group 1: no sharing)."""
     r = cfg.rollout
-    per_shard = int((r.pool_pages // shards) // row_pages(live, prompt, group, r.page_size))
+    per_shard = int((budget_pages(cfg) // shards) // row_pages(live, prompt, group, r.page_size))
     return per_shard * shards / chips
 
 
@@ -72,8 +84,8 @@ def kv_budget_lines(
     """The KV budget (pool bytes per chip) and the rows per chip it holds, contiguous vs paged at the
     mean and p90 live length (or why the lengths are not known)."""
     r = cfg.rollout
-    tokens = r.pool_pages * r.page_size
-    pool = f"{r.pool_pages:,} pages x {r.page_size}"
+    tokens = budget_pages(cfg) * r.page_size
+    pool = f"{budget_pages(cfg):,} pages x {r.page_size}"
     kind = (
         f"paged pool of {pool}"
         if r.kv_cache == "paged"
@@ -83,7 +95,7 @@ def kv_budget_lines(
         f"KV budget: {kind} = {tokens:,} token slots, {kv_bytes_per_chip / GIB:.2f} GiB per chip "
         f"({slot_bytes:,} bytes per token)"
     ]
-    contiguous = f"contiguous {r.batch_rows / chips:g} (each row reserves {cfg.cache_len:,})"
+    contiguous = f"contiguous {contiguous_rows(cfg, chips):g} (each row reserves {cfg.cache_len:,})"
     reason = skip_reason(cfg, stats)
     if reason is not None:
         return lines + [f"rows per chip at live lengths: {contiguous}; paged not estimated: {reason}"]

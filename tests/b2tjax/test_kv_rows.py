@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from b2tjax.cli.kv_rows import (
+    budget_pages,
+    contiguous_rows,
     kv_budget_lines,
     live_lengths,
     mean_prompt,
@@ -89,3 +91,13 @@ def test_a_paged_pool_says_batch_rows_caps_the_rows_and_unknown_lengths_say_why(
     assert lines[2].startswith(
         "the paged engine decodes at most rollout.batch_rows / chips = 1 rows per chip"
     )
+
+
+def test_the_contiguous_rows_are_the_budgets_not_batch_rows():
+    """The recipe's paged pool (kv_pages 32,768 = 8 rows x 65,536 / 16) runs 24 rows; a contiguous
+    cache of its bytes holds 8. A contiguous cache is batch_rows x cache_len whatever kv_pages says."""
+    paged = load_config(ROOT / "configs" / "qwen3_0.6b.yaml")
+    assert (paged.rollout.kv_cache, paged.rollout.batch_rows, budget_pages(paged)) == ("paged", 24, 32768)
+    assert contiguous_rows(paged, chips=1) == 8
+    contiguous = load_config(ROOT / "configs" / "qwen3_0.6b.yaml", ["rollout.kv_cache=contiguous"])
+    assert budget_pages(contiguous) == 24 * 4096 and contiguous_rows(contiguous, chips=4) == 6
