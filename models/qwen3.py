@@ -35,15 +35,7 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import (
-    ATTENTION_IMPLS,
-    F32,
-    Attention,
-    DecoderLayer,
-    RMSNorm,
-    make_param,
-    resolve_attention,
-)
+from models.layers import ATTENTION_IMPLS, F32, DecoderLayer, RMSNorm, make_param, resolve_attention
 from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
 from models.sharding import constrain, mesh_platform, state_shardings
@@ -383,19 +375,3 @@ def abstract_model(
     `attention` as Qwen3ForCausalLM's (the platform: the restoring mesh's, `mesh_platform`)."""
     build = _model_builder(config, 0, dtype, param_dtype, remat, attention_block, platform, attention)
     return nnx.eval_shape(build)
-
-
-def with_paged_attention(model: nnx.Module, impl: str) -> nnx.Module:
-    """`model` whose attention layers read a paged cache by `impl` (PAGED_ATTENTION_IMPLS): the
-    sampler's choice (`rollout.paged_attention`), set on a shell over the same arrays so that the
-    caller's model (the trainer's) keeps its own graph; `model` itself when nothing changes."""
-    layers = [m for _, m in nnx.iter_modules(model) if isinstance(m, Attention)]
-    for m in layers:
-        resolve_paged_attention(impl, m.platform, model.dtype)  # rejects unknown names
-    if all(m.paged_attention == impl for m in layers):
-        return model
-    shell = nnx.merge(*nnx.split(model))
-    for _, m in nnx.iter_modules(shell):
-        if isinstance(m, Attention):
-            m.paged_attention = impl
-    return shell

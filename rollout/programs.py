@@ -21,7 +21,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from models import paged_kv
-from models.qwen3 import with_paged_attention
+from models.layers import with_paged_attention
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
 from rollout.placement import SamplerWeights

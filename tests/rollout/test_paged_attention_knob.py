@@ -1,5 +1,5 @@
 """`rollout.paged_attention` (auto | gather | kernel) reaches the sampler's graph: the engine's
-ModelRunner reads a paged cache by the recipe's choice (models/qwen3.py `with_paged_attention`,
+ModelRunner reads a paged cache by the recipe's choice (models/layers.py `with_paged_attention`,
 on a shell over the trainer's arrays, whose own graph is left as it is), and launch/plan.py's
 abstract model carries it into the programs it compiles. That "gather" compiles a TPU decode
 without the Mosaic kernel and "auto" with it: tests/b2tjax/test_paged_decode_tpu.py (slow)."""
@@ -13,9 +13,9 @@ import pytest
 from flax import nnx
 
 from models.config import get_config
-from models.layers import Attention
+from models.layers import Attention, with_paged_attention
 from models.paged_kernel import PAGED_ATTENTION_IMPLS
-from models.qwen3 import Qwen3ForCausalLM, with_paged_attention
+from models.qwen3 import Qwen3ForCausalLM
 from rollout.config import PagedAttention, RolloutConfig
 from rollout.programs import ModelRunner
 
