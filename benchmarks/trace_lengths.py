@@ -10,10 +10,11 @@ for every single-agent Qwen3 recipe in --configs (default configs/; another tree
 the figures of before) the share of its benchmark's traces that fit each length key: what
 launch/plan.py and launch/train.py check (b2tjax/cli/trace_fit.py) and refuse under 90%.
 
-`--kv-rows` prints instead, per recipe, the rows per chip its KV budget (batch_rows x cache_len
-slots) holds: contiguous (batch_rows / chips) vs paged at the traces' mean and p90 live length
-((prompt + total) / 2: b2tjax/cli/kv_rows.py, the figures launch/plan.py prints), with the
-full model's KV bytes per token and the budget's bytes per chip, computed (no compile).
+`--kv-rows` prints instead, per recipe, the rows per chip its KV budget (rollout.pool_pages)
+holds: contiguous (batch_rows / chips) vs paged at the traces' mean and p90 live length
+((prompt + total) / 2), with no sharing and with a GRPO group's shared prompt pages
+(b2tjax/cli/kv_rows.py, the figures launch/plan.py prints), with the full model's KV bytes per
+token and the budget's bytes per chip, computed (no compile).
 """
 
 from __future__ import annotations
@@ -77,35 +78,48 @@ def recipe_rows(configs: Path, data: dict[str, Path]) -> list[str]:
 
 
 def kv_rows_table(configs: Path, data: dict[str, Path]) -> list[str]:
-    """Markdown rows: each recipe's rows per chip, contiguous vs paged at the same KV bytes."""
-    import math
-
-    from b2tjax.cli.kv_rows import GIB, live_lengths, rows_per_chip
-    from b2tjax.plan.memory_plan import plan_model_config
-    from rollout.placement import kv_bytes_per_slot
+    """Markdown rows: each recipe's rows per chip, contiguous vs paged at the same KV bytes (no
+    sharing, and with the group's shared prompt pages)."""
+    from b2tjax.cli.kv_rows import GIB, contiguous_rows, mean_prompt, paged_rows
 
     lines = [
         "| recipe | benchmark | chips | rollout.max_seq_len | KV bytes / token | KV GiB per chip "
-        "| live mean / p90 | rows per chip: contiguous | paged at mean | paged at p90 |",
-        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|",
+        "| live mean / p90 | prompt mean, G | rows per chip: contiguous | batch_rows per chip "
+        "| paged at mean: no sharing / shared prompt | paged at p90: no sharing / shared prompt |",
+        "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
     ]
     for path, cfg, stats in single_agent_recipes(configs, data):
         if stats is None:
             continue
-        chips, m = cfg.hardware.devices, cfg.mesh
-        fsdp = m.fsdp if m.fsdp > 0 else chips // (m.data * m.tensor)
-        shards = math.gcd(cfg.rollout.batch_rows, m.data * fsdp)  # as memory_plan.analytic_sizes
-        model = plan_model_config(cfg)
-        slot = kv_bytes_per_slot(model, cfg.cache_dtype)
-        heads = math.gcd(model.num_key_value_heads, m.tensor)
-        per_chip = cfg.rollout.pool_pages * cfg.rollout.page_size * slot / (shards * heads)
-        mean, p90 = live_lengths(cfg, stats)
+        shards, slot, per_chip = _kv_budget(cfg)
+        chips = cfg.hardware.devices
+        rows = paged_rows(cfg, stats, shards, chips)
+        (mean, *at_mean), (p90, *at_p90) = rows["mean"], rows["p90"]
         lines.append(
-            f"| `{path.name}` | {cfg.benchmark} | {chips} | {cfg.rollout.max_seq_len:,} | {slot:,} "
-            f"| {per_chip / GIB:.1f} | {mean:,} / {p90:,} | {cfg.rollout.batch_rows / chips:g} "
-            f"| {rows_per_chip(cfg, mean, shards, chips):g} | {rows_per_chip(cfg, p90, shards, chips):g} |"
+            f"| `{path.name}` | {cfg.benchmark} | {chips} | {cfg.rollout.max_seq_len:,} "
+            f"| {slot:,} | {per_chip / GIB:.1f} | {mean:,} / {p90:,} "
+            f"| {mean_prompt(cfg, stats):,}, {cfg.rollout.group_size} "
+            f"| {contiguous_rows(cfg, chips):g} | {cfg.rollout.batch_rows / chips:g} "
+            f"| {at_mean[0]:g} / {at_mean[1]:g} | {at_p90[0]:g} / {at_p90[1]:g} |"
         )
     return lines
+
+
+def _kv_budget(cfg: TrainConfig) -> tuple[int, int, float]:
+    """(row shards, the full model's KV bytes per token, the pool's bytes per chip), computed."""
+    import math
+
+    from b2tjax.cli.kv_rows import budget_pages
+    from b2tjax.plan.memory_plan import plan_model_config
+    from rollout.placement import kv_bytes_per_slot
+
+    chips, m = cfg.hardware.devices, cfg.mesh
+    fsdp = m.fsdp if m.fsdp > 0 else chips // (m.data * m.tensor)
+    shards = math.gcd(cfg.rollout.batch_rows, m.data * fsdp)  # as memory_plan.analytic_sizes
+    model = plan_model_config(cfg)
+    slot = kv_bytes_per_slot(model, cfg.cache_dtype)
+    heads = math.gcd(model.num_key_value_heads, m.tensor)
+    return shards, slot, budget_pages(cfg) * cfg.rollout.page_size * slot / (shards * heads)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -333,3 +333,19 @@ class DecoderLayer(nnx.Module):
                 attend = paged_attention_reference if paged else cached_attention
                 attn = attend(q, k_cache, v_cache, layer, call, block, self.attn.window)
         return self._finish(x, attn), k_cache, v_cache
+
+
+def with_paged_attention(model: nnx.Module, impl: str) -> nnx.Module:
+    """`model` whose attention layers read a paged cache by `impl` (PAGED_ATTENTION_IMPLS): the
+    sampler's choice (`rollout.paged_attention`), set on a shell over the same arrays so that the
+    caller's model (the trainer's) keeps its own graph; `model` itself when nothing changes."""
+    layers = [m for _, m in nnx.iter_modules(model) if isinstance(m, Attention)]
+    for m in layers:
+        resolve_paged_attention(impl, m.platform, model.dtype)  # rejects unknown names
+    if all(m.paged_attention == impl for m in layers):
+        return model
+    shell = nnx.merge(*nnx.split(model))
+    for _, m in nnx.iter_modules(shell):
+        if isinstance(m, Attention):
+            m.paged_attention = impl
+    return shell

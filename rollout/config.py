@@ -22,6 +22,9 @@ TurnCap = Literal["stop", "close"]
 PromptStyle = Literal["tool_agent", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
 CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's compute dtype
 KVCacheLayout = Literal["contiguous", "paged"]
+# How the paged cache is read (models/paged_kernel.py PAGED_ATTENTION_IMPLS): "auto" the Pallas decode
+# kernel in programs for a TPU with a bf16 pool, else "gather"; "kernel" forces it (interpreted off TPU).
+PagedAttention = Literal["auto", "gather", "kernel"]
 ResumeKV = Literal["keep", "recompute"]
 
 
@@ -61,6 +64,7 @@ class RolloutConfig:
     kv_cache: KVCacheLayout = "contiguous"
     page_size: PosInt = 16
     kv_pages: NonNegInt = 0
+    paged_attention: PagedAttention = "auto"
     prefill_chunk: PosInt = 1024
     prefill_min_bucket: PosInt = 16  # prefill widths are powers of two >= this (fewer compiles)
     # -- engine schedule

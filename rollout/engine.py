@@ -103,7 +103,10 @@ class RolloutEngine:
         self.mesh = mesh  # rows of the KV cache over (data, fsdp), KV heads and weights over tensor
         # The model's padded embedding rows past the tokenizer's ids are never sampled.
         self.runner = ModelRunner(
-            model, valid_vocab=min(tokenizer.vocab_size, model.config.vocab_size), mesh=mesh
+            model,
+            valid_vocab=min(tokenizer.vocab_size, model.config.vocab_size),
+            mesh=mesh,
+            paged_attention=self.config.paged_attention,
         )
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()

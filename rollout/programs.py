@@ -21,6 +21,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from models import paged_kv
+from models.layers import with_paged_attention
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
 from rollout.placement import SamplerWeights
@@ -39,9 +40,16 @@ class ModelRunner:
     """The sampler's own copy of the weights (compute dtype, laid out for sampling on `mesh`: see
     rollout/placement.py) and the jitted prefill / decode functions (compiled per bucket)."""
 
-    def __init__(self, model: nnx.Module, valid_vocab: int | None = None, mesh: Mesh | None = None):
-
-        self.graphdef, state = nnx.split(model)
+    def __init__(
+        self,
+        model: nnx.Module,
+        valid_vocab: int | None = None,
+        mesh: Mesh | None = None,
+        paged_attention: str | None = None,
+    ):
+        # rollout.paged_attention, when given, decides how a paged cache is read (else the model's own)
+        sampler = model if paged_attention is None else with_paged_attention(model, paged_attention)
+        self.graphdef, state = nnx.split(sampler)
         self.weights = SamplerWeights(state, model.dtype, mesh)
         self.state = self.weights.create(state)
         prefill, decode = compiled_functions(self.graphdef, valid_vocab, program_platform(mesh))

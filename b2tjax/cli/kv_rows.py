@@ -6,8 +6,13 @@ pages a row's tokens fill, so the same bytes hold (pool pages per row shard) / (
 rows per shard. A row's live tokens: an episode growing from its prompt p to its final length L
 holds on average (p + L) / 2 tokens over its life (it grows roughly evenly), rounded up to whole
 pages; the mean and p90 of that over the expert traces of the recipe's difficulties
-(DATA/trace_lengths.json, selected as b2tjax/cli/trace_fit.py does). Pages a GRPO group shares
-(its prompt) are not counted, so the paged figures are a lower bound.
+(DATA/trace_lengths.json, selected as b2tjax/cli/trace_fit.py does).
+
+Shared prompt pages: the G rows of a GRPO group point at one copy of their prompt's full pages
+(the engine's prefix reuse; the partly filled last page is copied into each row), so a group of G
+rows holds G x pages(live) - (G - 1) x full_pages(prompt) pages: per row, pages(live) - (G - 1) / G
+x full_pages(prompt), with the traces' mean prompt length. Both figures are printed: "no sharing"
+(G = 1, the lower bound) and "shared prompt" (the recipe's rollout.group_size).
 """
 
 from __future__ import annotations
@@ -27,12 +32,50 @@ def live_lengths(cfg: TrainConfig, stats: dict) -> tuple[int, int]:
     return round(sum(live) / len(live)), percentile(live, 90)
 
 
-def rows_per_chip(cfg: TrainConfig, live: int, shards: int, chips: int) -> float:
-    """Rows per chip the pool (rollout.pool_pages, split over `shards` row shards) holds when every
-    row holds `live` tokens in whole pages."""
+def mean_prompt(cfg: TrainConfig, stats: dict) -> int:
+    """The mean prompt length of the recipe's expert traces: what a GRPO group shares."""
+    prompts, _, _ = recipe_traces(cfg, stats)
+    return round(sum(prompts) / len(prompts))
+
+
+def row_pages(live: int, prompt: int, group: int, page_size: int) -> float:
+    """Pages one row holds at `live` tokens when its group of `group` rows holds the full pages of
+    their common `prompt` once: pages(live) - (group - 1) / group x full_pages(prompt)."""
+    shared = min(prompt, live) // page_size
+    return pages_for(live, page_size) - (group - 1) / group * shared
+
+
+def budget_pages(cfg: TrainConfig) -> int:
+    """The KV budget in pages: the paged pool (rollout.pool_pages), or the contiguous cache's
+    batch_rows x cache_len slots (kv_pages does not size a contiguous cache)."""
     r = cfg.rollout
-    per_shard = (r.pool_pages // shards) // pages_for(live, r.page_size)
+    return r.pool_pages if r.kv_cache == "paged" else r.batch_rows * r.pages_per_row
+
+
+def contiguous_rows(cfg: TrainConfig, chips: int) -> float:
+    """Rows per chip a contiguous cache of the budget's bytes holds: each reserves cache_len."""
+    return budget_pages(cfg) // cfg.rollout.pages_per_row / chips
+
+
+def rows_per_chip(
+    cfg: TrainConfig, live: int, shards: int, chips: int, prompt: int = 0, group: int = 1
+) -> float:
+    """Rows per chip the pool (rollout.pool_pages, split over `shards` row shards) holds when every
+    row holds `live` tokens in whole pages, a group of `group` rows sharing its `prompt`'s full
+    pages (group 1: no sharing)."""
+    r = cfg.rollout
+    per_shard = int((budget_pages(cfg) // shards) // row_pages(live, prompt, group, r.page_size))
     return per_shard * shards / chips
+
+
+def paged_rows(cfg: TrainConfig, stats: dict, shards: int, chips: int) -> dict[str, tuple[int, float, float]]:
+    """{"mean" / "p90": (live tokens, rows per chip with no sharing, rows per chip with the
+    group's shared prompt pages)}: the figures launch/plan.py and trace_lengths.py print."""
+    prompt, group = mean_prompt(cfg, stats), cfg.rollout.group_size
+    return {
+        name: (n, rows_per_chip(cfg, n, shards, chips), rows_per_chip(cfg, n, shards, chips, prompt, group))
+        for name, n in zip(("mean", "p90"), live_lengths(cfg, stats))
+    }
 
 
 def kv_budget_lines(
@@ -41,8 +84,8 @@ def kv_budget_lines(
     """The KV budget (pool bytes per chip) and the rows per chip it holds, contiguous vs paged at the
     mean and p90 live length (or why the lengths are not known)."""
     r = cfg.rollout
-    tokens = r.pool_pages * r.page_size
-    pool = f"{r.pool_pages:,} pages x {r.page_size}"
+    tokens = budget_pages(cfg) * r.page_size
+    pool = f"{budget_pages(cfg):,} pages x {r.page_size}"
     kind = (
         f"paged pool of {pool}"
         if r.kv_cache == "paged"
@@ -52,18 +95,18 @@ def kv_budget_lines(
         f"KV budget: {kind} = {tokens:,} token slots, {kv_bytes_per_chip / GIB:.2f} GiB per chip "
         f"({slot_bytes:,} bytes per token)"
     ]
-    contiguous = f"contiguous {r.batch_rows / chips:g} (each row reserves {cfg.cache_len:,})"
+    contiguous = f"contiguous {contiguous_rows(cfg, chips):g} (each row reserves {cfg.cache_len:,})"
     reason = skip_reason(cfg, stats)
     if reason is not None:
         return lines + [f"rows per chip at live lengths: {contiguous}; paged not estimated: {reason}"]
-    mean, p90 = live_lengths(cfg, stats)
     paged = ", ".join(
-        f"at the {name} live length {n:,}: {rows_per_chip(cfg, n, shards, chips):g}"
-        for name, n in (("mean", mean), ("p90", p90))
+        f"at the {name} live length {n:,}: {alone:g} ({shared:g} with the group's shared prompt pages)"
+        for name, (n, alone, shared) in paged_rows(cfg, stats, shards, chips).items()
     )
     lines.append(
         f"rows per chip the KV budget holds (live tokens per row = (prompt + final length) / 2 of the "
-        f"expert traces, in pages of {r.page_size}): {contiguous}; paged {paged}"
+        f"expert traces, in pages of {r.page_size}; a group of {r.group_size} holds its mean "
+        f"{mean_prompt(cfg, stats):,}-token prompt's full pages once): {contiguous}; paged {paged}"
     )
     if r.kv_cache == "paged":
         lines.append(

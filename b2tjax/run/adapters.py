@@ -145,7 +145,8 @@ def is_lora_run(directory: str | os.PathLike) -> bool:
 def abstract_run_model(cfg: Any, model_cfg: Any, mesh: Mesh | None = None) -> nnx.Module:
     """The model a run trains, shapes only (launch/plan.py): the base in the compute dtype under
     LoRA (int8 projections under QLoRA) with its adapters, else the plain model in param_dtype;
-    its attention the one for `mesh`'s platform (the plan's target, not this host)."""
+    its attention the one for `mesh`'s platform (the plan's target, not this host), its paged cache
+    read as the rollout's engine reads it (`rollout.paged_attention`)."""
 
     dtype = DTYPES[cfg.model.compute_dtype]
     lora_cfg = cfg.model.lora
@@ -160,6 +161,7 @@ def abstract_run_model(cfg: Any, model_cfg: Any, mesh: Mesh | None = None) -> nn
             remat=cfg.model.remat,
             attention=cfg.model.attention,
             platform=mesh_platform(mesh),
+            paged_attention=cfg.rollout.paged_attention,
         )
         if lora_cfg.quant == "int8":
             lora.quantize_base(model)

@@ -204,6 +204,7 @@ EVERY_KNOB = {
     "kv_cache": "paged",
     "page_size": 32,
     "kv_pages": 200,  # >= 1024 / 32 pages: one whole stream
+    "paged_attention": "gather",
     "max_staleness": 1,
     "resume_kv": "recompute",
 }

@@ -9,7 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from b2tjax.cli.kv_rows import kv_budget_lines, live_lengths, rows_per_chip
+from b2tjax.cli.kv_rows import (
+    budget_pages,
+    contiguous_rows,
+    kv_budget_lines,
+    live_lengths,
+    mean_prompt,
+    paged_rows,
+    row_pages,
+    rows_per_chip,
+)
 from b2tjax.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,9 +35,8 @@ def lengths(data: Path, prompts: list[int], totals: list[int]) -> dict:
 
 def test_rows_per_chip_at_the_mean_and_p90_live_length(tmp_path):
     # 8 rows x 65,536 slots = 32,768 pages of 16 on 8 chips (8 row shards of 4,096 pages)
-    cfg = load_config(
-        ROOT / "configs" / "qwen3_0.6b.yaml", [f"data.data_dir={tmp_path}", "rollout.batch_rows=8"]
-    )
+    overrides = [f"data.data_dir={tmp_path}", "rollout.batch_rows=8", "rollout.kv_cache=contiguous"]
+    cfg = load_config(ROOT / "configs" / "qwen3_0.6b.yaml", overrides)
     stats = lengths(tmp_path, [1000] * 9 + [8000], [20000] * 9 + [60000])
     # (p + L) / 2: nine traces of 10,500 and one of 34,000 -> mean 12,850, p90 10,500
     assert live_lengths(cfg, stats) == (12850, 10500)
@@ -38,8 +46,30 @@ def test_rows_per_chip_at_the_mean_and_p90_live_length(tmp_path):
     lines = kv_budget_lines(cfg, stats, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**30)
     assert lines[0].startswith("KV budget: contiguous, 8 rows x 65,536 (as a pool: 32,768 pages x 16)")
     assert "1.00 GiB per chip" in lines[0]
-    assert "contiguous 1 (each row reserves 65,536); paged at the mean live length 12,850: 5" in lines[1]
-    assert "at the p90 live length 10,500: 6" in lines[1]
+    assert "contiguous 1 (each row reserves 65,536); paged at the mean live length 12,850: 5 (" in lines[1]
+    assert "at the p90 live length 10,500: 6 (" in lines[1]
+
+
+def test_a_group_holds_its_prompts_full_pages_once(tmp_path):
+    """Shared prompt pages by hand: a group of G = 8 rows holds the full pages of its prompt once."""
+    cfg = load_config(
+        ROOT / "configs" / "qwen3_0.6b.yaml", [f"data.data_dir={tmp_path}", "rollout.batch_rows=8"]
+    )
+    assert (cfg.rollout.group_size, cfg.rollout.page_size, cfg.rollout.pool_pages) == (8, 16, 32768)
+    # a 1,000-token prompt: 62 full pages (the 63rd, 8 tokens, is each row's own copy)
+    assert row_pages(10500, 1000, 1, 16) == 657  # no sharing: pages(10,500)
+    assert row_pages(10500, 1000, 8, 16) == 657 - 7 / 8 * 62  # 602.75: 8 rows hold 4,822 pages
+    assert row_pages(10, 1000, 8, 16) == 1  # a row shorter than the prompt shares no more than it holds
+    stats = lengths(tmp_path, [1000] * 9 + [8000], [20000] * 9 + [60000])
+    assert mean_prompt(cfg, stats) == 1700  # (9 x 1,000 + 8,000) / 10: 106 full pages
+    # mean live 12,850: 804 pages - 7/8 x 106 = 711.25 -> 4,096 // 711.25 = 5 rows per shard;
+    # p90 live 10,500: 657 - 92.75 = 564.25 -> 7 (6 without sharing)
+    assert rows_per_chip(cfg, 12850, 8, 8, prompt=1700, group=8) == 5
+    assert rows_per_chip(cfg, 10500, 8, 8, prompt=1700, group=8) == 7
+    assert paged_rows(cfg, stats, shards=8, chips=8) == {"mean": (12850, 5, 5), "p90": (10500, 6, 7)}
+    lines = kv_budget_lines(cfg, stats, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**30)
+    assert "a group of 8 holds its mean 1,700-token prompt's full pages once" in lines[1]
+    assert "at the p90 live length 10,500: 6 (7 with the group's shared prompt pages)" in lines[1]
 
 
 def test_a_paged_pool_says_batch_rows_caps_the_rows_and_unknown_lengths_say_why(tmp_path):
@@ -61,3 +91,13 @@ def test_a_paged_pool_says_batch_rows_caps_the_rows_and_unknown_lengths_say_why(
     assert lines[2].startswith(
         "the paged engine decodes at most rollout.batch_rows / chips = 1 rows per chip"
     )
+
+
+def test_the_contiguous_rows_are_the_budgets_not_batch_rows():
+    """The recipe's paged pool (kv_pages 32,768 = 8 rows x 65,536 / 16) runs 24 rows; a contiguous
+    cache of its bytes holds 8. A contiguous cache is batch_rows x cache_len whatever kv_pages says."""
+    paged = load_config(ROOT / "configs" / "qwen3_0.6b.yaml")
+    assert (paged.rollout.kv_cache, paged.rollout.batch_rows, budget_pages(paged)) == ("paged", 24, 32768)
+    assert contiguous_rows(paged, chips=1) == 8
+    contiguous = load_config(ROOT / "configs" / "qwen3_0.6b.yaml", ["rollout.kv_cache=contiguous"])
+    assert budget_pages(contiguous) == 24 * 4096 and contiguous_rows(contiguous, chips=4) == 6

@@ -63,9 +63,10 @@ def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
     assert abs(grpo["arguments"]["params"] - params / 8) < 0.01 * params / 8
     # AdamW's two moments are sharded like the parameters, not replicated.
     assert abs(grpo["arguments"]["optimizer state"] - 2 * params / 8) < 0.01 * params / 8
-    # KV cache: K and V, 2 layers x 8 rows x 65536 slots x 8 KV heads x 128 dims in bf16, rows over 8.
-    kv = 2 * 2 * 8 * 65536 * 8 * 128 * 2 / 8
-    assert abs(programs["rollout_decode"]["arguments"]["KV cache"] - kv) < 1e-4 * kv  # + the row lengths
+    # KV cache: the recipe's paged pool of kv_pages 32,768 = 8 rows x 65,536 slots in pages of 16: K
+    # and V, 2 layers x 524,288 slots x 8 KV heads x 128 dims in bf16, over 8 shards.
+    kv = 2 * 2 * 32768 * 16 * 8 * 128 * 2 / 8
+    assert abs(programs["rollout_decode"]["arguments"]["KV cache"] - kv) < 1e-3 * kv  # + lengths, page tables
     assert programs["rollout_decode"]["resident"]["train state (params + Adam)"] >= 3 * params / 8 * 0.99
     for p in programs.values():
         assert p["temp_bytes"] > 0 and p["total_bytes"] < 0.9 * 80 * GIB
@@ -73,9 +74,9 @@ def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
 
 
 def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
-    proc, plan = _plan(
-        tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS, "rollout.batch_rows=1024"
-    )
+    # the contiguous cache (the recipe's is paged, whose pool kv_pages would not grow with the rows)
+    rows = ("rollout.batch_rows=1024", "rollout.kv_cache=contiguous")
+    proc, plan = _plan(tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS, *rows)
     assert proc.returncode == 1
     decode = plan["programs"][0]
     kv = 2 * 2 * 1024 * 65536 * 8 * 128 * 2 / 8  # 32 GiB per device
@@ -98,7 +99,8 @@ def test_himap_recipes_have_their_base_recipes_plan():
     """The HiMAP Qwen3 recipes (H100 and TPU) are not compiled here (like the other Qwen3 recipes);
     every setting the memory plan reads matches the base recipe's as it was before issue 34 lengthened
     the single agent's episode (a HiMAP stream is one role's, not the whole episode): its Qwen3 RoPE,
-    rows, cache and turn cap, from the recipes' golden (tests/data/recipes_merged.json)."""
+    rows, cache and turn cap, from the recipes' golden (tests/data/recipes_merged.json), and the paged
+    pool (issue 36: the single agent's recipes keep their contiguous bytes, as the HiMAP ones do)."""
     import json
 
     from b2tjax.config import load_config
@@ -113,6 +115,7 @@ def test_himap_recipes_have_their_base_recipes_plan():
             "mesh": cfg.mesh,
             "hardware": cfg.hardware,
             "rollout": (r.batch_rows, r.cache_slots, r.cache_dtype, r.prefill_chunk, r.max_turn_tokens),
+            "KV pool": (r.kv_cache, r.pool_pages, r.page_size),
             "sft": (cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len),
             "grpo micro rows": cfg.grpo.micro_batch_size,
             "grpo": (cfg.grpo.logprob_chunk, cfg.grpo.beta),

@@ -50,7 +50,7 @@ def test_recipe_compiles_for_its_tpu_slice_by_default(tpu_plan):
     assert (plan["target"], plan["platform"], plan["devices"]) == ("v5p-8", "tpu", 4)
     assert plan["hbm_bytes"] == 95 * GIB  # a v5p chip
     assert "v5p-8: 4 x TPU v5p (TPU compiler)" in proc.stdout
-    assert "rollout 32 rows (8 per chip)" in proc.stdout
+    assert "rollout 96 rows (24 per chip)" in proc.stdout  # paged: the pool holds 24 a chip at the mean
     assert tuple(p["name"] for p in plan["programs"]) == PROGRAMS
     assert proc.stdout.count("fits with 10% headroom") == len(PROGRAMS)
 
@@ -64,9 +64,10 @@ def test_tpu_compiler_bytes_match_the_analytic_sizes(tpu_plan):
     assert grpo["argument_bytes"] == pytest.approx(3 * fp32_params + batch, rel=0.005)  # params + 2 moments
     assert grpo["output_bytes"] == pytest.approx(3 * fp32_params, rel=0.005)  # donated: updated in place
     assert grpo["alias_bytes"] == pytest.approx(3 * fp32_params, rel=0.005)
-    # KV cache: K and V, 2 layers x 32 rows x 65536 slots x 8 KV heads x 128 dims in bf16, rows over 4.
-    kv = 2 * LAYERS * 32 * 65536 * 8 * 128 * 2 / CHIPS
-    logits = 32 * 151936 * 4 / CHIPS  # the rows' next-token logits (fp32), carried with the cache
+    # KV cache: the paged pool of 131,072 pages x 16 slots (the 32 contiguous rows' 32 x 65,536):
+    # K and V, 2 layers x 8 KV heads x 128 dims in bf16, pages over 4; + lengths and page tables.
+    kv = 2 * LAYERS * 131072 * 16 * 8 * 128 * 2 / CHIPS
+    logits = 96 * 151936 * 4 / CHIPS  # the 96 rows' next-token logits (fp32), carried with the cache
     sampler = 2 * PARAMS  # bf16 sampler weights, replicated (tensor 1)
     decode = programs["rollout_decode"]
     assert decode["argument_bytes"] == pytest.approx(sampler + kv + logits, rel=0.005)

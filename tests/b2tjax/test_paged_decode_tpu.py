@@ -1,7 +1,8 @@
 """The paged KV cache's rollout decode compiles for a TPU slice with the Pallas paged-attention kernel
 (models/paged_kernel.py), by libtpu on this CPU machine: the Qwen3-0.6B TPU recipe (v5p-8, 4 chips,
-rows and pages over fsdp) with 2 of its layers and rollout.kv_cache=paged, lowered by the library
-functions launch/plan.py runs (b2tjax/plan/memory_plan.py `rollout_lowered`)."""
+rows and pages over fsdp) with 2 of its layers and its rollout.kv_cache: paged, lowered by the library
+functions launch/plan.py runs (b2tjax/plan/memory_plan.py `rollout_lowered`); with
+rollout.paged_attention=gather the same program lowers without the kernel."""
 
 from __future__ import annotations
 
@@ -17,18 +18,32 @@ pytest.importorskip("libtpu", reason="libtpu is not installed (pip install -e .[
 RECIPE = ROOT / "configs" / "qwen3_0.6b_tpu.yaml"
 
 
-def test_paged_decode_compiles_for_tpu_with_the_pallas_kernel():
+def _lowered_decode(*overrides: str):
+    """(the recipe's lowered paged decode for its slice, its pool, the target) at 2 layers."""
     from b2tjax.config import load_config
     from b2tjax.plan.memory_plan import PlanContext, rollout_lowered
     from b2tjax.plan.targets import parse_target, target_mesh
 
-    cfg = load_config(RECIPE, ["model.overrides={num_hidden_layers: 2}", "rollout.kv_cache=paged"])
+    cfg = load_config(RECIPE, ["model.overrides={num_hidden_layers: 2}", *overrides])
+    assert cfg.rollout.kv_cache == "paged"  # the recipe's default
     target = parse_target(cfg.hardware.target, cfg.hardware.devices, cfg.hardware.hbm_gib)
     mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
     assert mesh.devices.flat[0].platform == "tpu"
     lowered, cache = rollout_lowered(PlanContext.build(cfg, mesh), ("rollout_decode",))
+    return lowered["rollout_decode"], cache, target
+
+
+def test_paged_attention_gather_lowers_without_the_kernel():
+    """rollout.paged_attention=gather: the same TPU decode reads its pages by the gather path."""
+    gather, _, _ = _lowered_decode("rollout.paged_attention=gather")
+    assert "tpu_custom_call" not in gather.as_text()
+
+
+def test_paged_decode_compiles_for_tpu_with_the_pallas_kernel():
+    lowered, cache, target = _lowered_decode()  # rollout.paged_attention: auto
     assert cache.k.dtype == jax.numpy.bfloat16  # the recipe's cache: "auto" takes the kernel
-    compiled = lowered["rollout_decode"].compile()
+    assert "tpu_custom_call" in lowered.as_text()
+    compiled = lowered.compile()
     text = compiled.as_text()
     # the Mosaic kernel, once per KV head in the (scanned) layer body
     assert text.count('custom_call_target="tpu_custom_call"') == 8
