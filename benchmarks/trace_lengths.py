@@ -14,7 +14,10 @@ launch/plan.py and launch/train.py check (b2tjax/cli/trace_fit.py) and refuse un
 holds: contiguous (batch_rows / chips) vs paged at the traces' mean and p90 live length
 ((prompt + total) / 2), with no sharing and with a GRPO group's shared prompt pages
 (b2tjax/cli/kv_rows.py, the figures launch/plan.py prints), with the full model's KV bytes per
-token and the budget's bytes per chip, computed (no compile).
+token and the budget's bytes per chip, computed (no compile); then the same per HiMAP recipe at
+its streams' live lengths, from the scripted HiMAP expert run on the recipe's first
+`--himap-instances` train instances of its benchmark's data (b2tjax/cli/himap_streams.py), with
+the group's coordinator prompt and each team's executor prefix held once.
 """
 
 from __future__ import annotations
@@ -105,6 +108,55 @@ def kv_rows_table(configs: Path, data: dict[str, Path]) -> list[str]:
     return lines
 
 
+def himap_recipes(configs: Path, data: dict[str, Path]) -> Iterator[tuple[Path, TrainConfig, Path]]:
+    """(path, config, its benchmark's data directory) of every HiMAP Qwen3 recipe with data given."""
+    for path in sorted(configs.glob("*.yaml")):
+        if path.name == "base.yaml":
+            continue
+        cfg = load_config(path)
+        if cfg.agent == "himap" and cfg.model.tokenizer == "qwen3" and cfg.benchmark in data:
+            yield path, cfg, data[cfg.benchmark]
+
+
+def himap_rows_table(configs: Path, data: dict[str, Path], instances: int) -> list[str]:
+    """Markdown rows: each HiMAP recipe's rows per chip at its streams' live lengths, contiguous vs
+    paged at the same KV bytes (no sharing, and with the group's and the teams' shared pages)."""
+    from b2tjax.cli.himap_streams import himap_lengths
+    from b2tjax.cli.kv_rows import GIB, contiguous_rows, himap_rows, himap_streams, himap_team
+
+    lines = [
+        "| recipe | benchmark | chips | rollout.max_seq_len | KV bytes / token | KV GiB per chip | teams "
+        "(instances) | streams within max_seq_len | stream live mean / p90 | coordinator prompt, "
+        "executors, executor prefix, G | rows per chip: contiguous | batch_rows per chip "
+        "| paged at mean: no sharing / shared | paged at p90: no sharing / shared "
+        "| step's streams per chip |",
+        "|---|---|---:|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|",
+    ]
+    cache: dict[tuple, dict] = {}
+    for path, cfg, directory in himap_recipes(configs, data):
+        key = (str(directory), repr(cfg.himap), cfg.rollout.max_response_chars, cfg.rollout.python_tool)
+        if key not in cache:  # the recipes of one benchmark and switches share the expert's streams
+            cache[key] = himap_lengths(cfg, directory, instances)
+        lengths = cache[key]
+        shards, slot, per_chip = _kv_budget(cfg)
+        chips, r = cfg.hardware.devices, cfg.rollout
+        rows = himap_rows(cfg, lengths, shards, chips)
+        (mean, *at_mean), (p90, *at_p90) = rows["mean"], rows["p90"]
+        prompt, executors, prefix = himap_team(lengths)
+        streams = himap_streams(lengths)
+        fit = sum(total <= r.max_seq_len for _, total in streams) / len(streams)
+        step = r.prompts_per_step * r.group_size * (1 + executors) / chips
+        lines.append(
+            f"| `{path.name}` | {cfg.benchmark} | {chips} | {r.max_seq_len:,} | {slot:,} "
+            f"| {per_chip / GIB:.1f} "
+            f"| {len(lengths['teams'])} ({lengths['instances']}) | {fit:.0%} | {mean:,} / {p90:,} "
+            f"| {prompt:,}, {executors:.2f}, {prefix:,}, {r.group_size} | {contiguous_rows(cfg, chips):g} "
+            f"| {r.batch_rows / chips:g} | {at_mean[0]:g} / {at_mean[1]:g} | {at_p90[0]:g} / {at_p90[1]:g} "
+            f"| {step:.1f} |"
+        )
+    return lines
+
+
 def _kv_budget(cfg: TrainConfig) -> tuple[int, int, float]:
     """(row shards, the full model's KV bytes per token, the pool's bytes per chip), computed."""
     import math
@@ -128,10 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", action="append", required=True, metavar="BENCHMARK=DIR")
     parser.add_argument("--configs", type=Path, default=Path(__file__).resolve().parents[1] / "configs")
     parser.add_argument("--kv-rows", action="store_true", help="print the rows-per-chip table only")
+    parser.add_argument(
+        "--himap-instances",
+        type=int,
+        default=60,
+        help="--kv-rows: train instances the scripted HiMAP expert solves",
+    )
     args = parser.parse_args(argv)
     data = dict(item.split("=", 1) for item in args.data)
     if args.kv_rows:
-        print("\n".join(kv_rows_table(args.configs, {k: Path(v) for k, v in data.items()})))
+        dirs = {k: Path(v) for k, v in data.items()}
+        print("\n".join(kv_rows_table(args.configs, dirs)))
+        print("\n" + "\n".join(himap_rows_table(args.configs, dirs, args.himap_instances)))
         return 0
     out = []
     for name, directory in data.items():

@@ -17,6 +17,8 @@ x full_pages(prompt), with the traces' mean prompt length. Both figures are prin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from b2tjax.cli.trace_fit import recipe_traces, skip_reason
 from b2tjax.config.schema import TrainConfig
 from b2tjax.sft.lengths import percentile
@@ -38,11 +40,16 @@ def mean_prompt(cfg: TrainConfig, stats: dict) -> int:
     return round(sum(prompts) / len(prompts))
 
 
+def saved_pages(prefixes: Sequence[tuple[int, float, float]], rows: float, page_size: int) -> float:
+    """Pages per row that `rows` rows save when each (tokens, sharers, copies) prefix -- `copies`
+    of them, each held by `sharers` rows -- is held once: (sharers - 1) x copies x its full pages."""
+    return sum((n - 1) * copies * (tokens // page_size) for tokens, n, copies in prefixes) / rows
+
+
 def row_pages(live: int, prompt: int, group: int, page_size: int) -> float:
     """Pages one row holds at `live` tokens when its group of `group` rows holds the full pages of
     their common `prompt` once: pages(live) - (group - 1) / group x full_pages(prompt)."""
-    shared = min(prompt, live) // page_size
-    return pages_for(live, page_size) - (group - 1) / group * shared
+    return pages_for(live, page_size) - saved_pages([(min(prompt, live), group, 1)], group, page_size)
 
 
 def budget_pages(cfg: TrainConfig) -> int:
@@ -57,15 +64,18 @@ def contiguous_rows(cfg: TrainConfig, chips: int) -> float:
     return budget_pages(cfg) // cfg.rollout.pages_per_row / chips
 
 
+def pool_rows(cfg: TrainConfig, pages_per_row: float, shards: int, chips: int) -> float:
+    """Rows per chip the pool (rollout.pool_pages, split over `shards` row shards) holds at
+    `pages_per_row` pages a row."""
+    return int((budget_pages(cfg) // shards) // pages_per_row) * shards / chips
+
+
 def rows_per_chip(
     cfg: TrainConfig, live: int, shards: int, chips: int, prompt: int = 0, group: int = 1
 ) -> float:
-    """Rows per chip the pool (rollout.pool_pages, split over `shards` row shards) holds when every
-    row holds `live` tokens in whole pages, a group of `group` rows sharing its `prompt`'s full
-    pages (group 1: no sharing)."""
-    r = cfg.rollout
-    per_shard = int((budget_pages(cfg) // shards) // row_pages(live, prompt, group, r.page_size))
-    return per_shard * shards / chips
+    """Rows per chip the pool holds when every row holds `live` tokens in whole pages, a group of
+    `group` rows sharing its `prompt`'s full pages (group 1: no sharing)."""
+    return pool_rows(cfg, row_pages(live, prompt, group, cfg.rollout.page_size), shards, chips)
 
 
 def paged_rows(cfg: TrainConfig, stats: dict, shards: int, chips: int) -> dict[str, tuple[int, float, float]]:
@@ -75,6 +85,54 @@ def paged_rows(cfg: TrainConfig, stats: dict, shards: int, chips: int) -> dict[s
     return {
         name: (n, rows_per_chip(cfg, n, shards, chips), rows_per_chip(cfg, n, shards, chips, prompt, group))
         for name, n in zip(("mean", "p90"), live_lengths(cfg, stats))
+    }
+
+
+def himap_streams(lengths: dict) -> list[list[int]]:
+    """[prompt, total] of every stream of the HiMAP teams: each coordinator and executor."""
+    return [
+        s for t in lengths["teams"] for s in ([t["coordinator"]] if t["coordinator"] else []) + t["executors"]
+    ]
+
+
+def himap_live_lengths(lengths: dict) -> tuple[int, int]:
+    """(mean, p90) over every stream of the HiMAP teams (b2tjax/cli/himap_streams.py) of a row's mean
+    occupancy, (prompt + total) / 2."""
+    live = sorted((p + total + 1) // 2 for p, total in himap_streams(lengths))
+    return round(sum(live) / len(live)), percentile(live, 90)
+
+
+def himap_team(lengths: dict) -> tuple[int, float, int]:
+    """(mean coordinator prompt, mean executors per team, mean common prefix of a team's executors)."""
+    teams = lengths["teams"]
+    coordinators = [t["coordinator"][0] for t in teams if t["coordinator"]]
+    executors = sum(len(t["executors"]) for t in teams) / len(teams)
+    prefix = sum(t["executor_prefix"] for t in teams) / len(teams)
+    return round(sum(coordinators) / max(1, len(coordinators))), executors, round(prefix)
+
+
+def team_row_pages(live: int, lengths: dict, group: int, page_size: int) -> float:
+    """Pages one HiMAP stream holds at `live` tokens when the G = `group` coordinators of a GRPO group
+    hold their common prompt once and each team's E executors their common prefix once:
+    pages(live) - ((G - 1) x full_pages(prompt) + G x (E - 1) x full_pages(prefix)) / (G x (1 + E))."""
+    prompt, executors, prefix = himap_team(lengths)
+    prefixes = [(min(prompt, live), group, 1), (min(prefix, live), executors, group)]
+    return pages_for(live, page_size) - saved_pages(prefixes, group * (1 + executors), page_size)
+
+
+def himap_rows(
+    cfg: TrainConfig, lengths: dict, shards: int, chips: int
+) -> dict[str, tuple[int, float, float]]:
+    """{"mean" / "p90": (stream live tokens, rows per chip with no sharing, rows per chip with the
+    group's coordinator prompt and each team's executor prefix held once)}, as paged_rows."""
+    size, group = cfg.rollout.page_size, cfg.rollout.group_size
+    return {
+        name: (
+            n,
+            pool_rows(cfg, pages_for(n, size), shards, chips),
+            pool_rows(cfg, team_row_pages(n, lengths, group, size), shards, chips),
+        )
+        for name, n in zip(("mean", "p90"), himap_live_lengths(lengths))
     }
 
 
@@ -97,6 +155,8 @@ def kv_budget_lines(
     ]
     contiguous = f"contiguous {contiguous_rows(cfg, chips):g} (each row reserves {cfg.cache_len:,})"
     reason = skip_reason(cfg, stats)
+    if reason is not None and cfg.agent == "himap":  # the scripted expert's streams take a minute
+        reason += " (the HiMAP streams' rows: python benchmarks/trace_lengths.py --kv-rows --data ...)"
     if reason is not None:
         return lines + [f"rows per chip at live lengths: {contiguous}; paged not estimated: {reason}"]
     paged = ", ".join(

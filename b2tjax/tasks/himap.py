@@ -18,6 +18,7 @@ from typing import Any
 
 from flax import nnx
 
+from b2tjax.config import TrainConfig
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.sft.traces import sft_examples
@@ -34,11 +35,25 @@ from sandbox.himap.scripted import expert_traces
 from sandbox.himap.summary import SessionSummary, session_summary
 
 
+def run_options(cfg: TrainConfig) -> HimapOptions:
+    """The recipe's HiMAP switches, with the rollout's cap on environment replies."""
+    return dataclasses.replace(cfg.himap, max_response_chars=cfg.rollout.max_response_chars)
+
+
+def expert_options(options: HimapOptions) -> HimapOptions:
+    """The scripted expert's switches for the SFT warm start: the run's, with the default role
+    limits (the role limits budget the sampler; the expert keeps its own turn counts)."""
+    defaults = HimapOptions()
+    return dataclasses.replace(
+        options, coordinator_limits=defaults.coordinator_limits, executor_limits=defaults.executor_limits
+    )
+
+
 class HimapTask(BenchmarkTask):
     """BenchmarkTask whose episodes are HiMAP teams; see the module docstring."""
 
     def __init__(self, cfg, benchmark, tokenizer):
-        self.options = dataclasses.replace(cfg.himap, max_response_chars=cfg.rollout.max_response_chars)
+        self.options = run_options(cfg)
         super().__init__(cfg, benchmark, tokenizer)
 
     def _check_prompt_budget(self) -> None:
@@ -78,14 +93,7 @@ class HimapTask(BenchmarkTask):
         except ValueError:
             print(f"no scripted HiMAP expert for {self.benchmark.name}: no SFT warm start", flush=True)
             return None
-        # the role limits budget the sampler; the expert keeps its own turn counts (default limits)
-        defaults = HimapOptions()
-        expert_options = dataclasses.replace(
-            self.options,
-            coordinator_limits=defaults.coordinator_limits,
-            executor_limits=defaults.executor_limits,
-        )
-        traces = list(expert_traces(self.benchmark, pairs, expert_options))
+        traces = list(expert_traces(self.benchmark, pairs, expert_options(self.options)))
         if not traces:  # e.g. the flat ablation: an equal budget split fails the budget check
             print(
                 "no scripted HiMAP plan passes every check under these switches: no SFT warm start",

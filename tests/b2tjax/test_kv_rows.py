@@ -9,15 +9,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from b2tjax.cli.himap_streams import team_lengths
 from b2tjax.cli.kv_rows import (
     budget_pages,
     contiguous_rows,
+    himap_live_lengths,
+    himap_rows,
+    himap_team,
     kv_budget_lines,
     live_lengths,
     mean_prompt,
     paged_rows,
     row_pages,
     rows_per_chip,
+    saved_pages,
+    team_row_pages,
 )
 from b2tjax.config import load_config
 
@@ -101,3 +107,47 @@ def test_the_contiguous_rows_are_the_budgets_not_batch_rows():
     assert contiguous_rows(paged, chips=1) == 8
     contiguous = load_config(ROOT / "configs" / "qwen3_0.6b.yaml", ["rollout.kv_cache=contiguous"])
     assert budget_pages(contiguous) == 24 * 4096 and contiguous_rows(contiguous, chips=4) == 6
+
+
+HIMAP = {  # two teams of the scripted HiMAP expert: [prompt, total] per stream
+    "instances": 2,
+    "teams": [
+        {"coordinator": [1000, 3000], "executors": [[4000, 6000]] * 3, "executor_prefix": 3900},
+        {"coordinator": [1000, 5000], "executors": [[4000, 8000]], "executor_prefix": 0},
+    ],
+}
+
+
+def test_a_himap_team_s_streams_by_hand(tmp_path):
+    """HiMAP rows are streams: live (p + L) / 2 over every coordinator and executor; a GRPO group of
+    G teams holds its coordinators' prompt once and each team's executors their common prefix once."""
+    cfg = load_config(
+        ROOT / "configs" / "qwen3_0.6b.yaml", [f"data.data_dir={tmp_path}", "rollout.batch_rows=8"]
+    )
+    # lives 2,000, 5,000 x 3, 3,000, 6,000: mean 26,000 / 6 = 4,333, p90 (6th of 6) 6,000
+    assert himap_live_lengths(HIMAP) == (4333, 6000)
+    assert himap_team(HIMAP) == (1000, 2.0, 1950)  # (3 + 1) / 2 executors, (3,900 + 0) / 2 prefix
+    # G = 8: 7 x 62 full prompt pages + 8 teams x 1 x 121 full prefix pages over 8 x 3 rows
+    assert saved_pages([(1000, 8, 1), (1950, 2.0, 8)], 24, 16) == (7 * 62 + 8 * 121) / 24
+    assert team_row_pages(4333, HIMAP, 8, 16) == 271 - 1402 / 24  # 212.58 pages
+    # 4,096 pages per shard: 4,096 // 271 = 15 alone, // 212.58 = 19; p90 375 pages: 10, // 316.58 = 12
+    assert himap_rows(cfg, HIMAP, shards=8, chips=8) == {"mean": (4333, 15, 19), "p90": (6000, 10, 12)}
+    assert team_row_pages(4333, HIMAP, 1, 16) == 271 - 121 / 3  # one team: its executors' prefix only
+    himap = load_config(ROOT / "configs" / "himap_qwen3_4b.yaml", [f"data.data_dir={tmp_path}"])
+    stats = lengths(tmp_path, [1000], [3000])
+    lines = kv_budget_lines(himap, stats, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**30)
+    assert "paged not estimated: agent himap" in lines[1] and "trace_lengths.py --kv-rows" in lines[1]
+
+
+def test_a_team_s_executors_share_their_records_common_prefix():
+    streams = [
+        ("coordinator", {"prompt": 5, "total": 9}, [1, 2, 3]),
+        ("executor", {"prompt": 4, "total": 6}, [7, 7, 7, 1]),
+        ("executor", {"prompt": 4, "total": 8}, [7, 7, 8, 1]),
+    ]
+    assert team_lengths(streams) == {
+        "coordinator": [5, 9],
+        "executors": [[4, 6], [4, 8]],
+        "executor_prefix": 2,
+    }
+    assert team_lengths(streams[:2])["executor_prefix"] == 0  # one executor shares with none

@@ -99,14 +99,16 @@ def test_himap_recipes_have_their_base_recipes_plan():
     """The HiMAP Qwen3 recipes (H100 and TPU) are not compiled here (like the other Qwen3 recipes);
     every setting the memory plan reads matches the base recipe's as it was before issue 34 lengthened
     the single agent's episode (a HiMAP stream is one role's, not the whole episode): its Qwen3 RoPE,
-    rows, cache and turn cap, from the recipes' golden (tests/data/recipes_merged.json), and the paged
-    pool (issue 36: the single agent's recipes keep their contiguous bytes, as the HiMAP ones do)."""
+    cache and turn cap, from the recipes' golden (tests/data/recipes_merged.json), and the paged pool
+    (issue 36: the single agent's recipes keep their contiguous bytes, as the HiMAP ones do). The rows
+    are the pool's at the HiMAP streams' mean live length (issue 36), more than the contiguous ones."""
     import json
 
     from b2tjax.config import load_config
     from tests.b2tjax.test_recipes import GOLDEN
 
     lengthened = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "issue_34.json").read_text())
+    paged = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "issue_36.json").read_text())
 
     def planned(cfg) -> dict:
         r = cfg.rollout
@@ -114,7 +116,7 @@ def test_himap_recipes_have_their_base_recipes_plan():
             "model": cfg.model,
             "mesh": cfg.mesh,
             "hardware": cfg.hardware,
-            "rollout": (r.batch_rows, r.cache_slots, r.cache_dtype, r.prefill_chunk, r.max_turn_tokens),
+            "rollout": (r.cache_slots, r.cache_dtype, r.prefill_chunk, r.max_turn_tokens),
             "KV pool": (r.kv_cache, r.pool_pages, r.page_size),
             "sft": (cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len),
             "grpo micro rows": cfg.grpo.micro_batch_size,
@@ -129,6 +131,8 @@ def test_himap_recipes_have_their_base_recipes_plan():
         base = load_config(ROOT / "configs" / f"{name}.yaml", before)
         assert himap.agent == "himap" and base.agent == "single"
         assert planned(himap) == planned(base), name
+        rows = himap.rollout.batch_rows
+        assert rows == paged[f"himap_{name}.yaml"]["rollout.batch_rows"] > base.rollout.batch_rows, name
 
 
 def test_lora_recipe_trains_adapters_only_and_shares_the_base(tmp_path):

@@ -217,3 +217,29 @@ def test_every_b2t_recipe_holds_99_percent_of_the_expert_traces_whole(small_data
         shares.append(sum(w[part] <= limit for w in whole) / len(whole))
         assert shares[-1] >= 0.99, f"{name}: {key}={limit} holds {shares[-1]:.0%}"
     assert [f.share for f in check_trace_fit(cfg, print)] == shares
+
+
+@pytest.mark.slow  # the scripted HiMAP expert on 3 instances of the small world, encoded (~5 s)
+def test_the_himap_streams_are_the_scripted_experts_and_their_rows_are_printed(small_data):
+    """benchmarks/trace_lengths.py --kv-rows on a data dir: each HiMAP team's streams (a coordinator,
+    its executors) and the common prefix of its executors' records, which carries all but the day's
+    own sub-goal; one table row per HiMAP recipe."""
+    from b2tjax.cli.himap_streams import himap_lengths
+
+    cfg = load_config(CONFIGS / "himap_qwen3_8b.yaml", [f"data.data_dir={small_data}"])
+    lengths = himap_lengths(cfg, small_data, 3)
+    assert lengths["instances"] == 3 and 1 <= len(lengths["teams"]) <= 3
+    for team in lengths["teams"]:
+        assert team["coordinator"][0] < team["coordinator"][1]
+        assert len(team["executors"]) >= 2 and all(p < total for p, total in team["executors"])
+        least = min(p for p, _ in team["executors"])
+        assert 0.9 * least < team["executor_prefix"] < least
+
+    spec = importlib.util.spec_from_file_location(
+        "trace_lengths_script", ROOT / "benchmarks" / "trace_lengths.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = module.himap_rows_table(CONFIGS, {"b2t": small_data}, 3)
+    names = [line.split(" | ")[0] for line in rows[2:]]
+    assert names == ["| `himap_qwen3_4b.yaml`", "| `himap_qwen3_8b.yaml`", "| `himap_qwen3_8b_tpu.yaml`"]
