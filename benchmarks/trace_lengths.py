@@ -11,7 +11,8 @@ the figures of before) the share of its benchmark's traces that fit each length 
 launch/plan.py and launch/train.py check (b2tjax/cli/trace_fit.py) and refuse under 90%.
 
 `--kv-rows` prints instead, per recipe, the rows per chip its KV budget (rollout.pool_pages)
-holds: contiguous (batch_rows / chips) vs paged at the traces' mean and p90 live length
+holds: contiguous (the budget's bytes in rows of cache_len slots) vs paged at the traces' mean
+and p90 live length
 ((prompt + total) / 2), with no sharing and with a GRPO group's shared prompt pages
 (b2tjax/cli/kv_rows.py, the figures launch/plan.py prints), with the full model's KV bytes per
 token and the budget's bytes per chip, computed (no compile); then the same per HiMAP recipe at

@@ -17,7 +17,7 @@ x full_pages(prompt), with the traces' mean prompt length. Both figures are prin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from b2tjax.cli.trace_fit import recipe_traces, skip_reason
 from b2tjax.config.schema import TrainConfig
@@ -30,7 +30,12 @@ GIB = 1024**3
 def live_lengths(cfg: TrainConfig, stats: dict) -> tuple[int, int]:
     """(mean, p90) over the recipe's expert traces of a row's mean occupancy, (prompt + total) / 2."""
     prompts, totals, _ = recipe_traces(cfg, stats)
-    live = sorted((p + t + 1) // 2 for p, t in zip(prompts, totals))
+    return live_stats(zip(prompts, totals))
+
+
+def live_stats(streams: Iterable[Sequence[int]]) -> tuple[int, int]:
+    """(mean, p90) of a row's mean occupancy, (prompt + total) / 2, over (prompt, total) pairs."""
+    live = sorted((p + t + 1) // 2 for p, t in streams)
     return round(sum(live) / len(live)), percentile(live, 90)
 
 
@@ -98,8 +103,7 @@ def himap_streams(lengths: dict) -> list[list[int]]:
 def himap_live_lengths(lengths: dict) -> tuple[int, int]:
     """(mean, p90) over every stream of the HiMAP teams (b2tjax/cli/himap_streams.py) of a row's mean
     occupancy, (prompt + total) / 2."""
-    live = sorted((p + total + 1) // 2 for p, total in himap_streams(lengths))
-    return round(sum(live) / len(live)), percentile(live, 90)
+    return live_stats(himap_streams(lengths))
 
 
 def himap_team(lengths: dict) -> tuple[int, float, int]:
