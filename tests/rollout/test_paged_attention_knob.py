@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _impls(model: nnx.Module) -> set[str]:
-    return {m.paged_attention for _, m in model.iter_modules() if isinstance(m, Attention)}
+    return {m.paged_attention for _, m in nnx.iter_modules(model) if isinstance(m, Attention)}
 
 
 def test_the_config_choices_are_the_models():
