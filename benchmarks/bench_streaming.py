@@ -9,18 +9,26 @@ episodes are: most take `--turns` turns, `--long` of each step's episodes take `
 
   synchronous : each step's episodes run to their end (`RolloutEngine.run`), today's trainer;
   staleness S : one `rollout.session.RolloutSession`, the next S steps' episodes submitted ahead,
-                the step takes its own groups when they finish (b2tjax/run/streaming.py's schedule).
+                the step takes its own groups when they finish (b2tjax/run/streaming.py's schedule);
+  decode during update (`--during S`, rollout.decode_during_update): the split placement's
+                schedule. While the simulated update sleeps, a second thread decodes the next
+                step's batch under the old weights; the step then waits only for what decoding
+                outlasts the update. The sleep stands for a train sub-mesh busy with the update:
+                on a CPU a real update would take the same cores the decoding needs, so only an
+                accelerator (benchmarks/gpu_check.py --checks streaming) can show a real split.
 
 Columns: row occupancy (generated tokens / (decode steps x rows), over the whole run), decode steps,
 wall per trained episode and its ratio to synchronous, and the trainer's idle share (the part of the
-wall spent rolling out, when a co-located trainer waits; the simulated update is the rest).
+wall spent waiting for rollouts; the simulated update is the rest).
 
     python benchmarks/bench_streaming.py [--steps 12] [--prompts 4] [--group 4] [--rows 8] [--tail 6]
+        [--train-ms 0] [--staleness 1 2] [--during 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
 import time
@@ -83,8 +91,9 @@ def engine_config(args, staleness: int):
     )
 
 
-def run_mode(args, tok, model, staleness: int) -> dict:
-    """`args.steps` steps on a fresh engine; the run's totals."""
+def run_mode(args, tok, model, staleness: int, during: bool = False) -> dict:
+    """`args.steps` steps on a fresh engine; the run's totals. `during`: the next step decodes in a
+    second thread while the simulated update runs (the split placement's schedule)."""
     from rollout import RolloutEngine
 
     engine = RolloutEngine(model, tok, engine_config(args, staleness))
@@ -94,27 +103,39 @@ def run_mode(args, tok, model, staleness: int) -> dict:
     t0 = time.perf_counter()
     session = engine.session(rng=0) if staleness else None
     ahead: dict[int, list[int]] = {}
-    for step in range(1, args.steps + 1):
-        r0 = time.perf_counter()
-        if session is None:
-            records, stats = engine.run(make(step), rng=step), engine.stats
-        else:
-            for j in range(step, min(step + staleness, args.steps) + 1):
-                if j not in ahead:
-                    ahead[j] = session.submit(make(j))
-            records, stats = session.advance(ahead.pop(step)), session.stats
-        totals["rollout_s"] += time.perf_counter() - r0
-        totals["generated"] += stats.generated_tokens
-        totals["decode_steps"] += stats.decode_steps
-        totals["trained"] += len(records)
-        time.sleep(args.train_ms / 1000)  # the simulated optimizer step
-        (session or engine).update_weights(model)
+    ready: dict[int, concurrent.futures.Future] = {}
+
+    def decode(step: int):  # b2tjax/run/streaming.py's schedule: groups start S (or S - 1) steps ahead
+        for j in range(step, min(step + staleness - int(during), args.steps) + 1):
+            if j not in ahead:
+                ahead[j] = session.submit(make(j))
+        return session.advance(ahead.pop(step)), session.stats
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        for step in range(1, args.steps + 1):
+            r0 = time.perf_counter()
+            if session is None:
+                records, stats = engine.run(make(step), rng=step), engine.stats
+            else:
+                records, stats = ready.pop(step).result() if step in ready else decode(step)
+            totals["rollout_s"] += time.perf_counter() - r0  # the trainer waits for its batch
+            totals["generated"] += stats.generated_tokens
+            totals["decode_steps"] += stats.decode_steps
+            totals["trained"] += len(records)
+            if during and step < args.steps:
+                ready[step + 1] = thread.submit(decode, step + 1)
+            time.sleep(args.train_ms / 1000)  # the simulated optimizer step
+            if step + 1 in ready:
+                w0 = time.perf_counter()
+                concurrent.futures.wait([ready[step + 1]])
+                totals["rollout_s"] += time.perf_counter() - w0
+            (session or engine).update_weights(model)
     wall = time.perf_counter() - t0
     if session is not None:
         session.close()
     name = "synchronous" if not staleness else f"streaming, max_staleness {staleness}"
     return {
-        "mode": name,
+        "mode": name + (", decode during update" if during else ""),
         "occupancy": totals["generated"] / max(totals["decode_steps"] * args.rows, 1),
         "decode_steps": totals["decode_steps"],
         "generated": totals["generated"],
@@ -136,6 +157,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--turn-tokens", type=int, default=16)
     p.add_argument("--train-ms", type=float, default=0.0, help="simulated optimizer time per step")
     p.add_argument("--staleness", type=int, nargs="+", default=[1, 2])
+    p.add_argument(
+        "--during", type=int, nargs="*", default=[1], help="staleness values also run decoding during updates"
+    )
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     tok, model = build(vocab_words=200)
@@ -144,17 +168,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"{args.long} per step {args.tail}x the median {args.turns} turns of <= {args.turn_tokens} tokens",
         flush=True,
     )
-    modes = [0, *args.staleness]
-    for staleness in modes:  # untimed: compiles every shape any mode meets
-        run_mode(args, tok, model, staleness)
-    rows = [run_mode(args, tok, model, s) for s in modes]
+    modes = [(0, False), *((s, False) for s in args.staleness), *((s, True) for s in args.during)]
+    for staleness, during in modes:  # untimed: compiles every shape any mode meets
+        run_mode(args, tok, model, staleness, during)
+    rows = [run_mode(args, tok, model, s, during) for s, during in modes]
     base = rows[0]["wall_per_episode_ms"]
     columns = ("occupancy", "decode steps", "ms/episode", "vs sync", "idle")
-    print(f"{'mode':30s} " + " ".join(f"{c:>{max(len(c), 7)}s}" for c in columns))
+    print(f"{'mode':52s} " + " ".join(f"{c:>{max(len(c), 7)}s}" for c in columns))
     for r in rows:
         r["speedup"] = base / r["wall_per_episode_ms"]
         print(
-            f"{r['mode']:30s} {r['occupancy']:9.2f} {r['decode_steps']:12d} {r['wall_per_episode_ms']:10.1f} "
+            f"{r['mode']:52s} {r['occupancy']:9.2f} {r['decode_steps']:12d} {r['wall_per_episode_ms']:10.1f} "
             f"{r['speedup']:6.2f}x {r['trainer_idle']:5.2f}"
         )
     if args.json is not None:

@@ -19,7 +19,9 @@ to 2 layers and a 16k vocabulary so the whole check takes about a minute.
    with the same pool bytes on more rows; on an accelerator at the Qwen3-0.6B shape (vocab: the
    bench's 2k tokenizer) with 1k-8k-token prompts in 16k-token rows, on CPU its tiny shape.
 6. streaming rollouts (issue 37): benchmarks/bench_streaming.py, synchronous steps vs
-   rollout.max_staleness 1 and 2 (its tiny model; more rows and longer turns on an accelerator).
+   rollout.max_staleness 1 and 2, and S = 1 decoding during a simulated 200 ms update in a second
+   thread (the split placement's schedule; its tiny model; more rows and longer turns on an
+   accelerator).
 
 `--checks` runs a subset (e.g. `--checks paged streaming`).
 """
@@ -228,8 +230,12 @@ def paged_argv(cpu: bool) -> list[str]:
 def streaming_argv(cpu: bool) -> list[str]:
     """bench_streaming.py: a few steps on CPU; more rows, steps and longer turns on an accelerator."""
     if cpu:
-        return ["--steps", "3", "--prompts", "2", "--group", "2", "--rows", "4", "--staleness", "1"]
-    return ["--steps", "12", "--prompts", "8", "--group", "8", "--rows", "64", "--turn-tokens", "64"]
+        shape = ("--steps", "3", "--prompts", "2", "--group", "2", "--rows", "4")
+        return [*shape, "--staleness", "1", "--train-ms", "50"]
+    return [
+        *("--steps", "12", "--prompts", "8", "--group", "8", "--rows", "64", "--turn-tokens", "64"),
+        *("--train-ms", "200"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

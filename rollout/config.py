@@ -90,6 +90,11 @@ class RolloutConfig:
     # After a weight update, episodes still running "keep" the KV their rows hold (computed by the
     # older weights; slime) or "recompute" it under the new weights (re-prefilled; AReaL).
     resume_kv: ResumeKV = "keep"
+    # The next step's episodes decode while the trainer updates the weights, under the weights from
+    # before the update: one update of max_staleness (needs >= 1). With the split placement
+    # (mesh.rollout_devices) decoding and the update run at once; co-located they take turns in the
+    # same order, so both placements give the same records (b2tjax/run/streaming.py).
+    decode_during_update: bool = False
 
     def __post_init__(self) -> None:
         errors = self.errors()

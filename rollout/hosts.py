@@ -5,18 +5,27 @@ process only knows its own rows' data and may only read its own (addressable) sh
 process does not own are zero in what it feeds (masked no-op rows); what it reads back holds only
 its rows. Small agreements ("anything left to decode?") are one `process_allgather` of a few ints.
 With one process every function is the plain single-host operation.
+
+Agreements run on every device by default. A thread that runs programs while another thread runs
+others on disjoint devices (the split placement decoding during the update, b2tjax/run/streaming.py)
+must agree on its own devices only (`agreeing_on`): an agreement over every device would queue
+behind the other thread's programs in an order that may differ from process to process, which
+deadlocks the collectives.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import pickle
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from models.sharding import logical_to_spec
 
@@ -74,14 +83,51 @@ def read_local(x: jax.Array) -> np.ndarray:
     return out
 
 
+_scope = threading.local()  # .devices: the devices this thread's agreements run on (None: every device)
+
+
+@contextlib.contextmanager
+def agreeing_on(devices: Sequence[jax.Device] | None) -> Iterator[None]:
+    """This thread's agreements (`agree`, `gather_objects`) run on `devices` only (every process
+    must have some); None: on every device."""
+    previous = getattr(_scope, "devices", None)
+    _scope.devices = None if devices is None else tuple(devices)
+    try:
+        yield
+    finally:
+        _scope.devices = previous
+
+
+def allgather(x: np.ndarray) -> np.ndarray:
+    """Every process' `x` (same shape everywhere), stacked [processes, ...]: one collective on this
+    thread's agreement devices (`agreeing_on`)."""
+    if not multihost():
+        return x[None]
+    mesh = _agreement_mesh(getattr(_scope, "devices", None) or tuple(jax.devices()))
+    mine = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+    stacked = jax.make_array_from_single_device_arrays(
+        (jax.process_count(), *x.shape),
+        NamedSharding(mesh, PartitionSpec("processes")),
+        [jax.device_put(x[None], d) for d in mine],
+    )
+    return np.asarray(_replicate(mesh)(stacked).addressable_data(0))
+
+
+@functools.cache
+def _agreement_mesh(devices: tuple[jax.Device, ...]) -> Mesh:
+    """[processes, local] grid of `devices` (the same number on each process)."""
+    by_process = [[d for d in devices if d.process_index == p] for p in range(jax.process_count())]
+    return Mesh(np.array(by_process), ("processes", "local"))
+
+
+@functools.cache
+def _replicate(mesh: Mesh):  # noqa: ANN202 (a jitted function)
+    return jax.jit(lambda x: x, out_shardings=NamedSharding(mesh, PartitionSpec()))
+
+
 def agree(values: Sequence[int]) -> np.ndarray:
     """Every process' `values` (int64 [processes, k]); one small collective."""
-    mine = np.asarray(values, np.int64)
-    if not multihost():
-        return mine[None]
-    from jax.experimental import multihost_utils
-
-    return np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), -1)
+    return allgather(np.asarray(values, np.int64)).reshape(jax.process_count(), -1)
 
 
 def gather_objects(obj: Any) -> list[Any]:
@@ -89,13 +135,11 @@ def gather_objects(obj: Any) -> list[Any]:
     the process that drove their episodes, reach every host."""
     if not multihost():
         return [obj]
-    from jax.experimental import multihost_utils
-
     data = np.frombuffer(pickle.dumps(obj), np.uint8)
     sizes = agree([len(data)])[:, 0]
     padded = np.zeros(int(sizes.max()), np.uint8)
     padded[: len(data)] = data
-    everyone = np.asarray(multihost_utils.process_allgather(padded))
+    everyone = allgather(padded)
     return [pickle.loads(everyone[p, : sizes[p]].tobytes()) for p in range(len(sizes))]
 
 

@@ -75,6 +75,11 @@ def _batch_errors(cfg: TrainConfig) -> list[str]:
             cfg.sft.micro_batch_size <= 0 or cfg.sft.batch_size % cfg.sft.micro_batch_size == 0,
             "sft.micro_batch_size must divide sft.batch_size",
         ),
+        (
+            cfg.rollout.max_staleness >= 1 or not cfg.rollout.decode_during_update,
+            "rollout.decode_during_update=true needs rollout.max_staleness >= 1 (the tokens decoded "
+            "during an update are one update old when the next step trains on them)",
+        ),
         (cfg.rollout.temperature > 0, "rollout.temperature must be > 0 (training samples its groups)"),
         (
             # the packed update lays records out without the decoupled objective's importance

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import numpy as np
+
+from rollout.hosts import agree
 
 
 def bucket_rows(needed: int, nominal: int) -> int:
@@ -85,8 +86,4 @@ class RowLayout:
 def agree_on_maximum(value: int) -> int:
     """The largest `value` over all JAX processes: each process passes its own rows, and the global
     batch they form needs one shape everywhere."""
-    if jax.process_count() == 1:
-        return value
-    from jax.experimental import multihost_utils
-
-    return int(np.max(multihost_utils.process_allgather(np.asarray(value, np.int64))))
+    return int(agree([value]).max())

@@ -89,3 +89,18 @@ def check_rows_split(batch_rows: int, mesh_shape: Mapping[str, int] | None, proc
             f"rollout.batch_rows={batch_rows} must be a multiple of the mesh's data x fsdp size ({split}) "
             f"on {processes} processes: each process drives the cache rows of its own devices"
         )
+
+
+def check_concurrent_split(
+    rollout_devices: int, decode_during_update: bool, platform: str, processes: int
+) -> None:
+    """At start-up: XLA:CPU's cross-process (gloo) collectives deadlock when two programs with
+    several local devices each run at once (measured on the local cluster, JAX 0.10.2; one device
+    per side per process runs), which is what decoding during the update does on a split
+    placement. A one-line error rather than a hung run."""
+    if decode_during_update and rollout_devices > 1 and processes > 1 and platform == "cpu":
+        raise UserError(
+            f"rollout.decode_during_update with mesh.rollout_devices={rollout_devices} on {processes} CPU "
+            "processes: XLA:CPU's cross-process collectives deadlock when both sub-meshes run at once with "
+            "several devices per process; use mesh.rollout_devices=1 (2 devices per process)"
+        )

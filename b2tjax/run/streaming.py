@@ -13,6 +13,19 @@ staleness (`b2tjax.grpo.offpolicy.staleness_metrics` checks it and logs the hist
 episodes are never selected against. Taking whichever groups finish first would fill the rows
 better but drop (or keep re-rolling) exactly the long episodes the tail is made of.
 
+Decoding during the update (`rollout.decode_during_update`, needs S >= 1). After step t takes its
+batch, the session goes on decoding while step t's update runs: it submits the prompts of steps
+t + 1 .. t + S and decodes until step t + 1's groups have finished, still under the weights step t
+trained from; the new weights reach the sampler when step t + 1 begins. So every token step t + 1
+trains on is at least one update old, and a group is submitted one step later than without (during
+step j - S + 1's update at the earliest), which keeps the bound at S. With the split placement
+(`mesh.rollout_devices`) the decoding runs in a second thread on the rollout sub-mesh while the
+update runs on the train sub-mesh, each thread agreeing over its own devices only
+(`rollout.hosts.agreeing_on`); co-located, the same decoding runs after the update, in the same
+order, so the two placements give the same records, and the trainer's step waits only for what
+decoding outlasts the update. A stop request (SIGTERM) during that decoding lets the update finish;
+the trainer then saves the step and exits.
+
 Checkpoints and resume: the in-flight episodes of steps after t are dropped explicitly. A
 checkpoint of step t records the data iterator as it was before step t + 1's prompts were drawn
 (`data_state`), so `--resume` draws the same prompts for t + 1 .. t + 1 + S with the same seeds
@@ -25,7 +38,11 @@ group_size, seed)` and `collect_stream(session, handle, should_stop)` (b2tjax/ta
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flax import nnx
@@ -34,7 +51,10 @@ from b2tjax.config import TrainConfig
 from b2tjax.data.pipeline import BatchIterator
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
+from b2tjax.run.mesh import split_devices
 from b2tjax.tasks.base import Task
+from rollout.hosts import agreeing_on
+from rollout.run import RolloutStopped
 
 STREAM_HOOKS = ("open_session", "submit_stream", "collect_stream")
 
@@ -50,10 +70,17 @@ class StepRollouts:
                 f"rollout.max_staleness={self.staleness} needs a task that streams rollouts "
                 f"({type(task).__name__} does not); set rollout.max_staleness=0"
             )
+        self.during_update = bool(self.staleness and cfg.rollout.decode_during_update)
+        # the split placement decodes in its own thread, at once with the update
+        split = self.during_update and cfg.mesh.rollout_devices > 0
+        self.sides = split_devices(cfg.mesh.rollout_devices) if split else None
+        self.thread = concurrent.futures.ThreadPoolExecutor(1, "decode-during-update") if split else None
         self.session: Any = None
         self.ahead: dict[int, Any] = {}  # global step -> the task's handle of its submitted groups
+        self.ready: dict[int, RolloutBatch] = {}  # global step -> its batch, decoded during an update
         self.states: dict[int, dict] = {}  # global step -> data state before its prompts were drawn
         self.next_step = 0  # the first step whose batch has not been taken
+        self.timing: dict[str, float] = {}  # of the decoding during the last update (`during`)
 
     def get_state(self) -> dict:
         """What a checkpoint records as the data state: the iterator before the prompts of the next
@@ -74,20 +101,84 @@ class StepRollouts:
             self.session = self.task.open_session(model, self.cfg.seed, r)
         else:
             self.session.update_weights(model)
-        for step in range(global_step, min(global_step + self.staleness, last_step) + 1):
-            if step not in self.ahead:
-                self.states[step] = self.data.get_state()
-                prompts = self.data.next_batch(r.prompts_per_step)
-                seed = self.step_seed(step)
-                self.ahead[step] = self.task.submit_stream(self.session, prompts, r.group_size, seed)
-        batch = self.task.collect_stream(self.session, self.ahead.pop(global_step), should_stop)
+        batch = self.ready.pop(global_step, None)
+        if batch is None:  # nothing decoded ahead: the first step, or after a resume
+            batch = self._decode(global_step, last_step, should_stop)
         self.states.pop(global_step, None)
         self.next_step = global_step + 1
         batch.policy_version = self.session.version
         return batch
+
+    def _decode(self, step: int, last_step: int, should_stop: Callable[[], bool]) -> RolloutBatch:
+        """Submit the steps whose groups may start now, then decode until `step`'s have finished."""
+        r = self.cfg.rollout
+        reach = self.staleness - int(self.during_update)  # how far ahead a group may start (module docstring)
+        for ahead in range(step, min(step + reach, last_step) + 1):
+            if ahead not in self.ahead:
+                self.states[ahead] = self.data.get_state()
+                prompts = self.data.next_batch(r.prompts_per_step)
+                self.ahead[ahead] = self.task.submit_stream(
+                    self.session, prompts, r.group_size, self.step_seed(ahead)
+                )
+        return self.task.collect_stream(self.session, self.ahead.pop(step), should_stop)
+
+    @contextlib.contextmanager
+    def during(self, global_step: int, last_step: int, should_stop: Callable[[], bool]) -> Iterator[None]:
+        """Around step `global_step`'s update: with `rollout.decode_during_update`, step
+        `global_step + 1`'s batch is decoded meanwhile (split placement: in a second thread, at
+        once; co-located: after the update). Sets `timing`: that decoding's wall
+        (decode_ahead_time_s) and how long the step waited for it after its update
+        (decode_wait_time_s; co-located: all of it)."""
+        following = global_step + 1
+        self.timing = {}
+        if not self.during_update or following > last_step:
+            yield
+            return
+        abort = threading.Event()  # the update failed: stop decoding, in the same round everywhere
+        stop = lambda: abort.is_set() or should_stop()  # noqa: E731
+        if self.thread is None:
+            yield
+            t0 = time.perf_counter()
+            self._decode_ahead(following, last_step, stop)
+            took = time.perf_counter() - t0
+            self.timing = {"decode_ahead_time_s": took, "decode_wait_time_s": took}
+            return
+        future = self.thread.submit(self._decode_ahead, following, last_step, stop, self.sides[1])
+        try:
+            with agreeing_on(self.sides[0]):
+                yield
+        except BaseException:
+            abort.set()
+            future.result()
+            raise
+        t0 = time.perf_counter()
+        took = future.result()
+        self.timing = {"decode_ahead_time_s": took, "decode_wait_time_s": time.perf_counter() - t0}
+
+    def _decode_ahead(
+        self, step: int, last_step: int, should_stop: Callable[[], bool], devices: Any = None
+    ) -> float:
+        """Decode `step`'s batch into `ready` (agreeing over `devices`); its wall. A stop drops the
+        episodes in flight and rewinds the data to the first step not taken (as a resume would)."""
+        t0 = time.perf_counter()
+        try:
+            with agreeing_on(devices):
+                self.ready[step] = self._decode(step, last_step, should_stop)
+        except RolloutStopped:
+            self.data.set_state(self.states[min(self.states)])
+            self.close()
+            self.ahead, self.ready, self.states = {}, {}, {}
+        return time.perf_counter() - t0
 
     def close(self) -> None:
         """End the session; its episodes still in flight are dropped (see the module docstring)."""
         if self.session is not None:
             self.session.close()
             self.session = None
+
+    def shutdown(self) -> None:
+        """`close`, and end the decoding thread of the split placement."""
+        self.close()
+        if self.thread is not None:
+            self.thread.shutdown(wait=True)
+

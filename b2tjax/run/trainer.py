@@ -30,7 +30,7 @@ from b2tjax.grpo.update import grpo_update
 from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
-from b2tjax.run.mesh import build_mesh, check_rows_split
+from b2tjax.run.mesh import build_mesh, check_concurrent_split, check_rows_split
 from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
@@ -83,6 +83,9 @@ class Trainer:
         self.mesh = build_mesh(cfg.mesh)
         mesh_shape = dict(self.mesh.shape) if self.mesh is not None else None
         check_rows_split(cfg.rollout.batch_rows, mesh_shape, jax.process_count())
+        during_update = cfg.rollout.decode_during_update and cfg.rollout.max_staleness > 0
+        platform = jax.devices()[0].platform
+        check_concurrent_split(cfg.mesh.rollout_devices, during_update, platform, jax.process_count())
         self.model_fn, params = BoundModel.from_model(model)
         self.frozen = BoundModel.frozen_of(model)  # LoRA's frozen base (empty for full fine-tuning)
         self.base = base_identity(cfg) if self.frozen else None
@@ -359,7 +362,7 @@ class Trainer:
         try:
             return self._grpo_steps(fns, state, start, rollouts, counters, writer, guard)
         finally:
-            rollouts.close()
+            rollouts.shutdown()
 
     def _grpo_steps(self, fns, state, start, rollouts: StepRollouts, counters, writer, guard):
         cfg, last = self.cfg, {}
@@ -378,9 +381,13 @@ class Trainer:
             t_rollout = time.perf_counter() - t0
             if cfg.save_records and jax.process_index() == 0:  # every process holds all records
                 save_step_records(self.out / "records", global_step, batch.records)
-            state, metrics = grpo_update(
-                cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
-            )
+            t_update = time.perf_counter()
+            # with rollout.decode_during_update the next step's batch decodes meanwhile (streaming.py)
+            with rollouts.during(global_step, self.total_steps, lambda: guard.requested):
+                state, metrics = grpo_update(
+                    cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
+                )
+                t_update = time.perf_counter() - t_update
             dt = time.perf_counter() - t0
             tokens = sum(len(r.ids) for r in batch.records)
             counters["samples"] = counters.get("samples", 0) + len(batch.records)
@@ -388,7 +395,9 @@ class Trainer:
             metrics.update(
                 tokens_per_s=tokens / dt,
                 rollout_time_s=t_rollout,
+                update_time_s=t_update,
                 step_time_s=dt,
+                **rollouts.timing,
                 skipped=int(state.skipped),
                 samples=counters["samples"],
             )

@@ -37,6 +37,14 @@ def test_out_of_range_values_are_rejected(override, expected):
     assert expected in str(info.value)
 
 
+def test_decoding_during_the_update_needs_streaming():
+    with pytest.raises(ValueError) as info:
+        load_config(None, ["rollout.decode_during_update=true"])
+    assert "rollout.decode_during_update=true needs rollout.max_staleness >= 1" in str(info.value)
+    during = load_config(None, ["rollout.decode_during_update=true", "rollout.max_staleness=1"])
+    assert during.rollout.decode_during_update
+
+
 def test_the_split_placement_refuses_lora_in_one_line():
     with pytest.raises(ValueError) as info:
         load_config(None, ["mesh.rollout_devices=2", "model.lora.rank=4"])
@@ -207,6 +215,7 @@ EVERY_KNOB = {
     "paged_attention": "gather",
     "max_staleness": 1,
     "resume_kv": "recompute",
+    "decode_during_update": True,
 }
 
 

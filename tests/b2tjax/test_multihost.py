@@ -40,7 +40,8 @@ pytestmark = pytest.mark.slow  # runs training on a local 2-process cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SFT_STEPS, GRPO_STEPS = 2, 1
-TIMING = {"time", "tokens_per_s", "step_time_s", "rollout_time_s"}
+TIMING = {"time", "tokens_per_s", "step_time_s", "rollout_time_s", "update_time_s"}
+TIMING |= {"decode_ahead_time_s", "decode_wait_time_s"}  # rollout.decode_during_update
 # Prefix reuse copies a shared prefix from a row of the same process: one process may find a source
 # that is on another process in a 2-process run, so only their sum must agree.
 REUSE = {"rollout/prefill_tokens", "rollout/reused_tokens"}
@@ -277,30 +278,54 @@ def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_pat
     assert 0 < sum(rewards) < len(rewards)
 
 
-@pytest.mark.parametrize("staleness", [0, 1])
-def test_the_split_placement_gives_the_co_located_records(shared, tmp_path, staleness):
-    """`mesh.rollout_devices=2` on 2 processes x (2 train + 2 rollout) devices against the co-located
-    2 x 2 run (same fsdp 2 x tensor 2 layout on each side): the same records, token versions
-    included, and per-step metrics, at S = 0 and at S = 1 with the synchronous host (the
-    deterministic schedule); the weight hand-over's check ran on both processes."""
+# (overrides, devices per process co-located, rollout devices per process when split)
+SPLIT_CASES = {
+    "synchronous": (["rollout.max_staleness=0"], 2, 2),
+    # Step 2 decodes during step 1's update: on the split placement in a second thread, at once.
+    # One device per side on each process: XLA:CPU's cross-process (gloo) collectives deadlock when
+    # two programs with several local devices each run at once (docs/TRAINING.md).
+    "decode-during-update": (
+        ["rollout.max_staleness=1", "rollout.decode_during_update=true", "mesh.tensor=1"],
+        1,
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_the_split_placement_gives_the_co_located_records(shared, tmp_path, case):
+    """`mesh.rollout_devices` on 2 processes against the co-located run of the same layout (fsdp 2 x
+    tensor 2 on 2 x (2 + 2) devices against 2 x 2; decoding during the update, fsdp 2 on
+    2 x (1 + 1) against 2 x 1): the same records, token versions included, and per-step metrics,
+    synchronous and decoding during the update at S = 1 (the split run decodes while it trains,
+    each thread agreeing over its own devices; the co-located one decodes after the update), with
+    the synchronous host (the deterministic schedule); the weight hand-over's check ran on both
+    processes."""
     _, cache = shared
     driver = tmp_path / "lookup_driver.py"
     driver.write_text(LOOKUP_DRIVER)
     env = dict(subprocess_env(cache), PYTHONPATH=str(ROOT))
-    args = [*LOOKUP_ARGS, f"rollout.max_staleness={staleness}", "rollout.async_host=false"]
+    overrides, devices, rollout_devices = SPLIT_CASES[case]
+    args = [*LOOKUP_ARGS, *overrides, "rollout.async_host=false"]
     co, split = tmp_path / "co", tmp_path / "split"
-    _cluster([str(co), *args], env, script=str(driver))
-    done = _cluster([str(split), *args, "mesh.rollout_devices=2"], env, script=str(driver), devices=4)
+    _cluster([str(co), *args], env, script=str(driver), devices=devices)
+    split_args = [str(split), *args, f"mesh.rollout_devices={rollout_devices}"]
+    done = _cluster(split_args, env, script=str(driver), devices=devices + rollout_devices)
     assert all(f"[{p}] weight hand-over checked" in done.stdout for p in (0, 1))
     a, b = _steps(co), _steps(split)
     assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
     for step in a:
         _assert_same_metrics(a[step], b[step])
-    assert [b[LOOKUP_SFT + k].get("staleness_max", 0.0) for k in (1, 2)] == [0.0, float(staleness)]
+    during = case == "decode-during-update"
+    assert [b[LOOKUP_SFT + k].get("staleness_max", 0.0) for k in (1, 2)] == [0.0, float(during)]
+    # the second step's batch was decoded during the first step's update
+    assert ("decode_ahead_time_s" in b[LOOKUP_SFT + 1]) is during
     for step in range(LOOKUP_SFT + 1, LOOKUP_SFT + LOOKUP_GRPO + 1):
         ra, rb = _records(co, step), _records(split, step)
         _assert_same_records(ra, rb)
         assert [r["versions"] for r in ra] == [r["versions"] for r in rb]
+    if during:  # every token of step 2 sampled by the weights before step 1's update
+        assert {v for r in rb for v in r["versions"] if v >= 0} == {0}
 
 
 @pytest.mark.parametrize("processes", [1, 2])

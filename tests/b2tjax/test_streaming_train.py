@@ -60,12 +60,16 @@ class _Recording:
 
         return RolloutBatch([], {"prompts": self.submitted[handle]})
 
+    def close(self):
+        pass
+
     version = 0
 
 
-def _rollouts(staleness: int, task):
+def _rollouts(staleness: int, task, during_update: bool = False):
     cfg = TrainConfig(task="toy")
     cfg.rollout.prompts_per_step, cfg.rollout.max_staleness = 3, staleness
+    cfg.rollout.decode_during_update = during_update
     data = BatchIterator(example_dataset(list(range(50)), 0))
     return StepRollouts(cfg, task, data, step_seed=lambda step: step), data
 
@@ -92,6 +96,88 @@ def test_checkpoints_record_the_data_before_the_next_untrained_step(staleness):
     assert (
         resumed.rollout(None, 3, last_step=5, should_stop=lambda: False).metrics["prompts"] == sync_prompts[2]
     )
+
+
+def _sync_prompts_and_states(steps: int) -> tuple[list, list]:
+    """The synchronous run's prompts per step and the data state after each step's draw."""
+    sync, _ = _rollouts(0, None)
+    prompts, states = [], []
+    for _ in range(steps):
+        prompts.append(sync.data.next_batch(3))
+        states.append(sync.get_state())
+    return prompts, states
+
+
+@pytest.mark.parametrize("staleness", [1, 2])
+def test_decoding_during_the_update_starts_each_step_one_update_earlier(staleness):
+    """With rollout.decode_during_update, step t + 1's batch is decoded around step t's update (here
+    co-located: after it), before the new weights reach the sampler; groups are submitted one step
+    later than without, so the bound stays S; checkpoints record the synchronous run's data state."""
+    sync_prompts, sync_states = _sync_prompts_and_states(5)
+    task = _Recording()
+    stream, _ = _rollouts(staleness, task, during_update=True)
+    for step in range(1, 6):
+        batch = stream.rollout(None, step, last_step=5, should_stop=lambda: False)
+        assert batch.metrics["prompts"] == sync_prompts[step - 1]
+        assert batch.policy_version == step - 1
+        # the first step decodes its own groups (S - 1 steps ahead); later ones were decoded before
+        assert max(task.submitted) == min(step + staleness - 1, 5)
+        assert set(stream.ready) == set()
+        with stream.during(step, last_step=5, should_stop=lambda: False):
+            assert step + 1 not in stream.ready  # the update runs first (co-located)
+        assert set(stream.ready) == ({step + 1} if step < 5 else set())
+        assert max(task.submitted) == min(step + staleness, 5)  # never more than S steps ahead
+        assert stream.get_state() == sync_states[step - 1]  # what the step's checkpoint records
+        assert task.version == step - 1  # the new weights reach the sampler only at the next step
+
+
+class _StopsAhead(_Recording):
+    """Stopped (as by a SIGTERM) while collecting its second step, i.e. during step 1's update."""
+
+    stopped = False
+
+    def collect_stream(self, session, handle, should_stop):
+        if handle == 2 and not self.stopped:
+            self.stopped = True
+            from rollout.run import RolloutStopped
+
+            raise RolloutStopped("stopped by the test")
+        return super().collect_stream(session, handle, should_stop)
+
+
+def test_a_stop_while_decoding_during_the_update_drops_the_next_steps():
+    """The update finishes; the episodes decoded ahead are dropped and the data rewinds to the
+    first step not taken, so a run continuing (or resumed) draws step 2's prompts again."""
+    sync_prompts, sync_states = _sync_prompts_and_states(3)
+    stream, data = _rollouts(1, _StopsAhead(), during_update=True)
+    stream.rollout(None, 1, last_step=3, should_stop=lambda: False)
+    with stream.during(1, last_step=3, should_stop=lambda: False):
+        pass
+    assert not stream.ready and not stream.ahead and stream.session is None
+    assert stream.get_state() == data.get_state() == sync_states[0]
+    assert (
+        stream.rollout(None, 2, last_step=3, should_stop=lambda: False).metrics["prompts"] == sync_prompts[1]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("shared_compilations")
+def test_decoding_during_the_update_trains_on_tokens_exactly_one_update_old(tmp_path):
+    """Co-located, max_staleness 1: every token a later step trains on was sampled by the weights
+    before the previous update (version t - 2 at step t), none by the step's own weights."""
+    from b2tjax.run.metrics import read_metrics
+
+    task = LookupTask(LookupConfig(num_values=NUM_VALUES))
+    extra = ["rollout.max_staleness=1", "rollout.decode_during_update=true", "save_records=true"]
+    rows, _ = train_lookup(tmp_path, task, seed=0, overrides=[*STREAM, *extra])
+    metrics = read_metrics(tmp_path / "metrics.jsonl")
+    assert [metrics[s]["staleness_max"] for s in (21, 22, 23)] == [0.0, 1.0, 1.0]
+    assert [metrics[s]["staleness/1"] for s in (22, 23)] == [1.0, 1.0]
+    for step in (21, 22, 23):
+        versions = {v for r in _step_records(tmp_path, step) for v in r["versions"] if v >= 0}
+        assert versions == {max(step - 22, 0)}
+    assert all(metrics[s]["decode_ahead_time_s"] > 0 for s in (21, 22))
+    assert "decode_ahead_time_s" not in metrics[23]  # nothing after the last step
 
 
 class _StoppedAt(LookupTask):
@@ -156,3 +242,18 @@ def test_a_task_that_cannot_stream_is_refused():
 
     with pytest.raises(UserError, match="rollout.max_staleness=1 needs a task that streams"):
         _rollouts(1, object())
+
+
+def test_decoding_during_the_update_on_several_cpu_processes_needs_one_device_per_side():
+    """Refused at start-up (not after the SFT phase): XLA:CPU's cross-process collectives deadlock
+    when both sub-meshes run programs with several local devices at once."""
+    from b2tjax.errors import UserError
+    from b2tjax.run.mesh import check_concurrent_split
+
+    check_concurrent_split(1, True, "cpu", processes=2)  # one device per side: runs
+    check_concurrent_split(2, True, "cpu", processes=1)  # one process: no cross-process collective
+    check_concurrent_split(2, True, "tpu", processes=2)
+    check_concurrent_split(2, False, "cpu", processes=2)  # the sub-meshes take turns
+    refusal = r"mesh.rollout_devices=2 on 2 CPU processes: .* use mesh.rollout_devices=1"
+    with pytest.raises(UserError, match=refusal):
+        check_concurrent_split(2, True, "cpu", processes=2)
