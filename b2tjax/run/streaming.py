@@ -181,4 +181,3 @@ class StepRollouts:
         self.close()
         if self.thread is not None:
             self.thread.shutdown(wait=True)
-
