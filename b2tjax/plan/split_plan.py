@@ -74,8 +74,9 @@ def handover_memory(train: PlanContext, rollout: PlanContext) -> list[ProgramMem
     """The weight hand-over (rollout/handover.py), compiled once on the union mesh: every device
     holds one train shard of each parameter (a train device its params, a rollout device the
     filler) and one sampler shard (the scratch, or the sampler weights it overwrites). Beside it
-    a train device keeps the rest of the train state, a rollout device the KV cache and logits
-    (the streaming scheduler's unfinished episodes keep them across the update)."""
+    a train device keeps the rest of the train state, a rollout device with `rollout.max_staleness`
+    > 0 the KV cache and logits (the streaming session's unfinished episodes keep them across the
+    update; a synchronous step's are freed when its rollout ends)."""
     src = train.sampler_weights.split(train.train_layout)[1]
     dst = rollout.sampler_weights.split(rollout.sampler_state)[1]
     handover = Handover(train.mesh, rollout.mesh, DTYPES[train.cfg.model.compute_dtype])
@@ -91,17 +92,20 @@ def handover_memory(train: PlanContext, rollout: PlanContext) -> list[ProgramMem
         refresh_resident(train),
         analytic,
     )
-    cache, logits = abstract_rollout_arrays(rollout)
     on_rollout = dataclasses.replace(
         on_train,
-        arguments={
-            "hand-over filler": shard_bytes(srcs),
-            "sampler weights": shard_bytes(dsts),
-        },
-        resident={"KV cache": shard_bytes(cache), "next-token logits": shard_bytes(logits)},
+        arguments={"hand-over filler": shard_bytes(srcs), "sampler weights": shard_bytes(dsts)},
+        resident={},
         analytic={k: rollout.analytic[k] for k in ("sampler weights", "KV cache")},
-        notes=[],
+        notes=["rollout.max_staleness 0: the step's KV cache is freed before the hand-over"],
     )
+    if rollout.cfg.rollout.max_staleness > 0:
+        cache, logits = abstract_rollout_arrays(rollout)
+        on_rollout.resident = {"KV cache": shard_bytes(cache), "next-token logits": shard_bytes(logits)}
+        on_rollout.notes = [
+            f"rollout.max_staleness {rollout.cfg.rollout.max_staleness}: unfinished episodes keep the "
+            "KV cache across the hand-over"
+        ]
     return [
         _placed(on_train, "train", f"{union}: a train device"),
         _placed(on_rollout, "rollout", f"{union}: a rollout device"),

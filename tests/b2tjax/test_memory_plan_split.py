@@ -17,7 +17,8 @@ from tests.b2tjax.test_memory_plan import ROOT, run_plan
 
 TINY = ROOT / "configs" / "tiny_cpu.yaml"
 MESH = ("mesh.data=1", "mesh.fsdp=2", "mesh.tensor=2")
-RECIPE = (*MESH, "model.compute_dtype=bfloat16", "grpo.beta=0.04")  # a KL reference, on the train side
+# a KL reference (on the train side); streaming, whose session keeps the KV cache across the hand-over
+RECIPE = (*MESH, "model.compute_dtype=bfloat16", "grpo.beta=0.04", "rollout.max_staleness=1")
 # Hand-computed parameters of the tiny preset: per layer q, k, v, o (4 heads, 2 KV heads, head_dim 16
 # on hidden 64), q/k norms, the MLP (64 x 128, three matrices) and two norms; the tied 4,096 x 64
 # embedding and the final norm.
