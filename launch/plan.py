@@ -13,6 +13,18 @@ arguments, outputs, temporaries and what stays resident beside it, against the d
 Exits with status 1, naming program and bytes, when one does not fit with 10% headroom;
 `key=value` overrides work as in launch/train.py.
 
+With `mesh.rollout_devices: N` (the split placement, issue 37) the target's devices are split as
+the trainer splits them (on each host the last N decode, the others train; N must be half of each
+host's devices): the train steps compile on the train sub-mesh (beside them the KL reference and
+the hand-over's scratch, no sampler weights or KV cache), the rollout programs on the rollout
+sub-mesh (beside them the hand-over's filler, no optimizer state), and the weight hand-over (in
+place of the refresh) on the union mesh, with one table for a train device and one for a rollout
+device; each side is checked against the device memory (b2tjax/plan/split_plan.py). The 8B TPU
+recipe's halves need half its rows and micro-batches (docs/TRAINING.md):
+
+    python launch/plan.py --config configs/qwen3_8b_tpu.yaml mesh.rollout_devices=2 \
+        rollout.batch_rows=128 rollout.kv_pages=245760 sft.micro_batch_size=4 grpo.micro_batch_size=4
+
 The rollout programs are those of `rollout.kv_cache` (the paged ones compile the pool of
 `rollout.pool_pages` pages); before them the plan prints the KV budget's bytes per chip and the rows
 per chip it holds, contiguous vs paged at the expert traces' mean and p90 live length
@@ -41,7 +53,8 @@ if TYPE_CHECKING:  # types only: these import JAX, which must start after use_cp
 PROGRAMS = (
     "sft_step",
     "grpo_step",
-    "sampler_refresh",
+    "sampler_refresh",  # co-located
+    "weight_handover",  # split placement (mesh.rollout_devices)
     "rollout_prefill",
     "rollout_decode",
 )  # = memory_plan's
@@ -113,22 +126,32 @@ def use_cpu_host(chips: int) -> None:
 
 
 def describe(
-    config: Path, cfg: TrainConfig, model: Qwen3Config, mesh_summary: str, target: Target, hbm_gib: float
+    config: Path,
+    cfg: TrainConfig,
+    model: Qwen3Config,
+    mesh_summary: str,
+    target: Target,
+    hbm_gib: float,
+    decoding: int,
 ) -> str:
-    """The plan's first line: model, mesh, memory per device, target and the rollout's shape."""
+    """The plan's first line: model, mesh, memory per device, target and the rollout's shape
+    (rows per chip of the `decoding` chips: all of them, or the rollout sub-mesh's)."""
     rope = model.rope_scaling
     scaled = f", RoPE {rope.kind} x{rope.factor:g} to {model.max_position_embeddings:,} positions"
     return (
         f"memory plan of {config}: {cfg.model.preset} ({model.num_params() / 1e9:.2f}B params, "
         f"{model.num_hidden_layers} layers{scaled if rope.scaled else ''}), {mesh_summary}, "
         f"{hbm_gib:g} GiB per device; target {target.describe()}; rollout {cfg.rollout.batch_rows} rows "
-        f"({cfg.rollout.batch_rows / target.chips:g} per chip) x "
+        f"({cfg.rollout.batch_rows / decoding:g} per chip) x "
         f"{cfg.cache_len} cache slots, {cfg.model.compute_dtype} compute, remat {cfg.model.remat}"
     )
 
 
-def write_figures(path: Path, target: Target, hbm: int, programs: list[dict]) -> None:
-    """--json: the target and every program's figures (bytes)."""
+def write_figures(
+    path: Path, target: Target, hbm: int, programs: list[dict], placement: dict | None = None
+) -> None:
+    """--json: the target, the split placement (when `mesh.rollout_devices` > 0) and every
+    program's figures (bytes)."""
     figures = {
         "target": target.name,
         "platform": target.platform,
@@ -136,7 +159,42 @@ def write_figures(path: Path, target: Target, hbm: int, programs: list[dict]) ->
         "hbm_bytes": hbm,
         "programs": programs,
     }
+    if placement is not None:
+        figures["placement"] = placement
     path.write_text(json.dumps(figures, indent=1))
+
+
+def split_summary(cfg: TrainConfig, train, rollout, programs: list, hbm: int) -> dict:
+    """The split placement's devices and, per side, the program using the most of a device: one
+    printed line per side and the --json `placement`."""
+    from b2tjax.plan.program_memory import GIB
+    from b2tjax.plan.split_plan import side_peaks
+
+    placement = {
+        "rollout_devices_per_host": cfg.mesh.rollout_devices,
+        "mesh": dict(train.shape),
+        "train_device_ids": [d.id for d in train.devices.flat],
+        "rollout_device_ids": [d.id for d in rollout.devices.flat],
+        "peak": {},
+    }
+    for side, p in side_peaks(programs).items():
+        placement["peak"][side] = {"program": p.label, "total_bytes": p.total_bytes}
+        share = f" ({p.total_bytes / hbm:.0%} of {hbm / GIB:g} GiB)" if hbm else ""
+        print(f"{side} side: at most {p.total_bytes / GIB:.3f} GiB per device{share}, in {p.label}")
+    return placement
+
+
+def mesh_line(train, rollout, cfg: TrainConfig) -> str:
+    """The mesh(es) of the plan's first line."""
+    from b2tjax.plan.program_memory import mesh_summary
+
+    if rollout is None:
+        return mesh_summary(train)
+    return (
+        f"train sub-mesh {mesh_summary(train)} + rollout sub-mesh {mesh_summary(rollout)} "
+        f"(mesh.rollout_devices={cfg.mesh.rollout_devices}: on each host the last {cfg.mesh.rollout_devices} "
+        "devices decode, the others train)"
+    )
 
 
 def print_kv_budget(cfg, model, mesh, chips: int) -> None:
@@ -157,6 +215,28 @@ def print_kv_budget(cfg, model, mesh, chips: int) -> None:
         memory_plan.analytic_sizes(cfg, model, mesh)["KV cache"],
     )
     print("\n".join(kv_lines), flush=True)
+
+
+def compile_programs(cfg: TrainConfig, mesh, rollout, only: tuple[str, ...], hbm: int) -> list:
+    """The programs of `only`, co-located on `mesh` or split between it and the `rollout` sub-mesh,
+    each table printed as soon as its program is compiled (minutes each for a large model)."""
+    from b2tjax.plan import memory_plan, program_memory
+    from b2tjax.plan.split_plan import split_programs
+
+    started = time.perf_counter()
+    programs = []
+    planned = (
+        memory_plan.plan_programs(cfg, mesh, only)
+        if rollout is None
+        else split_programs(cfg, mesh, rollout, only)
+    )
+    for program in planned:
+        programs.append(program)
+        print("\n" + program_memory.format_table(program, hbm), flush=True)
+    compiled = len({p.name for p in programs})  # the hand-over's two tables are one program
+    noun = "program" if compiled == 1 else "programs"
+    print(f"\ncompiled {compiled} {noun} in {time.perf_counter() - started:.0f}s")
+    return programs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,27 +265,26 @@ def main(argv: list[str] | None = None) -> int:
 
     # JAX: imported only after use_cpu_host set the environment it reads at start-up
     from b2tjax.plan import memory_plan, program_memory
-    from b2tjax.plan.targets import target_mesh
+    from b2tjax.plan.split_plan import plan_meshes
 
     try:
-        mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
+        mesh, rollout = plan_meshes(target, cfg.mesh)  # rollout: the split placement's sub-mesh
         model = memory_plan.plan_model_config(cfg)
     except (ValueError, UserError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     hbm = int(hbm_gib * program_memory.GIB)
-    print(describe(args.config, cfg, model, program_memory.mesh_summary(mesh), target, hbm_gib), flush=True)
+    decoding = target.chips if rollout is None else rollout.devices.size
+    print(
+        describe(args.config, cfg, model, mesh_line(mesh, rollout, cfg), target, hbm_gib, decoding),
+        flush=True,
+    )
     if cfg.task == "travel":
-        print_kv_budget(cfg, model, mesh, target.chips)
-    started = time.perf_counter()
-    programs = []
-    for program in memory_plan.plan_programs(cfg, mesh, only):
-        programs.append(program)
-        print("\n" + program_memory.format_table(program, hbm), flush=True)
-    noun = "program" if len(programs) == 1 else "programs"
-    print(f"\ncompiled {len(programs)} {noun} in {time.perf_counter() - started:.0f}s")
+        print_kv_budget(cfg, model, mesh if rollout is None else rollout, decoding)
+    programs = compile_programs(cfg, mesh, rollout, only, hbm)
+    placement = None if rollout is None else split_summary(cfg, mesh, rollout, programs, hbm)
     if args.json is not None:
-        write_figures(args.json, target, hbm, [program_memory.as_dict(p) for p in programs])
+        write_figures(args.json, target, hbm, [program_memory.as_dict(p) for p in programs], placement)
     problems = program_memory.failures(programs, hbm)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)

@@ -79,15 +79,33 @@ class Handover:
         """The union-mesh array of shards `side0` (train devices) and `side1` (rollout devices),
         each side laid out as `x` (no copy)."""
         parts = [*_datas(side0), *_datas(side1)]
-        sharding = NamedSharding(self.union, side_spec(x.sharding.spec, x.ndim))
-        return jax.make_array_from_single_device_arrays((2 * x.shape[0], *x.shape[1:]), sharding, parts)
+        union = self.on_union(x)
+        return jax.make_array_from_single_device_arrays(union.shape, union.sharding, parts)
+
+    def on_union(self, x: Any) -> jax.ShapeDtypeStruct:
+        """`x` (an array or ShapeDtypeStruct on a sub-mesh) as the union mesh's abstract array:
+        dim 0 doubled and split over 'side' first, each side laid out as `x`."""
+        sharding = NamedSharding(self.union, side_spec(x.sharding.spec, len(x.shape)))
+        return jax.ShapeDtypeStruct((2 * x.shape[0], *x.shape[1:]), x.dtype, sharding=sharding)
 
     def _prepare(self, leaves: list[jax.Array], olds: list[jax.Array]) -> None:
         """The resident filler and scratch, and the program (compiled once per model)."""
         self.layouts = _layouts(leaves, olds)
         self.filler = [_zeros(self.rollout, x.sharding.spec, x.shape, x.dtype) for x in leaves]
         self.scratch = [_zeros(self.train, o.sharding.spec, o.shape, o.dtype) for o in olds]
-        out_shardings = [NamedSharding(self.union, side_spec(o.sharding.spec, o.ndim)) for o in olds]
+        self.program = self.build_program(olds)
+
+    def lower(self, src: Any, dst: Any) -> Any:
+        """The hand-over program lowered for abstract `src` and `dst` (ShapeDtypeStructs with their
+        sub-meshes' shardings), checked as a real hand-over is: launch/plan.py compiles it."""
+        check_handover(src, dst, self.dtype, self.train, self.rollout)
+        olds = jax.tree.leaves(dst)
+        srcs = [self.on_union(x) for x in jax.tree.leaves(src)]
+        return self.build_program(olds).lower(srcs, [self.on_union(o) for o in olds])
+
+    def build_program(self, olds: list[Any]) -> Any:
+        """The jitted swap into the layouts of the sampler leaves `olds` (arrays or abstract)."""
+        out_shardings = [self.on_union(o).sharding for o in olds]
         dtypes = [o.dtype for o in olds]
 
         def swap(srcs: list[jax.Array], dsts: list[jax.Array]) -> list[jax.Array]:
@@ -95,7 +113,7 @@ class Handover:
             return [jnp.roll(x.astype(t), x.shape[0] // 2, axis=0) for x, t in zip(srcs, dtypes, strict=True)]
 
         # keep_unused: `dsts` is never read, only donated so the new arrays are written into it
-        self.program = jax.jit(swap, out_shardings=out_shardings, donate_argnums=(1,), keep_unused=True)
+        return jax.jit(swap, out_shardings=out_shardings, donate_argnums=(1,), keep_unused=True)
 
 
 def _layouts(leaves: list[jax.Array], olds: list[jax.Array]) -> list:

@@ -20,8 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from jax.sharding import Mesh
 
 from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
+from b2tjax.plan.abstract import abstract_outputs, memory_of, shard_bytes, shards, with_shardings
 from b2tjax.plan.attention import attention_note
 from b2tjax.plan.program_memory import GIB, ProgramMemory
 from b2tjax.plan.train_shapes import train_batch_shape
@@ -67,73 +67,6 @@ def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
     if cfg.task == "travel" and cfg.model.tokenizer == "sentencepiece":
         overrides.setdefault("vocab_size", cfg.model.sp_vocab_size)
     return recipe_rope(cfg, get_config(cfg.model.preset, **overrides))
-
-
-def with_shardings(shapes: Any, shardings: Any) -> Any:
-    """ShapeDtypeStructs of `shapes` carrying `shardings` (a tree of the same structure, whose
-    NamedShardings may stand where `shapes` has an nnx.Variable; None = unplaced)."""
-    if shardings is None:
-        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), shapes)
-
-    def place(sharding, shape):
-        if isinstance(shape, nnx.Variable):
-            return shape.replace(place(sharding, shape.get_value()))
-        return jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=sharding)
-
-    return jax.tree.map(place, shardings, shapes)
-
-
-def abstract_outputs(fn: Callable, *args: Any, mesh: Mesh | None = None) -> Any:
-    """What jitted `fn(*args)` returns, as ShapeDtypeStructs with the shardings the compiler gives
-    them. Compiles (cheaply: initialisers and casts), allocates nothing."""
-    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
-    shapes = jax.eval_shape(jitted, *args)
-    if mesh is None:
-        return with_shardings(shapes, None)
-    return with_shardings(shapes, on_mesh(jitted, mesh).lower(*args).compile().output_shardings)
-
-
-def shard_bytes(tree: Any) -> int:
-    """Bytes one device holds of the arrays in `tree` (ShapeDtypeStructs or arrays)."""
-    total = 0
-    for leaf in jax.tree.leaves(tree):
-        shape = leaf.shape
-        sharding = getattr(leaf, "sharding", None)
-        if sharding is not None:
-            shape = sharding.shard_shape(shape)
-        total += math.prod(shape) * jnp.dtype(leaf.dtype).itemsize
-    return total
-
-
-def memory_of(
-    name: str, lowered: Any, arguments: dict[str, Any], resident: dict[str, int], analytic: dict[str, int]
-) -> ProgramMemory:
-    """Compile `lowered` and read its memory analysis. The TPU compiler refuses a program that
-    does not fit the chip (RESOURCE_EXHAUSTED); that refusal is the plan's answer, not a crash."""
-    started = time.perf_counter()
-    groups = {k: shard_bytes(v) for k, v in arguments.items()}
-    try:
-        stats = lowered.compile().memory_analysis()
-    except jax.errors.JaxRuntimeError as err:
-        if "RESOURCE_EXHAUSTED" not in str(err):
-            raise
-        message = " ".join(str(err).split())[:300]
-        return ProgramMemory(name, groups, 0, 0, 0, 0, resident, analytic, error=message)
-    return ProgramMemory(
-        name=name,
-        arguments=groups,
-        argument_bytes=int(stats.argument_size_in_bytes),
-        output_bytes=int(stats.output_size_in_bytes),
-        alias_bytes=int(stats.alias_size_in_bytes),
-        temp_bytes=int(stats.temp_size_in_bytes),
-        resident=resident,
-        analytic=analytic,
-        compile_s=time.perf_counter() - started,
-    )
-
-
-def shards(mesh: Mesh | None, *axes: str) -> int:
-    return 1 if mesh is None else math.prod(mesh.shape[a] for a in axes)
 
 
 def analytic_sizes(
@@ -185,6 +118,9 @@ class PlanContext:
     sampler_state: Any  # abstract sampler weights (nnx.State) with the sampler's shardings
     sampler_weights: Any  # rollout.placement.SamplerWeights: create / refresh
     analytic: dict[str, int]
+    # one side of the split placement (b2tjax/plan/split_plan.py): the other side's arrays are not
+    # resident here, the hand-over's filler or scratch is (rollout/handover.py)
+    split: bool = False
 
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh | None) -> PlanContext:
@@ -237,7 +173,7 @@ def _state_shardings(state: nnx.State, mesh: Mesh) -> nnx.State:
     )
 
 
-def _train_step(ctx: PlanContext, phase: Phase) -> ProgramMemory:
+def train_step_memory(ctx: PlanContext, phase: Phase) -> ProgramMemory:
     """The SFT or GRPO optimizer step at the recipe's largest batch (`train_batch_shape`)."""
 
     cfg = ctx.cfg
@@ -266,10 +202,7 @@ def _train_step(ctx: PlanContext, phase: Phase) -> ProgramMemory:
         batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=advantages, ref_logprobs=ref)
     batch = fns.abstract_batch(batch)
     step = fns.sft_step if phase == Phase.SFT else fns.grpo_step
-    sampler_own = shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])
-    resident = {"sampler weights": sampler_own} if phase == Phase.GRPO else {}
-    if phase == Phase.GRPO and cfg.grpo.beta > 0:
-        resident["KL reference params"] = ctx.reference_bytes()
+    resident = _train_resident(ctx, phase)
     analytic = {k: ctx.analytic[k] for k in ("params", "optimizer state", "frozen base") if k in ctx.analytic}
     arguments = {"params": state.params, "optimizer state": state.opt_state, "batch": batch}
     if ctx.frozen:
@@ -285,6 +218,18 @@ def _train_step(ctx: PlanContext, phase: Phase) -> ProgramMemory:
             f"(data x fsdp): every device computes all of them; use a multiple of {row_devices}"
         )
     return plan
+
+
+def _train_resident(ctx: PlanContext, phase: Phase) -> dict[str, int]:
+    """Resident beside a GRPO step: the sampler's weights (split placement: the hand-over's scratch,
+    one sampler shard per train device, kept between hand-overs) and the KL reference."""
+    if phase != Phase.GRPO:
+        return {}
+    sampler = "hand-over scratch" if ctx.split else "sampler weights"
+    resident = {sampler: shard_bytes(ctx.sampler_weights.split(ctx.sampler_state)[1])}
+    if ctx.cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    return resident
 
 
 def _lora_note(ctx: PlanContext, optimizer_bytes: int) -> str:
@@ -303,11 +248,6 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
     """The jitted cast + reshard of the training weights into the sampler's (donated) copy."""
     weights = ctx.sampler_weights
     low = weights.refresh_own.lower(weights.split(ctx.train_layout)[1], weights.split(ctx.sampler_state)[1])
-    resident = {"optimizer state": ctx.analytic["optimizer state"]}
-    if ctx.frozen:
-        resident["frozen base"] = shard_bytes(ctx.frozen)
-    if ctx.cfg.grpo.beta > 0:
-        resident["KL reference params"] = ctx.reference_bytes()
     return memory_of(
         "sampler_refresh",
         low,
@@ -315,8 +255,32 @@ def _refresh(ctx: PlanContext) -> ProgramMemory:
             "params": weights.split(ctx.train_layout)[1],
             "sampler weights": weights.split(ctx.sampler_state)[1],
         },
-        resident,
+        refresh_resident(ctx),
         {k: ctx.analytic[k] for k in ("params", "sampler weights")},
+    )
+
+
+def refresh_resident(ctx: PlanContext) -> dict[str, int]:
+    """Resident beside the weights' refresh (or hand-over) on a device that trains: the rest of the
+    train state (the optimizer's moments, LoRA's frozen base) and the KL reference."""
+    resident = {"optimizer state": ctx.analytic["optimizer state"]}
+    if ctx.frozen:
+        resident["frozen base"] = shard_bytes(ctx.frozen)
+    if ctx.cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    return resident
+
+
+def abstract_rollout_arrays(ctx: PlanContext) -> tuple[Any, Any]:
+    """The sampler's abstract KV cache (rollout.kv_cache: a paged pool of rollout.pool_pages pages)
+    and next-token logits, laid out on the plan's mesh."""
+    cfg = ctx.cfg
+    pages = (cfg.rollout.page_size, cfg.rollout.pool_pages) if cfg.rollout.kv_cache == "paged" else None
+    return abstract_outputs(
+        lambda: new_rollout_arrays(
+            ctx.model, cfg.rollout.batch_rows, cfg.cache_len, DTYPES[cfg.cache_dtype], ctx.mesh, pages
+        ),
+        mesh=ctx.mesh,
     )
 
 
@@ -327,11 +291,7 @@ def rollout_lowered(ctx: PlanContext, only: tuple[str, ...]) -> tuple[dict[str, 
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))
-    pages = (cfg.rollout.page_size, cfg.rollout.pool_pages) if cfg.rollout.kv_cache == "paged" else None
-    cache, next_logits = abstract_outputs(
-        lambda: new_rollout_arrays(ctx.model, rows, cfg.cache_len, DTYPES[cfg.cache_dtype], mesh, pages),
-        mesh=mesh,
-    )
+    cache, next_logits = abstract_rollout_arrays(ctx)
     i32, f32 = jnp.int32, jnp.float32
     sds = jax.ShapeDtypeStruct
     vec = lambda dtype: sds((rows,), dtype)  # noqa: E731
@@ -360,37 +320,70 @@ def rollout_lowered(ctx: PlanContext, only: tuple[str, ...]) -> tuple[dict[str, 
     return lowered, cache
 
 
-def _rollout_programs(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
+def rollout_memory(ctx: PlanContext, only: tuple[str, ...]) -> Iterator[ProgramMemory]:
     """Memory of the rollout programs of `only` (`rollout_lowered`), each as it compiles."""
-    cfg = ctx.cfg
     lowered, cache = rollout_lowered(ctx, only)
-    resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
-    unshared = shard_bytes(ctx.frozen) - shard_bytes(ctx.sampler_weights.split(ctx.train_layout)[0])
-    if ctx.frozen and unshared:  # a mesh laying the base out otherwise than the sampler
-        resident["frozen base (training layout)"] = unshared
-    if cfg.grpo.beta > 0:
-        resident["KL reference params"] = ctx.reference_bytes()
+    resident = _rollout_resident(ctx)
     analytic = {k: ctx.analytic[k] for k in ("sampler weights", "KV cache")}
     groups = {"sampler weights": ctx.sampler_state, "KV cache": cache}
     for name, low in lowered.items():
         yield memory_of(name, low, groups, resident, analytic)
 
 
-PROGRAMS = ("sft_step", "grpo_step", "sampler_refresh", "rollout_prefill", "rollout_decode")
+def _rollout_resident(ctx: PlanContext) -> dict[str, int]:
+    """Resident beside the sampler's programs: the train state and KL reference (co-located), or on
+    the rollout sub-mesh only the hand-over's filler, one train shard of each parameter per device."""
+    own_train_layout = ctx.sampler_weights.split(ctx.train_layout)[1]
+    if ctx.split:
+        return {"hand-over filler": shard_bytes(own_train_layout)}
+    resident = {"train state (params + Adam)": ctx.analytic["params"] + ctx.analytic["optimizer state"]}
+    unshared = shard_bytes(ctx.frozen) - shard_bytes(ctx.sampler_weights.split(ctx.train_layout)[0])
+    if ctx.frozen and unshared:  # a mesh laying the base out otherwise than the sampler
+        resident["frozen base (training layout)"] = unshared
+    if ctx.cfg.grpo.beta > 0:
+        resident["KL reference params"] = ctx.reference_bytes()
+    return resident
+
+
+# the split placement compiles the weight hand-over in place of the refresh (b2tjax/plan/split_plan.py)
+PROGRAMS = (
+    "sft_step",
+    "grpo_step",
+    "sampler_refresh",
+    "weight_handover",
+    "rollout_prefill",
+    "rollout_decode",
+)
+
+
+def run_programs(cfg: TrainConfig, only: tuple[str, ...] = PROGRAMS) -> tuple[str, ...]:
+    """The names in `only` of the programs the run executes: SFT only with an SFT phase, the
+    sampler's (refresh or hand-over, prefill, decode) for the travel task."""
+    travel = cfg.task == "travel"
+    runs = {
+        "sft_step": cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0,
+        "grpo_step": cfg.mode in ("sft_grpo", "grpo"),
+        "sampler_refresh": travel and cfg.mode != "sft_only",
+        "weight_handover": travel and cfg.mode != "sft_only",
+        "rollout_prefill": travel,
+        "rollout_decode": travel,
+    }
+    return tuple(name for name in PROGRAMS if name in only and runs[name])
 
 
 def plan_programs(
     cfg: TrainConfig, mesh: Mesh | None, only: tuple[str, ...] = PROGRAMS
 ) -> Iterator[ProgramMemory]:
-    """Memory of the programs the run executes (SFT only with an SFT phase, rollout for the
-    travel task), restricted to the names in `only`, each as soon as it is compiled (a TPU
-    compile of a large model takes minutes per program)."""
+    """Memory of the co-located run's programs (`run_programs`; the split placement's are
+    b2tjax/plan/split_plan.py's), each as soon as it is compiled (a TPU compile of a large model
+    takes minutes per program)."""
     ctx = PlanContext.build(cfg, mesh)
-    if "sft_step" in only and cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0:
-        yield _train_step(ctx, Phase.SFT)
-    if "grpo_step" in only and cfg.mode in ("sft_grpo", "grpo"):
-        yield _train_step(ctx, Phase.GRPO)
-    if cfg.task == "travel" and "sampler_refresh" in only and cfg.mode != "sft_only":
+    names = run_programs(cfg, only)
+    if "sft_step" in names:
+        yield train_step_memory(ctx, Phase.SFT)
+    if "grpo_step" in names:
+        yield train_step_memory(ctx, Phase.GRPO)
+    if "sampler_refresh" in names:
         yield _refresh(ctx)
-    if cfg.task == "travel" and {"rollout_prefill", "rollout_decode"} & set(only):
-        yield from _rollout_programs(ctx, only)
+    if {"rollout_prefill", "rollout_decode"} & set(names):
+        yield from rollout_memory(ctx, names)

@@ -31,6 +31,10 @@ class ProgramMemory:
     notes: list[str] = dataclasses.field(default_factory=list)
     compile_s: float = 0.0
     error: str = ""  # the compiler's refusal (e.g. TPU out of memory); the program does not fit
+    # split placement (b2tjax/plan/split_plan.py): whose device the figures are, "train" or
+    # "rollout", and the mesh the program runs on; "" co-located (every device is both)
+    side: str = ""
+    placement: str = ""
 
     @property
     def peak_bytes(self) -> int:
@@ -39,6 +43,11 @@ class ProgramMemory:
     @property
     def total_bytes(self) -> int:
         return self.peak_bytes + sum(self.resident.values())
+
+    @property
+    def label(self) -> str:
+        """The name, with the mesh it runs on under the split placement."""
+        return f"{self.name} ({self.placement})" if self.placement else self.name
 
 
 def _gib(n: int) -> str:
@@ -58,7 +67,7 @@ def format_table(p: ProgramMemory, hbm_bytes: int) -> str:
     rows += [(f"resident: {k}", v, p.analytic.get(k)) for k, v in p.resident.items()]
     rows.append(("total", p.total_bytes, None))
     lines = [
-        f"{p.name} (per device)",
+        f"{p.name} (per device{', ' + p.placement if p.placement else ''})",
         f"| {'':<40} | {'GiB':>9} | {'analytic GiB':>12} |",
         f"|{'-' * 42}|{'-' * 11}|{'-' * 14}|",
     ]
@@ -90,9 +99,9 @@ def fits(p: ProgramMemory, hbm_bytes: int) -> bool:
 def failures(programs: list[ProgramMemory], hbm_bytes: int) -> list[str]:
     """One line per program that does not fit `hbm_bytes` with the headroom."""
     limit = int((1 - HEADROOM) * hbm_bytes)
-    refused = [f"{p.name} does not compile: {p.error}" for p in programs if p.error]
+    refused = [f"{p.label} does not compile: {p.error}" for p in programs if p.error]
     return refused + [
-        f"{p.name} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
+        f"{p.label} needs {p.total_bytes:,} bytes ({p.total_bytes / GIB:.2f} GiB) per device, more than "
         f"{limit:,} bytes ({limit / GIB:.2f} GiB = {1 - HEADROOM:.0%} of {hbm_bytes / GIB:.1f} GiB)"
         for p in programs
         if hbm_bytes and not p.error and not fits(p, hbm_bytes)

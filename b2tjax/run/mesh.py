@@ -9,7 +9,7 @@ coordinator binds that address only (b2tjax/run/coordinator.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import jax
 from jax.sharding import Mesh
@@ -44,7 +44,7 @@ def build_mesh(cfg: MeshConfig) -> Mesh | None:
     """The (data, fsdp, tensor) mesh the trainer runs on: every device, or with
     `mesh.rollout_devices` the train sub-mesh; None on a single device (plain jit, no sharding)."""
     if cfg.rollout_devices:
-        return make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=split_devices(cfg.rollout_devices)[0])
+        return split_meshes(cfg)[0]
     if jax.device_count() == 1 and cfg.data in (1, -1) and cfg.fsdp in (1, -1) and cfg.tensor in (1, -1):
         return None
     return make_mesh(cfg.data, cfg.fsdp, cfg.tensor)
@@ -56,17 +56,31 @@ def rollout_mesh(cfg: MeshConfig) -> Mesh | None:
     hand-over, rollout/handover.py, pairs each train device with one rollout device)."""
     if not cfg.rollout_devices:
         return build_mesh(cfg)
-    return make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=split_devices(cfg.rollout_devices)[1])
+    return split_meshes(cfg)[1]
 
 
-def split_devices(rollout_devices: int) -> tuple[list[jax.Device], list[jax.Device]]:
-    """(train devices, rollout devices): on each process the last `rollout_devices` of its local
-    devices decode, the others train, so both sub-meshes span every process. Only an even split is
-    supported (the sub-meshes must have one shape); anything else is a one-line UserError."""
+def split_meshes(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> tuple[Mesh, Mesh]:
+    """(train sub-mesh, rollout sub-mesh) of `mesh.rollout_devices`, both data x fsdp x tensor, over
+    `devices` (default: every process's; launch/plan.py passes a target's compile-only devices)."""
+    train, rollout = split_devices(cfg.rollout_devices, devices)
+    return (
+        make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=train),
+        make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=rollout),
+    )
+
+
+def split_devices(
+    rollout_devices: int, devices: Sequence[jax.Device] | None = None
+) -> tuple[list[jax.Device], list[jax.Device]]:
+    """(train devices, rollout devices) of `devices` (default: every process's): on each process
+    (host) the last `rollout_devices` of its devices decode, the others train, so both sub-meshes
+    span every process. Only an even split is supported (the sub-meshes must have one shape);
+    anything else is a one-line UserError."""
+    devices = list(jax.devices() if devices is None else devices)
     train: list[jax.Device] = []
     rollout: list[jax.Device] = []
-    for process in range(jax.process_count()):
-        local = [d for d in jax.devices() if d.process_index == process]
+    for process in sorted({d.process_index for d in devices}):
+        local = [d for d in devices if d.process_index == process]
         if 2 * rollout_devices != len(local):
             raise UserError(
                 f"mesh.rollout_devices={rollout_devices} must be half of each process's devices "
