@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import jax
 from jax.sharding import Mesh
 
-from b2tjax.config import MeshConfig
+from b2tjax.config import MeshConfig, TrainConfig
 from b2tjax.errors import UserError
 from b2tjax.run.coordinator import bind_address
 from models.sharding import make_mesh
@@ -89,6 +89,15 @@ def split_devices(
         train += local[: len(local) - rollout_devices]
         rollout += local[len(local) - rollout_devices :]
     return train, rollout
+
+
+def check_placement(cfg: TrainConfig, mesh: Mesh | None) -> None:
+    """The placement checks a trainer makes at start-up, before any phase runs."""
+    processes = jax.process_count()
+    mesh_shape = None if mesh is None else dict(mesh.shape)
+    check_rows_split(cfg.rollout.batch_rows, mesh_shape, processes)
+    during = cfg.rollout.decode_during_update and cfg.rollout.max_staleness > 0
+    check_concurrent_split(cfg.mesh.rollout_devices, during, jax.devices()[0].platform, processes)
 
 
 def check_rows_split(batch_rows: int, mesh_shape: Mapping[str, int] | None, processes: int) -> None:

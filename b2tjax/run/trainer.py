@@ -30,7 +30,7 @@ from b2tjax.grpo.update import grpo_update
 from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
-from b2tjax.run.mesh import build_mesh, check_concurrent_split, check_rows_split
+from b2tjax.run.mesh import build_mesh, check_placement
 from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
@@ -38,13 +38,7 @@ from b2tjax.run.streaming import StepRollouts
 from b2tjax.sft.batches import sft_step_batch
 from b2tjax.step.packing import row_devices
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
-from b2tjax.step.train_step import (
-    BoundModel,
-    StepFns,
-    TrainState,
-    init_train_state,
-    state_shardings,
-)
+from b2tjax.step.train_step import BoundModel, StepFns, TrainState, init_train_state, state_shardings
 from b2tjax.tasks.base import Task
 from models.sharding import state_shardings as param_shardings
 from rollout.engine import RolloutStopped
@@ -81,11 +75,7 @@ class Trainer:
         self.out = Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = build_mesh(cfg.mesh)
-        mesh_shape = dict(self.mesh.shape) if self.mesh is not None else None
-        check_rows_split(cfg.rollout.batch_rows, mesh_shape, jax.process_count())
-        during_update = cfg.rollout.decode_during_update and cfg.rollout.max_staleness > 0
-        platform = jax.devices()[0].platform
-        check_concurrent_split(cfg.mesh.rollout_devices, during_update, platform, jax.process_count())
+        check_placement(cfg, self.mesh)
         self.model_fn, params = BoundModel.from_model(model)
         self.frozen = BoundModel.frozen_of(model)  # LoRA's frozen base (empty for full fine-tuning)
         self.base = base_identity(cfg) if self.frozen else None
@@ -381,19 +371,17 @@ class Trainer:
             t_rollout = time.perf_counter() - t0
             if cfg.save_records and jax.process_index() == 0:  # every process holds all records
                 save_step_records(self.out / "records", global_step, batch.records)
-            t_update = time.perf_counter()
-            # with rollout.decode_during_update the next step's batch decodes meanwhile (streaming.py)
+            t_update = time.perf_counter()  # the next step may decode meanwhile (streaming.py)
             with rollouts.during(global_step, self.total_steps, lambda: guard.requested):
                 state, metrics = grpo_update(
                     cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
                 )
                 t_update = time.perf_counter() - t_update
             dt = time.perf_counter() - t0
-            tokens = sum(len(r.ids) for r in batch.records)
             counters["samples"] = counters.get("samples", 0) + len(batch.records)
-            metrics.update(batch.metrics)
             metrics.update(
-                tokens_per_s=tokens / dt,
+                batch.metrics,
+                tokens_per_s=sum(len(r.ids) for r in batch.records) / dt,
                 rollout_time_s=t_rollout,
                 update_time_s=t_update,
                 step_time_s=dt,
