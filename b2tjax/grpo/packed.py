@@ -22,7 +22,6 @@ import jax
 import numpy as np
 
 from b2tjax.config import TrainConfig
-from b2tjax.grpo.loss import record_normaliser
 from b2tjax.step.batch import TrainBatch, loss_positions, pad_length
 from b2tjax.step.packing import MicroBatch, Packing, pack_micro_batches, row_devices, tokens_computed
 from b2tjax.step.train_step import StepFns, TrainState
@@ -188,7 +187,7 @@ def _optimize(
     for _ in range(epochs):
         for members in np.array_split(rng.permutation(n), mini_batches):
             batches, micro_batches = packed_batches(fields, members, adv, shape)
-            norm = record_normaliser([fields["mask"][i] for i in members], fns.fixed_length)
+            norm = fns.normaliser([fields["mask"][i] for i in members])
             state, step_metrics = fns.accumulate(fns.grpo_grad, state, batches, norm)
             for k, v in jax.device_get(step_metrics).items():
                 sums[k] = sums.get(k, 0.0) + float(v)

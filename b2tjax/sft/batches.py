@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from b2tjax.config.schema import SFTConfig
-from b2tjax.grpo.loss import record_normaliser
 from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, stack_rows
 from b2tjax.step.packing import Packing, pack_micro_batches, tokens_computed
 from b2tjax.step.train_step import StepFns, TrainState
@@ -52,8 +51,7 @@ class SFTStep:
         """The optimizer step: scanned (padded), or micro-batch by micro-batch (packed)."""
         if self.masks is None:
             return fns.sft_step(state, fns.shard_batch(self.batches[0]))
-        norm = record_normaliser(self.masks, fns.fixed_length)
-        return fns.accumulate(fns.sft_grad, state, self.batches, norm)
+        return fns.accumulate(fns.sft_grad, state, self.batches, fns.normaliser(self.masks))
 
 
 def sft_step_batch(rows: Sequence[dict], sft: SFTConfig, row_devices: int = 1) -> SFTStep:

@@ -171,6 +171,10 @@ class StepFns:
             stats = micro_stats if stats is None else jax.tree.map(jnp.add, stats, micro_stats)
         return self.apply(state, grads, loss, stats)
 
+    def normaliser(self, masks: list[np.ndarray]) -> grpo.Normaliser:
+        """The whole mini-batch's counts from each record's own mask (`loss.record_normaliser`)."""
+        return grpo.record_normaliser(masks, self.fixed_length)
+
     def replicate(self, x: np.ndarray) -> jax.Array:
         """A host array the same on every process, replicated over the mesh's devices."""
         if self.mesh is None:
@@ -317,18 +321,7 @@ def make_step_fns(
         model_fn,
         dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab),
     )
-    if state_sharding is None:
-        jit_step = lambda f: jax.jit(f, donate_argnums=(0,))  # noqa: E731
-        jit_lp = jax.jit(logprobs)
-    else:
-        replicated = NamedSharding(mesh, PartitionSpec())
-        jit_step = lambda f: jax.jit(
-            f,
-            in_shardings=(state_sharding, None, None),  # noqa: E731
-            out_shardings=(state_sharding, replicated),
-            donate_argnums=(0,),
-        )
-        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None, None))
+    jit_step, jit_lp = _jitters(state_sharding, mesh), _jit_logprobs(logprobs, state_sharding)
     split = split_step(optimizer, schedule, state_sharding, mesh)
     return StepFns(
         grpo_step=WithFrozen(on_mesh(jit_step(grpo_step), mesh), frozen),
@@ -341,6 +334,25 @@ def make_step_fns(
         zero_grads=split.zeros,
         fixed_length=fixed_length,
     )
+
+
+def _jitters(state_sharding: Any, mesh: Mesh | None) -> Callable:
+    """f -> f jitted as a train step: the state donated, its layout pinned in and out on a mesh."""
+    if state_sharding is None:
+        return lambda f: jax.jit(f, donate_argnums=(0,))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return lambda f: jax.jit(
+        f,
+        in_shardings=(state_sharding, None, None),
+        out_shardings=(state_sharding, replicated),
+        donate_argnums=(0,),
+    )
+
+
+def _jit_logprobs(logprobs: Callable, state_sharding: Any) -> Callable:
+    if state_sharding is None:
+        return jax.jit(logprobs)
+    return jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None, None))
 
 
 def _logprob_pass(
