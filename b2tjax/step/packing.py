@@ -12,16 +12,17 @@ of 0.78-0.84 at best). So each micro-batch takes its own width: the rows (FFD at
 sorted by tokens, longest first, and cut into consecutive micro-batches (`micro_batch_plan`), each
 [rows, width] with width the narrowest of `width_buckets` (`row_widths` multiples of a 64-token
 granule, capacity / row_widths; the widest is `capacity`, the row launch/plan.py fits, so its
-shape bounds every program) holding its longest row, and rows from {micro_rows, and
-row_devices * 2^k under it}, always a multiple of the data x fsdp devices. The cut is the one
+shape bounds every program) holding its longest row, and rows `micro_rows` or one per data x fsdp
+device (`micro_sizes`), so always a multiple of the row devices. The cut is the one
 with the fewest tokens computed (then the fewest micro-batches): a dynamic programme over the
 sorted rows. A record longer than `capacity` gets a row of its own at its own 64-token bucket.
 
 Compiled shapes: each micro-batch runs its own gradient program (b2tjax/step/train_step.py), one
-compile per (rows, width) pair a run meets, times the loss-position widths K. At most
-`row_widths` x (1 + log2(micro_rows / row_devices)) pairs; with one row per device (the Qwen3
-recipes' micro_batch_size) at most `row_widths` (16 by default). benchmarks/bench_packing.py
-counts them over 50 steps (docs/TRAINING.md).
+compile per (rows, width) pair a run meets, times the loss-position widths K: at most
+2 x `row_widths` pairs (32 by default), `row_widths` with one row per device (micro_batch_size =
+data x fsdp, as most Qwen3 recipes), plus a pair per record longer than the budget.
+benchmarks/bench_packing.py counts them over 50 steps (13-18 pairs on the B2T and TravelPlanner
+lengths at 8 rows per micro-batch; docs/TRAINING.md).
 
 Everything is a pure function of the records' lengths: every JAX process holds the whole global
 batch and packs it alike, so the process count never changes which records share a row.
@@ -122,15 +123,11 @@ def width_of(tokens: int, widths: tuple[int, ...]) -> int:
 
 
 def micro_sizes(micro_rows: int, row_devices: int = 1) -> tuple[int, ...]:
-    """Rows a micro-batch may have: `micro_rows`, and `row_devices * 2^k` under it (every one a
-    multiple of the devices when `micro_rows` is; else the rows are replicated, any count)."""
+    """Rows a micro-batch may have: `micro_rows`, or one per device (`row_devices`, when
+    `micro_rows` splits over them; else 1, the rows replicated). Two sizes, not every multiple:
+    the same tokens computed on these length distributions at half the compiled shapes."""
     devices = row_devices if micro_rows % row_devices == 0 else 1
-    sizes = {micro_rows}
-    size = devices
-    while size < micro_rows:
-        sizes.add(size)
-        size *= 2
-    return tuple(sorted(sizes))
+    return tuple(sorted({devices, micro_rows}))
 
 
 def micro_batch_plan(

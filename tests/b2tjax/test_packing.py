@@ -52,8 +52,8 @@ def test_width_buckets_and_micro_batch_sizes():
     assert width_buckets(512, 1) == (512,)
     assert width_of(300, (256, 512)) == 512 and width_of(256, (256, 512)) == 256
     assert width_of(700, (256, 512)) == 704  # a record over the budget: its own bucket
-    assert micro_sizes(8) == (1, 2, 4, 8) and micro_sizes(8, 2) == (2, 4, 8) and micro_sizes(4, 4) == (4,)
-    assert micro_sizes(6, 4) == (1, 2, 4, 6)  # 6 rows do not split over 4 devices: replicated
+    assert micro_sizes(8) == (1, 8) and micro_sizes(8, 2) == (2, 8) and micro_sizes(4, 4) == (4,)
+    assert micro_sizes(6, 4) == (1, 6)  # 6 rows do not split over 4 devices: replicated
 
 
 def test_micro_batch_plan_by_hand():
