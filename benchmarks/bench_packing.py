@@ -8,8 +8,8 @@
    replacement) laid out padded (every record padded to the step's longest, a 64-token bucket) and
    packed (first-fit-decreasing into rows of `--row-tokens`, default the distribution's longest
    record's bucket, as `grpo.row_tokens: 0` takes the recipe's max_seq_len; micro-batches of at
-   most `--micro-rows` rows), at one row width and at `--row-widths` widths (each micro-batch the
-   narrowest holding its rows; b2tjax/step/packing.py). Per layout: tokens computed per step, the
+   most `--micro-rows` rows, split over `--row-devices` data x fsdp devices), at one row width and
+   at `--row-widths` widths (each micro-batch the narrowest holding its rows; b2tjax/step/packing.py). Per layout: tokens computed per step, the
    useful share (records' tokens / tokens computed), the distinct compiled shapes over the steps
    (padded: [records, T]; packed: a micro-batch's [rows, width]), and the host's wall and CPU time
    to lay a step out.

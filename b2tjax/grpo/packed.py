@@ -32,7 +32,7 @@ Fields = dict[str, list[np.ndarray]]  # per record, unpadded: ids, sampled, samp
 
 def grpo_row_tokens(cfg: TrainConfig) -> int:
     """The row budget: `grpo.row_tokens`, or 0 = the recipe's sequence bucket, the row length
-    launch/plan.py fits (no record is longer, so every step compiles one row length)."""
+    launch/plan.py fits (no record is longer, so no micro-batch is wider)."""
     return cfg.grpo.row_tokens or pad_length(cfg.rollout.max_seq_len)
 
 
@@ -63,6 +63,7 @@ class Shape(NamedTuple):
     row_widths: int
 
     def pack(self, lengths: list[int]) -> list[MicroBatch]:
+        """Records of `lengths` tokens in micro-batches of their own widths (`pack_micro_batches`)."""
         return pack_micro_batches(lengths, self.capacity, self.micro_rows, self.devices, self.row_widths)
 
 

@@ -151,11 +151,11 @@ class StepFns:
     sft_step: Callable  # (state, TrainBatch) -> (state, metrics)
     logprobs: Callable  # (params, ids, positions | None, segments | None) -> [M, b, T]: _logprob_pass
     mesh: Mesh | None
-    grpo_grad: Callable | None = None  # (params, grads, [1, b, T] batch, norm) -> (grads, loss, stats)
-    sft_grad: Callable | None = None  # the same for SFT's loss
-    apply: Callable | None = None  # (state, grads, loss, stats) -> (state, metrics)
-    zero_grads: Callable | None = None  # params -> zeros laid out like them
-    fixed_length: int = 0  # the "fixed_length" aggregation's constant
+    grpo_grad: Callable  # (params, grads, [1, b, T] batch, norm) -> (grads, loss, stats), packed
+    sft_grad: Callable  # the same for SFT's loss
+    apply: Callable  # (state, grads, loss, stats) -> (state, metrics)
+    zero_grads: Callable  # params -> zeros laid out like them
+    fixed_length: int  # the "fixed_length" aggregation's constant
 
     def accumulate(
         self, grad: Callable, state: TrainState, micro_batches: list[TrainBatch], norm: grpo.Normaliser
