@@ -9,10 +9,10 @@
    packed (first-fit-decreasing into rows of `--row-tokens`, default the distribution's longest
    record's bucket, as `grpo.row_tokens: 0` takes the recipe's max_seq_len; micro-batches of at
    most `--micro-rows` rows, split over `--row-devices` data x fsdp devices), at one row width and
-   at `--row-widths` widths (each micro-batch the narrowest holding its rows; b2tjax/step/packing.py). Per layout: tokens computed per step, the
-   useful share (records' tokens / tokens computed), the distinct compiled shapes over the steps
-   (padded: [records, T]; packed: a micro-batch's [rows, width]), and the host's wall and CPU time
-   to lay a step out.
+   at `--row-widths` widths (each micro-batch the narrowest holding its rows;
+   b2tjax/step/packing.py). Per layout: tokens computed per step, the useful share (records'
+   tokens / tokens computed), the distinct compiled shapes over the steps (padded: [records, T];
+   packed: a micro-batch's [rows, width]), and the host's wall and CPU time to lay a step out.
 2. A step-shaped case through the real `grpo_update` on the tiny Qwen3 (CPU, fp32): `--step-records`
    records whose lengths are the distribution scaled to at most `--step-max` tokens, multi-turn
    masks, 8 rows per micro-batch, packed at the default `grpo.row_widths`; wall and CPU seconds of
