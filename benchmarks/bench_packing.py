@@ -7,14 +7,19 @@
 1. Layout, on the length distribution: steps of `--records` records (drawn with a seeded RNG, with
    replacement) laid out padded (every record padded to the step's longest, a 64-token bucket) and
    packed (first-fit-decreasing into rows of `--row-tokens`, default the distribution's longest
-   record's bucket, as `grpo.row_tokens: 0` takes the recipe's max_seq_len). Per layout: tokens
-   computed per step, the useful share (records' tokens / tokens computed), the distinct compiled
-   shapes over the steps, and the host's wall and CPU time to lay a step out.
+   record's bucket, as `grpo.row_tokens: 0` takes the recipe's max_seq_len; micro-batches of at
+   most `--micro-rows` rows, split over `--row-devices` data x fsdp devices), at one row width and
+   at `--row-widths` widths (each micro-batch the narrowest holding its rows;
+   b2tjax/step/packing.py). Per layout: tokens computed per step, the useful share (records'
+   tokens / tokens computed), the distinct compiled shapes over the steps (padded: [records, T];
+   packed: a micro-batch's [rows, width]), and the host's wall and CPU time to lay a step out.
 2. A step-shaped case through the real `grpo_update` on the tiny Qwen3 (CPU, fp32): `--step-records`
    records whose lengths are the distribution scaled to at most `--step-max` tokens, multi-turn
-   masks; wall and CPU seconds of the update (compiled beforehand), median of `--repeats`, the
-   two layouts' updates interleaved; speed-ups by wall and by CPU time (the CPU time of the
-   process, all its threads, is the steadier figure on a loaded machine).
+   masks, 8 rows per micro-batch, packed at the default `grpo.row_widths`; wall and CPU seconds of
+   the update (compiled beforehand), median of `--repeats`, the two layouts' updates interleaved;
+   the train programs compiled (padded: the scanned step; packed: the gradient programs);
+   speed-ups by wall and by CPU time (the CPU time of the process, all its threads, is the
+   steadier figure on a loaded machine).
 
 The expert traces are tokenised with the data directory's own tokenizer (the tiny recipe's
 SentencePiece model, trained on the data when missing); with `--qwen3` the lengths are instead the
@@ -35,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from b2tjax.step.batch import pad_length
-from b2tjax.step.packing import pack_records
+from b2tjax.step.packing import pack_micro_batches, tokens_computed
 
 
 def trace_lengths(data: Path, benchmark: str) -> list[int]:
@@ -66,34 +71,32 @@ def timed(fn, *args):
     return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def layout_rows(lengths: list[int], records: int, steps: int, row_tokens: int, micro_rows: int, seed: int):
+def layout_rows(lengths: list[int], records: int, steps: int, shape: tuple[int, ...], seed: int):
     """Table rows (layout, tokens computed / step, useful share, shapes, wall ms, CPU ms) for steps
-    of `records` records drawn from `lengths`."""
+    of `records` records drawn from `lengths`: padded, packed at one row width, packed at
+    `widths` widths (`shape`: row tokens, rows per micro-batch, widths, row devices). A packed shape is a
+    micro-batch's (rows, width): one gradient program each (times the loss-position widths K)."""
+    row_tokens, micro_rows, widths, devices = shape
     rng = np.random.default_rng(seed)
     draws = [rng.choice(lengths, records).tolist() for _ in range(steps)]
     real = sum(sum(d) for d in draws)
     padded_shapes = {(records, pad_length(max(d))) for d in draws}
     padded_tokens = sum(records * pad_length(max(d)) for d in draws)
-    started = (time.perf_counter(), time.process_time())
-    packs = [pack_records(d, row_tokens, micro_rows) for d in draws]
-    wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
-    packed_tokens = sum(p.tokens_computed() for p in packs)
-    packed_shapes = {(p.micro, p.rows, p.width) for p in packs}
-    return [
-        ("padded", padded_tokens / steps, real / padded_tokens, len(padded_shapes), 0.0, 0.0),
-        (
-            "packed",
-            packed_tokens / steps,
-            real / packed_tokens,
-            len(packed_shapes),
-            1e3 * wall / steps,
-            1e3 * cpu / steps,
-        ),
-    ]
+    out = [("padded", padded_tokens / steps, real / padded_tokens, len(padded_shapes), 0.0, 0.0)]
+    for count in sorted({1, widths}):
+        started = (time.perf_counter(), time.process_time())
+        packs = [pack_micro_batches(d, row_tokens, micro_rows, devices, count) for d in draws]
+        wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
+        tokens = sum(tokens_computed(p) for p in packs)
+        shapes = {(mb.pack.rows, mb.pack.width) for p in packs for mb in p}
+        name = f"packed, {count} width{'s' if count > 1 else ''}"
+        out.append((name, tokens / steps, real / tokens, len(shapes), 1e3 * wall / steps, 1e3 * cpu / steps))
+    return out
 
 
 def step_case(lengths: list[int], records: int, step_max: int, repeats: int, seed: int) -> list[tuple]:
-    """(layout, rows, useful share, wall s, CPU s) of the real grpo_update, padded and packed."""
+    """(layout, rows, useful share, train programs compiled, wall s, CPU s) of the real
+    grpo_update, padded and packed."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -112,7 +115,7 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
     batch = RolloutBatch([_record(rng, n, EpisodeRecord) for n in sizes], {})
     model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
     model_fn, params = BoundModel.from_model(model)
-    updates, states, metrics = {}, {}, {}
+    updates, states, metrics, fns_of = {}, {}, {}, {}
     for packing in (False, True):
         cfg = TrainConfig()
         cfg.rollout.prompts_per_step, cfg.rollout.group_size = records // 8, 8
@@ -121,7 +124,7 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
         fns = make_step_fns(
             model_fn, optax.adamw(1e-5), lambda s: 1e-5, cfg.grpo, temperature=1.0, fixed_length=step_max
         )
-        updates[packing] = functools.partial(_update, cfg, fns, batch)
+        updates[packing], fns_of[packing] = functools.partial(_update, cfg, fns, batch), fns
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.adamw(1e-5))
         states[packing], metrics[packing] = updates[packing](state)  # compile
     times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
@@ -133,7 +136,9 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
     for packing in (False, True):
         wall, cpu = np.median(times[packing], axis=0)
         name = "packed" if packing else "padded"
-        out.append((name, metrics[packing]["rows"], metrics[packing]["useful_token_share"], wall, cpu))
+        step = fns_of[packing].grpo_grad if packing else fns_of[packing].grpo_step
+        m = metrics[packing]
+        out.append((name, m["rows"], m["useful_token_share"], step.fn._cache_size(), wall, cpu))
     return out
 
 
@@ -181,6 +186,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--row-tokens", type=int, default=0, help="row budget; 0 = the longest's bucket")
     parser.add_argument("--micro-rows", type=int, default=8, help="rows per micro-batch")
     parser.add_argument(
+        "--row-widths", type=int, default=16, help="packed micro-batches' widths (grpo.row_widths)"
+    )
+    parser.add_argument("--row-devices", type=int, default=1, help="data x fsdp devices of a micro-batch")
+    parser.add_argument(
         "--step-records", type=int, default=64, help="records of the grpo_update case; 0 = skip"
     )
     parser.add_argument("--step-max", type=int, default=512, help="longest record of the grpo_update case")
@@ -208,13 +217,20 @@ def main(argv: list[str] | None = None) -> int:
     row_tokens = args.row_tokens or pad_length(max(lengths))
     q = np.percentile(lengths, [50, 90, 100]).astype(int).tolist()
     print(f"lengths: {len(lengths)} from {source}; median {q[0]}, p90 {q[1]}, max {q[2]}")
-    print(f"rows of {row_tokens} tokens, micro-batches of at most {args.micro_rows} rows")
+    print(
+        f"rows of {row_tokens} tokens, micro-batches of at most {args.micro_rows} rows "
+        f"over {args.row_devices} row device(s)"
+    )
     columns = ["records/step", "layout", "tokens computed/step", "useful share", "compiled shapes"]
     print("| " + " | ".join([*columns, "layout wall ms", "layout CPU ms"]) + " |")
     print("|---|---|---|---|---|---|---|")
     for records in args.records:
         for name, tokens, share, shapes, wall, cpu in layout_rows(
-            lengths, records, args.steps, row_tokens, args.micro_rows, args.seed
+            lengths,
+            records,
+            args.steps,
+            (row_tokens, args.micro_rows, args.row_widths, args.row_devices),
+            args.seed,
         ):
             print(f"| {records} | {name} | {tokens:,.0f} | {share:.3f} | {shapes} | {wall:.2f} | {cpu:.2f} |")
     if args.step_records:
@@ -223,13 +239,14 @@ def main(argv: list[str] | None = None) -> int:
             f"\ngrpo_update, tiny Qwen3 on CPU: {args.step_records} records of at most {args.step_max} tokens"
         )
         print(
-            "| layout | rows | useful share | step wall s | step CPU s | speed-up (wall) | speed-up (CPU) |"
+            "| layout | rows | useful share | compiled train programs | step wall s | step CPU s "
+            "| speed-up (wall) | speed-up (CPU) |"
         )
-        print("|---|---|---|---|---|---|---|")
-        for name, n_rows, share, wall, cpu in rows:
+        print("|---|---|---|---|---|---|---|---|")
+        for name, n_rows, share, programs, wall, cpu in rows:
             print(
-                f"| {name} | {n_rows:.0f} | {share:.3f} | {wall:.2f} | {cpu:.2f} "
-                f"| {rows[0][3] / wall:.2f}x | {rows[0][4] / cpu:.2f}x |"
+                f"| {name} | {n_rows:.0f} | {share:.3f} | {programs} | {wall:.2f} | {cpu:.2f} "
+                f"| {rows[0][4] / wall:.2f}x | {rows[0][5] / cpu:.2f}x |"
             )
     return 0
 

@@ -131,6 +131,9 @@ class GRPOConfig:
     # record per row, padded to the step's longest
     packing: bool = False
     row_tokens: NonNegInt = 0  # tokens per packed row; 0 = rollout.max_seq_len's 64-token bucket
+    # packed micro-batches each take the narrowest of this many row widths (multiples of
+    # row_tokens / row_widths) holding their rows (b2tjax/step/packing.py); 1 = every row row_tokens
+    row_widths: PosInt = 16
     # rollout.max_staleness > 0 (the decoupled objective, b2tjax/grpo/offpolicy.py): each token's
     # importance weight pi_proximal / pi_behaviour is truncated at this cap.
     is_cap: PosFloat = 2.0
@@ -157,6 +160,7 @@ class SFTConfig:
     max_examples: NonNegInt = 0  # 0 = all traces
     packing: bool = False  # true: traces packed into rows of `row_tokens` (micro_batch_size counts rows)
     row_tokens: NonNegInt = 0  # tokens per packed row; 0 = max_seq_len's 64-token bucket
+    row_widths: PosInt = 16  # packed micro-batches' widths: multiples of row_tokens / row_widths
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=4))  # as `optim:`
 
 

@@ -16,6 +16,7 @@ from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 AggregationMode = Literal["seq_mean_token_mean", "token_mean", "fixed_length"]
 AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)
@@ -138,6 +139,18 @@ def batch_normaliser(mask: jax.Array, fixed_length: int, segment_ids: jax.Array 
         num_seqs=jnp.maximum(trained.astype(jnp.float32), 1.0),
         num_tokens=jnp.maximum(mask.sum(), 1.0),
         fixed_length=jnp.asarray(float(fixed_length), jnp.float32),
+    )
+
+
+def record_normaliser(masks: list, fixed_length: int) -> Normaliser:
+    """`batch_normaliser`'s counts from each record's own mask (one sequence each), on the host:
+    a packed mini-batch's micro-batches have different shapes and run one by one, and each must
+    divide by the whole mini-batch's counts. Sums of 0/1 masks, exact as the device's are."""
+    sums = [float(np.sum(m, dtype=np.float64)) for m in masks]
+    return Normaliser(
+        num_seqs=np.float32(max(sum(1 for x in sums if x > 0), 1)),
+        num_tokens=np.float32(max(sum(sums), 1.0)),
+        fixed_length=np.float32(fixed_length),
     )
 
 

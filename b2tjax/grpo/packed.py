@@ -2,25 +2,28 @@
 
 The same update as b2tjax/grpo/update.py's padded one, on the same records, advantages and
 mini-batches (the same seeded permutation, dealt alike), with each mini-batch's records packed
-first-fit-decreasing into rows of `grpo.row_tokens` (b2tjax/step/packing.py). The loss reads each
-record as its own segment: per-token advantages, per-segment sequence counts, attention within a
-segment, so loss, gradients and metrics equal the padded update's (tests/b2tjax/test_packing_loss.py).
+first-fit-decreasing into rows of `grpo.row_tokens`, the rows cut into micro-batches of their own
+width (`grpo.row_widths`; b2tjax/step/packing.py). The loss reads each record as its own segment:
+per-token advantages, per-segment sequence counts, attention within a segment; every micro-batch
+divides by the whole mini-batch's counts (`loss.record_normaliser`) and their gradients add up in
+one buffer before one optimizer update (`StepFns.accumulate`), so loss, gradients and metrics
+equal the padded update's (tests/b2tjax/test_packing_loss.py).
 
-The old and reference log-prob passes run once over all the step's records, packed the same way,
-and are taken back per record; each mini-batch then re-packs its records with them.
+The old and reference log-prob passes run over all the step's records, packed the same way (one
+call per micro-batch), and are taken back per record; each mini-batch then re-packs its records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from b2tjax.config import TrainConfig
-from b2tjax.grpo.layout import agree_on_maximum
-from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, to_micro
-from b2tjax.step.packing import Packing, pack_records, row_devices
+from b2tjax.step.batch import TrainBatch, loss_positions, pad_length
+from b2tjax.step.packing import MicroBatch, Packing, pack_micro_batches, row_devices, tokens_computed
 from b2tjax.step.train_step import StepFns, TrainState
 from rollout.record import EpisodeRecord
 
@@ -29,7 +32,7 @@ Fields = dict[str, list[np.ndarray]]  # per record, unpadded: ids, sampled, samp
 
 def grpo_row_tokens(cfg: TrainConfig) -> int:
     """The row budget: `grpo.row_tokens`, or 0 = the recipe's sequence bucket, the row length
-    launch/plan.py fits (no record is longer, so every step compiles one row length)."""
+    launch/plan.py fits (no record is longer, so no micro-batch is wider)."""
     return cfg.grpo.row_tokens or pad_length(cfg.rollout.max_seq_len)
 
 
@@ -51,25 +54,40 @@ def record_fields(cfg: TrainConfig, records: list[EpisodeRecord]) -> Fields:
     return out
 
 
-def packing_for(lengths: list[int], capacity: int, micro_rows: int, devices: int) -> Packing:
-    """`pack_records` with the row width agreed over JAX processes (like the padded path's T)."""
-    width = agree_on_maximum(pad_length(max([capacity, *lengths])))
-    return pack_records(lengths, capacity, micro_rows, devices, width)
+class Shape(NamedTuple):
+    """How a GRPO update packs: the row budget, rows per micro-batch, their devices, widths."""
+
+    capacity: int
+    micro_rows: int
+    devices: int
+    row_widths: int
+
+    def pack(self, lengths: list[int]) -> list[MicroBatch]:
+        """Records of `lengths` tokens in micro-batches of their own widths (`pack_micro_batches`)."""
+        return pack_micro_batches(lengths, self.capacity, self.micro_rows, self.devices, self.row_widths)
 
 
-def logprob_pass(fns: StepFns, fields: Fields, pack: Packing) -> Callable[..., list[np.ndarray]]:
+def logprob_pass(
+    fns: StepFns, fields: Fields, micro_batches: list[MicroBatch]
+) -> Callable[..., list[np.ndarray]]:
     """params -> each record's per-token log-probs under them (the old and reference passes),
-    read where the sampler recorded one (the gap) or the loss trains."""
-    micro = pack.micro
-    ids = fns.shard_rows(to_micro(pack.place(fields["ids"], np.int32), micro))
-    read = pack.place([np.maximum(s, m) * (np.arange(len(s)) > 0) for s, m in _pairs(fields)], np.float32)
-    segments = tuple(fns.shard_rows(to_micro(x, micro)) for x in pack.segments())
-    read_dev = fns.shard_rows(to_micro(loss_positions(read), micro))
+    read where the sampler recorded one (the gap) or the loss trains; one call per micro-batch."""
+    read = [np.maximum(s, m) * (np.arange(len(s)) > 0) for s, m in _pairs(fields)]
+    inputs = []
+    for mb in micro_batches:
+        ids = mb.pack.place([fields["ids"][i] for i in mb.members], np.int32)
+        positions = loss_positions(mb.pack.place([read[i] for i in mb.members], np.float32))
+        segments = tuple(fns.shard_rows(x[None]) for x in mb.pack.segments())
+        inputs.append((fns.shard_rows(ids[None]), fns.shard_rows(positions[None]), segments))
 
     def run(params) -> list[np.ndarray]:
-        lp = fns.host_rows(fns.logprobs(params, ids, read_dev, segments))
-        lp = lp.reshape(pack.total_rows, pack.width)
-        return [pack.take(lp, i) for i in range(len(fields["ids"]))]
+        out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(fields["ids"])
+        lps = [fns.logprobs(params, *x) for x in inputs]  # dispatched before any is read back
+        for mb, lp in zip(micro_batches, lps, strict=True):
+            lp = fns.host_rows(lp).reshape(mb.pack.rows, mb.pack.width)
+            for k, i in enumerate(mb.members):
+                out[i] = mb.pack.take(lp, k)
+        return out
 
     return run
 
@@ -78,25 +96,30 @@ def _pairs(fields: Fields):
     return zip(fields["sampled"], fields["mask"], strict=True)
 
 
-def packed_batch(
-    fields: Fields, members: np.ndarray, adv: np.ndarray, capacity: int, micro_rows: int, devices: int
-) -> tuple[TrainBatch, Packing]:
-    """The micro-batched TrainBatch of records `members`, packed (fields need old_lp, ref_lp)."""
-    pick = lambda name: [fields[name][i] for i in members]  # noqa: E731
-    pack = packing_for([len(x) for x in pick("ids")], capacity, micro_rows, devices)
+def packed_batches(
+    fields: Fields, members: np.ndarray, adv: np.ndarray, shape: Shape
+) -> tuple[list[TrainBatch], list[MicroBatch]]:
+    """The [1, rows, width] TrainBatches of records `members`, packed (fields need old_lp, ref_lp)."""
+    micro_batches = shape.pack([len(fields["ids"][i]) for i in members])
+    return [_micro_batch(fields, members[mb.members], adv, mb.pack) for mb in micro_batches], micro_batches
+
+
+def _micro_batch(fields: Fields, records: np.ndarray, adv: np.ndarray, pack: Packing) -> TrainBatch:
+    """One micro-batch's TrainBatch: records `records` (in `pack`'s order) placed in its rows."""
+    pick = lambda name: [fields[name][i] for i in records]  # noqa: E731
     mask = pack.place(pick("mask"), np.float32)
     segment_ids, token_positions = pack.segments()
     flat = TrainBatch(
         ids=pack.place(pick("ids"), np.int32),
         mask=mask,
         old_logprobs=pack.place(pick("old_lp"), np.float32),
-        advantages=pack.place([float(adv[i]) for i in members], np.float32),
+        advantages=pack.place([float(adv[i]) for i in records], np.float32),
         ref_logprobs=None if fields.get("ref_lp") is None else pack.place(pick("ref_lp"), np.float32),
         positions=loss_positions(mask),
         segment_ids=segment_ids,
         token_positions=token_positions,
     )
-    return flat.split(pack.micro), pack
+    return flat.split(1)
 
 
 def packed_update(
@@ -115,13 +138,14 @@ def packed_update(
     n = len(records)
     if n < g.mini_batches:
         raise ValueError(f"a step with {n} records cannot fill grpo.mini_batches={g.mini_batches}")
-    shape = (
+    shape = Shape(
         grpo_row_tokens(cfg),
         g.micro_batch_size or cfg.rollout_batch // g.mini_batches,
         row_devices(fns.mesh),
+        g.row_widths,
     )
     fields = record_fields(cfg, records)
-    logprobs_of = logprob_pass(fns, fields, packing_for([len(x) for x in fields["ids"]], *shape))
+    logprobs_of = logprob_pass(fns, fields, shape.pack([len(x) for x in fields["ids"]]))
     trainer_lp = logprobs_of(state.params)
     sampled = fields["sampled"]
     trained_tokens = float(sum(s.sum() for s in sampled))
@@ -149,26 +173,28 @@ def _optimize(
     state: TrainState,
     fields: Fields,
     adv: np.ndarray,
-    shape: tuple[int, int, int],
+    shape: Shape,
     mini_batches: int,
     epochs: int,
     seed: int,
 ) -> tuple[TrainState, dict[str, float]]:
-    """`epochs` passes in seeded random mini-batches (the padded path's permutation, dealt alike);
-    the steps' mean metrics, the rows computed per pass and the useful token share."""
+    """`epochs` passes in seeded random mini-batches (the padded path's permutation, dealt alike),
+    each an optimizer step over its micro-batches (`StepFns.accumulate`) dividing by the whole
+    mini-batch's counts; the steps' mean metrics, the rows computed per pass and the useful share."""
     rng = np.random.default_rng(seed)
     sums: dict[str, float] = {}
     updates = rows = computed = 0
     n = len(fields["ids"])
     for _ in range(epochs):
         for members in np.array_split(rng.permutation(n), mini_batches):
-            micro, pack = packed_batch(fields, members, adv, *shape)
-            state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
+            batches, micro_batches = packed_batches(fields, members, adv, shape)
+            norm = fns.normaliser([fields["mask"][i] for i in members])
+            state, step_metrics = fns.accumulate(fns.grpo_grad, state, batches, norm)
             for k, v in jax.device_get(step_metrics).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             updates += 1
-            rows += pack.total_rows
-            computed += pack.tokens_computed()
+            rows += sum(mb.pack.rows for mb in micro_batches)
+            computed += tokens_computed(micro_batches)
     real = epochs * sum(len(x) for x in fields["ids"])
     means = {k: v / updates for k, v in sums.items()}
     return state, {**means, "rows": rows / epochs, "useful_token_share": real / computed}

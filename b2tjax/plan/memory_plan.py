@@ -34,7 +34,7 @@ from b2tjax.config.schema import Phase
 from b2tjax.plan.abstract import abstract_outputs, memory_of, shard_bytes, shards, with_shardings
 from b2tjax.plan.attention import attention_note
 from b2tjax.plan.program_memory import GIB, ProgramMemory
-from b2tjax.plan.train_shapes import train_batch_shape
+from b2tjax.plan.train_shapes import packed_bound, train_batch_shape
 from b2tjax.run.adapters import abstract_run_model, base_init
 from b2tjax.run.model_build import recipe_rope
 from b2tjax.step.batch import TrainBatch
@@ -207,7 +207,9 @@ def train_step_memory(ctx: PlanContext, phase: Phase) -> ProgramMemory:
     arguments = {"params": state.params, "optimizer state": state.opt_state, "batch": batch}
     if ctx.frozen:
         arguments["frozen base"] = ctx.frozen
-    plan = memory_of(f"{phase}_step", step.lower(state, batch), arguments, resident, analytic)
+    extra, packed_note = packed_bound(shape, packed, shard_bytes(state.params))
+    plan = memory_of(f"{phase}_step", step.lower(state, batch), arguments, resident | extra, analytic)
+    plan.notes += [packed_note] if packed else []
     if ctx.frozen:
         plan.notes.append(_lora_note(ctx, plan.arguments["optimizer state"]))
     plan.notes.append(attention_note(cfg, ctx.model, ctx.mesh, micro_rows, shape[-1]))

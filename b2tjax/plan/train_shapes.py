@@ -23,3 +23,22 @@ def train_batch_shape(cfg: TrainConfig, phase: Phase) -> tuple[tuple[int, int, i
     micro_rows = micro_rows or rows
     width = pad_length(max(budget, length)) if packing else pad_length(length)
     return (rows // micro_rows, micro_rows, width), packing
+
+
+def packed_bound(shape: tuple[int, int, int], packed: bool, grad_bytes: int) -> tuple[dict[str, int], str]:
+    """What a packed step holds beyond the planned one-shape step ([micro-batches, rows, T]), as
+    residents, and a note saying why. It runs a gradient program per micro-batch shape (at most
+    [rows, T]) adding into a gradient buffer, then the apply program (the optimizer update): the
+    planned step holds their work, and its scan carries the same buffer, but with one micro-batch it
+    keeps no buffer, so the buffer (`grad_bytes` a device) is added then
+    (tests/b2tjax/test_memory_plan.py measures both programs against this bound)."""
+    if not packed:
+        return {}, ""
+    rows, width = shape[1:]
+    note = (
+        f"packed: a gradient program per micro-batch shape (at most {rows} rows x {width}) into a "
+        "gradient buffer, then the apply program (optimizer update); bounded by this program"
+    )
+    if shape[0] > 1:
+        return {}, note + " (its scan carries the buffer)"
+    return {"packed gradient buffer": grad_bytes}, note + " plus the buffer"

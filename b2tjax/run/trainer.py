@@ -287,10 +287,10 @@ class Trainer:
         for phase_step in range(start.phase_step + 1, self.sft_steps + 1):
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
-            batch, layout = sft_step_batch(rows, cfg.sft, row_devices(fns.mesh))
-            tokens = int(batch.mask.sum())
-            state, metrics = fns.sft_step(state, fns.shard_batch(batch))
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()} | layout
+            step = sft_step_batch(rows, cfg.sft, row_devices(fns.mesh))
+            tokens = step.tokens
+            state, metrics = step.run(fns, state)
+            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()} | step.layout
             dt = time.perf_counter() - t0
             counters["sft_tokens"] = counters.get("sft_tokens", 0) + tokens
             metrics.update(tokens_per_s=tokens / dt, step_time_s=dt, skipped=int(state.skipped))

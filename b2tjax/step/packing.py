@@ -6,13 +6,23 @@ rows of `capacity` tokens; a row carries `segment_ids` (record k of the row is s
 ...; 0 = padding) and `token_positions` (0, 1, ... restarting per record), so the model attends
 within a record only and each record sees the positions it was sampled at.
 
-Shapes. A row is `capacity` tokens, or wider when a record is longer than the budget (that record
-gets a row of its own; the step's rows then take its 64-token bucket). The rows of one optimizer
-step are `micro` micro-batches of `rows` rows (`packed_shape`): the fewest micro-batches of at most
-`micro_rows` rows, evenly filled, so under one row per micro-batch (per device) is padding. The
-step compiles once per (micro, rows) pair a run meets (times the loss-position widths K): the
-micro-batch count is at most the padded layout's, and a run's steps pack to a narrow band of row
-counts (benchmarks/bench_packing.py counts them: 2-6 shapes over 50 steps).
+Shapes: per-micro-batch row widths. Rows as wide as the longest record waste what the shorter
+records' rows leave empty (most B2T records are over half a row, so they cannot pair: a share
+of 0.78-0.84 at best). So each micro-batch takes its own width: the rows (FFD at `capacity`) are
+sorted by tokens, longest first, and cut into consecutive micro-batches (`micro_batch_plan`), each
+[rows, width] with width the narrowest of `width_buckets` (`row_widths` multiples of a 64-token
+granule, capacity / row_widths; the widest is `capacity`, the row launch/plan.py fits, so its
+shape bounds every program) holding its longest row, and rows `micro_rows` or one per data x fsdp
+device (`micro_sizes`), so always a multiple of the row devices. The cut is the one
+with the fewest tokens computed (then the fewest micro-batches): a dynamic programme over the
+sorted rows. A record longer than `capacity` gets a row of its own at its own 64-token bucket.
+
+Compiled shapes: each micro-batch runs its own gradient program (b2tjax/step/train_step.py), one
+compile per (rows, width) pair a run meets, times the loss-position widths K: at most
+2 x `row_widths` pairs (32 by default), `row_widths` with one row per device (micro_batch_size =
+data x fsdp, as most Qwen3 recipes), plus a pair per record longer than the budget.
+benchmarks/bench_packing.py counts them over 50 steps (13-18 pairs on the B2T and TravelPlanner
+lengths at 8 rows per micro-batch; docs/TRAINING.md).
 
 Everything is a pure function of the records' lengths: every JAX process holds the whole global
 batch and packs it alike, so the process count never changes which records share a row.
@@ -55,56 +65,21 @@ def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
     return bins
 
 
-def packed_shape(rows: int, micro_rows: int, row_devices: int = 1) -> tuple[int, int]:
-    """(micro-batches, rows per micro-batch) for `rows` packed rows: as few micro-batches of at most
-    `micro_rows` rows as hold them, evenly filled, each a multiple of `row_devices` rows where
-    `micro_rows` is (so every device gets rows). Under `row_devices` rows per micro-batch pad."""
-    micro = max(1, -(-rows // micro_rows))
-    width = -(-rows // micro)
-    if micro_rows % row_devices == 0:
-        width = -(-width // row_devices) * row_devices
-    return micro, width
-
-
-def balanced_slots(row_tokens: list[int], micro: int, rows: int, row_devices: int = 1) -> list[int]:
-    """Slot (micro-batch * rows + row) of each packed row: longest row first to the emptiest group
-    with room, a group being one device's share of one micro-batch (`rows / row_devices` rows, when
-    that divides), so micro-batches and the devices splitting them get about equal tokens."""
-    shards = row_devices if rows % row_devices == 0 else 1
-    per_group = rows // shards
-    load = np.zeros(micro * shards, np.int64)
-    used = np.zeros(micro * shards, np.int64)
-    slots = [0] * len(row_tokens)
-    for r in sorted(range(len(row_tokens)), key=lambda i: (-row_tokens[i], i)):
-        open_groups = np.flatnonzero(used < per_group)
-        g = int(open_groups[np.argmin(load[open_groups])])  # argmin: the first of equal loads
-        m, shard = divmod(g, shards)
-        slots[r] = m * rows + shard * per_group + int(used[g])
-        load[g] += row_tokens[r]
-        used[g] += 1
-    return slots
-
-
 @dataclasses.dataclass(frozen=True)
 class Packing:
-    """Where each record lies in a packed [micro * rows, width] array: row, first token, length."""
+    """Where each record lies in a packed [rows, width] array: row, first token, length."""
 
     row: np.ndarray  # [records] int
     start: np.ndarray  # [records] int
     length: np.ndarray  # [records] int
-    micro: int
-    rows: int  # per micro-batch
+    rows: int
     width: int
 
-    @property
-    def total_rows(self) -> int:
-        return self.micro * self.rows
-
     def segments(self) -> tuple[np.ndarray, np.ndarray]:
-        """(segment_ids, token_positions), int32 [total_rows, width]: record k of a row (in start
+        """(segment_ids, token_positions), int32 [rows, width]: record k of a row (in start
         order) is segment k (from 1), positions count from 0 in each; padding 0 and 0."""
-        seg = np.zeros((self.total_rows, self.width), np.int32)
-        pos = np.zeros((self.total_rows, self.width), np.int32)
+        seg = np.zeros((self.rows, self.width), np.int32)
+        pos = np.zeros((self.rows, self.width), np.int32)
         count: dict[int, int] = {}
         for i in np.lexsort((self.start, self.row)):  # by row, then start
             r, s, n = int(self.row[i]), int(self.start[i]), int(self.length[i])
@@ -115,40 +90,108 @@ class Packing:
 
     def place(self, values: list, dtype, fill=0) -> np.ndarray:
         """Per-record 1-D sequences (record i: `length[i]` entries; a scalar is spread over its
-        tokens) -> [total_rows, width] array."""
-        out = np.full((self.total_rows, self.width), fill, dtype)
+        tokens) -> [rows, width] array."""
+        out = np.full((self.rows, self.width), fill, dtype)
         for i, v in enumerate(values):
             r, s, n = int(self.row[i]), int(self.start[i]), int(self.length[i])
             out[r, s : s + n] = np.asarray(v, dtype)[:n] if np.ndim(v) else v
         return out
 
     def take(self, packed: np.ndarray, i: int) -> np.ndarray:
-        """Record i's entries of a [total_rows, width] array."""
+        """Record i's entries of a [rows, width] array."""
         s = int(self.start[i])
         return packed[int(self.row[i]), s : s + int(self.length[i])]
 
     def tokens_computed(self) -> int:
-        return self.total_rows * self.width
+        return self.rows * self.width
 
 
-def pack_records(
-    lengths: list[int], capacity: int, micro_rows: int, row_devices: int = 1, width: int | None = None
-) -> Packing:
-    """Records of `lengths` tokens packed into rows of `capacity` (FFD), the rows balanced over
-    micro-batches and devices (`balanced_slots`). `width` (>= every row's need) fixes the row
-    length, e.g. one agreed over processes; by default `capacity`, or the longest record's
-    64-token bucket when a record is longer."""
+def width_buckets(capacity: int, count: int) -> tuple[int, ...]:
+    """The row widths a micro-batch may take: multiples of a 64-token granule (`capacity / count`
+    rounded up), the widest `capacity`'s 64-token bucket; a few, so the steps compile a few shapes."""
+    if count < 1:
+        raise ValueError(f"row widths must be >= 1, got {count}")
+    top = pad_length(capacity)
+    granule = pad_length(-(-top // count))
+    return tuple(sorted({min(top, granule * k) for k in range(1, count + 1)}))
+
+
+def width_of(tokens: int, widths: tuple[int, ...]) -> int:
+    """The narrowest of `widths` holding `tokens`; a longer row (one record over the budget): its
+    own 64-token bucket."""
+    return next((w for w in widths if tokens <= w), pad_length(tokens))
+
+
+def micro_sizes(micro_rows: int, row_devices: int = 1) -> tuple[int, ...]:
+    """Rows a micro-batch may have: `micro_rows`, or one per device (`row_devices`, when
+    `micro_rows` splits over them; else 1, the rows replicated). Two sizes, not every multiple:
+    the same tokens computed on these length distributions at half the compiled shapes."""
+    devices = row_devices if micro_rows % row_devices == 0 else 1
+    return tuple(sorted({devices, micro_rows}))
+
+
+def micro_batch_plan(
+    row_tokens: list[int], widths: tuple[int, ...], sizes: tuple[int, ...]
+) -> list[tuple[int, int, int]]:
+    """Micro-batches of rows of `row_tokens` tokens sorted longest first: consecutive runs, each
+    padded to the smallest of `sizes` holding it and as wide as its first (longest) row needs; the
+    cut with the fewest tokens computed, then the fewest micro-batches (a dynamic programme over
+    the run ends). (first row, stop, rows, width) per micro-batch, in row order."""
+    n = len(row_tokens)
+    best: list[tuple[int, int]] = [(0, 0)] + [(1 << 62, 0)] * n  # (tokens, micro-batches)
+    cut = [(0, 0, 0)] * (n + 1)  # (first, rows, width) of the micro-batch ending at j
+    for j in range(1, n + 1):
+        for k in range(1, min(sizes[-1], j) + 1):
+            first = j - k
+            rows = next(s for s in sizes if s >= k)
+            width = width_of(row_tokens[first], widths)
+            cost = (best[first][0] + rows * width, best[first][1] + 1)
+            if cost < best[j]:
+                best[j], cut[j] = cost, (first, rows, width)
+    plan, j = [], n
+    while j > 0:
+        first, rows, width = cut[j]
+        plan.append((first, j, rows, width))
+        j = first
+    return plan[::-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class MicroBatch:
+    """One micro-batch of a packed mini-batch: its records (indices into the mini-batch's) and
+    where each lies in its own [rows, width] array (`pack`, over `members` in that order)."""
+
+    members: np.ndarray  # [records] int
+    pack: Packing
+
+
+def pack_micro_batches(
+    lengths: list[int], capacity: int, micro_rows: int, row_devices: int = 1, row_widths: int = 16
+) -> list[MicroBatch]:
+    """Records of `lengths` tokens packed first-fit-decreasing into rows of `capacity`, the rows
+    cut into micro-batches of their own width (`micro_batch_plan`), widest first. A pure function
+    of the lengths: every JAX process packs the global batch alike."""
     bins = first_fit_decreasing(lengths, capacity)
-    width = pad_length(max([capacity, *lengths])) if width is None else width
-    if width < max([0] + list(lengths)):
-        raise ValueError(f"row width {width} is shorter than a record of {max(lengths)} tokens")
-    micro, rows = packed_shape(len(bins), micro_rows, row_devices)
-    slots = balanced_slots([sum(lengths[i] for i in b) for b in bins], micro, rows, row_devices)
-    row = np.zeros(len(lengths), np.int64)
-    start = np.zeros(len(lengths), np.int64)
-    for b, members in enumerate(bins):
-        offset = 0
-        for i in members:
-            row[i], start[i] = slots[b], offset
-            offset += lengths[i]
-    return Packing(row, start, np.asarray(lengths, np.int64), micro, rows, width)
+    tokens = [sum(lengths[i] for i in b) for b in bins]
+    order = sorted(range(len(bins)), key=lambda b: (-tokens[b], b))
+    plan = micro_batch_plan(
+        [tokens[b] for b in order], width_buckets(capacity, row_widths), micro_sizes(micro_rows, row_devices)
+    )
+    return [
+        _micro_batch(lengths, [bins[b] for b in order[first:stop]], rows, width)
+        for first, stop, rows, width in plan
+    ]
+
+
+def _micro_batch(lengths: list[int], bins: list[list[int]], rows: int, width: int) -> MicroBatch:
+    """The MicroBatch of `bins` (record indices per row, in placement order) in [rows, width]."""
+    members = np.asarray([i for b in bins for i in b], np.int64)
+    row = np.asarray([r for r, b in enumerate(bins) for _ in b], np.int64)
+    start = np.asarray([sum(lengths[j] for j in b[:k]) for b in bins for k in range(len(b))], np.int64)
+    length = np.asarray([lengths[i] for i in members], np.int64)
+    return MicroBatch(members, Packing(row, start, length, rows, width))
+
+
+def tokens_computed(micro_batches: list[MicroBatch]) -> int:
+    """Tokens a packed mini-batch computes: rows x width summed over its micro-batches."""
+    return sum(m.pack.tokens_computed() for m in micro_batches)

@@ -8,6 +8,13 @@ Batches are laid out [M, b, T]: M micro-batches of b rows. The step scans over M
 gradients; every micro-batch divides by normalisers computed over the whole [M, b, T] batch, so
 the sum equals the one-batch loss exactly (see grpo.py).
 
+Packed mini-batches (b2tjax/step/packing.py) have micro-batches of different shapes, which one
+scan cannot hold; they run as a gradient program per micro-batch (`grpo_grad` / `sft_grad`,
+compiled once per [rows, width] shape, adding into a donated gradient buffer) and one apply program
+(`apply`: the same optimizer update as the scanned steps'), with the normaliser counted over the
+whole mini-batch on the host (`loss.record_normaliser`), so the loss and gradients are the ones
+the one-shape steps would give (`StepFns.accumulate`).
+
 `init_train_state` shards the optimizer moments like the parameters (`opt_state_shardings`);
 `abstract_train_state` is its shape-only twin (what launch/plan.py lowers). `StepFns` members are
 `models.sharding.MeshBound` on a mesh: call them, or `.lower(...)` them, with the mesh set.
@@ -18,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,20 +36,13 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from b2tjax.grpo import loss as grpo
+from b2tjax.step.accumulate import TrainState, accumulate_scan, split_step, update
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.logprobs import position_logprobs, sequence_logprobs, spread_positions
-from b2tjax.step.optim import apply_if_finite
 from models.lora import has_lora
 from models.sharding import on_mesh
 
 Params = dict  # nnx.to_pure_dict layout
-
-
-class TrainState(NamedTuple):
-    params: Params
-    opt_state: Any
-    step: jax.Array  # int32 optimizer steps attempted
-    skipped: jax.Array  # int32 steps skipped for a non-finite loss or gradient
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,52 +139,6 @@ def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro
         return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
 
 
-def _accumulate(micro_loss: Callable, params, batch: TrainBatch, norm, frozen):
-    """Sum loss, grads and stats over the leading micro-batch axis with lax.scan (gradients with
-    respect to `params` only: the frozen base gets none)."""
-    grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
-    if batch.ids.shape[0] == 1:  # one micro-batch: no scan, no zero-filled accumulators to add to
-        with jax.named_scope("forward_backward"):
-            (loss, stats), grads = grad_fn(params, jax.tree.map(lambda x: x[0], batch), norm, frozen)
-        return loss, grads, stats
-
-    def body(carry, micro):
-        loss_sum, grads_sum, stats_sum = carry
-        # the forward ops keep their scopes (forward, logprobs, loss); JAX names the backward ones
-        # transpose(jvp(...)) of them, all under this scope
-        with jax.named_scope("forward_backward"):
-            (loss, stats), grads = grad_fn(params, micro, norm, frozen)
-        grads_sum = jax.tree.map(jnp.add, grads_sum, grads)
-        stats_sum = jax.tree.map(jnp.add, stats_sum, stats)
-        return (loss_sum + loss, grads_sum, stats_sum), None
-
-    first = jax.tree.map(lambda x: x[0], batch)
-    stats_shape = jax.eval_shape(lambda: micro_loss(params, first, norm, frozen)[1])
-    zeros = (
-        jnp.zeros((), jnp.float32),
-        jax.tree.map(jnp.zeros_like, params),
-        jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape),
-    )
-    (loss, grads, stats), _ = jax.lax.scan(body, zeros, batch)
-    return loss, grads, stats
-
-
-def _update(optimizer, schedule, state: TrainState, loss, grads, stats):
-    with jax.named_scope("optimizer_update"):
-        params, opt_state, applied, grad_norm = apply_if_finite(
-            optimizer, state.params, state.opt_state, grads, loss
-        )
-    metrics = dict(
-        stats,
-        loss=loss,
-        grad_norm=grad_norm,
-        applied=applied.astype(jnp.float32),
-        lr=schedule(state.step - state.skipped),
-    )
-    new_state = TrainState(params, opt_state, state.step + 1, state.skipped + (1 - applied.astype(jnp.int32)))
-    return new_state, metrics
-
-
 # ----------------------------------------------------------------------------------------------
 # Step builders
 
@@ -197,6 +151,38 @@ class StepFns:
     sft_step: Callable  # (state, TrainBatch) -> (state, metrics)
     logprobs: Callable  # (params, ids, positions | None, segments | None) -> [M, b, T]: _logprob_pass
     mesh: Mesh | None
+    grpo_grad: Callable  # (params, grads, [1, b, T] batch, norm) -> (grads, loss, stats), packed
+    sft_grad: Callable  # the same for SFT's loss
+    apply: Callable  # (state, grads, loss, stats) -> (state, metrics)
+    zero_grads: Callable  # params -> zeros laid out like them
+    fixed_length: int  # the "fixed_length" aggregation's constant
+
+    def accumulate(
+        self, grad: Callable, state: TrainState, micro_batches: list[TrainBatch], norm: grpo.Normaliser
+    ) -> tuple[TrainState, dict]:
+        """One optimizer step over micro-batches of any shapes (host arrays, [1, b, T] each), by
+        `grad` (`grpo_grad` or `sft_grad`), all dividing by `norm` (the whole mini-batch's): the
+        gradients add up in one donated buffer, losses and stats in the scanned steps' order."""
+        norm = grpo.Normaliser(*(self.replicate(np.float32(x)) for x in norm))
+        grads, loss, stats = self.zero_grads(state.params), None, None
+        for micro in micro_batches:
+            grads, micro_loss, micro_stats = grad(state.params, grads, self.shard_batch(micro), norm)
+            loss = micro_loss if loss is None else loss + micro_loss
+            stats = micro_stats if stats is None else jax.tree.map(jnp.add, stats, micro_stats)
+        return self.apply(state, grads, loss, stats)
+
+    def normaliser(self, masks: list[np.ndarray]) -> grpo.Normaliser:
+        """The whole mini-batch's counts from each record's own mask (`loss.record_normaliser`)."""
+        return grpo.record_normaliser(masks, self.fixed_length)
+
+    def replicate(self, x: np.ndarray) -> jax.Array:
+        """A host array the same on every process, replicated over the mesh's devices."""
+        if self.mesh is None:
+            return jnp.asarray(x)
+        sharding = NamedSharding(self.mesh, PartitionSpec())
+        if jax.process_count() == 1:
+            return jax.device_put(x, sharding)
+        return jax.make_array_from_callback(np.shape(x), sharding, lambda index: np.asarray(x)[index])
 
     def shard_batch(self, batch: TrainBatch) -> TrainBatch:
         """A micro-batched TrainBatch of host arrays on devices (`shard_rows` for each array)."""
@@ -322,38 +308,51 @@ def make_step_fns(
 
     def grpo_step(state: TrainState, batch: TrainBatch, frozen: Params):
         norm = grpo.batch_normaliser(batch.mask, fixed_length, batch.segment_ids)
-        loss, grads, stats = _accumulate(grpo_loss, state.params, batch, norm, frozen)
-        return _update(optimizer, schedule, state, loss, grads, stats)
+        loss, grads, stats = accumulate_scan(grpo_loss, state.params, batch, norm, frozen)
+        return update(optimizer, schedule, state, loss, grads, stats)
 
     def sft_step(state: TrainState, batch: TrainBatch, frozen: Params):
         norm = grpo.batch_normaliser(batch.mask, fixed_length)
-        loss, grads, stats = _accumulate(sft_loss, state.params, batch, norm, frozen)
-        return _update(optimizer, schedule, state, loss, grads, stats)
+        loss, grads, stats = accumulate_scan(sft_loss, state.params, batch, norm, frozen)
+        return update(optimizer, schedule, state, loss, grads, stats)
 
     logprobs = functools.partial(
         _logprob_pass,
         model_fn,
         dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab),
     )
-    if state_sharding is None:
-        jit_step = lambda f: jax.jit(f, donate_argnums=(0,))  # noqa: E731
-        jit_lp = jax.jit(logprobs)
-    else:
-        replicated = NamedSharding(mesh, PartitionSpec())
-        jit_step = lambda f: jax.jit(
-            f,
-            in_shardings=(state_sharding, None, None),  # noqa: E731
-            out_shardings=(state_sharding, replicated),
-            donate_argnums=(0,),
-        )
-        jit_lp = jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None, None))
-
+    jit_step, jit_lp = _jitters(state_sharding, mesh), _jit_logprobs(logprobs, state_sharding)
+    split = split_step(optimizer, schedule, state_sharding, mesh)
     return StepFns(
         grpo_step=WithFrozen(on_mesh(jit_step(grpo_step), mesh), frozen),
         sft_step=WithFrozen(on_mesh(jit_step(sft_step), mesh), frozen),
         logprobs=WithFrozen(on_mesh(jit_lp, mesh), frozen, arity=4),
         mesh=mesh,
+        grpo_grad=WithFrozen(split.grad(grpo_loss), frozen),
+        sft_grad=WithFrozen(split.grad(sft_loss), frozen),
+        apply=split.apply,
+        zero_grads=split.zeros,
+        fixed_length=fixed_length,
     )
+
+
+def _jitters(state_sharding: Any, mesh: Mesh | None) -> Callable:
+    """f -> f jitted as a train step: the state donated, its layout pinned in and out on a mesh."""
+    if state_sharding is None:
+        return lambda f: jax.jit(f, donate_argnums=(0,))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return lambda f: jax.jit(
+        f,
+        in_shardings=(state_sharding, None, None),
+        out_shardings=(state_sharding, replicated),
+        donate_argnums=(0,),
+    )
+
+
+def _jit_logprobs(logprobs: Callable, state_sharding: Any) -> Callable:
+    if state_sharding is None:
+        return jax.jit(logprobs)
+    return jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None, None))
 
 
 def _logprob_pass(

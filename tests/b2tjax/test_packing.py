@@ -1,6 +1,7 @@
-"""Packing records into token-budget rows (b2tjax/step/packing.py) and the segment-aware loss
-counts (b2tjax/grpo/loss.py): determinism, budgets, balance, shapes; per-segment sequence counts
-equal the per-row counts of the same records laid out one per row."""
+"""Packing records into token-budget rows and micro-batches of their own widths
+(b2tjax/step/packing.py) and the segment-aware loss counts (b2tjax/grpo/loss.py): determinism,
+budgets, widths and row counts; per-segment sequence counts and weights under the whole batch's
+counts equal those of the same records laid out one per row."""
 
 import itertools
 
@@ -9,11 +10,15 @@ import numpy as np
 import pytest
 
 from b2tjax.grpo import loss as grpo
+from b2tjax.step.batch import pad_length
 from b2tjax.step.packing import (
-    balanced_slots,
     first_fit_decreasing,
-    pack_records,
-    packed_shape,
+    micro_batch_plan,
+    micro_sizes,
+    pack_micro_batches,
+    tokens_computed,
+    width_buckets,
+    width_of,
 )
 
 
@@ -40,93 +45,113 @@ def test_first_fit_decreasing_by_hand():
     assert first_fit_decreasing(lengths, 128) == [[6], [1, 0, 5], [3, 2], [4]]
 
 
+def test_width_buckets_and_micro_batch_sizes():
+    assert width_buckets(1000, 4) == (256, 512, 768, 1024)  # a 64-token granule, capacity's bucket
+    assert width_buckets(58156, 16)[-1] == 58176 and len(width_buckets(58156, 16)) == 16
+    assert width_buckets(200, 16) == (64, 128, 192, 256)  # granules of 64 at least: fewer widths
+    assert width_buckets(512, 1) == (512,)
+    assert width_of(300, (256, 512)) == 512 and width_of(256, (256, 512)) == 256
+    assert width_of(700, (256, 512)) == 704  # a record over the budget: its own bucket
+    assert micro_sizes(8) == (1, 8) and micro_sizes(8, 2) == (2, 8) and micro_sizes(4, 4) == (4,)
+    assert micro_sizes(6, 4) == (1, 6)  # 6 rows do not split over 4 devices: replicated
+
+
+def test_micro_batch_plan_by_hand():
+    widths, sizes = (64, 128, 192, 256), (1, 2, 4)
+    # rows longest first: 250 and 240 share a 256 micro-batch; 100, 90, 70, 65 one of 128 (4 rows);
+    # 30 one of 64 (1 row): fewer tokens than any other cut
+    plan = micro_batch_plan([250, 240, 100, 90, 70, 65, 30], widths, sizes)
+    assert plan == [(0, 2, 2, 256), (2, 6, 4, 128), (6, 7, 1, 64)]
+    # 3 rows of one width: 2 + 1, never 4 with a padding row (more tokens)
+    assert micro_batch_plan([60, 60, 60], widths, sizes) == [(0, 2, 2, 64), (2, 3, 1, 64)]
+    # equal tokens: the fewest micro-batches
+    assert micro_batch_plan([60, 60, 60, 60], widths, sizes) == [(0, 4, 4, 64)]
+
+
+def _check_layout(lengths, micro_batches, capacity, sizes, widths):
+    placed = np.concatenate([mb.members for mb in micro_batches])
+    assert sorted(placed.tolist()) == list(range(len(lengths)))
+    for mb in micro_batches:
+        p = mb.pack
+        assert p.rows in sizes and (p.width in widths or p.width == pad_length(max(p.length)))
+        assert p.width >= max(p.length) and (p.length > capacity).sum() <= 1
+        ends = np.zeros(p.rows, np.int64)
+        np.maximum.at(ends, p.row, p.start + p.length)
+        assert ends.max() <= p.width and (ends <= capacity).all() | (len(p.length) == 1)
+        np.testing.assert_array_equal(np.asarray(lengths)[mb.members], p.length)
+
+
+def test_pack_micro_batches_places_every_record_in_rows_of_their_own_width():
+    for seed, devices in itertools.product(range(4), (1, 2)):
+        lengths = np.random.default_rng(seed).integers(600, 2048, 96).tolist()  # most pair with none
+        micro_batches = pack_micro_batches(lengths, 2048, 8, devices, row_widths=8)
+        _check_layout(lengths, micro_batches, 2048, micro_sizes(8, devices), width_buckets(2048, 8))
+        assert len({mb.pack.width for mb in micro_batches}) >= 3
+        assert sum(lengths) / tokens_computed(micro_batches) > 0.9
+
+
 def test_packing_is_a_pure_function_of_the_lengths():
     lengths = _lengths(3)
-    a, b = pack_records(lengths, 2048, 8, 2), pack_records(list(lengths), 2048, 8, 2)
-    for field in ("row", "start", "length"):
-        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
-    # the devices a micro-batch splits over order the rows, never which records share one
-    one = pack_records(lengths, 2048, 8, 1)
-    groups = lambda p: sorted(tuple(sorted(np.flatnonzero(p.row == r))) for r in set(p.row))  # noqa: E731
-    assert groups(one) == groups(a)
-
-
-def test_rows_are_balanced_over_micro_batches_and_devices():
-    lengths = _lengths(4, n=256)
-    pack = pack_records(lengths, 4096, 8, 2)
-    row_tokens = np.zeros(pack.total_rows, np.int64)
-    np.add.at(row_tokens, pack.row, pack.length)
-    per_device = row_tokens.reshape(pack.micro, 2, pack.rows // 2).sum(axis=2)
-    # LPT: loads differ by at most the longest row
-    assert per_device.max() - per_device.min() <= row_tokens.max()
-    assert per_device.sum() == sum(lengths)
-
-
-def test_balanced_slots_fill_each_slot_once():
-    slots = balanced_slots([9, 8, 7, 1, 1], micro=2, rows=4, row_devices=2)
-    assert len(set(slots)) == 5 and all(0 <= s < 8 for s in slots)
-    # groups (micro, device) of 2 rows: 9 -> g0, 8 -> g1, 7 -> g2, 1 -> g3, 1 -> g3
-    assert slots == [0, 2, 4, 6, 7]
-
-
-def test_micro_batches_are_as_few_as_hold_the_rows_and_evenly_filled():
-    assert packed_shape(3, 8) == (1, 3) and packed_shape(3, 8, row_devices=2) == (1, 4)
-    assert packed_shape(9, 8) == (2, 5) and packed_shape(9, 8, row_devices=2) == (2, 6)
-    assert packed_shape(33, 8) == (5, 7) and packed_shape(33, 6, row_devices=4) == (
-        6,
-        6,
-    )  # 6 % 4: no rounding
-    for rows in range(1, 200):
-        micro, width = packed_shape(rows, 8, 2)
-        assert width <= 8 and micro == -(-rows // 8)
-        assert 0 <= micro * width - rows < 2 * micro  # under a row per device and micro-batch pads
+    a, b = pack_micro_batches(lengths, 2048, 8, 2), pack_micro_batches(list(lengths), 2048, 8, 2)
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x.members, y.members)
+        for field in ("row", "start", "length", "rows", "width"):
+            np.testing.assert_array_equal(getattr(x.pack, field), getattr(y.pack, field))
+    # the devices a micro-batch splits over set its row count, never which records share a row
+    rows = lambda mbs: sorted(  # noqa: E731
+        tuple(sorted(mb.members[mb.pack.row == r].tolist())) for mb in mbs for r in set(mb.pack.row)
+    )
+    assert rows(pack_micro_batches(lengths, 2048, 8, 1)) == rows(a)
 
 
 def test_segments_restart_positions_and_a_long_record_gets_its_own_row():
-    pack = pack_records([5, 3, 200, 4], 16, micro_rows=4)
-    assert pack.width == 256  # the long record's 64-token bucket
-    seg, pos = pack.segments()
-    long_row = int(pack.row[2])
-    assert set(seg[long_row, :200]) == {1} and not seg[long_row, 200:].any()
-    short = [r for r in range(pack.total_rows) if r != long_row and seg[r].any()]
-    assert len(short) == 1  # 5 + 3 + 4 <= 16 share one row
-    row = short[0]
-    assert seg[row, :12].tolist() == [1] * 5 + [2] * 4 + [3] * 3
-    assert pos[row, :12].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2]
-    placed = pack.place([np.arange(n) + 10 * i for i, n in enumerate([5, 3, 200, 4])], np.int32)
-    assert pack.take(placed, 1).tolist() == [10, 11, 12]
-    with pytest.raises(ValueError, match="shorter than a record"):
-        pack_records([300], 64, 4, width=256)
+    lengths = [5, 3, 200, 4]
+    micro_batches = pack_micro_batches(lengths, 16, micro_rows=4)
+    assert [(mb.pack.rows, mb.pack.width) for mb in micro_batches] == [(1, 256), (1, 64)]
+    long, short = micro_batches
+    seg, pos = long.pack.segments()
+    assert long.members.tolist() == [2] and set(seg[0, :200]) == {1} and not seg[0, 200:].any()
+    seg, pos = short.pack.segments()  # 5 + 3 + 4 <= 16 share one row
+    assert short.members.tolist() == [0, 3, 1]
+    assert seg[0, :12].tolist() == [1] * 5 + [2] * 4 + [3] * 3
+    assert pos[0, :12].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2]
+    values = [np.arange(lengths[i]) + 10 * i for i in short.members]
+    placed = short.pack.place(values, np.int32)
+    assert short.pack.take(placed, 2).tolist() == [10, 11, 12]
 
 
 def _unpacked_and_packed(seed: int = 0):
-    """Records of random multi-turn masks, laid out one per row and packed (2 micro-batches)."""
+    """Records of random multi-turn masks, laid out one per row and packed into micro-batches of
+    several widths (rows of 128, widths 64 and 128, 2 rows per micro-batch)."""
     rng = np.random.default_rng(seed)
-    lengths = [int(x) for x in rng.integers(4, 30, 9)]
+    lengths = [int(x) for x in rng.integers(4, 100, 9)]
     masks = [(rng.random(n) < 0.5).astype(np.float32) for n in lengths]
     masks[3][:] = 0  # a record with nothing to train
     for m in masks:
         m[0] = 0
-    pack = pack_records(lengths, 48, micro_rows=2)
-    rows = np.zeros((len(lengths), 64), np.float32)
+    micro_batches = pack_micro_batches(lengths, 128, micro_rows=2, row_widths=2)
+    assert {mb.pack.width for mb in micro_batches} == {64, 128}
+    rows = np.zeros((len(lengths), 128), np.float32)
     for i, m in enumerate(masks):
         rows[i, : len(m)] = m
-    packed = pack.place(masks, np.float32)
-    seg, _ = pack.segments()
-    return rows, packed.reshape(pack.micro, pack.rows, -1), seg.reshape(pack.micro, pack.rows, -1), pack
+    return rows, masks, micro_batches
 
 
 @pytest.mark.parametrize("mode", grpo.AGGREGATION_MODES)
 def test_segment_counts_and_weights_equal_the_rows_of_one_record_each(mode):
-    rows, packed, seg, pack = _unpacked_and_packed()
+    """Each micro-batch's weights under the whole batch's counts (`record_normaliser`, as the
+    packed steps divide) equal those of the same records one per row."""
+    rows, masks, micro_batches = _unpacked_and_packed()
     want = grpo.batch_normaliser(jnp.asarray(rows), 48)
-    got = grpo.batch_normaliser(jnp.asarray(packed), 48, jnp.asarray(seg))
+    got = grpo.record_normaliser(masks, 48)
     assert float(want.num_seqs) == float(got.num_seqs) == 8  # record 3 has no trained token
-    assert float(want.num_tokens) == float(got.num_tokens)
+    assert float(want.num_tokens) == float(got.num_tokens) and float(got.fixed_length) == 48
     w_rows = np.asarray(grpo.token_weights(jnp.asarray(rows), mode, want))
-    w_packed = np.asarray(
-        grpo.token_weights(jnp.asarray(packed), mode, got, jnp.asarray(seg), packed.shape[-1] + 1)
-    )
-    flat = w_packed.reshape(pack.total_rows, -1)
-    for i in range(rows.shape[0]):
-        np.testing.assert_array_equal(pack.take(flat, i), w_rows[i, : pack.length[i]])
+    for mb in micro_batches:
+        packed = mb.pack.place([masks[i] for i in mb.members], np.float32)
+        seg, _ = mb.pack.segments()
+        args = (jnp.asarray(packed), mode, got, jnp.asarray(seg), packed.shape[-1] + 1)
+        w_packed = np.asarray(grpo.token_weights(*args))
+        for k, i in enumerate(mb.members):
+            np.testing.assert_array_equal(mb.pack.take(w_packed, k), w_rows[i, : len(masks[i])])

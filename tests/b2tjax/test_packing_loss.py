@@ -3,8 +3,9 @@
 Through the real `grpo_update` and SFT step on the tiny Qwen3 in fp32, with plain SGD (the
 parameters move by exactly -gradient): records of irregular multi-turn masks, off-policy sampler
 log-probs (ratios != 1, both clip branches), a KL reference, two mini-batches and micro-batches,
-packed several to a row, give the same loss, metrics and per-parameter gradients (1e-6) under
-every aggregation mode, with full fine-tuning and with LoRA adapters.
+packed several to a row, each mini-batch's micro-batches of two row widths (gradient programs of
+two shapes adding into one buffer, one apply), give the same loss, metrics and per-parameter
+gradients (1e-6) under every aggregation mode, with full fine-tuning and with LoRA adapters.
 """
 
 import dataclasses
@@ -22,14 +23,16 @@ from b2tjax.config.schema import SFTConfig
 from b2tjax.grpo import loss as grpo
 from b2tjax.grpo.update import RolloutBatch, grpo_update
 from b2tjax.sft.batches import sft_step_batch
+from b2tjax.step.packing import pack_micro_batches
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.lora import LoraConfig, add_lora
 from models.qwen3 import Qwen3ForCausalLM
 from rollout.record import EpisodeRecord
 
-LENGTHS = (30, 22, 41, 17, 35, 9, 26, 12)
-ROW = 64  # packs 2-4 records to a row
+LENGTHS = (30, 22, 101, 17, 75, 9, 26, 120)
+ROW = 128  # packs 1-3 records to a row
+WIDTHS = 2  # rows of 64 or 128 tokens: each mini-batch has micro-batches of both (checked below)
 _STEP = dict(temperature=0.8, fixed_length=48)
 LAYOUT_KEYS = {"rows", "useful_token_share", "padded_share"}  # differ by design
 
@@ -76,8 +79,16 @@ def _cfg(aggregation: str, packing: bool) -> TrainConfig:
         logprob_chunk=16,
         packing=packing,
         row_tokens=ROW,
+        row_widths=WIDTHS,
     )
     return cfg
+
+
+def _widths_per_mini_batch(seed: int) -> list[set[int]]:
+    """The row widths of each mini-batch's micro-batches, as the packed update lays them out."""
+    split = np.array_split(np.random.default_rng(seed).permutation(len(LENGTHS)), 2)
+    packs = [pack_micro_batches([LENGTHS[i] for i in m], ROW, 2, 1, WIDTHS) for m in split]
+    return [{mb.pack.width for mb in micro_batches} for micro_batches in packs]
 
 
 def _assert_same_gradients(got, want):
@@ -98,6 +109,7 @@ def _grads(new, old):
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
 def test_packed_grpo_update_equals_padded(aggregation, lora):
+    assert _widths_per_mini_batch(3) == [{64, 128}, {64, 128}]
     model = _model(lora)
     model_fn, params = BoundModel.from_model(model)
     frozen = BoundModel.frozen_of(model)
@@ -137,12 +149,19 @@ def test_packed_sft_step_equals_padded(lora):
     results = {}
     for packing in (False, True):
         sft = SFTConfig(
-            batch_size=len(rows), micro_batch_size=2, max_seq_len=64, packing=packing, row_tokens=ROW
+            batch_size=len(rows),
+            micro_batch_size=2,
+            max_seq_len=ROW,
+            packing=packing,
+            row_tokens=ROW,
+            row_widths=WIDTHS,
         )
-        batch, layout = sft_step_batch(rows, sft)
+        step = sft_step_batch(rows, sft)
+        if packing:  # micro-batches of several widths, one optimizer update
+            assert {b.ids.shape[-1] for b in step.batches} == {64, 128}
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        new_state, metrics = fns.sft_step(state, fns.shard_batch(batch))
-        results[packing] = (jax.device_get(metrics), _grads(new_state.params, params), layout)
+        new_state, metrics = step.run(fns, state)
+        results[packing] = (jax.device_get(metrics), _grads(new_state.params, params), step.layout)
     (padded, padded_grads, padded_layout), (packed, packed_grads, packed_layout) = (
         results[False],
         results[True],
