@@ -22,7 +22,7 @@ place of the refresh) on the union mesh, with one table for a train device and o
 device; each side is checked against the device memory (b2tjax/plan/split_plan.py). The 8B TPU
 recipe's halves need half its rows and micro-batches (docs/TRAINING.md):
 
-    python launch/plan.py --config configs/qwen3_8b_tpu.yaml mesh.rollout_devices=2 \
+    python launch/plan.py --config configs/qwen3_8b_tpu.yaml mesh.rollout_devices=2 \\
         rollout.batch_rows=128 rollout.kv_pages=245760 sft.micro_batch_size=4 grpo.micro_batch_size=4
 
 The rollout programs are those of `rollout.kv_cache` (the paged ones compile the pool of
