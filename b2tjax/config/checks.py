@@ -81,13 +81,6 @@ def _batch_errors(cfg: TrainConfig) -> list[str]:
             "during an update are one update old when the next step trains on them)",
         ),
         (cfg.rollout.temperature > 0, "rollout.temperature must be > 0 (training samples its groups)"),
-        (
-            # the packed update lays records out without the decoupled objective's importance
-            # weights: refused rather than trained on-policy by mistake
-            cfg.rollout.max_staleness == 0 or not cfg.grpo.packing,
-            "rollout.max_staleness > 0 needs grpo.packing=false (packed rows do not carry the "
-            "decoupled objective's importance weights yet)",
-        ),
     ]
     return [message for ok, message in checks if not ok]
 

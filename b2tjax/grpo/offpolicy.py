@@ -11,7 +11,9 @@ the update computes anyway -- and each token's loss is weighted by pi_proximal /
 
 Truncating w (truncated importance sampling, `grpo.is_cap`, default 2.0) bounds the variance a
 token the old policy found unlikely would add. At max_staleness = 0 none of this runs: the step's
-batch has no weights and the loss is the synchronous one, bit for bit.
+batch has no weights and the loss is the synchronous one, bit for bit. `ratio_anchor` picks the
+old log-probs and weights for both the padded and the packed update (b2tjax/grpo/packed.py), so
+the two train on the same values.
 """
 
 from __future__ import annotations
@@ -20,7 +22,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from b2tjax.config.schema import GRPOConfig
 from rollout.record import EpisodeRecord
+
+
+def ratio_anchor(
+    grpo: GRPOConfig, streamed: bool, trainer_lp: np.ndarray, sampler_lp: np.ndarray, sampled: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, float]]:
+    """The ratio's old log-probs, the importance weights (None unless `streamed`) and their
+    metrics. Streamed: the proximal policy's (the trainer's) and `importance_weights`; else the
+    trainer's under `grpo.recompute_old_logprobs`, or the sampler's where it recorded one."""
+    if streamed:  # decoupled: clip against the proximal policy, weight by proximal / behaviour
+        weights, metrics = importance_weights(trainer_lp, sampler_lp, sampled, grpo.is_cap)
+        return trainer_lp, weights, metrics
+    if grpo.recompute_old_logprobs:
+        return trainer_lp, None, {}
+    # the sampler's, except where the sampler recorded none (environment tokens, padding rows)
+    return np.where(sampled > 0, sampler_lp, trainer_lp), None, {}
 
 
 def importance_weights(
@@ -28,7 +46,8 @@ def importance_weights(
 ) -> tuple[np.ndarray, dict[str, float]]:
     """[rows, T] truncated weights min(exp(proximal - behaviour), cap) on sampled tokens (1.0
     elsewhere: those tokens carry no behaviour log-prob), and their mean / max (before truncation)
-    and the share of sampled tokens capped."""
+    and the share of sampled tokens capped. Packed records come back to back, [1, tokens]: the
+    padded rows' sampled tokens in the same order, so the metrics are the padded ones."""
     on = sampled > 0
     raw = np.where(on, np.exp(np.where(on, proximal_lp - behaviour_lp, 0.0)), 1.0)
     weights = np.minimum(raw, cap).astype(np.float32)

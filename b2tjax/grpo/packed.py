@@ -11,6 +11,10 @@ equal the padded update's (tests/b2tjax/test_packing_loss.py).
 
 The old and reference log-prob passes run over all the step's records, packed the same way (one
 call per micro-batch), and are taken back per record; each mini-batch then re-packs its records.
+A streamed step (rollout.max_staleness > 0) takes its old log-probs and importance weights from
+`offpolicy.ratio_anchor` over the records' tokens back to back -- the padded path's sampled tokens,
+in the same order, so the weights' metrics are the padded update's -- and places the weights in
+the rows like the other per-token fields.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import jax
 import numpy as np
 
 from b2tjax.config import TrainConfig
+from b2tjax.config.schema import GRPOConfig
+from b2tjax.grpo import offpolicy
 from b2tjax.step.batch import TrainBatch, loss_positions, pad_length
 from b2tjax.step.packing import MicroBatch, Packing, pack_micro_batches, row_devices, tokens_computed
 from b2tjax.step.train_step import StepFns, TrainState
 from rollout.record import EpisodeRecord
 
-Fields = dict[str, list[np.ndarray]]  # per record, unpadded: ids, sampled, sampler_lp, mask
+Fields = dict[str, list[np.ndarray]]  # per record, unpadded: ids, sampled, sampler_lp, mask, ...
 
 
 def grpo_row_tokens(cfg: TrainConfig) -> int:
@@ -99,7 +105,8 @@ def _pairs(fields: Fields):
 def packed_batches(
     fields: Fields, members: np.ndarray, adv: np.ndarray, shape: Shape
 ) -> tuple[list[TrainBatch], list[MicroBatch]]:
-    """The [1, rows, width] TrainBatches of records `members`, packed (fields need old_lp, ref_lp)."""
+    """The [1, rows, width] TrainBatches of records `members`, packed (fields need old_lp, ref_lp,
+    is_w)."""
     micro_batches = shape.pack([len(fields["ids"][i]) for i in members])
     return [_micro_batch(fields, members[mb.members], adv, mb.pack) for mb in micro_batches], micro_batches
 
@@ -115,6 +122,7 @@ def _micro_batch(fields: Fields, records: np.ndarray, adv: np.ndarray, pack: Pac
         old_logprobs=pack.place(pick("old_lp"), np.float32),
         advantages=pack.place([float(adv[i]) for i in records], np.float32),
         ref_logprobs=None if fields.get("ref_lp") is None else pack.place(pick("ref_lp"), np.float32),
+        is_weights=None if fields.get("is_w") is None else pack.place(pick("is_w"), np.float32, fill=1.0),
         positions=loss_positions(mask),
         segment_ids=segment_ids,
         token_positions=token_positions,
@@ -131,9 +139,11 @@ def packed_update(
     seed: int,
     ref_params=None,
     before_update: Callable[[], None] = lambda: None,
+    streamed: bool = False,
 ) -> tuple[TrainState, dict]:
     """Old/ref log-probs, then epochs x mini-batches optimizer steps, on packed rows; the update's
-    metrics (those of `update.grpo_update`'s padded path, plus rows and the useful token share)."""
+    metrics (those of `update.grpo_update`'s padded path, plus rows and the useful token share).
+    `streamed`: the decoupled objective (`offpolicy.ratio_anchor`)."""
     g = cfg.grpo
     n = len(records)
     if n < g.mini_batches:
@@ -155,17 +165,28 @@ def packed_update(
         "logprob_gap_max": float(max(x.max(initial=0.0) for x in gaps)),
         "response_tokens": trained_tokens / n,
     }
-    if g.recompute_old_logprobs:
-        fields["old_lp"] = trainer_lp
-    else:  # sampler's, except where the sampler recorded none (environment tokens)
-        fields["old_lp"] = [
-            np.where(s > 0, lp, t) for s, lp, t in zip(sampled, fields["sampler_lp"], trainer_lp)
-        ]
+    anchor_metrics = _anchor(fields, trainer_lp, g, streamed)
     fields["ref_lp"] = logprobs_of(ref_params) if g.beta > 0 else None
 
     before_update()
     state, step_means = _optimize(fns, state, fields, adv, shape, g.mini_batches, g.epochs, seed)
-    return state, {**metrics, **step_means}
+    return state, {**metrics, **anchor_metrics, **step_means}
+
+
+def _anchor(
+    fields: Fields, trainer_lp: list[np.ndarray], grpo: GRPOConfig, streamed: bool
+) -> dict[str, float]:
+    """Sets each record's old log-probs and importance weights (`old_lp`, `is_w`: None unless
+    streamed) from `offpolicy.ratio_anchor` over all the records' tokens back to back [1, tokens]
+    (the padded rows' tokens less the padding, in order); returns the weights' metrics."""
+    flat = lambda values: np.concatenate(values)[None]  # noqa: E731
+    cuts = np.cumsum([len(x) for x in trainer_lp])[:-1]
+    old, weights, metrics = offpolicy.ratio_anchor(
+        grpo, streamed, flat(trainer_lp), flat(fields["sampler_lp"]), flat(fields["sampled"])
+    )
+    fields["old_lp"] = np.split(old[0], cuts)
+    fields["is_w"] = None if weights is None else np.split(weights[0], cuts)
+    return metrics
 
 
 def _optimize(

@@ -144,6 +144,11 @@ def grpo_update(
     records = batch.records
     adv, episodes = batch_advantages(cfg, batch)
     step_metrics = credit_metrics(records, adv, episodes)
+    streamed = batch.policy_version is not None
+    if streamed:  # over all the step's records, checked before any update
+        step_metrics.update(
+            offpolicy.staleness_metrics(records, batch.policy_version, cfg.rollout.max_staleness)
+        )
     nominal = cfg.rollout_batch // g.mini_batches
     micro_rows = g.micro_batch_size or nominal
     if g.drop_flat_groups:
@@ -154,10 +159,32 @@ def grpo_update(
         records, adv = [records[i] for i in kept], adv[kept]
         nominal = micro_rows  # mini-batches grow from one micro-batch by powers of two
     if g.packing:
-        state, metrics = packed_update(cfg, fns, state, records, adv, seed, ref_params, before_update)
-        return state, {**step_metrics, **metrics}
+        state, metrics = packed_update(
+            cfg, fns, state, records, adv, seed, ref_params, before_update, streamed=streamed
+        )
+    else:
+        layout = RowLayout.for_records(len(records), g.mini_batches, nominal, micro_rows)
+        state, metrics = _padded_update(
+            cfg, fns, state, records, adv, layout, seed, ref_params, before_update, streamed
+        )
+    return state, {**step_metrics, **metrics}
+
+
+def _padded_update(
+    cfg: TrainConfig,
+    fns: StepFns,
+    state: TrainState,
+    records: list[EpisodeRecord],
+    adv: np.ndarray,
+    layout: RowLayout,
+    seed: int,
+    ref_params,
+    before_update: Callable[[], None],
+    streamed: bool,
+) -> tuple[TrainState, dict]:
+    """`grpo_update` on one record per row, padded to `layout` (packed_update's counterpart)."""
+    g = cfg.grpo
     n = len(records)
-    layout = RowLayout.for_records(n, g.mini_batches, nominal, micro_rows)
     rows = step_rows(cfg, records, layout)
     logprobs_of = _logprob_pass(fns, rows, layout)
     trainer_lp = logprobs_of(state.params)
@@ -167,13 +194,13 @@ def grpo_update(
     metrics = {
         "logprob_gap_mean": float(gap.sum() / token_count),
         "logprob_gap_max": float(gap.max()),
-        **step_metrics,
         "response_tokens": float(sampled.sum() / n),
         "padded_share": layout.padded / layout.rows,
         "rows": float(layout.rows),
         "useful_token_share": sum(len(r.ids) for r in records) / rows["ids"].size,
     }
-    old, is_weights = _old_logprobs(cfg, batch, trainer_lp, sampler_lp, sampled, metrics)
+    old, is_weights, is_metrics = offpolicy.ratio_anchor(g, streamed, trainer_lp, sampler_lp, sampled)
+    metrics.update(is_metrics)
     ref_lp = logprobs_of(ref_params) if g.beta > 0 else None
     flat = TrainBatch(
         ids=rows["ids"],
@@ -188,29 +215,6 @@ def grpo_update(
     state, step_means = _optimize(fns, state, flat, layout, n, g.epochs, seed)
     metrics.update(step_means)
     return state, metrics
-
-
-def _old_logprobs(
-    cfg: TrainConfig,
-    batch: RolloutBatch,
-    trainer_lp: np.ndarray,
-    sampler_lp: np.ndarray,
-    sampled: np.ndarray,
-    metrics: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """The ratio's anchor and the importance weights (None unless streaming); adds the off-policy
-    metrics (importance weights, staleness) to `metrics`."""
-    if batch.policy_version is not None:  # decoupled: clip against the proximal policy (these weights)
-        weights, is_metrics = offpolicy.importance_weights(trainer_lp, sampler_lp, sampled, cfg.grpo.is_cap)
-        metrics.update(is_metrics)
-        metrics.update(
-            offpolicy.staleness_metrics(batch.records, batch.policy_version, cfg.rollout.max_staleness)
-        )
-        return trainer_lp, weights
-    if cfg.grpo.recompute_old_logprobs:
-        return trainer_lp, None
-    # the sampler's, except where the sampler recorded none (environment tokens, padding rows)
-    return np.where(sampled > 0, sampler_lp, trainer_lp), None
 
 
 def _logprob_pass(fns: StepFns, rows: dict[str, np.ndarray], layout: RowLayout) -> Callable:

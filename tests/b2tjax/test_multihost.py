@@ -15,7 +15,8 @@ of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tja
 a real multi-turn tool) after a short SFT, whose rewards vary within and across the processes'
 groups: 2 GRPO steps with non-zero loss and gradient equal to one process', every lookup run once in
 the cluster by the episode's owner (counted by the episodes themselves). That pair runs padded, packed
-(issue 35) and streaming at max_staleness 1 (issue 37: the session in lockstep over the processes);
+(issue 35) and streaming at max_staleness 1 on packed rows (issue 37: the session in lockstep over
+the processes, the decoupled objective's importance weights in the packed rows);
 the split placement (issue 37, `mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
 """
 
@@ -224,13 +225,15 @@ LOOKUP_ARGS = [
 ]
 
 
+# grpo.packing / sft.packing (issue 35): each step's records packed into rows of 128 tokens
+PACKED = ["grpo.packing=true", "grpo.row_tokens=128", "sft.packing=true", "sft.row_tokens=128"]
 LAYOUTS = {
     "padded": [],
-    # grpo.packing / sft.packing (issue 35): each step's records packed into rows of 128 tokens
-    "packed": ["grpo.packing=true", "grpo.row_tokens=128", "sft.packing=true", "sft.row_tokens=128"],
-    # streaming rollouts (issue 37): step 2's episodes start during step 1 and finish under the
-    # updated weights; records bit for bit need the synchronous host (tool turns between segments)
-    "streaming": ["rollout.max_staleness=1", "rollout.async_host=false"],
+    "packed": PACKED,
+    # streaming rollouts (issue 37) on packed rows: step 2's episodes start during step 1 and finish
+    # under the updated weights; records bit for bit need the synchronous host (tool turns between
+    # segments)
+    "streaming": ["rollout.max_staleness=1", "rollout.async_host=false", *PACKED],
 }
 
 
@@ -247,7 +250,7 @@ def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_pat
         dict(subprocess_env(cache, 4), PYTHONPATH=str(ROOT)),
     )
     a, b = _steps(one), _steps(two)
-    if layout == "packed":  # several records to a row: fewer rows than records, most of each row real
+    if "grpo.packing=true" in args:  # several records to a row: fewer rows than records, mostly real
         grpo = b[LOOKUP_SFT + 1]
         assert grpo["rows"] < grpo["records"] and 0 < grpo["useful_token_share"] <= 1
     if layout == "streaming":  # the first step trains on fresh tokens, the second on some one update old

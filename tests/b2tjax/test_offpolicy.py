@@ -1,6 +1,6 @@
 """The decoupled objective of streaming GRPO (b2tjax/grpo/offpolicy.py + grpo.grpo_loss): a loss
 computed by hand on a small batch, the synchronous loss unchanged without weights, and the
-staleness histogram."""
+staleness histogram; the packed update's weights are the padded one's, metrics bit for bit."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from b2tjax.config.schema import GRPOConfig
 from b2tjax.grpo import loss as grpo
-from b2tjax.grpo.offpolicy import importance_weights, staleness_metrics
+from b2tjax.grpo import packed
+from b2tjax.grpo.offpolicy import importance_weights, ratio_anchor, staleness_metrics
+from b2tjax.step.batch import stack_rows
 from rollout.record import EpisodeRecord
 
 
@@ -76,3 +79,22 @@ def test_staleness_histogram_and_bound():
     }
     with pytest.raises(ValueError, match="3 updates old"):
         staleness_metrics([_record([-1, 0])], policy_version=3, max_staleness=2)
+
+
+def test_packed_records_weigh_the_padded_rows_tokens():
+    """Per-record arrays (packed) against the same records padded to rows: the same old log-probs
+    and weights token for token, and the same metrics exactly (the same tokens, in the same order)."""
+    rng = np.random.default_rng(0)
+    lengths = [7, 3, 12, 5]
+    sampled = [(rng.uniform(size=n) > 0.4).astype(np.float32) for n in lengths]
+    trainer = [rng.normal(-2.0, 1.0, n).astype(np.float32) for n in lengths]
+    sampler = [(t + rng.normal(-0.3, 0.8, len(t))).astype(np.float32) * s for t, s in zip(trainer, sampled)]
+    pad = lambda rows: stack_rows([list(r) for r in rows] + [[]], 16, np.float32)  # noqa: E731
+    grpo_cfg = GRPOConfig(is_cap=2.0)
+    old, weights, metrics = ratio_anchor(grpo_cfg, True, pad(trainer), pad(sampler), pad(sampled))
+    fields = {"sampler_lp": sampler, "sampled": sampled}
+    packed_metrics = packed._anchor(fields, trainer, grpo_cfg, streamed=True)
+    assert packed_metrics == metrics and 0 < metrics["is_capped_share"] < 1
+    for i, n in enumerate(lengths):
+        np.testing.assert_array_equal(fields["old_lp"][i], old[i, :n])
+        np.testing.assert_array_equal(fields["is_w"][i], weights[i, :n])

@@ -6,6 +6,9 @@ log-probs (ratios != 1, both clip branches), a KL reference, two mini-batches an
 packed several to a row, each mini-batch's micro-batches of two row widths (gradient programs of
 two shapes adding into one buffer, one apply), give the same loss, metrics and per-parameter
 gradients (1e-6) under every aggregation mode, with full fine-tuning and with LoRA adapters.
+A streamed batch (rollout.max_staleness > 0: the decoupled objective, b2tjax/grpo/offpolicy.py),
+whose sampler log-probs put some importance weights over the cap, trains alike too: the same
+loss, gradients, importance-weight and staleness metrics.
 """
 
 import dataclasses
@@ -48,8 +51,10 @@ def _model(lora: bool):
     return model
 
 
-def _records(rng) -> list[EpisodeRecord]:
-    """Prompt, then sampled turns of 3-5 tokens with 1-3 environment tokens between (irregular)."""
+def _records(rng, behaviour: float = -1.5, version: int | None = None) -> list[EpisodeRecord]:
+    """Prompt, then sampled turns of 3-5 tokens with 1-3 environment tokens between (irregular),
+    sampler log-probs about `behaviour`; `version`: streamed, record i's turns sampled by policy
+    version `version - i % 2`."""
     records = []
     for i, length in enumerate(LENGTHS):
         rec = EpisodeRecord(instance_id=f"r{i}", prompt_len=3 + i % 3, reward=float(rng.integers(0, 4)))
@@ -58,7 +63,9 @@ def _records(rng) -> list[EpisodeRecord]:
         at = rec.prompt_len
         while at < length:
             turn = ids[at : at + int(rng.integers(3, 6))]
-            rec.append(turn, sampled=True, logprobs=(-1.5 + rng.normal(0, 0.5, len(turn))).tolist())
+            lp = (behaviour + rng.normal(0, 0.5, len(turn))).tolist()
+            versions = None if version is None else [version - i % 2] * len(turn)
+            rec.append(turn, sampled=True, logprobs=lp, versions=versions)
             at += len(turn)
             env = ids[at : at + int(rng.integers(1, 4))]
             rec.append(env, sampled=False)
@@ -67,9 +74,10 @@ def _records(rng) -> list[EpisodeRecord]:
     return records
 
 
-def _cfg(aggregation: str, packing: bool) -> TrainConfig:
+def _cfg(aggregation: str, packing: bool, max_staleness: int = 0) -> TrainConfig:
     cfg = TrainConfig()
     cfg.rollout.prompts_per_step, cfg.rollout.group_size = 2, 4
+    cfg.rollout.max_staleness = max_staleness
     cfg.grpo = dataclasses.replace(
         cfg.grpo,
         aggregation=aggregation,
@@ -105,31 +113,56 @@ def _grads(new, old):
     return jax.tree.map(lambda a, b: np.asarray(b) - np.asarray(a), new, old)  # SGD(1): -(-grad)
 
 
+def _padded_and_packed(aggregation: str, lora: bool, batch: RolloutBatch, max_staleness: int = 0):
+    """(metrics, gradients) of one `grpo_update` on `batch`, padded then packed."""
+    model = _model(lora)
+    model_fn, params = BoundModel.from_model(model)
+    frozen = BoundModel.frozen_of(model)
+    reference = jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
+    results = []
+    for packing in (False, True):
+        cfg = _cfg(aggregation, packing, max_staleness)
+        fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=frozen, **_STEP)
+        state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
+        new_state, metrics = grpo_update(cfg, fns, state, batch, seed=3, ref_params=reference)
+        results.append((metrics, _grads(new_state.params, params)))
+    return results
+
+
+def _assert_same_update(padded, padded_grads, packed, packed_grads):
+    """Same metrics (1e-6) but the layout's, same gradients; packed rows compute fewer tokens."""
+    assert packed["rows"] < padded["rows"] and packed["useful_token_share"] > padded["useful_token_share"]
+    assert set(padded) - LAYOUT_KEYS == set(packed) - LAYOUT_KEYS
+    for key in sorted(set(padded) - LAYOUT_KEYS):
+        np.testing.assert_allclose(packed[key], padded[key], rtol=1e-6, atol=1e-6, err_msg=key)
+    _assert_same_gradients(packed_grads, padded_grads)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
 def test_packed_grpo_update_equals_padded(aggregation, lora):
     assert _widths_per_mini_batch(3) == [{64, 128}, {64, 128}]
-    model = _model(lora)
-    model_fn, params = BoundModel.from_model(model)
-    frozen = BoundModel.frozen_of(model)
-    rng = np.random.default_rng(7)
-    batch = RolloutBatch(_records(rng), {})
-    reference = jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
-    results = {}
-    for packing in (False, True):
-        cfg = _cfg(aggregation, packing)
-        fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=frozen, **_STEP)
-        state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        new_state, metrics = grpo_update(cfg, fns, state, batch, seed=3, ref_params=reference)
-        results[packing] = (metrics, _grads(new_state.params, params))
-    (padded, padded_grads), (packed, packed_grads) = results[False], results[True]
-    assert packed["rows"] < padded["rows"] and packed["useful_token_share"] > padded["useful_token_share"]
-    assert set(padded) - LAYOUT_KEYS == set(packed) - LAYOUT_KEYS
-    for key in sorted(set(padded) - LAYOUT_KEYS):
-        np.testing.assert_allclose(packed[key], padded[key], rtol=1e-6, atol=1e-6, err_msg=key)
+    batch = RolloutBatch(_records(np.random.default_rng(7)), {})
+    (padded, padded_grads), (packed, packed_grads) = _padded_and_packed(aggregation, lora, batch)
+    _assert_same_update(padded, padded_grads, packed, packed_grads)
     assert padded["clip_frac"] > 0 and padded["kl"] > 0  # both branches of the objective live
-    _assert_same_gradients(packed_grads, padded_grads)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_packed_streamed_grpo_update_equals_padded(lora):
+    """Records sampled by the last two policy versions, the sampler's log-probs around the tiny
+    model's (about -7): importance weights on both sides of 1, some over the cap."""
+    records = _records(np.random.default_rng(11), behaviour=-7.5, version=5)
+    batch = RolloutBatch(records, {}, policy_version=5)
+    results = _padded_and_packed("seq_mean_token_mean", lora, batch, max_staleness=1)
+    (padded, padded_grads), (packed, packed_grads) = results
+    _assert_same_update(padded, padded_grads, packed, packed_grads)
+    assert 0 < padded["is_capped_share"] < 1 and padded["is_weight_max"] > 2.0
+    assert padded["staleness/0"] == packed["staleness/0"] == 0.5 and padded["staleness_max"] == 1.0
+    for key in ("is_capped_share", "staleness/0", "staleness/1", "staleness_mean"):
+        assert packed[key] == padded[key], key  # counts over the same tokens and records
 
 
 @pytest.mark.slow
