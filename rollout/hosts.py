@@ -3,7 +3,7 @@
 Why these few: on a pod every process calls each jitted program with global arrays, but each
 process only knows its own rows' data and may only read its own (addressable) shards. Rows a
 process does not own are zero in what it feeds (masked no-op rows); what it reads back holds only
-its rows. Small agreements ("anything left to decode?") are one `process_allgather` of a few ints.
+its rows. Small agreements ("anything left to decode?") are one all-gather of a few ints (`allgather`).
 With one process every function is the plain single-host operation.
 
 Agreements run on every device by default. A thread that runs programs while another thread runs
