@@ -27,7 +27,7 @@ from typing import Protocol
 from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
 from sandbox.python_budget import PythonBudget
-from sandbox.strict_json import scrub_surrogates
+from sandbox.strict_json import scrub_surrogates, scrub_terminal
 from sandbox.tools.args import Param, function_schema
 from sandbox.types import ResponseKind, StopReason, ToolResult, World
 
@@ -248,8 +248,9 @@ class EpisodeEnv:
         return [f.result() for f in futures]
 
     def _respond(self, kind: ResponseKind, name: str, result: ToolResult) -> Response:
-        # A tool may echo what it was given; the reply must stay encodable text for the tokenizer.
-        text = scrub_surrogates(truncate_middle(result.text, self.max_response_chars))
+        # A tool may echo what it was given, or print NUL and escape sequences; the reply must stay
+        # plain, encodable text for the tokenizer and the report.
+        text = scrub_surrogates(truncate_middle(scrub_terminal(result.text), self.max_response_chars))
         return Response(
             kind=kind,
             name=name,
