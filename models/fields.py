@@ -216,6 +216,12 @@ def _to_float(value: Any, key: str) -> float:
     return number
 
 
+def finite_float(text: str) -> float:
+    """An argparse `type=` for a number flag: a finite float (`float` alone takes "nan" and "inf",
+    which pass no comparison a limit or timeout makes); anything else is argparse's one-line error."""
+    return _to_float(text, "value")
+
+
 def _to_str(value: Any, key: str) -> str:
     if isinstance(value, (dict, list)):
         _bad(key, "a string", value)

@@ -155,3 +155,13 @@ def test_a_step_whose_loss_is_not_finite_stops_the_run_in_one_line(tmp_path):
         trainer.run()
     assert "\n" not in str(err.value)
     assert not (tmp_path / "checkpoints" / "1").exists()  # the step is not saved
+
+
+def test_number_flags_of_the_launch_scripts_refuse_nan_and_infinity():
+    """`--grace nan` once made the cluster launcher's kill deadline a comparison that never holds."""
+    from models.fields import finite_float
+
+    assert finite_float("2.5") == 2.5
+    for bad in ("nan", "inf", "-inf", "1e999", "x"):
+        with pytest.raises(ValueError):
+            finite_float(bad)
