@@ -145,7 +145,13 @@ def test_a_step_whose_loss_is_not_finite_stops_the_run_in_one_line(tmp_path):
 
     cfg = load_config(
         ROOT / "configs" / "toy.yaml",
-        [f"out={tmp_path}", "steps=2", "eval_at_end=false", "rollout.group_size=2"],
+        [
+            f"out={tmp_path}",
+            "steps=2",
+            "eval_at_end=false",
+            "rollout.group_size=2",
+            "checkpoint.every_steps=1",
+        ],
     )
     model = build_model(cfg)
     model.norm.scale[...] = jnp.full_like(model.norm.scale[...], jnp.nan)
