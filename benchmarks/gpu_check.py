@@ -168,6 +168,9 @@ class _Ids:
     def decode(self, ids) -> str:
         return ""
 
+    def turn_text(self, ids) -> str:
+        return ""
+
 
 def check_rollout(model, rows: int, episodes: int, prompt: int, turns: int, turn_tokens: int) -> dict:
     from rollout import RolloutConfig, RolloutEngine

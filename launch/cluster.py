@@ -35,6 +35,7 @@ from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import run_main
 from b2tjax.errors import UserError
 from b2tjax.run.coordinator import port_problem
+from models.fields import finite_float
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,7 +46,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--devices-per-process", type=int, default=1, help="CPU devices per process")
     parser.add_argument("--port", type=int, default=0, help="coordinator port (default: a free one)")
     parser.add_argument("--log-dir", type=Path, default=None, help="also write process-i.log files here")
-    parser.add_argument("--grace", type=float, default=30.0, help="seconds before the others are stopped")
+    parser.add_argument(
+        "--grace", type=finite_float, default=30.0, help="seconds before the others are stopped"
+    )
     parser.add_argument("--print-only", action="store_true", help="print the cluster commands and exit")
     parser.add_argument("script", help="the launch script, then its arguments (after --)")
     parser.add_argument("args", nargs=argparse.REMAINDER)

@@ -45,6 +45,7 @@ from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, load_config
 from b2tjax.errors import UserError
+from models.fields import finite_float
 
 if TYPE_CHECKING:  # types only: these import JAX, which must start after use_cpu_host
     from b2tjax.plan.targets import Target
@@ -82,7 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--hbm-gib",
-        type=float,
+        type=finite_float,
         default=None,
         help="memory per device in GiB (default: the target's; cpu: the recipe's hardware.hbm_gib)",
     )

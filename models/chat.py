@@ -20,6 +20,7 @@ roles, an empty list) raise ``ValueError`` here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -173,7 +174,52 @@ def render(
     return "".join(parts)
 
 
+# Private-use characters that bracket each message's text while it is rendered (encode_chat); any in
+# the text itself are dropped, so a message cannot end its own bracket.
+_OPEN, _CLOSE = "\ue000", "\ue001"
+_TEXT_ROLES = ("system", "user", "tool")
+_TURN_TOKENS = re.compile(f"({re.escape(IM_START)}|{re.escape(IM_END)})")  # the special tokens it writes
+
+
+def _bracketed(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`message` with its text between the brackets (inside a `<tool_response>` wrapper, so the
+    template still counts such a user turn as a tool result)."""
+    content = message.get("content")
+    if message.get("role") not in _TEXT_ROLES or not isinstance(content, str):
+        return message
+    content = content.replace(_OPEN, "").replace(_CLOSE, "")
+    head, tail = ("<tool_response>", "</tool_response>") if _is_tool_response_text(content) else ("", "")
+    body = content[len(head) : len(content) - len(tail)]
+    return {**message, "content": f"{head}{_OPEN}{body}{_CLOSE}{tail}"}
+
+
+def encode_chat(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+) -> list[int]:
+    """Token ids of `render(messages, tools, add_generation_prompt)` (private-use U+E000/U+E001
+    dropped from the messages): the turn tokens the template writes are special ids, and a
+    `<|im_end|>` written in a system, user or tool message (a tool's output, a sub-goal another
+    agent wrote) is text (`tokenizer.encode_text`), so it cannot end a turn. Without such text the
+    ids equal `tokenizer.encode(render(...))`: the text between turn tokens is encoded whole."""
+    text = render([_bracketed(m) for m in messages], tools, add_generation_prompt)
+    pieces = text.replace(_CLOSE, _OPEN).split(_OPEN)  # template, text, template, ... template
+    ids: list[int] = []
+    run: list[str] = []  # the text since the last turn token, encoded whole (as `encode` splits)
+    for i, piece in enumerate(pieces):
+        for j, part in enumerate([piece] if i % 2 else _TURN_TOKENS.split(piece)):
+            if j % 2:  # a turn token the template wrote
+                ids += tokenizer.encode_text("".join(run)) + [tokenizer.token_to_id(part)]
+                run = []
+            else:
+                run.append(part)
+    return ids + tokenizer.encode_text("".join(run))
+
+
 __all__ = [
+    "encode_chat",
     "render",
     "render_user_turn",
     "render_tool_turn",

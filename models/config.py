@@ -9,6 +9,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, check_fields, coerce, read_fields
 from models.rope import RopeScaling
 
 # Parameter / compute dtypes selectable by name (command lines, config.json "torch_dtype").
@@ -17,6 +18,9 @@ DTYPES: dict[str, Any] = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 # Qwen3 special-token ids (Qwen3 tokenizer_config.json): <|endoftext|> and <|im_end|>.
 QWEN3_BOS_ID = 151643
 QWEN3_EOS_ID = 151645
+
+
+_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 
 
 class ConfigFileError(OSError, ValueError):
@@ -28,40 +32,30 @@ class ConfigFileError(OSError, ValueError):
 class Qwen3Config:
     """Every field of a Qwen3 `config.json` that changes the math or the parameter shapes."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rope_theta: float = 1_000_000.0
-    rms_norm_eps: float = 1e-6
+    vocab_size: PosInt
+    hidden_size: PosInt
+    intermediate_size: PosInt
+    num_hidden_layers: PosInt
+    num_attention_heads: PosInt
+    num_key_value_heads: PosInt
+    head_dim: PosInt
+    rope_theta: PosFloat = 1_000_000.0
+    rms_norm_eps: PosFloat = 1e-6
     tie_word_embeddings: bool = False
-    max_position_embeddings: int = 40960
+    max_position_embeddings: PosInt = 40960
     attention_bias: bool = False
-    initializer_range: float = 0.02
-    bos_token_id: int | None = QWEN3_BOS_ID
-    eos_token_id: int | None = QWEN3_EOS_ID
+    initializer_range: NonNegFloat = 0.02
+    bos_token_id: NonNegInt | None = QWEN3_BOS_ID
+    eos_token_id: NonNegInt | None = QWEN3_EOS_ID
     # Every layer attends to the last `sliding_window` tokens only (itself included), as HF Qwen3 with
     # use_sliding_window and max_window_layers=0; None is full causal attention (the Qwen3 releases).
-    sliding_window: int | None = None
+    sliding_window: PosInt | None = None
     # RoPE scaling (models/rope.py): linear or YaRN frequencies for contexts beyond the pretrained
     # window; HF `rope_scaling` (transformers 4.x) / `rope_parameters` (5.x).
     rope_scaling: RopeScaling = RopeScaling()
 
     def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "head_dim",
-        ):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"Qwen3Config.{name} must be positive, got {getattr(self, name)}")
+        check_fields(self)  # every number finite and in its declared range, as a file's is read
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
@@ -69,10 +63,6 @@ class Qwen3Config:
             )
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
-        if self.rope_theta <= 0:
-            raise ValueError(f"rope_theta must be positive, got {self.rope_theta}")
-        if self.sliding_window is not None and int(self.sliding_window) <= 0:
-            raise ValueError(f"sliding_window must be positive or None, got {self.sliding_window}")
 
     @property
     def num_groups(self) -> int:
@@ -104,47 +94,28 @@ class Qwen3Config:
 
     @classmethod
     def _from_hf_dict(cls, hf: dict[str, Any]) -> Qwen3Config:
+        """Every number converted and checked by its field's annotation (models.fields: finite,
+        an integer where one is meant, in range), so NaN, Infinity or 2.5 layers is one line."""
         model_type = hf.get("model_type", "qwen3")
         if model_type != "qwen3":
             raise ValueError(f"expected a Qwen3 config (model_type 'qwen3'), got model_type={model_type!r}")
-        rope_scaling = RopeScaling.from_hf(hf)
-        sliding_window = _sliding_window(hf)
-        # transformers >= 5 stores rope_theta under rope_parameters; older files keep it top-level.
-        rope_theta = (hf.get("rope_parameters") or {}).get("rope_theta", hf.get("rope_theta", 1_000_000.0))
-        missing = [
-            k
-            for k in (
-                "vocab_size",
-                "hidden_size",
-                "intermediate_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-            )
-            if k not in hf
-        ]
+        missing = [k for k in _REQUIRED if k not in hf]
         if missing:
             raise ValueError(f"Qwen3 config is missing required fields: {missing}")
-        eos = hf.get("eos_token_id", QWEN3_EOS_ID)
-        if isinstance(eos, list):
-            eos = eos[0] if eos else None
+        raw = {k: v for k, v in hf.items() if k not in ("rope_scaling", "sliding_window", "head_dim")}
+        # transformers >= 5 stores rope_theta under rope_parameters; older files keep it top-level.
+        raw["rope_theta"] = (hf.get("rope_parameters") or {}).get("rope_theta", hf.get("rope_theta", 1e6))
+        if isinstance(raw.get("eos_token_id"), list):
+            raw["eos_token_id"] = raw["eos_token_id"][0] if raw["eos_token_id"] else None
+        values = read_fields(cls, raw)
+        values.setdefault("num_key_value_heads", values["num_attention_heads"])
+        heads = values["num_attention_heads"]
+        head_dim = hf.get("head_dim") or (values["hidden_size"] // heads if heads > 0 else 0)
         return cls(
-            vocab_size=int(hf["vocab_size"]),
-            hidden_size=int(hf["hidden_size"]),
-            intermediate_size=int(hf["intermediate_size"]),
-            num_hidden_layers=int(hf["num_hidden_layers"]),
-            num_attention_heads=int(hf["num_attention_heads"]),
-            num_key_value_heads=int(hf.get("num_key_value_heads", hf["num_attention_heads"])),
-            head_dim=int(hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]),
-            rope_theta=float(rope_theta),
-            rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
-            max_position_embeddings=int(hf.get("max_position_embeddings", 40960)),
-            attention_bias=bool(hf.get("attention_bias", False)),
-            initializer_range=float(hf.get("initializer_range", 0.02)),
-            bos_token_id=hf.get("bos_token_id", QWEN3_BOS_ID),
-            eos_token_id=eos,
-            sliding_window=sliding_window,
-            rope_scaling=rope_scaling,
+            **values,
+            head_dim=coerce(head_dim, int, "head_dim"),
+            sliding_window=_sliding_window(hf),
+            rope_scaling=RopeScaling.from_hf(hf),
         )
 
     def to_hf(self, dtype: str = "float32") -> dict[str, Any]:
@@ -196,11 +167,11 @@ class Qwen3Config:
 def _sliding_window(hf: dict[str, Any]) -> int | None:
     """The window of a HF config whose layers all slide, None when none does. HF slides layer i iff
     use_sliding_window and i >= max_window_layers (or as `layer_types` says); a mix is rejected."""
-    layers = int(hf.get("num_hidden_layers", 0))
+    layers = coerce(hf.get("num_hidden_layers", 0), int, "num_hidden_layers")
     window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
     types = hf.get("layer_types")
     if types is None:
-        first = int(hf.get("max_window_layers", layers))
+        first = coerce(hf.get("max_window_layers", layers), int, "max_window_layers")
         types = [
             "sliding_attention" if window is not None and i >= first else "full_attention"
             for i in range(layers)
@@ -213,7 +184,7 @@ def _sliding_window(hf: dict[str, Any]) -> int | None:
             f"sliding-window attention on {sliding} of {len(types)} layers is not supported; "
             "only all layers (max_window_layers=0) or none"
         )
-    return int(window)
+    return coerce(window, int, "sliding_window")
 
 
 def _qwen3(hidden: int, inter: int, layers: int, heads: int, tied: bool) -> Qwen3Config:
@@ -316,4 +287,7 @@ def get_config(name: str, **overrides: Any) -> Qwen3Config:
     if key not in PRESETS:
         raise KeyError(f"unknown model preset {name!r}; known: {sorted(PRESETS)}")
     cfg = PRESETS[key]
-    return dataclasses.replace(cfg, **overrides) if overrides else cfg
+    if not overrides:
+        return cfg
+    # a recipe's `model.overrides` are numbers from a user: converted and checked as a config.json's
+    return dataclasses.replace(cfg, **{**overrides, **read_fields(Qwen3Config, overrides)})

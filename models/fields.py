@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -29,11 +30,12 @@ class Range:
     lt: float | None = None
 
     def admits(self, value: Any) -> bool:
-        return not (
-            (self.ge is not None and value < self.ge)
-            or (self.gt is not None and value <= self.gt)
-            or (self.le is not None and value > self.le)
-            or (self.lt is not None and value >= self.lt)
+        """Written as what a value must satisfy (never `not (v < lo)`), so NaN fails every bound."""
+        return (
+            (self.ge is None or value >= self.ge)
+            and (self.gt is None or value > self.gt)
+            and (self.le is None or value <= self.le)
+            and (self.lt is None or value < self.lt)
         )
 
     def __str__(self) -> str:
@@ -67,6 +69,8 @@ def _ranges(cls: type) -> dict[str, Range]:
     """Field name -> the Range its annotation declares (fields without one are absent)."""
     out = {}
     for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):  # `Annotated[...] | None`
+            hint = next((a for a in typing.get_args(hint) if typing.get_origin(a) is Annotated), hint)
         if typing.get_origin(hint) is Annotated:
             out.update((name, extra) for extra in hint.__metadata__ if isinstance(extra, Range))
     return out
@@ -107,7 +111,8 @@ def field_range(cls: type, name: str) -> Range | None:
 
 def field_errors(obj: Any, prefix: str = "") -> list[str]:
     """Every field of the dataclass `obj`, nested sections included, outside its declared choices or
-    range: one line each, naming the key (`prefix` + dotted name). None values pass (= "unset")."""
+    range, or a float that is NaN or infinite: one line each, naming the key (`prefix` + dotted
+    name). None values pass (= "unset")."""
     errors = []
     for f in dataclasses.fields(obj):
         key, value = prefix + f.name, getattr(obj, f.name)
@@ -116,6 +121,9 @@ def field_errors(obj: Any, prefix: str = "") -> list[str]:
             continue
         if value is None:
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            errors.append(f"{key} must be a finite number, got {value!r}")
+            continue
         choice = choice_error(key, value, field_type(type(obj), f.name))
         if choice is not None:
             errors.append(choice)
@@ -123,6 +131,21 @@ def field_errors(obj: Any, prefix: str = "") -> list[str]:
         if allowed is not None and not allowed.admits(value):
             errors.append(f"{key} must be {allowed}, got {value!r}")
     return errors
+
+
+def check_fields(obj: Any, prefix: str = "") -> None:
+    """A one-line ValueError naming the first of `field_errors(obj)`; for a frozen dataclass's
+    `__post_init__`, so a value built in code is held to the ranges a file's value is."""
+    errors = field_errors(obj, prefix)
+    if errors:
+        raise ValueError(errors[0])
+
+
+def read_fields(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The entries of `raw` (a file's JSON object) that name fields of the dataclass `cls`, each
+    converted by its field's annotation (`coerce`: finite, typed); other keys are left out."""
+    hints = _hints(cls)
+    return {key: coerce(value, hints[key], prefix + key) for key, value in raw.items() if key in hints}
 
 
 def coerce(value: Any, hint: Any, key: str) -> Any:
@@ -160,11 +183,10 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
 
 
 def _to_bool(value: Any, key: str) -> bool:
+    """Only a YAML/JSON boolean: a string such as "false" is refused, never read as a truthy value."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.lower() in ("true", "1", "yes")
-    raise ValueError(f"{key}: expected true/false, got {value!r}")
+    raise ValueError(f"{key}: expected true/false (a boolean, not a string or number), got {value!r}")
 
 
 def _to_int(value: Any, key: str) -> int:
@@ -174,7 +196,7 @@ def _to_int(value: Any, key: str) -> int:
         return int(value)
     try:
         number = float(value) if isinstance(value, str) else None
-    except ValueError:
+    except (ValueError, OverflowError):
         number = None
     if number is None or not number.is_integer():
         _bad(key, "an integer", value)
@@ -182,12 +204,22 @@ def _to_int(value: Any, key: str) -> int:
 
 
 def _to_float(value: Any, key: str) -> float:
+    """A finite float: NaN passes no comparison (so no range check) and infinity no knob means."""
     if isinstance(value, bool):
-        _bad(key, "a number", value)
+        _bad(key, "a finite number", value)
     try:
-        return float(value)  # YAML reads "1e-6" as a string
-    except (TypeError, ValueError):
-        _bad(key, "a number", value)
+        number = float(value)  # YAML reads "1e-6" as a string
+    except (TypeError, ValueError, OverflowError):
+        _bad(key, "a finite number", value)
+    if not math.isfinite(number):
+        _bad(key, "a finite number", value)
+    return number
+
+
+def finite_float(text: str) -> float:
+    """An argparse `type=` for a number flag: a finite float (`float` alone takes "nan" and "inf",
+    which pass no comparison a limit or timeout makes); anything else is argparse's one-line error."""
+    return _to_float(text, "value")
 
 
 def _to_str(value: Any, key: str) -> str:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import jax
 import jax.numpy as jnp
+
+from models.fields import PosFloat, PosInt, Range, check_fields, coerce, read_fields
 
 F32 = jnp.float32
 RopeKind = Literal["default", "linear", "yarn"]
@@ -37,11 +39,11 @@ class RopeScaling:
     YaRN's optional fields default as transformers' do (None = not in the config file)."""
 
     kind: RopeKind = "default"
-    factor: float = 1.0
-    original_max_position_embeddings: int | None = None  # YaRN's pretrained window
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-    attention_factor: float | None = None  # None: from factor (and mscale / mscale_all_dim)
+    factor: Annotated[float, Range(ge=1)] = 1.0
+    original_max_position_embeddings: PosInt | None = None  # YaRN's pretrained window
+    beta_fast: PosFloat = 32.0
+    beta_slow: PosFloat = 1.0
+    attention_factor: PosFloat | None = None  # None: from factor (and mscale / mscale_all_dim)
     mscale: float | None = None
     mscale_all_dim: float | None = None
     truncate: bool = True  # round the ramp's ends to whole dimensions
@@ -55,16 +57,13 @@ class RopeScaling:
             if changed:
                 raise ValueError(f"RoPE kind 'default' takes no scaling parameters, got {changed}")
             return
-        if not self.factor >= 1.0:
-            raise ValueError(f"RoPE {self.kind} scaling factor must be >= 1, got {self.factor}")
+        check_fields(self, f"RoPE {self.kind} scaling ")  # finite, in range (models.fields)
         if self.kind == "yarn":
             window = self.original_max_position_embeddings
-            if window is None or int(window) <= 0:
+            if window is None:
                 raise ValueError(f"YaRN needs a positive original_max_position_embeddings, got {window}")
             if self.beta_fast < self.beta_slow:
                 raise ValueError(f"YaRN beta_fast ({self.beta_fast}) must be >= beta_slow ({self.beta_slow})")
-            if self.attention_factor is not None and self.attention_factor <= 0:
-                raise ValueError(f"YaRN attention_factor must be positive, got {self.attention_factor}")
 
     @property
     def scaled(self) -> bool:
@@ -130,27 +129,22 @@ class RopeScaling:
         if kind not in KINDS:
             why = " (its frequencies follow each call's length; a KV cache cannot)" * (kind == "dynamic")
             raise ValueError(f"RoPE scaling rope_type {kind!r} is not supported{why}; only {KINDS}")
-        if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
+        if coerce(params.get("partial_rotary_factor", 1.0), float, "partial_rotary_factor") != 1.0:
             raise ValueError(f"partial_rotary_factor is not supported, got {params['partial_rotary_factor']}")
         if kind == "default":
             return cls()
         if params.get("factor") is None:
             raise ValueError(f"RoPE {kind} scaling needs a factor, got {params}")
+        where = "rope_scaling."
         if kind == "linear":
-            return cls(kind="linear", factor=float(params["factor"]))
-        window = params.get("original_max_position_embeddings")
-        if window is None:
+            return cls(kind="linear", **read_fields(cls, {"factor": params["factor"]}, where))
+        if params.get("original_max_position_embeddings") is None:
             raise ValueError("YaRN needs original_max_position_embeddings (the pretrained window), got none")
-        optional = {k: params.get(k) for k in ("attention_factor", "mscale", "mscale_all_dim")}
-        return cls(
-            kind="yarn",
-            factor=float(params["factor"]),
-            original_max_position_embeddings=int(window),
-            beta_fast=float(params.get("beta_fast") or 32),  # `or`: transformers reads 0 as unset too
-            beta_slow=float(params.get("beta_slow") or 1),
-            truncate=bool(params.get("truncate", True)),
-            **{k: None if v is None else float(v) for k, v in optional.items()},
-        )
+        raw = {k: params.get(k) for k in ("factor", "original_max_position_embeddings", *_YARN_KEYS)}
+        raw["beta_fast"] = raw["beta_fast"] or 32.0  # `or`: transformers reads 0 as unset too
+        raw["beta_slow"] = raw["beta_slow"] or 1.0
+        raw["truncate"] = True if raw["truncate"] is None else raw["truncate"]
+        return cls(kind="yarn", **read_fields(cls, raw, where))
 
 
 def _mscale(factor: float, mscale: float = 1.0) -> float:

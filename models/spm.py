@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -138,6 +139,17 @@ class SentencePieceTokenizer(ChatTokenIds):
             raise TypeError(f"encode expects str, got {type(text).__name__}")
         return self._sp.encode(text)
 
+    def encode_text(self, text: str) -> list[int]:
+        """`text` with the special symbols written in it as plain text (HFTokenizer.encode_text):
+        each is encoded as its first character and the rest, neither of which is the symbol."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode_text expects str, got {type(text).__name__}")
+        ids: list[int] = []
+        for piece in _SPECIAL_SPLIT.split(text):
+            parts = (piece[:1], piece[1:]) if piece in _SPECIAL else (piece,)
+            ids += [i for part in parts if part for i in self._sp.encode(part)]
+        return ids
+
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return self._sp.encode(list(texts))
 
@@ -164,6 +176,7 @@ class SentencePieceTokenizer(ChatTokenIds):
 
 
 _SPECIAL = (ENDOFTEXT, IM_START, IM_END)  # "special" in HF terms (skipped by skip_special_tokens)
+_SPECIAL_SPLIT = re.compile("(" + "|".join(map(re.escape, _SPECIAL)) + ")")
 
 
 def sentencepiece_to_hf(model_path: str | Path) -> Tokenizer:

@@ -35,6 +35,8 @@ class TokenizerLike(Protocol):
     name: str
 
     def encode(self, text: str) -> list[int]: ...
+    def encode_text(self, text: str) -> list[int]: ...  # special tokens in `text` read as text
+    def turn_text(self, ids: list[int]) -> str: ...  # a sampled turn's text, as the environment parses it
     def decode(self, ids: list[int]) -> str: ...
     def token_to_id(self, token: str) -> int: ...
     def save_hf(self, out_dir: str | Path) -> None: ...
@@ -92,6 +94,14 @@ class ChatTokenIds:
     @property
     def pad_id(self) -> int:
         return self._eos
+
+    def turn_text(self, ids: list[int]) -> str:
+        """The text of a sampled turn as the environment parses it: decoded without the one stop
+        token (`<|im_end|>` or `<|endoftext|>`) that closed it; any other special token the model
+        wrote stays in the text (and makes the turn an error). The report reads turns through this
+        too, so it shows the error the environment answered."""
+        closed = bool(ids) and ids[-1] in (self._im_end, self._eos)
+        return self.decode(list(ids[:-1]) if closed else list(ids))  # type: ignore[attr-defined]
 
 
 UNUSED_ID_TEXT = "\ufffd"

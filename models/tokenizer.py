@@ -10,7 +10,8 @@
 
 All tokenizers match special and added tokens written in the text (``<|im_start|>``, ``<think>``,
 ``<tool_call>`` ...) as single ids, like Hugging Face does, so rendered chat text can be encoded
-directly.  ``eos_id`` and ``pad_id`` are ``<|endoftext|>`` (the pre-training end-of-document token);
+directly; ``encode_text`` reads the special ones as plain text, for text the template did not
+write.  ``eos_id`` and ``pad_id`` are ``<|endoftext|>`` (the pre-training end-of-document token);
 turns end with ``im_end_id``.  ``vocab_size`` counts real tokens (151,669 for Qwen3), which is
 smaller than the model's padded embedding table (151,936); ``decode`` renders ids of padded rows
 as U+FFFD rather than failing (samplers should still mask them).
@@ -58,6 +59,7 @@ class HFTokenizer(ChatTokenIds):
         self._hf_config = hf_config
         self._find_chat_ids("the Qwen chat format needs it")
         self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._as_text: Tokenizer | None = None  # special tokens encoded as text (encode_text)
 
     @property
     def backend(self) -> Tokenizer:
@@ -71,6 +73,19 @@ class HFTokenizer(ChatTokenIds):
         if not isinstance(text, str):
             raise TypeError(f"encode expects str, got {type(text).__name__}")
         return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_text(self, text: str) -> list[int]:
+        """`text` that did not come from the chat template (a tool's output, a model's sub-goal),
+        with the special tokens written in it (`<|im_end|>`, `<|im_start|>` ...) read as plain
+        text, as chat servers split them: only the template writes turn boundaries. The added
+        tokens that are not special (`<tool_response>`, `<think>`) still match, as the template's."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode_text expects str, got {type(text).__name__}")
+        if self._as_text is None:  # a copy: flipping the shared tokenizer would race other encodes
+            copy = Tokenizer.from_str(self._tok.to_str())
+            copy.encode_special_tokens = True
+            self._as_text = copy
+        return self._as_text.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Encode many texts in parallel (Rust threads)."""

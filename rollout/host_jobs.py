@@ -43,8 +43,7 @@ def call_turn_end(episode: Episode, stream: Stream, tokenizer: Any) -> Result:
         start, end = stream.record.turns[-1]
         ids = stream.record.ids[start:end]
         eos = bool(ids) and ids[-1] == tokenizer.eos_id
-        closed = bool(ids) and ids[-1] in (tokenizer.im_end_id, tokenizer.eos_id)
-        text = tokenizer.decode(ids[:-1] if closed else ids)
+        text = tokenizer.turn_text(ids)  # the report reads turns through it too
         outcome = episode.on_turn_end(stream.record.stream, text, eos)
         if not isinstance(outcome, TurnOutcome):
             raise TypeError(f"on_turn_end must return TurnOutcome, got {type(outcome).__name__}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.chat import render
+from models.chat import encode_chat, render
 from sandbox.benchmarks.base import Prompt, TokenCounter
 
 
@@ -18,7 +18,9 @@ def prompt_text(prompt: Prompt) -> str:
 
 
 def prompt_ids(prompt: Prompt, tokenizer: Any) -> list[int]:
-    return tokenizer.encode(prompt_text(prompt))
+    """The ids of `prompt_text`; the messages' text (a HiMAP sub-goal a model wrote) never becomes
+    a special token (models.chat.encode_chat)."""
+    return encode_chat(tokenizer, prompt.messages, prompt.tools, add_generation_prompt=True)
 
 
 def token_counter(tokenizer: Any) -> TokenCounter:

@@ -12,7 +12,8 @@ template, which keeps the reasoning of every assistant turn after the last real 
 counts no `<tool_response>`-wrapped turn as one, keeps every earlier `<think>` block too: a policy
 served through its exported tokenizer's chat template sees what it was trained on (docs/SPEC.md
 section 6). Tokens are built piecewise around the special tokens, which equals tokenising the whole
-template text (special tokens split the text).
+template text (special tokens split the text); a `<|im_end|>` written in a reply is text
+(`encode_text`), never a turn boundary.
 
 What the template does not reproduce (tests/rollout/test_chat_parity.py,
 tests/rollout/test_rollout_engine.py::test_record_text_equals_chat_template): the record ends at the
@@ -42,7 +43,7 @@ def render_env_reply(tokenizer: Any, body: str) -> list[int]:
     return (
         tokenizer.encode("\n")
         + [start]
-        + tokenizer.encode(f"user\n{body}")
+        + tokenizer.encode_text(f"user\n{body}")  # the environment's text: no special tokens
         + [end]
         + tokenizer.encode("\n")
         + [start]

@@ -27,7 +27,7 @@ from typing import Protocol
 from sandbox.memory import Memory
 from sandbox.parser import ParsedTurn, ParseError, ToolCall, parse_turn
 from sandbox.python_budget import PythonBudget
-from sandbox.strict_json import scrub_surrogates
+from sandbox.strict_json import scrub_surrogates, scrub_terminal
 from sandbox.tools.args import Param, function_schema
 from sandbox.types import ResponseKind, StopReason, ToolResult, World
 
@@ -248,8 +248,13 @@ class EpisodeEnv:
         return [f.result() for f in futures]
 
     def _respond(self, kind: ResponseKind, name: str, result: ToolResult) -> Response:
-        # A tool may echo what it was given; the reply must stay encodable text for the tokenizer.
-        text = scrub_surrogates(truncate_middle(result.text, self.max_response_chars))
+        # A reply must stay encodable text for the tokenizer; what a program printed, an error
+        # echoing the model's arguments and a memory value it wrote lose NUL and terminal escapes
+        # too. A world tool's own reply is the environment's text (the HiMAP protocol's NUL-marked
+        # placeholder among them, which no scrubbed text can forge).
+        own = kind == ResponseKind.TOOL and name != PYTHON_TOOL_NAME and not result.is_error
+        text = result.text if own else scrub_terminal(result.text)
+        text = scrub_surrogates(truncate_middle(text, self.max_response_chars))
         return Response(
             kind=kind,
             name=name,

@@ -9,6 +9,7 @@ nesting, with a one-line `StrictJSONError`; its cost is linear in the text.
 
 import json
 import math
+import re
 from typing import Any
 
 from sandbox.nesting import MAX_JSON_DEPTH, nested_deeper_than
@@ -56,6 +57,21 @@ def scrub_surrogates(text: str) -> str:
     if not has_lone_surrogate(text):
         return text
     return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+# A terminal's escape sequences (CSI "ESC [ ... final", OSC "ESC ] ... BEL or ESC \\", two-character
+# ones), then every other control character but tab, newline and carriage return (NUL, BEL,
+# backspace, DEL, C1). A tool's output is shown to a model and in reports, never to a terminal.
+_TERMINAL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
+
+
+def scrub_terminal(text: str) -> str:
+    """`text` without NUL, other control characters and terminal escape sequences (tab, newline and
+    carriage return kept); clean text comes back as it is."""
+    return _TERMINAL.sub("", text)
 
 
 def _strings_clean(value: Any) -> bool:

@@ -8,6 +8,7 @@ what is left here is what one field cannot say: how knobs and sections must agre
 from __future__ import annotations
 
 from b2tjax.config.schema import TrainConfig
+from models.config import get_config
 from models.fields import field_errors
 from rollout.config import RolloutConfig
 from sandbox.benchmarks import BENCHMARKS, BenchmarkError, benchmark_class
@@ -36,6 +37,7 @@ def config_errors(cfg: TrainConfig) -> list[str]:
         + cfg.rollout.length_errors("rollout.")
         + cfg.model.lora.errors()
         + _rope_errors(cfg)
+        + _model_overrides_errors(cfg)
         + _agent_errors(cfg)
         + _placement_errors(cfg)
     )
@@ -93,6 +95,20 @@ def _rope_errors(cfg: TrainConfig) -> list[str]:
             "model.rope_scaling.factor and original_max_positions need kind linear or yarn; "
             f"got kind none with factor {rope.factor}, original_max_positions {rope.original_max_positions}"
         ]
+    return []
+
+
+def _model_overrides_errors(cfg: TrainConfig) -> list[str]:
+    """`model.overrides` checked as the config.json numbers they stand for (finite, typed, in
+    range) when the config loads, not when the model is built after the run directory is written."""
+    if cfg.model.init:
+        return []
+    try:
+        get_config(cfg.model.preset, **cfg.model.overrides)
+    except KeyError as err:
+        return [f"model.preset: {err.args[0]}"]
+    except (TypeError, ValueError) as err:
+        return [f"model.overrides: {err}"]
     return []
 
 

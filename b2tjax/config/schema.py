@@ -31,6 +31,10 @@ from sandbox.types import StrEnum
 Dtype = Literal["float32", "bfloat16"]
 Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.tasks.toy)
 Mode = Literal["sft_grpo", "grpo", "sft_only", "eval"]  # sft_only: baseline; eval: e.g. ReAct baseline
+# How a benchmark with two judges (TravelPlanner) judges plans in training and the run's evaluation:
+# strict (its documented fixes; the reward trains on it) | official (the harness's verdicts, quirks
+# included: what published numbers use, and launch/eval.py's default)
+Judge = Literal["strict", "official"]
 Agent = Literal["single", "himap"]  # one agent per episode | HiMAP team (coordinator + day executors)
 
 
@@ -216,6 +220,7 @@ class ToyConfig:
 class TrainConfig:
     task: Task = "travel"  # travel (an agent on `benchmark`) | toy (the digit task)
     benchmark: str = "b2t"  # a name in sandbox.benchmarks.BENCHMARKS: "b2t" | "travelplanner"
+    judge: Judge = "strict"  # strict | official: how plans are judged (b2t has one judge: ignored)
     mode: Mode = "sft_grpo"  # sft_grpo | grpo | sft_only (baseline) | eval (e.g. a ReAct baseline)
     agent: Agent = "single"  # single | himap:: HiMAP episodes (the `himap:` section) for rollouts, SFT, eval
     seed: int = 0  # any integer: model init, sampling and data order

@@ -24,7 +24,6 @@ _RESPONSE = re.compile(
     r"<tool_response>\n?(.*?)\n?</tool_response>|<memory_response>\n?(.*?)\n?</memory_response>", re.DOTALL
 )
 _MEMORY = re.compile(r"<memory_response>\n?(.*?)\n?</memory_response>", re.DOTALL)
-_CHAT_TOKENS = re.compile(r"<\|im_(?:start|end)\|>(?:user|assistant|system)?\n?")
 MAX_CHARS = 1500  # per response / thought / tool arguments shown in the page
 LABEL_CHARS = 120  # per name (a tool name the model wrote can be any length)
 
@@ -45,8 +44,7 @@ def turn(
 ) -> dict[str, Any]:
     """One assistant turn and the environment's reply to it: `responses` as the environment gave
     them ({"kind", "name", "error", "text"}), else (our scripted traces only) `reply`'s blocks."""
-    text = _CHAT_TOKENS.sub("", text)
-    parsed = parse_turn(text)
+    parsed = parse_turn(text)  # as the environment parsed it: a chat token the model wrote is an error
     calls, memory = [], []
     for action in parsed.actions:
         if isinstance(action, ToolCall):
@@ -121,7 +119,7 @@ def from_record(record: Any, tokenizer: Any, *, shading: bool = False) -> list[d
             responses = [{"kind": "reply", "name": "", "error": False, "text": reply}] if reply else []
         turns.append(
             turn(
-                tokenizer.decode(record.ids[start:end]),
+                tokenizer.turn_text(record.ids[start:end]),  # exactly the text the environment parsed
                 None,
                 tokens=sum(record.loss_mask[start:end]),
                 shade=shade,

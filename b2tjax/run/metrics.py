@@ -234,3 +234,15 @@ def save_step_records(folder: Path, step: int, records: Sequence[Any]) -> None:
     """FOLDER/step-N.jsonl: a GRPO step's rollout records (`save_records`), one JSON line each."""
     folder.mkdir(exist_ok=True)
     (folder / f"step-{step}.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+
+
+def stop_if_not_finite(phase: Phase, global_step: int, metrics: dict) -> None:
+    """The policy for a non-finite step: the step applied nothing (b2tjax/step/optim.py) and the run
+    stops in one line before saving it, rather than skipping on while the weights or data are broken."""
+    bad = {k: metrics[k] for k in ("loss", "grad_norm") if k in metrics and not math.isfinite(metrics[k])}
+    if bad:
+        values = ", ".join(f"{k} {v}" for k, v in bad.items())
+        raise UserError(
+            f"{phase} step {global_step}: {values} is not finite; the update was not applied and the run "
+            "stops (the last checkpoint is the step before); check optim.lr, the data and model.init"
+        )

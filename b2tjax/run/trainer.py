@@ -31,7 +31,7 @@ from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
 from b2tjax.run.mesh import build_mesh, check_placement
-from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, wandb_run
+from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, stop_if_not_finite, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
 from b2tjax.run.streaming import StepRollouts
@@ -314,6 +314,7 @@ class Trainer:
         """Every step of either phase ends alike: log, checkpoint (always after the last), honour SIGTERM."""
         last_step = self.sft_steps if phase == Phase.SFT else self.grpo_steps
         writer.log(global_step, metrics, phase=phase)
+        stop_if_not_finite(phase, global_step, metrics)
         train_state = self._resume_point(phase, phase_step, data, counters)
         self._save(global_step, state, train_state, final=phase_step == last_step)
         if phase_step < last_step:

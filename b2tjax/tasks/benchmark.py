@@ -38,7 +38,14 @@ from rollout.engine import RolloutEngine
 from rollout.hosts import agree, episode_owner, gather_objects, merge_by_owner
 from rollout.prompt import token_counter
 from rollout.session import RolloutSession
-from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, get_benchmark, interleave_difficulties
+from sandbox.benchmarks import (
+    Benchmark,
+    BenchmarkError,
+    Instance,
+    benchmark_class,
+    get_benchmark,
+    interleave_difficulties,
+)
 from sandbox.env import EXECUTED
 from sandbox.python_tool import PythonSandbox
 
@@ -100,7 +107,8 @@ class BenchmarkTask:
     def prepare(cls, cfg: TrainConfig) -> BenchmarkTask:
         data_dir = Path(cfg.data.data_dir)
         check_data_dir(data_dir, cfg.benchmark)
-        benchmark = get_benchmark(cfg.benchmark, data_dir)
+        judge = benchmark_class(cfg.benchmark).judge_options(cfg.judge)
+        benchmark = get_benchmark(cfg.benchmark, data_dir, **judge)
         return cls(cfg, benchmark, load_or_train_tokenizer(cfg, data_dir, benchmark))
 
     def _load_split(self, split: str, limit: int) -> list[Instance]:

@@ -118,6 +118,13 @@ class Benchmark(abc.ABC):
         """The constructor's keyword options, from the arguments `add_arguments` added."""
         return {}
 
+    @classmethod
+    def judge_options(cls, judge: str) -> dict[str, Any]:
+        """The constructor's options that make it judge plans as `judge` says (the training config's
+        `judge`: "strict", what training rewards, or "official", the harness's published verdicts);
+        {} for a benchmark with one way of judging."""
+        return {}
+
     # -- data preparation (launch/make_data.py) ----------------------------------------------------
     @classmethod
     def add_data_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -156,6 +156,17 @@ def test_python_tool_routing_and_parallel_calls(small_world, python_pool):
     assert bad.responses[0].is_error and "only 'code'" in bad.responses[0].text
 
 
+def test_tool_output_reaches_the_model_without_nul_or_terminal_escapes(small_world, python_pool):
+    """A program's output is plain text: NUL, bells, backspaces and escape sequences (colours,
+    cursor moves, a window title) are dropped; tabs and newlines stay."""
+    env = EpisodeEnv(small_world, python_tool=python_pool)
+    code = r"print('a\x00b\x1b[31mred\x1b[0m\x1b]0;title\x07\x1b[2J\x08\x7fc\td\ne')"
+    step = env.step(call({"name": "Python", "arguments": {"code": code}}))
+    assert step.responses[0].text == "abredc\td\ne"
+    unknown = env.step(call({"name": "No\u0000Tool\u001b[1m", "arguments": {}}))
+    assert unknown.responses[0].is_error and not {"\x00", "\x1b"} & set(unknown.rendered)
+
+
 def test_a_raising_tool_becomes_an_error_response(small_world):
     class Faulty:
         """The real world, except that one tool raises (tools must not, but the env guards)."""

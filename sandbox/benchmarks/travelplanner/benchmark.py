@@ -77,6 +77,13 @@ class TravelPlannerVerdict:
         }
 
 
+# What the closing table says of its numbers, by evaluator mode.
+_JUDGED = {
+    "official": "judged in official mode (the harness's verdicts, as published numbers are)",
+    "strict": "judged in strict mode (what training rewards; published numbers use official mode)",
+}
+
+
 class TravelPlannerBenchmark(Benchmark):
     name = "travelplanner"
     splits = ("train", "dev", "validation", "test")
@@ -129,6 +136,12 @@ class TravelPlannerBenchmark(Benchmark):
     @classmethod
     def options_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
         return {"planning": args.planning, "mode": args.mode, "queries": args.queries}
+
+    @classmethod
+    def judge_options(cls, judge: str) -> dict[str, Any]:
+        """Training judges in `strict` mode by default: `official` pays full reward for plans that
+        teleport, invent their last attraction or name a place by a fragment (README.md)."""
+        return {"mode": judge}
 
     # -- data preparation -----------------------------------------------------------------------
     @classmethod
@@ -277,14 +290,16 @@ class TravelPlannerBenchmark(Benchmark):
         "per_level_days" {"hard-5": rates, ...}."""
         queries, results = [v.query for v in verdicts], [v.evaluation for v in verdicts]
         groups = {f"{level}-{days}": row for (level, days), row in breakdown(queries, results).items()}
-        return {**compute_metrics(queries, results), "n": len(verdicts), "per_level_days": groups}
+        rates = compute_metrics(queries, results)
+        return {**rates, "n": len(verdicts), "judge": self.eval_mode, "per_level_days": groups}
 
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         groups = {
             (key.rsplit("-", 1)[0], int(key.rsplit("-", 1)[1])): row
             for key, row in metrics.get("per_level_days", {}).items()
         }
-        return f"n = {metrics['n']}\n" + format_table(metrics, groups)
+        judged = _JUDGED[metrics.get("judge", self.eval_mode)]
+        return f"n = {metrics['n']}; {judged}\n" + format_table(metrics, groups)
 
     def checks(self, verdict: TravelPlannerVerdict) -> list[tuple[str, bool, str]]:
         """The 8 commonsense then the 5 hard checks; a hard check not applicable passes, and every

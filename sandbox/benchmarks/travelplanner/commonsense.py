@@ -17,6 +17,7 @@ from sandbox.benchmarks.travelplanner.text import (
     flight_number,
     from_to,
     is_filled,
+    same_place_key,
     transport_mode,
 )
 
@@ -88,25 +89,33 @@ def is_reasonable_visiting_city(query: dict, plan: list, days: Days, lookup: Loo
     return True
 
 
+def _place(item: Any, strict: bool) -> Any:
+    """An item as the diversity checks compare it: officially the raw text; strictly its name and
+    city normalised, so an extra space or another case does not make a second restaurant."""
+    return same_place_key(item) if strict and isinstance(item, str) else item
+
+
 def is_valid_restaurants(query: dict, plan: list, days: Days, lookup: Lookup) -> bool:
     seen: list[Any] = []
     for day in days:
         for meal in MEALS:
             if meal in day and is_filled(day[meal]):
-                if day[meal] in seen:
+                place = _place(day[meal], lookup.strict)
+                if place in seen:
                     return False
-                seen.append(day[meal])
+                seen.append(place)
     return True
 
 
 def is_valid_attractions(query: dict, plan: list, days: Days, lookup: Lookup) -> bool:
-    seen: list[str] = []
+    seen: list[Any] = []
     for day in days:
         if "attraction" in day and is_filled(day["attraction"]):
             for item in attraction_items(day["attraction"], lookup.strict):
-                if item in seen:
+                place = _place(item, lookup.strict)
+                if place in seen:
                     return False
-                seen.append(item)
+                seen.append(place)
     return True
 
 

@@ -42,6 +42,15 @@ def name_and_city(item: Any) -> tuple[str, str]:
     return match.group(1).strip(), before_parenthesis(match.group(2).strip()).strip()
 
 
+def same_place_key(item: str) -> tuple[str, str]:
+    """What strict mode compares to tell two items apart: name and city, each with its whitespace
+    collapsed and case folded (as B2T compares names), so "Cafe X , Paris" repeats "Cafe X, Paris"."""
+    name, city = name_and_city(item)
+    if name == "-" and city == "-":
+        name, city = item, ""
+    return " ".join(name.split()).casefold(), " ".join(city.split()).casefold()
+
+
 def attraction_items(text: str, strict: bool) -> list[str]:
     """Items of an attraction field "A, City;B, City;".
 
