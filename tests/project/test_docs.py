@@ -5,8 +5,8 @@ file of the repository points at a tracker its reader cannot see.
   names a file that exists, and an anchor names a heading of that page (GitHub's slugs);
 - a `docs/...` path written in code, configs or docs names a file that exists;
 - README.md is at most 12 KB and every page under docs/ at most 40 KB;
-- no tracked text file refers to a numbered ticket ("issue 12", "issues 3-4", "(#12)"): the reason
-  for a choice is written where the choice is.
+- no tracked text file refers to a numbered ticket (the word issue or ticket followed by a number,
+  or a number after a hash in brackets): the reason for a choice is written where the choice is.
 """
 
 from __future__ import annotations
