@@ -1,4 +1,4 @@
-"""Speed benchmark: padded vs packed training rows (issue 35), in one run.
+"""Speed benchmark: padded vs packed training rows, in one run.
 
     python benchmarks/bench_packing.py --data /tmp/b2t --benchmark b2t           # expert traces' lengths
     python benchmarks/bench_packing.py --data /tmp/b2t --qwen3                   # Qwen3 tokens (make_data's)

@@ -16,7 +16,7 @@ prefix reuse (`prefix_reuse`), asynchronous continuous batching: prompt tokens o
 prefill tokens computed, tokens copied instead (reused), wall, generated tokens/s, and whether
 both runs gave the same records.
 
-Equal-memory case (`--equal-memory P`, issue 36): P prompts x G = `--group` episodes with a
+Equal-memory case (`--equal-memory P`): P prompts x G = `--group` episodes with a
 realistic length mix scaled to a tiny CPU model: prompt lengths spread log-uniformly over
 `--prompt-min`..`--prompt-max` tokens (default 64..512: a 1k..8k mix scaled by 1/16; each prompt is
 the agent prompt's first tokens closed by the assistant header), episodes ending at different

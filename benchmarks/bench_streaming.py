@@ -1,4 +1,4 @@
-"""Benchmark: synchronous GRPO steps vs streaming rollouts (rollout.max_staleness, issue 37).
+"""Benchmark: synchronous GRPO steps vs streaming rollouts (rollout.max_staleness).
 
 A step-shaped loop, co-located (decoding and the weight update alternate on one device): every step
 rolls out `--prompts` x `--group` episodes on `--rows` rows of a tiny random Qwen3, then updates

@@ -2,7 +2,7 @@
 shapes, same run.
 
 Tunix is an optional peer, not a dependency: install it to compare (`pip install google-tunix`);
-without it this prints a message and exits 0. Shapes follow issue 14: Qwen3-0.6B width, 2 layers,
+without it this prints a message and exits 0. Shapes: Qwen3-0.6B width, 2 layers,
 fp32, batch 4, a 128-token prompt, 64 greedy tokens, caches of 256 and 4,096 slots. Random weights
 (decoding speed does not depend on them). Per-token decode time is measured the same way on both
 sides, through each one's public generation path: (time for 64 tokens - time for 1 token) / 63,

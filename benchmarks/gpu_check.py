@@ -15,10 +15,10 @@ to 2 layers and a 16k vocabulary so the whole check takes about a minute.
 3. GRPO train step (loss, grads, AdamW; bf16 compute, fp32 master weights): tokens/s and MFU against
    a bf16 matmul chain measured in the same run.
 4. rollout engine: generated tokens/s over multi-turn synthetic episodes (fixed environment replies).
-5. paged rollout (issue 36): benchmarks/bench_rollout.py's equal-memory case, contiguous vs paged
+5. paged rollout: benchmarks/bench_rollout.py's equal-memory case, contiguous vs paged
    with the same pool bytes on more rows; on an accelerator at the Qwen3-0.6B shape (vocab: the
    bench's 2k tokenizer) with 1k-8k-token prompts in 16k-token rows, on CPU its tiny shape.
-6. streaming rollouts (issue 37): benchmarks/bench_streaming.py, synchronous steps vs
+6. streaming rollouts: benchmarks/bench_streaming.py, synchronous steps vs
    rollout.max_staleness 1 and 2, and S = 1 decoding during a simulated 200 ms update in a second
    thread (the split placement's schedule; its tiny model; more rows and longer turns on an
    accelerator).

@@ -1,5 +1,5 @@
 """The scripted HiMAP team under each ablation against the single-agent expert, on one B2T split:
-constraints passed, final pass, rounds, rejections and fallback days (docs/HIMAP.md's table).
+constraints passed, final pass, rounds, rejections and fallback days (docs/results/himap.md).
 
     python benchmarks/himap_ablations.py [--data data/small] [--split test]
 

@@ -1,5 +1,6 @@
-"""The tiny model's results table of docs/RESULTS.md: untrained, SFT only, ReAct prompt, SFT + GRPO and
-the expert, on the same test instances, mean +- std over seeds. One command regenerates every number:
+"""The tiny model's results table of docs/results/tiny-cpu.md: untrained, SFT only, ReAct prompt,
+SFT + GRPO and the expert, on the same test instances, mean +- std over seeds. One command
+regenerates every number:
 
     python benchmarks/results_table.py --jobs 2          # train / evaluate what is missing, print the table
     python benchmarks/results_table.py --from-runs       # only read existing run directories

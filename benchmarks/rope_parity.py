@@ -2,8 +2,8 @@
 random weights: max |logit difference| far beyond the original window, uncached (training) and on
 the KV cache (a prefill, then the rest appended as rollout's prefix reuse does), and greedy
 decoding on the cache against transformers' argmax at every position. The same weights with plain
-RoPE show what the scaling changes. Not a speed benchmark: the parity table of docs/TRAINING.md
-"Long context: YaRN (issue 34)".
+RoPE show what the scaling changes. Not a speed benchmark: the parity table of docs/results/speed.md
+"RoPE scaling parity".
 
     python benchmarks/rope_parity.py [--window 64] [--length 512]
 """

@@ -1,4 +1,4 @@
-"""Learning under streaming rollouts, over seeds (issue 37): not a speed benchmark.
+"""Learning under streaming rollouts, over seeds: not a speed benchmark.
 
 The multi-turn tool-learning recipe (tests/lookup_fixtures.py: SFT on the protocol, then 20 GRPO
 steps x 128 episodes, lr 3e-3, 4 epochs per batch) from each seed, synchronous and streaming. One

@@ -1,4 +1,4 @@
-"""The expert traces' token lengths and the share each recipe holds whole (issue 34; not a timer).
+"""The expert traces' token lengths and the share each recipe holds whole (not a timer).
 
     python launch/make_data.py --scale small --seed 11 --out /tmp/small11
     python launch/make_data.py --benchmark travelplanner --out /tmp/tp

@@ -116,7 +116,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write the metrics to this JSON file")
     parser.add_argument("--details", type=Path, help="write every plan's verdict (JSONL)")
     parser.add_argument(
-        "--report", type=Path, help="write the HTML report of every plan (docs/RESULTS.md shows one)"
+        "--report", type=Path, help="write the HTML report of every plan (docs/results/README.md shows one)"
     )
     add_trust_option(parser)
     add_benchmark_options(parser, name)

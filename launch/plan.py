@@ -13,14 +13,14 @@ arguments, outputs, temporaries and what stays resident beside it, against the d
 Exits with status 1, naming program and bytes, when one does not fit with 10% headroom;
 `key=value` overrides work as in launch/train.py.
 
-With `mesh.rollout_devices: N` (the split placement, issue 37) the target's devices are split as
+With `mesh.rollout_devices: N` (the split placement) the target's devices are split as
 the trainer splits them (on each host the last N decode, the others train; N must be half of each
 host's devices): the train steps compile on the train sub-mesh (beside them the KL reference and
 the hand-over's scratch, no sampler weights or KV cache), the rollout programs on the rollout
 sub-mesh (beside them the hand-over's filler, no optimizer state), and the weight hand-over (in
 place of the refresh) on the union mesh, with one table for a train device and one for a rollout
 device; each side is checked against the device memory (b2tjax/plan/split_plan.py). The 8B TPU
-recipe's halves need half its rows and micro-batches (docs/TRAINING.md):
+recipe's halves need half its rows and micro-batches (docs/guides/memory-plan.md):
 
     python launch/plan.py --config configs/qwen3_8b_tpu.yaml mesh.rollout_devices=2 \\
         rollout.batch_rows=128 rollout.kv_pages=245760 sft.micro_batch_size=4 grpo.micro_batch_size=4

@@ -14,7 +14,7 @@ section of `--config RECIPE.yaml`, then the flags below, then `rollout.key=value
 spot on the data (saved beside --out) unless `--tokenizer` names one (e.g. `qwen3`). Each line
 holds instance_id, ids, loss_mask, logprobs (0.0 where the mask is 0), turns, errors, answer,
 stop_reason, truncated, timings and `tokenizer` (what `models.tokenizer.load_tokenizer` reloads).
-With `--agent himap` every instance is a HiMAP team episode (docs/HIMAP.md) and each line is one
+With `--agent himap` every instance is a HiMAP team episode (docs/concepts/himap.md) and each line is one
 stream: `stream`, `role` (coordinator | executor), `day`, `round` and `episode` say which; the
 episode's merged plan is the coordinator's `answer`.
 """

@@ -9,7 +9,7 @@
     python launch/train.py grpo.loss_mask=false rollout.memory_enabled=false   # ablations
     python launch/train.py --config configs/himap_tiny_cpu.yaml   # HiMAP team (agent: himap)
     python launch/cluster.py --processes 2 --devices-per-process 2 -- launch/train.py \\
-        mesh.fsdp=2 mesh.tensor=2                           # a stand-in pod (docs/TRAINING.md)
+        mesh.fsdp=2 mesh.tensor=2                           # a stand-in pod (docs/guides/tpu-pod.md)
     python launch/train.py mode=sft_only                    # SFT baseline; mode=eval with
                                                             # rollout.prompt_style=react: ReAct baseline
 

@@ -7,7 +7,7 @@ base's logical axis names and a replicated rank axis ("lora_rank"): the mesh rul
 the weight they adapt. B starts at zero (the adapted model is the base model exactly), A with
 PEFT's default (Kaiming-uniform, bound 1 / sqrt(fan_in)).
 
-We attach our own adapters instead of using qwix (docs/TRAINING.md "LoRA and QLoRA" says why).
+We attach our own adapters instead of using qwix (docs/guides/lora.md says why).
 """
 
 from __future__ import annotations

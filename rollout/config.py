@@ -82,7 +82,7 @@ class RolloutConfig:
     # A decode segment returns once this share of its active rows has ended its turn (1.0: every
     # row), so their tool calls can start while the rest keep decoding; in (0, 1].
     segment_return_share: Annotated[float, Range(gt=0, le=1)] = 1.0
-    # -- streaming across training steps (rollout/session.py, issue 37)
+    # -- streaming across training steps (rollout/session.py)
     # A step trains on records whose oldest sampled token is at most this many weight updates old;
     # the engine keeps decoding the next steps' episodes meanwhile. 0: every step rolls out its
     # episodes to their end under one policy (today's synchronous loop, exactly).

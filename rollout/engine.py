@@ -58,7 +58,7 @@ small collective per round (which also carries a stop request). `run` then retur
 process' records only. Prefix reuse copies among a process' own rows; every process joins each
 copy call, with everyone's pairs (rollout/device.py).
 
-Streaming across training steps (issue 37): `session()` keeps one run alive while the trainer
+Streaming across training steps: `session()` keeps one run alive while the trainer
 updates the weights (rollout/session.py).
 
 Prefix reuse (built): `Run._seat` + `DeviceCalls.prefill` are the single admission step that

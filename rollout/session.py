@@ -1,4 +1,4 @@
-"""RolloutSession: one engine run that outlives a training step (streaming rollouts, issue 37).
+"""RolloutSession: one engine run that outlives a training step (streaming rollouts).
 
 `RolloutEngine.run` rolls every episode to its end, so a GRPO step ends with a tail in which the
 last long episodes decode with most rows empty. A session keeps one `rollout.run.Run` alive across

@@ -51,7 +51,7 @@ class EngineStats:
     @property
     def row_occupancy(self) -> float:
         """Generated tokens / (decode steps x rows): the share of row-steps that produced a token
-        (the tail of a step, with most rows empty, drags it down; issue 37)."""
+        (the tail of a step, with most rows empty, drags it down)."""
         steps = self.decode_steps * self.rows
         return self.generated_tokens / steps if steps else 0.0
 

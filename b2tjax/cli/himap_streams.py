@@ -1,4 +1,4 @@
-"""Token lengths of the scripted HiMAP expert's streams: what a HiMAP recipe's rows hold (issue 36).
+"""Token lengths of the scripted HiMAP expert's streams: what a HiMAP recipe's rows hold.
 
 Why: a HiMAP episode is a team of streams (a coordinator, one executor per day and round), each a
 KV row of its own, so the single agent's trace lengths (DATA/trace_lengths.json) say nothing of

@@ -1,4 +1,4 @@
-"""Rows per chip that the rollout's KV budget holds at the expert traces' live lengths (issue 36).
+"""Rows per chip that the rollout's KV budget holds at the expert traces' live lengths.
 
 Why: the contiguous cache reserves cache_len slots per row from its first token, so it holds
 batch_rows / chips rows per chip however short the episodes are; the paged pool holds only the

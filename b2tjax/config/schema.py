@@ -53,8 +53,8 @@ RopeKind = Literal["none", "linear", "yarn"]
 @dataclass
 class RopeScalingConfig:
     """`model.rope_scaling`: RoPE scaling added to the model (models/rope.py), for random inits and
-    checkpoints alike; the positions become factor x original_max_positions (docs/TRAINING.md
-    "Long context: YaRN (issue 34)"). A checkpoint that has its own, other scaling is refused."""
+    checkpoints alike; the positions become factor x original_max_positions
+    (docs/guides/long-episodes.md). A checkpoint that has its own, other scaling is refused."""
 
     kind: RopeKind = "none"  # none (the model's own RoPE) | linear | yarn
     factor: Annotated[float, Range(ge=1)] = 1.0  # >= 1: the context is stretched by this factor
@@ -123,7 +123,7 @@ class GRPOConfig:
     micro_batch_size: NonNegInt = 0  # divides the mini-batch: rows per forward/backward; 0 = all
     logprob_chunk: PosInt = 128  # sequence chunk of the vocabulary projection
     # "team": every stream of an episode trains on the episode's group-normalised team reward;
-    # "team_local": plus local_weight x a day executor's own normalised day score (docs/HIMAP.md).
+    # "team_local": plus local_weight x a day executor's own normalised day score (docs/concepts/himap.md).
     credit: CreditMode = "team"
     local_weight: NonNegFloat = 0.5  # weight of the local score under "team_local"
     # Train only on the records of groups whose rewards differ (DAPO's dynamic-sampling filter): a

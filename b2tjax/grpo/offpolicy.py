@@ -1,4 +1,4 @@
-"""The off-policy terms of streaming GRPO (rollout.max_staleness > 0, issue 37): the decoupled
+"""The off-policy terms of streaming GRPO (rollout.max_staleness > 0): the decoupled
 objective's per-token importance weights and the staleness of a step's records.
 
 Decoupled PPO (AReaL, Hilton et al. 2022): a streamed record's tokens were sampled by older

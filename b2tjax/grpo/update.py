@@ -6,7 +6,7 @@ The records may be any number of streams of the step's episodes (`RolloutBatch.g
 them to the shapes the jitted steps were compiled for.
 
 `b2tjax.grpo.credit` turns the rewards into advantages (`grpo.credit`: `team` | `team_local`,
-docs/HIMAP.md "Credit assignment"); `b2tjax.grpo.layout.RowLayout` pads each mini-batch to
+docs/concepts/himap.md "Credit assignment"); `b2tjax.grpo.layout.RowLayout` pads each mini-batch to
 `rollout_batch / mini_batches` x 2^j rows (mask-0 rows, invisible to loss, gradient and
 normaliser), so the train step compiles a few times, not once per record count. `grpo_update(cfg,
 fns, state, batch, seed, ref_params)` is the whole update; it logs `records`, `episodes`,

@@ -1,4 +1,4 @@
-"""What a train step's attention holds in device memory, as a note of the memory plan (issue 35).
+"""What a train step's attention holds in device memory, as a note of the memory plan.
 
 The reference path keeps one query block's fp32 scores per layer in flight ([rows, heads, block, T]
 on each device: the forward's softmax and the backward's recomputation under the block

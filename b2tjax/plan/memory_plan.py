@@ -11,7 +11,7 @@ and the KL reference during a train step) are added as "resident".
 The compile is for the mesh's devices: compile-only devices of a TPU slice or of NVIDIA GPUs
 (b2tjax/plan/targets.py), whose own compiler assigns the buffers, or N fake CPU devices, whose XLA:CPU
 buffer assignment overstates bf16 programs (fp32 copies of bf16 weights, copies of the carried KV
-cache; docs/TRAINING.md compares the two). A TPU compile that runs out of device memory is
+cache; docs/results/memory-plans.md compares the two). A TPU compile that runs out of device memory is
 reported as a program that does not fit, with the compiler's own message.
 """
 

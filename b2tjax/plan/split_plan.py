@@ -1,4 +1,4 @@
-"""The memory plan of the split placement (`mesh.rollout_devices`, issue 37), for launch/plan.py.
+"""The memory plan of the split placement (`mesh.rollout_devices`), for launch/plan.py.
 
 The target's devices are split as the trainer splits them (b2tjax/run/mesh.py: `split_meshes`; on
 each host the last N devices decode, the others train) into a train and a rollout sub-mesh of one

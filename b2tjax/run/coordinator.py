@@ -5,7 +5,7 @@ SO_REUSEPORT unless told otherwise: any host that reaches the port can join as a
 unauthenticated connection aborted a whole job), and a second job given the same port binds it
 too and takes the first one's tasks. So process 0 checks the port is free, and the coordinator
 binds the address it was given (JAX_COORDINATOR_BIND_ADDRESS, when set, still wins). The service
-has no authentication: on a real cluster the port must stay on a private network (docs/TRAINING.md).
+has no authentication: on a real cluster the port must stay on a private network (docs/guides/gpu-slurm.md).
 Kept free of JAX imports: launch/cluster.py checks its --port with it.
 """
 

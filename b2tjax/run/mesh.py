@@ -2,7 +2,7 @@
 
 `maybe_initialize_distributed` must run before any other JAX call. On TPU VMs
 `jax.distributed.initialize()` discovers everything itself; on multi-node GPU it reads
-JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/TRAINING.md), and the
+JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID (see docs/guides/gpu-slurm.md), and the
 coordinator binds that address only (b2tjax/run/coordinator.py).
 """
 

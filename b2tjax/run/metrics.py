@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from b2tjax.config.schema import Phase
 from b2tjax.errors import UserError
+from b2tjax.run.metric_names import warn_undocumented
 from sandbox.jsonl import read_jsonl_objects
 
 # Postfix keys shown on the bar, in order, with short labels.
@@ -125,6 +126,7 @@ class MetricsWriter:
         """Append one record and (for a train step) advance the bar by one step."""
         if not self.enabled:
             return
+        warn_undocumented(metrics)
         record = {"step": int(step), "phase": phase, "time": time.time()}
         record.update({k: _plain(v) for k, v in metrics.items()})
         self._jsonl.write(json.dumps(record) + "\n")

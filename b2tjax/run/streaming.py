@@ -1,5 +1,5 @@
 """Where a GRPO step's rollout batch comes from: the synchronous rollout of its prompts, or, with
-`rollout.max_staleness` = S > 0, a streaming session that never drains (issue 37).
+`rollout.max_staleness` = S > 0, a streaming session that never drains.
 
 Streaming schedule (co-located: decoding and training alternate on one mesh). Before step t trains,
 the prompts of steps t .. t + S are submitted to one `rollout.session.RolloutSession` (each step's

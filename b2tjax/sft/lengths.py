@@ -1,4 +1,4 @@
-"""Token lengths of the expert traces, recorded as data: DATA/trace_lengths.json (issue 34).
+"""Token lengths of the expert traces, recorded as data: DATA/trace_lengths.json.
 
 A B2T expert trajectory is ~35k Qwen3 tokens; a recipe whose `max_seq_len` is shorter cuts SFT
 traces into windows and truncates rollouts before they can answer. `launch/make_data.py` writes,
@@ -133,7 +133,7 @@ def record_lengths(data_dir: Path, benchmark: str, log: Callable[[str], None]) -
 
 
 def read_lengths(data_dir: Path | str) -> dict | None:
-    """DATA/trace_lengths.json, or None when the directory has none (built before issue 34)."""
+    """DATA/trace_lengths.json, or None when the directory has none (built by an older make_data)."""
     path = Path(data_dir) / LENGTHS
     if not path.is_file():
         return None

@@ -1,7 +1,7 @@
 """Packed training rows: several records back to back in one row of a fixed token budget.
 
 Padding every record to a step's longest spends a third or more of a train step on padding
-(docs/TRAINING.md "Packed rows (issue 35)"). Here records are binned first-fit-decreasing into
+(docs/concepts/grpo.md, "Batches"). Here records are binned first-fit-decreasing into
 rows of `capacity` tokens; a row carries `segment_ids` (record k of the row is segment k, 1, 2,
 ...; 0 = padding) and `token_positions` (0, 1, ... restarting per record), so the model attends
 within a record only and each record sees the positions it was sampled at.
@@ -22,7 +22,7 @@ compile per (rows, width) pair a run meets, times the loss-position widths K: at
 2 x `row_widths` pairs (32 by default), `row_widths` with one row per device (micro_batch_size =
 data x fsdp, as most Qwen3 recipes), plus a pair per record longer than the budget.
 benchmarks/bench_packing.py counts them over 50 steps (13-18 pairs on the B2T and TravelPlanner
-lengths at 8 rows per micro-batch; docs/TRAINING.md).
+lengths at 8 rows per micro-batch; docs/results/packing.md).
 
 Everything is a pure function of the records' lengths: every JAX process holds the whole global
 batch and packs it alike, so the process count never changes which records share a row.

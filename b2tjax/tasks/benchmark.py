@@ -372,7 +372,7 @@ def host_counts(records: Sequence[Any], executed: Sequence[int], stats: Any) -> 
         [*executed, *(getattr(stats, name) for name in ENGINE_COUNTS), stats.decode_steps, stats.rows]
     )
     out = {f"rollout/{name}": float(everyone[:, 2 + i].sum()) for i, name in enumerate(ENGINE_COUNTS)}
-    # generated tokens / (decode steps x rows) over every process' rows (issue 37). The processes'
+    # generated tokens / (decode steps x rows) over every process' rows. The processes'
     # decode calls are common (rollout/lockstep.py); each counts the steps its own rows needed, so
     # the most any process counted is the run's (exact when every segment's longest row is there).
     row_steps = float(everyone[:, -2].max() * everyone[:, -1].sum())

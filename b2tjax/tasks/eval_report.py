@@ -56,7 +56,7 @@ def evaluation_header(
         measured = f" (here: {tally.line()})" if tally is not None else ""
         lines.append(
             f"note: a {num_params / 1e6:.2f}M-parameter model shows that the pipeline runs end to end, "
-            f"not that the model can plan trips{measured}. docs/RESULTS.md shows what GRPO changes "
+            f"not that the model can plan trips{measured}. docs/results/tiny-cpu.md shows what GRPO changes "
             "at this size (the first-turn action error rate) and which recipe reproduces the papers"
         )
     return "\n".join(lines)

@@ -5,7 +5,7 @@ The interrupted run is sent SIGTERM as soon as its first checkpoint is committed
 the current step and exits 143; the resumed run restores params, optimizer state, the grain
 iterator position and the step counter, and must then reproduce the straight run exactly.
 
-Both runs pack their GRPO rows (`grpo.packing`, issue 35: several records to a row of 128 tokens),
+Both runs pack their GRPO rows (`grpo.packing`: several records to a row of 128 tokens),
 so the resumed steps re-pack their records exactly as the straight run did; the padded layout's
 resume is checked on 2 processes (tests/b2tjax/test_multihost.py) and by tests/b2tjax/test_resume_faults.py.
 """

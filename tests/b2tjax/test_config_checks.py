@@ -1,4 +1,4 @@
-"""Config values are checked when the config loads, with the key and the allowed range (issue 10, item 11)."""
+"""Config values are checked when the config loads, with the key and the allowed range."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_every_range_of_before_is_still_checked(key, allowed):
     bad = _just_outside(allowed)
     with pytest.raises(ValueError) as info:
         load_config(None, [f"{key}={bad}"])
-    if key == "rollout.group_size":  # GRPO's tighter bound is the one line said (issue 39 item 7)
+    if key == "rollout.group_size":  # GRPO's tighter bound is the one line said
         allowed = ">= 2"
     assert f"{key} must be {allowed}, got " in str(info.value)
 

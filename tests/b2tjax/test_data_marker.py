@@ -1,5 +1,5 @@
-"""A data directory names its benchmark (benchmark.json), and eval / rollouts / train read it (issue 26
-item 6): `eval.py --data data/tp` scores TravelPlanner without `--benchmark`, a contradicting
+"""A data directory names its benchmark (benchmark.json), and eval / rollouts / train read it:
+`eval.py --data data/tp` scores TravelPlanner without `--benchmark`, a contradicting
 `--benchmark` is one line naming both, and a directory without the marker keeps the old default."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a run prints around its numbers (issue 26 items 2, 5, 6): the closing table says when episodes
+"""What a run prints around its numbers: the closing table says when episodes
 were cut at a length cap and what a tiny model can show, stop reasons print as plain values, the
 table is printed below a closed progress bar, library INFO chatter stays quiet, and `--help` keeps
 the usage lines' continuations."""
@@ -51,7 +51,7 @@ def test_no_notes_when_they_do_not_apply():
 
 
 def test_the_share_cut_by_length_is_apart_from_the_turn_count():
-    """Issue 34: episodes cut at rollout.max_seq_len (max_total_tokens) are counted on their own, beside
+    """Episodes cut at rollout.max_seq_len (max_total_tokens) are counted on their own, beside
     the truncated share that also counts the turn count and a turn's cap; logged as a metric too."""
     reasons = [StopReason.MAX_TOTAL_TOKENS, StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS]
     reasons.append(StopReason.ANSWER)

@@ -1,4 +1,4 @@
-"""GRPO over episodes with a varying number of streams (issue 15): credit modes against a hand
+"""GRPO over episodes with a varying number of streams: credit modes against a hand
 computation, today's layout unchanged to the bit, padded rows invisible to the real train step."""
 
 from __future__ import annotations

@@ -97,11 +97,11 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
 
 def test_himap_recipes_have_their_base_recipes_plan():
     """The HiMAP Qwen3 recipes (H100 and TPU) are not compiled here (like the other Qwen3 recipes);
-    every setting the memory plan reads matches the base recipe's as it was before issue 34 lengthened
-    the single agent's episode (a HiMAP stream is one role's, not the whole episode): its Qwen3 RoPE,
+    every setting the memory plan reads matches the base recipe's at its former 32k context (a HiMAP
+    stream is one role's, not the whole episode): its Qwen3 RoPE,
     cache and turn cap, from the recipes' golden (tests/data/recipes_merged.json), and the paged pool
-    (issue 36: the single agent's recipes keep their contiguous bytes, as the HiMAP ones do). The rows
-    are the pool's at the HiMAP streams' mean live length (issue 36), more than the contiguous ones."""
+    (the single agent's recipes keep their contiguous bytes, as the HiMAP ones do). The rows
+    are the pool's at the HiMAP streams' mean live length, more than the contiguous ones."""
     import json
 
     from b2tjax.config import load_config

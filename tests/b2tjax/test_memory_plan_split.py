@@ -1,4 +1,4 @@
-"""launch/plan.py with `mesh.rollout_devices` (issue 37): the split placement's plan on fake CPU devices.
+"""launch/plan.py with `mesh.rollout_devices`: the split placement's plan on fake CPU devices.
 
 The tiny recipe (2 layers, hidden 64, a 4,096-token vocabulary) in bf16 on 8 devices split 4 + 4,
 each sub-mesh fsdp 2 x tensor 2, against the co-located plan of the same recipe on 4 devices of

@@ -34,7 +34,7 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict
 @pytest.fixture(scope="module")
 def tpu_plan(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
     # The programs holding the weights, AdamW state and KV cache; the SFT step and the prefill (whose
-    # plans docs/TRAINING.md shows) would double the compile time without checking other sizes.
+    # plans docs/results/memory-plans.md shows) would double the compile time without checking other sizes.
     proc, plan = _plan(
         tmp_path_factory.mktemp("tpu"),
         "--programs",

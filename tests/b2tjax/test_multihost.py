@@ -15,9 +15,9 @@ of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tja
 a real multi-turn tool) after a short SFT, whose rewards vary within and across the processes'
 groups: 2 GRPO steps with non-zero loss and gradient equal to one process', every lookup run once in
 the cluster by the episode's owner (counted by the episodes themselves). That pair runs padded, packed
-(issue 35) and streaming at max_staleness 1 on packed rows (issue 37: the session in lockstep over
+and streaming at max_staleness 1 on packed rows (the session in lockstep over
 the processes, the decoupled objective's importance weights in the packed rows);
-the split placement (issue 37, `mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
+the split placement (`mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
 """
 
 from __future__ import annotations
@@ -225,12 +225,12 @@ LOOKUP_ARGS = [
 ]
 
 
-# grpo.packing / sft.packing (issue 35): each step's records packed into rows of 128 tokens
+# grpo.packing / sft.packing: each step's records packed into rows of 128 tokens
 PACKED = ["grpo.packing=true", "grpo.row_tokens=128", "sft.packing=true", "sft.row_tokens=128"]
 LAYOUTS = {
     "padded": [],
     "packed": PACKED,
-    # streaming rollouts (issue 37) on packed rows: step 2's episodes start during step 1 and finish
+    # streaming rollouts on packed rows: step 2's episodes start during step 1 and finish
     # under the updated weights; records bit for bit need the synchronous host (tool turns between
     # segments)
     "streaming": ["rollout.max_staleness=1", "rollout.async_host=false", *PACKED],
@@ -286,7 +286,7 @@ SPLIT_CASES = {
     "synchronous": (["rollout.max_staleness=0"], 2, 2),
     # Step 2 decodes during step 1's update: on the split placement in a second thread, at once.
     # One device per side on each process: XLA:CPU's cross-process (gloo) collectives deadlock when
-    # two programs with several local devices each run at once (docs/TRAINING.md).
+    # two programs with several local devices each run at once (docs/guides/streaming.md).
     "decode-during-update": (
         ["rollout.max_staleness=1", "rollout.decode_during_update=true", "mesh.tensor=1"],
         1,

@@ -1,4 +1,4 @@
-"""One verdict per episode (issue 39 item 3): after a final evaluation the closing table, the note
+"""One verdict per episode: after a final evaluation the closing table, the note
 above it, eval.json's figures and report.html's episodes say the same thing about every episode,
 for a HiMAP team (whose answer is the episode's merged plan, carried by no single record) and for
 a single agent. The expectation is the benchmark's own judgement of each episode's answer, made

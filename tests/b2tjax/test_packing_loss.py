@@ -1,4 +1,4 @@
-"""Packed rows (issue 35) train exactly as padded ones: the padded update is the expectation.
+"""Packed rows train exactly as padded ones: the padded update is the expectation.
 
 Through the real `grpo_update` and SFT step on the tiny Qwen3 in fp32, with plain SGD (the
 parameters move by exactly -gradient): records of irregular multi-turn masks, off-policy sampler

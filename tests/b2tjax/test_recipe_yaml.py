@@ -1,4 +1,4 @@
-"""A recipe is a small regular file of plain YAML (issue 38, item 11): what is not is one line.
+"""A recipe is a small regular file of plain YAML: what is not is one line.
 
 Each case is a real file (or device, FIFO, directory) given to load_config; the message names the
 file and what is wrong with it, and nothing is read past the size cap or waited on.

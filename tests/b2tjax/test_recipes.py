@@ -1,4 +1,4 @@
-"""The recipes as overrides of one commented base (issue 33): every recipe means what it meant.
+"""The recipes as overrides of one commented base: every recipe means what it meant.
 
 tests/data/recipes_merged.json holds every recipe's merged config as main's loader resolved it
 before the recipes were rewritten over `base:` chains, recipes_rollout_merged.json their rollout
@@ -65,7 +65,7 @@ def test_every_recipe_resolves_to_its_merged_config_of_before(name):
     changed = {k: (want[k], got.get(k, "<absent>")) for k in want if got.get(k, "<absent>") != want[k]}
     assert changed == {}, f"{name}: key: (before, now)"
     # a knob added to the schema since then: every recipe must leave it at its default, except
-    # data.build_missing (issue 39 item 7), which says which recipes built their data before
+    # data.build_missing, which says which recipes built their data before
     meant = {
         "data.build_missing": name in ("tiny_cpu.yaml", "tiny_cpu_curve.yaml", "himap_tiny_cpu.yaml"),
         **CHANGES.get(name, {}),

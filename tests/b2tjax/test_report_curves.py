@@ -1,4 +1,4 @@
-"""The report draws a run's curves itself (issue 39 item 8): inline SVG read from metrics.jsonl, no
+"""The report draws a run's curves itself: inline SVG read from metrics.jsonl, no
 matplotlib (the README install has none), the SFT loss included, integer step ticks; and in
 headless Chromium the panels render and a clipped text opens in full on a click."""
 

@@ -1,4 +1,4 @@
-"""The report shows what really happened (issue 38 item 8): calls are drawn from the environment's
+"""The report shows what really happened: calls are drawn from the environment's
 own structured responses kept in the record, never split out of text the model controls; long
 texts are clipped with the full text one click away, so hostile names cannot blow up the page; and
 launch/report.py answers a malformed rollouts file with one line."""

@@ -1,4 +1,4 @@
-"""Resume after faults (issue 10, items 5, 8 and 12), on a real toy run (launch/train.py, Orbax on disk).
+"""Resume after faults, on a real toy run (launch/train.py, Orbax on disk).
 
 Damaged checkpoints: of the steps 3..6 the straight run keeps, step 6 loses a file, step 5 gets its
 array data truncated and step 4 loses its `params` item directory. `load_model` (what export_hf and

@@ -1,4 +1,4 @@
-"""Rollouts -> plans (issue 26 item 4): `launch/eval.py --records rollouts.jsonl` scores the episodes'
+"""Rollouts -> plans: `launch/eval.py --records rollouts.jsonl` scores the episodes'
 answers of a rollouts file as launch/rollouts.py writes it (EpisodeRecord.to_json lines)."""
 
 from __future__ import annotations

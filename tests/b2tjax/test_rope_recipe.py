@@ -1,5 +1,5 @@
 """`model.rope_scaling` of a recipe reaches the model a run builds and the one its memory plan
-compiles: random inits and hf: checkpoints alike (issue 34)."""
+compiles: random inits and hf: checkpoints alike."""
 
 from __future__ import annotations
 

@@ -92,14 +92,14 @@ def test_grpo_learns_to_use_the_tool(tmp_path, seed):
 
 # (staleness, seed), both meeting the bar at the default grpo.beta=0. Over seeds 0-6 at beta 0 streaming
 # loses seeds to a one-key collapse (S = 2 seed 0: 0.97 at step 9, then 0.74); with grpo.beta=0.02 every
-# mode meets the bar on synchronous's 6 of 7 seeds (docs/TRAINING.md "Learning holds"; the other runs
+# mode meets the bar on synchronous's 6 of 7 seeds (docs/results/streaming.md; the other runs
 # are benchmarks/streaming_learning.py's, not the suite's, for its time).
 STREAMING_CASES = [(1, 0), (2, 1)]
 
 
 @pytest.mark.parametrize(("staleness", "seed"), STREAMING_CASES)
 def test_streaming_grpo_learns_as_the_synchronous_one(tmp_path, staleness, seed):
-    """Streaming rollouts (rollout.max_staleness, issue 37; the decoupled objective) within the same
+    """Streaming rollouts (rollout.max_staleness; the decoupled objective) within the same
     GRPO_STEPS x 128 trained episodes reach the synchronous test's bar: sampled success >= 0.9 over
     the last 3 steps and greedy >= 0.9, from the same start near chance."""
     overrides = [f"rollout.max_staleness={staleness}", "rollout.async_host=false"]

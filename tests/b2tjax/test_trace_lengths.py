@@ -1,4 +1,4 @@
-"""Issue 34 item 1: the expert traces' token lengths are data (DATA/trace_lengths.json, written by
+"""The expert traces' token lengths are data (DATA/trace_lengths.json, written by
 make_data), and launch/plan.py and launch/train.py refuse a recipe that holds fewer than 90% of
 them whole, in one line naming the key and the length it needs (data.allow_truncated_traces: true
 overrides). Item 3: every B2T recipe holds >= 99% of a small world's expert traces, rollout and SFT.
@@ -57,7 +57,7 @@ def _stats_dir(tmp_path: Path, totals: list[int], turns: list[int], python_token
     return tmp_path
 
 
-PINNED = (  # the lengths the checks below are written against (qwen3_8b.yaml before issue 34)
+PINNED = (  # the lengths the checks below are written against (qwen3_8b.yaml at its former 32k context)
     "rollout.max_seq_len=32768",
     "rollout.max_prompt_tokens=8192",
     "rollout.max_turn_tokens=2048",

@@ -1,4 +1,4 @@
-"""User mistakes get one clear line, never a traceback (issue 10, item 9).
+"""User mistakes get one clear line, never a traceback.
 
 Every case runs the real launch script in a subprocess and checks: exit status != 0, no traceback,
 at most two lines on stderr, and the file or key at fault named in them.
@@ -173,7 +173,7 @@ def test_yaml_syntax_error_names_the_file(tmp_path):
 
 
 def test_a_config_that_is_no_recipe_file_is_named_for_what_it_is(tmp_path):
-    """Issue 38.11: a device is not "missing", a duplicate key is not silently the last one."""
+    """A device is not "missing", a duplicate key is not silently the last one."""
     result = run_script("train.py", "--config", "/dev/zero", "--out", tmp_path / "run")
     assert "/dev/zero is a character device" in assert_one_clear_line(result, "/dev/zero")
     dup = tmp_path / "dup.yaml"

@@ -1,5 +1,5 @@
-"""The data directory is never half-written, overwritten or silently rebuilt (issue 10 items 3, 4 and 8;
-issue 12's byte-reproducible data). Real launch scripts in subprocesses, real files."""
+"""The data directory is never half-written, overwritten or silently rebuilt, and its data is
+byte-reproducible. Real launch scripts in subprocesses, real files."""
 
 from __future__ import annotations
 

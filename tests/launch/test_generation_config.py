@@ -1,4 +1,4 @@
-"""An exported checkpoint stops where a chat turn ends (issue 39, item 5): generation_config.json is
+"""An exported checkpoint stops where a chat turn ends: generation_config.json is
 the one Qwen3's release ships (eos <|im_end|> and <|endoftext|>, pad, the recommended sampling),
 and transformers' `generate` on the merged export of a LoRA run stops at <|im_end|>."""
 

@@ -1,4 +1,4 @@
-"""`--resume` continues exactly the recorded run (issue 39, item 2): a changed key is refused with
+"""`--resume` continues exactly the recorded run: a changed key is refused with
 the list of differences, a changed model shape in one line naming the key and both values, without
 a traceback or Orbax's shutdown noise; the keys documented as safe are accepted and written to the
 run's history, and the run's config.yaml, eval.json and report are never rewritten. Real

@@ -1,4 +1,4 @@
-"""What a run says to its user is true and short (issue 39 items 6, 7, 8): a partial rollouts file
+"""What a run says to its user is true and short: a partial rollouts file
 is scored on what it holds and says so; an episode without an answer says why it stopped; a bad
 group size is one line; a mistyped key gets "did you mean"; a missing data directory is refused
 unless the recipe builds it; a CPU command never loads libtpu; the banner says LoRA; TravelPlanner's

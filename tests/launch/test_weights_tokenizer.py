@@ -1,4 +1,4 @@
-"""`train.py --init hf:DIR` trains with the tokenizer that comes with the weights (issue 39, item 1):
+"""`train.py --init hf:DIR` trains with the tokenizer that comes with the weights:
 the checkpoint's own tokenizer files, or the one its config.json names, never a SentencePiece
 model trained for a random init; a tokenizer that does not match the weights is refused in one
 line naming the mismatch. Checkpoints are written by transformers itself (its Qwen3 config)."""

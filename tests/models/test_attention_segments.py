@@ -1,4 +1,4 @@
-"""Segment-aware attention (packed rows, issue 35) against the independent expectation: every record
+"""Segment-aware attention (packed rows) against the independent expectation: every record
 of a packed row gives the logits and gradients of a forward of that record alone."""
 
 from __future__ import annotations

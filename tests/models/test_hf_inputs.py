@@ -1,5 +1,5 @@
 """Hugging Face and PEFT inputs that lie about their tensors are refused before anything is
-allocated, in one line naming the tensor, its shape and the expected one (issue 38 item 7): the
+allocated, in one line naming the tensor, its shape and the expected one: the
 files are real safetensors written here, the expectations come from the config by hand."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """RoPE scaling (linear, YaRN) against transformers: the frequencies, the logits far beyond the
-original window, cached greedy decoding, and config.json import / export (issue 34)."""
+original window, cached greedy decoding, and config.json import / export."""
 
 from __future__ import annotations
 

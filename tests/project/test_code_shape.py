@@ -1,4 +1,4 @@
-"""The repository's size rules (issues 20 and 33): no module over 400 lines and no function over 60
+"""The repository's size rules: no module over 400 lines and no function over 60
 outside the tests, so each module keeps one job and each function fits on a screen. A data table that
 must grow past the limit belongs in a data file (JSON, CSV), not in code."""
 

@@ -1,6 +1,6 @@
-"""A clone is the whole product (issue 26): the repository's HEAD commit, cloned alone into an empty
+"""A clone is the whole product: the repository's HEAD commit, cloned alone into an empty
 directory (no ../shared, no sibling folders), builds the TravelPlanner data and scores the expert on
-it from what the clone itself holds; and takes a user's own Qwen3 checkpoint (issue 39) from
+it from what the clone itself holds; and takes a user's own Qwen3 checkpoint from
 import to a Hugging Face export whose `generate` stops at <|im_end|>. Real git, real launch
 scripts in subprocesses."""
 

@@ -1,12 +1,15 @@
-"""The README's command lines, in the order the README gives them (issue 26): a README that drifts from
-the code fails here.
+"""The command lines of the README and of every guide (docs/guides/), in the order they give them: a
+page that drifts from the code fails here.
 
-Every `python launch/...` / `python benchmarks/...` command of the README's bash blocks is taken in
+The README keeps the two commands a newcomer runs first, exactly, and the line where the suite's
+measured times go. Every `python launch/...` / `python benchmarks/...` command of the pages' bash
+blocks (the README first, then the guides by name, sharing one scratch directory) is taken in
 order (continuations joined, comments and `VAR=value` prefixes dropped; in the reference section an
 optional `[...]` group is left out and `a|b` reads as `a`). What a command costs decides what is
 checked, so the whole walk stays near a minute on 2 cores:
 - `make_data.py` runs for real, in a scratch working directory, when its `--out` does not exist yet
-  (B2T with `--instances 1`: 3 instances per split; TravelPlanner with `--generated 4`);
+  and its world is the small one (B2T with `--instances 1`: 3 instances per split; TravelPlanner
+  with `--generated 4`); a full-scale build is parsed only;
 - `eval.py` runs for real when its `--data` exists and its plans come from the scripted expert
   (`--policy expert`, single agent or HiMAP team) or from a file that exists; otherwise it is parsed;
 - `train.py` and `plan.py` are parsed by their own parsers and their recipe is loaded with its
@@ -57,11 +60,16 @@ def readme_commands(text: str) -> list[list[str]]:
     return commands
 
 
+GUIDES = ROOT / "docs" / "guides"
+TWO_COMMANDS = ('pip install -e . && python launch/train.py', 'pip install -e ".[test]" && python -m pytest')
+SUITE_TIMES = "<!-- suite-times -->"  # where the measured suite and fast-lane times go
+
+
 def _make_data(argv: list[str]) -> None:
     from b2tjax.cli import make_data
 
     args = make_data.parse_args(argv)
-    if args.out.exists():
+    if args.out.exists() or args.scale != "small":
         return
     if args.benchmark == "b2t" and "--instances" not in argv:
         argv = [*argv, "--instances", "1"]
@@ -107,9 +115,20 @@ def _check(argv: list[str]) -> None:
         module.parse_args(rest)
 
 
-def test_readme_commands_in_order(tmp_path, monkeypatch):
-    commands = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert len(commands) >= 20 and commands[0] == ["launch/train.py"]
+def test_readme_keeps_the_two_commands_and_the_times_line():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    for command in TWO_COMMANDS:
+        assert any(block.strip() == command for block in blocks), command
+    assert SUITE_TIMES in text.splitlines()
+
+
+def test_page_commands_in_order(tmp_path, monkeypatch):
+    readme = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert readme[0] == ["launch/train.py"]
+    guides = sorted(GUIDES.glob("*.md"))
+    commands = readme + [c for page in guides for c in readme_commands(page.read_text(encoding="utf-8"))]
+    assert len(guides) >= 10 and len(commands) >= 40
     for name in SCRATCH_LINKS:
         (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
     monkeypatch.chdir(tmp_path)

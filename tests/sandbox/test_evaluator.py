@@ -295,7 +295,7 @@ def test_every_constraint_but_format_has_a_break():
     assert set(BREAKS) == set(CONSTRAINT_NAMES) - {"json_format"}
 
 
-# An invented place or service also fails every check that would need its store record (issue 27):
+# An invented place or service also fails every check that would need its store record:
 # the invented lunch's preferences, hours, price and trips; the invented train's fare.
 ALSO_FAILS = {
     "poi_authenticity": {

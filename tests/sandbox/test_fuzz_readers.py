@@ -1,4 +1,4 @@
-"""Seeded, time-bounded fuzzing of everything that reads model or user text (issue 27).
+"""Seeded, time-bounded fuzzing of everything that reads model or user text.
 
 Over the turn parser, strict JSON, both plan readers, the episode environment and Σ: no exception
 escapes; an input grown 4x takes at most ~4x (a generous 10x bound: quadratic would be 16x, and a

@@ -1,6 +1,6 @@
 """The scripted HiMAP team is never worse than the single-agent expert, on small worlds of other seeds.
 
-Issue 23: on the seed-1 world's test-hard-00002 (5 days) the parallel days took the venues near the
+On the seed-1 world's test-hard-00002 (5 days) the parallel days took the venues near the
 hotel first-come, the last day could not be timed from what was left within the 2 h local-transport
 limit, it was rejected every round and delivered empty (four constraints lost). The coordinator's
 fallback (sandbox/himap/fallback.py) now writes the plan itself after the last round, and the

@@ -1,4 +1,4 @@
-"""No reward for invented places (issue 27, class 1), on both benchmarks.
+"""No reward for invented places, on both benchmarks.
 
 A plan whose places do not exist must score below an honest plan that misses one preference: the
 checks that could not look a place up must fail, not pass. Several invention patterns and profiles.

@@ -301,7 +301,7 @@ def test_minimum_nights_with_several_matching_rows_only_in_strict(case, tp_db):
     assert evaluate(query, plan, tp_db).commonsense["is_valid_accommodation"] is True
     strict = evaluate(query, plan, tp_db, mode="strict")
     # strict: "Park" is no exact name, so it is not in the sandbox, and its minimum nights cannot be
-    # verified: not met (issue 27: no check passes on a place it cannot find)
+    # verified: not met (no check passes on a place it cannot find)
     assert strict.commonsense["is_valid_accommodation"] is False
     assert strict.commonsense["is_valid_information_in_sandbox"] is False
     exact = matches[0]["NAME"].strip()
