@@ -1,7 +1,7 @@
 """Train a Qwen3 travel-planning agent: SFT warm start on expert traces, then GRPO with the sandbox reward.
 
     python launch/train.py                                  # tiny CPU run, builds everything it needs
-    python launch/train.py --config configs/qwen3_8b.yaml --out gs://.../run1
+    python launch/train.py --config configs/qwen3_8b.yaml --out /mnt/shared/run1
     python launch/train.py --resume --out runs/tiny         # continue exactly where the run stopped
                                             # (b2tjax/run/resume.py: the few keys a resume may change)
     python launch/train.py --init hf:/models/Qwen3-0.6B --config configs/qwen3_0.6b.yaml
@@ -13,9 +13,10 @@
     python launch/train.py mode=sft_only                    # SFT baseline; mode=eval with
                                                             # rollout.prompt_style=react: ReAct baseline
 
-`key=value` arguments override the config (dotted paths, YAML values). A SIGTERM (TPU preemption)
-saves a checkpoint and exits with status 143; run again with --resume. The final evaluation writes
-OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
+`key=value` arguments override the config (dotted paths, YAML values). --out is a filesystem path (on
+a pod, one every host mounts); object-store URLs (gs://...) are refused: not supported yet. A SIGTERM
+(TPU preemption) saves a checkpoint and exits with status 143; run again with --resume. The final
+evaluation writes OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
 """
 
 from __future__ import annotations
