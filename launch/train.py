@@ -37,7 +37,7 @@ from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init
 from b2tjax.run.metrics import import_wandb
-from b2tjax.run.resume import check_changes, config_changes, record_resume
+from b2tjax.run.resume import check_changes, checkpoint_record, config_changes, record_resume
 from b2tjax.run.weights_tokenizer import weights_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,12 +148,15 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
     """(the run's config, the changes a resume makes to the recorded one, None when not resuming one).
 
     The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
-    run with OUT/config.yaml starts from that record instead (unless --config names a recipe) and
-    refuses any change outside b2tjax.run.resume.SAFE_TO_CHANGE."""
+    run with OUT/config.yaml (or, without it, with a checkpoint's recorded config) starts from that
+    record instead (unless --config names a recipe) and refuses any change outside
+    b2tjax.run.resume.SAFE_TO_CHANGE."""
     config_path, overrides = _recipe(args)
     try:
         cfg = _load(config_path, overrides, args.benchmark is not None)
         recorded = Path(cfg.out) / RECORD
+        if args.resume and not recorded.is_file():  # only checkpoints/ was kept
+            recorded = checkpoint_record(Path(cfg.out) / "checkpoints") or recorded
         if not (args.resume and recorded.is_file()):
             return cfg, None
         if args.config is None:  # the run's own record is the recipe of its resume

@@ -7,6 +7,7 @@ run's history, and the run's config.yaml, eval.json and report are never rewritt
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,16 @@ def test_changed_keys_are_refused_with_every_difference(run):
     assert _record(out) == before
     history = out / "history.jsonl"
     assert not history.exists() or "optim.lr" not in history.read_text()
+
+
+@pytest.mark.slow  # a subprocess run (refused before JAX starts)
+def test_without_config_yaml_the_checkpoints_record_is_compared(run, tmp_path):
+    """Only checkpoints/ was kept: the newest step's recorded config is the record a resume keeps."""
+    out, env = run
+    shutil.copytree(out / "checkpoints", tmp_path / "copy" / "checkpoints")
+    line = _refused(_train(tmp_path / "copy", env, "--resume", "optim.lr=1e-3"))
+    assert "optim.lr: 0.01 (recorded) -> 0.001" in line
+    assert not (tmp_path / "copy" / "config.yaml").exists()
 
 
 @pytest.mark.slow  # subprocess runs
