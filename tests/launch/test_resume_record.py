@@ -126,3 +126,14 @@ def test_resume_point_round_trips_the_saved_json():
     assert point.to_json() == saved
     base = {"path": "hf:/m", "sha256": "ab"}
     assert ResumePoint.from_json({**saved, "base": base}).to_json() == {**saved, "base": base}
+
+
+@pytest.mark.parametrize("override", ["seed=9223372036854775808", "seed=-1", "data.shuffle_seed=4294967296"])
+def test_a_seed_no_generator_takes_is_refused_with_the_config(override):
+    """A JAX key takes < 2**63, numpy's generator >= 0, grain's shuffle < 2**32: refused when the
+    config loads (before the run directory), not when the trainer first draws."""
+    from b2tjax.config import load_config
+
+    with pytest.raises(ValueError, match=rf"{override.split('=')[0]} must be in \[0, "):
+        load_config(None, [override])
+    load_config(None, ["seed=9223372036854775807", "data.shuffle_seed=4294967295"])
