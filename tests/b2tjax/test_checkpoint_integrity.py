@@ -201,7 +201,7 @@ def test_a_run_step_whose_train_state_is_a_fifo_is_refused_without_reading_it(tm
     state = TrainState({"w": jnp.arange(8.0)}, {"m": jnp.zeros(8)}, jnp.array(1), jnp.array(0))
     ckpt = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=2, async_save=False)
     ckpt.save(1, state, ResumePoint("grpo", 1, data={"data": 1}), {"lr": 0.1}, force=True)
-    ckpt._join_sealer()  # a synchronous save's manifest is started at once, not at the next save
+    ckpt.wait()  # the save has committed and its seal is written
     assert (tmp_path / "checkpoints" / "1" / MANIFEST).is_file()
     ckpt.close()
     item = tmp_path / "checkpoints" / "1" / "train_state"
