@@ -161,8 +161,9 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
             return cfg, None
         if args.config is None:  # the run's own record is the recipe of its resume
             cfg = _load(recorded, overrides, args.benchmark is not None)
-        now = yaml.safe_load(yaml.safe_dump(cfg.to_dict(), sort_keys=False))  # as the record reads
-        changes = config_changes(yaml.safe_load(recorded.read_text()), now)
+        # both read as configs (typed: a checkpoint's JSON `1e-06` is a string to YAML), then as YAML
+        was, now = (yaml.safe_load(yaml.safe_dump(c.to_dict())) for c in (load_config(recorded), cfg))
+        changes = config_changes(was, now)
         check_changes(changes)
         return cfg, changes
     except ValueError as err:  # MarkerError included
