@@ -99,10 +99,10 @@ class RunCheckpointer:
             verify_manifest(step_dir)
         except UnverifiedError:
             raise UnverifiedError(
-                f"checkpoint step {step} in {self.directory} has no checksum manifest (the run stopped "
-                "between its save and its seal), so it is not restored unchecked; run again with "
-                f"--trust-unverified to continue from it (it is then sealed), or move {step_dir} "
-                "out of the way to continue from the step before"
+                f"checkpoint step {step} in {self.directory} has no checksum manifest (a run stopped "
+                "between its save and its seal, or it was removed), so it is not restored unchecked; "
+                "run again with --trust-unverified to continue from it (it is then sealed), or move "
+                f"{step_dir} out of the way to continue from the step before"
             ) from None
         restored = self.manager.restore(
             step,
