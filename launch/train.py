@@ -1,7 +1,7 @@
 """Train a Qwen3 travel-planning agent: SFT warm start on expert traces, then GRPO with the sandbox reward.
 
     python launch/train.py                                  # tiny CPU run, builds everything it needs
-    python launch/train.py --config configs/qwen3_8b.yaml --out gs://.../run1
+    python launch/train.py --config configs/qwen3_8b.yaml --out /mnt/shared/run1
     python launch/train.py --resume --out runs/tiny         # continue exactly where the run stopped
                                             # (b2tjax/run/resume.py: the few keys a resume may change)
     python launch/train.py --init hf:/models/Qwen3-0.6B --config configs/qwen3_0.6b.yaml
@@ -13,9 +13,10 @@
     python launch/train.py mode=sft_only                    # SFT baseline; mode=eval with
                                                             # rollout.prompt_style=react: ReAct baseline
 
-`key=value` arguments override the config (dotted paths, YAML values). A SIGTERM (TPU preemption)
-saves a checkpoint and exits with status 143; run again with --resume. The final evaluation writes
-OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
+`key=value` arguments override the config (dotted paths, YAML values). --out is a filesystem path (on
+a pod, one every host mounts); object-store URLs (gs://...) are refused: not supported yet. A SIGTERM
+(TPU preemption) saves a checkpoint and exits with status 143; run again with --resume. The final
+evaluation writes OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init
 from b2tjax.run.metrics import import_wandb
-from b2tjax.run.resume import check_changes, config_changes, record_resume
+from b2tjax.run.resume import check_changes, checkpoint_record, config_changes, record_resume
 from b2tjax.run.weights_tokenizer import weights_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,18 +148,22 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
     """(the run's config, the changes a resume makes to the recorded one, None when not resuming one).
 
     The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
-    run with OUT/config.yaml starts from that record instead (unless --config names a recipe) and
-    refuses any change outside b2tjax.run.resume.SAFE_TO_CHANGE."""
+    run with OUT/config.yaml (or, without it, with a checkpoint's recorded config) starts from that
+    record instead (unless --config names a recipe) and refuses any change outside
+    b2tjax.run.resume.SAFE_TO_CHANGE."""
     config_path, overrides = _recipe(args)
     try:
         cfg = _load(config_path, overrides, args.benchmark is not None)
         recorded = Path(cfg.out) / RECORD
+        if args.resume and not recorded.is_file():  # only checkpoints/ was kept
+            recorded = checkpoint_record(Path(cfg.out) / "checkpoints") or recorded
         if not (args.resume and recorded.is_file()):
             return cfg, None
         if args.config is None:  # the run's own record is the recipe of its resume
             cfg = _load(recorded, overrides, args.benchmark is not None)
-        now = yaml.safe_load(yaml.safe_dump(cfg.to_dict(), sort_keys=False))  # as the record reads
-        changes = config_changes(yaml.safe_load(recorded.read_text()), now)
+        # both read as configs (typed: a checkpoint's JSON `1e-06` is a string to YAML), then as YAML
+        was, now = (yaml.safe_load(yaml.safe_dump(c.to_dict())) for c in (load_config(recorded), cfg))
+        changes = config_changes(was, now)
         check_changes(changes)
         return cfg, changes
     except ValueError as err:  # MarkerError included

@@ -25,7 +25,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import Mesh, SingleDeviceSharding
 
-from models.checksums import verify_manifest, write_manifest
+from models.checksums import UnverifiedError, verify_manifest, write_manifest
 from models.config import Qwen3Config
 from models.qwen3 import abstract_model
 from models.sharding import mesh_platform, variable_sharding
@@ -99,12 +99,15 @@ def restore_newest(
 ) -> tuple[int, T, list[int]]:
     """(step, restored, skipped steps) for the newest step that restores. A step that fails (a
     missing or truncated file, a deleted item) is reported in one line and left on disk untouched:
-    it may hold the only copy of something worth recovering by hand."""
+    it may hold the only copy of something worth recovering by hand. A step without a manifest
+    (`UnverifiedError`) is no proof of damage: it ends the search, so the user decides."""
     report = report or (lambda line: print(line, file=sys.stderr, flush=True))
     skipped: list[int] = []
     for step in sorted(steps, reverse=True):
         try:
             return step, restore(step), skipped
+        except UnverifiedError:
+            raise
         except Exception as err:  # whatever the damage, this step cannot serve; an older one may
             report(
                 f"warning: skipping checkpoint step {step} of {where}, it does not restore ({_reason(err)})"

@@ -49,7 +49,8 @@ class Range:
 
 
 def _num(bound: float | None) -> str | None:
-    return None if bound is None else f"{bound:g}"
+    """A bound as written: an int exactly (a seed's 2**63 - 1 is not 9.22337e+18), a float short."""
+    return None if bound is None else str(bound) if isinstance(bound, int) else f"{bound:g}"
 
 
 # The ranges most knobs have (0 is usually "off" or "all": the knob's comment says which).

@@ -4,9 +4,12 @@
 DATA/ground_truth/test.jsonl` the hidden answers, and `report.py --out` its rollouts file.
 `check_outputs` refuses such a command in one line before anything is read or written. Paths are
 compared after resolving symlinks (and by inode where both exist), so a link or a hard link to an
-input is caught too. Every launch script that writes declares its path options once (`Paths`) and
-calls this one guard through `guard`; tests/launch/test_output_flags.py tries each declared output
-on each declared input of every script.
+input is caught too. An object-store URL (`gs://...`, any `scheme://`) is refused too: every writer
+here uses local paths (pathlib would turn `gs://b/x` into a local folder `gs:/b/x` and the first
+checkpoint would fail after training); on a pod, write to a filesystem every host mounts. Every
+launch script that writes declares its path options once (`Paths`) and calls this one guard through
+`guard`; tests/launch/test_output_flags.py tries each declared output on each declared input of every
+script, and a URL on each output.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,18 @@ from b2tjax.cli.script import check_output_file
 from b2tjax.errors import UserError
 
 Named = Sequence[tuple[str, "str | os.PathLike | None"]]
+# `gs://b/x`, or `gs:/b/x` once argparse's `type=Path` has folded the double slash
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
+
+
+def check_local(option: str, raw: str | os.PathLike) -> None:
+    """Fail in one line when an output path is a URL (`gs://BUCKET/...`): not supported yet."""
+    scheme = _URL.match(os.fspath(raw))
+    if scheme:
+        raise UserError(
+            f"{option} {os.fspath(raw)}: object-store output ({scheme.group(1)}://) is not supported yet; "
+            "give a filesystem path (on a pod: a shared filesystem every host mounts, e.g. NFS or Filestore)"
+        )
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -38,12 +54,13 @@ def _same(a: Path, b: Path) -> bool:
 def check_outputs(
     outputs: Named, *, inputs: Named = (), data_dirs: Sequence = (), files: bool = True
 ) -> None:
-    """Fail in one line when an output is an input, lies in an input directory or a data
+    """Fail in one line when an output is a URL, is an input, lies in an input directory or a data
     directory, or is given twice. `files`: the outputs are files (also checked for writability)."""
     seen: dict[Path, str] = {}
     for option, raw in outputs:
         if raw is None:
             continue
+        check_local(option, raw)
         path = Path(raw)
         if files:
             check_output_file(path, option)

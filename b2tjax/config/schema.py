@@ -99,7 +99,7 @@ class DataConfig:
     difficulties: list[str] = field(default_factory=lambda: ["easy", "medium", "hard"])
     max_train_instances: NonNegInt = 0  # 0 = all
     eval_instances: NonNegInt = 8  # instances in the final evaluation table (0 = whole split)
-    shuffle_seed: int = 0  # any integer: order of the training instances
+    shuffle_seed: Annotated[int, Range(ge=0, le=2**32 - 1)] = 0  # order of the training instances
     # false: launch/plan.py and train.py refuse a recipe whose rollout.max_seq_len, max_turn_tokens or
     # sft.max_seq_len holds < 90% of the expert traces whole (DATA/trace_lengths.json); true: run anyway
     allow_truncated_traces: bool = False
@@ -223,7 +223,7 @@ class TrainConfig:
     judge: Judge = "strict"  # strict | official: how plans are judged (b2t has one judge: ignored)
     mode: Mode = "sft_grpo"  # sft_grpo | grpo | sft_only (baseline) | eval (e.g. a ReAct baseline)
     agent: Agent = "single"  # single | himap:: HiMAP episodes (the `himap:` section) for rollouts, SFT, eval
-    seed: int = 0  # any integer: model init, sampling and data order
+    seed: Annotated[int, Range(ge=0, le=2**63 - 1)] = 0  # model init, sampling, data order (JAX key)
     steps: NonNegInt = 12  # GRPO steps (one rollout batch each)
     out: str = "runs/tiny"  # a path: the run directory (checkpoints, logs, plots)
     log_every: PosInt = 1  # steps between metric lines

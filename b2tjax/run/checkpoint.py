@@ -6,14 +6,14 @@ and launch/export_hf.py read a training run directly. `params` is the `nnx.to_pu
 
 Saves are asynchronous (the train loop continues while tensorstore writes); Orbax writes into a
 temporary directory and renames it when complete, so a run killed mid-save leaves the previous
-checkpoint intact. Once a step's save has finished, a background thread writes its SHA-256
-manifest (`models.checksums`; `checkpoints/config.json` gets one when written), and a restore
-checks the step against it first, so a flipped byte counts as damage and a step without a manifest
-is refused unless the user says `--trust-unverified` (a synchronous save is sealed at once, an
-asynchronous one at the next save or at close: a run killed -9 in between resumes from the step
-before, or from that step with `--trust-unverified`). A resume takes the newest step that restores;
-damaged (or unverified) newer steps are reported and set aside, never deleted
-(`RunCheckpointer.restore_newest`).
+checkpoint intact. As soon as a step's save has committed, a background thread (process 0) seals it:
+it writes the step's SHA-256 manifest (`models.checksums`, files hashed in parallel;
+`checkpoints/config.json` gets one when written), so a kill -9 later than the seal loses nothing, and
+close() only waits for the last step's seal. A restore checks the step against its manifest first:
+a flipped byte is damage, and such a step (or one that does not restore) is reported and set aside
+into `checkpoints.unrestorable/` by a resume (never deleted). A step without a manifest (killed
+between its commit and its seal) is not damage and is never moved: a resume stops and says to pass
+`--trust-unverified`, which restores it and seals it (`RunCheckpointer.restore_newest`).
 A SIGTERM (TPU preemption) sets a flag the loop polls; the loop then saves
 and exits, see `PreemptionGuard`.
 """
@@ -21,6 +21,7 @@ and exits, see `PreemptionGuard`.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 from collections.abc import Callable
@@ -33,7 +34,7 @@ import orbax.checkpoint as ocp
 from b2tjax.run.resume import ResumePoint
 from b2tjax.step.train_step import TrainState
 from models.checkpoint import restore_newest
-from models.checksums import has_manifest, verify_manifest, write_manifest
+from models.checksums import UnverifiedError, has_manifest, verify_manifest, write_manifest
 from rollout.hosts import agree
 
 ITEMS = ("params", "opt_state", "train_state", "config")
@@ -60,8 +61,7 @@ class RunCheckpointer:
             create=True,
         )
         self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
-        self._sealer: threading.Thread | None = None
-        self._unsealed: list[int] = []  # steps this run saved that have no manifest yet
+        self._sealers: list[threading.Thread] = []  # one per step this run saved, until sealed
         if model_config_json is not None and jax.process_index() == 0:
             (self.directory / "config.json").write_text(json.dumps(model_config_json, indent=2))
             # sealed too: an edited rms_norm_eps would otherwise export a changed model
@@ -76,7 +76,6 @@ class RunCheckpointer:
         if force and step in self.manager.all_steps():
             return False
         self.manager.wait_until_finished()  # (Orbax's save waits for the previous one anyway)
-        self._seal()
         args = ocp.args.Composite(
             params=ocp.args.StandardSave(state.params),
             opt_state=ocp.args.StandardSave(
@@ -87,16 +86,24 @@ class RunCheckpointer:
         )
         started = bool(self.manager.save(step, args=args, force=force))
         if started:
-            self._unsealed.append(step)
-            if not self.async_save:  # finished already: seal now, so a kill -9 does not leave it unsealed
-                self._seal()
+            self._seal_when_committed(step)
         return started
 
     def restore(self, step: int, abstract_state: TrainState) -> tuple[TrainState, ResumePoint, dict]:
         """Restore `step` into the shapes/shardings of `abstract_state` (arrays or ShapeDtypeStructs)."""
         target = jax.tree.map(_abstract, abstract_state)
-        self._join_sealer()
-        verify_manifest(self.directory / str(step))
+        self._join_sealers()
+        step_dir = self.directory / str(step)
+        sealed = has_manifest(step_dir)
+        try:
+            verify_manifest(step_dir)
+        except UnverifiedError:
+            raise UnverifiedError(
+                f"checkpoint step {step} in {self.directory} has no checksum manifest (a run stopped "
+                "between its save and its seal, or it was removed), so it is not restored unchecked; "
+                "run again with --trust-unverified to continue from it (it is then sealed), or move "
+                f"{step_dir} out of the way to continue from the step before"
+            ) from None
         restored = self.manager.restore(
             step,
             args=ocp.args.Composite(
@@ -108,6 +115,8 @@ class RunCheckpointer:
                 config=ocp.args.JsonRestore(),
             ),
         )
+        if not sealed and jax.process_index() == 0:  # trusted and restored: sealed from now on
+            write_manifest(step_dir)
         opt = restored["opt_state"]
         state = TrainState(restored["params"], opt["opt"], opt["step"], opt["skipped"])
         return state, ResumePoint.from_json(restored["train_state"]), restored["config"]
@@ -133,7 +142,8 @@ class RunCheckpointer:
         """Restore the newest step that restores, or None when there is no step at all.
 
         Steps that fail are reported and moved to `checkpoints.unrestorable/` beside this
-        directory (never deleted): the resumed run will save those step numbers again.
+        directory (never deleted): the resumed run will save those step numbers again. A step
+        without a manifest is no proof of damage: its UnverifiedError stops the resume, moving nothing.
         """
         steps = self.manager.all_steps()
         if not steps:
@@ -164,34 +174,32 @@ class RunCheckpointer:
         except Exception:  # no distributed runtime: only the local SIGTERM flag applies
             return False
 
-    def _seal(self) -> None:
-        """Write the manifests of the finished steps this run saved, in a background thread (only
-        those: sealing an older step found on disk would bless whatever damage it has)."""
-        self._join_sealer()
-        steps, self._unsealed = self._unsealed, []
+    def _seal_when_committed(self, step: int) -> None:
+        """Seal `step` in a background thread as soon as its save has committed (process 0)."""
         if jax.process_index() != 0:
             return
-        steps = [s for s in steps if not has_manifest(self.directory / str(s))]
 
         def seal() -> None:
-            for step in steps:
-                try:
-                    write_manifest(self.directory / str(step))
-                except OSError:  # deleted meanwhile (max_to_keep): nothing left to seal
-                    pass
+            try:
+                self.manager.wait_until_finished()  # this step's commit (or a later one's)
+                write_manifest(self.directory / str(step))
+            except Exception as err:  # a failed save (the training thread hears of it), a step
+                # deleted meanwhile (max_to_keep): a resume then names the unsealed step
+                logging.getLogger(__name__).warning("checkpoint step %s not sealed: %s", step, err)
 
-        self._sealer = threading.Thread(target=seal, name="checkpoint-checksums", daemon=True)
-        self._sealer.start()
+        sealer = threading.Thread(target=seal, name=f"checkpoint-seal-{step}", daemon=True)
+        sealer.start()
+        self._sealers = [t for t in self._sealers if t.is_alive()] + [sealer]
 
-    def _join_sealer(self) -> None:
-        if self._sealer is not None:
-            self._sealer.join()
-            self._sealer = None
+    def _join_sealers(self) -> None:
+        for sealer in self._sealers:
+            sealer.join()
+        self._sealers = []
 
     def wait(self) -> None:
+        """Until every started save has committed and been sealed."""
         self.manager.wait_until_finished()
-        self._seal()
-        self._join_sealer()
+        self._join_sealers()
 
     def close(self) -> None:
         self.wait()

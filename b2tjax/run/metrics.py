@@ -88,8 +88,9 @@ class MetricsWriter:
         keep_until: int | None = None,
         wandb: WandbRun | None = None,
     ):
-        """`keep_until`: drop the records of later steps already in metrics.jsonl (a resumed run
-        redoes the steps after its checkpoint, which must not appear twice). `wandb`: also log there."""
+        """`keep_until`: drop the records of later steps already in metrics.jsonl, and have
+        TensorBoard purge them from OUT/tb (a resumed run redoes the steps after its checkpoint,
+        which must not appear twice). `wandb`: also log there."""
         self.enabled = jax.process_index() == 0 if enabled is None else enabled
         self.out_dir = Path(out_dir)
         self._bar = None
@@ -105,7 +106,9 @@ class MetricsWriter:
         try:
             from tensorboardX import SummaryWriter
 
-            self._tb = SummaryWriter(str(self.out_dir / "tb"))
+            # purge_step: TensorBoard hides the killed run's events from the redone steps on
+            purge = None if keep_until is None else keep_until + 1
+            self._tb = SummaryWriter(str(self.out_dir / "tb"), purge_step=purge)
         except ImportError:  # tensorboardX is a dependency; stay usable without it
             self._tb = None
         if wandb is not None:

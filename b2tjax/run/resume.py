@@ -1,8 +1,9 @@
 """`--resume` continues exactly the recorded run: where it continues (a `ResumePoint`, saved with
 every checkpoint) and what it may change (only the keys in `SAFE_TO_CHANGE`).
 
-A resumed run starts from the run's own record, OUT/config.yaml, which it never rewrites; key=value
-arguments (or another --config) that change anything else are refused with the list of
+A resumed run starts from the run's own record, OUT/config.yaml, which it never rewrites (when only
+checkpoints/ was kept, the newest step's `config` item: every checkpoint records the run's config);
+key=value arguments (or another --config) that change anything else are refused with the list of
 differences. Accepted changes are appended to OUT/history.jsonl, one line per resume. A resumed
 run's final evaluation never replaces an eval.json or report.html already there: it writes
 eval.2.json / report.2.html (the next free number) beside them.
@@ -96,6 +97,16 @@ def check_changes(changes: dict[str, tuple[Any, Any]]) -> None:
             f"--resume continues the recorded run, which differs in {'; '.join(refused)} "
             f"(a resume may change only {safe}; train a change as a new run with another --out)"
         )
+
+
+def checkpoint_record(checkpoints: Path) -> Path | None:
+    """The run's config as the newest step recorded it (its `config` item, JSON, which reads as a
+    recipe), None when no step holds one. Read before JAX starts, so straight from Orbax's layout."""
+    if not checkpoints.is_dir():
+        return None
+    steps = sorted((int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()), reverse=True)
+    found = (checkpoints / str(step) / "config" / "metadata" for step in steps)
+    return next((path for path in found if path.is_file()), None)
 
 
 def record_resume(out: Path, changes: dict[str, tuple[Any, Any]], argv: list[str]) -> None:

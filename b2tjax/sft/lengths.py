@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from b2tjax.errors import UserError
 from sandbox.benchmarks import BenchmarkError, get_benchmark
 
 LENGTHS = "trace_lengths.json"
@@ -133,12 +134,46 @@ def record_lengths(data_dir: Path, benchmark: str, log: Callable[[str], None]) -
 
 
 def read_lengths(data_dir: Path | str) -> dict | None:
-    """DATA/trace_lengths.json, or None when the directory has none (built by an older make_data)."""
+    """DATA/trace_lengths.json, or None when the directory has none (built by an older make_data); a file
+    that does not read, or not in the shape `record_lengths` writes, is a one-line UserError naming
+    it (a quiet None would turn the length check off)."""
     path = Path(data_dir) / LENGTHS
     if not path.is_file():
         return None
     try:
         stats = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return stats if isinstance(stats, dict) and isinstance(stats.get("splits"), dict) else None
+        problem = _shape_problem(stats)
+    except (OSError, ValueError, RecursionError) as err:  # truncated JSON, bad UTF-8, deep nesting
+        problem = f"does not read ({type(err).__name__}: {str(err)[:80]})"
+    if problem:
+        raise UserError(
+            f"{path} {problem}; rebuild it (launch/make_data.py --force) or delete it to skip the check"
+        )
+    return stats
+
+
+def _count_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(type(v) is int and v >= 0 for v in value)
+
+
+def _shape_problem(stats: Any) -> str | None:
+    """What keeps `stats` from being what `record_lengths` writes (the fields readers use), or None."""
+    if not isinstance(stats, dict) or not isinstance(stats.get("splits"), dict):
+        return "is not a trace-lengths record (an object with `splits`)"
+    if not isinstance(stats.get("tokenizer"), str):
+        return "has no `tokenizer` name"
+    tool = stats.get("python_tool_tokens", 0)
+    if type(tool) is not int or tool < 0:
+        return "has a `python_tool_tokens` that is not a token count"
+    for split, groups in stats["splits"].items():
+        if not isinstance(groups, dict) or not isinstance(groups.get("all"), dict):
+            return f"has a split {split!r} without its `all` group"
+        for name, group in groups.items():
+            lists = (
+                [group.get(key) for key in ("totals", "prompts", "longest_turns")]
+                if isinstance(group, dict)
+                else []
+            )
+            if not lists or not all(_count_list(v) for v in lists) or len({len(v) for v in lists}) != 1:
+                return f"has a group {split}/{name} without equal, non-empty lists of token counts"
+    return None

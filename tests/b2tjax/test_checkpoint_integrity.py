@@ -201,7 +201,7 @@ def test_a_run_step_whose_train_state_is_a_fifo_is_refused_without_reading_it(tm
     state = TrainState({"w": jnp.arange(8.0)}, {"m": jnp.zeros(8)}, jnp.array(1), jnp.array(0))
     ckpt = RunCheckpointer(tmp_path / "checkpoints", every_steps=1, keep=2, async_save=False)
     ckpt.save(1, state, ResumePoint("grpo", 1, data={"data": 1}), {"lr": 0.1}, force=True)
-    ckpt._join_sealer()  # a synchronous save's manifest is started at once, not at the next save
+    ckpt.wait()  # the save has committed and its seal is written
     assert (tmp_path / "checkpoints" / "1" / MANIFEST).is_file()
     ckpt.close()
     item = tmp_path / "checkpoints" / "1" / "train_state"
@@ -258,3 +258,62 @@ def test_a_checkpoint_without_a_manifest_is_refused_unless_trusted(tmp_path, mod
     finally:
         allow_unverified(False)
     assert changed.exists()
+
+
+def _small_state(value: float) -> TrainState:
+    return TrainState({"w": jnp.full(4096, value)}, {"m": jnp.zeros(4096)}, jnp.array(1), jnp.array(0))
+
+
+def test_an_unsealed_newest_step_is_kept_and_trust_restores_and_seals_it(tmp_path):
+    directory = tmp_path / "checkpoints"
+    ckpt = RunCheckpointer(directory, every_steps=1, keep=3, async_save=False)
+    for step in (1, 2):
+        ckpt.save(step, _small_state(step), ResumePoint("grpo", step), {}, force=True)
+    ckpt.close()
+    (directory / "2" / MANIFEST).unlink()  # killed between the commit of step 2 and its seal
+    reopened = RunCheckpointer(directory, every_steps=1, keep=3)
+    with pytest.raises(UnverifiedError, match=r"step 2 .*--trust-unverified to continue from it"):
+        reopened.restore_newest(_small_state(0), report=print)
+    assert (directory / "2").is_dir() and not (tmp_path / "checkpoints.unrestorable").exists()
+    allow_unverified()  # the advice, followed
+    try:
+        step, state, _, _ = reopened.restore_newest(_small_state(0), report=print)
+    finally:
+        allow_unverified(False)
+        reopened.close()
+    assert step == 2 and float(state.params["w"][0]) == 2.0
+    verify_manifest(directory / "2")  # sealed by the trusted restore: the next resume needs no flag
+
+
+KILLED = """
+import os, signal, sys, time
+import jax.numpy as jnp
+from b2tjax.run.checkpoint import RunCheckpointer
+from b2tjax.run.resume import ResumePoint
+from b2tjax.step.train_step import TrainState
+
+ckpt = RunCheckpointer(sys.argv[1], every_steps=1, keep=3, async_save=True)
+for step in (1, 2):
+    state = TrainState({"w": jnp.full(4096, float(step))}, {"m": jnp.zeros(4096)}, jnp.array(step), jnp.array(0))
+    ckpt.save(step, state, ResumePoint("grpo", step), {}, force=True)
+deadline = time.monotonic() + 60  # training goes on; the next save is far away
+while time.monotonic() < deadline and not os.path.exists(os.path.join(sys.argv[1], "2", "b2t_checksums.json")):
+    time.sleep(0.2)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.slow  # a subprocess that starts JAX (~10 s on 2 loaded cores)
+def test_a_kill_between_two_saves_loses_no_finished_step(tmp_path):
+    """kill -9 after step 2's async save has committed but before any later save or close: a plain
+    restore (what `--resume` runs) continues from step 2, verified, and nothing is set aside."""
+    directory = tmp_path / "checkpoints"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, str(directory)], env=ENV, capture_output=True, timeout=300
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    ckpt = RunCheckpointer(directory, every_steps=1, keep=3)
+    step, state, train_state, _ = ckpt.restore_newest(_small_state(0), report=print)
+    ckpt.close()
+    assert step == 2 and train_state.phase_step == 2 and float(state.params["w"][0]) == 2.0
+    assert not (tmp_path / "checkpoints.unrestorable").exists()

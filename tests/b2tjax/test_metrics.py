@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -156,3 +157,43 @@ def test_eval_cli_scores_a_plans_file(tmp_path):
     assert m["per_difficulty"]["easy"]["final_pass_rate"] == 1.0
     assert m["per_difficulty"]["hard"]["delivery_rate"] == 0.5
     assert "outside the selection" in proc.stderr
+
+
+def _events(directory) -> list:
+    """Every event of every TensorBoard file in `directory`, file by file in the order written
+    (TFRecord framing: length, its CRC, the Event proto, its CRC)."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    out = []
+    for path in sorted(directory.iterdir(), key=lambda p: p.stat().st_mtime_ns):
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            out.append(Event.FromString(data[at + 12 : at + 12 + length]))
+            at += 12 + length + 4
+    return out
+
+
+def test_a_resumed_run_purges_the_killed_runs_later_steps_from_tensorboard(tmp_path):
+    """TensorBoard's rule: a SessionLog START at step S hides every earlier event of step >= S."""
+    from b2tjax.run.metrics import MetricsWriter
+
+    first = MetricsWriter(tmp_path, total_steps=4, progress=False, enabled=True)
+    for step in (1, 2, 3, 4):
+        first.log(step, {"loss": float(step)})
+    first.close()
+    time.sleep(1.1)  # event files are named by the second: the resumed run's is another, newer one
+    resumed = MetricsWriter(tmp_path, total_steps=4, progress=False, enabled=True, keep_until=2)
+    for step in (3, 4):
+        resumed.log(step, {"loss": 10.0 * step})
+    resumed.close()
+    shown: list[tuple[int, float]] = []  # the curve TensorBoard draws, point by point
+    for event in _events(tmp_path / "tb"):
+        if event.session_log.status == event.session_log.START:
+            shown = [(s, v) for s, v in shown if s < event.step]
+        shown += [(event.step, value.simple_value) for value in event.summary.value]
+    assert shown == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0)]
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]

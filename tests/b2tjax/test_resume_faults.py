@@ -11,6 +11,9 @@ SIGTERM inside a step: a driver process runs the real trainer on the digit task,
 step 2 sends the process a real SIGTERM. The step must be abandoned before its update, step 1 kept
 as the last checkpoint, and `--resume` must end where the straight run ends. The rollout engine's
 own check between decode segments is tested on the real engine with a tiny model.
+
+kill -9 between two saves: the trainer is killed inside step 4, after step 3's asynchronous save;
+step 3 was sealed when its save committed, so a plain `--resume` continues from it.
 """
 
 from __future__ import annotations
@@ -183,3 +186,49 @@ def test_engine_stops_between_segments(rollout_setup):  # noqa: F811
     with pytest.raises(RolloutStopped):
         engine.run(episodes(), rng=0, should_stop=stop_now)
     assert len(polls) == 1  # stopped after the first segment, not at the end of the rollout
+
+
+KILL_DRIVER = """
+import os, signal, sys, time
+from b2tjax.config import load_config
+from b2tjax.tasks.toy import DigitTask
+from b2tjax.run.trainer import Trainer, build_model
+
+class KillDuringRollout(DigitTask):
+    calls = 0
+
+    def rollout(self, *args, **kwargs):
+        KillDuringRollout.calls += 1
+        if KillDuringRollout.calls == 4:  # step 3 saved (async); the OOM killer strikes in step 4
+            manifest = os.path.join(cfg.out, "checkpoints", "3", "b2t_checksums.json")
+            deadline = time.monotonic() + 60  # the rollout goes on meanwhile; the next save is far
+            while time.monotonic() < deadline and not os.path.exists(manifest):
+                time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().rollout(*args, **kwargs)
+
+cfg = load_config(sys.argv[1], sys.argv[2:])
+task = KillDuringRollout(cfg.toy, cfg.rollout.temperature)
+Trainer(cfg, task, build_model(cfg, cfg.toy.vocab_size), progress=False).run()
+"""
+
+
+def test_kill_9_between_two_saves_then_a_plain_resume_continues_from_the_newest_step(tmp_path, straight_run):
+    """kill -9 inside step 4, after step 3's async save: a plain --resume continues from step 3 (no
+    step set aside, no --trust-unverified) and ends where the straight run ends."""
+    straight, cache = straight_run
+    run = tmp_path / "run"
+    overrides = [a for a in ARGS[2:] if "=" in a]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_DRIVER, ARGS[1], *overrides, f"out={run}"],
+        env=dict(subprocess_env(cache), PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode == -9, (killed.stdout + killed.stderr)[-3000:]
+    resumed = _train(run, cache, "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert "resuming from step 3" in resumed.stdout.splitlines(), resumed.stdout[-3000:]
+    assert not (run / "checkpoints.unrestorable").exists()
+    _assert_same(_params(run / "checkpoints"), _params(straight / "checkpoints"))

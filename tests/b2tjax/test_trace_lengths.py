@@ -133,6 +133,32 @@ def test_an_older_data_dir_or_another_tokenizer_is_one_line_and_no_check(tmp_pat
     assert check_trace_fit(cfg, lines.append) == [] and "model.tokenizer is sentencepiece" in lines[0]
 
 
+GOOD_GROUP = {"traces": 1, "totals": [9], "prompts": [5], "longest_turns": [3]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps({"tokenizer": "qwen3", "splits": {"train": {"all": GOOD_GROUP}}})[:-9],  # truncated
+        "[]",
+        json.dumps({"tokenizer": "qwen3", "splits": []}),
+        json.dumps({"tokenizer": 3, "splits": {}}),
+        json.dumps({"tokenizer": "qwen3", "splits": {"train": []}}),
+        json.dumps({"tokenizer": "qwen3", "splits": {"train": {"easy": GOOD_GROUP}}}),
+        json.dumps({"tokenizer": "qwen3", "splits": {"train": {"all": {**GOOD_GROUP, "totals": []}}}}),
+        json.dumps({"tokenizer": "qwen3", "splits": {"train": {"all": {**GOOD_GROUP, "prompts": ["5"]}}}}),
+        json.dumps({"tokenizer": "qwen3", "splits": {"train": {"all": {**GOOD_GROUP, "totals": [9, 9]}}}}),
+        json.dumps({"tokenizer": "qwen3", "python_tool_tokens": "77", "splits": {}}),
+    ],
+)
+def test_a_lengths_file_of_the_wrong_shape_is_one_line_naming_it(tmp_path, text):
+    (tmp_path / LENGTHS).write_text(text)
+    with pytest.raises(UserError) as err:
+        check_trace_fit(_cfg(tmp_path), print)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / LENGTHS} ") and "rebuild it" in message
+
+
 def _plan_main():
     spec = importlib.util.spec_from_file_location("plan_script", ROOT / "launch" / "plan.py")
     module = importlib.util.module_from_spec(spec)

@@ -153,3 +153,17 @@ def test_each_output_on_each_input_and_in_the_data_is_refused(modules, paths, ca
                 tried += 1
     assert tried >= 30
     assert not (paths["data"] / "new").exists() and paths["script"].read_text() == "print('ran')\n"
+
+
+def test_an_object_store_url_on_each_output_is_refused_before_any_work(modules, paths, capsys, tmp_path):
+    """`--out gs://BUCKET/run` would become a local folder `gs:/BUCKET/run` and fail at the first
+    checkpoint, after training: every declared output refuses a URL in one line, creating nothing."""
+    tried = 0
+    for name, module in modules.items():
+        for output in module.PATHS.outputs:
+            for scheme in ("gs", "s3"):
+                argv = _command(name, "", paths["file"], output, f"{scheme}://bucket/run", paths)
+                _refused(module, argv, capsys, output, f"({scheme}://) is not supported")
+                tried += 1
+    assert tried >= 24
+    assert not list(Path.cwd().glob("gs:")) and not list(Path.cwd().glob("s3:"))

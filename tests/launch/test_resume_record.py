@@ -7,6 +7,7 @@ run's history, and the run's config.yaml, eval.json and report are never rewritt
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,16 @@ def test_changed_keys_are_refused_with_every_difference(run):
     assert not history.exists() or "optim.lr" not in history.read_text()
 
 
+@pytest.mark.slow  # a subprocess run (refused before JAX starts)
+def test_without_config_yaml_the_checkpoints_record_is_compared(run, tmp_path):
+    """Only checkpoints/ was kept: the newest step's recorded config is the record a resume keeps."""
+    out, env = run
+    shutil.copytree(out / "checkpoints", tmp_path / "copy" / "checkpoints")
+    line = _refused(_train(tmp_path / "copy", env, "--resume", "optim.lr=1e-3"))
+    assert "optim.lr: 0.01 (recorded) -> 0.001" in line
+    assert not (tmp_path / "copy" / "config.yaml").exists()
+
+
 @pytest.mark.slow  # subprocess runs
 def test_a_changed_model_shape_is_one_line_naming_the_key_and_both_values(run):
     out, env = run
@@ -115,3 +126,14 @@ def test_resume_point_round_trips_the_saved_json():
     assert point.to_json() == saved
     base = {"path": "hf:/m", "sha256": "ab"}
     assert ResumePoint.from_json({**saved, "base": base}).to_json() == {**saved, "base": base}
+
+
+@pytest.mark.parametrize("override", ["seed=9223372036854775808", "seed=-1", "data.shuffle_seed=4294967296"])
+def test_a_seed_no_generator_takes_is_refused_with_the_config(override):
+    """A JAX key takes < 2**63, numpy's generator >= 0, grain's shuffle < 2**32: refused when the
+    config loads (before the run directory), not when the trainer first draws."""
+    from b2tjax.config import load_config
+
+    with pytest.raises(ValueError, match=rf"{override.split('=')[0]} must be in \[0, "):
+        load_config(None, [override])
+    load_config(None, ["seed=9223372036854775807", "data.shuffle_seed=4294967295"])
