@@ -1,4 +1,4 @@
-"""Optional Weights & Biases logging (issue 39, item 9): `metrics.wandb: true` logs every step's
+"""Optional Weights & Biases logging: `metrics.wandb: true` logs every step's
 scalars to a W&B run named by `metrics.wandb_project` / `metrics.wandb_run`; off by default, and
 never a dependency: wandb is imported only when on, and a run that asks for it without the
 package stops in one line saying how to get it.
