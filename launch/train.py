@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from b2tjax.cli.init_weights import check_init_agrees
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
 from b2tjax.cli.trace_fit import check_trace_fit
@@ -71,14 +72,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_out_dir(out: Path, resume: bool) -> None:
-    """A run directory that holds checkpoints is continued with --resume, never trained over."""
+    """A run directory that holds checkpoints is continued with --resume, never trained over; and
+    --resume continues a run, never starts one (a mistyped --out would train from scratch)."""
     ckpt = out / "checkpoints"
     steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.is_dir() else []
+    if resume and not steps and not (out / RECORD).is_file():
+        raise UserError(
+            f"--resume: {out} holds no run (no {RECORD}, no checkpoints); check --out, or drop "
+            "--resume to start a new run there"
+        )
     if steps and not resume:
         raise UserError(
             f"{out} already holds a run (checkpoint steps {steps}); pass --resume to continue it "
             "or choose another --out"
         )
+
+
+def builds_missing_data(overrides: list[str], build_missing: bool) -> bool:
+    """`data.build_missing` builds the recipe's own data directory only: one named on the command
+    line (maybe a typo) is built only when the command line says `data.build_missing=true` too."""
+    keys = {o.split("=", 1)[0] for o in overrides}
+    return build_missing and ("data.data_dir" not in keys or "data.build_missing" in keys)
 
 
 def model_banner(model: Any, cfg: TrainConfig) -> str:
@@ -190,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     guard_paths(args)
     cfg, changes = resolve_config(args)
     check_out_dir(Path(cfg.out), args.resume)
+    check_init_agrees(base_init(cfg), cfg.model.preset, dict(cfg.model.overrides))
     if cfg.metrics.wandb:
         import_wandb()  # missing: one line now, not after the data and the model are built
 
@@ -197,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
         from b2tjax.cli.prepare import build_or_wait  # loaded only for the travel task
 
-        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, cfg.data.build_missing)
+        build = builds_missing_data(args.overrides, cfg.data.build_missing)
+        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, build)
         check_trace_fit(cfg)  # the share of expert traces the recipe holds whole; < 90%: refused
 
     from b2tjax.run.mesh import maybe_initialize_distributed  # JAX from here on (after the fork)
