@@ -14,7 +14,8 @@
                                                             # rollout.prompt_style=react: ReAct baseline
 
 `key=value` arguments override the config (dotted paths, YAML values). A SIGTERM (TPU preemption)
-saves a checkpoint and exits with status 143; run again with --resume. The final evaluation writes
+or a first Ctrl-C saves a checkpoint of the finished step and exits with status 143; run again with
+--resume (a second Ctrl-C stops at once, without the save). The final evaluation writes
 OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
 """
 
@@ -28,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from b2tjax.cli.hardware import check_hardware
 from b2tjax.cli.init_weights import check_init_agrees
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
@@ -221,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     maybe_initialize_distributed(cfg.distributed)  # before any other JAX call
 
     import jax
+
+    recipe = args.config or (Path(cfg.out) / RECORD if changes is not None else DEFAULT_CONFIG)
+    check_hardware(cfg.hardware, jax.devices()[0].platform, jax.device_count(), str(recipe))
 
     from b2tjax.run.trainer import Preempted, Trainer, build_model
 

@@ -24,6 +24,7 @@ from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, be
 from sandbox.python_tool import PythonIsolationError
 
 USER_ERROR_EXIT = 2
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C'd program
 
 
 def describe_os_error(err: OSError) -> str:
@@ -79,6 +80,9 @@ def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | 
         message = f"a file is not UTF-8 text ({err.reason} at byte {err.start})"
     except RecursionError:
         message = "an input is nested too deeply to read"
+    except KeyboardInterrupt:  # a training run's second Ctrl-C (its first saves and stops)
+        print("interrupted: stopped without saving", file=sys.stderr)
+        return INTERRUPTED_EXIT
     print(f"error: {message}", file=sys.stderr)
     return USER_ERROR_EXIT
 
