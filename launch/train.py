@@ -22,6 +22,7 @@ OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this ru
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ import yaml
 from b2tjax.cli.hardware import check_hardware
 from b2tjax.cli.init_weights import check_init_agrees
 from b2tjax.cli.outputs import Paths, guard
-from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
+from b2tjax.cli.script import add_trust_option, check_recipe, run_main, setup_logging, trust_from_args
 from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data.marker import read_marker
@@ -151,11 +152,14 @@ def _recipe(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
 def guard_paths(args: argparse.Namespace) -> None:
     """The output guard, before anything else reads the inputs (the weights' tokenizer included)."""
     config_path, overrides = _recipe(args)
+    check_recipe(args.config, ROOT / "configs")
     try:
         cfg = _load(config_path, overrides, args.benchmark is not None, tokenizer=False)
     except ValueError as err:  # MarkerError included
         raise UserError(str(err)) from None
     init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
+    if init is not None and not os.path.isdir(init):  # before the tokenizer is looked for in it
+        raise UserError(f"model.init={cfg.model.init}: {init} is not a directory")
     guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
 
 

@@ -9,6 +9,7 @@ data scripts must start without it.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import importlib.util
 import logging
@@ -61,6 +62,16 @@ def skip_absent_tpu() -> None:
     os.environ["JAX_PLATFORMS"] = "cuda,cpu" if gpu and cuda else "cpu"
     if "jax" in sys.modules:  # imported already (not yet started): its config read the variable
         sys.modules["jax"].config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
+
+
+def check_recipe(path: Path | None, configs: Path) -> None:
+    """A `--config` that names no file: one line, with the recipes in `configs` it may have meant."""
+    if path is None or path.exists():
+        return  # a file, or something the loader names for what it is
+    near = difflib.get_close_matches(path.name, sorted(p.name for p in configs.glob("*.yaml")), n=2)
+    where = path.parent if path.parent.resolve() == configs.resolve() else configs  # as the user wrote it
+    hint = f"; did you mean {' or '.join(str(where / name) for name in near)}?" if near else ""
+    raise UserError(f"--config {path} does not exist{hint}")
 
 
 def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,8 @@
 """A mistake that used to run silently is refused at start-up in one line naming the setting: a
 model setting that disagrees with `--init`'s weights, `--resume` of a run that is not there, a
-mistyped `data.data_dir` under a recipe that builds its data, data built against other tools.
+mistyped `data.data_dir` under a recipe that builds its data, data built against other tools; and
+messages that name the mistake made (a missing `--init` directory, a mistyped `--config`, a run
+given where its checkpoints belong).
 
 Each runs launch/train.py's main in-process up to the check (nothing is trained or built)."""
 
@@ -18,9 +20,9 @@ from tests.launch_scripts import load_script
 from tests.tp_fixtures import tp_data  # noqa: F401 - fixture
 
 
-def _refused(argv: list[str], capsys) -> str:
-    """The one line launch/train.py exits with (status 2) for `argv`."""
-    script = load_script("launch/train.py")
+def _refused(argv: list[str], capsys, script: str = "launch/train.py") -> str:
+    """The one line the launch script exits with (status 2) for `argv`."""
+    script = load_script(script)
     code = script.run_main(script.main, argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
@@ -69,3 +71,15 @@ def test_data_built_against_other_tools_is_refused(tp_data, tmp_path):
     (data / MARKER).write_text(json.dumps({**marker, "tools": "0" * 16}))
     with pytest.raises(UserError, match=r"was built with other tool schemas than this code's"):
         check_data_dir(data, "travelplanner")
+
+
+def test_messages_name_the_mistake_made(tmp_path, capsys):
+    missing = tmp_path / "Qwen3-0.6B"
+    line = _refused(["--init", f"hf:{missing}", "--out", str(tmp_path / "r")], capsys)
+    assert f"{missing} is not a directory" in line and "tokenizer" not in line
+    line = _refused(["--config", "configs/qwen3_06b.yaml"], capsys)
+    assert line.endswith("does not exist; did you mean configs/qwen3_0.6b.yaml or configs/qwen3_8b.yaml?")
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    argv = ["--checkpoint", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]
+    line = _refused(argv, capsys, "launch/export_hf.py")
+    assert line.endswith(f"is a training run: pass {tmp_path / 'run' / 'checkpoints'}")
