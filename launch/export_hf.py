@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     trust_from_args(args)
     if not os.path.isdir(args.checkpoint):
         raise UserError(f"--checkpoint {args.checkpoint} is not a directory")
+    run_checkpoints = os.path.join(args.checkpoint, "checkpoints")
+    if os.path.isdir(run_checkpoints) and not os.path.exists(os.path.join(args.checkpoint, "config.json")):
+        raise UserError(f"--checkpoint {args.checkpoint} is a training run: pass {run_checkpoints}")
     guard(args, PATHS)
     maybe_initialize_distributed(args.distributed)  # before any other JAX call
     lora_run = is_lora_run(args.checkpoint)

@@ -15,13 +15,15 @@
 
 `key=value` arguments override the config (dotted paths, YAML values). --out is a filesystem path (on
 a pod, one every host mounts); object-store URLs (gs://...) are refused: not supported yet. A SIGTERM
-(TPU preemption) saves a checkpoint and exits with status 143; run again with --resume. The final
-evaluation writes OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
+(TPU preemption) or a first Ctrl-C saves a checkpoint of the finished step and exits with status 143;
+run again with --resume (a second Ctrl-C stops at once, without the save). The final evaluation
+writes OUT/eval.json and OUT/report.html (the HTML report of its episodes, with this run's curves).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,8 +31,10 @@ from typing import Any
 
 import yaml
 
+from b2tjax.cli.hardware import check_hardware
+from b2tjax.cli.init_weights import check_init_agrees
 from b2tjax.cli.outputs import Paths, guard
-from b2tjax.cli.script import add_trust_option, run_main, setup_logging, trust_from_args
+from b2tjax.cli.script import add_trust_option, check_recipe, run_main, setup_logging, trust_from_args
 from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, dump_config, load_config
 from b2tjax.data.marker import read_marker
@@ -72,14 +76,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_out_dir(out: Path, resume: bool) -> None:
-    """A run directory that holds checkpoints is continued with --resume, never trained over."""
+    """A run directory that holds checkpoints is continued with --resume, never trained over; and
+    --resume continues a run, never starts one (a mistyped --out would train from scratch)."""
     ckpt = out / "checkpoints"
     steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.is_dir() else []
+    if resume and not steps and not (out / RECORD).is_file():
+        raise UserError(
+            f"--resume: {out} holds no run (no {RECORD}, no checkpoints); check --out, or drop "
+            "--resume to start a new run there"
+        )
     if steps and not resume:
         raise UserError(
             f"{out} already holds a run (checkpoint steps {steps}); pass --resume to continue it "
             "or choose another --out"
         )
+
+
+def builds_missing_data(overrides: list[str], build_missing: bool) -> bool:
+    """`data.build_missing` builds the recipe's own data directory only: one named on the command
+    line (maybe a typo) is built only when the command line says `data.build_missing=true` too."""
+    keys = {o.split("=", 1)[0] for o in overrides}
+    return build_missing and ("data.data_dir" not in keys or "data.build_missing" in keys)
 
 
 def model_banner(model: Any, cfg: TrainConfig) -> str:
@@ -136,11 +153,14 @@ def _recipe(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
 def guard_paths(args: argparse.Namespace) -> None:
     """The output guard, before anything else reads the inputs (the weights' tokenizer included)."""
     config_path, overrides = _recipe(args)
+    check_recipe(args.config, ROOT / "configs")
     try:
         cfg = _load(config_path, overrides, args.benchmark is not None, tokenizer=False)
     except ValueError as err:  # MarkerError included
         raise UserError(str(err)) from None
     init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
+    if init is not None and not os.path.isdir(init):  # before the tokenizer is looked for in it
+        raise UserError(f"model.init={cfg.model.init}: {init} is not a directory")
     guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
 
 
@@ -195,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     guard_paths(args)
     cfg, changes = resolve_config(args)
     check_out_dir(Path(cfg.out), args.resume)
+    check_init_agrees(base_init(cfg), cfg.model.preset, dict(cfg.model.overrides))
     if cfg.metrics.wandb:
         import_wandb()  # missing: one line now, not after the data and the model are built
 
@@ -202,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.task == "travel":  # make_data forks workers: before JAX starts its threads
         from b2tjax.cli.prepare import build_or_wait  # loaded only for the travel task
 
-        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, cfg.data.build_missing)
+        build = builds_missing_data(args.overrides, cfg.data.build_missing)
+        build_or_wait(Path(cfg.data.data_dir), cfg.data.world_scale, cfg.benchmark, build)
         check_trace_fit(cfg)  # the share of expert traces the recipe holds whole; < 90%: refused
 
     from b2tjax.run.mesh import maybe_initialize_distributed  # JAX from here on (after the fork)
@@ -210,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     maybe_initialize_distributed(cfg.distributed)  # before any other JAX call
 
     import jax
+
+    recipe = args.config or (Path(cfg.out) / RECORD if changes is not None else DEFAULT_CONFIG)
+    check_hardware(cfg.hardware, jax.devices()[0].platform, jax.device_count(), str(recipe))
 
     from b2tjax.run.trainer import Preempted, Trainer, build_model
 

@@ -47,16 +47,18 @@ def _mount(source, target, fstype, flags: int, data) -> None:
     check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
-def _python_dirs() -> list[str]:
+def _python_dirs(site_dirs: list[str]) -> list[str]:
     """The Python install's directories the jailed interpreter imports from.
 
-    Only paths inside the install prefixes: a `.pth` entry pointing elsewhere (an editable
-    install of the project checkout) is deliberately left out.
+    Only paths inside the install prefixes or the host's site-packages `site_dirs` (a virtual
+    environment's lie outside the base install that `-S` leaves in `sys.prefix`): a `.pth` entry
+    pointing elsewhere (an editable install of the project checkout) is deliberately left out.
     """
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots = (sys.prefix, sys.base_prefix, sys.exec_prefix, *site_dirs)
+    prefixes = {os.path.realpath(p) for p in roots if os.path.isdir(p)}
     paths = sysconfig.get_paths()
     candidates = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-    candidates += [sysconfig.get_config_var("LIBDIR") or "", *sys.path]
+    candidates += [sysconfig.get_config_var("LIBDIR") or "", *sys.path, *site_dirs]
     dirs = {os.path.realpath(p) for p in candidates if p and os.path.isdir(p)}
     return [d for d in dirs if any(d == p or d.startswith(p + os.sep) for p in prefixes)]
 
@@ -78,9 +80,9 @@ def _bind_read_only(source: str, root: str, flags: int = MS_NOSUID | MS_NODEV) -
     _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
 
 
-def _build_root(root: str) -> None:
+def _build_root(root: str, site_dirs: list[str]) -> None:
     """Fill the empty tmpfs at `root` with what the jail exposes (see the module docstring)."""
-    dirs = set(_python_dirs())
+    dirs = set(_python_dirs(site_dirs))
     for d in _LIB_DIRS:
         if os.path.islink(d):
             os.makedirs(os.path.dirname(root + d), 0o755, exist_ok=True)
@@ -111,13 +113,16 @@ def _pivot_into(root: str) -> None:
     os.chdir("/")
 
 
-def enter_jail(root: str) -> str:
-    """New network + mount namespace rooted in a fresh tmpfs at `root`; returns the scratch dir."""
+def enter_jail(root: str, site_dirs: list[str]) -> str:
+    """New network + mount namespace rooted in a fresh tmpfs at `root`; returns the scratch dir.
+
+    `site_dirs` (the host's site-packages) are exposed read-only beside the install.
+    """
     check(libc.unshare(CLONE_NEWNET | CLONE_NEWNS), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     try:
-        _build_root(root)
+        _build_root(root, site_dirs)
         _pivot_into(root)
     except OSError:
         libc.umount2(root.encode(), MNT_DETACH)  # leave the host's directory usable (unsafe-ok)

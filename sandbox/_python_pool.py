@@ -31,6 +31,7 @@ class Slot:
 
     def __init__(self, config: dict) -> None:
         self.base_dir: str = config["base_dir"]
+        self.why_dead = "its supervisor process exited"  # what a call finding it dead reports
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", _WORKER_PATH, json.dumps({**config, "site_dirs": _SITE_DIRS})],
             stdin=subprocess.PIPE,

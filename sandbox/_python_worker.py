@@ -9,8 +9,9 @@ then UTF-8 JSON): a hello, then per request the result and, after the clean-up, 
 Isolation, kernel layer (when the supervisor runs as root, which it tests at start-up):
   * the supervisor opens its cgroup directories, then moves itself into a new network namespace
     (only a downed loopback: no network) and a new mount namespace whose root is built from
-    scratch: an empty read-only tmpfs holding read-only bind mounts of the Python install and the
-    system library directories, `/etc/ld.so.cache`, four harmless devices (`/dev/null`,
+    scratch: an empty read-only tmpfs holding read-only bind mounts of the Python install (with
+    the host's site-packages, a virtual environment's included) and the system library
+    directories, `/etc/ld.so.cache`, four harmless devices (`/dev/null`,
     `/dev/zero`, `/dev/random`, `/dev/urandom`) and a private tmpfs `/scratch` for the per-call
     working directories' mount points. It pivots into that root and detaches the old one, so no other file of
     the host (data directory, project checkout, /etc, /proc, /home, /dev/shm) exists for the code;
@@ -112,6 +113,7 @@ class Supervisor:
         self.base_dir = cfg["base_dir"]
         self.guard = bool(cfg.get("audit_guard", True))
         self.limits: dict = cfg["limits"]
+        self.site_dirs: list[str] = cfg.get("site_dirs", [])
         self.uid = None
         self.cgroups = None
         self.zygote = None  # forks the calls once jailed; without the jail the supervisor does
@@ -144,7 +146,7 @@ class Supervisor:
         try:
             seccomp.compiled(platform.machine())  # built once here; every call inherits it
             self.namespaces = jail.own_namespaces()  # /proc is gone once jailed
-            self.base_dir = jail.enter_jail(self.base_dir)
+            self.base_dir = jail.enter_jail(self.base_dir, self.site_dirs)
         except OSError as e:
             calls.close()
             self.isolation["kernel_error"] = f"the kernel refused the jail ({e})"

@@ -12,6 +12,7 @@ owner by owner (`owner=`, one per episode), so an episode that queues many calls
 episode's call by at most one call's time limit.
 """
 
+import logging
 import os
 import tempfile
 import threading
@@ -26,6 +27,7 @@ from sandbox._python_pool import FairSlots, Slot
 from sandbox.env import truncate_middle
 from sandbox.types import ToolResult
 
+log = logging.getLogger(__name__)
 _PROTOCOL_SLACK_S = 5.0  # time a supervisor gets beyond the run's own timeout to answer
 # A used slot must say it is clean (and has its next call prepared) this long after its result,
 # or it is replaced: the supervisor's own bound (0.5 s) plus slack for a loaded machine.
@@ -52,6 +54,12 @@ class PythonLimits:
     max_code_chars: int = 20000
     max_file_mb: int = 16  # RLIMIT_FSIZE
     max_procs: int = 16  # RLIMIT_NPROC (only with the separate uid)
+
+
+def _environment_fault(message: str) -> ToolResult:
+    """A failure of the tool's own runtime: logged for the operator, not charged to the agent."""
+    log.warning("Python tool: %s", message)
+    return ToolResult.environment_fault(message)
 
 
 def _shutdown(slots: list, base_dirs: list) -> None:
@@ -163,8 +171,8 @@ class PythonSandbox:
         if not self._closed:
             try:
                 replacement = self._spawn()
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as e:  # noqa: BLE001
+                slot.why_dead = f"no new supervisor started: {type(e).__name__}: {e}"
             self._idle.put(replacement)
         remove_tree(slot.base_dir, time.monotonic() + _REMOVE_S)
 
@@ -191,22 +199,21 @@ class PythonSandbox:
             result, healthy = self._call(slot, {"code": code, "timeout_s": timeout}, timeout)
             return result, time.monotonic() - start
         except Exception as e:  # noqa: BLE001 - a broken pool must not crash the rollout
-            return ToolResult.error(
-                f"the Python tool failed: {type(e).__name__}: {e}"
-            ), time.monotonic() - start
+            fault = _environment_fault(f"the Python tool failed: {type(e).__name__}: {e}")
+            return fault, time.monotonic() - start
         finally:
             self._idle.release(owner)
             threading.Thread(target=self._recycle, args=(slot, healthy), daemon=True).start()
 
     def _call(self, slot: Slot, request: dict, timeout: float) -> tuple[ToolResult, bool]:
         """The reply to `request`, and whether the slot still answers (else it is replaced)."""
-        reply = None
-        if slot.alive():
-            try:
-                slot.send(request)
-                reply = slot.receive(timeout + _PROTOCOL_SLACK_S)
-            except (OSError, ValueError):
-                reply = None
+        if not slot.alive():  # died between calls: the runtime, not the code, failed
+            return _environment_fault(f"the Python tool's runtime could not start ({slot.why_dead})"), False
+        try:
+            slot.send(request)
+            reply = slot.receive(timeout + _PROTOCOL_SLACK_S)
+        except (OSError, ValueError):
+            reply = None
         if reply is None:
             crashed = "the Python process crashed or stopped answering; it was restarted"
             return ToolResult.error(crashed), False
@@ -216,13 +223,14 @@ class PythonSandbox:
         lim = self.limits
         output = truncate_middle(reply["output"], lim.max_output_chars).rstrip("\n")
         status = reply["status"]
+        if status == "internal":
+            return _environment_fault(f"the Python tool's supervisor failed: {output}")
         if status == "ok":
             return ToolResult(output if output else "(no output)")
         reason = {
             "error": f"the code failed (exit code {reply['exit_code']})",
             "timeout": f"the code ran longer than the {timeout:g} s time limit and was stopped",
             "output_limit": f"the code printed more than {lim.max_output_bytes} bytes and was stopped",
-            "internal": "the Python tool's supervisor failed",
         }.get(status)
         if status == "signal":
             sig = reply["signal"]

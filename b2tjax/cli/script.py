@@ -9,6 +9,7 @@ data scripts must start without it.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import importlib.util
 import logging
@@ -24,6 +25,7 @@ from sandbox.benchmarks import BENCHMARKS, DEFAULT_BENCHMARK, BenchmarkError, be
 from sandbox.python_tool import PythonIsolationError
 
 USER_ERROR_EXIT = 2
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C'd program
 
 
 def describe_os_error(err: OSError) -> str:
@@ -62,6 +64,16 @@ def skip_absent_tpu() -> None:
         sys.modules["jax"].config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
 
 
+def check_recipe(path: Path | None, configs: Path) -> None:
+    """A `--config` that names no file: one line, with the recipes in `configs` it may have meant."""
+    if path is None or path.exists():
+        return  # a file, or something the loader names for what it is
+    near = difflib.get_close_matches(path.name, sorted(p.name for p in configs.glob("*.yaml")), n=2)
+    where = path.parent if path.parent.resolve() == configs.resolve() else configs  # as the user wrote it
+    hint = f"; did you mean {' or '.join(str(where / name) for name in near)}?" if near else ""
+    raise UserError(f"--config {path} does not exist{hint}")
+
+
 def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
     """`main(argv)`, with user errors reported in one line (exit 2) instead of a traceback; JAX is
     kept from probing for an absent TPU first (skip_absent_tpu)."""
@@ -79,6 +91,9 @@ def run_main(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | 
         message = f"a file is not UTF-8 text ({err.reason} at byte {err.start})"
     except RecursionError:
         message = "an input is nested too deeply to read"
+    except KeyboardInterrupt:  # a training run's second Ctrl-C (its first saves and stops)
+        print("interrupted: stopped without saving", file=sys.stderr)
+        return INTERRUPTED_EXIT
     print(f"error: {message}", file=sys.stderr)
     return USER_ERROR_EXIT
 

@@ -213,25 +213,30 @@ def _abstract(x: Any) -> Any:
 
 
 class PreemptionGuard:
-    """Turns SIGTERM into a flag so the train loop can checkpoint and stop between steps."""
+    """Turns SIGTERM, and a first Ctrl-C (SIGINT), into a flag so the train loop can checkpoint and
+    stop between steps; a second Ctrl-C stops at once (KeyboardInterrupt), without the save."""
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> PreemptionGuard:
         try:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
         except ValueError:  # not the main thread: no handler, the flag stays False
-            self._previous = None
+            self._previous = {}
         return self
 
     def _handle(self, signum, frame) -> None:
+        if signum == signal.SIGINT:
+            if self.requested:
+                raise KeyboardInterrupt
+            print("Ctrl-C: stopping after a checkpoint of the finished step (Ctrl-C again: now)", flush=True)
         self.requested = True
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 def stop_agreed(asked: bool) -> bool:

@@ -173,6 +173,9 @@ class MetricsWriter:
             self._jsonl.close()
         if self._wandb is not None:
             self._wandb.finish()
+            # finish() returns before the W&B service has written the run's records to its file;
+            # tearing the service down waits for that, so a closed writer's run is on disk.
+            import_wandb().teardown()
             self._wandb = None
 
 

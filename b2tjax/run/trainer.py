@@ -180,7 +180,7 @@ class Trainer:
                 eval_metrics, table = self.task.evaluate(self.model_fn(params, self.frozen))
                 writer.log(
                     self.total_steps,
-                    {f"eval/{k}": v for k, v in scalar_leaves(eval_metrics).items()},
+                    scalar_leaves(eval_metrics),  # the phase names them eval/... in TensorBoard and W&B
                     phase=Phase.EVAL,
                     advance=False,
                 )

@@ -50,7 +50,7 @@ def evaluation_header(
     if truncated:
         lines.append(
             f"note: {truncated} of {len(records)} episodes hit a length cap ({caps}) before answering; "
-            "few action errors among them mean they stopped early, not that they acted well"
+            "they stopped early, so their reward and action error rate do not say how well they act"
         )
     if num_params is not None and num_params < SMALL_MODEL_PARAMS:
         measured = f" (here: {tally.line()})" if tally is not None else ""

@@ -5,10 +5,14 @@ normal call still works. The attacks run twice where the machine allows it: with
 guard (the default) and without it, to show that the kernel layer alone contains them.
 """
 
+import ast
 import concurrent.futures as cf
+import logging
 import os
 import shutil
+import site
 import socket
+import sys
 import tempfile
 import time
 
@@ -83,6 +87,29 @@ def test_fresh_scrubbed_working_directory_per_call(guarded):
 def test_stdlib_and_numpy_are_importable(guarded):
     assert guarded.run("import json, math, statistics\njson.dumps(statistics.mean([1, 2, 6]))").text == "'3'"
     assert guarded.run("import numpy as np\nint(np.arange(5).sum())").text == "10"
+
+
+def test_the_jailed_tool_imports_the_packages_of_the_environment_it_runs_in(kernel_only):
+    # In a virtual environment (or conda) the packages live outside the base install that the
+    # supervisor's `-S` start leaves in sys.prefix; the jail must still show them, read-only.
+    where = os.path.dirname(os.path.dirname(__import__("numpy").__file__))
+    res = kernel_only.run(f"import numpy\nprint(numpy.__file__.startswith({where!r}))")
+    assert (res.text, res.is_error) == ("True", False), (sys.prefix, res.text)
+    res = kernel_only.run(f"open({os.path.join(where, 'b2t-probe')!r}, 'w')")
+    assert res.is_error and "Read-only file system" in res.text, res.text
+
+
+def test_a_tool_whose_runtime_is_gone_is_an_environment_fault_not_the_agents(caplog):
+    # A supervisor that died between calls (and could not be replaced) is not the code's doing.
+    with PythonSandbox(num_workers=1, spare_workers=0, limits=LIMITS, isolation="unsafe-ok") as sb:
+        slot = sb._slots[0]
+        os.kill(slot.proc.pid, 9)
+        slot.proc.wait()
+        with caplog.at_level(logging.WARNING, logger="sandbox.python_tool"):
+            res = sb.run("print(1)")
+        assert (res.is_error, res.env_fault) == (False, True), res
+        assert "could not start" in res.text and "could not start" in caplog.text
+        _still_works(sb)
 
 
 def test_infinite_loop_is_stopped_at_the_wall_clock_limit(sandbox):
@@ -248,7 +275,11 @@ def test_the_jail_exposes_only_the_python_runtime_and_its_scratch_dir(kernel_onl
             assert res.is_error and "FileNotFoundError" in res.text, (directory, res.text)
         etc = kernel_only.run("import os\nprint(sorted(os.listdir('/etc')), sorted(os.listdir('/dev')))").text
         assert etc.startswith("['ld.so.cache'] [") and "'null'" in etc and "'sda'" not in etc
-        assert kernel_only.run("import os\n'work' in os.listdir('/')").text == "False"
+        # The root holds the system directories and the ways to the Python install only.
+        install = {p.split(os.sep)[1] for p in (sys.base_prefix, *site.getsitepackages())}
+        root = kernel_only.run("import os\nprint(sorted(os.listdir('/')))").text
+        system = {"dev", "etc", "scratch", "lib", "lib32", "lib64", "usr"}
+        assert set(ast.literal_eval(root)) <= system | install, root
         # ... while the runtime still works: standard library, numpy, files in the scratch dir.
         res = kernel_only.run(
             "import numpy as np, json, os\nopen('x.txt', 'w').write('7')\n"
