@@ -107,8 +107,8 @@ def test_himap_recipes_have_their_base_recipes_plan():
     from b2tjax.config import load_config
     from tests.b2tjax.test_recipes import GOLDEN
 
-    lengthened = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "issue_34.json").read_text())
-    paged = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "issue_36.json").read_text())
+    lengthened = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "1_long_context.json").read_text())
+    paged = json.loads((ROOT / "tests" / "data" / "recipe_changes" / "3_paged_kv.json").read_text())
 
     def planned(cfg) -> dict:
         r = cfg.rollout

@@ -29,7 +29,7 @@ ROLLOUT_GOLDEN = json.loads((ROOT / "tests" / "data" / "recipes_rollout_merged.j
 # What later issues changed in the recipes on purpose, one file per issue: {recipe: {dotted key:
 # value}}. The goldens stay what the old loader wrote; these are the deliberate differences.
 CHANGES: dict[str, dict[str, Any]] = {}
-for _changes in sorted((ROOT / "tests" / "data" / "recipe_changes").glob("issue_*.json")):
+for _changes in sorted((ROOT / "tests" / "data" / "recipe_changes").glob("*.json")):
     for _recipe, _keys in json.loads(_changes.read_text()).items():
         CHANGES.setdefault(_recipe, {}).update(_keys)
 
