@@ -13,7 +13,7 @@ class EngineStats:
     wall_s: float = 0.0
     device_s: float = 0.0  # prefill + decode calls, until their results were on the host
     env_s: float = 0.0  # while any episode callback ran in the pool (tools, parsing, rendering)
-    hidden_s: float = 0.0  # of env_s, the time during device calls (async_host: hidden host work)
+    hidden_s: float = 0.0  # of env_s, the time during device calls (hidden host work)
     generated_tokens: int = 0
     prefill_tokens: int = 0  # every token computed by prefill, reprefill_tokens included
     reused_tokens: int = 0  # tokens whose KV was copied from another row (prefix reuse), not computed
@@ -51,7 +51,7 @@ class EngineStats:
     @property
     def row_occupancy(self) -> float:
         """Generated tokens / (decode steps x rows): the share of row-steps that produced a token
-        (the tail of a step, with most rows empty, drags it down; issue 37)."""
+        (the tail of a step, with most rows empty, drags it down)."""
         steps = self.decode_steps * self.rows
         return self.generated_tokens / steps if steps else 0.0
 
