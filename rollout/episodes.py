@@ -54,6 +54,7 @@ class Continue:
 
     stream: str
     tokens: list[int]
+    _: dataclasses.KW_ONLY  # the rest by name: a tag never lands in `forced`
     forced: list[int] = dataclasses.field(default_factory=list)
     tag: StreamTag = StreamTag()
     limits: StreamLimits | None = None

@@ -52,7 +52,7 @@ class RolloutSession:
 
     def __init__(self, engine: Any, rng: int = 0):
         self.engine = engine
-        self.resume_kv = engine.config.resume_kv
+        self.resume = RESUME_KV[engine.config.resume_kv]
         self.pool = concurrent.futures.ThreadPoolExecutor(engine.config.tool_workers)
         self.clock = PolicyClock()
         self.run = Run(engine, [], jax.random.key(rng), self.pool, [], self.clock)
@@ -107,24 +107,36 @@ class RolloutSession:
 
     def update_weights(self, model: nnx.Module) -> None:
         """Switch to new weights; running episodes continue under them (module docstring)."""
-        run = self.run
         self.engine.update_weights(model)
         old, self.clock.version = self.clock.version, self.clock.version + 1
-        for stream in run.rows.slots:
-            if stream is None:
-                continue
-            if self.resume_kv == "recompute":
-                # Parking's re-seat (Run._seat) without the phase change: the whole record is
-                # prefilled again from position 0 before the stream samples next.
-                stream.refeed = max(stream.refeed, stream.cached)
-                stream.reset, stream.cached, stream.pending = True, 0, list(stream.record.ids)
-            elif stream.phase is Phase.SAMPLING and not stream.pending:
-                self.clock.first_version.setdefault(stream, old)  # mid-turn: next logits are the old ones
-        prefix = run.device.prefix
-        if self.resume_kv == "recompute" and prefix is not None:
-            for r in run.rows.local:  # an empty row's content is KV of the old weights
-                if run.rows.slots[r] is None:
-                    prefix.holder[r], prefix.held[r] = None, 0
+        self.resume(self.run, self.clock, old)
+
+
+def _keep_kv(run: Run, clock: PolicyClock, old: int) -> None:
+    """`resume_kv="keep"`: rows keep their KV; a row mid-turn samples its next token from logits of
+    the old weights, so that token carries the old version."""
+    for stream in run.rows.slots:
+        if stream is not None and stream.phase is Phase.SAMPLING and not stream.pending:
+            clock.first_version.setdefault(stream, old)
+
+
+def _recompute_kv(run: Run, clock: PolicyClock, old: int) -> None:
+    """`resume_kv="recompute"`: parking's re-seat (Run._seat) without the phase change: every seated
+    stream's whole record is prefilled again from position 0 before it samples next, and rows nobody
+    holds forget their prefix (their content is KV of the old weights)."""
+    for stream in run.rows.slots:
+        if stream is not None:
+            stream.refeed = max(stream.refeed, stream.cached)
+            stream.reset, stream.cached, stream.pending = True, 0, list(stream.record.ids)
+    prefix = run.device.prefix
+    if prefix is not None:
+        for r in run.rows.local:
+            if run.rows.slots[r] is None:
+                prefix.holder[r], prefix.held[r] = None, 0
+
+
+# What a weight update does to the running episodes' KV, chosen once per session (`resume_kv`).
+RESUME_KV: dict[str, Callable[[Run, PolicyClock, int], None]] = {"keep": _keep_kv, "recompute": _recompute_kv}
 
 
 def _step_stats(before: EngineStats, after: EngineStats, episodes: int) -> EngineStats:

@@ -80,10 +80,10 @@ class HimapEpisode(Episode):
             ids = prompt_ids(s.prompt, tok)
             lim = self.limits[s.role]
             tag = HimapTag(s.role, s.day, s.round).stream_tag()
-            actions.append(Continue(s.name, ids, self._forced(s.name), tag, lim))
+            actions.append(Continue(s.name, ids, forced=self._forced(s.name), tag=tag, limits=lim))
         for name, step in adv.reply:
             reply = render_env_reply(tok, step.rendered)
-            actions.append(Continue(name, reply, self._forced(name), responses=step.responses))
+            actions.append(Continue(name, reply, forced=self._forced(name), responses=step.responses))
         ended = [name for name, _ in adv.end]
         for name, step in adv.end:
             cut = step is not None and step.stop_reason == StopReason.MAX_TURNS

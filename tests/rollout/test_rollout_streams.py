@@ -152,6 +152,10 @@ def test_one_episode_hands_its_turns_over_one_at_a_time_in_stream_order(rollout_
     assert any(a[3] < b[4] and b[3] < a[4] for a in first for b in second), "episodes ran serially"
 
 
+def _executor(day: int) -> StreamTag:
+    return StreamTag("executor", (("day", day), ("round", 1)))
+
+
 class TaggedEpisode(Episode):
     """A coordinator starts three executors with role/day/round tags and its own limits: day1 may
     take one turn, day2 the config's six, day3 only a few tokens beyond its prompt. Every executor
@@ -164,18 +168,13 @@ class TaggedEpisode(Episode):
         self.turns: dict[str, int] = {}
 
     def start(self):
-        return [Continue("coordinator", user_prompt(self.tok, "Split.")[1], StreamTag("coordinator"))]
+        return [Continue("coordinator", user_prompt(self.tok, "Split.")[1], tag=StreamTag("coordinator"))]
 
     def on_turn_end(self, stream, text, eos):
         if stream == "coordinator":
             limits = {1: self.day1_limits, 2: None, 3: StreamLimits(max_total_tokens=self.day3_total)}
             prompt = user_prompt(self.tok, "Plan a day.")[1]
-            starts = [
-                Continue(
-                    f"day{d}", prompt, StreamTag("executor", (("day", d), ("round", 1))), limits=limits[d]
-                )
-                for d in limits
-            ]
+            starts = [Continue(f"day{d}", prompt, tag=_executor(d), limits=limits[d]) for d in limits]
             return TurnOutcome([*starts, Stop(stream, StopReason.ANSWER, text)])
         self.turns[stream] = self.turns.get(stream, 0) + 1
         if self.turns[stream] == 3:
