@@ -4,37 +4,26 @@ Modes, measured in the same run on the same episodes:
   share 1.0 / 0.5 : `segment_return_share`: a segment returns when every row ended its turn (host
                     work then runs between segments), or when half of them did (their tools run in
                     the pool while the rest decode: host work hidden behind decoding);
-  static         : the baseline of continuous batching, built here: waves of `--batch` episodes,
-                   one engine run each, so a wave starts only when the last one is done (its
-                   episodes sample with other keys: their index in the wave, so records differ).
-Episodes use the agent prompt (three tool schemas + trajectory) and call a real sandbox tool,
-which takes `--tool-ms` longer (a sleep: a slow API). They are mixed like real agent episodes:
-1..7 tool turns, turns capped at 8..48 sampled tokens per episode, some turns fully scripted.
+  static          : continuous batching's baseline, built here: waves of `--batch` episodes, one
+                    run each (other sampling keys: an episode's index in its wave).
+Episodes use the agent prompt and call a real sandbox tool that takes `--tool-ms` longer (a sleep:
+a slow API); 1..7 tool turns, turns capped at 8..48 sampled tokens, some turns fully scripted.
 
-Step-shaped case (`--step P`): what one GRPO step rolls out, P prompts x G = `--group` episodes
-(a group shares its prompt; its episodes differ in tool turns and turn caps), with and without
-prefix reuse (`prefix_reuse`), continuous batching: prompt tokens of the records,
-prefill tokens computed, tokens copied instead (reused), wall, generated tokens/s, and whether
-both runs gave the same records.
+Step-shaped case (`--step P`): one GRPO step's P prompts x G = `--group` episodes, with and
+without `prefix_reuse`: prompt tokens, prefill tokens computed, tokens copied instead, wall,
+generated tokens/s, and whether both runs gave the same records.
 
-Equal-memory case (`--equal-memory P`, issue 36): P prompts x G = `--group` episodes with a
-realistic length mix scaled to a tiny CPU model: prompt lengths spread log-uniformly over
-`--prompt-min`..`--prompt-max` tokens (default 64..512: a 1k..8k mix scaled by 1/16; each prompt is
-the agent prompt's first tokens closed by the assistant header), episodes ending at different
-lengths (1..7 tool turns of scripted calls, tool replies and 8..48 sampled tokens), GRPO groups
-sharing their prompt. The contiguous cache on `--batch` rows x max_seq_len slots, then the paged
-cache with the same pool bytes (kv_pages = batch x pages_per_row) on each of `--paged-rows` rows,
-admitted by pages, same episodes, one table: rows resident (mean rows sampling per segment,
-generated tokens per decode step, peak), generated tokens/s, prefill tokens computed, parks, pages
-in use and shared (peaks), KV bytes per live token, wall, device, decode steps, tokens/s vs
-contiguous, records identical to contiguous. `--preset` and `--max-seq-len` size it up for an
+Equal-memory case (`--equal-memory P`): P prompts x G = `--group` episodes, prompt lengths spread
+log-uniformly over `--prompt-min`..`--prompt-max` tokens (a 1k..8k mix scaled by 1/16), episodes
+ending at different lengths, GRPO groups sharing their prompt: the contiguous cache on `--batch`
+rows, then the paged cache with the same pool bytes on each of `--paged-rows` rows, one table
+(rows resident, tokens/s, prefill, parks, pages, KV bytes per live token, wall, device, decode
+steps, records identical to contiguous). `--preset` and `--max-seq-len` size it up for an
 accelerator (benchmarks/gpu_check.py --checks paged).
 
-`--kv-cache paged` runs the other cases on the paged cache (kv_pages 0: the contiguous memory).
-
-Columns: wall, device (prefill + decode calls), host (busy outside device calls, plus pool work
-hidden behind them: EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host
-fully hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps, and (a)/mode.
+`--kv-cache paged` runs the other cases on the paged cache. Columns: wall, device (prefill + decode
+calls), host (EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host fully
+hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps.
 
     python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48] [--tool-ms 50]
     python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16] [--kv-cache paged]
@@ -203,8 +192,7 @@ STATIC = {"(c) static"}  # run as waves (run_waves)
 
 def run_all(engine, episodes: list, rng: int):
     """Continuous batching: one run, rows refilled as episodes end."""
-    records = engine.run(episodes, rng=rng)
-    return records, engine.stats
+    return engine.run(episodes, rng=rng), engine.stats
 
 
 def run_waves(engine, episodes: list, rng: int):
@@ -212,8 +200,8 @@ def run_waves(engine, episodes: list, rng: int):
     the largest), rows as configured."""
     from rollout import EngineStats
 
-    records, total = [], EngineStats(rows=engine.config.batch_rows)
     rows = engine.config.batch_rows
+    records, total = [], EngineStats()
     for start in range(0, len(episodes), rows):
         records += engine.run(episodes[start : start + rows], rng=rng)
         for field in dataclasses.fields(EngineStats):
