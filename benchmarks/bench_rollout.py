@@ -146,7 +146,7 @@ def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True, w
 
     engine = RolloutEngine(model, tok, config)
     make = lambda ids: episodes(world, tok, ids, config.max_turn_tokens, tool_s)  # noqa: E731
-    run = run_waves if name in STATIC else run_all
+    run = run_waves if name in STATIC else lambda engine, eps, rng: (engine.run(eps, rng=rng), engine.stats)
     if warm_up:  # compile every shape (once per mode: shapes do not depend on the tool's time)
         t0 = time.perf_counter()
         run(engine, make(warm_ids or prompt_ids[: config.batch_rows + 2]), rng=1)
@@ -188,11 +188,6 @@ MODES = {  # name -> RolloutConfig overrides
     "(c) static": {},
 }
 STATIC = {"(c) static"}  # run as waves (run_waves)
-
-
-def run_all(engine, episodes: list, rng: int):
-    """Continuous batching: one run, rows refilled as episodes end."""
-    return engine.run(episodes, rng=rng), engine.stats
 
 
 def run_waves(engine, episodes: list, rng: int):
