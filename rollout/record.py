@@ -162,15 +162,15 @@ class EpisodeRecord:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> EpisodeRecord:
         """A record as `to_json` wrote it (or an older writer: keys it lacks take their defaults);
-        the agent's tag details are the top-level keys that are not the record's own."""
+        the agent's tag details are the integer top-level keys that are not the record's own (an
+        older writer's null `day` / `round` are none)."""
         fields = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in obj.items() if k in fields and k != "tag"}
         kwargs["turns"] = [tuple(t) for t in kwargs.get("turns", [])]
         kwargs["forced"] = [tuple(t) for t in kwargs.get("forced", [])]
         kwargs["stop_reason"] = StopReason(obj["stop_reason"]) if obj.get("stop_reason") else None
-        details = sorted(
-            (k, int(v)) for k, v in obj.items() if k not in fields | _NOT_DETAILS and v is not None
-        )
+        own = fields | _NOT_DETAILS
+        details = sorted((k, v) for k, v in obj.items() if k not in own and type(v) is int)
         kwargs["tag"] = StreamTag(str(obj.get("role", "agent")), tuple(details))
         return cls(**kwargs)
 
