@@ -138,7 +138,9 @@ def _child(bench_dir: str, tmp: str) -> dict:
     exact = lambda r: (  # noqa: E731
         r.instance_id,
         r.stream,
-        r.tag,
+        r.role,
+        r.tag.detail("day"),
+        r.tag.detail("round"),
         r.ids,
         r.loss_mask,
         r.turns,
