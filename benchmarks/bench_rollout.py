@@ -1,39 +1,29 @@
 """Speed benchmark: rollout engine throughput on a tiny random Qwen3 with the real sandbox.
 
 Modes, measured in the same run on the same episodes:
-  sync / async   : host work between decode segments (synchronous engine), or hidden behind them
-                   (`async_host`: finished turns run in the pool while the next segment decodes;
-                   share 0.5 = `segment_return_share`, a segment returns when half its rows stopped);
-  continuous / static : rows refilled as episodes end, or a new wave only when the batch is done;
-  re-prefill     : the whole record fed again every turn (no cache reuse; synchronous).
-Episodes use the agent prompt (three tool schemas + trajectory) and call a real sandbox tool,
-which takes `--tool-ms` longer (a sleep: a slow API). They are mixed like real agent episodes:
-1..7 tool turns, turns capped at 8..48 sampled tokens per episode, some turns fully scripted.
+  share 1.0 / 0.5 : `segment_return_share`: a segment returns when every row ended its turn (host
+                    work then runs between segments), or when half of them did (their tools run in
+                    the pool while the rest decode: host work hidden behind decoding);
+  static          : continuous batching's baseline, built here: waves of `--batch` episodes, one
+                    run each (other sampling keys: an episode's index in its wave).
+Episodes use the agent prompt and call a real sandbox tool that takes `--tool-ms` longer (a sleep:
+a slow API); 1..7 tool turns, turns capped at 8..48 sampled tokens, some turns fully scripted.
 
-Step-shaped case (`--step P`): what one GRPO step rolls out, P prompts x G = `--group` episodes
-(a group shares its prompt; its episodes differ in tool turns and turn caps), with and without
-prefix reuse (`prefix_reuse`), asynchronous continuous batching: prompt tokens of the records,
-prefill tokens computed, tokens copied instead (reused), wall, generated tokens/s, and whether
-both runs gave the same records.
+Step-shaped case (`--step P`): one GRPO step's P prompts x G = `--group` episodes, with and
+without `prefix_reuse`: prompt tokens, prefill tokens computed, tokens copied instead, wall,
+generated tokens/s, and whether both runs gave the same records.
 
-Equal-memory case (`--equal-memory P`): P prompts x G = `--group` episodes with a
-realistic length mix scaled to a tiny CPU model: prompt lengths spread log-uniformly over
-`--prompt-min`..`--prompt-max` tokens (default 64..512: a 1k..8k mix scaled by 1/16; each prompt is
-the agent prompt's first tokens closed by the assistant header), episodes ending at different
-lengths (1..7 tool turns of scripted calls, tool replies and 8..48 sampled tokens), GRPO groups
-sharing their prompt. The contiguous cache on `--batch` rows x max_seq_len slots, then the paged
-cache with the same pool bytes (kv_pages = batch x pages_per_row) on each of `--paged-rows` rows,
-admitted by pages, same episodes, one table: rows resident (mean rows sampling per segment,
-generated tokens per decode step, peak), generated tokens/s, prefill tokens computed, parks, pages
-in use and shared (peaks), KV bytes per live token, wall, device, decode steps, tokens/s vs
-contiguous, records identical to contiguous. `--preset` and `--max-seq-len` size it up for an
+Equal-memory case (`--equal-memory P`): P prompts x G = `--group` episodes, prompt lengths spread
+log-uniformly over `--prompt-min`..`--prompt-max` tokens (a 1k..8k mix scaled by 1/16), episodes
+ending at different lengths, GRPO groups sharing their prompt: the contiguous cache on `--batch`
+rows, then the paged cache with the same pool bytes on each of `--paged-rows` rows, one table
+(rows resident, tokens/s, prefill, parks, pages, KV bytes per live token, wall, device, decode
+steps, records identical to contiguous). `--preset` and `--max-seq-len` size it up for an
 accelerator (benchmarks/gpu_check.py --checks paged).
 
-`--kv-cache paged` runs the other cases on the paged cache (kv_pages 0: the contiguous memory).
-
-Columns: wall, device (prefill + decode calls), host (busy outside device calls, plus pool work
-hidden behind them: EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host
-fully hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps, and (a)/mode.
+`--kv-cache paged` runs the other cases on the paged cache. Columns: wall, device (prefill + decode
+calls), host (EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host fully
+hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps.
 
     python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48] [--tool-ms 50]
     python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16] [--kv-cache paged]
@@ -156,12 +146,12 @@ def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True, w
 
     engine = RolloutEngine(model, tok, config)
     make = lambda ids: episodes(world, tok, ids, config.max_turn_tokens, tool_s)  # noqa: E731
+    run = run_waves if name in STATIC else lambda engine, eps, rng: (engine.run(eps, rng=rng), engine.stats)
     if warm_up:  # compile every shape (once per mode: shapes do not depend on the tool's time)
         t0 = time.perf_counter()
-        engine.run(make(warm_ids or prompt_ids[: config.batch_rows + 2]), rng=1)
+        run(engine, make(warm_ids or prompt_ids[: config.batch_rows + 2]), rng=1)
         print(f"  {name}: warm-up (compilation) {time.perf_counter() - t0:.1f}s", flush=True)
-    records = engine.run(make(prompt_ids), rng=0)
-    s = engine.stats
+    records, s = run(engine, make(prompt_ids), rng=0)
     print(f"  {name}, tool +{1000 * tool_s:.0f} ms: timed run {s.wall_s:.1f}s", flush=True)
     return {
         "mode": name,
@@ -193,13 +183,27 @@ def measure(name, model, tok, world, prompt_ids, config, tool_s, warm_up=True, w
 
 
 MODES = {  # name -> RolloutConfig overrides
-    "(a) sync continuous": dict(async_host=False),
-    "(d) async continuous": dict(async_host=True),
-    "(e) async cont. share 0.5": dict(async_host=True, segment_return_share=0.5),
-    "(c) sync static": dict(async_host=False, refill=False),
-    "(f) async static": dict(async_host=True, refill=False),
-    "(b) sync re-prefill": dict(async_host=False, reprefill=True),
+    "(a) continuous": {},
+    "(b) continuous share 0.5": dict(segment_return_share=0.5),
+    "(c) static": {},
 }
+STATIC = {"(c) static"}  # run as waves (run_waves)
+
+
+def run_waves(engine, episodes: list, rng: int):
+    """Static batching, the baseline: one run per wave of batch_rows episodes; counts summed (peaks:
+    the largest), rows as configured."""
+    from rollout import EngineStats
+
+    rows = engine.config.batch_rows
+    records, total = [], EngineStats()
+    for start in range(0, len(episodes), rows):
+        records += engine.run(episodes[start : start + rows], rng=rng)
+        for field in dataclasses.fields(EngineStats):
+            a, b = getattr(total, field.name), getattr(engine.stats, field.name)
+            setattr(total, field.name, max(a, b) if field.name.startswith("peak") else a + b)
+    total.rows = rows
+    return records, total
 
 
 def write_json(path: Path | None, rows: list[dict]) -> None:
@@ -215,7 +219,7 @@ def step_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dic
     print(f"step: {args.step} prompts x G={args.group} = {len(step_ids)} episodes on {args.batch} rows")
     rows = []
     for reuse in (False, True):
-        config = RolloutConfig(**base, async_host=True, prefix_reuse=reuse)
+        config = RolloutConfig(**base, prefix_reuse=reuse)
         name = f"prefix reuse {'on' if reuse else 'off'}"
         row = measure(name, model, tok, world, step_ids, config, args.tool_ms / 1000)
         row["prompt_tokens"] = sum(map(len, step_ids))
@@ -256,7 +260,7 @@ def memory_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: d
 
     prompts = mixed_prompts(tok, prompt_ids, args.equal_memory, args.prompt_min, args.prompt_max)
     step_ids = [ids for ids in prompts for _ in range(args.group)]
-    contiguous = RolloutConfig(**base, async_host=True)
+    contiguous = RolloutConfig(**base)
     pool = contiguous.batch_rows * contiguous.pages_per_row
     print(
         f"equal memory: {args.equal_memory} prompts ({', '.join(str(len(p)) for p in prompts)} tokens) "
@@ -266,7 +270,7 @@ def memory_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: d
     configs = [("contiguous", contiguous)]
     for n in args.paged_rows:
         paged = dict(base, batch_rows=n, tool_workers=n, kv_cache="paged", kv_pages=pool)
-        configs.append((f"paged {n} rows", RolloutConfig(**paged, async_host=True)))
+        configs.append((f"paged {n} rows", RolloutConfig(**paged)))
     tool_s = args.tool_ms / 1000
     # The warm-up runs every episode once (other samples): the length mix needs every prefill width.
     rows = [measure(name, model, tok, world, step_ids, c, tool_s, warm_ids=step_ids) for name, c in configs]
@@ -303,7 +307,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--slow-tool-ms",
         type=float,
         default=400.0,
-        help="also run the first three modes with this tool time, where host work weighs more (0: skip)",
+        help="also run the first two modes with this tool time, where host work weighs more (0: skip)",
     )
     p.add_argument("--step", type=int, default=0, help="run only the step-shaped case with this many prompts")
     p.add_argument("--group", type=int, default=8, help="episodes per prompt in the step-shaped case")
@@ -333,18 +337,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def modes_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dict) -> list[dict]:
-    """Every `--modes` mode on the same episodes (the first three again with `--slow-tool-ms`)."""
+    """Every `--modes` mode on the same episodes (the first two again with `--slow-tool-ms`); records
+    compared across the continuous modes (static waves sample with other keys)."""
     from rollout import RolloutConfig
 
     cases = [(name, args.tool_ms) for name in args.modes]
     if args.slow_tool_ms:
-        cases += [(name, args.slow_tool_ms) for name in args.modes[:3]]
+        cases += [(name, args.slow_tool_ms) for name in args.modes[:2]]
     rows, warm = [], set()
     for name, ms in cases:
         config = RolloutConfig(**base, **MODES[name])
         rows.append(measure(name, model, tok, world, prompt_ids, config, ms / 1000, name not in warm))
         warm.add(name)
-    same = all(r["ids"] == rows[0]["ids"] for r in rows)
+    same = all(r["ids"] == rows[0]["ids"] for r in rows if r["mode"] not in STATIC)
     print(
         f"{'mode':26s} {'tool ms':>7s} {'wall s':>7s} {'device s':>8s} {'host s':>7s} {'gen tok/s':>9s} "
         f"{'wall/max':>8s} {'wall/sum':>8s} {'segments':>8s} {'steps':>6s} {'prefill':>8s} {'turns/ep':>8s}"
@@ -355,7 +360,7 @@ def modes_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: di
             f"{r['tok_s']:9.1f} {r['vs_max']:8.2f} {r['vs_sum']:8.2f} {r['segments']:8d} "
             f"{r['decode_steps']:6d} {r['prefill_tokens']:8d} {r['turns']:8.1f}"
         )
-    print(f"records identical across modes: {same}")
+    print(f"records identical across the continuous modes: {same}")
     return rows
 
 

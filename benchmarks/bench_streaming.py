@@ -86,7 +86,6 @@ def engine_config(args, staleness: int):
         temperature=1.0,
         turn_cap="close",
         prefill_chunk=128,
-        async_host=False,
         max_staleness=staleness,
     )
 

@@ -45,7 +45,7 @@ def run_one(seed: int, mode: str, extra: list[str]) -> dict:
     from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
     from tests.lookup_fixtures import NUM_VALUES, train_lookup
 
-    overrides = [*MODES[mode], "rollout.async_host=false", *extra]
+    overrides = [*MODES[mode], *extra]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         task = LookupTask(LookupConfig(num_values=NUM_VALUES))

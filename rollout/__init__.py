@@ -8,7 +8,7 @@ from rollout.config import RolloutConfig
 from rollout.engine import RolloutEngine
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.prompt import prompt_ids, prompt_text
-from rollout.record import EpisodeRecord
+from rollout.record import EpisodeRecord, StreamTag
 from rollout.sampling import token_logprobs
 from rollout.stats import EngineStats
 
@@ -23,6 +23,7 @@ __all__ = [
     "RolloutEngine",
     "Stop",
     "StreamLimits",
+    "StreamTag",
     "TurnOutcome",
     "agent_episode",
     "prompt_ids",

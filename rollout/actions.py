@@ -14,11 +14,11 @@ from typing import Any
 import jax
 
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
-from rollout.host_jobs import HostJobs, call_limit
-from rollout.record import EpisodeRecord
+from rollout.host_jobs import HostJobs
+from rollout.record import EpisodeRecord, StreamTag
+from rollout.schedule import HostSchedule
 from rollout.stats import EngineStats
 from rollout.stream import Phase, RowTable, Stream
-from sandbox.himap.kinds import Role
 from sandbox.types import StopReason
 
 
@@ -38,8 +38,9 @@ class StreamActions:
     done_episodes: set[int]
     default_limits: StreamLimits
     tokenizer_name: str
+    schedule: HostSchedule
 
-    def _apply_outcome(
+    def apply_outcome(
         self, stream: Stream, reason: str | None, outcome: TurnOutcome | Exception, elapsed: float
     ) -> None:
         """One callback's result: its actions applied, or its episode failed if it raised."""
@@ -61,9 +62,7 @@ class StreamActions:
             tokenizer=self.tokenizer_name,
             episode=index,
             process=jax.process_index(),
-            role=(start.role if start is not None and start.role is not None else Role.AGENT),
-            day=start.day if start is not None else None,
-            round=start.round if start is not None else None,
+            tag=start.tag if start is not None else StreamTag(),
         )
         stream = Stream(index, len(self.streams[index]), record, limits, started=time.perf_counter())
         self.streams[index][name] = stream
@@ -130,11 +129,8 @@ class StreamActions:
         if forced:
             record.forced.append((len(record.ids), len(record.ids) + len(forced)))
             record.append(forced, sampled=False)
-        if self.cfg.reprefill and stream.row is not None:
-            stream.pending, stream.reset, stream.cached = list(record.ids), True, 0
-        else:
-            stream.pending.extend(tokens)
-            stream.pending.extend(forced)
+        stream.pending.extend(tokens)
+        stream.pending.extend(forced)
         if forced and forced[-1] in (self.tok.im_end_id, self.tok.eos_id):
             self._turn_complete(stream)  # fully scripted turn: nothing to sample
 
@@ -153,25 +149,21 @@ class StreamActions:
         notify: bool = False,
         message: str | None = None,
     ) -> None:
-        """End a live stream's record; `notify`: tell its episode through on_limit (async: in the
-        pool, chained after the episode's earlier callbacks; sync: right away)."""
+        """End a live stream's record; `notify`: tell its episode through on_limit, when the run's
+        host schedule says (rollout/schedule.py)."""
         if not stream.live:
             return
         if stream.phase.sampling and len(stream.record.ids) > stream.turn_start:
             stream.record.turns.append((stream.turn_start, len(stream.record.ids)))  # cut turn
         stream.phase, stream.pending = Phase.STOPPED, []
-        stream.record.stop_reason, stream.record.answer = reason, answer
+        stream.record.stop_reason, stream.record.answer = StopReason(reason), answer
         stream.record.error_message = message
         stream.record.timings.update(
             wall_s=time.perf_counter() - stream.started, env_s=stream.env_s, turns=float(stream.turns_done)
         )
         self.rows.release(stream)
-        if notify and self.cfg.async_host:
-            # The episode may be inside a callback in the pool: the notice joins its chain.
-            stream.phase, stream.stop_notice = Phase.NOTIFY, reason
-        elif notify:
-            outcome, elapsed = call_limit(self.episodes[stream.episode_index], stream, reason)
-            self._apply_outcome(stream, reason, outcome, elapsed)
+        if notify:
+            self.schedule.notify(self, stream, reason)
 
     def _fail_episode(self, index: int, message: str) -> None:
         self.failed.add(index)

@@ -27,6 +27,15 @@ KVCacheLayout = Literal["contiguous", "paged"]
 PagedAttention = Literal["auto", "gather", "kernel"]
 ResumeKV = Literal["keep", "recompute"]
 
+# Keys that once selected a baseline the library no longer carries, and what replaced each: a recipe
+# or override naming one is refused in one line (b2tjax/config/loader.py).
+REMOVED_KEYS = {
+    "refill": "continuous batching is the only schedule (benchmarks/bench_rollout.py builds static waves)",
+    "reprefill": "the re-prefill baseline was removed; a turn feeds only its new tokens",
+    "async_host": "the host schedule follows rollout.segment_return_share (1.0: host work between "
+    "segments, reproducible; < 1: hidden behind decoding)",
+}
+
 
 @dataclasses.dataclass
 class RolloutConfig:
@@ -67,20 +76,17 @@ class RolloutConfig:
     paged_attention: PagedAttention = "auto"
     prefill_chunk: PosInt = 1024
     prefill_min_bucket: PosInt = 16  # prefill widths are powers of two >= this (fewer compiles)
-    # -- engine schedule
-    refill: bool = True  # continuous batching; False = static batching (waves)
-    reprefill: bool = False  # baseline: re-feed the whole record every turn (benchmarks)
+    # -- engine schedule (continuous batching: a free row takes the next stream at once)
     # A stream starting a row copies the KV of its record's longest prefix that another row holds
     # (a GRPO group's prompt, a HiMAP team's system + tools, a parked stream's old row) instead of
     # prefilling it (rollout/prefix.py); shared prefixes shorter than prefix_min_tokens are prefilled.
     prefix_reuse: bool = True
     prefix_min_tokens: PosInt = 32
     tool_workers: PosInt = 8  # thread pool running episodes' environment steps
-    # Host work hidden behind decoding: finished turns go to the pool while the device decodes the
-    # rows still sampling; False = the synchronous engine (host and device take turns).
-    async_host: bool = True
-    # A decode segment returns once this share of its active rows has ended its turn (1.0: every
-    # row), so their tool calls can start while the rest keep decoding; in (0, 1].
+    # A decode segment returns once this share of its active rows has ended its turn, so their tool
+    # calls run in the pool while the rest keep decoding (rollout/schedule.py); in (0, 1]. 1.0: every
+    # row ends its turn in the segment, nothing is left to decode meanwhile, so host work runs
+    # between segments, in a fixed order (records and streaming versions reproducible bit for bit).
     segment_return_share: Annotated[float, Range(gt=0, le=1)] = 1.0
     # -- streaming across training steps (rollout/session.py)
     # A step trains on records whose oldest sampled token is at most this many weight updates old;

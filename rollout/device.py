@@ -18,10 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.paged_kv import row_shards
 from rollout.buckets import pow2_bucket
 from rollout.hosts import agree, multihost, put_rows, read_local
-from rollout.pages import PageBudget, PageTable
+from rollout.kv_layout import kv_layout
 from rollout.placement import kv_bytes_per_slot, new_rollout_arrays
 from rollout.prefix import Copy, PrefixIndex
 from rollout.programs import decode_bucket
@@ -54,43 +53,31 @@ class DeviceCalls:
     def __init__(self, engine: Any, stats: EngineStats):
         self.engine, self.cfg, self.stats = engine, engine.config, stats
         self.spans: list[Span] = []  # (start, end) of every device call, results on the host
-        cfg, paged = self.cfg, self.cfg.kv_cache == "paged"
+        cfg = self.cfg
+        self.prefix = PrefixIndex(cfg.batch_rows, cfg.prefix_min_tokens) if cfg.prefix_reuse else None
+        slot_bytes = kv_bytes_per_slot(engine.model_config, engine.cache_dtype)
+        self.kv = kv_layout(cfg, engine.mesh, self.prefix, slot_bytes)  # contiguous or paged
         self.cache, self.next_logits = new_rollout_arrays(
             engine.model_config,
             cfg.batch_rows,
             cfg.cache_slots,
             engine.cache_dtype,
             engine.mesh,
-            pages=(cfg.page_size, cfg.pool_pages) if paged else None,
+            pages=self.kv.pages,
         )
-        # The reprefill baseline re-feeds whole records on purpose: no reuse there.
-        reuse = cfg.prefix_reuse and not cfg.reprefill
-        self.prefix = PrefixIndex(cfg.batch_rows, cfg.prefix_min_tokens) if reuse else None
-        self.pages: PageBudget | None = None  # the paged cache's page tables (rollout/pages.py)
-        if paged:
-            shards = row_shards(engine.mesh, cfg.batch_rows)
-            per_shard = cfg.pool_pages // shards
-            if per_shard < cfg.pages_per_row:
-                raise ValueError(
-                    f"rollout.kv_pages={cfg.pool_pages} gives {per_shard} pages per row shard; one stream "
-                    f"needs {cfg.pages_per_row} (cache_len / page_size): raise kv_pages"
-                )
-            table = PageTable(cfg.batch_rows, shards, per_shard, cfg.pages_per_row, cfg.page_size)
-            self.pages = PageBudget(table, self.prefix)
         self._rows = RowTable(cfg.batch_rows)  # replaced by the run's table at its first call
-        self.slot_bytes = kv_bytes_per_slot(engine.model_config, engine.cache_dtype)
 
     # -- capacity (the admission hook of rollout/run.py) ----------------------------------------
     def can_seat(self, stream: Stream, row: int, rows: RowTable) -> bool:
         """Whether `stream` fits at free `row`: always with the contiguous cache (a row is all it
         needs); paged, when its prompt and turn room fit in the pages free or reclaimable."""
         self._rows = rows
-        return self.pages is None or self.pages.can_seat(stream, row, rows)
+        return self.kv.can_seat(stream, row, rows)
 
     def over_capacity(self, rows: RowTable) -> list[Stream]:
         """Seated streams that must give their rows up for the sampling ones to fit (paged only)."""
         self._rows = rows
-        return [] if self.pages is None else self.pages.over_capacity(rows)
+        return self.kv.over_capacity(rows)
 
     def _account_memory(self, batch: Sequence[tuple[int, Stream, int]]) -> None:
         """Per segment: rows decoding (and their peak), KV memory held (paged: pages in use;
@@ -99,21 +86,10 @@ class DeviceCalls:
         stats.rows_decoding += len(batch)
         stats.peak_rows_decoding = max(stats.peak_rows_decoding, len(batch))
         stats.live_tokens += live
-        if self.pages is None:
-            stats.kv_bytes_held += self.cfg.batch_rows * self.cfg.cache_slots * self.slot_bytes
-            return
-        in_use = self.pages.table.in_use()
-        stats.pages_used += in_use
-        stats.kv_bytes_held += in_use * self.slot_bytes * self.cfg.page_size
-        stats.peak_pages = max(stats.peak_pages, in_use)
-        stats.peak_shared_pages = max(stats.peak_shared_pages, self.pages.table.shared())
+        self.kv.account(stats)
 
     def _sync_pages(self) -> None:
-        """The host's page tables onto the device before a call that reads or writes the cache."""
-        if self.pages is not None and self.pages.table.dirty:
-            table = put_rows(self.pages.table.table, self.engine.mesh)
-            self.cache = self.cache.replace(pages=table)
-            self.pages.table.dirty = False
+        self.cache = self.kv.synced(self.cache, self.engine.mesh)
 
     def _done(self, t0: float) -> None:
         """Account a device call that started at t0 and whose results are now on the host."""
@@ -134,12 +110,10 @@ class DeviceCalls:
         rest; rows waiting for a leader's shared prefix sit the round out."""
         self._rows = rows  # the run's row table (one per run): decode's page reservations evict from it
         while True:
-            if self.pages is not None:
-                self.pages.drop_reset(rows)
+            self.kv.drop_reset(rows)
             copies, waiting = self.prefix.plan(rows) if self.prefix is not None and feed else ([], set())
-            moves: list[tuple[int, ...]] = []
-            if self.pages is not None:  # shared by reference; a copy short of pages is prefilled instead
-                copies, moves = self.pages.share(copies, rows)
+            # paged: shared by reference; a copy short of pages is prefilled instead
+            copies, moves = self.kv.share(copies, rows)
             for copy in copies:  # the host's view first: the copied tokens leave `pending`
                 self._copied(rows.slots[copy.dst], copy)
             pending = [
@@ -147,8 +121,8 @@ class DeviceCalls:
                 for r, s in enumerate(rows.slots)
                 if feed and s is not None and s.pending and s.phase is Phase.SAMPLING and r not in waiting
             ]
-            if self.pages is not None:  # a row short of pages sits out (admission makes room next round)
-                pending = [r for r in pending if self._reserve(rows, r, 0)]
+            # paged: a row short of pages sits out (admission makes room next round)
+            pending = [r for r in pending if self._reserve(rows, r, 0)]
             width = self._chunk_width(rows, pending)
             if multihost():
                 agreed = agree([width, len(copies), len(moves)])
@@ -173,30 +147,19 @@ class DeviceCalls:
     def _reserve(self, rows: RowTable, row: int, room: int) -> bool:
         """Paged: pages for the row's cached and pending tokens plus `room` more."""
         stream = rows.slots[row]
-        return self.pages.reserve(row, stream.cached + len(stream.pending) + room, rows)
+        return self.kv.reserve(row, stream.cached + len(stream.pending) + room, rows)
 
     def _copy(self, copies: list[Copy], moves: list[tuple[int, ...]]) -> None:
-        """One in-place device call copying resident prefixes between rows (rollout/prefix.py);
-        paged: the page `moves` (the rest is shared through the page table) and the rows' fill
-        lengths. The pairs are the same on every process (a replicated argument)."""
+        """One in-place device call copying resident prefixes between rows (rollout/prefix.py; paged:
+        rollout/kv_layout.py). The pairs are the same on every process (a replicated argument)."""
         n, size = len(copies), pow2_bucket(len(copies), 1)
         pairs = np.zeros((3, size), np.int32)
         pairs[1, n:] = self.cfg.batch_rows  # no-op pairs: length 0, destination out of range
         for i, copy in enumerate(copies):
             pairs[:, i] = copy.src, copy.dst, copy.length
         t0 = time.perf_counter()
-        runner = self.engine.runner
-        if self.pages is None:
-            self.cache = runner.copy_prefix(self.cache, *(jnp.asarray(p) for p in pairs))
-        else:
-            self._sync_pages()
-            table = np.zeros((pow2_bucket(max(len(moves), 1), 1), 4), np.int32)
-            table[: len(moves)] = np.asarray(moves, np.int32).reshape(-1, 4)  # none: (0, 4), not (0,)
-            src, dst = jnp.asarray(table[:, :2]), jnp.asarray(table[:, 2:])
-            count = jnp.int32(len(moves))
-            self.cache = runner.copy_pages(
-                self.cache, src, dst, count, jnp.asarray(pairs[1]), jnp.asarray(pairs[2])
-            )
+        self._sync_pages()
+        self.cache = self.kv.copy(self.engine.runner, self.cache, pairs, moves)
         self.cache.lengths.block_until_ready()
         self._done(t0)
 
@@ -266,7 +229,7 @@ class DeviceCalls:
         seeds, stream_ids = np.zeros(n, np.int32), np.zeros(n, np.int32)
         for r, stream, room in batch:
             # paged: the segment's room must be in the row's pages; a row short of them sits out
-            active[r] = self.pages is None or self.pages.reserve(r, stream.cached + room, self._rows)
+            active[r] = self.kv.reserve(r, stream.cached + room, self._rows)
             budget[r] = room
             seeds[r], stream_ids[r] = episode_seed(stream.episode_index), stream.ordinal
         self._account_memory(batch)

@@ -1,8 +1,7 @@
 """RolloutEngine: batched multi-turn generation with a per-row KV cache and continuous batching.
 
 One run loops over three phases until every episode has finished:
-  1. admit: free rows take queued streams / the next episodes (continuous batching; with
-     `refill=False` a new wave starts only when every row is free: static batching). When streams
+  1. admit: free rows take queued streams / the next episodes (continuous batching). When streams
      are queued and no row is free, a *waiting* stream (turn ended, neither continued nor stopped:
      e.g. a HiMAP coordinator waiting for its day executors) is parked: its row is freed, its record
      kept; when continued it is queued again and its whole record is re-prefilled
@@ -20,15 +19,10 @@ One run loops over three phases until every episode has finished:
   in parallel, one episode's streams one at a time in creation order), appends the replies with
   mask 0 and enforces the limits.
 
-Why asynchronous host work (`async_host`, the default): in the synchronous engine the device idles
-while tools run and the host idles while the device decodes, so wall = device + host. Async, the
-finished turns are handed to the pool as one job per episode (an episode's callbacks chained, never
-concurrent) and the loop goes straight on to prefill and decode the rows still sampling; decoding
-waits on the device with the GIL released, so Python tools run meanwhile. Jobs that finished are
-applied between segments in episode order; with nothing to decode (or fewer than the share of the
-rows about to sample ready: a step costs the whole batch) the loop waits for the next job. Which
-jobs are done at a given moment depends on timing, but no record does: sampling keys ignore rows
-and segments, and each episode sees its own callbacks in its own order.
+Host work and the device: finished turns are handed to the pool as one job per episode (an
+episode's callbacks chained, never concurrent). With `segment_return_share` 1.0 (the default) they
+drain between segments; below 1 a segment returns once that share of its rows ended a turn and
+their tools run while the rest decode (rollout/schedule.py says why and how).
 
 Limits (per stream: the config's, or tighter ones the episode gives in `Continue.limits`):
 `max_turns`, `max_turn_tokens` (sampled tokens in one turn; `turn_cap="stop"` ends the episode,
@@ -38,12 +32,13 @@ Each limit sets its stop reason; such records are `truncated`. Episode callbacks
 recorded as StopReason.ERROR, never re-raised.
 
 Sampling keys derive from (run rng, episode index, stream ordinal, position), never from the batch
-row, so continuous and static batching, and runs with or without parking, produce the same
-episodes. `run` returns one EpisodeRecord per stream (one per episode for single-agent episodes),
-in episode order then stream-creation order.
+row, so any schedule of rows and segments, with or without parking, produces the same episodes.
+`run` returns one EpisodeRecord per stream (one per episode for single-agent episodes), in episode
+order then stream-creation order.
 
-Modules, one job each: rollout/run.py (the loop of one run: admission, parking, host phases,
-limits), rollout/actions.py (what episode actions do to streams), rollout/stream.py (a stream's
+Modules, one job each: rollout/run.py (the loop of one run: admission, parking, limits),
+rollout/schedule.py (host work against the device), rollout/clock.py (policy versions of a
+streaming session), rollout/actions.py (what episode actions do to streams), rollout/stream.py (a stream's
 `Phase`, the row table), rollout/device.py (the device state, argument building and every host
 <-> device transfer), rollout/programs.py (the jitted prefill and decode programs),
 rollout/host_jobs.py (episode callbacks in the pool), rollout/stats.py (`EngineStats`),

@@ -14,13 +14,14 @@ The engine calls `start()` once, then `on_turn_end` after each finished assistan
 overlap: the streams of an episode that finished a turn together are handed over one at a time in
 stream-creation order, and their actions are applied in that order, so shared episode state (e.g.
 HiMAP's commits) follows a fixed order, not thread timing. Different episodes run in parallel.
-With `RolloutConfig.async_host` the calls run while the device decodes other rows; `on_limit` then
-also runs in the pool, chained after the episode's earlier callbacks. An episode whose replies do
-not depend on which of its streams finished a turn first gets the same records either way.
+With `segment_return_share` < 1 the calls run while the device decodes other rows; `on_limit` then
+also runs in the pool, chained after the episode's earlier callbacks (rollout/schedule.py). An
+episode whose replies do not depend on which of its streams finished a turn first gets the same
+records either way.
 
-`Continue(stream, tokens, forced=[], role=None, day=None, round=None, limits=None)`: role, day,
-round and `limits` are read only when the Continue starts a new stream (role None = "agent") and
-land on its record; every record also carries `episode` (its index in `run(episodes)`: the trainer
+`Continue(stream, tokens, forced=[], tag=StreamTag(), limits=None)`: `tag` and `limits` are read
+only when the Continue starts a new stream; the tag (the agent's label of the stream, opaque to the
+engine) lands on its record; every record also carries `episode` (its index in `run(episodes)`: the trainer
 groups a varying number of streams by it). `StreamLimits(max_turns=, max_turn_tokens=,
 max_total_tokens=)` (None = the config's) can only tighten the engine config; a larger value fails
 the episode (StopReason.ERROR, the message names the limit). A Continue to a stopped stream is
@@ -34,7 +35,7 @@ import abc
 import dataclasses
 from typing import Any
 
-from sandbox.himap.kinds import Role
+from rollout.record import StreamTag
 from sandbox.limits import StreamLimits
 from sandbox.types import StopReason
 
@@ -45,18 +46,17 @@ class Continue:
     `forced` assistant tokens (mask 0, teacher-forced; see ForcedTokens), then let it sample.
 
     A stream name the episode has not used yet starts a new stream with `tokens` as its prompt;
-    only then are `role`, `day` and `round` (copied onto its EpisodeRecord for the trainer and the
-    metrics) and `limits` (None: the engine config's) read. Later Continues ignore them.
+    only then are `tag` (copied onto its EpisodeRecord for the trainer and the metrics) and
+    `limits` (None: the engine config's) read. Later Continues ignore them.
     `responses`: the environment's response blocks that `tokens` render (sandbox.env.Response), kept
     on the record as the environment gave them (EpisodeRecord.responses), so readers never split the
     rendered text, which the model's own output can imitate."""
 
     stream: str
     tokens: list[int]
+    _: dataclasses.KW_ONLY  # the rest by name: a tag never lands in `forced`
     forced: list[int] = dataclasses.field(default_factory=list)
-    role: Role | None = None  # None: Role.AGENT
-    day: int | None = None
-    round: int | None = None
+    tag: StreamTag = StreamTag()
     limits: StreamLimits | None = None
     responses: list[Any] = dataclasses.field(default_factory=list)
 

@@ -7,8 +7,8 @@ is chained, never concurrent). Different episodes share nothing and run in paral
 Which jobs have finished at a given moment depends on timing, but finished jobs are applied in
 episode order and each episode's outcomes in its own fixed order, so no record depends on timing.
 
-The callback wrappers (`call_turn_end`, `call_limit`) are the one code path both engines use: the
-asynchronous engine runs them in the pool, the synchronous one calls `call_limit` inline.
+The callback wrappers (`call_turn_end`, `call_limit`) are the one code path of both host schedules
+(rollout/schedule.py): turn-ends always run in the pool, limit notices there or inline.
 """
 
 from __future__ import annotations

@@ -29,12 +29,9 @@ def loop_across_hosts(run, should_stop: Callable[[], bool] | None) -> bool:  # n
     False (on every process, in the same round) when any process' `should_stop` said so."""
     t0 = time.perf_counter()
     while True:
-        if run.cfg.async_host:
-            run._host_phase_async()
-        else:
-            run._host_phase_sync()
-        done = run._finished()
-        ready = not done and not run._too_few_ready()
+        run.schedule.host_phase(run)
+        done = run.finished()
+        ready = not done and not run.schedule.too_few_ready(run)
         asked = should_stop is not None and should_stop()
         flags = agree([done, ready, asked])
         if flags[:, 0].all():
@@ -43,7 +40,7 @@ def loop_across_hosts(run, should_stop: Callable[[], bool] | None) -> bool:  # n
             return False
         if not flags[:, 1].any():
             if run.host:
-                run._collect(wait=True)
+                run.collect(wait=True)
             else:
                 time.sleep(IDLE_SLEEP_S)
             continue

@@ -4,8 +4,8 @@ The record is append-only while the episode runs. Training reads `ids`, `loss_ma
 `logprobs` directly; nothing is ever decoded and re-encoded (re-tokenisation drift would train the
 model on tokens it never produced).
 
-Besides ids, masks and log-probs a record carries `calls`, `stream`, `role`, `day`, `round`,
-`episode`, `prompt_len`, `forced`, `error_message`, `timings`, `tokenizer` and `truncated`. Its text
+Besides ids, masks and log-probs a record carries `calls`, `stream`, its `tag`, `episode`,
+`prompt_len`, `forced`, `error_message`, `timings`, `tokenizer` and `truncated`. Its text
 + "\n" equals Qwen3's official chat template (`models.chat.render`, or transformers'
 `apply_chat_template` with the exported tokenizer) on its messages, every assistant turn's
 `<think>` block included: the environment frames every reply as a tool result, which the template
@@ -15,12 +15,30 @@ does not count as a new user query (docs/SPEC.md section 6; rollout/render.py).
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from sandbox.himap.kinds import Role
 from sandbox.types import TRUNCATING, StopReason
+
+# Keys of a record's JSON that are not the agent's tag details (to_json adds `truncated`).
+_NOT_DETAILS = {"role", "tag", "truncated"}
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamTag:
+    """Who a stream is in its episode, as the agent module that started it says (its Continue); the
+    engine copies it onto the record and never reads it. `role` names the stream's part ("agent":
+    a single agent), which per-role metrics group by; `details` are the agent's own labels, decoded
+    by its module (HiMAP's day and round: rollout/agents/himap.py `HimapTag`). In a record's JSON
+    they are top-level keys beside the record's own."""
+
+    role: str = "agent"
+    details: tuple[tuple[str, int], ...] = ()
+
+    def detail(self, name: str) -> int | None:
+        return dict(self.details).get(name)
 
 
 @dataclasses.dataclass
@@ -35,10 +53,10 @@ class EpisodeRecord:
     turns:     [start, end) offsets in `ids` of each assistant turn's content (the tokens after the
                `<|im_start|>assistant\\n` header, up to and including the closing <|im_end|>).
     errors:    one flag per tool call / memory operation, in execution order.
-    stream, role, day, round, episode: which stream of which episode this is. `episode` is the
-               episode's index in the `RolloutEngine.run` call, so the trainer can group the
-               varying number of streams of one episode (a HiMAP coordinator and its day
-               executors); role/day/round are what the episode gave when it started the stream.
+    stream, tag, episode: which stream of which episode this is. `episode` is the episode's
+               index in the `RolloutEngine.run` call, so the trainer can group the varying number
+               of streams of one episode (a HiMAP coordinator and its day executors); `tag` is what
+               the episode gave when it started the stream (StreamTag).
     process:   the JAX process that drove the episode (rollout.hosts.episode_owner; 0 on one host).
     responses: the environment's response blocks appended to this stream, as the environment gave
                them: {"turn": the assistant turn they answer, "kind", "name", "error", "text"}
@@ -56,12 +74,10 @@ class EpisodeRecord:
     errors: list[bool] = dataclasses.field(default_factory=list)
     calls: list[str] = dataclasses.field(default_factory=list)  # name of each call, parallel to errors
     answer: str | None = None
-    stop_reason: StopReason | str = ""  # "" while running
+    stop_reason: StopReason | None = None  # None while running
     reward: float | None = None
     stream: str = "main"
-    role: Role | str = Role.AGENT  # a str when read back from JSON (equal to the member)
-    day: int | None = None
-    round: int | None = None
+    tag: StreamTag = StreamTag()
     episode: int = 0
     process: int = 0
     prompt_len: int = 0
@@ -71,6 +87,11 @@ class EpisodeRecord:
     tokenizer: str = ""
     responses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     versions: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def role(self) -> str:
+        """The stream's part in its episode (`tag.role`)."""
+        return self.tag.role
 
     @property
     def truncated(self) -> bool:
@@ -128,23 +149,34 @@ class EpisodeRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The JSONL object written by launch/rollouts.py (and read by the trainer)."""
-        out = dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "tag"}
+        out = copy.deepcopy(out)
+        out["stop_reason"] = "" if self.stop_reason is None else self.stop_reason.value
         out["turns"] = [list(t) for t in self.turns]
         out["forced"] = [list(t) for t in self.forced]
+        out["role"] = self.tag.role
+        out.update(self.tag.details)
         out["truncated"] = self.truncated
         return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> EpisodeRecord:
+        """A record as `to_json` wrote it (or an older writer: keys it lacks take their defaults);
+        the agent's tag details are the integer top-level keys that are not the record's own (an
+        older writer's null `day` / `round` are none)."""
         fields = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in obj.items() if k in fields}
+        kwargs = {k: v for k, v in obj.items() if k in fields and k != "tag"}
         kwargs["turns"] = [tuple(t) for t in kwargs.get("turns", [])]
         kwargs["forced"] = [tuple(t) for t in kwargs.get("forced", [])]
+        kwargs["stop_reason"] = StopReason(obj["stop_reason"]) if obj.get("stop_reason") else None
+        own = fields | _NOT_DETAILS
+        details = sorted((k, v) for k, v in obj.items() if k not in own and type(v) is int)
+        kwargs["tag"] = StreamTag(str(obj.get("role", "agent")), tuple(details))
         return cls(**kwargs)
 
 
 def stop_reason_counts(records: Iterable[EpisodeRecord]) -> str:
     """'max_turn_tokens 3, answer 1': how many streams stopped for each reason, most common first
     (plain values, for logs and tables)."""
-    counts = collections.Counter(str(r.stop_reason) or "running" for r in records)
+    counts = collections.Counter("running" if r.stop_reason is None else str(r.stop_reason) for r in records)
     return ", ".join(f"{reason} {n}" for reason, n in counts.most_common())

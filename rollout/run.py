@@ -1,14 +1,14 @@
 """The orchestrating loop of one `RolloutEngine.run` (see rollout/engine.py for the design):
-admission and parking, the sync / async host phases, decode results and limits. What episode
-actions do to streams is rollout/actions.py (`StreamActions`, mixed in), device work
-rollout/device.py, callbacks rollout/host_jobs.py; a stream's state is its `Phase`
-(rollout/stream.py)."""
+admission and parking, decode results and limits. How host work interleaves with the device is the
+run's `HostSchedule` (rollout/schedule.py), whether tokens carry policy versions its clock
+(rollout/clock.py), both chosen once when the run is made. What episode actions do to streams is
+rollout/actions.py (`StreamActions`, mixed in), device work rollout/device.py, callbacks
+rollout/host_jobs.py; a stream's state is its `Phase` (rollout/stream.py)."""
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +16,13 @@ from typing import Any
 import jax
 
 from rollout.actions import StreamActions
+from rollout.clock import Clock, Unversioned
 from rollout.device import DeviceCalls, Segment
 from rollout.episodes import Episode, StreamLimits
 from rollout.host_jobs import HostJobs, pending_events
 from rollout.hosts import owned_rows
 from rollout.programs import Finish
+from rollout.schedule import host_schedule
 from rollout.stats import EngineStats, overlap_length, union_length
 from rollout.stream import Phase, RowTable, Stream
 from sandbox.types import StopReason
@@ -42,6 +44,7 @@ class Run(StreamActions):
         key: jax.Array,
         pool: concurrent.futures.Executor,
         local: list[bool] | None = None,
+        clock: Clock | None = None,
     ):
         self.engine, self.cfg, self.tok = engine, engine.config, engine.tokenizer
         self.episodes, self.key = episodes, key
@@ -58,13 +61,10 @@ class Run(StreamActions):
         self.next_episode = 0
         self.default_limits = StreamLimits().resolve(self.cfg)
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
-        # Streaming sessions (rollout/session.py) keep one Run across training steps: `version`
-        # counts the weight updates (None: a plain run, records carry no versions), `until` ends
-        # a loop early (the step's episodes are done), `first_version` holds the version of rows
-        # whose next logits predate the last update (kept KV, mid-turn: their next token's).
-        self.version: int | None = None
-        self.until: Callable[[], bool] | None = None
-        self.first_version: dict[Stream, int] = {}
+        self.schedule = host_schedule(self.cfg.segment_return_share)
+        # A plain run rolls every episode to its end, its tokens unversioned; a streaming session
+        # (rollout/session.py) keeps one Run across training steps with a PolicyClock.
+        self.clock: Clock = clock or Unversioned()
 
     def add_episodes(self, episodes: list[Episode], local: list[bool] | None = None) -> None:
         """Append episodes to a running session; they start after those queued before them."""
@@ -77,21 +77,18 @@ class Run(StreamActions):
         """Run every episode to its end: True; False when `should_stop` said so after a segment."""
         t0 = time.perf_counter()
         while True:
-            if self.cfg.async_host:
-                self._host_phase_async()
-            else:
-                self._host_phase_sync()
-            if self._finished():
+            self.schedule.host_phase(self)
+            if self.finished():
                 break
-            if self._too_few_ready():
-                self._collect(wait=True)
+            if self.schedule.too_few_ready(self):
+                self.collect(wait=True)
                 continue
             self.device.prefill(self.rows)
             # A decode segment runs until every live row has ended its turn (or, with
-            # segment_return_share < 1, that share of them), never one token per host round trip.
-            # With async_host the turns handed over just before keep running in the pool meanwhile
-            # (decoding releases the GIL). No row to run and no host work in flight means every live
-            # stream waits on another: a real deadlock.
+            # segment_return_share < 1, that share of them), never one token per host round trip;
+            # then the turns handed over just before keep running in the pool meanwhile (decoding
+            # releases the GIL). No row to run and no host work in flight means every live stream
+            # waits on another: a real deadlock.
             if not self._decode() and not self._wait_for_host():
                 self._break_deadlock()
             if should_stop is not None and should_stop():
@@ -101,30 +98,12 @@ class Run(StreamActions):
         self.stats.hidden_s = overlap_length(self.host.spans, self.device.spans)
         return True
 
-    def _host_phase_sync(self) -> None:
-        """Host work drains completely before the device runs again (ending turns frees rows,
-        admitting fills them, replies become pending tokens), so prefill and decode see every row
-        that can run."""
-        self._admit()
-        while self._submit():
-            while self.host:
-                self._collect(wait=True)
-            self._admit()
-
-    def _host_phase_async(self) -> None:
-        """Apply what the pool has finished, admit, and hand the new finished turns over without
-        waiting; the next segment decodes the rows still sampling while they run, and rows whose
-        turn-end is still out sit it out."""
-        self._collect(wait=False)
-        self._admit()
-        self._submit()
-
-    def _live_streams(self) -> list[Stream]:
+    def live_streams(self) -> list[Stream]:
         return [s for index in range(self.next_episode) for s in self.streams[index].values() if s.live]
 
-    def _finished(self) -> bool:
+    def finished(self) -> bool:
         """The loop ends: every episode done, or a streaming session's step has what it needs."""
-        return (self.until is not None and self.until()) or self._all_done()
+        return self.clock.step_over(self.done_episodes) or self._all_done()
 
     def _all_done(self) -> bool:
         if self.rows.occupied() or self.next_episode < len(self.episodes) or self.host:
@@ -132,24 +111,12 @@ class Run(StreamActions):
         waiting_on_host = (Phase.QUEUED, Phase.TURN_ENDED, Phase.NOTIFY)
         return not any(s.phase in waiting_on_host for ep in self.streams for s in ep.values())
 
-    def _too_few_ready(self) -> bool:
-        """Async: wait for more turn-ends before decoding while fewer than `segment_return_share` of
-        the rows that will sample next are ready. Why: a decode step costs the whole batch however
-        few rows are active, so a segment started with 1 row ready and 7 tool calls about to return
-        would spend 7/8 of every step on nothing while those rows wait for it to end."""
-        if not self.host:
-            return False
-        ready = len(self.rows.in_phase(Phase.SAMPLING))
-        coming = sum(1 for s in self._live_streams() if s.phase is Phase.HANDED)
-        # floor: a segment that returned after ceil(share * n) of n rows stopped may go on with the rest
-        return ready < math.floor(self.cfg.segment_return_share * (ready + coming))
-
     def _wait_for_host(self) -> bool:
         """Nothing was decoded: wait for the first episode job in flight and apply it. False when
         nothing at all can make progress (no job, no event to hand over, no queued stream that a
         free row can take)."""
         if self.host:
-            self._collect(wait=True)
+            self.collect(wait=True)
             return True
         streams = [s for ep in self.streams for s in ep.values()]
         if any(s.phase in (Phase.TURN_ENDED, Phase.NOTIFY) for s in streams):
@@ -169,7 +136,7 @@ class Run(StreamActions):
             self._maybe_finish(index)
 
     # -- admission -----------------------------------------------------------------------------
-    def _admit(self) -> None:
+    def admit(self) -> None:
         """Seat queued streams, then new episodes, in free rows; park waiting streams for queued
         ones when no row is free (new episodes never displace a waiting stream: only streams
         already started can be what a waiting stream waits for)."""
@@ -177,8 +144,6 @@ class Run(StreamActions):
         for stream in self.device.over_capacity(self.rows):  # a paged cache short of pages
             self._make_room(stream)
         free = self.rows.free()
-        if not self.cfg.refill and len(free) < len(self.rows) and not self.queue:
-            return  # static batching: wait for the whole wave
         # Queued streams (new streams of running episodes) go before new episodes: an episode
         # holds its environment and tools open until all its streams end, so finishing started
         # ones first bounds the episodes alive at once. Episodes start lazily, only when a row is
@@ -290,7 +255,7 @@ class Run(StreamActions):
             new_ids = segment.ids[r, :k].tolist()
             if self.engine.trace is not None:
                 self.engine.trace(stream.key, "decode", new_ids, stream.cached)
-            logprobs, versions = segment.logprobs[r, :k].tolist(), self._versions(stream, k)
+            logprobs, versions = segment.logprobs[r, :k].tolist(), self.clock.stamps(stream, k)
             stream.record.append(new_ids, sampled=True, logprobs=logprobs, versions=versions)
             stream.cached += k
             stream.turn_sampled += k
@@ -298,13 +263,6 @@ class Run(StreamActions):
                 self._turn_complete(stream)
             elif segment.finish[r] == Finish.BUDGET:
                 self._hit_budget(stream)
-
-    def _versions(self, stream: Stream, k: int) -> list[int] | None:
-        """Policy versions of `k` tokens just sampled (streaming): the current one, except a first
-        token sampled from logits computed before the last weight update."""
-        if self.version is None or not k:
-            return None
-        return [self.first_version.pop(stream, self.version)] + [self.version] * (k - 1)
 
     def _hit_budget(self, stream: Stream) -> None:
         if len(stream.record.ids) >= stream.limits.max_total_tokens:
@@ -321,8 +279,8 @@ class Run(StreamActions):
             self._turn_complete(stream)
 
     # -- host jobs -----------------------------------------------------------------------------
-    def _submit(self) -> bool:
-        """Hand each started episode's new events (turn-ends; async: limit notices) to the pool as
+    def submit(self) -> bool:
+        """Hand each started episode's new events (turn-ends, limit notices) to the pool as
         one job, unless a job of it is still out or it failed. True if any job was submitted."""
         submitted = False
         for index in range(self.next_episode):
@@ -334,11 +292,11 @@ class Run(StreamActions):
                 submitted = True
         return submitted
 
-    def _collect(self, wait: bool) -> None:
+    def collect(self, wait: bool) -> None:
         """Apply the finished episode jobs (wait: at least one), in episode order."""
         for index, events, results in self.host.finished(wait):
             for (stream, reason), (outcome, elapsed) in zip(events, results):
                 if index in self.failed:
                     continue  # the episode is over; its later outcomes are dropped
-                self._apply_outcome(stream, reason, outcome, elapsed)
+                self.apply_outcome(stream, reason, outcome, elapsed)
             self._maybe_finish(index)

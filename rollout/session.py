@@ -19,8 +19,9 @@ stream holds forget their prefix, so no copy brings stale KV back.
 
 Sampling keys are those of a plain run: (session rng, the episode's index in the session, stream
 ordinal, position), so without a weight update a session's records equal `engine.run`'s of the same
-episodes in the same order. Where a step boundary falls relative to other episodes' turns depends,
-with `async_host`, on when tool calls return; use `async_host=False` for bit-reproducible versions.
+episodes in the same order. Where a step boundary falls relative to other episodes' turns is fixed
+under the default host schedule (`segment_return_share` 1.0, rollout/schedule.py); with a share
+below 1 it depends on when tool calls return.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 import jax
 from flax import nnx
 
+from rollout.clock import PolicyClock
 from rollout.episodes import Episode
 from rollout.lockstep import loop_across_hosts
 from rollout.record import EpisodeRecord
@@ -50,10 +52,10 @@ class RolloutSession:
 
     def __init__(self, engine: Any, rng: int = 0):
         self.engine = engine
-        self.resume_kv = engine.config.resume_kv
+        self.resume = RESUME_KV[engine.config.resume_kv]
         self.pool = concurrent.futures.ThreadPoolExecutor(engine.config.tool_workers)
-        self.run = Run(engine, [], jax.random.key(rng), self.pool, [])
-        self.run.version = 0
+        self.clock = PolicyClock()
+        self.run = Run(engine, [], jax.random.key(rng), self.pool, [], self.clock)
         self.stats = EngineStats(rows=engine.config.batch_rows)  # of the last `advance`
 
     def __enter__(self) -> RolloutSession:
@@ -67,7 +69,7 @@ class RolloutSession:
 
     @property
     def version(self) -> int:
-        return self.run.version
+        return self.clock.version
 
     def submit(self, episodes: Sequence[Episode], local: Sequence[bool] | None = None) -> list[int]:
         """Queue episodes behind those submitted before; returns their indices in the session.
@@ -84,7 +86,7 @@ class RolloutSession:
         running up to that moment and stay resident. RolloutStopped when `should_stop` said so."""
         run = self.run
         mine = [i for i in indices if run.local[i]]
-        run.until = lambda: all(i in run.done_episodes for i in mine)
+        self.clock.wanted = frozenset(mine)
         before = dataclasses.replace(run.stats)
         run.host.spans.clear()
         run.device.spans.clear()
@@ -93,7 +95,7 @@ class RolloutSession:
             if not loop(should_stop):
                 raise RolloutStopped("the rollout was asked to stop; the session's episodes are dropped")
         finally:
-            run.until = None
+            self.clock.wanted = None
         self.stats = _step_stats(before, run.stats, len(mine))
         records = []
         for i in mine:
@@ -105,24 +107,36 @@ class RolloutSession:
 
     def update_weights(self, model: nnx.Module) -> None:
         """Switch to new weights; running episodes continue under them (module docstring)."""
-        run = self.run
         self.engine.update_weights(model)
-        old, run.version = run.version, run.version + 1
-        for stream in run.rows.slots:
-            if stream is None:
-                continue
-            if self.resume_kv == "recompute":
-                # Parking's re-seat (Run._seat) without the phase change: the whole record is
-                # prefilled again from position 0 before the stream samples next.
-                stream.refeed = max(stream.refeed, stream.cached)
-                stream.reset, stream.cached, stream.pending = True, 0, list(stream.record.ids)
-            elif stream.phase is Phase.SAMPLING and not stream.pending:
-                run.first_version.setdefault(stream, old)  # mid-turn: next logits are the old ones
-        prefix = run.device.prefix
-        if self.resume_kv == "recompute" and prefix is not None:
-            for r in run.rows.local:  # an empty row's content is KV of the old weights
-                if run.rows.slots[r] is None:
-                    prefix.holder[r], prefix.held[r] = None, 0
+        old, self.clock.version = self.clock.version, self.clock.version + 1
+        self.resume(self.run, self.clock, old)
+
+
+def _keep_kv(run: Run, clock: PolicyClock, old: int) -> None:
+    """`resume_kv="keep"`: rows keep their KV; a row mid-turn samples its next token from logits of
+    the old weights, so that token carries the old version."""
+    for stream in run.rows.slots:
+        if stream is not None and stream.phase is Phase.SAMPLING and not stream.pending:
+            clock.first_version.setdefault(stream, old)
+
+
+def _recompute_kv(run: Run, clock: PolicyClock, old: int) -> None:
+    """`resume_kv="recompute"`: parking's re-seat (Run._seat) without the phase change: every seated
+    stream's whole record is prefilled again from position 0 before it samples next, and rows nobody
+    holds forget their prefix (their content is KV of the old weights)."""
+    for stream in run.rows.slots:
+        if stream is not None:
+            stream.refeed = max(stream.refeed, stream.cached)
+            stream.reset, stream.cached, stream.pending = True, 0, list(stream.record.ids)
+    prefix = run.device.prefix
+    if prefix is not None:
+        for r in run.rows.local:
+            if run.rows.slots[r] is None:
+                prefix.holder[r], prefix.held[r] = None, 0
+
+
+# What a weight update does to the running episodes' KV, chosen once per session (`resume_kv`).
+RESUME_KV: dict[str, Callable[[Run, PolicyClock, int], None]] = {"keep": _keep_kv, "recompute": _recompute_kv}
 
 
 def _step_stats(before: EngineStats, after: EngineStats, episodes: int) -> EngineStats:

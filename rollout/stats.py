@@ -13,7 +13,7 @@ class EngineStats:
     wall_s: float = 0.0
     device_s: float = 0.0  # prefill + decode calls, until their results were on the host
     env_s: float = 0.0  # while any episode callback ran in the pool (tools, parsing, rendering)
-    hidden_s: float = 0.0  # of env_s, the time during device calls (async_host: hidden host work)
+    hidden_s: float = 0.0  # of env_s, the time during device calls (hidden host work)
     generated_tokens: int = 0
     prefill_tokens: int = 0  # every token computed by prefill, reprefill_tokens included
     reused_tokens: int = 0  # tokens whose KV was copied from another row (prefix reuse), not computed

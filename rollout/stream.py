@@ -9,7 +9,8 @@ return, made in rollout/host_jobs.py):
       │                 └───── Continue (holds a row) ────┐                        applied
       └──────────────────────── Continue (no row) ──── WAITING <──────────────────────┘
     any live phase ──limit / Stop / error──> STOPPED, or NOTIFY first when its on_limit notice
-    still has to reach the episode through the pool (async_host); NOTIFY ──handed──> STOPPED.
+    still has to reach the episode through the pool (rollout/schedule.py `Overlapped`);
+    NOTIFY ──handed──> STOPPED.
 
 A new stream is WAITING until its first Continue (its prompt) is applied. A WAITING stream may
 hold its row (the engine parks it, freeing the row, when queued streams need one) or not (parked,

@@ -26,7 +26,7 @@ from b2tjax.config.checks import validate
 from b2tjax.config.recipe_yaml import parse_yaml, read_recipe
 from b2tjax.config.schema import TrainConfig
 from models.fields import coerce, field_type
-from rollout.config import RolloutConfig
+from rollout.config import REMOVED_KEYS, RolloutConfig
 from sandbox.himap.kinds import ROLES
 
 # Old spellings of renamed keys, so saved run configs and older recipes still load.
@@ -34,6 +34,8 @@ _RENAMED = {
     "rollout.max_new_tokens": "rollout.max_turn_tokens",
     **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in ROLES},
 }
+# Keys that no longer exist, with what replaced them: refused in one line saying so.
+_REMOVED = {f"rollout.{key}": why for key, why in REMOVED_KEYS.items()}
 MAX_CHAIN = 8  # recipes in one `base:` chain (the longest in configs/ has 4, base.yaml's defaults aside)
 # HiMAP role limits were written with 0 = the rollout section's value; a StreamLimits says None.
 _ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in ROLES for k in ("max_turn_tokens", "max_total_tokens")}
@@ -47,6 +49,8 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
     for key, value in updates.items():
         path = _RENAMED.get(f"{prefix}{key}", f"{prefix}{key}")
         key = path[len(prefix) :]
+        if path in _REMOVED:
+            raise ValueError(f"config key {path!r} was removed: {_REMOVED[path]}")
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean '{prefix}{close[0]}'? " if close else ""

@@ -60,11 +60,11 @@ def batch_advantages(cfg: TrainConfig, batch: RolloutBatch) -> tuple[np.ndarray,
     episodes = credit.episodes_of(
         [r.reward for r in batch.records], cfg.rollout.group_size, batch.groups, batch.episodes
     )
-    # role/day are EpisodeRecord fields of multi-stream rollouts; getattr keeps records without them
+    # a stream's role and (HiMAP executors) day ride on its record's tag
     keys = credit.local_comparison_keys(
         episodes.group[episodes.of_record],
         [getattr(r, "role", "agent") for r in batch.records],
-        [getattr(r, "day", None) for r in batch.records],
+        [r.tag.detail("day") for r in batch.records],
     )
     adv = credit.record_advantages(
         episodes,

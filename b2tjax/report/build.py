@@ -75,7 +75,7 @@ def record_episodes(
         answer = result.answer if result is not None else lead.answer
         verdict = result.verdict if result is not None else bench.evaluate(answer, visible, truth)
         verdicts.append(verdict)
-        common = {"agent": agent, "stop_reason": str(lead.stop_reason)}
+        common = {"agent": agent, "stop_reason": str(lead.stop_reason or "")}
         if any(r.role != "agent" for r in streams):
             view = himap_view((sessions or {}).get(index), streams_from_records(streams, tokenizer, shading))
             episode = build_episode(bench, visible, answer, verdict, **common, himap=view)

@@ -2,8 +2,9 @@
 per day executor (its streams by round with their outcomes, and the Σ events of that day on the
 axis of Σ's sequence numbers, which all lanes share), the rounds and the session's figures.
 
-Streams are (name, role, day, round, turns) with turns from b2tjax.report.conversation, so the
-scripted expert's traces and an engine run's records give the same view.
+Streams are HiMAP's one view model (rollout/agents/himap_view.py `StreamView`: name, typed tag,
+turns) with turns parsed by b2tjax.report.conversation, so the scripted expert's traces and an
+engine run's records give the same view.
 """
 
 from __future__ import annotations
@@ -14,21 +15,25 @@ from typing import Any
 
 from b2tjax.report.clip import LABEL_CHARS, clip
 from b2tjax.report.conversation import from_messages, from_record
+from rollout.agents import himap_view as view
+from rollout.record import EpisodeRecord
 from sandbox.himap.kinds import Role
 from sandbox.himap.protocol import HimapSession
 from sandbox.himap.summary import SessionSummary, session_summary
 
-Stream = tuple[str, str, int | None, int | None, list[dict[str, Any]]]
+Stream = view.StreamView[dict[str, Any]]
 
 
 def streams_from_traces(traces: Sequence[dict[str, Any]]) -> list[Stream]:
-    """The scripted expert's role-split traces ({"messages", "stream", "role", "day", "round"})."""
-    return [(t["stream"], t["role"], t["day"], t["round"], from_messages(t["messages"])) for t in traces]
+    """The scripted expert's role-split traces, turns parsed for the report."""
+    return view.streams_from_traces(traces, from_messages)
 
 
-def streams_from_records(records: Sequence[Any], tokenizer: Any, shading: bool = False) -> list[Stream]:
-    """An engine run's records of one episode, decoded from their ids."""
-    return [(r.stream, r.role, r.day, r.round, from_record(r, tokenizer, shading=shading)) for r in records]
+def streams_from_records(
+    records: Sequence[EpisodeRecord], tokenizer: Any, shading: bool = False
+) -> list[Stream]:
+    """An engine run's records of one episode, turns decoded from their ids and parsed."""
+    return view.streams_from_records(records, lambda r: from_record(r, tokenizer, shading=shading))
 
 
 def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[Stream]) -> dict[str, Any]:
@@ -50,14 +55,15 @@ def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[
         )
     lanes: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
     coordinator: list[dict[str, Any]] = []
-    for name, role, day, round_, turns in streams:
-        if role == Role.COORDINATOR or day is None:
-            coordinator += turns
+    for stream in streams:
+        if not stream.executor:
+            coordinator += stream.turns
             continue
-        o = outcomes.get(name)
+        o = outcomes.get(stream.name)
         reason = clip(o.reason, LABEL_CHARS) if o else None  # an executor's reject reason is its own text
         outcome = {"status": o.status, "code": o.code, "reason": reason, "cost": o.cost} if o else None
-        lanes[day].append({"name": name, "round": round_, "turns": turns, "outcome": outcome})
+        turns, tag = stream.turns, stream.tag
+        lanes[tag.day].append({"name": stream.name, "round": tag.round, "turns": turns, "outcome": outcome})
     return {
         **_session_part(summary, streams),
         "lanes": [
@@ -72,8 +78,9 @@ def himap_view(session: HimapSession | SessionSummary | None, streams: Sequence[
 def _session_part(summary: SessionSummary | None, streams: Sequence[Stream]) -> dict[str, Any]:
     """Task tuple, sub-goals, rounds and figures: the session's, or what the streams tell."""
     if summary is None:
-        rounds = sorted({r for _, role, _, r, _ in streams if role != Role.COORDINATOR and r is not None})
-        days = {d for _, role, d, _, _ in streams if role != Role.COORDINATOR and d is not None}
+        members = [s.tag for s in streams if s.tag.role != Role.COORDINATOR]
+        rounds = sorted({t.round for t in members if t.round is not None})
+        days = {t.day for t in members if t.day is not None}
         figures = {"rounds": len(rounds), "accepted_days": None, "days": len(days)}
         return {"task": {}, "goals": [], "rounds": [], "figures": figures}
     rounds: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)

@@ -253,7 +253,6 @@ class LookupTask:
             self._engine_config(steps * rollout.prompts_per_step * rollout.group_size, self.cfg.temperature),
             max_staleness=rollout.max_staleness,
             resume_kv=rollout.resume_kv,
-            async_host=rollout.async_host,
         )
         return RolloutEngine(model, self.tokenizer, config, mesh=self.mesh).session(seed)
 

@@ -1,7 +1,8 @@
 """HiMAP-Travel as a multi-stream rollout episode over sandbox.himap's protocol session.
 
 Streams: "coordinator" and one "day{d}.r{r}" per (day, round), each started with its role's prompt
-(`Continue(..., role=, day=, round=, limits=)`), so every record says which role it trained. The
+and its `HimapTag` (role, day, round) as the Continue's StreamTag, so every record says which role
+it trained; `HimapTag.of(record.tag)` reads it back, typed. The
 episode only translates: a finished turn goes to `HimapSession.turn`, and the session's `Advance`
 becomes actions -- new streams, environment replies, Stops. The coordinator gets no action while
 its round runs (it waits; the engine may park it). The answer is `Stop("coordinator",
@@ -15,16 +16,37 @@ teacher-forces every turn, which replays a scripted episode through the engine.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.prompt import prompt_ids
+from rollout.record import StreamTag
 from rollout.render import render_env_reply
 from sandbox.benchmarks import as_benchmark
-from sandbox.himap.kinds import COORDINATOR, ROLES
+from sandbox.himap.kinds import COORDINATOR, ROLES, Role
 from sandbox.himap.options import HimapOptions
 from sandbox.himap.protocol import Advance, HimapSession
 from sandbox.types import StopReason
+
+
+@dataclasses.dataclass(frozen=True)
+class HimapTag:
+    """A HiMAP stream's role and, for a day executor, its day and round: what its records carry as
+    their StreamTag (the engine's opaque label), encoded and decoded here only."""
+
+    role: Role
+    day: int | None = None
+    round: int | None = None
+
+    def stream_tag(self) -> StreamTag:
+        details = tuple((k, v) for k, v in (("day", self.day), ("round", self.round)) if v is not None)
+        return StreamTag(self.role.value, details)
+
+    @classmethod
+    def of(cls, tag: StreamTag) -> HimapTag:
+        """The typed tag of a record (also one read back from JSON); ValueError for another agent's."""
+        return cls(Role(tag.role), tag.detail("day"), tag.detail("round"))
 
 
 class HimapEpisode(Episode):
@@ -57,10 +79,11 @@ class HimapEpisode(Episode):
         for s in adv.start:
             ids = prompt_ids(s.prompt, tok)
             lim = self.limits[s.role]
-            actions.append(Continue(s.name, ids, self._forced(s.name), s.role, s.day, s.round, lim))
+            tag = HimapTag(s.role, s.day, s.round).stream_tag()
+            actions.append(Continue(s.name, ids, forced=self._forced(s.name), tag=tag, limits=lim))
         for name, step in adv.reply:
             reply = render_env_reply(tok, step.rendered)
-            actions.append(Continue(name, reply, self._forced(name), responses=step.responses))
+            actions.append(Continue(name, reply, forced=self._forced(name), responses=step.responses))
         ended = [name for name, _ in adv.end]
         for name, step in adv.end:
             cut = step is not None and step.stop_reason == StopReason.MAX_TURNS

@@ -1,55 +1,80 @@
-"""A readable view of one HiMAP episode (the notebook's): the coordinator's turns, each day executor
-per round, Σ's events and the rounds' outcomes. Streams come from the scripted expert's traces or
-from an engine run's records; the session (its Σ and outcomes) is the episode's own.
+"""The one view model of a HiMAP episode's streams: each stream's name, its typed `HimapTag` and its
+turns, from the scripted expert's traces or from an engine run's records. How a turn is shown is
+the caller's: the notebook's text (`text_turns_*`, `render_episode` here) or the report's parsed
+turns (b2tjax/report/himap.py passes b2tjax.report.conversation's). The session (its Σ and the
+rounds' outcomes) is the episode's own.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
+from rollout.agents.himap import HimapTag
+from rollout.record import EpisodeRecord
 from sandbox.himap.kinds import Role
+
+Turn = TypeVar("Turn")
 
 
 @dataclasses.dataclass
-class StreamView:
+class StreamView(Generic[Turn]):
     name: str
-    role: str
-    day: int | None
-    round: int | None
-    turns: list[tuple[str, str]]  # (assistant text, environment reply that followed; "" after the last)
+    tag: HimapTag
+    turns: list[Turn]
+
+    @property
+    def executor(self) -> bool:
+        """A day executor's stream (the coordinator's, and a flat team's days without a day, are not)."""
+        return self.tag.role != Role.COORDINATOR and self.tag.day is not None
 
 
-def streams_from_traces(traces: Sequence[dict[str, Any]]) -> list[StreamView]:
-    """The scripted expert's role-split traces (sandbox.himap.expert: {"messages", "role", ...})."""
+def text_turns_of_messages(messages: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """(assistant text, the environment reply that followed; "" after the last) per turn."""
     out = []
-    for trace in traces:
-        messages = trace["messages"]
-        turns = []
-        for i, message in enumerate(messages):
-            if message["role"] == "assistant":
-                reply = messages[i + 1]["content"] if i + 1 < len(messages) else ""
-                turns.append((message["content"], reply))
-        out.append(StreamView(trace["stream"], trace["role"], trace["day"], trace["round"], turns))
+    for i, message in enumerate(messages):
+        if message["role"] == "assistant":
+            out.append((message["content"], messages[i + 1]["content"] if i + 1 < len(messages) else ""))
     return out
 
 
-def streams_from_records(records: Sequence[Any], tokenizer: Any) -> list[StreamView]:
-    """An engine run's records (rollout.record.EpisodeRecord) of one episode, decoded from their ids:
-    each assistant turn, then the tokens up to the next turn (the environment's reply)."""
-    out = []
-    for record in records:
-        turns = []
+def streams_from_traces(
+    traces: Sequence[dict[str, Any]],
+    turns: Callable[[list[dict[str, str]]], list[Any]] = text_turns_of_messages,
+) -> list[StreamView[Any]]:
+    """The scripted expert's role-split traces ({"messages", "stream", "role", "day", "round"});
+    `turns` shows a trace's chat messages."""
+    return [
+        StreamView(t["stream"], HimapTag(Role(t["role"]), t["day"], t["round"]), turns(t["messages"]))
+        for t in traces
+    ]
+
+
+def streams_from_records(
+    records: Sequence[EpisodeRecord], turns: Callable[[EpisodeRecord], list[Turn]]
+) -> list[StreamView[Turn]]:
+    """An engine run's records of one episode (as run, or read back from JSON); `turns` shows one."""
+    return [StreamView(r.stream, HimapTag.of(r.tag), turns(r)) for r in records]
+
+
+def text_turns_of_record(tokenizer: Any) -> Callable[[EpisodeRecord], list[tuple[str, str]]]:
+    """A record's turns decoded from its ids: each assistant turn, then the tokens up to the next."""
+
+    def turns(record: EpisodeRecord) -> list[tuple[str, str]]:
+        out = []
         for k, (start, end) in enumerate(record.turns):
             until = record.turns[k + 1][0] if k + 1 < len(record.turns) else len(record.ids)
-            turns.append((tokenizer.decode(record.ids[start:end]), tokenizer.decode(record.ids[end:until])))
-        out.append(StreamView(record.stream, record.role, record.day, record.round, turns))
-    return out
+            out.append((tokenizer.decode(record.ids[start:end]), tokenizer.decode(record.ids[end:until])))
+        return out
+
+    return turns
 
 
-def render_episode(streams: Sequence[StreamView], session: Any, show_chars: int = 300) -> str:
+def render_episode(
+    streams: Sequence[StreamView[tuple[str, str]]], session: Any, show_chars: int = 300
+) -> str:
     """Text of one episode: every stream's turns (clipped), Σ's events, each round's outcomes and
     the session's metrics."""
 
@@ -67,8 +92,9 @@ def render_episode(streams: Sequence[StreamView], session: Any, show_chars: int 
         f"{figures.accepted_days} day(s) accepted",
     ]
     for stream in streams:
-        where = "" if stream.role == Role.COORDINATOR else f" (day {stream.day}, round {stream.round})"
-        lines.append(f"=== {stream.name}: {stream.role}{where}, {len(stream.turns)} turns ===")
+        tag = stream.tag
+        where = "" if tag.role == Role.COORDINATOR else f" (day {tag.day}, round {tag.round})"
+        lines.append(f"=== {stream.name}: {tag.role}{where}, {len(stream.turns)} turns ===")
         for k, (text, reply) in enumerate(stream.turns, start=1):
             lines.append(f"  turn {k}: {clip(text)}")
             if reply.strip():

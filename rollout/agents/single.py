@@ -54,7 +54,7 @@ class AgentEpisode(Episode):
         if eos:
             return TurnOutcome([Stop(stream, StopReason.EOS)], errors, names)
         reply = render_env_reply(self.tokenizer, step.rendered)
-        answer = Continue(stream, reply, self.next_forced(), responses=step.responses)
+        answer = Continue(stream, reply, forced=self.next_forced(), responses=step.responses)
         return TurnOutcome([answer], errors, names)
 
 
@@ -78,7 +78,7 @@ class ForcedTokens(AgentEpisode):
         return self.tokenizer.encode(text) if text else []
 
     def start(self) -> list[Continue]:
-        return [Continue("main", self.prompt_ids, self._forced_for(0))]
+        return [Continue("main", self.prompt_ids, forced=self._forced_for(0))]
 
     def next_forced(self) -> list[int]:
         return self._forced_for(self._turn)

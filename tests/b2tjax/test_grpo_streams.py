@@ -21,7 +21,7 @@ from b2tjax.grpo.update import RolloutBatch, batch_advantages, credit_metrics, g
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
-from rollout.record import EpisodeRecord
+from rollout.record import EpisodeRecord, StreamTag
 
 EPS = 1e-6
 
@@ -59,9 +59,8 @@ def _streams() -> list[dict]:
 
 
 def _record(reward: float, role: str = "agent", day: int | None = None) -> EpisodeRecord:
-    rec = EpisodeRecord(instance_id="x", reward=reward)
-    rec.role, rec.day = role, day  # plain attributes until records carry these fields
-    return rec
+    details = (("day", day),) if day is not None else ()
+    return EpisodeRecord(instance_id="x", reward=reward, tag=StreamTag(role, details))
 
 
 def _hand_advantages(streams: list[dict], mode: str, weight: float, scale_by_std: bool) -> np.ndarray:

@@ -231,9 +231,9 @@ LAYOUTS = {
     "padded": [],
     "packed": PACKED,
     # streaming rollouts on packed rows: step 2's episodes start during step 1 and finish
-    # under the updated weights; records bit for bit need the synchronous host (tool turns between
-    # segments)
-    "streaming": ["rollout.max_staleness=1", "rollout.async_host=false", *PACKED],
+    # under the updated weights; records bit for bit: the default host schedule runs tool turns
+    # between segments
+    "streaming": ["rollout.max_staleness=1", *PACKED],
 }
 
 
@@ -309,7 +309,7 @@ def test_the_split_placement_gives_the_co_located_records(shared, tmp_path, case
     driver.write_text(LOOKUP_DRIVER)
     env = dict(subprocess_env(cache), PYTHONPATH=str(ROOT))
     overrides, devices, rollout_devices = SPLIT_CASES[case]
-    args = [*LOOKUP_ARGS, *overrides, "rollout.async_host=false"]
+    args = [*LOOKUP_ARGS, *overrides]
     co, split = tmp_path / "co", tmp_path / "split"
     _cluster([str(co), *args], env, script=str(driver), devices=devices)
     split_args = [str(split), *args, f"mesh.rollout_devices={rollout_devices}"]

@@ -272,12 +272,14 @@ def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F
 def _records_of_traces(traces, tokenizer, instance_id, answer):
     """EpisodeRecords as an engine run of these streams writes them: each assistant message is a
     sampled turn, the message after it the environment's reply (the prompt is left out)."""
+    from rollout.agents.himap import HimapTag
     from rollout.record import EpisodeRecord
+    from sandbox.himap.kinds import Role
 
     records = []
     for trace in traces:
-        record = EpisodeRecord(instance_id, stream=trace["stream"], role=trace["role"])
-        record.day, record.round = trace["day"], trace["round"]
+        tag = HimapTag(Role(trace["role"]), trace["day"], trace["round"]).stream_tag()
+        record = EpisodeRecord(instance_id, stream=trace["stream"], tag=tag)
         for message in trace["messages"][2:]:
             ids = tokenizer.encode(message["content"])
             if message["role"] == "assistant":

@@ -10,7 +10,7 @@ import pytest
 
 from b2tjax.cli.rollout_plans import plans_from_rollouts
 from b2tjax.errors import UserError
-from rollout.record import EpisodeRecord
+from rollout.record import EpisodeRecord, StreamTag
 from sandbox.benchmarks import get_benchmark
 from sandbox.types import StopReason
 from tests.launch_scripts import load_script
@@ -27,10 +27,22 @@ def test_agent_answers_and_a_himap_teams_coordinator_answer(tmp_path):
         EpisodeRecord("a", answer="plan A", stop_reason=StopReason.ANSWER, episode=0),
         EpisodeRecord("b", answer=None, stop_reason=StopReason.MAX_TURN_TOKENS, episode=1),
         # a HiMAP team: executors answer their days; the coordinator's answer is the merged plan
-        EpisodeRecord("c", answer="day 1", stream="day1.r0", role="executor", day=1, episode=2),
-        EpisodeRecord("c", answer="day 1", stream="day1.r1", role="executor", day=1, round=1, episode=2),
-        EpisodeRecord("c", answer="merged plan", stream="coordinator", role="coordinator", episode=2),
-        EpisodeRecord("d", answer="day 1", stream="day1.r0", role="executor", day=1, episode=3),
+        EpisodeRecord(
+            "c", answer="day 1", stream="day1.r0", tag=StreamTag("executor", (("day", 1),)), episode=2
+        ),
+        EpisodeRecord(
+            "c",
+            answer="day 1",
+            stream="day1.r1",
+            tag=StreamTag("executor", (("day", 1), ("round", 1))),
+            episode=2,
+        ),
+        EpisodeRecord(
+            "c", answer="merged plan", stream="coordinator", tag=StreamTag("coordinator"), episode=2
+        ),
+        EpisodeRecord(
+            "d", answer="day 1", stream="day1.r0", tag=StreamTag("executor", (("day", 1),)), episode=3
+        ),
     ]
     plans = plans_from_rollouts(_write(tmp_path / "r.jsonl", records))
     assert plans == {"a": "plan A", "b": None, "c": "merged plan", "d": None}
@@ -53,9 +65,9 @@ def test_bad_rollouts_files_are_one_line_errors(tmp_path):
     ):
         plans_from_rollouts(_write(tmp_path / "two_agents.jsonl", agents))
     team = [
-        EpisodeRecord("c", answer="plan 1", stream="coordinator", role="coordinator"),
-        EpisodeRecord("c", answer="d", stream="day1.r0", role="executor", day=1),
-        EpisodeRecord("c", answer="plan 2", stream="coordinator.b", role="coordinator"),
+        EpisodeRecord("c", answer="plan 1", stream="coordinator", tag=StreamTag("coordinator")),
+        EpisodeRecord("c", answer="d", stream="day1.r0", tag=StreamTag("executor", (("day", 1),))),
+        EpisodeRecord("c", answer="plan 2", stream="coordinator.b", tag=StreamTag("coordinator")),
     ]
     with pytest.raises(UserError, match=r"team.jsonl:3: instance 'c' has a second coordinator stream"):
         plans_from_rollouts(_write(tmp_path / "team.jsonl", team))

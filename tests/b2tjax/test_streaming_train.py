@@ -17,7 +17,7 @@ from tests.lookup_fixtures import (
     xla_cache_dir,  # noqa: F401  (fixture of shared_compilations)
 )
 
-STREAM = ("sft.steps=20", "steps=3", "eval_at_end=false", "rollout.async_host=false")
+STREAM = ("sft.steps=20", "steps=3", "eval_at_end=false")
 
 
 @pytest.mark.slow

@@ -102,7 +102,7 @@ def test_streaming_grpo_learns_as_the_synchronous_one(tmp_path, staleness, seed)
     """Streaming rollouts (rollout.max_staleness; the decoupled objective) within the same
     GRPO_STEPS x 128 trained episodes reach the synchronous test's bar: sampled success >= 0.9 over
     the last 3 steps and greedy >= 0.9, from the same start near chance."""
-    overrides = [f"rollout.max_staleness={staleness}", "rollout.async_host=false"]
+    overrides = [f"rollout.max_staleness={staleness}"]
     rows, result = train_lookup(tmp_path, LookupTask(LookupConfig(num_values=NUM_VALUES)), seed, overrides)
     success = [row["success"] for row in rows]
     assert len(success) == GRPO_STEPS and success[0] < CHANCE + 0.15

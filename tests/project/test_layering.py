@@ -129,10 +129,20 @@ def _benchmark_of(module: str) -> str | None:
     return None
 
 
+AGENTS = "rollout.agents"  # the one room of rollout/ that knows particular agents
+HIMAP = "sandbox.himap"
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def _crosses(a: str, b: str) -> bool:
     """Whether `a` importing `b` breaks the layering (package direction or benchmark isolation)."""
     if b.split(".")[0] in FORBIDDEN[a.split(".")[0]] or _room_crosses(a, b):
         return True
+    if _in(a, "rollout") and a != "rollout" and not _in(a, AGENTS) and _in(b, HIMAP):
+        return True  # the generic engine speaks no agent's language; rollout/agents/ does
     target = _benchmark_of(b)
     if target is not None and _benchmark_of(a) != target:
         return True  # benchmark code is imported only from inside its own folder
@@ -224,7 +234,8 @@ def test_checks_catch_what_they_claim(tmp_path):
 
 def test_benchmark_isolation_is_caught(tmp_path):
     """Reaching into a benchmark from outside its folder (another benchmark, the core, HiMAP,
-    rollout) is found; the registry, and a benchmark's own modules, are allowed."""
+    rollout) is found, and so is the generic engine (rollout/ outside rollout/agents/) importing
+    HiMAP; the registry, a benchmark's own modules and an agent module importing HiMAP are allowed."""
     for package in PACKAGES:
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
@@ -234,6 +245,7 @@ def test_benchmark_isolation_is_caught(tmp_path):
         "sandbox/types.py": "",
         "sandbox/env.py": "from sandbox.benchmarks import base\n",
         "sandbox/himap/__init__.py": "",
+        "sandbox/himap/kinds.py": "",
         "sandbox/himap/session.py": "from sandbox.benchmarks.alpha.world import W\n",
         "sandbox/benchmarks/alpha/__init__.py": "",
         "sandbox/benchmarks/alpha/world.py": "from sandbox.benchmarks.alpha import tools\n",
@@ -241,6 +253,10 @@ def test_benchmark_isolation_is_caught(tmp_path):
         "sandbox/benchmarks/beta/__init__.py": "",
         "sandbox/benchmarks/beta/prompt.py": "from sandbox.benchmarks.alpha.tools import T\n",
         "rollout/episodes.py": "def f():\n    from sandbox.benchmarks import get_benchmark\n",
+        "rollout/record.py": "from sandbox.himap.kinds import Role\n",
+        "rollout/run.py": "from sandbox.benchmarks.alpha import tools\n",
+        "rollout/agents/__init__.py": "",
+        "rollout/agents/team.py": "from sandbox.himap import session\n",
         "b2tjax/task.py": "def f():\n    from sandbox.benchmarks.beta import prompt\n",
     }
     for name, text in files.items():
@@ -248,6 +264,8 @@ def test_benchmark_isolation_is_caught(tmp_path):
         (tmp_path / name).write_text(text)
     assert layering_violations(import_graph(tmp_path)) == [
         "b2tjax.task imports sandbox.benchmarks.beta.prompt",
+        "rollout.record imports sandbox.himap.kinds",  # the generic engine knows no agent
+        "rollout.run imports sandbox.benchmarks.alpha.tools",  # nor a benchmark
         "sandbox.benchmarks.beta.prompt imports sandbox.benchmarks.alpha.tools",
         "sandbox.env imports sandbox.benchmarks.base",
         "sandbox.himap.session imports sandbox.benchmarks.alpha.world",

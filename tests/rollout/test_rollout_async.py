@@ -1,7 +1,7 @@
-"""Host work hidden behind decoding (`RolloutConfig.async_host`, `segment_return_share`): the
-records never depend on timing. Tools that sleep a random 0-30 ms reorder when turn-ends finish;
-the asynchronous engine, returning segments early or not, must give exactly the synchronous
-engine's episodes."""
+"""Host work hidden behind decoding (`segment_return_share` < 1, rollout/schedule.py): the records
+never depend on timing. Tools that sleep a random 0-30 ms reorder when turn-ends finish; segments
+returning after half or three quarters of their rows must give exactly the drained schedule's
+episodes."""
 
 from __future__ import annotations
 
@@ -23,11 +23,7 @@ from tests.rollout_fixtures import (  # noqa: F401
     rollout_setup,
 )
 
-SCHEDULES = [
-    dict(async_host=False),
-    dict(async_host=True, segment_return_share=0.5),
-    dict(async_host=True, segment_return_share=1.0),
-]
+SCHEDULES = [dict(segment_return_share=share) for share in (1.0, 0.5, 0.75)]
 
 
 class SleepyEnv:
@@ -81,7 +77,7 @@ def _assert_same_records(reference, records, logprob_tol):
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_async_engine_gives_the_synchronous_records(rollout_setup, temperature):
+def test_overlapped_host_work_gives_the_drained_records(rollout_setup, temperature):
     runs = [
         _run(rollout_setup, _agent_episodes(rollout_setup), temperature=temperature, **s) for s in SCHEDULES
     ]
@@ -99,7 +95,7 @@ def test_async_engine_gives_the_synchronous_records(rollout_setup, temperature):
     assert stats.host_s + stats.device_s > stats.wall_s  # overlap, by the stats' own account
 
 
-def test_async_engine_gives_the_synchronous_records_for_multi_stream_episodes(rollout_setup):
+def test_overlapped_host_work_gives_the_drained_records_for_multi_stream_episodes(rollout_setup):
     """4 team episodes (14 streams) on 3 rows at T=1: parking, episodes in parallel, the days of
     one episode finishing in any order, one episode's callbacks chained."""
     runs = [
@@ -212,3 +208,21 @@ def test_the_programs_take_xla_cpus_forms_only_when_compiled_for_cpu(rollout_set
     layers = model.config.num_hidden_layers
     dots = {p: text.count("stablehlo.dot_general") for p, text in texts.items()}
     assert layers > 1 and dots["cpu"] == 1 + layers * (dots["tpu"] - 1), dots
+
+
+def test_the_host_schedule_follows_the_share_and_the_old_switches_are_refused(tmp_path):
+    """Drained at share 1.0, overlapped below; a recipe or override naming a removed baseline switch
+    is one line saying what replaced it."""
+    from b2tjax.config import load_config, load_rollout_config
+    from rollout.schedule import Drained, Overlapped, host_schedule
+
+    assert isinstance(host_schedule(1.0), Drained) and isinstance(host_schedule(0.5), Overlapped)
+    with pytest.raises(ValueError, match=r"'rollout.async_host' was removed: .*segment_return_share"):
+        load_config(None, ["rollout.async_host=false"])
+    recipe = tmp_path / "old.yaml"
+    recipe.write_text("rollout:\n  refill: false\n")
+    with pytest.raises(ValueError, match=r"old.yaml: .*'rollout.refill' was removed: continuous"):
+        load_config(recipe)
+    with pytest.raises(ValueError, match=r"'rollout.reprefill' was removed") as err:
+        load_rollout_config(None, ["rollout.reprefill=true"])
+    assert "\n" not in str(err.value)

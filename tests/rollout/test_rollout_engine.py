@@ -6,7 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.rollout_fixtures import ANSWER, MEMORY, SEARCH, engine_config, forced_episode, rollout_setup  # noqa: F401
+from tests.rollout_fixtures import (  # noqa: F401
+    ANSWER,
+    BATCH,
+    MEMORY,
+    SEARCH,
+    engine_config,
+    forced_episode,
+    rollout_setup,
+)
 
 
 def _tracing_engine(setup, **overrides):
@@ -162,16 +170,19 @@ def test_greedy_batch_equals_each_alone(rollout_setup):
 
 
 def test_continuous_batching_equals_static(rollout_setup):
-    """Synchronous engine: its schedule (and so the decode-step count) does not depend on timing."""
+    """The drained host schedule (the default): the schedule (and so the decode-step count) does not
+    depend on timing. Static batching is built here as waves of BATCH episodes, one run each
+    (greedy: records do not depend on an episode's index in its run)."""
     events: list = []
     from rollout import RolloutEngine
 
-    engine = RolloutEngine(rollout_setup.model, rollout_setup.tokenizer, engine_config(async_host=False))
+    engine = RolloutEngine(rollout_setup.model, rollout_setup.tokenizer, engine_config())
     engine.trace = lambda key, kind, ids, pos: events.append((key[0], kind, pos))
     continuous = [r.ids for r in engine.run(_multi_turn_episodes(rollout_setup, 7), rng=0)]
-    static, static_engine = _greedy_ids(
-        rollout_setup, _multi_turn_episodes(rollout_setup, 7), refill=False, async_host=False
-    )
+    episodes, static, static_steps = _multi_turn_episodes(rollout_setup, 7), [], 0
+    for start in range(0, len(episodes), BATCH):
+        wave, static_engine = _greedy_ids(rollout_setup, episodes[start : start + BATCH])
+        static, static_steps = static + wave, static_steps + static_engine.stats.decode_steps
     assert continuous == static
     # refill really happened: some episode's prompt was prefilled while an earlier one was mid-episode
     first_seen = {e: i for i, (e, _, _) in reversed(list(enumerate(events)))}
@@ -182,7 +193,7 @@ def test_continuous_batching_equals_static(rollout_setup):
         for b in first_seen
         if a != b
     )
-    assert engine.stats.decode_steps < static_engine.stats.decode_steps
+    assert engine.stats.decode_steps < static_steps
 
 
 class TwoDayEpisode:
@@ -251,10 +262,13 @@ def test_multi_stream_episode_shares_state_and_waits(rollout_setup):
 
 def test_sampled_episodes_do_not_depend_on_batch_placement(rollout_setup):
     """Keys come from (rng, episode, position), not the row: T=1 sampling gives the same episodes
-    with continuous and static batching, and a different rng gives different ones."""
+    when segments return after every row's turn and after a third of them (rows freed, refilled
+    and decoded at other times), and a different rng gives different ones."""
     runs = [
-        _greedy_ids(rollout_setup, _multi_turn_episodes(rollout_setup, 5), temperature=1.0, refill=refill)[0]
-        for refill in (True, False)
+        _greedy_ids(
+            rollout_setup, _multi_turn_episodes(rollout_setup, 5), temperature=1.0, segment_return_share=share
+        )[0]
+        for share in (1.0, 0.34)
     ]
     assert runs[0] == runs[1]
     from rollout import RolloutEngine

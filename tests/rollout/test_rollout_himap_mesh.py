@@ -54,7 +54,7 @@ def _teams(tok, cfg) -> dict:
 
     runs = []
     for mesh, reuse in ((None, False), (make_mesh(data=2, fsdp=2, tensor=2), True)):
-        config = engine_config(batch_rows=4, temperature=1.0, async_host=False, prefix_reuse=reuse)
+        config = engine_config(batch_rows=4, temperature=1.0, prefix_reuse=reuse)
         engine = RolloutEngine(create_model(cfg, mesh, seed=0), tok, config, mesh=mesh)
         runs.append((engine.run(_team_episodes(tok), rng=3), engine.stats))
     (plain, off), (sharded, on) = runs
@@ -121,7 +121,6 @@ def _child(bench_dir: str, tmp: str) -> dict:
             max_turns=4,
             max_seq_len=8192,
             cache_len=8192,
-            async_host=False,
             tool_workers=1,
             prefix_reuse=reuse,
         )
@@ -140,8 +139,8 @@ def _child(bench_dir: str, tmp: str) -> dict:
         r.instance_id,
         r.stream,
         r.role,
-        r.day,
-        r.round,
+        r.tag.detail("day"),
+        r.tag.detail("round"),
         r.ids,
         r.loss_mask,
         r.turns,

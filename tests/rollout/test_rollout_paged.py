@@ -46,7 +46,7 @@ def test_page_table_refuses_what_does_not_fit_and_changes_nothing():
 
 @pytest.mark.parametrize("rows", [3, GROUP])
 def test_a_group_of_8_gives_the_contiguous_records(rollout_setup, rows):
-    knobs = dict(temperature=1.0, batch_rows=rows, async_host=False)
+    knobs = dict(temperature=1.0, batch_rows=rows)
     reference, contiguous = _run(rollout_setup, _group(rollout_setup), **knobs)
     records, paged = _run(rollout_setup, _group(rollout_setup), **PAGED, **knobs)
     _assert_same_records(reference, records)
@@ -62,7 +62,7 @@ def test_the_memory_of_3_contiguous_rows_decodes_more_rows_paged(rollout_setup):
     the pages it fills, the group's prompt pages once), with the records of 3 contiguous rows."""
     from tests.rollout_fixtures import TOTAL
 
-    knobs = dict(temperature=1.0, async_host=False)
+    knobs = dict(temperature=1.0)
     reference, contiguous = _run(rollout_setup, _group(rollout_setup), batch_rows=3, **knobs)
     pool = 3 * pages_for(TOTAL, PAGED["page_size"])
     records, paged = _run(
@@ -76,7 +76,7 @@ def test_the_memory_of_3_contiguous_rows_decodes_more_rows_paged(rollout_setup):
 def test_copies_of_whole_pages_only_move_no_page(rollout_setup):
     """Pages of one slot: every prefix copy shares whole pages and moves none (an empty move list
     reaches the device call), with the contiguous cache's records."""
-    knobs = dict(temperature=1.0, batch_rows=3, async_host=False)
+    knobs = dict(temperature=1.0, batch_rows=3)
     reference, _ = _run(rollout_setup, _group(rollout_setup), **knobs)
     records, paged = _run(rollout_setup, _group(rollout_setup), kv_cache="paged", page_size=1, **knobs)
     _assert_same_records(reference, records)
@@ -96,12 +96,12 @@ def test_a_group_of_8_holds_its_prompts_pages_once(rollout_setup, monkeypatch):
         lengths = [(len(s.record.ids), room) for _, s, room in batch]
         segment = decode(self, batch, key, total_rows)  # its room reserved first
         if not seen:
-            table = self.pages.table
+            table = self.kv.table
             seen.append(([list(h) for h in table.held], table.refs.copy(), table.in_use(), lengths))
         return segment
 
     monkeypatch.setattr(DeviceCalls, "decode", spy)
-    _run(rollout_setup, _group(rollout_setup), temperature=1.0, batch_rows=GROUP, async_host=False, **PAGED)
+    _run(rollout_setup, _group(rollout_setup), temperature=1.0, batch_rows=GROUP, **PAGED)
     held, refs, in_use, lengths = seen[0]
     assert len(set(lengths)) == 1 and len(lengths) == GROUP  # the same context (prompt, forced turn 0)
     context, room = lengths[0]
@@ -116,7 +116,7 @@ def test_a_group_of_8_holds_its_prompts_pages_once(rollout_setup, monkeypatch):
 def test_a_pool_too_small_for_every_row_waits_and_preempts_with_the_same_records(rollout_setup):
     """8 rows over 16 pages of 64 slots (one row's worth of the contiguous cache): the group cannot
     all grow at once, so streams wait in the queue or give their rows up, and the records stay."""
-    knobs = dict(temperature=1.0, batch_rows=GROUP, async_host=False)
+    knobs = dict(temperature=1.0, batch_rows=GROUP)
     reference, _ = _run(rollout_setup, _group(rollout_setup), **knobs)
     records, stats = _run(
         rollout_setup, _group(rollout_setup), kv_cache="paged", page_size=64, kv_pages=16, **knobs
@@ -125,19 +125,19 @@ def test_a_pool_too_small_for_every_row_waits_and_preempts_with_the_same_records
     assert stats.peak_pages <= 16 and stats.parks > 0 and stats.reprefill_tokens > 0
 
 
-def test_async_and_static_engines_give_the_contiguous_records(rollout_setup):
-    reference, _ = _run(rollout_setup, _agent_episodes(rollout_setup), temperature=1.0, async_host=False)
-    for schedule in SCHEDULES[1:] + [dict(async_host=False, refill=False)]:
+def test_every_host_schedule_gives_the_contiguous_records(rollout_setup):
+    reference, _ = _run(rollout_setup, _agent_episodes(rollout_setup), temperature=1.0)
+    for schedule in SCHEDULES:
         records, _ = _run(rollout_setup, _agent_episodes(rollout_setup), temperature=1.0, **PAGED, **schedule)
         _assert_same_records(reference, records)
 
 
 def test_parking_team_episodes_give_the_contiguous_records(rollout_setup):
     """14 streams on 3 rows: waiting coordinators are parked (and, paged, copy their own old pages
-    back by reference when seated again); asynchronous, the days end in any order."""
+    back by reference when seated again); host work overlapped, the days end in any order."""
     teams = lambda: [SleepyTeam(rollout_setup.tokenizer, i, n) for i, n in enumerate((2, 3, 2, 3))]  # noqa: E731
-    reference, contiguous = _run(rollout_setup, teams(), temperature=1.0, async_host=False)
-    for schedule in (dict(async_host=False), dict(async_host=True, segment_return_share=0.5)):
+    reference, contiguous = _run(rollout_setup, teams(), temperature=1.0)
+    for schedule in (dict(), dict(segment_return_share=0.5)):
         records, paged = _run(rollout_setup, teams(), temperature=1.0, **PAGED, **schedule)
         _assert_same_records(reference, records)
         assert paged.parks > 0

@@ -68,7 +68,7 @@ def test_a_group_of_8_prefills_its_prompt_once_with_the_same_records(rollout_set
     """3 rows: later episodes copy the prompt from rows that hold it (resident, or freed by an
     ended episode). 8 rows: the whole group is seated at once; one row prefills the prompt and
     the other 7 wait for it, then copy."""
-    knobs = dict(temperature=1.0, batch_rows=rows, async_host=False)
+    knobs = dict(temperature=1.0, batch_rows=rows)
     reference, off = _run(rollout_setup, _group(rollout_setup), prefix_reuse=False, **knobs)
     records, on = _run(rollout_setup, _group(rollout_setup), prefix_min_tokens=1, **knobs)
     _assert_same_records(reference, records)
@@ -85,7 +85,7 @@ def test_parked_streams_copy_what_is_still_resident_with_the_same_records(rollou
     """Team episodes on 3 rows park waiting coordinators; with reuse, a coordinator seated again
     copies what some row still holds of its record (its old row, when not yet reused), so fewer
     tokens are re-prefilled, and the records are those of the engine without reuse."""
-    knobs = dict(temperature=1.0, async_host=False)
+    knobs = dict(temperature=1.0)
     reference, off = _run(rollout_setup, _team_episodes(rollout_setup.tokenizer), prefix_reuse=False, **knobs)
     records, on = _run(rollout_setup, _team_episodes(rollout_setup.tokenizer), prefix_min_tokens=1, **knobs)
     _assert_same_records(reference, records)

@@ -25,7 +25,7 @@ def _episodes(setup, n: int):
 def _engine(setup, **overrides):
     from rollout import RolloutEngine
 
-    config = engine_config(temperature=TEMPERATURE, async_host=False, **overrides)
+    config = engine_config(temperature=TEMPERATURE, **overrides)
     engine = RolloutEngine(setup.model, setup.tokenizer, config)
     events: list = []
     engine.trace = lambda key, kind, ids, pos: events.append((key, kind, list(ids), pos))
