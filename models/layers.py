@@ -21,6 +21,7 @@ from models.kv_cache import CachedCall, cached_attention, write_layer
 from models.paged_kernel import paged_decode_attention, resolve_paged_attention
 from models.paged_kv import paged_attention_reference, write_pages
 from models.rope import apply_rope
+from models.settings import ATTENTION_IMPLS
 from models.sharding import constrain
 from models.splash import splash_attention
 
@@ -59,7 +60,6 @@ class RMSNorm(nnx.Module):
 # (models/splash.py; a TPU kernel, in Pallas interpret mode elsewhere); "auto" takes splash when
 # the program is compiled for a TPU, cuDNN's fused kernel for a GPU with a 16-bit compute dtype
 # (what cuDNN supports), and the reference path elsewhere.
-ATTENTION_IMPLS = ("auto", "reference", "xla", "cudnn", "splash")
 
 
 def resolve_attention(impl: str, dtype: Any, platform: str) -> str:

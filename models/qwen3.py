@@ -26,7 +26,7 @@ Entry points (the contract other packages rely on):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import jax
 import jax.numpy as jnp
@@ -35,20 +35,14 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import ATTENTION_IMPLS, F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
 from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
+from models.settings import AttentionImpl, Remat
 from models.sharding import constrain, mesh_platform, state_shardings
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
 
-AttentionImpl = Literal["auto", "reference", "xla", "cudnn", "splash"]  # the config's names
-assert get_args(AttentionImpl) == ATTENTION_IMPLS, "AttentionImpl and models.layers.ATTENTION_IMPLS differ"
-
-# Activation rematerialisation inside the layer scan. "none": keep everything (fastest, most
-# memory); "full": recompute the whole layer in the backward pass; "dots": keep matmul outputs
-# without batch dims (recompute elementwise ops); "dots_all": keep every matmul output.
-Remat = Literal["none", "full", "dots", "dots_all"]
 REMAT_POLICIES: dict[str, Callable[..., bool] | None] = {
     "full": None,
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,

@@ -19,11 +19,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from b2tjax.grpo.credit import CreditMode
-from b2tjax.grpo.loss import AggregationMode
+from b2tjax.grpo.modes import AggregationMode, CreditMode
 from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, Range
-from models.lora import LoraConfig
-from models.qwen3 import AttentionImpl, Remat
+from models.settings import AttentionImpl, LoraConfig, Remat
 from rollout.config import RolloutConfig
 from sandbox.himap.options import HimapOptions
 from sandbox.types import StrEnum
