@@ -5,7 +5,7 @@ make_data's workers before JAX starts, and `launch/plan.py --help` stays instant
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 AttentionImpl = Literal["auto", "reference", "xla", "cudnn", "splash"]
 ATTENTION_IMPLS: tuple[str, ...] = get_args(AttentionImpl)
@@ -54,3 +54,30 @@ class LoraConfig:
         if self.quant != "none" and not self.enabled:
             errors.append(f"{prefix}quant={self.quant} needs adapters (rank > 0): the base is frozen")
         return errors
+
+
+@dataclass(frozen=True)
+class ModelRuntime:
+    """How a Qwen3 model executes, as opposed to what it is (models.config.Qwen3Config): one frozen
+    value handed from the recipe to every place a model is built, so a new execution setting is one
+    field here, not an argument threaded through each constructor and loader.
+
+    `dtype` / `param_dtype`: compute and stored dtypes (a name or a dtype); `remat`: the layer scan's
+    rematerialisation; `attention`: the implementation of attention without a cache, resolved for
+    `platform`; `attention_block`: the query block bounding attention-score memory (None = never
+    block); `cache_block`: the key block of attention over a KV cache (only blocks holding live
+    tokens are read); `platform`: what the programs compile for (a mesh's devices', None = this
+    host's backend); `paged_attention`: how decode steps read a paged cache
+    (models/paged_kernel.py)."""
+
+    dtype: Any = "float32"
+    param_dtype: Any = "float32"
+    remat: Remat = "none"
+    attention: AttentionImpl = "auto"
+    attention_block: int | None = 1024
+    cache_block: int = 512
+    platform: str | None = None
+    paged_attention: str = "auto"
+
+
+DEFAULT_RUNTIME = ModelRuntime()  # float32, no remat, attention chosen for the host
