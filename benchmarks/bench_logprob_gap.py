@@ -26,6 +26,7 @@ from b2tjax.step.logprobs import position_logprobs
 from b2tjax.tasks.toy_tools import lookup_tokenizer, prompt_ids
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 from rollout import Continue, Episode, RolloutConfig, RolloutEngine, Stop, TurnOutcome
 from rollout.buckets import pow2_bucket
 
@@ -47,7 +48,7 @@ def gap(dtype: str, episodes: int, tokens: int) -> tuple[float, float, int]:
     """(mean, max) |sampler - trainer| over sampled tokens, and their count."""
     tok = lookup_tokenizer(4, 4)
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=2048, initializer_range=0.1)
-    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=jnp.dtype(dtype))
+    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.dtype(dtype)))
     config = RolloutConfig(
         batch_rows=8,
         max_turns=1,

@@ -20,6 +20,7 @@ from models import lora
 from models.config import get_config
 from models.kv_cache import init_cache
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 
 
 def best_time(fn, repeats: int = 3) -> float:
@@ -71,7 +72,7 @@ def main() -> None:
     args = parser.parse_args()
     dtype = jnp.dtype(args.dtype)
     cfg = get_config(args.config, num_hidden_layers=args.layers)
-    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
+    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=dtype, param_dtype=dtype))
     lora.add_lora(model, lora.LoraConfig(rank=args.rank))
     applied = decode_time(model, args.batch, args.live, args.steps)
     graphdef, state = nnx.split(model)

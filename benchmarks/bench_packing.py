@@ -41,6 +41,7 @@ import numpy as np
 
 from b2tjax.step.batch import pad_length
 from b2tjax.step.packing import pack_micro_batches, tokens_computed
+from models.settings import ModelRuntime
 
 
 def trace_lengths(data: Path, benchmark: str) -> list[int]:
@@ -113,7 +114,9 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
     scale = step_max / max(lengths)
     sizes = [max(8, int(n * scale)) for n in rng.choice(lengths, records)]
     batch = RolloutBatch([_record(rng, n, EpisodeRecord) for n in sizes], {})
-    model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
+    model = Qwen3ForCausalLM(
+        get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    )
     model_fn, params = BoundModel.from_model(model)
     updates, states, metrics, fns_of = {}, {}, {}, {}
     for packing in (False, True):

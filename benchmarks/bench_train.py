@@ -28,6 +28,7 @@ from b2tjax.step.batch import TrainBatch
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import DTYPES, get_config
 from models.qwen3 import create_model
+from models.settings import ModelRuntime
 
 
 def matmul_peak(dtype, size: int, repeats: int) -> float:
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     dtype = DTYPES[dtype_name]
     size = args.matmul or (1024 if platform == "cpu" else 8192)
     cfg = get_config(args.preset)
-    model = create_model(cfg, None, seed=0, dtype=dtype, param_dtype=jnp.float32)
+    model = create_model(cfg, None, seed=0, runtime=ModelRuntime(dtype=dtype, param_dtype=jnp.float32))
     model_fn, params = BoundModel.from_model(model)
     optimizer = optax.adamw(1e-5)
     fns = make_step_fns(

@@ -51,6 +51,7 @@ from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import DTYPES, get_config
 from models.hf import save_pretrained
 from models.qwen3 import create_model
+from models.settings import ModelRuntime
 
 PAD, EOS = 0, 2  # Tunix's pad and eos ids; the random ids avoid both
 
@@ -60,7 +61,7 @@ def twin_models(cfg, dtype) -> tuple[nnx.Module, nnx.Module]:
     Hugging Face checkpoint (models/hf.py) and read by Tunix's own safetensors loader."""
     from tunix.models.qwen3 import params as tunix_params
 
-    ours = create_model(cfg, None, seed=0, dtype=dtype, param_dtype=jnp.float32)
+    ours = create_model(cfg, None, seed=0, runtime=ModelRuntime(dtype=dtype, param_dtype=jnp.float32))
     with tempfile.TemporaryDirectory() as tmp:
         save_pretrained(ours, tmp, dtype=np.float32)
         theirs = tunix_params.create_model_from_safe_tensors(tmp, tunix_model_config(cfg, dtype))

@@ -39,6 +39,7 @@ import numpy as np
 from flax import nnx
 
 from models.config import Qwen3Config, get_config
+from models.settings import ModelRuntime
 
 
 def timed(fn, repeats: int = 3) -> float:
@@ -78,7 +79,7 @@ def check_parity(cfg, seq: int) -> dict:
         ref = hf(torch.from_numpy(ids)).logits.float().numpy()
     out = {}
     for name, dtype in (("float32", jnp.float32), ("bfloat16", jnp.bfloat16)):
-        ours = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=dtype)
+        ours = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=dtype))
         state_dict_to_model(ours, hf.state_dict())
         got = np.asarray(nnx.jit(lambda m, x: m(x))(ours, jnp.asarray(ids, jnp.int32)))
         err = np.abs(got - ref)
@@ -127,7 +128,9 @@ def check_train(cfg, batch: int, seq: int) -> dict:
     from benchmarks.bench_train import matmul_peak, model_flops_per_token, time_step
     from models.qwen3 import create_model
 
-    model = create_model(cfg, None, seed=0, dtype=jnp.bfloat16, param_dtype=jnp.float32, remat="full")
+    model = create_model(
+        cfg, None, seed=0, runtime=ModelRuntime(dtype=jnp.bfloat16, param_dtype=jnp.float32, remat="full")
+    )
     model_fn, params = BoundModel.from_model(model)
     optimizer = optax.adamw(1e-6)
     fns = make_step_fns(
@@ -322,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from models.qwen3 import Qwen3ForCausalLM
 
-    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+    model = Qwen3ForCausalLM(
+        cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+    )
     if "generation" in args.checks:
         bandwidth = copy_bandwidth(0.25 if cpu else 4.0)
         gen = check_generation(model, args.batch, args.prompt, args.new, bandwidth)

@@ -22,6 +22,7 @@ from b2tjax.errors import UserError
 from models.checkpoint import save_model
 from models.config import DTYPES
 from models.hf import load_pretrained
+from models.settings import ModelRuntime
 
 PATHS = Paths(outputs=("--out",), inputs=("--hf",), dirs=True)  # the one output guard (b2tjax/outputs.py)
 
@@ -42,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--hf {args.hf} is not a directory")
     guard(args, PATHS)
     start = time.time()
-    model = load_pretrained(args.hf, dtype=DTYPES[args.dtype], progress=True)
+    model = load_pretrained(
+        args.hf, progress=True, runtime=ModelRuntime(dtype=DTYPES[args.dtype], param_dtype=DTYPES[args.dtype])
+    )
     print(
         f"loaded {model.config.num_params() / 1e6:.1f}M params from {args.hf} in {time.time() - start:.1f}s"
     )

@@ -27,8 +27,9 @@ from jax.sharding import Mesh, SingleDeviceSharding
 
 from models.checksums import UnverifiedError, verify_manifest, write_manifest
 from models.config import Qwen3Config
-from models.qwen3 import abstract_model
-from models.sharding import mesh_platform, variable_sharding
+from models.qwen3 import abstract_model, on_mesh
+from models.settings import DEFAULT_RUNTIME, ModelRuntime
+from models.sharding import variable_sharding
 
 T = TypeVar("T")
 PARAMS_ITEM = "params"
@@ -54,25 +55,9 @@ def save_model(model, directory: str | os.PathLike) -> str:
     return directory
 
 
-def restore_target(
-    cfg: Qwen3Config,
-    dtype: Any,
-    param_dtype: Any,
-    mesh: Mesh | None,
-    remat: str = "none",
-    attention_block: int | None = 1024,
-    attention: str = "auto",
-):
+def restore_target(cfg: Qwen3Config, runtime: ModelRuntime, mesh: Mesh | None):
     """(graphdef, abstract Param state, pure dict of ShapeDtypeStructs carrying target shardings)."""
-    abstract = abstract_model(
-        cfg,
-        dtype=dtype,
-        param_dtype=param_dtype,
-        remat=remat,
-        attention_block=attention_block,
-        platform=mesh_platform(mesh),
-        attention=attention,
-    )
+    abstract = abstract_model(cfg, on_mesh(runtime, mesh))
     graphdef, state = nnx.split(abstract)
     device = SingleDeviceSharding(jax.devices()[0])
 
@@ -125,19 +110,15 @@ def _verified(step_dir: str, restore: Callable[[], T]) -> T:
 
 def load_model(
     directory: str | os.PathLike,
-    dtype: Any = jnp.float32,
-    param_dtype: Any = None,
+    runtime: ModelRuntime = DEFAULT_RUNTIME,
     mesh: Mesh | None = None,
-    remat: str = "none",
-    attention_block: int | None = 1024,
     step: int | None = None,
     fallback: bool = False,
     edit_config: Callable[[Qwen3Config], Qwen3Config] | None = None,
-    attention: str = "auto",
 ):
     """Qwen3ForCausalLM from a model checkpoint or a CheckpointManager directory: `step`, or the
     newest step (with `fallback`, the newest that restores; damaged newer steps are reported and
-    skipped). `param_dtype` defaults to `dtype`; with `mesh`, params are restored already sharded;
+    skipped), executed as `runtime` says; with `mesh`, params are restored already sharded;
     `edit_config` changes the saved config before the model is built (a recipe's RoPE scaling)."""
     directory = os.path.abspath(os.fspath(directory))
     if not os.path.isdir(directory):
@@ -149,10 +130,7 @@ def load_model(
         verify_manifest(directory)  # a run's checkpoints/config.json, sealed by RunCheckpointer
     cfg = Qwen3Config.from_hf(directory)
     cfg = edit_config(cfg) if edit_config is not None else cfg
-    param_dtype = dtype if param_dtype is None else param_dtype
-    graphdef, state, targets = restore_target(
-        cfg, dtype, param_dtype, mesh, remat, attention_block, attention=attention
-    )
+    graphdef, state, targets = restore_target(cfg, runtime, mesh)
     if os.path.isdir(os.path.join(directory, PARAMS_ITEM)):
         with ocp.StandardCheckpointer() as ckptr:
             item = os.path.join(directory, PARAMS_ITEM)

@@ -23,8 +23,9 @@ from tqdm.auto import tqdm
 
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
 from models.hf_check import check_array, check_tensors, header, hf_shapes, open_safetensors
-from models.qwen3 import abstract_model
-from models.sharding import mesh_platform, state_shardings
+from models.qwen3 import abstract_model, on_mesh
+from models.settings import DEFAULT_RUNTIME, ModelRuntime
+from models.sharding import state_shardings
 
 log = logging.getLogger(__name__)
 
@@ -240,33 +241,20 @@ class _SafetensorsReader(contextlib.AbstractContextManager):
 
 def load_pretrained(
     path: str | os.PathLike,
-    dtype: Any = jnp.float32,
-    param_dtype: Any = None,
+    runtime: ModelRuntime = DEFAULT_RUNTIME,
     mesh: Mesh | None = None,
-    remat: str = "none",
-    attention_block: int | None = 1024,
     progress: bool = False,
     edit_config: Callable[[Qwen3Config], Qwen3Config] | None = None,
-    attention: str = "auto",
 ):
     """Qwen3ForCausalLM from a local HF directory (config.json + safetensors), streamed tensor by
-    tensor into arrays placed (and sharded, given `mesh`) as they are read. `param_dtype` defaults
-    to `dtype`; `progress` shows a tqdm bar (use it for real checkpoints); `edit_config` changes
-    the directory's config before the model is built (a recipe's RoPE scaling; the tensors are
-    still checked against the shapes it gives)."""
+    tensor into arrays placed (and sharded, given `mesh`) as they are read, executed as `runtime`
+    says; `progress` shows a tqdm bar (use it for real checkpoints); `edit_config` changes the
+    directory's config before the model is built (a recipe's RoPE scaling; the tensors are still
+    checked against the shapes it gives)."""
     path = os.fspath(path)
     cfg = Qwen3Config.from_hf(path)
     cfg = edit_config(cfg) if edit_config is not None else cfg
-    param_dtype = dtype if param_dtype is None else param_dtype
-    abstract = abstract_model(
-        cfg,
-        dtype=dtype,
-        param_dtype=param_dtype,
-        remat=remat,
-        attention_block=attention_block,
-        platform=mesh_platform(mesh),
-        attention=attention,
-    )
+    abstract = abstract_model(cfg, on_mesh(runtime, mesh))
     graphdef, state = nnx.split(abstract)
     shardings = None if mesh is None else state_shardings(state, mesh)
     with _SafetensorsReader(path) as reader:
@@ -283,7 +271,7 @@ def load_pretrained(
             raise ValueError(f"{path} is missing {len(missing)} Qwen3 tensors, e.g. {missing[:5]}")
         shapes = hf_shapes(cfg)  # every tensor against config.json before a byte is allocated
         check_tensors(reader.header(shapes), shapes, f"{path}/config.json")
-        pure = params_from_hf(reader.get, cfg, param_dtype, shardings, progress)
+        pure = params_from_hf(reader.get, cfg, jnp.dtype(runtime.param_dtype), shardings, progress)
     nnx.replace_by_pure_dict(state, pure)
     return nnx.merge(graphdef, state)
 

@@ -21,6 +21,7 @@ from models.kv_cache import CachedCall, cached_attention, write_layer
 from models.paged_kernel import paged_decode_attention, resolve_paged_attention
 from models.paged_kv import paged_attention_reference, write_pages
 from models.rope import apply_rope
+from models.settings import ATTENTION_IMPLS, ModelRuntime
 from models.sharding import constrain
 from models.splash import splash_attention
 
@@ -59,7 +60,6 @@ class RMSNorm(nnx.Module):
 # (models/splash.py; a TPU kernel, in Pallas interpret mode elsewhere); "auto" takes splash when
 # the program is compiled for a TPU, cuDNN's fused kernel for a GPU with a 16-bit compute dtype
 # (what cuDNN supports), and the reference path elsewhere.
-ATTENTION_IMPLS = ("auto", "reference", "xla", "cudnn", "splash")
 
 
 def resolve_attention(impl: str, dtype: Any, platform: str) -> str:
@@ -173,14 +173,10 @@ class Attention(nnx.Module):
         cfg: Qwen3Config,
         *,
         rngs: nnx.Rngs,
-        dtype: Any,
-        param_dtype: Any,
-        attention_block: int | None = None,
-        impl: str = "reference",
-        cache_block: int = 512,
-        platform: str = "cpu",
-        paged_attention: str = "auto",
+        runtime: ModelRuntime,
     ):
+        """`runtime` as models.qwen3.resolve_runtime returns it (dtypes, platform and attention resolved)."""
+        dtype, param_dtype = runtime.dtype, runtime.param_dtype
         h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         init = nnx.initializers.normal(cfg.initializer_range)
         self.q_proj = make_param(rngs, (h, nh, d), ("embed", "heads", "head_dim"), init, param_dtype)
@@ -198,11 +194,11 @@ class Attention(nnx.Module):
         self.rope_theta = cfg.rope_theta
         self.rope_scaling = cfg.rope_scaling
         self.use_bias = cfg.attention_bias
-        self.attention_block = attention_block
-        self.impl = impl  # resolved ATTENTION_IMPLS entry for calls without a cache
-        self.platform = platform  # what the programs compile for (splash runs interpreted off TPU)
-        self.cache_block = cache_block  # key block of attention over the KV cache
-        self.paged_attention = paged_attention  # PAGED_ATTENTION_IMPLS entry (models/paged_kernel.py)
+        self.attention_block = runtime.attention_block
+        self.impl = runtime.attention  # resolved ATTENTION_IMPLS entry for calls without a cache
+        self.platform = runtime.platform  # what the programs compile for (splash runs interpreted off TPU)
+        self.cache_block = runtime.cache_block  # key block of attention over the KV cache
+        self.paged_attention = runtime.paged_attention  # PAGED_ATTENTION_IMPLS entry (models/paged_kernel.py)
         self.window = cfg.sliding_window
         self.dtype = dtype
 
@@ -275,26 +271,11 @@ class DecoderLayer(nnx.Module):
         cfg: Qwen3Config,
         *,
         rngs: nnx.Rngs,
-        dtype: Any,
-        param_dtype: Any,
-        attention_block: int | None = None,
-        impl: str = "reference",
-        cache_block: int = 512,
-        platform: str = "cpu",
-        paged_attention: str = "auto",
+        runtime: ModelRuntime,
     ):
+        dtype, param_dtype = runtime.dtype, runtime.param_dtype
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
-        self.attn = Attention(
-            cfg,
-            rngs=rngs,
-            dtype=dtype,
-            param_dtype=param_dtype,
-            attention_block=attention_block,
-            impl=impl,
-            cache_block=cache_block,
-            platform=platform,
-            paged_attention=paged_attention,
-        )
+        self.attn = Attention(cfg, rngs=rngs, runtime=runtime)
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 

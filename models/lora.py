@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -23,47 +22,8 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from models import quant
+from models.settings import ATTENTION_TARGETS, TARGETS, LoraConfig
 from models.sharding import variable_sharding
-
-ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
-MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
-TARGETS = ATTENTION_TARGETS + MLP_TARGETS
-Quant = Literal["none", "int8"]
-
-
-@dataclass
-class LoraConfig:
-    """`model.lora` of a recipe; rank 0 = full fine-tuning. Targets use the Hugging Face names."""
-
-    rank: int = 0
-    alpha: float = 16.0
-    targets: list = field(default_factory=lambda: list(TARGETS))
-    # Dropout on the adapter input is refused: GRPO's importance ratio compares the trainer's
-    # forward with the sampler's, and a dropped-out forward would make it differ from 1 on-policy.
-    dropout: float = 0.0
-    quant: Quant = "none"  # QLoRA: the frozen base projections stored as int8 (models/quant.py)
-
-    @property
-    def enabled(self) -> bool:
-        return self.rank > 0
-
-    @property
-    def scale(self) -> float:
-        return self.alpha / self.rank
-
-    def errors(self, prefix: str = "model.lora.") -> list[str]:
-        """Settings the adapters cannot be built with, one line each naming the key."""
-        errors = [] if self.rank >= 0 else [f"{prefix}rank must be >= 0 (0 = off), got {self.rank}"]
-        unknown = sorted(set(self.targets) - set(TARGETS))
-        if unknown or (self.enabled and not self.targets):
-            errors.append(
-                f"{prefix}targets must be a non-empty subset of {list(TARGETS)}, got {self.targets}"
-            )
-        if self.dropout != 0.0:
-            errors.append(f"{prefix}dropout must be 0 (a dropped-out forward breaks GRPO's ratio)")
-        if self.quant != "none" and not self.enabled:
-            errors.append(f"{prefix}quant={self.quant} needs adapters (rank > 0): the base is frozen")
-        return errors
 
 
 def module_of(model: nnx.Module, target: str) -> nnx.Module:

@@ -25,8 +25,9 @@ Entry points (the contract other packages rely on):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import jax
 import jax.numpy as jnp
@@ -35,20 +36,14 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import ATTENTION_IMPLS, F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
 from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
+from models.settings import DEFAULT_RUNTIME, AttentionImpl, ModelRuntime, Remat
 from models.sharding import constrain, mesh_platform, state_shardings
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
 
-AttentionImpl = Literal["auto", "reference", "xla", "cudnn", "splash"]  # the config's names
-assert get_args(AttentionImpl) == ATTENTION_IMPLS, "AttentionImpl and models.layers.ATTENTION_IMPLS differ"
-
-# Activation rematerialisation inside the layer scan. "none": keep everything (fastest, most
-# memory); "full": recompute the whole layer in the backward pass; "dots": keep matmul outputs
-# without batch dims (recompute elementwise ops); "dots_all": keep every matmul output.
-Remat = Literal["none", "full", "dots", "dots_all"]
 REMAT_POLICIES: dict[str, Callable[..., bool] | None] = {
     "full": None,
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
@@ -83,66 +78,30 @@ class LMHead(nnx.Module):
 
 
 class Qwen3ForCausalLM(nnx.Module):
-    """Qwen3 decoder-only LM. `dtype` is the compute dtype (e.g. bf16), `param_dtype` the stored one;
-    `remat` a key of REMAT_POLICIES or "none"; `attention_block` the query block size used when a
-    call has more tokens than it (bounds attention-score memory; None = never block);
-    `attention` the implementation of attention without a cache (models.layers.ATTENTION_IMPLS:
-    "auto" = the Pallas splash kernel on TPU, cuDNN's fused kernel on a GPU in bf16/fp16, else the
-    reference path) for programs compiled for `platform` (a mesh's devices' platform,
-    `models.sharding.mesh_platform`; None = this host's backend); `cache_block` the key block of
-    attention over the KV cache (only blocks holding live tokens are read); `paged_attention` how a
-    paged cache's decode steps read their pages (models/paged_kernel.py: "auto" = the Pallas
-    kernel in programs for a TPU with a bf16 pool, "kernel" forces it, interpreted off TPU,
-    "gather" the reference path; prefill chunks always gather)."""
+    """Qwen3 decoder-only LM: what it is (`cfg`), how it executes (`runtime`, models.settings.ModelRuntime:
+    dtypes, remat, the attention implementations and blocks, the platform its programs compile for).
+    "auto" attention is the Pallas splash kernel in programs for a TPU, cuDNN's fused kernel on a GPU
+    in bf16/fp16, else the reference path; "auto" paged attention is the Pallas decode kernel in
+    programs for a TPU with a bf16 pool (prefill chunks always gather)."""
 
-    def __init__(
-        self,
-        cfg: Qwen3Config,
-        *,
-        rngs: nnx.Rngs,
-        dtype: Any = jnp.float32,
-        param_dtype: Any = jnp.float32,
-        remat: Remat = "none",
-        attention_block: int | None = 1024,
-        attention: str = "auto",
-        cache_block: int = 512,
-        platform: str | None = None,
-        paged_attention: str = "auto",
-    ):
-        if remat not in get_args(Remat):
-            raise ValueError(f"unknown remat policy {remat!r}; choose from {list(get_args(Remat))}")
-        if attention_block is not None and attention_block <= 0:
-            raise ValueError(f"attention_block must be positive or None, got {attention_block}")
-        if cache_block <= 0:
-            raise ValueError(f"cache_block must be positive, got {cache_block}")
-        platform = jax.default_backend() if platform is None else platform
-        impl = resolve_attention(attention, dtype, platform)
-        resolve_paged_attention(paged_attention, platform, dtype)  # rejects unknown names now
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, runtime: ModelRuntime = DEFAULT_RUNTIME):
+        runtime = resolve_runtime(runtime)
         self.config = cfg
-        self.dtype = dtype
-        self.param_dtype = param_dtype
-        self.remat = remat
-        self.embed = Embedder(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.runtime = runtime
+        self.dtype = runtime.dtype
+        self.param_dtype = runtime.param_dtype
+        self.remat = runtime.remat
+        self.embed = Embedder(cfg, rngs=rngs, dtype=runtime.dtype, param_dtype=runtime.param_dtype)
 
         @nnx.split_rngs(splits=cfg.num_hidden_layers)
         @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
         def make_layers(layer_rngs: nnx.Rngs) -> DecoderLayer:
-            return DecoderLayer(
-                cfg,
-                rngs=layer_rngs,
-                dtype=dtype,
-                param_dtype=param_dtype,
-                attention_block=attention_block,
-                impl=impl,
-                cache_block=cache_block,
-                platform=platform,
-                paged_attention=paged_attention,
-            )
+            return DecoderLayer(cfg, rngs=layer_rngs, runtime=runtime)
 
         self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype)
         if not cfg.tie_word_embeddings:
-            self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=param_dtype)
+            self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=self.param_dtype)
 
     # ----------------------------------------------------------------------------------------
     def _run_layers(
@@ -314,44 +273,38 @@ class Qwen3ForCausalLM(nnx.Module):
 
 
 # -- building a model, sharded on a mesh or shape-only ---------------------------------------------
-def _model_builder(
-    config,
-    seed: int,
-    dtype: Any,
-    param_dtype: Any,
-    remat: str,
-    attention_block: int | None,
-    platform: str | None,
-    attention: str = "auto",
-) -> Callable[[], Any]:
-    """A no-argument constructor of the Qwen3ForCausalLM (for eval_shape and jit)."""
-    return lambda: Qwen3ForCausalLM(
-        config,
-        rngs=nnx.Rngs(seed),
+def resolve_runtime(runtime: ModelRuntime) -> ModelRuntime:
+    """`runtime` checked, with its dtypes as dtypes, its platform filled in (None: this host's
+    backend) and its attention resolved for that platform; unknown names are a ValueError."""
+    if runtime.remat not in get_args(Remat):
+        raise ValueError(f"unknown remat policy {runtime.remat!r}; choose from {list(get_args(Remat))}")
+    if runtime.attention_block is not None and runtime.attention_block <= 0:
+        raise ValueError(f"attention_block must be positive or None, got {runtime.attention_block}")
+    if runtime.cache_block <= 0:
+        raise ValueError(f"cache_block must be positive, got {runtime.cache_block}")
+    dtype, param_dtype = jnp.dtype(runtime.dtype), jnp.dtype(runtime.param_dtype)
+    platform = jax.default_backend() if runtime.platform is None else runtime.platform
+    resolve_paged_attention(runtime.paged_attention, platform, dtype)  # rejects unknown names now
+    return dataclasses.replace(
+        runtime,
         dtype=dtype,
         param_dtype=param_dtype,
-        remat=remat,
-        attention_block=attention_block,
-        attention=attention,
         platform=platform,
+        attention=resolve_attention(runtime.attention, dtype, platform),
     )
 
 
-def create_model(
-    config,
-    mesh: Mesh | None = None,
-    seed: int = 0,
-    dtype: Any = jnp.float32,
-    param_dtype: Any = jnp.float32,
-    remat: str = "none",
-    attention_block: int | None = 1024,
-    attention: str = "auto",
-):
+def on_mesh(runtime: ModelRuntime, mesh: Mesh | None) -> ModelRuntime:
+    """`runtime` for programs on `mesh`: its platform the mesh's devices' (this host's without one)."""
+    return dataclasses.replace(runtime, platform=mesh_platform(mesh))
+
+
+def create_model(config, mesh: Mesh | None = None, seed: int = 0, runtime: ModelRuntime = DEFAULT_RUNTIME):
     """Build a Qwen3ForCausalLM whose params are created directly as sharded arrays on `mesh`
     (jit with out_shardings; nothing is materialised whole on one device first); its attention
     is the one for the mesh's platform."""
-    platform = mesh_platform(mesh)
-    build = _model_builder(config, seed, dtype, param_dtype, remat, attention_block, platform, attention)
+    runtime = on_mesh(runtime, mesh)
+    build = lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), runtime=runtime)
     if mesh is None:
         return build()
     graphdef, abs_state = nnx.split(nnx.eval_shape(build))
@@ -362,16 +315,7 @@ def create_model(
     return nnx.merge(graphdef, abs_state)
 
 
-def abstract_model(
-    config,
-    dtype: Any = jnp.float32,
-    param_dtype: Any = jnp.float32,
-    remat: str = "none",
-    attention_block: int | None = 1024,
-    platform: str | None = None,
-    attention: str = "auto",
-):
-    """Shape-only model (no memory): used to build shardings / restore targets; `platform` and
-    `attention` as Qwen3ForCausalLM's (the platform: the restoring mesh's, `mesh_platform`)."""
-    build = _model_builder(config, 0, dtype, param_dtype, remat, attention_block, platform, attention)
-    return nnx.eval_shape(build)
+def abstract_model(config, runtime: ModelRuntime = DEFAULT_RUNTIME):
+    """Shape-only model (no memory): used to build shardings / restore targets (the runtime's
+    platform: the restoring mesh's, `on_mesh`)."""
+    return nnx.eval_shape(lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(0), runtime=runtime))

@@ -3,30 +3,32 @@
 Generic over benchmarks: prompts, worlds and judging come from a sandbox.benchmarks.Benchmark.
 """
 
-from rollout.agents.single import AgentEpisode, ForcedTokens, agent_episode
-from rollout.config import RolloutConfig
-from rollout.engine import RolloutEngine
-from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
-from rollout.prompt import prompt_ids, prompt_text
-from rollout.record import EpisodeRecord, StreamTag
-from rollout.sampling import token_logprobs
-from rollout.stats import EngineStats
+import importlib
 
-__all__ = [
-    "AgentEpisode",
-    "Continue",
-    "EngineStats",
-    "Episode",
-    "EpisodeRecord",
-    "ForcedTokens",
-    "RolloutConfig",
-    "RolloutEngine",
-    "Stop",
-    "StreamLimits",
-    "StreamTag",
-    "TurnOutcome",
-    "agent_episode",
-    "prompt_ids",
-    "prompt_text",
-    "token_logprobs",
-]
+# Where each public name lives. Resolved on first use, so that `rollout.config` (read when a recipe
+# is loaded) is importable without starting JAX.
+_HOMES = {
+    "AgentEpisode": "rollout.agents.single",
+    "ForcedTokens": "rollout.agents.single",
+    "agent_episode": "rollout.agents.single",
+    "RolloutConfig": "rollout.config",
+    "RolloutEngine": "rollout.engine",
+    "Continue": "rollout.episodes",
+    "Episode": "rollout.episodes",
+    "Stop": "rollout.episodes",
+    "StreamLimits": "rollout.episodes",
+    "TurnOutcome": "rollout.episodes",
+    "prompt_ids": "rollout.prompt",
+    "prompt_text": "rollout.prompt",
+    "EpisodeRecord": "rollout.record",
+    "StreamTag": "rollout.record",
+    "token_logprobs": "rollout.sampling",
+    "EngineStats": "rollout.stats",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'rollout' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

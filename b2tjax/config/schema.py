@@ -19,11 +19,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from b2tjax.grpo.credit import CreditMode
-from b2tjax.grpo.loss import AggregationMode
+from b2tjax.grpo.modes import AggregationMode, CreditMode
 from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, Range
-from models.lora import LoraConfig
-from models.qwen3 import AttentionImpl, Remat
+from models.settings import AttentionImpl, LoraConfig, ModelRuntime, Remat
 from rollout.config import RolloutConfig
 from sandbox.himap.options import HimapOptions
 from sandbox.types import StrEnum
@@ -82,6 +80,19 @@ class ModelConfig:
     # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
     lora: LoraConfig = field(default_factory=LoraConfig)
     rope_scaling: RopeScalingConfig = field(default_factory=RopeScalingConfig)
+
+    def runtime(self, paged_attention: str = "auto") -> ModelRuntime:
+        """How the run's model executes: the recipe's dtypes (under LoRA the frozen base is stored in
+        the compute dtype: it needs no fp32 master copy), remat and attention; the platform is the
+        mesh's, filled in where the model is built."""
+        param_dtype = self.compute_dtype if self.lora.enabled else self.param_dtype
+        return ModelRuntime(
+            dtype=self.compute_dtype,
+            param_dtype=param_dtype,
+            remat=self.remat,
+            attention=self.attention,
+            paged_attention=paged_attention,
+        )
 
 
 @dataclass

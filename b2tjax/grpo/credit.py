@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable, Sequence
-from typing import Literal, get_args
 
 import jax
 import numpy as np
 
 from b2tjax.grpo import loss as grpo
-
-CreditMode = Literal["team", "team_local"]  # the config's `grpo.credit`
-CREDIT_MODES: tuple[str, ...] = get_args(CreditMode)
+from b2tjax.grpo.modes import CREDIT_MODES
 
 _group_advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))
 

@@ -12,14 +12,13 @@ losses (and gradients) therefore gives exactly the one-batch value, never a mean
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, get_args
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-AggregationMode = Literal["seq_mean_token_mean", "token_mean", "fixed_length"]
-AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)
+from b2tjax.grpo.modes import AGGREGATION_MODES, AggregationMode
 
 
 def group_advantages(

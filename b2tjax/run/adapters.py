@@ -22,9 +22,8 @@ from b2tjax.errors import UserError
 from b2tjax.run.resume import ResumePoint
 from models import lora, peft
 from models.checksums import verify_manifest
-from models.config import DTYPES, Qwen3Config
-from models.qwen3 import Qwen3ForCausalLM
-from models.sharding import mesh_platform
+from models.config import Qwen3Config
+from models.qwen3 import Qwen3ForCausalLM, on_mesh
 
 
 def adapter_dir(init: str) -> str | None:
@@ -148,21 +147,11 @@ def abstract_run_model(cfg: Any, model_cfg: Any, mesh: Mesh | None = None) -> nn
     its attention the one for `mesh`'s platform (the plan's target, not this host), its paged cache
     read as the rollout's engine reads it (`rollout.paged_attention`)."""
 
-    dtype = DTYPES[cfg.model.compute_dtype]
     lora_cfg = cfg.model.lora
-    param_dtype = dtype if lora_cfg.enabled else DTYPES[cfg.model.param_dtype]
+    runtime = on_mesh(cfg.model.runtime(paged_attention=cfg.rollout.paged_attention), mesh)
 
     def build() -> nnx.Module:
-        model = Qwen3ForCausalLM(
-            model_cfg,
-            rngs=nnx.Rngs(0),
-            dtype=dtype,
-            param_dtype=param_dtype,
-            remat=cfg.model.remat,
-            attention=cfg.model.attention,
-            platform=mesh_platform(mesh),
-            paged_attention=cfg.rollout.paged_attention,
-        )
+        model = Qwen3ForCausalLM(model_cfg, rngs=nnx.Rngs(0), runtime=runtime)
         if lora_cfg.quant == "int8":
             lora.quantize_base(model)
         return lora.add_lora(model, lora_cfg)

@@ -12,7 +12,7 @@ from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init, is_lora_run, with_adapters
 from b2tjax.run.mesh import build_mesh
 from models.checkpoint import load_model
-from models.config import DTYPES, Qwen3Config, get_config, with_rope_scaling
+from models.config import Qwen3Config, get_config, with_rope_scaling
 from models.hf import load_pretrained
 from models.qwen3 import create_model
 
@@ -31,19 +31,9 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights;
     with `model.lora`, the base in the compute dtype plus adapters (b2tjax/run/adapters.py)."""
 
-    dtype, param_dtype = DTYPES[cfg.model.compute_dtype], DTYPES[cfg.model.param_dtype]
-    if cfg.model.lora.enabled:
-        param_dtype = dtype  # the frozen base needs no fp32 master copy
-    init, mesh = base_init(cfg), build_mesh(cfg.mesh)
-    # hf: and ckpt: weights load the same way: the recipe's precision, mesh, remat, RoPE and attention
-    loader_args = dict(
-        dtype=dtype,
-        param_dtype=param_dtype,
-        mesh=mesh,
-        remat=cfg.model.remat,
-        edit_config=lambda c: recipe_rope(cfg, c),
-        attention=cfg.model.attention,
-    )
+    runtime, init, mesh = cfg.model.runtime(), base_init(cfg), build_mesh(cfg.mesh)
+    # hf: and ckpt: weights load the same way: the recipe's runtime, mesh and RoPE
+    loader_args = dict(runtime=runtime, mesh=mesh, edit_config=lambda c: recipe_rope(cfg, c))
     if init.startswith("hf:"):
         model = load_pretrained(init[3:], **loader_args)
     elif init.startswith("ckpt:"):
@@ -64,9 +54,6 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
             recipe_rope(cfg, get_config(cfg.model.preset, **overrides)),
             mesh,
             seed=cfg.seed,
-            dtype=dtype,
-            param_dtype=param_dtype,
-            remat=cfg.model.remat,
-            attention=cfg.model.attention,
+            runtime=runtime,
         )
     return with_adapters(model, cfg, mesh)

@@ -32,8 +32,8 @@ checkpoint of step t records the data iterator as it was before step t + 1's pro
 and rolls them afresh from the restored weights: every record a resumed run trains on is at most
 S updates old, as in the uninterrupted run (the records themselves differ: fresher tokens).
 
-A task streams when it has `open_session(model, seed, rollout_config)`, `submit_stream(session, prompts,
-group_size, seed)` and `collect_stream(session, handle, should_stop)` (b2tjax/tasks/toy_tools.py).
+A task streams when it is a `b2tjax.tasks.base.StreamingTask` (the benchmark tasks,
+b2tjax/tasks/toy_tools.py).
 """
 
 from __future__ import annotations
@@ -52,11 +52,9 @@ from b2tjax.data.pipeline import BatchIterator
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.run.mesh import split_devices
-from b2tjax.tasks.base import Task
+from b2tjax.tasks.base import StreamingTask, Task
 from rollout.hosts import agreeing_on
 from rollout.run import RolloutStopped
-
-STREAM_HOOKS = ("open_session", "submit_stream", "collect_stream")
 
 
 class StepRollouts:
@@ -65,7 +63,7 @@ class StepRollouts:
     def __init__(self, cfg: TrainConfig, task: Task, data: BatchIterator, step_seed: Callable[[int], int]):
         self.cfg, self.task, self.data, self.step_seed = cfg, task, data, step_seed
         self.staleness = cfg.rollout.max_staleness
-        if self.staleness and not all(hasattr(task, hook) for hook in STREAM_HOOKS):
+        if self.staleness and not isinstance(task, StreamingTask):
             raise UserError(
                 f"rollout.max_staleness={self.staleness} needs a task that streams rollouts "
                 f"({type(task).__name__} does not); set rollout.max_staleness=0"

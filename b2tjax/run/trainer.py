@@ -210,7 +210,7 @@ class Trainer:
     def _write_report(self, table: str, writer: MetricsWriter) -> None:
         """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
         tasks), with this run's curves; a report that cannot be written is logged, not fatal."""
-        episodes = getattr(self.task, "report_episodes", lambda: None)()
+        episodes = self.task.report_episodes()
         if not episodes:
             return
 

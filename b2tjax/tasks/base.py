@@ -14,11 +14,13 @@ a prompt contiguous); `local_rewards[i]` a record's own local term or None.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from flax import nnx
 
 from b2tjax.grpo.update import RolloutBatch
+from rollout.config import RolloutConfig
+from rollout.session import RolloutSession
 
 
 class Task(Protocol):
@@ -41,3 +43,23 @@ class Task(Protocol):
 
     def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
         """Final evaluation: (metrics, printable table)."""
+
+    def report_episodes(self) -> list[dict] | None:
+        """The HTML report's episodes of the last `evaluate` (None: no report, e.g. the toy tasks)."""
+
+
+@runtime_checkable
+class StreamingTask(Task, Protocol):
+    """A task whose rollouts stream (`rollout.max_staleness` > 0, b2tjax/run/streaming.py): one
+    session on the training engine, each step's episodes submitted ahead and collected in order."""
+
+    def open_session(self, model: nnx.Module, seed: int, rollout: RolloutConfig) -> RolloutSession:
+        """A session on the training engine, with the run's `rollout` section (its streaming knobs)."""
+
+    def submit_stream(self, session: RolloutSession, prompts: list[Any], group_size: int, seed: int) -> Any:
+        """Queue one step's prompts x group_size episodes; the handle `collect_stream` takes."""
+
+    def collect_stream(
+        self, session: RolloutSession, handle: Any, should_stop: Callable[[], bool] | None = None
+    ) -> RolloutBatch:
+        """Decode until the handle's episodes have finished; their scored batch."""

@@ -100,3 +100,7 @@ class DigitTask:
         correct = [int(a[0] == digit_token(k, self.cfg.num_digits)) for k, a in zip(digits, answers)]
         acc = float(np.mean(correct))
         return {"greedy_accuracy": acc}, f"digit task: greedy accuracy {acc:.2f} over {len(digits)} prompts"
+
+    def report_episodes(self) -> None:
+        """No HTML report: the toy task's episodes are not a benchmark's."""
+        return None

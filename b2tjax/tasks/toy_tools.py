@@ -294,3 +294,7 @@ class LookupTask:
         engine = RolloutEngine(model, self.tokenizer, self._engine_config(n, temperature=0.0), mesh=self.mesh)
         _, metrics = self.run(engine, [i % self.cfg.num_keys for i in range(n)], seed=2**31 - 1)
         return metrics, f"lookup task: greedy success {metrics['success']:.2f} over {n} episodes"
+
+    def report_episodes(self) -> None:
+        """No HTML report: the toy task's episodes are not a benchmark's."""
+        return None

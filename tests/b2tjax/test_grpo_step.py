@@ -17,6 +17,7 @@ from b2tjax.step.optim import learning_rate_schedule, make_optimizer
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 from rollout.sampling import teacher_forced_logprobs
 
 N, T = 4, 24
@@ -26,7 +27,9 @@ FIXED = 32
 @functools.cache
 def _model(dtype=jnp.float32):
     """One tiny model per compute dtype for the whole module (eager init is slow on CPU)."""
-    return Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=jnp.float32)
+    return Qwen3ForCausalLM(
+        get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=dtype, param_dtype=jnp.float32)
+    )
 
 
 def _setup(aggregation="seq_mean_token_mean", beta=0.04, sgd=False):

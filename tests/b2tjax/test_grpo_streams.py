@@ -21,6 +21,7 @@ from b2tjax.grpo.update import RolloutBatch, batch_advantages, credit_metrics, g
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 from rollout.record import EpisodeRecord, StreamTag
 
 EPS = 1e-6
@@ -178,7 +179,9 @@ N_RECORDS = 5
 
 @functools.cache
 def _model_and_records():
-    model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
+    model = Qwen3ForCausalLM(
+        get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    )
     model_fn, params = BoundModel.from_model(model)
     base = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, _cfg("token_mean", 5, 1, 0).grpo, **_STEP)
     rng = np.random.default_rng(3)

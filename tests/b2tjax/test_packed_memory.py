@@ -20,6 +20,7 @@ from b2tjax.step.batch import TrainBatch
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 
 pytestmark = pytest.mark.slow  # compiles the tiny model's train programs
 
@@ -43,7 +44,9 @@ def _batch(shape: tuple[int, ...]) -> TrainBatch:
 
 @pytest.mark.parametrize("micro", [1, 2])
 def test_gradient_and_apply_programs_fit_the_planned_step(micro):
-    model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
+    model = Qwen3ForCausalLM(
+        get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    )
     model_fn, params = BoundModel.from_model(model)
     cfg = TrainConfig()
     optimizer = optax.adamw(1e-3)

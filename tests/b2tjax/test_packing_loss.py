@@ -31,6 +31,7 @@ from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.lora import LoraConfig, add_lora
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 from rollout.record import EpisodeRecord
 
 LENGTHS = (30, 22, 101, 17, 75, 9, 26, 120)
@@ -42,7 +43,9 @@ LAYOUT_KEYS = {"rows", "useful_token_share", "padded_share"}  # differ by design
 
 @functools.cache
 def _model(lora: bool):
-    model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
+    model = Qwen3ForCausalLM(
+        get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    )
     if lora:
         add_lora(model, LoraConfig(rank=4, alpha=8.0), seed=1)
         for _, var in nnx.iter_graph(model):  # B = 0 would leave A without a gradient

@@ -13,11 +13,12 @@ from flax import nnx
 
 from models.kv_cache import init_cache
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 
 
 def _twin(ours: Qwen3ForCausalLM, **kwargs) -> Qwen3ForCausalLM:
     """A model with `ours`' weights and other construction options."""
-    other = Qwen3ForCausalLM(ours.config, rngs=nnx.Rngs(0), **kwargs)
+    other = Qwen3ForCausalLM(ours.config, rngs=nnx.Rngs(0), runtime=ModelRuntime(**kwargs))
     nnx.update(other, nnx.state(ours, nnx.Param))
     return other
 
@@ -68,7 +69,7 @@ def test_fused_api_in_bf16_stays_close_to_fp32(model_pair):
 def test_unknown_attention_is_rejected(model_pair):
     cfg, _, _ = model_pair("tiny")
     with pytest.raises(ValueError, match="attention implementation"):
-        Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), attention="flash")
+        Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(attention="flash"))
 
 
 def test_cache_read_in_small_blocks_equals_full_forward(model_pair):

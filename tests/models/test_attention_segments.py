@@ -11,6 +11,7 @@ from flax import nnx
 
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 
 # Two rows of T = 32: records of 7, 12 and 5 tokens then 8 of padding; 20 and 9 tokens then 3 of padding.
 ROWS = ([7, 12, 5], [20, 9])
@@ -38,11 +39,15 @@ def _packed(vocab: int, seed: int = 0) -> tuple[list[list[np.ndarray]], np.ndarr
 
 @pytest.fixture(scope="module")
 def tiny() -> Qwen3ForCausalLM:
-    return Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), attention="reference", attention_block=None)
+    return Qwen3ForCausalLM(
+        get_config("tiny"),
+        rngs=nnx.Rngs(0),
+        runtime=ModelRuntime(attention="reference", attention_block=None),
+    )
 
 
 def _twin(model: Qwen3ForCausalLM, **kwargs) -> Qwen3ForCausalLM:
-    other = Qwen3ForCausalLM(model.config, rngs=nnx.Rngs(1), **kwargs)
+    other = Qwen3ForCausalLM(model.config, rngs=nnx.Rngs(1), runtime=ModelRuntime(**kwargs))
     nnx.update(other, nnx.state(model, nnx.Param))
     return other
 

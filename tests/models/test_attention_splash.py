@@ -20,6 +20,7 @@ from flax import nnx
 from models.config import get_config
 from models.layers import grouped_attention, resolve_attention
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 from models.splash import splash_attention, splash_lengths
 
 pytestmark = pytest.mark.slow  # the Pallas splash kernel in interpret mode, forward and backward
@@ -100,15 +101,17 @@ def test_auto_takes_splash_for_tpu_programs_only():
         assert resolve_attention("auto", dtype, "cpu") == "reference"
     assert resolve_attention("auto", jnp.bfloat16, "gpu") == "cudnn"
     assert resolve_attention("auto", jnp.float32, "gpu") == "reference"
-    model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), platform="tpu")
+    model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(platform="tpu"))
     assert model.layers.attn.impl == "splash" and model.layers.attn.platform == "tpu"
 
 
 def test_model_with_splash_equals_reference_on_packed_rows():
     """The whole model (interpret mode on CPU): packed rows' logits as the reference path's."""
     cfg = get_config("tiny")
-    reference = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), attention="reference", attention_block=None)
-    fused = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), attention="splash")
+    reference = Qwen3ForCausalLM(
+        cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(attention="reference", attention_block=None)
+    )
+    fused = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(attention="splash"))
     assert fused.layers.attn.impl == "splash"
     _, _, _, _, seg = _inputs(96, 4, 2, jnp.float32)
     ids = jnp.asarray(np.random.default_rng(3).integers(0, cfg.vocab_size, seg.shape, dtype=np.int32))

@@ -18,6 +18,7 @@ from flax import nnx
 from models.checkpoint import load_model, save_model, write_config
 from models.checksums import write_manifest
 from models.hf import load_pretrained, save_pretrained
+from models.settings import ModelRuntime
 from models.tokenizer import load_tokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -116,7 +117,9 @@ def test_exported_files_all_get_the_umask_mode(model_pair, tmp_path):
 def test_bf16_import_and_export(model_pair, tmp_path):
     cfg, hf, ours = model_pair("tiny")
     hf.save_pretrained(tmp_path / "hf")
-    model = load_pretrained(tmp_path / "hf", dtype=jnp.bfloat16)
+    model = load_pretrained(
+        tmp_path / "hf", runtime=ModelRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+    )
     assert model.embed.embedding[...].dtype == jnp.bfloat16
     save_pretrained(model, tmp_path / "export")
     assert json.loads((tmp_path / "export" / "config.json").read_text())["dtype"] == "bfloat16"

@@ -16,13 +16,14 @@ from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models import lora
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 
 CFG = get_config("tiny", initializer_range=0.1)
 IDS = np.random.default_rng(0).integers(0, CFG.vocab_size, size=(2, 24)).astype(np.int32)
 
 
 def _base(dtype=jnp.float32) -> Qwen3ForCausalLM:
-    return Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
+    return Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=dtype, param_dtype=dtype))
 
 
 def _randomise_b(model: nnx.Module, seed: int = 1) -> None:

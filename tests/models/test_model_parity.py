@@ -13,6 +13,7 @@ from flax import nnx
 
 from models.hf import model_to_state_dict, state_dict_to_model
 from models.qwen3 import Qwen3ForCausalLM, init_cache
+from models.settings import ModelRuntime
 
 SEQ_LEN = 512
 
@@ -66,7 +67,7 @@ def test_state_dict_round_trip_is_exact(model_pair):
 def test_remat_and_query_blocks_keep_loss_and_grads(model_pair):
     """remat='dots' + attention in query blocks of 8 == the plain model (value and gradient)."""
     cfg, hf, ours = model_pair("tiny")
-    other = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), remat="dots", attention_block=8)
+    other = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(remat="dots", attention_block=8))
     nnx.update(other, nnx.state(ours, nnx.Param))
     ids = jnp.asarray(np.random.default_rng(3).integers(0, cfg.vocab_size, (2, 33), dtype=np.int32))
 
@@ -88,7 +89,9 @@ def test_remat_and_query_blocks_keep_loss_and_grads(model_pair):
 
 def test_bf16_compute_with_fp32_params_is_close(model_pair):
     cfg, hf, ours = model_pair("tiny")
-    bf = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.float32)
+    bf = Qwen3ForCausalLM(
+        cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.bfloat16, param_dtype=jnp.float32)
+    )
     nnx.update(bf, nnx.state(ours, nnx.Param))
     assert bf.embed.embedding[...].dtype == jnp.float32
     ids = jnp.asarray(np.random.default_rng(4).integers(0, cfg.vocab_size, (1, 64), dtype=np.int32))
@@ -127,7 +130,7 @@ def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="multiple"):
         dataclasses.replace(get_config("tiny"), num_key_value_heads=3)
     with pytest.raises(ValueError, match="remat"):
-        Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), remat="bogus")
+        Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(remat="bogus"))
 
 
 def test_sliding_window_config_reads_like_transformers():

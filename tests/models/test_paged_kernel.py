@@ -31,6 +31,7 @@ from models.kv_cache import CachedCall
 from models.paged_kernel import compute_block, paged_decode_attention, resolve_paged_attention
 from models.paged_kv import PAGE_AXES, init_paged_cache, paged_attention_reference
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import ModelRuntime
 from models.sharding import logical_to_spec, make_mesh
 
 pytestmark = pytest.mark.slow  # the kernel interpreted: seconds per call
@@ -124,7 +125,8 @@ def test_greedy_decode_with_the_kernel_matches_the_gather_path():
     cfg = dataclasses.replace(get_config("tiny"), head_dim=D, num_attention_heads=8, initializer_range=0.1)
     assert cfg.num_attention_heads // cfg.num_key_value_heads == GROUPS
     models = {
-        impl: Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(3), paged_attention=impl) for impl in ("gather", "kernel")
+        impl: Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(3), runtime=ModelRuntime(paged_attention=impl))
+        for impl in ("gather", "kernel")
     }
     rng = np.random.default_rng(1)
     lens = np.asarray([7, 16, 3], np.int32)  # decodes cross page boundaries at 8, 16 and 24

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from models.settings import ModelRuntime
+
 pytestmark = pytest.mark.slow  # rolls out on 8 fake devices in a subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +82,7 @@ def _child(tmp: str) -> dict:
     out["tokens"] = sum(len(ids) for ids, _, _ in records["single"])
 
     # bf16 sampler of fp32 FSDP-sharded training weights; "train" = move the weights, then refresh.
-    model = create_model(cfg, mesh, seed=1, dtype=jnp.bfloat16)
+    model = create_model(cfg, mesh, seed=1, runtime=ModelRuntime(dtype=jnp.bfloat16))
     engine = RolloutEngine(model, tok, config, mesh=mesh)
     pointers = lambda tree: [
         s.data.unsafe_buffer_pointer()
