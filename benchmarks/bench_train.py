@@ -26,8 +26,8 @@ import optax
 from b2tjax.config import GRPOConfig
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
-from models.config import DTYPES, get_config
-from models.qwen3 import create_model
+from models.config import get_config
+from models.qwen3 import DTYPES, create_model
 from models.settings import ModelRuntime
 
 

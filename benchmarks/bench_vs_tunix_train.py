@@ -48,9 +48,9 @@ from flax import nnx
 from b2tjax.config import GRPOConfig
 from b2tjax.step.batch import TrainBatch, loss_positions
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
-from models.config import DTYPES, get_config
+from models.config import get_config
 from models.hf import save_pretrained
-from models.qwen3 import create_model
+from models.qwen3 import DTYPES, create_model
 from models.settings import ModelRuntime
 
 PAD, EOS = 0, 2  # Tunix's pad and eos ids; the random ids avoid both

@@ -35,10 +35,10 @@ from b2tjax.run.adapters import base_init, is_lora_run
 from b2tjax.run.lora_run import load_lora_run
 from b2tjax.run.mesh import maybe_initialize_distributed
 from models.checkpoint import load_model
-from models.config import DTYPES
 from models.hf import save_pretrained
 from models.lora import merge_lora
 from models.peft import save_adapter
+from models.qwen3 import DTYPES
 from models.sharding import make_mesh
 from models.tokenizer import load_tokenizer
 

@@ -20,8 +20,8 @@ from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import run_main
 from b2tjax.errors import UserError
 from models.checkpoint import save_model
-from models.config import DTYPES
 from models.hf import load_pretrained
+from models.qwen3 import DTYPES
 from models.settings import ModelRuntime
 
 PATHS = Paths(outputs=("--out",), inputs=("--hf",), dirs=True)  # the one output guard (b2tjax/outputs.py)

@@ -7,13 +7,8 @@ import json
 import os
 from typing import Any
 
-import jax.numpy as jnp
-
 from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, check_fields, coerce, read_fields
-from models.rope import RopeScaling
-
-# Parameter / compute dtypes selectable by name (command lines, config.json "torch_dtype").
-DTYPES: dict[str, Any] = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+from models.rope_scaling import RopeScaling
 
 # Qwen3 special-token ids (Qwen3 tokenizer_config.json): <|endoftext|> and <|im_end|>.
 QWEN3_BOS_ID = 151643

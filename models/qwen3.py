@@ -44,6 +44,9 @@ from models.sharding import constrain, mesh_platform, state_shardings
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
 
+# Parameter / compute dtypes selectable by name (command lines, config.json "torch_dtype").
+DTYPES: dict[str, Any] = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
 REMAT_POLICIES: dict[str, Callable[..., bool] | None] = {
     "full": None,
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,

@@ -14,8 +14,9 @@ from __future__ import annotations
 from jax.sharding import Mesh
 
 from b2tjax.plan.program_memory import GIB
-from models.config import DTYPES, Qwen3Config
+from models.config import Qwen3Config
 from models.layers import resolve_attention
+from models.qwen3 import DTYPES
 from models.sharding import mesh_platform
 from models.splash import splash_lengths
 

@@ -40,7 +40,8 @@ from b2tjax.run.model_build import recipe_rope
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import BoundModel, abstract_train_state, state_shardings
-from models.config import DTYPES, Qwen3Config, get_config
+from models.config import Qwen3Config, get_config
+from models.qwen3 import DTYPES
 from models.sharding import on_mesh, variable_sharding
 from models.sharding import state_shardings as param_shardings
 from rollout.placement import SamplerWeights, new_rollout_arrays

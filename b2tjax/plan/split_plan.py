@@ -33,7 +33,7 @@ from b2tjax.plan.memory_plan import (
 from b2tjax.plan.program_memory import ProgramMemory
 from b2tjax.plan.targets import Target, target_devices, target_mesh
 from b2tjax.run.mesh import split_meshes
-from models.config import DTYPES
+from models.qwen3 import DTYPES
 from rollout.handover import Handover
 
 

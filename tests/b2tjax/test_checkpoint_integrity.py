@@ -294,10 +294,12 @@ from b2tjax.step.train_step import TrainState
 
 ckpt = RunCheckpointer(sys.argv[1], every_steps=1, keep=3, async_save=True)
 for step in (1, 2):
-    state = TrainState({"w": jnp.full(4096, float(step))}, {"m": jnp.zeros(4096)}, jnp.array(step), jnp.array(0))
+    params, opt = {"w": jnp.full(4096, float(step))}, {"m": jnp.zeros(4096)}
+    state = TrainState(params, opt, jnp.array(step), jnp.array(0))
     ckpt.save(step, state, ResumePoint("grpo", step), {}, force=True)
 deadline = time.monotonic() + 60  # training goes on; the next save is far away
-while time.monotonic() < deadline and not os.path.exists(os.path.join(sys.argv[1], "2", "b2t_checksums.json")):
+sealed = os.path.join(sys.argv[1], "2", "b2t_checksums.json")
+while time.monotonic() < deadline and not os.path.exists(sealed):
     time.sleep(0.2)
 os.kill(os.getpid(), signal.SIGKILL)
 """

@@ -61,7 +61,7 @@ def readme_commands(text: str) -> list[list[str]]:
 
 
 GUIDES = ROOT / "docs" / "guides"
-TWO_COMMANDS = ('pip install -e . && python launch/train.py', 'pip install -e ".[test]" && python -m pytest')
+TWO_COMMANDS = ("pip install -e . && python launch/train.py", 'pip install -e ".[test]" && python -m pytest')
 SUITE_TIMES = "<!-- suite-times -->"  # where the measured suite and fast-lane times go
 
 
