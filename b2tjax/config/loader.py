@@ -34,6 +34,12 @@ _RENAMED = {
     "rollout.max_new_tokens": "rollout.max_turn_tokens",
     **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in ROLES},
 }
+# Keys that are gone, and what replaced them: naming one is a one-line error saying so.
+_REMOVED = {
+    f"{section}.packing": f"every {section.upper()} step packs its records into rows; "
+    f"{section}.row_tokens sets the row budget (1 = one record per row)"
+    for section in ("grpo", "sft")
+}
 MAX_CHAIN = 8  # recipes in one `base:` chain (the longest in configs/ has 4, base.yaml's defaults aside)
 # HiMAP role limits were written with 0 = the rollout section's value; a StreamLimits says None.
 _ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in ROLES for k in ("max_turn_tokens", "max_total_tokens")}
@@ -47,6 +53,8 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
     for key, value in updates.items():
         path = _RENAMED.get(f"{prefix}{key}", f"{prefix}{key}")
         key = path[len(prefix) :]
+        if path in _REMOVED:
+            raise ValueError(f"config key {path!r} was removed: {_REMOVED[path]}")
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean '{prefix}{close[0]}'? " if close else ""
