@@ -147,9 +147,11 @@ def _update(cfg, fns, batch, state):
     """One GRPO update, finished (its state on the host's hands) before the clock stops."""
     import jax
 
-    from b2tjax.grpo.update import grpo_update
+    from b2tjax.grpo.update import UpdateSpec, grpo_update
 
-    state, metrics = grpo_update(cfg, fns, state, batch, seed=0)
+    state, metrics = grpo_update(
+        UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1), fns, state, batch, seed=0
+    )
     return jax.block_until_ready(state), metrics
 
 

@@ -4,11 +4,12 @@ then epochs x mini-batches of optimizer steps.
 The records may be any number of streams of the step's episodes (`RolloutBatch.groups` /
 `episodes`); `b2tjax.grpo.credit` turns their rewards into advantages (`grpo.credit`: `team` |
 `team_local`, docs/HIMAP.md "Credit assignment") and b2tjax/grpo/packed.py packs them into
-token-budget rows (the one layout of a step). `grpo_update(cfg, fns, state, batch, seed,
-ref_params)` is the whole update; it logs `records`, `episodes`, `adv_mean/<role>`, `rows` (rows
-computed per pass over the records) and `useful_token_share` (the records' tokens over the tokens
-computed). It talks to no other JAX process: every process holds the whole step's batch, and the
-trainer checks once per step that they agree (b2tjax/run/agreement.py).
+token-budget rows (the one layout of a step). `grpo_update(spec, fns, state, batch, seed,
+ref_params)` is the whole update, `spec` (`UpdateSpec`) all it reads of the run's config; it
+logs `records`, `episodes`, `adv_mean/<role>`, `rows` (rows computed per pass over the records)
+and `useful_token_share` (the records' tokens over the tokens computed). It talks to no other JAX
+process: every process holds the whole step's batch, and the trainer checks once per step that
+they agree (b2tjax/run/agreement.py).
 """
 
 from __future__ import annotations
@@ -18,12 +19,29 @@ from collections.abc import Callable
 
 import numpy as np
 
-from b2tjax.config import TrainConfig
+from b2tjax.config.schema import GRPOConfig
 from b2tjax.grpo import credit, offpolicy
 from b2tjax.grpo.packed import grpo_rows, packed_update
-from b2tjax.step.packing import row_devices
+from b2tjax.step.packing import RowPolicy
 from b2tjax.step.train_step import StepFns, TrainState
+from rollout.config import RolloutConfig
 from rollout.record import EpisodeRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateSpec:
+    """What a GRPO update reads of the run's config: the `grpo:` section (credit, loss, epochs and
+    mini-batches), the rows the records pack into, the rollout's group size and staleness bound."""
+
+    grpo: GRPOConfig
+    rows: RowPolicy
+    group_size: int
+    max_staleness: int = 0
+
+    @classmethod
+    def of(cls, g: GRPOConfig, rollout: RolloutConfig, rollout_batch: int, row_devices: int) -> UpdateSpec:
+        rows = grpo_rows(g, rollout_batch, rollout.max_seq_len, row_devices)
+        return cls(g, rows, rollout.group_size, rollout.max_staleness)
 
 
 @dataclasses.dataclass
@@ -48,12 +66,12 @@ class RolloutBatch:
     policy_version: int | None = None
 
 
-def batch_advantages(cfg: TrainConfig, batch: RolloutBatch) -> tuple[np.ndarray, credit.Episodes]:
-    """[N] advantages of the batch's records under `grpo.credit`, and the episode structure."""
-    g = cfg.grpo
-    episodes = credit.episodes_of(
-        [r.reward for r in batch.records], cfg.rollout.group_size, batch.groups, batch.episodes
-    )
+def batch_advantages(
+    g: GRPOConfig, group_size: int, batch: RolloutBatch
+) -> tuple[np.ndarray, credit.Episodes]:
+    """[N] advantages of the batch's records under `grpo.credit` (prompts of `group_size`
+    episodes), and the episode structure."""
+    episodes = credit.episodes_of([r.reward for r in batch.records], group_size, batch.groups, batch.episodes)
     # role/day are EpisodeRecord fields of multi-stream rollouts; getattr keeps records without them
     keys = credit.local_comparison_keys(
         episodes.group[episodes.of_record],
@@ -106,7 +124,7 @@ def informative_records(episodes: credit.Episodes, mini_batches: int) -> np.ndar
 
 
 def grpo_update(
-    cfg: TrainConfig,
+    spec: UpdateSpec,
     fns: StepFns,
     state: TrainState,
     batch: RolloutBatch,
@@ -117,23 +135,20 @@ def grpo_update(
     """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps. `before_update`
     runs last before the first step, which donates `state`: from there on the step must finish.
     `ref_params` is the frozen KL reference (needed when grpo.beta > 0)."""
-    g = cfg.grpo
+    g = spec.grpo
     records = batch.records
-    adv, episodes = batch_advantages(cfg, batch)
+    adv, episodes = batch_advantages(g, spec.group_size, batch)
     step_metrics = credit_metrics(records, adv, episodes)
     streamed = batch.policy_version is not None
     if streamed:  # over all the step's records, checked before any update
-        step_metrics.update(
-            offpolicy.staleness_metrics(records, batch.policy_version, cfg.rollout.max_staleness)
-        )
+        step_metrics.update(offpolicy.staleness_metrics(records, batch.policy_version, spec.max_staleness))
     if g.drop_flat_groups:
         kept = informative_records(episodes, g.mini_batches)
         step_metrics["trained_records"] = float(len(kept))
         if not len(kept):  # nothing to learn from this step: no forward, no optimizer step
             return state, {**step_metrics, "applied": 0.0}
         records, adv = [records[i] for i in kept], adv[kept]
-    rows = grpo_rows(g, cfg.rollout_batch, cfg.rollout.max_seq_len, row_devices(fns.mesh))
     state, metrics = packed_update(
-        g, rows, fns, state, records, adv, seed, ref_params, before_update, streamed
+        g, spec.rows, fns, state, records, adv, seed, ref_params, before_update, streamed
     )
     return state, {**step_metrics, **metrics}

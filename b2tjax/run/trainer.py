@@ -26,7 +26,7 @@ from flax import nnx
 from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
 from b2tjax.data.pipeline import BatchIterator, example_dataset
-from b2tjax.grpo.update import grpo_update
+from b2tjax.grpo.update import UpdateSpec, grpo_update
 from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.agreement import StepShape, agree_step
@@ -358,6 +358,7 @@ class Trainer:
 
     def _grpo_steps(self, fns, state, start, rollouts: StepRollouts, counters, writer, guard):
         cfg, last = self.cfg, {}
+        spec = UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, row_devices(fns.mesh))
         for phase_step in range(start.phase_step + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
             t0 = time.perf_counter()
@@ -377,7 +378,7 @@ class Trainer:
             t_update = time.perf_counter()  # the next step may decode meanwhile (streaming.py)
             with rollouts.during(global_step, self.total_steps, lambda: guard.requested):
                 state, metrics = grpo_update(
-                    cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
+                    spec, fns, state, batch, seed, self.ref_params, before_update=stop_here
                 )
                 t_update = time.perf_counter() - t_update
             dt = time.perf_counter() - t0

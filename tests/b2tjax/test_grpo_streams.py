@@ -17,7 +17,7 @@ from b2tjax.config import TrainConfig, load_config
 from b2tjax.grpo import credit
 from b2tjax.grpo import loss as grpo
 from b2tjax.grpo.packed import packed_update
-from b2tjax.grpo.update import RolloutBatch, batch_advantages, credit_metrics, grpo_update
+from b2tjax.grpo.update import RolloutBatch, UpdateSpec, batch_advantages, credit_metrics, grpo_update
 from b2tjax.run.agreement import StepShape, agree_step
 from b2tjax.step.packing import RowPolicy
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
@@ -108,7 +108,7 @@ def test_advantages_match_hand_computation(mode, scale_by_std):
     cfg = load_config(
         None, [f"grpo.credit={mode}", "grpo.local_weight=0.3", f"grpo.scale_by_std={scale_by_std}"]
     )
-    adv, episodes = batch_advantages(cfg, batch)
+    adv, episodes = batch_advantages(cfg.grpo, cfg.rollout.group_size, batch)
     want = _hand_advantages(streams, mode, 0.3, scale_by_std)
     np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-6)
     assert episodes.count == 6
@@ -139,7 +139,7 @@ def test_todays_layout_gives_the_previous_advantages_bit_for_bit():
         want = np.asarray(previous(rewards, 4, EPS, scale_by_std))
         for groups, episodes in ((None, None), (list(np.arange(20) // 4), list(range(20)))):
             batch = RolloutBatch([_record(float(r)) for r in rewards], {}, groups, episodes)
-            adv, _ = batch_advantages(cfg, batch)
+            adv, _ = batch_advantages(cfg.grpo, cfg.rollout.group_size, batch)
             np.testing.assert_array_equal(adv, want)
 
 
@@ -225,7 +225,14 @@ def test_the_row_layout_changes_neither_loss_nor_gradient(aggregation):
     layouts = (("unpadded", _cfg(aggregation, 1, 5, 0)), ("padded", _cfg(aggregation, 1, 2, 2, row_tokens=1)))
     for name, cfg in layouts:
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        new_state, metrics = grpo_update(cfg, fns, state, batch, seed=0, ref_params=reference)
+        new_state, metrics = grpo_update(
+            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
+            fns,
+            state,
+            batch,
+            seed=0,
+            ref_params=reference,
+        )
         results[name] = (metrics, new_state.params)
     unpadded, padded = results["unpadded"], results["padded"]
     assert unpadded[0]["rows"] == 1 and padded[0]["rows"] == 5
@@ -277,7 +284,14 @@ def test_drop_flat_groups_trains_exactly_on_the_informative_records(allgathers):
 
     def update(cfg, batch):
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        return grpo_update(cfg, fns, state, batch, seed=0, ref_params=reference)
+        return grpo_update(
+            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
+            fns,
+            state,
+            batch,
+            seed=0,
+            ref_params=reference,
+        )
 
     dropping = _cfg("token_mean", 1, 5, 1)
     dropping.grpo = dataclasses.replace(dropping.grpo, drop_flat_groups=True)
@@ -296,7 +310,14 @@ def test_drop_flat_groups_trains_exactly_on_the_informative_records(allgathers):
 
     flat = RolloutBatch([records[1], records[2]], {}, groups=[0, 0], episodes=[0, 1])
     state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-    same, metrics = grpo_update(dropping, fns, state, flat, seed=0, ref_params=reference)
+    same, metrics = grpo_update(
+        UpdateSpec.of(dropping.grpo, dropping.rollout, dropping.rollout_batch, 1),
+        fns,
+        state,
+        flat,
+        seed=0,
+        ref_params=reference,
+    )
     assert same is state and metrics["applied"] == 0.0 and metrics["trained_records"] == 0.0
     assert metrics["groups_all_equal"] == 1.0 and "loss" not in metrics
     assert allgathers == []

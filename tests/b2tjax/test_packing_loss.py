@@ -25,7 +25,7 @@ from flax import nnx
 from b2tjax.config import TrainConfig
 from b2tjax.config.schema import SFTConfig
 from b2tjax.grpo import loss as grpo
-from b2tjax.grpo.update import RolloutBatch, grpo_update
+from b2tjax.grpo.update import RolloutBatch, UpdateSpec, grpo_update
 from b2tjax.sft.batches import sft_rows, sft_step_batch
 from b2tjax.step.packing import pack_micro_batches
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
@@ -125,7 +125,14 @@ def _padded_and_packed(aggregation: str, lora: bool, batch: RolloutBatch, max_st
         cfg = _cfg(aggregation, row_tokens, max_staleness)
         fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=frozen, **_STEP)
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        new_state, metrics = grpo_update(cfg, fns, state, batch, seed=3, ref_params=reference)
+        new_state, metrics = grpo_update(
+            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
+            fns,
+            state,
+            batch,
+            seed=3,
+            ref_params=reference,
+        )
         results.append((metrics, _grads(new_state.params, params)))
     return results
 
