@@ -17,7 +17,7 @@
    records whose lengths are the distribution scaled to at most `--step-max` tokens, multi-turn
    masks, 8 rows per micro-batch, packed at the default `grpo.row_widths`; wall and CPU seconds of
    the update (compiled beforehand), median of `--repeats`, the two layouts' updates interleaved;
-   the train programs compiled (padded: the scanned step; packed: the gradient programs);
+   the gradient programs compiled ("padded" here: one record per row, `grpo.row_tokens=1`);
    speed-ups by wall and by CPU time (the CPU time of the process, all its threads, is the
    steadier figure on a loaded machine).
 
@@ -123,7 +123,8 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
         cfg = TrainConfig()
         cfg.rollout.prompts_per_step, cfg.rollout.group_size = records // 8, 8
         cfg.rollout.max_seq_len = step_max
-        cfg.grpo = dataclasses.replace(cfg.grpo, micro_batch_size=8, logprob_chunk=128, packing=packing)
+        row_tokens = 0 if packing else 1  # padded: one record per row (a one-token budget)
+        cfg.grpo = dataclasses.replace(cfg.grpo, micro_batch_size=8, logprob_chunk=128, row_tokens=row_tokens)
         fns = make_step_fns(
             model_fn, optax.adamw(1e-5), lambda s: 1e-5, cfg.grpo, temperature=1.0, fixed_length=step_max
         )
@@ -139,7 +140,7 @@ def step_case(lengths: list[int], records: int, step_max: int, repeats: int, see
     for packing in (False, True):
         wall, cpu = np.median(times[packing], axis=0)
         name = "packed" if packing else "padded"
-        step = fns_of[packing].grpo_grad if packing else fns_of[packing].grpo_step
+        step = fns_of[packing].grpo_grad
         m = metrics[packing]
         out.append((name, m["rows"], m["useful_token_share"], step.fn._cache_size(), wall, cpu))
     return out
@@ -149,9 +150,11 @@ def _update(cfg, fns, batch, state):
     """One GRPO update, finished (its state on the host's hands) before the clock stops."""
     import jax
 
-    from b2tjax.grpo.update import grpo_update
+    from b2tjax.grpo.update import UpdateSpec, grpo_update
 
-    state, metrics = grpo_update(cfg, fns, state, batch, seed=0)
+    state, metrics = grpo_update(
+        UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1), fns, state, batch, seed=0
+    )
     return jax.block_until_ready(state), metrics
 
 

@@ -34,8 +34,15 @@ _RENAMED = {
     "rollout.max_new_tokens": "rollout.max_turn_tokens",
     **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in ROLES},
 }
-# Keys that no longer exist, with what replaced them: refused in one line saying so.
-_REMOVED = {f"rollout.{key}": why for key, why in REMOVED_KEYS.items()}
+# Keys that no longer exist, with what replaced them: naming one is a one-line error saying so.
+_REMOVED = {
+    **{f"rollout.{key}": why for key, why in REMOVED_KEYS.items()},
+    **{
+        f"{section}.packing": f"every {section.upper()} step packs its records into rows; "
+        f"{section}.row_tokens sets the row budget (1 = one record per row)"
+        for section in ("grpo", "sft")
+    },
+}
 MAX_CHAIN = 8  # recipes in one `base:` chain (the longest in configs/ has 4, base.yaml's defaults aside)
 # HiMAP role limits were written with 0 = the rollout section's value; a StreamLimits says None.
 _ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in ROLES for k in ("max_turn_tokens", "max_total_tokens")}

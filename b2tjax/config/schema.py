@@ -141,11 +141,10 @@ class GRPOConfig:
     # flat group's advantages are all 0, so with sparse rewards most of a step's forward/backward
     # would be spent on rows that teach nothing. Sample more prompts per step to keep the batch full.
     drop_flat_groups: bool = False
-    # true: the records are packed back to back into rows of `row_tokens` tokens (segment-aware
-    # attention, each record its own segment; the same loss: b2tjax/grpo/packed.py); false: one
-    # record per row, padded to the step's longest
-    packing: bool = False
-    row_tokens: NonNegInt = 0  # tokens per packed row; 0 = rollout.max_seq_len's 64-token bucket
+    # the records are packed back to back into rows of `row_tokens` tokens (segment-aware
+    # attention, each record its own segment: b2tjax/grpo/packed.py); 0 = rollout.max_seq_len's
+    # 64-token bucket
+    row_tokens: NonNegInt = 0
     # packed micro-batches each take the narrowest of this many row widths (multiples of
     # row_tokens / row_widths) holding their rows (b2tjax/step/packing.py); 1 = every row row_tokens
     row_widths: PosInt = 16
@@ -173,8 +172,9 @@ class SFTConfig:
     micro_batch_size: NonNegInt = 0  # divides batch_size; 0 = whole batch
     max_seq_len: Annotated[int, Range(ge=2)] = 1024  # a trace is cut to this many tokens
     max_examples: NonNegInt = 0  # 0 = all traces
-    packing: bool = False  # true: traces packed into rows of `row_tokens` (micro_batch_size counts rows)
-    row_tokens: NonNegInt = 0  # tokens per packed row; 0 = max_seq_len's 64-token bucket
+    row_tokens: NonNegInt = (
+        0  # traces packed into rows of this many tokens; 0 = max_seq_len's 64-token bucket
+    )
     row_widths: PosInt = 16  # packed micro-batches' widths: multiples of row_tokens / row_widths
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=4))  # as `optim:`
 

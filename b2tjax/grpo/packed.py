@@ -1,54 +1,55 @@
-"""A GRPO update on packed rows (`grpo.packing`): records back to back in rows of a token budget.
+"""The optimizer steps of a GRPO update on packed rows: records back to back in rows of a token budget.
 
-The same update as b2tjax/grpo/update.py's padded one, on the same records, advantages and
-mini-batches (the same seeded permutation, dealt alike), with each mini-batch's records packed
-first-fit-decreasing into rows of `grpo.row_tokens`, the rows cut into micro-batches of their own
-width (`grpo.row_widths`; b2tjax/step/packing.py). The loss reads each record as its own segment:
-per-token advantages, per-segment sequence counts, attention within a segment; every micro-batch
-divides by the whole mini-batch's counts (`loss.record_normaliser`) and their gradients add up in
-one buffer before one optimizer update (`StepFns.accumulate`), so loss, gradients and metrics
-equal the padded update's (tests/b2tjax/test_packing_loss.py).
+Each seeded random mini-batch's records are packed first-fit-decreasing into rows of
+`grpo.row_tokens`, the rows cut into micro-batches of their own width (`grpo.row_widths`;
+b2tjax/step/packing.py `RowPolicy`; one record per row is the same packer at a one-token budget).
+The loss reads each record as its own segment: per-token advantages, per-segment sequence counts,
+attention within a segment; every micro-batch divides by the whole mini-batch's counts
+(`loss.record_normaliser`) and their gradients add up in one buffer before one optimizer update
+(`StepFns.accumulate`), so loss, gradients and metrics do not depend on which records share a row
+(tests/b2tjax/test_packing_loss.py).
 
 The old and reference log-prob passes run over all the step's records, packed the same way (one
 call per micro-batch), and are taken back per record; each mini-batch then re-packs its records.
 A streamed step (rollout.max_staleness > 0) takes its old log-probs and importance weights from
-`offpolicy.ratio_anchor` over the records' tokens back to back -- the padded path's sampled tokens,
-in the same order, so the weights' metrics are the padded update's -- and places the weights in
-the rows like the other per-token fields.
+`offpolicy.ratio_anchor` over the records' tokens back to back (so the weights' metrics do not
+depend on the rows either) and places the weights in the rows like the other per-token fields.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from b2tjax.config import TrainConfig
 from b2tjax.config.schema import GRPOConfig
 from b2tjax.grpo import offpolicy
 from b2tjax.step.batch import TrainBatch, loss_positions, pad_length
-from b2tjax.step.packing import MicroBatch, Packing, pack_micro_batches, row_devices, tokens_computed
+from b2tjax.step.packing import MicroBatch, Packing, RowPolicy, tokens_computed
 from b2tjax.step.train_step import StepFns, TrainState
 from rollout.record import EpisodeRecord
 
 Fields = dict[str, list[np.ndarray]]  # per record, unpadded: ids, sampled, sampler_lp, mask, ...
 
 
-def grpo_row_tokens(cfg: TrainConfig) -> int:
-    """The row budget: `grpo.row_tokens`, or 0 = the recipe's sequence bucket, the row length
-    launch/plan.py fits (no record is longer, so no micro-batch is wider)."""
-    return cfg.grpo.row_tokens or pad_length(cfg.rollout.max_seq_len)
+def grpo_rows(g: GRPOConfig, rollout_batch: int, max_seq_len: int, row_devices: int) -> RowPolicy:
+    """The rows of a GRPO step: `grpo.row_tokens`, or 0 = the recipe's sequence bucket, the row
+    length launch/plan.py fits (no record is longer, so no micro-batch is wider); rows per
+    micro-batch `grpo.micro_batch_size`, or 0 = the mini-batch's records."""
+    micro_rows = g.micro_batch_size or rollout_batch // g.mini_batches
+    return RowPolicy(g.row_tokens or pad_length(max_seq_len), micro_rows, row_devices, g.row_widths)
 
 
-def record_fields(cfg: TrainConfig, records: list[EpisodeRecord]) -> Fields:
-    """Each record's tokens as `update.step_rows` lays out one row, without the padding."""
+def record_fields(loss_mask: bool, records: list[EpisodeRecord]) -> Fields:
+    """Each record's tokens, sampler log-probs and masks, unpadded: `sampled` is the sampler's
+    mask, `mask` what is trained (`grpo.loss_mask`: the sampled tokens; the ablation trains every
+    token after the prompt, environment replies included)."""
     out: Fields = {"ids": [], "sampled": [], "sampler_lp": [], "mask": []}
     for r in records:
         n = len(r.ids)
         sampled = np.asarray(r.loss_mask, np.float32)[:n]
-        if cfg.grpo.loss_mask:
+        if loss_mask:
             mask = sampled.copy()
         else:  # ablation: every token after the prompt, environment replies included
             mask = (np.arange(n) >= r.prompt_len).astype(np.float32)
@@ -58,19 +59,6 @@ def record_fields(cfg: TrainConfig, records: list[EpisodeRecord]) -> Fields:
         out["sampler_lp"].append(np.asarray(r.logprobs, np.float32)[:n])
         out["mask"].append(mask)
     return out
-
-
-class Shape(NamedTuple):
-    """How a GRPO update packs: the row budget, rows per micro-batch, their devices, widths."""
-
-    capacity: int
-    micro_rows: int
-    devices: int
-    row_widths: int
-
-    def pack(self, lengths: list[int]) -> list[MicroBatch]:
-        """Records of `lengths` tokens in micro-batches of their own widths (`pack_micro_batches`)."""
-        return pack_micro_batches(lengths, self.capacity, self.micro_rows, self.devices, self.row_widths)
 
 
 def logprob_pass(
@@ -103,7 +91,7 @@ def _pairs(fields: Fields):
 
 
 def packed_batches(
-    fields: Fields, members: np.ndarray, adv: np.ndarray, shape: Shape
+    fields: Fields, members: np.ndarray, adv: np.ndarray, shape: RowPolicy
 ) -> tuple[list[TrainBatch], list[MicroBatch]]:
     """The [1, rows, width] TrainBatches of records `members`, packed (fields need old_lp, ref_lp,
     is_w)."""
@@ -131,7 +119,8 @@ def _micro_batch(fields: Fields, records: np.ndarray, adv: np.ndarray, pack: Pac
 
 
 def packed_update(
-    cfg: TrainConfig,
+    g: GRPOConfig,
+    policy: RowPolicy,
     fns: StepFns,
     state: TrainState,
     records: list[EpisodeRecord],
@@ -141,21 +130,14 @@ def packed_update(
     before_update: Callable[[], None] = lambda: None,
     streamed: bool = False,
 ) -> tuple[TrainState, dict]:
-    """Old/ref log-probs, then epochs x mini-batches optimizer steps, on packed rows; the update's
-    metrics (those of `update.grpo_update`'s padded path, plus rows and the useful token share).
-    `streamed`: the decoupled objective (`offpolicy.ratio_anchor`)."""
-    g = cfg.grpo
+    """Old/ref log-probs, then epochs x mini-batches optimizer steps, on the rows of `policy`; the
+    update's metrics (the log-prob gap, the steps' means, rows per pass and the useful token
+    share). `streamed`: the decoupled objective (`offpolicy.ratio_anchor`)."""
     n = len(records)
     if n < g.mini_batches:
         raise ValueError(f"a step with {n} records cannot fill grpo.mini_batches={g.mini_batches}")
-    shape = Shape(
-        grpo_row_tokens(cfg),
-        g.micro_batch_size or cfg.rollout_batch // g.mini_batches,
-        row_devices(fns.mesh),
-        g.row_widths,
-    )
-    fields = record_fields(cfg, records)
-    logprobs_of = logprob_pass(fns, fields, shape.pack([len(x) for x in fields["ids"]]))
+    fields = record_fields(g.loss_mask, records)
+    logprobs_of = logprob_pass(fns, fields, policy.pack([len(x) for x in fields["ids"]]))
     trainer_lp = logprobs_of(state.params)
     sampled = fields["sampled"]
     trained_tokens = float(sum(s.sum() for s in sampled))
@@ -169,7 +151,7 @@ def packed_update(
     fields["ref_lp"] = logprobs_of(ref_params) if g.beta > 0 else None
 
     before_update()
-    state, step_means = _optimize(fns, state, fields, adv, shape, g.mini_batches, g.epochs, seed)
+    state, step_means = _optimize(fns, state, fields, adv, policy, g.mini_batches, g.epochs, seed)
     return state, {**metrics, **anchor_metrics, **step_means}
 
 
@@ -178,7 +160,7 @@ def _anchor(
 ) -> dict[str, float]:
     """Sets each record's old log-probs and importance weights (`old_lp`, `is_w`: None unless
     streamed) from `offpolicy.ratio_anchor` over all the records' tokens back to back [1, tokens]
-    (the padded rows' tokens less the padding, in order); returns the weights' metrics."""
+    (the same tokens in the same order, however the rows lie); returns the weights' metrics."""
     flat = lambda values: np.concatenate(values)[None]  # noqa: E731
     cuts = np.cumsum([len(x) for x in trainer_lp])[:-1]
     old, weights, metrics = offpolicy.ratio_anchor(
@@ -194,14 +176,15 @@ def _optimize(
     state: TrainState,
     fields: Fields,
     adv: np.ndarray,
-    shape: Shape,
+    shape: RowPolicy,
     mini_batches: int,
     epochs: int,
     seed: int,
 ) -> tuple[TrainState, dict[str, float]]:
-    """`epochs` passes in seeded random mini-batches (the padded path's permutation, dealt alike),
-    each an optimizer step over its micro-batches (`StepFns.accumulate`) dividing by the whole
-    mini-batch's counts; the steps' mean metrics, the rows computed per pass and the useful share."""
+    """`epochs` passes in seeded random mini-batches (records dealt into `mini_batches` parts whose
+    sizes differ by at most one), each an optimizer step over its micro-batches
+    (`StepFns.accumulate`) dividing by the whole mini-batch's counts; the steps' mean metrics,
+    the rows computed per pass and the useful share."""
     rng = np.random.default_rng(seed)
     sums: dict[str, float] = {}
     updates = rows = computed = 0

@@ -1,18 +1,15 @@
-"""One GRPO update from a step's scored records: credit, fixed-shape rows, old/reference log-probs,
+"""One GRPO update from a step's scored records: credit, packed rows, old/reference log-probs,
 then epochs x mini-batches of optimizer steps.
 
 The records may be any number of streams of the step's episodes (`RolloutBatch.groups` /
-`episodes`); b2tjax/grpo/credit.py turns their rewards into advantages and b2tjax/grpo/layout.py pads
-them to the shapes the jitted steps were compiled for.
-
-`b2tjax.grpo.credit` turns the rewards into advantages (`grpo.credit`: `team` | `team_local`,
-docs/concepts/himap.md "Credit assignment"); `b2tjax.grpo.layout.RowLayout` pads each mini-batch to
-`rollout_batch / mini_batches` x 2^j rows (mask-0 rows, invisible to loss, gradient and
-normaliser), so the train step compiles a few times, not once per record count. `grpo_update(cfg,
-fns, state, batch, seed, ref_params)` is the whole update; it logs `records`, `episodes`,
-`padded_share`, `adv_mean/<role>`, `rows` (rows computed per pass over the records) and
-`useful_token_share` (the records' tokens over the tokens computed). With `grpo.packing` the
-records are packed into token-budget rows instead (b2tjax/grpo/packed.py), the same update.
+`episodes`); `b2tjax.grpo.credit` turns their rewards into advantages (`grpo.credit`: `team` |
+`team_local`, docs/concepts/himap.md "Credit assignment") and b2tjax/grpo/packed.py packs them into
+token-budget rows (the one layout of a step). `grpo_update(spec, fns, state, batch, seed,
+ref_params)` is the whole update, `spec` (`UpdateSpec`) all it reads of the run's config; it
+logs `records`, `episodes`, `adv_mean/<role>`, `rows` (rows computed per pass over the records)
+and `useful_token_share` (the records' tokens over the tokens computed). It talks to no other JAX
+process: every process holds the whole step's batch, and the trainer checks once per step that
+they agree (b2tjax/run/agreement.py).
 """
 
 from __future__ import annotations
@@ -20,16 +17,31 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import jax
 import numpy as np
 
-from b2tjax.config import TrainConfig
+from b2tjax.config.schema import GRPOConfig
 from b2tjax.grpo import credit, offpolicy
-from b2tjax.grpo.layout import RowLayout, agree_on_maximum
-from b2tjax.grpo.packed import packed_update
-from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, stack_rows, to_micro
+from b2tjax.grpo.packed import grpo_rows, packed_update
+from b2tjax.step.packing import RowPolicy
 from b2tjax.step.train_step import StepFns, TrainState
+from rollout.config import RolloutConfig
 from rollout.record import EpisodeRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateSpec:
+    """What a GRPO update reads of the run's config: the `grpo:` section (credit, loss, epochs and
+    mini-batches), the rows the records pack into, the rollout's group size and staleness bound."""
+
+    grpo: GRPOConfig
+    rows: RowPolicy
+    group_size: int
+    max_staleness: int = 0
+
+    @classmethod
+    def of(cls, g: GRPOConfig, rollout: RolloutConfig, rollout_batch: int, row_devices: int) -> UpdateSpec:
+        rows = grpo_rows(g, rollout_batch, rollout.max_seq_len, row_devices)
+        return cls(g, rows, rollout.group_size, rollout.max_staleness)
 
 
 @dataclasses.dataclass
@@ -54,16 +66,16 @@ class RolloutBatch:
     policy_version: int | None = None
 
 
-def batch_advantages(cfg: TrainConfig, batch: RolloutBatch) -> tuple[np.ndarray, credit.Episodes]:
-    """[N] advantages of the batch's records under `grpo.credit`, and the episode structure."""
-    g = cfg.grpo
-    episodes = credit.episodes_of(
-        [r.reward for r in batch.records], cfg.rollout.group_size, batch.groups, batch.episodes
-    )
+def batch_advantages(
+    g: GRPOConfig, group_size: int, batch: RolloutBatch
+) -> tuple[np.ndarray, credit.Episodes]:
+    """[N] advantages of the batch's records under `grpo.credit` (prompts of `group_size`
+    episodes), and the episode structure."""
+    episodes = credit.episodes_of([r.reward for r in batch.records], group_size, batch.groups, batch.episodes)
     # a stream's role and (HiMAP executors) day ride on its record's tag
     keys = credit.local_comparison_keys(
         episodes.group[episodes.of_record],
-        [getattr(r, "role", "agent") for r in batch.records],
+        [r.role for r in batch.records],
         [r.tag.detail("day") for r in batch.records],
     )
     adv = credit.record_advantages(
@@ -92,7 +104,7 @@ def credit_metrics(records: list[EpisodeRecord], adv: np.ndarray, episodes: cred
         "records": float(len(records)),
         "episodes": float(episodes.count),
     }
-    roles = np.array([getattr(r, "role", "agent") for r in records])
+    roles = np.array([r.role for r in records])
     for role in sorted(set(roles)):
         metrics[f"adv_mean/{role}"] = float(adv[roles == role].mean())
     return metrics
@@ -101,35 +113,18 @@ def credit_metrics(records: list[EpisodeRecord], adv: np.ndarray, episodes: cred
 def informative_records(episodes: credit.Episodes, mini_batches: int) -> np.ndarray:
     """Indices of the records to train on under `grpo.drop_flat_groups`: those of groups whose
     episode rewards differ. Topped up with flat records (advantage 0: no gradient) to at least
-    `mini_batches`, and to that many on every process when any process has one (the global batch
-    needs a shape everywhere); empty when no group of the step, on any process, has a spread."""
+    `mini_batches`; empty when no group of the step has a spread."""
     group_of = episodes.group[episodes.of_record]  # [records]
     spread = spread_groups(episodes)
     keep = [i for i, p in enumerate(group_of) if p in spread]
-    if agree_on_maximum(len(keep)) == 0:
+    if not keep:
         return np.zeros(0, np.int64)
     flat = [i for i, p in enumerate(group_of) if p not in spread]
     return np.asarray(keep + flat[: max(mini_batches - len(keep), 0)], np.int64)
 
 
-def step_rows(cfg: TrainConfig, records: list[EpisodeRecord], layout: RowLayout) -> dict[str, np.ndarray]:
-    """ids, sampled (the sampler's mask), sampler_lp and mask (what is trained), [rows, length]."""
-    length = agree_on_maximum(pad_length(max(len(r.ids) for r in records)))
-    empty: list[list] = [[] for _ in range(layout.padded)]  # padding rows: all zero
-    ids = stack_rows([r.ids for r in records] + empty, length, np.int32)
-    sampled = stack_rows([r.loss_mask for r in records] + empty, length, np.float32)
-    sampler_lp = stack_rows([r.logprobs for r in records] + empty, length, np.float32)
-    if cfg.grpo.loss_mask:
-        mask = sampled.copy()
-    else:  # ablation: every token after the prompt, environment replies included
-        after_prompt = [[0] * r.prompt_len + [1] * (len(r.ids) - r.prompt_len) for r in records]
-        mask = stack_rows(after_prompt + empty, length, np.float32)
-    mask[:, 0] = 0.0
-    return {"ids": ids, "sampled": sampled, "sampler_lp": sampler_lp, "mask": mask}
-
-
 def grpo_update(
-    cfg: TrainConfig,
+    spec: UpdateSpec,
     fns: StepFns,
     state: TrainState,
     batch: RolloutBatch,
@@ -140,107 +135,20 @@ def grpo_update(
     """Advantages, old/ref log-probs, then epochs x mini-batches optimizer steps. `before_update`
     runs last before the first step, which donates `state`: from there on the step must finish.
     `ref_params` is the frozen KL reference (needed when grpo.beta > 0)."""
-    g = cfg.grpo
+    g = spec.grpo
     records = batch.records
-    adv, episodes = batch_advantages(cfg, batch)
+    adv, episodes = batch_advantages(g, spec.group_size, batch)
     step_metrics = credit_metrics(records, adv, episodes)
     streamed = batch.policy_version is not None
     if streamed:  # over all the step's records, checked before any update
-        step_metrics.update(
-            offpolicy.staleness_metrics(records, batch.policy_version, cfg.rollout.max_staleness)
-        )
-    nominal = cfg.rollout_batch // g.mini_batches
-    micro_rows = g.micro_batch_size or nominal
+        step_metrics.update(offpolicy.staleness_metrics(records, batch.policy_version, spec.max_staleness))
     if g.drop_flat_groups:
         kept = informative_records(episodes, g.mini_batches)
         step_metrics["trained_records"] = float(len(kept))
         if not len(kept):  # nothing to learn from this step: no forward, no optimizer step
             return state, {**step_metrics, "applied": 0.0}
         records, adv = [records[i] for i in kept], adv[kept]
-        nominal = micro_rows  # mini-batches grow from one micro-batch by powers of two
-    if g.packing:
-        state, metrics = packed_update(
-            cfg, fns, state, records, adv, seed, ref_params, before_update, streamed=streamed
-        )
-    else:
-        layout = RowLayout.for_records(len(records), g.mini_batches, nominal, micro_rows)
-        state, metrics = _padded_update(
-            cfg, fns, state, records, adv, layout, seed, ref_params, before_update, streamed
-        )
-    return state, {**step_metrics, **metrics}
-
-
-def _padded_update(
-    cfg: TrainConfig,
-    fns: StepFns,
-    state: TrainState,
-    records: list[EpisodeRecord],
-    adv: np.ndarray,
-    layout: RowLayout,
-    seed: int,
-    ref_params,
-    before_update: Callable[[], None],
-    streamed: bool,
-) -> tuple[TrainState, dict]:
-    """`grpo_update` on one record per row, padded to `layout` (packed_update's counterpart)."""
-    g = cfg.grpo
-    n = len(records)
-    rows = step_rows(cfg, records, layout)
-    logprobs_of = _logprob_pass(fns, rows, layout)
-    trainer_lp = logprobs_of(state.params)
-    sampled, sampler_lp = rows["sampled"], rows["sampler_lp"]
-    token_count = max(float(sampled.sum()), 1.0)
-    gap = np.abs(trainer_lp - sampler_lp) * sampled
-    metrics = {
-        "logprob_gap_mean": float(gap.sum() / token_count),
-        "logprob_gap_max": float(gap.max()),
-        "response_tokens": float(sampled.sum() / n),
-        "padded_share": layout.padded / layout.rows,
-        "rows": float(layout.rows),
-        "useful_token_share": sum(len(r.ids) for r in records) / rows["ids"].size,
-    }
-    old, is_weights, is_metrics = offpolicy.ratio_anchor(g, streamed, trainer_lp, sampler_lp, sampled)
-    metrics.update(is_metrics)
-    ref_lp = logprobs_of(ref_params) if g.beta > 0 else None
-    flat = TrainBatch(
-        ids=rows["ids"],
-        mask=rows["mask"],
-        old_logprobs=old.astype(np.float32),
-        advantages=np.concatenate([adv, np.zeros(layout.padded, np.float32)]),
-        ref_logprobs=ref_lp,
-        positions=loss_positions(rows["mask"]),
-        is_weights=is_weights,
+    state, metrics = packed_update(
+        g, spec.rows, fns, state, records, adv, seed, ref_params, before_update, streamed
     )
-    before_update()
-    state, step_means = _optimize(fns, state, flat, layout, n, g.epochs, seed)
-    metrics.update(step_means)
-    return state, metrics
-
-
-def _logprob_pass(fns: StepFns, rows: dict[str, np.ndarray], layout: RowLayout) -> Callable:
-    """params -> the step's per-token log-probs [rows, length] under them (the old and reference
-    passes), read where the sampler recorded one (the gap) or the loss trains."""
-    length = rows["ids"].shape[1]
-    micro = layout.rows // layout.micro_rows
-    ids_dev = fns.shard_rows(to_micro(rows["ids"], micro))
-    read = np.maximum(rows["sampled"], rows["mask"])
-    read[:, 0] = 0.0
-    read_dev = fns.shard_rows(to_micro(loss_positions(read), micro))
-    return lambda params: fns.host_rows(fns.logprobs(params, ids_dev, read_dev)).reshape(layout.rows, length)
-
-
-def _optimize(
-    fns: StepFns, state: TrainState, flat: TrainBatch, layout: RowLayout, n: int, epochs: int, seed: int
-) -> tuple[TrainState, dict[str, float]]:
-    """`epochs` passes over the `n` records in seeded random mini-batches; the steps' mean metrics."""
-    rng = np.random.default_rng(seed)
-    sums: dict[str, float] = {}
-    updates = 0
-    for _ in range(epochs):
-        for mini_rows in layout.mini_batch_rows(rng.permutation(n)):
-            micro = flat.take(mini_rows).split(layout.micro_per_mini)
-            state, step_metrics = fns.grpo_step(state, fns.shard_batch(micro))
-            for k, v in jax.device_get(step_metrics).items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-            updates += 1
-    return state, {k: v / updates for k, v in sums.items()}
+    return state, {**step_metrics, **metrics}

@@ -189,18 +189,18 @@ def train_step_memory(ctx: PlanContext, phase: Phase) -> ProgramMemory:
         ctx.mesh,
         frozen=ctx.frozen,
     )
-    shape, packed = train_batch_shape(cfg, phase)
+    shape = train_batch_shape(cfg, phase)
     micro_rows = shape[1]
     tokens = jax.ShapeDtypeStruct(shape, jnp.float32)
-    # the widest loss_positions (K = T): a step's K is at most T, so the plan bounds every K
+    # the widest loss_positions (K = T): a step's K is at most T, so the plan bounds every K;
+    # segment-aware attention over the packed rows (the step's own program)
     token_ids = jax.ShapeDtypeStruct(shape, jnp.int32)
-    batch = TrainBatch(ids=token_ids, mask=tokens, positions=token_ids)
-    if packed:  # segment-aware attention over the packed rows (the step's own program)
-        batch = dataclasses.replace(batch, segment_ids=token_ids, token_positions=token_ids)
+    batch = TrainBatch(
+        ids=token_ids, mask=tokens, positions=token_ids, segment_ids=token_ids, token_positions=token_ids
+    )
     if phase == Phase.GRPO:
         ref = tokens if cfg.grpo.beta > 0 else None
-        advantages = tokens if packed else jax.ShapeDtypeStruct(shape[:2], jnp.float32)
-        batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=advantages, ref_logprobs=ref)
+        batch = dataclasses.replace(batch, old_logprobs=tokens, advantages=tokens, ref_logprobs=ref)
     batch = fns.abstract_batch(batch)
     step = fns.sft_step if phase == Phase.SFT else fns.grpo_step
     resident = _train_resident(ctx, phase)
@@ -208,9 +208,9 @@ def train_step_memory(ctx: PlanContext, phase: Phase) -> ProgramMemory:
     arguments = {"params": state.params, "optimizer state": state.opt_state, "batch": batch}
     if ctx.frozen:
         arguments["frozen base"] = ctx.frozen
-    extra, packed_note = packed_bound(shape, packed, shard_bytes(state.params))
+    extra, packed_note = packed_bound(shape, shard_bytes(state.params))
     plan = memory_of(f"{phase}_step", step.lower(state, batch), arguments, resident | extra, analytic)
-    plan.notes += [packed_note] if packed else []
+    plan.notes.append(packed_note)
     if ctx.frozen:
         plan.notes.append(_lora_note(ctx, plan.arguments["optimizer state"]))
     plan.notes.append(attention_note(cfg, ctx.model, ctx.mesh, micro_rows, shape[-1]))

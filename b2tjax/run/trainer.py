@@ -26,16 +26,17 @@ from flax import nnx
 from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
 from b2tjax.data.pipeline import BatchIterator, example_dataset
-from b2tjax.grpo.update import grpo_update
+from b2tjax.grpo.update import UpdateSpec, grpo_update
 from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
+from b2tjax.run.agreement import StepShape, agree_step
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
 from b2tjax.run.mesh import build_mesh, check_placement
 from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, stop_if_not_finite, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
 from b2tjax.run.streaming import StepRollouts
-from b2tjax.sft.batches import sft_step_batch
+from b2tjax.sft.batches import sft_rows, sft_step_batch
 from b2tjax.step.packing import row_devices
 from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import BoundModel, StepFns, TrainState, init_train_state, state_shardings
@@ -287,7 +288,8 @@ class Trainer:
         for phase_step in range(start.phase_step + 1, self.sft_steps + 1):
             t0 = time.perf_counter()
             rows = data.next_batch(cfg.sft.batch_size)
-            step = sft_step_batch(rows, cfg.sft, row_devices(fns.mesh))
+            agree_step(StepShape.of(min(len(r["ids"]), cfg.sft.max_seq_len) for r in rows))
+            step = sft_step_batch(rows, cfg.sft.max_seq_len, sft_rows(cfg.sft, row_devices(fns.mesh)))
             tokens = step.tokens
             state, metrics = step.run(fns, state)
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()} | step.layout
@@ -357,6 +359,7 @@ class Trainer:
 
     def _grpo_steps(self, fns, state, start, rollouts: StepRollouts, counters, writer, guard):
         cfg, last = self.cfg, {}
+        spec = UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, row_devices(fns.mesh))
         for phase_step in range(start.phase_step + 1, self.grpo_steps + 1):
             global_step = self.sft_steps + phase_step
             t0 = time.perf_counter()
@@ -372,10 +375,11 @@ class Trainer:
             t_rollout = time.perf_counter() - t0
             if cfg.save_records and jax.process_index() == 0:  # every process holds all records
                 save_step_records(self.out / "records", global_step, batch.records)
+            agree_step(StepShape.of(len(r.ids) for r in batch.records))
             t_update = time.perf_counter()  # the next step may decode meanwhile (streaming.py)
             with rollouts.during(global_step, self.total_steps, lambda: guard.requested):
                 state, metrics = grpo_update(
-                    cfg, fns, state, batch, seed, self.ref_params, before_update=stop_here
+                    spec, fns, state, batch, seed, self.ref_params, before_update=stop_here
                 )
                 t_update = time.perf_counter() - t_update
             dt = time.perf_counter() - t0

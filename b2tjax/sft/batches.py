@@ -1,13 +1,11 @@
-"""One SFT step's batch: tokenised traces laid out as the TrainBatches the step reads.
+"""One SFT step's batch: tokenised traces packed into the TrainBatches the step reads.
 
-Unpacked (`sft.packing: false`), rows are padded to the step's longest trace (in a 64-token
-bucket, at most `max_seq_len`), one [M, b, T] batch for the scanned step. Packed, the traces go
-back to back into rows of `sft.row_tokens` (b2tjax/step/packing.py), each trace its own segment,
-the rows cut into micro-batches of their own width (`sft.row_widths`; `micro_batch_size` then
-counts rows), run one by one into one optimizer update (`StepFns.accumulate`) with the whole
-batch's token count. Either way the mask keeps assistant tokens only (a trace's first token never:
-it has no prediction from its own trace), `positions` lists them so the step projects the output
-head only where the loss reads a log-prob, and the token-mean NLL is the same.
+The traces go back to back into rows of `sft.row_tokens` (b2tjax/step/packing.py `RowPolicy`),
+each trace its own segment, the rows cut into micro-batches of their own width (`sft.row_widths`;
+`micro_batch_size` counts rows), run one by one into one optimizer update (`StepFns.accumulate`)
+with the whole batch's token count. The mask keeps assistant tokens only (a trace's first token
+never: it has no prediction from its own trace), and `positions` lists them so the step projects
+the output head only where the loss reads a log-prob.
 """
 
 from __future__ import annotations
@@ -18,29 +16,27 @@ from collections.abc import Sequence
 import numpy as np
 
 from b2tjax.config.schema import SFTConfig
-from b2tjax.step.batch import TrainBatch, loss_positions, pad_length, stack_rows
-from b2tjax.step.packing import Packing, pack_micro_batches, tokens_computed
+from b2tjax.step.batch import TrainBatch, loss_positions, pad_length
+from b2tjax.step.packing import Packing, RowPolicy, tokens_computed
 from b2tjax.step.train_step import StepFns, TrainState
 
 
-def sft_batch(rows: Sequence[dict], max_seq_len: int) -> TrainBatch:
-    """The TrainBatch of SFT examples {"ids", "mask"} (traces longer than `max_seq_len` are cut)."""
-    length = pad_length(min(max(len(r["ids"]) for r in rows), max_seq_len))
-    mask = stack_rows([r["mask"] for r in rows], length, np.float32)
-    mask[:, 0] = 0.0  # position 0 has no prediction
-    ids = stack_rows([r["ids"] for r in rows], length, np.int32)
-    return TrainBatch(ids=ids, mask=mask, positions=loss_positions(mask))
+def sft_rows(sft: SFTConfig, row_devices: int = 1) -> RowPolicy:
+    """The rows of an SFT step: `sft.row_tokens`, or 0 = `sft.max_seq_len`'s 64-token bucket (the
+    planned row); rows per micro-batch `sft.micro_batch_size`, or 0 = the batch's traces."""
+    capacity = sft.row_tokens or pad_length(sft.max_seq_len)
+    return RowPolicy(capacity, sft.micro_batch_size or sft.batch_size, row_devices, sft.row_widths)
 
 
 @dataclasses.dataclass(frozen=True)
 class SFTStep:
-    """One SFT step's micro-batched TrainBatches and its layout metrics (`rows` computed and
-    `useful_token_share`, trace tokens over tokens computed). `masks` (packed only): each trace's
-    own mask, for the whole batch's normaliser."""
+    """One SFT step's micro-batched TrainBatches, its layout metrics (`rows` computed and
+    `useful_token_share`, trace tokens over tokens computed) and each trace's own mask, for the
+    whole batch's normaliser."""
 
     batches: list[TrainBatch]
     layout: dict[str, float]
-    masks: list[np.ndarray] | None = None
+    masks: list[np.ndarray]
 
     @property
     def tokens(self) -> int:
@@ -48,30 +44,21 @@ class SFTStep:
         return int(sum(b.mask.sum() for b in self.batches))
 
     def run(self, fns: StepFns, state: TrainState) -> tuple[TrainState, dict]:
-        """The optimizer step: scanned (padded), or micro-batch by micro-batch (packed)."""
-        if self.masks is None:
-            return fns.sft_step(state, fns.shard_batch(self.batches[0]))
+        """The optimizer step, micro-batch by micro-batch."""
         return fns.accumulate(fns.sft_grad, state, self.batches, fns.normaliser(self.masks))
 
 
-def sft_step_batch(rows: Sequence[dict], sft: SFTConfig, row_devices: int = 1) -> SFTStep:
-    """One SFT step's batches under `sft` (packed or not) and their layout metrics."""
-    if not sft.packing:
-        micro = sft.batch_size // sft.micro_batch_size if sft.micro_batch_size else 1
-        batch = sft_batch(rows, sft.max_seq_len)
-        real = sum(min(len(r["ids"]), batch.ids.shape[1]) for r in rows)
-        layout = {"rows": float(len(rows)), "useful_token_share": real / batch.ids.size}
-        return SFTStep([batch.split(micro)], layout)
-    ids = [np.asarray(r["ids"][: sft.max_seq_len], np.int32) for r in rows]
+def sft_step_batch(rows: Sequence[dict], max_seq_len: int, policy: RowPolicy) -> SFTStep:
+    """One SFT step's batches in the rows of `policy` (traces cut to `max_seq_len` tokens) and
+    their layout metrics."""
+    ids = [np.asarray(r["ids"][:max_seq_len], np.int32) for r in rows]
     masks = []
     for r, x in zip(rows, ids, strict=True):
         mask = np.asarray(r["mask"][: len(x)], np.float32)
         mask[0] = 0.0
         masks.append(mask)
-    capacity = sft.row_tokens or pad_length(sft.max_seq_len)
-    micro_rows = sft.micro_batch_size or sft.batch_size
     lengths = [len(x) for x in ids]
-    micro_batches = pack_micro_batches(lengths, capacity, micro_rows, row_devices, sft.row_widths)
+    micro_batches = policy.pack(lengths)
     batches = [
         _packed([ids[i] for i in mb.members], [masks[i] for i in mb.members], mb.pack) for mb in micro_batches
     ]

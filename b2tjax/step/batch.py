@@ -1,5 +1,6 @@
 """The typed training batch (what a jitted GRPO or SFT step reads) and the host-side helpers that
-lay ragged records out as its fixed-shape arrays."""
+lay ragged records out as its fixed-shape arrays. Pure functions of their arguments: every JAX
+process holds the whole global batch and lays it out alike, so none of them talks to the others."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ from typing import Any
 
 import jax
 import numpy as np
-
-from b2tjax.grpo.layout import agree_on_maximum
-from rollout.buckets import pow2_bucket
 
 _FIELDS = [
     "ids",
@@ -32,8 +30,8 @@ class TrainBatch:
     """One optimizer step's rows. A pytree, so jit, lax.scan, jax.tree.map and device_put see its
     arrays (an absent field is None and holds no leaf, so SFT and GRPO compile apart).
 
-    The trainer builds it flat, N rows of T tokens, then `split`s it into M micro-batches of b rows,
-    the form the jitted steps read (they scan over M). T is a multiple of 64 (`pad_length`).
+    The packer (b2tjax/step/packing.py) builds it flat, N rows of T tokens, then `split`s it into
+    M micro-batches of b rows, the form the jitted steps read. T is a multiple of 64 (`pad_length`).
 
         ids           int32   [M, b, T]  the records' tokens; padding rows are all 0
         mask          float32 [M, b, T]  1 on the tokens trained on (position 0 never), else 0
@@ -79,15 +77,6 @@ def pad_length(length: int, multiple: int = 64) -> int:
     return max(multiple, -(-length // multiple) * multiple)
 
 
-def stack_rows(rows: list[list], length: int, dtype: Any, fill: int = 0) -> np.ndarray:
-    """Right-pad ragged rows to [N, length]; rows longer than `length` are cut."""
-    out = np.full((len(rows), length), fill, dtype=dtype)
-    for i, row in enumerate(rows):
-        row = row[:length]
-        out[i, : len(row)] = row
-    return out
-
-
 def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
     """[N, ...] -> [M, N / M, ...]."""
     if x.shape[0] % micro_batches:
@@ -99,7 +88,10 @@ def position_bucket(needed: int, length: int, smallest: int = 64) -> int:
     """Width K of a `loss_positions` array: the smallest `smallest * 2**j` holding `needed`, at
     most `length`. Per sequence-length bucket T the steps compile for at most
     1 + ceil(log2(T / smallest)) widths (6 at T = 2,048), and K is under twice what the batch needs."""
-    return min(pow2_bucket(needed, floor=smallest), length)
+    width = smallest
+    while width < needed:
+        width *= 2
+    return min(width, length)
 
 
 def loss_positions(mask: np.ndarray) -> np.ndarray:
@@ -109,14 +101,14 @@ def loss_positions(mask: np.ndarray) -> np.ndarray:
     prompt tokens and the tool replies are never trained on, and a [rows, T, 151,936] head
     projection is most of a short model's step). Position 0 has no prediction, so its mask is 0:
     the padding entries point there and the loss, which reads the mask at the same positions,
-    gives them weight 0. K (`position_bucket`) is agreed over JAX processes like T.
+    gives them weight 0. K is `position_bucket` of the row that trains the most tokens.
     """
     if mask.ndim != 2:
         raise ValueError(f"loss_positions needs a [rows, tokens] mask, got shape {mask.shape}")
     if np.any(mask[:, 0] != 0):
         raise ValueError("mask[:, 0] must be 0: position 0 has no prediction")
     trained = mask != 0
-    needed = agree_on_maximum(int(trained.sum(axis=1).max(initial=0)))
+    needed = int(trained.sum(axis=1).max(initial=0))
     out = np.zeros((mask.shape[0], position_bucket(needed, mask.shape[1])), np.int32)
     for row, keep in enumerate(trained):
         where = np.flatnonzero(keep)

@@ -24,6 +24,9 @@ data x fsdp, as most Qwen3 recipes), plus a pair per record longer than the budg
 benchmarks/bench_packing.py counts them over 50 steps (13-18 pairs on the B2T and TravelPlanner
 lengths at 8 rows per micro-batch; docs/results/packing.md).
 
+One record per row (the layout of padded rows) is a policy of the same packer, not a second
+path: a budget below every record's length (`RowPolicy.one_per_row`) gives each record a row.
+
 Everything is a pure function of the records' lengths: every JAX process holds the whole global
 batch and packs it alike, so the process count never changes which records share a row.
 """
@@ -195,3 +198,23 @@ def _micro_batch(lengths: list[int], bins: list[list[int]], rows: int, width: in
 def tokens_computed(micro_batches: list[MicroBatch]) -> int:
     """Tokens a packed mini-batch computes: rows x width summed over its micro-batches."""
     return sum(m.pack.tokens_computed() for m in micro_batches)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowPolicy:
+    """How a step's records become rows: the row budget (`capacity` tokens), rows per
+    micro-batch, the devices they split over (`row_devices`) and the widths a micro-batch may take."""
+
+    capacity: int
+    micro_rows: int
+    devices: int = 1
+    row_widths: int = 16
+
+    @classmethod
+    def one_per_row(cls, micro_rows: int, devices: int = 1, row_widths: int = 16) -> RowPolicy:
+        """A budget of one token: every record is over it, so each gets a row of its own."""
+        return cls(1, micro_rows, devices, row_widths)
+
+    def pack(self, lengths: list[int]) -> list[MicroBatch]:
+        """Records of `lengths` tokens in micro-batches of their own widths (`pack_micro_batches`)."""
+        return pack_micro_batches(lengths, self.capacity, self.micro_rows, self.devices, self.row_widths)

@@ -5,7 +5,7 @@ The interrupted run is sent SIGTERM as soon as its first checkpoint is committed
 the current step and exits 143; the resumed run restores params, optimizer state, the grain
 iterator position and the step counter, and must then reproduce the straight run exactly.
 
-Both runs pack their GRPO rows (`grpo.packing`: several records to a row of 128 tokens),
+Both runs pack their GRPO rows (several records to a row of 128 tokens, `grpo.row_tokens`),
 so the resumed steps re-pack their records exactly as the straight run did; the padded layout's
 resume is checked on 2 processes (tests/b2tjax/test_multihost.py) and by tests/b2tjax/test_resume_faults.py.
 """
@@ -37,7 +37,6 @@ ARGS = [
     "checkpoint.keep=3",
     "grpo.mini_batches=2",
     "eval_at_end=false",
-    "grpo.packing=true",
     "grpo.row_tokens=128",
 ]
 COMPARED = ("reward", "loss", "logprob_gap_mean", "clip_frac", "grad_norm", "accuracy", "lr")

@@ -66,6 +66,20 @@ def test_unknown_key_in_yaml_names_the_file(tmp_path):
         load_config(path)
 
 
+def test_removed_packing_keys_say_what_replaced_them(tmp_path):
+    """Every step packs its rows: a recipe or override naming the old switch is told so in one line."""
+    path = tmp_path / "old.yaml"
+    path.write_text("sft:\n  packing: true\n")
+    with pytest.raises(ValueError) as info:
+        load_config(path)
+    assert str(info.value) == (
+        f"{path}: config key 'sft.packing' was removed: every SFT step packs its records into rows; "
+        "sft.row_tokens sets the row budget (1 = one record per row)"
+    )
+    with pytest.raises(ValueError, match=r"^config key 'grpo.packing' was removed: .* grpo.row_tokens sets"):
+        load_config(None, ["grpo.packing=false"])
+
+
 def test_overrides_win_over_yaml(tmp_path):
     path = tmp_path / "a.yaml"
     path.write_text("steps: 5\noptim: {lr: 0.5}\n")

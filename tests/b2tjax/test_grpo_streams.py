@@ -1,5 +1,5 @@
-"""GRPO over episodes with a varying number of streams: credit modes against a hand
-computation, today's layout unchanged to the bit, padded rows invisible to the real train step."""
+"""GRPO over episodes with a varying number of streams: credit modes against a hand computation,
+today's layout unchanged to the bit, the row layout invisible to the real train step."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from flax import nnx
 from b2tjax.config import TrainConfig, load_config
 from b2tjax.grpo import credit
 from b2tjax.grpo import loss as grpo
-from b2tjax.grpo.layout import RowLayout, bucket_rows
-from b2tjax.grpo.update import RolloutBatch, batch_advantages, credit_metrics, grpo_update
+from b2tjax.grpo.packed import packed_update
+from b2tjax.grpo.update import RolloutBatch, UpdateSpec, batch_advantages, credit_metrics, grpo_update
+from b2tjax.run.agreement import StepShape, agree_step
+from b2tjax.step.packing import RowPolicy
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
 from models.settings import ModelRuntime
+from rollout import hosts
 from rollout.record import EpisodeRecord, StreamTag
 
 EPS = 1e-6
@@ -105,7 +108,7 @@ def test_advantages_match_hand_computation(mode, scale_by_std):
     cfg = load_config(
         None, [f"grpo.credit={mode}", "grpo.local_weight=0.3", f"grpo.scale_by_std={scale_by_std}"]
     )
-    adv, episodes = batch_advantages(cfg, batch)
+    adv, episodes = batch_advantages(cfg.grpo, cfg.rollout.group_size, batch)
     want = _hand_advantages(streams, mode, 0.3, scale_by_std)
     np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-6)
     assert episodes.count == 6
@@ -136,7 +139,7 @@ def test_todays_layout_gives_the_previous_advantages_bit_for_bit():
         want = np.asarray(previous(rewards, 4, EPS, scale_by_std))
         for groups, episodes in ((None, None), (list(np.arange(20) // 4), list(range(20)))):
             batch = RolloutBatch([_record(float(r)) for r in rewards], {}, groups, episodes)
-            adv, _ = batch_advantages(cfg, batch)
+            adv, _ = batch_advantages(cfg.grpo, cfg.rollout.group_size, batch)
             np.testing.assert_array_equal(adv, want)
 
 
@@ -154,25 +157,15 @@ def test_bad_credit_settings_are_one_line_errors():
         load_config(None, ["grpo.local_weight=-1"])
 
 
-def test_row_layout_deals_records_and_pads():
-    assert [bucket_rows(k, 3) for k in (1, 3, 4, 7, 13)] == [3, 3, 6, 12, 24]
-    layout = RowLayout.for_records(7, mini_batches=2, nominal_rows=2, micro_rows=2)
-    assert (layout.mini_rows, layout.rows, layout.padded, layout.micro_per_mini) == (4, 8, 1, 2)
-    parts = layout.mini_batch_rows(np.array([6, 0, 3, 5, 1, 2, 4]))
-    assert [p.tolist() for p in parts] == [[6, 0, 3, 5], [1, 2, 4, 7]]  # sizes 4 and 3, then row 7 pads
-    # Today's layout: exactly the old consecutive slices, no padding.
-    order = np.random.default_rng(0).permutation(8)
-    today = RowLayout.for_records(8, mini_batches=2, nominal_rows=4, micro_rows=2)
-    assert today.padded == 0 and [p.tolist() for p in today.mini_batch_rows(order)] == [
-        order[:4].tolist(),
-        order[4:].tolist(),
-    ]
-    with pytest.raises(ValueError, match="cannot fill grpo.mini_batches=4"):
-        RowLayout.for_records(3, mini_batches=4, nominal_rows=1, micro_rows=1)
+def test_a_step_must_fill_its_mini_batches():
+    records = [EpisodeRecord(instance_id=f"r{i}", prompt_len=1, reward=0.0) for i in range(3)]
+    g = dataclasses.replace(TrainConfig().grpo, mini_batches=4)
+    with pytest.raises(ValueError, match="a step with 3 records cannot fill grpo.mini_batches=4"):
+        packed_update(g, RowPolicy(64, 1), None, None, records, np.zeros(3), seed=0)
 
 
 # ----------------------------------------------------------------------------------------------
-# Padding through the real update (tiny Qwen3, plain SGD so parameters move by exactly -gradient)
+# Row layouts through the real update (tiny Qwen3, plain SGD so parameters move by exactly -gradient)
 
 N_RECORDS = 5
 
@@ -205,18 +198,23 @@ def _model_and_records():
 _STEP = dict(temperature=0.8, fixed_length=48)
 
 
-def _cfg(aggregation: str, prompts: int, group: int, micro: int) -> TrainConfig:
+def _cfg(aggregation: str, prompts: int, group: int, micro: int, row_tokens: int = 0) -> TrainConfig:
     cfg = TrainConfig()
     cfg.rollout.prompts_per_step, cfg.rollout.group_size = prompts, group
     cfg.grpo = dataclasses.replace(
-        cfg.grpo, aggregation=aggregation, beta=0.04, micro_batch_size=micro, logprob_chunk=64
+        cfg.grpo,
+        aggregation=aggregation,
+        beta=0.04,
+        micro_batch_size=micro,
+        logprob_chunk=64,
+        row_tokens=row_tokens,
     )
     return cfg
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
-def test_padded_rows_change_neither_loss_nor_gradient(aggregation):
+def test_the_row_layout_changes_neither_loss_nor_gradient(aggregation):
     model_fn, params, base, records, reference = _model_and_records()
     # 4 episodes of 2 prompts; episode 1 has two streams (records 1 and 2).
     batch = RolloutBatch(records, {}, groups=[0, 0, 0, 1, 1], episodes=[0, 1, 1, 2, 3])
@@ -224,14 +222,22 @@ def test_padded_rows_change_neither_loss_nor_gradient(aggregation):
     # The log-prob pass does not depend on the aggregation mode: share its compiled program.
     fns = dataclasses.replace(step, logprobs=base.logprobs)
     results = {}
-    # 5 records: one unpadded mini-batch of 5, and the configured 2-row batch (1 prompt x 2) grown
-    # to 8 rows in micro-batches of 2: [r r] [r r] [r pad] [pad pad].
-    for name, cfg in (("unpadded", _cfg(aggregation, 1, 5, 0)), ("padded", _cfg(aggregation, 1, 2, 2))):
+    # 5 records: packed into the recipe's rows in one micro-batch, and one record per row in
+    # micro-batches of up to 2 rows: [r r] [r r] [r].
+    layouts = (("unpadded", _cfg(aggregation, 1, 5, 0)), ("padded", _cfg(aggregation, 1, 2, 2, row_tokens=1)))
+    for name, cfg in layouts:
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        new_state, metrics = grpo_update(cfg, fns, state, batch, seed=0, ref_params=reference)
+        new_state, metrics = grpo_update(
+            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
+            fns,
+            state,
+            batch,
+            seed=0,
+            ref_params=reference,
+        )
         results[name] = (metrics, new_state.params)
     unpadded, padded = results["unpadded"], results["padded"]
-    assert unpadded[0]["padded_share"] == 0.0 and padded[0]["padded_share"] == 3 / 8
+    assert unpadded[0]["rows"] == 1 and padded[0]["rows"] == 5
     for key in ("loss", "grad_norm", "clip_frac", "kl", "entropy"):
         np.testing.assert_allclose(padded[0][key], unpadded[0][key], rtol=1e-5, atol=1e-7, err_msg=key)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7), padded[1], unpadded[1])
@@ -240,18 +246,54 @@ def test_padded_rows_change_neither_loss_nor_gradient(aggregation):
     assert max(jax.tree.leaves(moved)) > 1e-4
 
 
+@pytest.fixture
+def allgathers(monkeypatch) -> list:
+    """Every cross-process allgather (`rollout.hosts.allgather`, what every agreement and gather of
+    objects runs) made from here on, as the values gathered."""
+    calls: list = []
+    real = hosts.allgather
+
+    def counting(x):
+        calls.append(np.asarray(x).tolist())
+        return real(x)
+
+    monkeypatch.setattr(hosts, "allgather", counting)
+    return calls
+
+
+def test_a_step_agrees_once_on_its_batch(allgathers, monkeypatch):
+    """The trainer's one agreement per step is one allgather of the batch's shape; processes that
+    hold different batches stop there, in one line, instead of training apart or hanging."""
+    shape = StepShape.of([30, 22, 41])
+    assert agree_step(shape) == shape == StepShape(records=3, tokens=93, longest=41)
+    assert allgathers == [[3, 93, 41]]
+    other = np.asarray([[3, 93, 41], [3, 94, 41]])
+    monkeypatch.setattr(hosts, "allgather", lambda x: other)  # what two processes apart would gather
+    monkeypatch.setattr(hosts.jax, "process_count", lambda: 2)
+    with pytest.raises(RuntimeError, match="the processes hold different batches of one step"):
+        agree_step(shape)
+
+
 @pytest.mark.slow
-def test_drop_flat_groups_trains_exactly_on_the_informative_records():
+def test_drop_flat_groups_trains_exactly_on_the_informative_records(allgathers):
     """grpo.drop_flat_groups: a step of a spread group (records 0, 3, 4: rewards 0, 0.5, 2) and a
     flat one (records 1, 2: both 1.0) updates the parameters exactly as training on the spread
-    group's records alone; a step whose groups are all flat leaves the state untouched."""
+    group's records alone; a step whose groups are all flat leaves the state untouched. The updates
+    talk to no other process: the step's one agreement is the trainer's (`agree_step`)."""
     model_fn, params, base, records, reference = _model_and_records()
     step = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, _cfg("token_mean", 1, 5, 0).grpo, **_STEP)
     fns = dataclasses.replace(step, logprobs=base.logprobs)
 
     def update(cfg, batch):
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        return grpo_update(cfg, fns, state, batch, seed=0, ref_params=reference)
+        return grpo_update(
+            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
+            fns,
+            state,
+            batch,
+            seed=0,
+            ref_params=reference,
+        )
 
     dropping = _cfg("token_mean", 1, 5, 1)
     dropping.grpo = dataclasses.replace(dropping.grpo, drop_flat_groups=True)
@@ -270,9 +312,17 @@ def test_drop_flat_groups_trains_exactly_on_the_informative_records():
 
     flat = RolloutBatch([records[1], records[2]], {}, groups=[0, 0], episodes=[0, 1])
     state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-    same, metrics = grpo_update(dropping, fns, state, flat, seed=0, ref_params=reference)
+    same, metrics = grpo_update(
+        UpdateSpec.of(dropping.grpo, dropping.rollout, dropping.rollout_batch, 1),
+        fns,
+        state,
+        flat,
+        seed=0,
+        ref_params=reference,
+    )
     assert same is state and metrics["applied"] == 0.0 and metrics["trained_records"] == 0.0
     assert metrics["groups_all_equal"] == 1.0 and "loss" not in metrics
+    assert allgathers == []
 
 
 def test_informative_records_top_up_to_the_mini_batches_with_flat_ones():

@@ -225,10 +225,10 @@ LOOKUP_ARGS = [
 ]
 
 
-# grpo.packing / sft.packing: each step's records packed into rows of 128 tokens
-PACKED = ["grpo.packing=true", "grpo.row_tokens=128", "sft.packing=true", "sft.row_tokens=128"]
+# each step's records packed into rows of 128 tokens; "padded": one record per row (a one-token budget)
+PACKED = ["grpo.row_tokens=128", "sft.row_tokens=128"]
 LAYOUTS = {
-    "padded": [],
+    "padded": ["grpo.row_tokens=1", "sft.row_tokens=1"],
     "packed": PACKED,
     # streaming rollouts on packed rows: step 2's episodes start during step 1 and finish
     # under the updated weights; records bit for bit: the default host schedule runs tool turns
@@ -250,7 +250,7 @@ def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_pat
         dict(subprocess_env(cache, 4), PYTHONPATH=str(ROOT)),
     )
     a, b = _steps(one), _steps(two)
-    if "grpo.packing=true" in args:  # several records to a row: fewer rows than records, mostly real
+    if "grpo.row_tokens=128" in args:  # several records to a row: fewer rows than records, mostly real
         grpo = b[LOOKUP_SFT + 1]
         assert grpo["rows"] < grpo["records"] and 0 < grpo["useful_token_share"] <= 1
     if layout == "streaming":  # the first step trains on fresh tokens, the second on some one update old

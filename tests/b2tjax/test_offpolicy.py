@@ -13,7 +13,6 @@ from b2tjax.config.schema import GRPOConfig
 from b2tjax.grpo import loss as grpo
 from b2tjax.grpo import packed
 from b2tjax.grpo.offpolicy import importance_weights, ratio_anchor, staleness_metrics
-from b2tjax.step.batch import stack_rows
 from rollout.record import EpisodeRecord
 
 
@@ -89,7 +88,7 @@ def test_packed_records_weigh_the_padded_rows_tokens():
     sampled = [(rng.uniform(size=n) > 0.4).astype(np.float32) for n in lengths]
     trainer = [rng.normal(-2.0, 1.0, n).astype(np.float32) for n in lengths]
     sampler = [(t + rng.normal(-0.3, 0.8, len(t))).astype(np.float32) * s for t, s in zip(trainer, sampled)]
-    pad = lambda rows: stack_rows([list(r) for r in rows] + [[]], 16, np.float32)  # noqa: E731
+    pad = lambda rows: np.stack([np.pad(r, (0, 16 - len(r))) for r in [*rows, []]]).astype(np.float32)  # noqa: E731
     grpo_cfg = GRPOConfig(is_cap=2.0)
     old, weights, metrics = ratio_anchor(grpo_cfg, True, pad(trainer), pad(sampler), pad(sampled))
     fields = {"sampler_lp": sampler, "sampled": sampled}

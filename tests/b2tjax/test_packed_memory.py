@@ -1,10 +1,11 @@
 """The memory plan bounds a packed step's programs (b2tjax/plan/train_shapes.py `packed_bound`).
 
-launch/plan.py compiles the one-shape scanned step at the recipe's largest batch; a packed step
-runs instead a gradient program per micro-batch shape (at most the planned rows x T) adding into a
-gradient buffer, then the apply program. Compiled on the tiny Qwen3 (XLA:CPU), their peaks (with
-the optimizer state the gradient program leaves resident) stay within the planned step's, plus
-the buffer when the plan has a single micro-batch (no scan carry holds one).
+launch/plan.py compiles the one-shape scanned step at the recipe's largest batch; a step (every
+step packs its rows) runs instead a gradient program per micro-batch shape (at most the planned
+rows x T) adding into a gradient buffer, then the apply program. Compiled on the tiny Qwen3
+(XLA:CPU), their peaks (with the optimizer state the gradient program leaves resident) stay
+within the planned step's, plus the buffer when the plan has a single micro-batch (no scan carry
+holds one).
 """
 
 import jax
@@ -54,7 +55,7 @@ def test_gradient_and_apply_programs_fit_the_planned_step(micro):
     state = jax.eval_shape(lambda: init_train_state(params, optimizer))
     shape = (micro, 4, 256)
     planned = _peak(fns.grpo_step.lower(state, _batch(shape)))
-    extra, note = packed_bound(shape, True, _bytes(params))
+    extra, note = packed_bound(shape, _bytes(params))
     assert note and (extra == {} if micro > 1 else extra == {"packed gradient buffer": _bytes(params)})
     bound = planned + sum(extra.values())
     grads = jax.tree.map(lambda x: S(x.shape, x.dtype), state.params)

@@ -1,4 +1,5 @@
-"""Packed rows train exactly as padded ones: the padded update is the expectation.
+"""Packed rows train exactly as rows of one record each (the layout of padded rows, the packer at
+a one-token budget): that update is the expectation.
 
 Through the real `grpo_update` and SFT step on the tiny Qwen3 in fp32, with plain SGD (the
 parameters move by exactly -gradient): records of irregular multi-turn masks, off-policy sampler
@@ -24,8 +25,8 @@ from flax import nnx
 from b2tjax.config import TrainConfig
 from b2tjax.config.schema import SFTConfig
 from b2tjax.grpo import loss as grpo
-from b2tjax.grpo.update import RolloutBatch, grpo_update
-from b2tjax.sft.batches import sft_step_batch
+from b2tjax.grpo.update import RolloutBatch, UpdateSpec, grpo_update
+from b2tjax.sft.batches import sft_rows, sft_step_batch
 from b2tjax.step.packing import pack_micro_batches
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
@@ -38,7 +39,8 @@ LENGTHS = (30, 22, 101, 17, 75, 9, 26, 120)
 ROW = 128  # packs 1-3 records to a row
 WIDTHS = 2  # rows of 64 or 128 tokens: each mini-batch has micro-batches of both (checked below)
 _STEP = dict(temperature=0.8, fixed_length=48)
-LAYOUT_KEYS = {"rows", "useful_token_share", "padded_share"}  # differ by design
+LAYOUT_KEYS = {"rows", "useful_token_share"}  # differ by design
+ONE_PER_ROW = 1  # a row budget below every record: each record a row of its own
 
 
 @functools.cache
@@ -77,7 +79,7 @@ def _records(rng, behaviour: float = -1.5, version: int | None = None) -> list[E
     return records
 
 
-def _cfg(aggregation: str, packing: bool, max_staleness: int = 0) -> TrainConfig:
+def _cfg(aggregation: str, row_tokens: int, max_staleness: int = 0) -> TrainConfig:
     cfg = TrainConfig()
     cfg.rollout.prompts_per_step, cfg.rollout.group_size = 2, 4
     cfg.rollout.max_staleness = max_staleness
@@ -88,8 +90,7 @@ def _cfg(aggregation: str, packing: bool, max_staleness: int = 0) -> TrainConfig
         mini_batches=2,
         micro_batch_size=2,
         logprob_chunk=16,
-        packing=packing,
-        row_tokens=ROW,
+        row_tokens=row_tokens,
         row_widths=WIDTHS,
     )
     return cfg
@@ -117,17 +118,24 @@ def _grads(new, old):
 
 
 def _padded_and_packed(aggregation: str, lora: bool, batch: RolloutBatch, max_staleness: int = 0):
-    """(metrics, gradients) of one `grpo_update` on `batch`, padded then packed."""
+    """(metrics, gradients) of one `grpo_update` on `batch`, one record per row then packed."""
     model = _model(lora)
     model_fn, params = BoundModel.from_model(model)
     frozen = BoundModel.frozen_of(model)
     reference = jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
     results = []
-    for packing in (False, True):
-        cfg = _cfg(aggregation, packing, max_staleness)
+    for row_tokens in (ONE_PER_ROW, ROW):
+        cfg = _cfg(aggregation, row_tokens, max_staleness)
         fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=frozen, **_STEP)
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
-        new_state, metrics = grpo_update(cfg, fns, state, batch, seed=3, ref_params=reference)
+        new_state, metrics = grpo_update(
+            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
+            fns,
+            state,
+            batch,
+            seed=3,
+            ref_params=reference,
+        )
         results.append((metrics, _grads(new_state.params, params)))
     return results
 
@@ -144,7 +152,7 @@ def _assert_same_update(padded, padded_grads, packed, packed_grads):
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
-def test_packed_grpo_update_equals_padded(aggregation, lora):
+def test_packed_grpo_update_equals_one_record_per_row(aggregation, lora):
     assert _widths_per_mini_batch(3) == [{64, 128}, {64, 128}]
     batch = RolloutBatch(_records(np.random.default_rng(7)), {})
     (padded, padded_grads), (packed, packed_grads) = _padded_and_packed(aggregation, lora, batch)
@@ -154,7 +162,7 @@ def test_packed_grpo_update_equals_padded(aggregation, lora):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_packed_streamed_grpo_update_equals_padded(lora):
+def test_packed_streamed_grpo_update_equals_one_record_per_row(lora):
     """Records sampled by the last two policy versions, the sampler's log-probs around the tiny
     model's (about -7): importance weights on both sides of 1, some over the cap."""
     records = _records(np.random.default_rng(11), behaviour=-7.5, version=5)
@@ -170,7 +178,7 @@ def test_packed_streamed_grpo_update_equals_padded(lora):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_packed_sft_step_equals_padded(lora):
+def test_packed_sft_step_equals_one_record_per_row(lora):
     model = _model(lora)
     model_fn, params = BoundModel.from_model(model)
     rng = np.random.default_rng(5)
@@ -178,7 +186,7 @@ def test_packed_sft_step_equals_padded(lora):
     for record in _records(rng):
         mask = list(record.loss_mask)
         rows.append({"ids": list(record.ids), "mask": mask})
-    cfg = _cfg("token_mean", False)
+    cfg = _cfg("token_mean", ONE_PER_ROW)
     fns = make_step_fns(
         model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=BoundModel.frozen_of(model), **_STEP
     )
@@ -188,11 +196,10 @@ def test_packed_sft_step_equals_padded(lora):
             batch_size=len(rows),
             micro_batch_size=2,
             max_seq_len=ROW,
-            packing=packing,
-            row_tokens=ROW,
+            row_tokens=ROW if packing else ONE_PER_ROW,
             row_widths=WIDTHS,
         )
-        step = sft_step_batch(rows, sft)
+        step = sft_step_batch(rows, sft.max_seq_len, sft_rows(sft))
         if packing:  # micro-batches of several widths, one optimizer update
             assert {b.ids.shape[-1] for b in step.batches} == {64, 128}
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))

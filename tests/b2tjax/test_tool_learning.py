@@ -156,22 +156,23 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
 
     def recording_make_step_fns(*args, **kwargs):
         fns = real_make_step_fns(*args, **kwargs)
-        step = fns.grpo_step
+        grad = fns.grpo_grad
 
-        def recording_step(state, batch):
+        def recording_grad(params, grads, batch, norm):
             batches.append(jax.device_get(batch))
-            return step(state, batch)
+            return grad(params, grads, batch, norm)
 
-        fns.grpo_step = recording_step
+        fns.grpo_grad = recording_grad
         return fns
 
     monkeypatch.setattr(b2tjax.step.phases, "make_step_fns", recording_make_step_fns)
     task = _KeepingTask(LookupConfig(num_values=NUM_VALUES))
-    train_lookup(tmp_path, task, seed=0, overrides=[*SHORT_RUN, f"grpo.loss_mask={str(loss_mask).lower()}"])
+    overrides = [*SHORT_RUN, "grpo.row_tokens=1", f"grpo.loss_mask={str(loss_mask).lower()}"]
+    train_lookup(tmp_path, task, seed=0, overrides=overrides)
 
     records = {tuple(r.ids): r for r in task.first.records}
     assert sum(r.prompt_len < len(r.ids) - r.num_sampled for r in records.values()) > 0  # some replies exist
-    batch = batches[0]  # the first optimizer step of the first GRPO step
+    batch = batches[0]  # the first micro-batch of the first GRPO step
     mask = batch.mask
     weights = np.asarray(grpo.token_weights(mask, "seq_mean_token_mean", grpo.batch_normaliser(mask, 64)))
     for ids, w in zip(batch.ids.reshape(-1, mask.shape[-1]), weights.reshape(-1, mask.shape[-1])):

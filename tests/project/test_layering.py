@@ -13,7 +13,9 @@ importing all of sandbox loads neither jax nor flax.
 Inside b2tjax/ the rooms of docs/ARCHITECTURE.md ("b2tjax/: rooms that follow a training step")
 depend downward only: the library never imports its launch scripts' helpers (b2tjax/cli/), the
 jitted step and the GRPO / SFT math know nothing of runs, tasks or plans, and the config and data
-rooms sit below everything that reads them.
+rooms sit below everything that reads them. The layout and loss code never talks to other JAX
+processes (no `rollout.hosts`: a step's one agreement is the trainer's, b2tjax/run/agreement.py),
+and the pure GRPO loss is a leaf.
 """
 
 from __future__ import annotations
@@ -92,14 +94,17 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 
 _ABOVE_THE_STEP = {"b2tjax.run", "b2tjax.tasks", "b2tjax.cli", "b2tjax.plan", "b2tjax.report"}
-# b2tjax room -> the rooms it must never import (b2tjax.cli: only launch scripts and cli/ itself)
+_COLLECTIVES = {"rollout.hosts"}  # cross-process agreements: the trainer's, never the layout's
+# b2tjax room -> the rooms it must never import (b2tjax.cli: only launch scripts and cli/ itself);
+# the first room that holds a module decides
 ROOM_FORBIDDEN = {
+    "b2tjax.grpo.loss": {"b2tjax", "rollout", "sandbox"},
     "b2tjax.errors": {"b2tjax"},
     "b2tjax.data": _ABOVE_THE_STEP | {"b2tjax.step", "b2tjax.grpo", "b2tjax.sft", "b2tjax.config"},
     "b2tjax.config": _ABOVE_THE_STEP | {"b2tjax.step", "b2tjax.sft", "b2tjax.data"},
-    "b2tjax.step": _ABOVE_THE_STEP | {"b2tjax.sft"},
-    "b2tjax.grpo": _ABOVE_THE_STEP,
-    "b2tjax.sft": _ABOVE_THE_STEP | {"b2tjax.grpo"},
+    "b2tjax.step": _ABOVE_THE_STEP | _COLLECTIVES | {"b2tjax.sft"},
+    "b2tjax.grpo": _ABOVE_THE_STEP | _COLLECTIVES,
+    "b2tjax.sft": _ABOVE_THE_STEP | _COLLECTIVES | {"b2tjax.grpo"},
     "b2tjax.tasks": {"b2tjax.cli", "b2tjax.plan", "b2tjax.run.trainer"},
     "b2tjax.run": {"b2tjax.cli", "b2tjax.plan"},
     "b2tjax.report": {"b2tjax.cli", "b2tjax.plan", "b2tjax.tasks", "b2tjax.run.trainer"},
