@@ -70,9 +70,7 @@ class Trainer:
     ):
         """`valid_vocab`: the tokenizer's size when the model has padded embedding rows past it
         (those ids are then outside every trainer log-softmax, as they are for the sampler)."""
-        self.cfg = cfg
-        self.valid_vocab = valid_vocab
-        self.task = task
+        self.cfg, self.valid_vocab, self.task = cfg, valid_vocab, task
         self.out = Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = build_mesh(cfg.mesh)

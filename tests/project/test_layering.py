@@ -94,10 +94,13 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 
 _ABOVE_THE_STEP = {"b2tjax.run", "b2tjax.tasks", "b2tjax.cli", "b2tjax.plan", "b2tjax.report"}
-_COLLECTIVES = {"rollout.hosts"}  # cross-process agreements: the trainer's, never the layout's
+_COLLECTIVES = {"rollout.hosts"}
+# Plain choices (Literals) that import nothing (ROOM_FORBIDDEN holds them to it): any room reads them
+_VOCABULARY = {"b2tjax.grpo.modes"}  # cross-process agreements: the trainer's, never the layout's
 # b2tjax room -> the rooms it must never import (b2tjax.cli: only launch scripts and cli/ itself);
 # the first room that holds a module decides
 ROOM_FORBIDDEN = {
+    "b2tjax.grpo.modes": {"b2tjax", "rollout", "sandbox", "models"},
     "b2tjax.grpo.loss": {"b2tjax", "rollout", "sandbox"},
     "b2tjax.errors": {"b2tjax"},
     "b2tjax.data": _ABOVE_THE_STEP | {"b2tjax.step", "b2tjax.grpo", "b2tjax.sft", "b2tjax.config"},
@@ -114,6 +117,8 @@ ROOM_FORBIDDEN = {
 
 def _room_crosses(a: str, b: str) -> bool:
     """Whether b2tjax module `a` importing `b` goes up the rooms (ROOM_FORBIDDEN)."""
+    if b in _VOCABULARY:
+        return False
     for room, forbidden in ROOM_FORBIDDEN.items():
         if a == room or a.startswith(room + "."):
             return any(b == f or (b.startswith(f + ".") and not b.startswith(room)) for f in forbidden)
