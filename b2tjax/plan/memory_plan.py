@@ -37,8 +37,8 @@ from b2tjax.plan.program_memory import GIB, ProgramMemory
 from b2tjax.plan.train_shapes import packed_bound, train_batch_shape
 from b2tjax.run.adapters import abstract_run_model, base_init
 from b2tjax.run.model_build import recipe_rope
+from b2tjax.run.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.batch import TrainBatch
-from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import BoundModel, abstract_train_state, state_shardings
 from models.config import Qwen3Config, get_config
 from models.qwen3 import DTYPES

@@ -34,11 +34,11 @@ from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
 from b2tjax.run.mesh import build_mesh, check_placement
 from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, stop_if_not_finite, wandb_run
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
+from b2tjax.run.phases import phase_optimizer, phase_step_fns
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
 from b2tjax.run.streaming import StepRollouts
 from b2tjax.sft.batches import sft_rows, sft_step_batch
 from b2tjax.step.packing import row_devices
-from b2tjax.step.phases import phase_optimizer, phase_step_fns
 from b2tjax.step.train_step import BoundModel, StepFns, TrainState, init_train_state, state_shardings
 from b2tjax.tasks.base import Task
 from models.sharding import state_shardings as param_shardings

@@ -152,7 +152,7 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
     import b2tjax.run.trainer
 
     batches = []
-    real_make_step_fns = b2tjax.step.phases.make_step_fns
+    real_make_step_fns = b2tjax.run.phases.make_step_fns
 
     def recording_make_step_fns(*args, **kwargs):
         fns = real_make_step_fns(*args, **kwargs)
@@ -165,7 +165,7 @@ def test_loss_mask_decides_which_tokens_get_weight(tmp_path, monkeypatch, loss_m
         fns.grpo_grad = recording_grad
         return fns
 
-    monkeypatch.setattr(b2tjax.step.phases, "make_step_fns", recording_make_step_fns)
+    monkeypatch.setattr(b2tjax.run.phases, "make_step_fns", recording_make_step_fns)
     task = _KeepingTask(LookupConfig(num_values=NUM_VALUES))
     overrides = [*SHORT_RUN, "grpo.row_tokens=1", f"grpo.loss_mask={str(loss_mask).lower()}"]
     train_lookup(tmp_path, task, seed=0, overrides=overrides)

@@ -3,8 +3,9 @@ training config, where processes agree, and which rooms of b2tjax/ import upward
 
     python tests/project/code_counts.py        # prints the table docs/ARCHITECTURE.md quotes
 
-Structural knobs are the config keys that select an implementation (not a size or a rate); the
-list below names every one the project has had, and a knob counts while the schema still has it.
+Structural knobs are the choices that select an implementation (not a size or a rate): the config
+keys below, every one the project has had (a knob counts while the schema still has one of its
+keys), and the number of processes, which is always a choice.
 """
 
 from __future__ import annotations
@@ -16,30 +17,31 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-STRUCTURAL_KNOBS = (
-    "rollout.kv_cache",
-    "rollout.refill",
-    "rollout.reprefill",
-    "rollout.async_host",
-    "rollout.max_staleness",
-    "rollout.decode_during_update",
-    "rollout.resume_kv",
-    "grpo.packing",
-    "sft.packing",
-    "mesh.rollout_devices",
-    "model.lora.rank",
-    "model.lora.quant",
-    "agent",
-    "task",
-)
-# Rooms of b2tjax/ from the bottom up: a room imports only rooms before it.
-ROOMS = ("errors", "data", "step", "grpo", "sft", "config", "tasks", "report", "run", "plan", "cli")
+STRUCTURAL_KNOBS = {  # knob -> its config keys
+    "rollout.kv_cache": ("rollout.kv_cache",),
+    "rollout.refill": ("rollout.refill",),
+    "rollout.reprefill": ("rollout.reprefill",),
+    "rollout.async_host": ("rollout.async_host",),
+    "rollout.max_staleness": ("rollout.max_staleness",),
+    "rollout.decode_during_update": ("rollout.decode_during_update",),
+    "rollout.resume_kv": ("rollout.resume_kv",),
+    "grpo.packing": ("grpo.packing",),
+    "sft.packing": ("sft.packing",),
+    "mesh.rollout_devices": ("mesh.rollout_devices",),
+    "LoRA / int8": ("model.lora.rank", "model.lora.quant"),
+    "agent": ("agent",),
+    "task": ("task",),
+}
+PROCESSES = "processes"
+# Rooms of b2tjax/ from the bottom up (docs/ARCHITECTURE.md's table): a room imports only rooms before it.
+ROOMS = ("errors", "config", "data", "step", "grpo", "sft", "tasks", "run", "report", "plan", "cli")
+VOCABULARY = {"b2tjax.grpo.modes"}  # plain Literals that import nothing: any room may read them
 # Where the whole TrainConfig may be read: the launch scripts and the rooms that resolve it.
 CONFIG_READERS = ("launch", "b2tjax/cli", "b2tjax/config", "b2tjax/plan", "b2tjax/run")
-# The cross-process primitives; only the orchestrator's one agreement per step may call them.
+# The cross-process primitives. In training code (b2tjax/) only the orchestrator (b2tjax/run/)
+# calls them; the sampler's own lockstep (rollout/) is the engine's protocol, counted apart.
 COLLECTIVES = ("agree_on_maximum", "agree", "gather_objects", "process_allgather", "sync_global_devices")
 ORCHESTRATOR = ("b2tjax/run/",)
-COLLECTIVE_HOMES = ("rollout/hosts.py",)  # where the primitives are defined
 
 
 def _modules(*folders: str) -> list[Path]:
@@ -79,12 +81,12 @@ def config_importers() -> list[str]:
     return sorted(set(found))
 
 
-def collective_calls() -> list[str]:
-    """Calls of a cross-process primitive outside the orchestrator and the primitives' home."""
+def collective_calls(*folders: str) -> list[str]:
+    """Calls of a cross-process primitive in `folders`, outside the orchestrator."""
     found = []
-    for path in _modules("b2tjax", "rollout", "models"):
+    for path in _modules(*folders):
         rel = _rel(path)
-        if rel.startswith(ORCHESTRATOR + COLLECTIVE_HOMES):
+        if rel.startswith(ORCHESTRATOR):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
@@ -107,6 +109,8 @@ def upward_imports() -> list[str]:
             names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
             for name in names:
                 other = name.split(".")[1] if name.startswith("b2tjax.") else None
+                if name in VOCABULARY:
+                    continue
                 if other in ROOMS and ROOMS.index(other) > ROOMS.index(room):
                     found.add(f"{room} -> {other}")
     return sorted(found)
@@ -119,9 +123,12 @@ def code_lines(*folders: str) -> int:
 def counts() -> dict[str, object]:
     keys = schema_keys()
     return {
-        "structural knobs": [k for k in STRUCTURAL_KNOBS if k in keys],
+        "structural knobs": [k for k, ks in STRUCTURAL_KNOBS.items() if set(ks) & keys] + [PROCESSES],
         "modules importing TrainConfig outside the config readers": config_importers(),
-        "cross-process calls outside the orchestrator": collective_calls(),
+        "cross-process calls in b2tjax/ outside the orchestrator": collective_calls("b2tjax"),
+        "cross-process calls of the sampler and model loading (rollout/, models/)": collective_calls(
+            "rollout", "models"
+        ),
         "upward imports inside b2tjax/": upward_imports(),
         "lines of b2tjax/ + rollout/": code_lines("b2tjax", "rollout"),
     }

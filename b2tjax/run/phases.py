@@ -1,4 +1,4 @@
-"""The jitted steps of a run's two phases (config.schema.Phase: SFT, GRPO), as the trainer builds them.
+"""The jitted steps of a run's two phases (config.schema.Phase: SFT, GRPO), built from the run's config.
 
 Its own module because `launch/plan.py` (b2tjax.plan.memory_plan) compiles these very functions
 ahead of time: what the plan measures is what the run executes.
