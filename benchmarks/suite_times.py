@@ -1,11 +1,12 @@
 """Where the test suite's time goes: the slowest test files of a pytest `--junitxml` report.
 
     python -m pytest -q tests --junitxml=/tmp/junit.xml
-    python benchmarks/suite_times.py /tmp/junit.xml [--top 20]
+    python benchmarks/suite_times.py /tmp/junit.xml [--top 20] [--tests 30]
 
 Seconds are summed per file over its tests (worker-seconds: with `-n 2` the wall time is about half
 the total), so a before/after pair of tables shows which files a change made cheaper. Module
-fixtures are charged to the test that first used them, as pytest reports them.
+fixtures are charged to the test that first used them, as pytest reports them. `--tests N` also
+lists the N slowest tests (the candidates for a `slow` mark when the fast lane grows).
 """
 
 from __future__ import annotations
@@ -25,12 +26,20 @@ def file_of(case: ET.Element) -> str:
     return "/".join(parts) + ".py" if parts else case.get("classname", "?")
 
 
-def file_seconds(report: Path) -> tuple[Counter, Counter]:
-    """(seconds per file, tests per file) over every <testcase> of the report."""
-    seconds, counts = Counter(), Counter()
+def seconds_per_test(report: Path) -> Counter:
+    """Seconds per test, keyed `file::name`, over every <testcase> of the report."""
+    seconds = Counter()
     for case in ET.parse(report).getroot().iter("testcase"):
-        name = file_of(case)
-        seconds[name] += float(case.get("time", 0.0))
+        seconds[f"{file_of(case)}::{case.get('name')}"] += float(case.get("time", 0.0))
+    return seconds
+
+
+def file_seconds(tests: Counter) -> tuple[Counter, Counter]:
+    """(seconds per file, tests per file) from the seconds per test."""
+    seconds, counts = Counter(), Counter()
+    for test, s in tests.items():
+        name = test.split("::")[0]
+        seconds[name] += s
         counts[name] += 1
     return seconds, counts
 
@@ -49,11 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("junit", type=Path, help="a pytest --junitxml file")
     parser.add_argument("--top", type=int, default=20, help="how many files to list")
+    parser.add_argument("--tests", type=int, default=0, help="also list this many slowest tests")
     args = parser.parse_args(argv)
     if not args.junit.is_file():
         print(f"no junit report at {args.junit}", file=sys.stderr)
         return 2
-    print(table(*file_seconds(args.junit), args.top))
+    tests = seconds_per_test(args.junit)
+    print(table(*file_seconds(tests), args.top))
+    if args.tests:
+        print("\n| test | seconds |\n|---|---:|")
+        print("\n".join(f"| {test} | {s:.1f} |" for test, s in tests.most_common(args.tests)))
     return 0
 
 

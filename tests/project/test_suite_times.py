@@ -1,5 +1,5 @@
 """benchmarks/suite_times.py: per-file seconds of a junit report, summed over the file's tests (a test
-class counted with its module), slowest first, with the total over every file."""
+class counted with its module), slowest first, with the total over every file; and the slowest tests."""
 
 from __future__ import annotations
 
@@ -31,5 +31,10 @@ def test_the_table_sums_seconds_per_file_slowest_first(tmp_path, capsys):
         "| tests/launch/test_slow.py | 2 | 40 | 90.9% |",
         "| tests/b2tjax/test_fast.py | 2 | 4 | 8.0% |",
         "| total (3 files) | 5 | 44 | 100% |",
+    ]
+    assert module.main([str(report), "--top", "1", "--tests", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "| tests/launch/test_slow.py::test_c | 30.2 |",
+        "| tests/launch/test_slow.py::test_d | 9.8 |",
     ]
     assert module.main([str(tmp_path / "missing.xml")]) == 2
