@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +48,11 @@ def model_pair():
         return cache[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def jax_cache(tmp_path_factory) -> Path:
+    """One persistent compilation cache for the training subprocesses of a session (of an xdist
+    worker): runs of one recipe in different files (its rollout, evaluation and checkpoint programs)
+    compile each program once. A worker's own directory: no two processes write it at once."""
+    return tmp_path_factory.mktemp("jax_cache")

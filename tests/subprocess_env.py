@@ -1,6 +1,7 @@
-"""The environment of a training subprocess in the tests: CPU JAX, unbuffered output, and one
-persistent compilation cache shared by the runs of a test, so a resumed or second run reuses the
-first runs' executables instead of compiling again."""
+"""The environment of a training subprocess in the tests: CPU JAX, unbuffered output, and a
+persistent compilation cache shared by several runs (the session's `jax_cache` of tests/conftest.py,
+or a module's), so a resumed or second run reuses the first runs' executables instead of compiling
+again."""
 
 from __future__ import annotations
 

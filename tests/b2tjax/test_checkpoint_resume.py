@@ -52,9 +52,9 @@ def _committed_steps(ckpt_dir: Path) -> list[int]:
     return sorted(int(p.name) for p in ckpt_dir.iterdir() if p.is_dir() and p.name.isdigit())
 
 
-def test_sigterm_then_resume_matches_straight_run(tmp_path):
+def test_sigterm_then_resume_matches_straight_run(tmp_path, jax_cache):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    env = subprocess_env(tmp_path / "jax_cache")
+    env = subprocess_env(jax_cache)
     first = subprocess.Popen(
         _cmd(straight), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -15,9 +15,14 @@ of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tja
 a real multi-turn tool) after a short SFT, whose rewards vary within and across the processes'
 groups: 2 GRPO steps with non-zero loss and gradient equal to one process', every lookup run once in
 the cluster by the episode's owner (counted by the episodes themselves). That pair runs padded, packed
-and streaming at max_staleness 1 on packed rows (the session in lockstep over
-the processes, the decoupled objective's importance weights in the packed rows);
-the split placement (`mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
+and streaming at max_staleness 1 on packed rows (the session in lockstep over the processes, the
+decoupled objective's importance weights in the packed rows); the split placement
+(`mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
+
+The scenarios share launches (tests/b2tjax/pod_jobs.py): one pod of 2 processes x 2 devices runs
+every 2 x 2 job in turn and one process of 4 devices every 1 x 4 job, so a pod starts, imports and
+loads the programs its jobs share once; only the jobs that need another device count or a killed
+process launch their own.
 """
 
 from __future__ import annotations
@@ -74,6 +79,26 @@ def _args(data: Path, out: Path, steps: int = GRPO_STEPS) -> list[str]:
     ]
 
 
+# One HiMAP GRPO step of the tiny HiMAP recipe: a job of the pod and of the single process.
+HIMAP_ARGS = [
+    "--config",
+    str(ROOT / "configs" / "himap_tiny_cpu.yaml"),
+    "--no-progress",
+    "steps=1",
+    "eval_at_end=false",
+    "mode=grpo",  # straight to one GRPO step (the recipe's scripted plans would warm-start it first)
+    "himap.max_rounds=1",
+    # the records are what this test is about (the 2-process update is checked on the tiny
+    # recipe): a step whose teams all score alike skips its update (~4 CPU-min per run)
+    "grpo.drop_flat_groups=true",
+    "rollout.prompts_per_step=2",
+    "mesh.fsdp=2",
+    "mesh.tensor=2",
+    "save_records=true",
+]
+PAGED = ["rollout.kv_cache=paged", "rollout.page_size=16"]
+
+
 def _run(cmd: list[str], env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -84,30 +109,125 @@ def _one(args: list[str], env: dict) -> subprocess.CompletedProcess:
     return _run([sys.executable, str(ROOT / "launch" / "train.py"), *args], env)
 
 
+def _cluster_env(cache: Path) -> dict:
+    """A pod's environment; PYTHONPATH for the drivers in tests/. (JAX's binary sharing between
+    hosts cannot spare process 1 its compiles on CPU: the two processes' cache keys differ.)"""
+    return dict(subprocess_env(cache), PYTHONPATH=str(ROOT))
+
+
 def _cluster(
-    args: list[str], env: dict, script: str = "train.py", devices: int = 2
+    args: list[str], env: dict, script: str = "train.py", devices: int = 2, timeout: int = 900
 ) -> subprocess.CompletedProcess:
     launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2"]
     per_process = ["--devices-per-process", str(devices)]
-    return _run([*launcher, *per_process, "--", str(ROOT / "launch" / script), *args], env)
+    return _run([*launcher, *per_process, "--", str(ROOT / "launch" / script), *args], env, timeout)
+
+
+JOBS = ROOT / "tests" / "b2tjax" / "pod_jobs.py"
+
+
+def _jobs(root: Path, name: str, jobs: list[dict], cache: Path, processes: int, devices: int) -> Path:
+    """Run `jobs` (tests/b2tjax/pod_jobs.py) in one launch of `processes` x `devices`; their output
+    is root/name.log. Returns root."""
+    listing = root / f"{name}.json"
+    listing.write_text(json.dumps(jobs))
+    if processes == 1:
+        env = dict(subprocess_env(cache, devices), PYTHONPATH=str(ROOT))
+        done = _run([sys.executable, str(JOBS), str(listing)], env, timeout=3600)
+    else:
+        done = _cluster([str(listing)], _cluster_env(cache), str(JOBS), devices, timeout=3600)
+    (root / f"{name}.log").write_text(done.stdout)
+    return root
+
+
+def _job_output(log: Path, job: str) -> str:
+    """The lines job `job` printed (with their `[process] ` prefix in a pod)."""
+    current: dict[str, str] = {}
+    kept = []
+    for line in log.read_text().splitlines():
+        prefix = line[: line.index("] ") + 2] if line.startswith("[") and "] " in line else ""
+        if line[len(prefix) :].startswith("=== job "):
+            current[prefix] = line[len(prefix) + len("=== job ") :]
+        elif current.get(prefix) == job:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory) -> tuple[Path, Path]:
-    """(DATA, compilation cache) of the module's runs; the first cluster run builds DATA."""
+    """(DATA, compilation cache) of the module's runs; the pod's first job builds DATA."""
     root = tmp_path_factory.mktemp("multihost")
     return root / "DATA", root / "cache"
 
 
+def _lookup(name: str, root: Path, overrides: list[str]) -> dict:
+    return {"name": name, "kind": "lookup", "argv": [str(root / name), *LOOKUP_ARGS, *overrides]}
+
+
+def _train(name: str, root: Path, args: list[str]) -> dict:
+    return {"name": name, "kind": "train", "argv": [*args, "--out", str(root / name)]}
+
+
+def _resume_from_sft(name: str, root: Path, data: Path, pod: Path) -> dict:
+    """The 2-process run's directory as it was after the SFT phase (its GRPO step is then redone)."""
+    drop = list(range(SFT_STEPS + 1, SFT_STEPS + GRPO_STEPS + 1))
+    copy = {"src": str(pod / "two" / "checkpoints"), "dst": str(root / name / "checkpoints"), "drop": drop}
+    return {"name": name, "kind": "train", "argv": [*_args(data, root / name), "--resume"], "copy": copy}
+
+
+def _export(name: str, root: Path, pod: Path) -> dict:
+    # the newest step of the 2-process run, with the run's tokenizer
+    argv = ["--checkpoint", str(pod / "two" / "checkpoints"), "--out", str(root / name)]
+    return {"name": name, "kind": "export", "argv": argv}
+
+
 @pytest.fixture(scope="module")
-def runs(shared):
+def pod(shared) -> Path:
+    """Every 2 processes x 2 devices job, in one launch; their run directories under the returned
+    root (log: root/pod.log). The first job builds DATA (process 0 builds, 1 waits)."""
+    data, cache = shared
+    root = data.parent / "pod"
+    root.mkdir()
+    evaluate = ["eval_at_end=true", "data.eval_instances=4"]  # the end-of-run evaluation, 2 per process
+    jobs = [
+        {"name": "two", "kind": "train", "argv": [*_args(data, root / "two"), *evaluate]},
+        {"name": "paged", "kind": "train", "argv": [*_args(data, root / "paged"), *PAGED]},
+        _resume_from_sft("resumed", root, data, root),
+        _export("export", root, root),
+        *(_lookup(f"lookup-{layout}", root, LAYOUTS[layout]) for layout in sorted(LAYOUTS)),
+        *(
+            _lookup(f"split-{case}-{side}", root, overrides)
+            for case in sorted(SPLIT_CASES)
+            for side, (overrides, devices) in _split_runs(case).items()
+            if devices == 2
+        ),
+        _train("himap", root, [*HIMAP_ARGS, f"data.data_dir={data}"]),
+    ]
+    return _jobs(root, "pod", jobs, cache, processes=2, devices=2)
+
+
+@pytest.fixture(scope="module")
+def solo(shared, pod) -> Path:
+    """The same jobs on 1 process x 4 devices, same mesh (what the pod's runs must match)."""
+    data, cache = shared
+    root = data.parent / "solo"
+    root.mkdir()
+    evaluate = ["eval_at_end=true", "data.eval_instances=4"]
+    jobs = [
+        {"name": "one", "kind": "train", "argv": [*_args(data, root / "one"), *evaluate]},
+        _resume_from_sft("resumed", root, data, pod),
+        _export("export", root, pod),
+        *(_lookup(f"lookup-{layout}", root, LAYOUTS[layout]) for layout in sorted(LAYOUTS)),
+        _train("himap", root, [*HIMAP_ARGS, f"data.data_dir={data}"]),
+    ]
+    return _jobs(root, "solo", jobs, cache, processes=1, devices=4)
+
+
+@pytest.fixture(scope="module")
+def runs(shared, pod, solo):
     """(one, two, data, cache): run directories of 1 x 4 and 2 x 2 devices over the same DATA."""
     data, cache = shared
-    root = data.parent
-    evaluate = ["eval_at_end=true", "data.eval_instances=4"]  # the end-of-run evaluation, 2 per process
-    _cluster([*_args(data, root / "two"), *evaluate], subprocess_env(cache))  # process 0 builds DATA, 1 waits
-    _one([*_args(data, root / "one"), *evaluate], subprocess_env(cache, devices=4))
-    return root / "one", root / "two", data, cache
+    return solo / "one", pod / "two", data, cache
 
 
 def _steps(out: Path) -> dict[int, dict]:
@@ -117,8 +237,9 @@ def _steps(out: Path) -> dict[int, dict]:
 def _assert_same_metrics(a: dict, b: dict, trained: bool = True) -> None:
     shared = sorted(k for k in (set(a) & set(b)) - TIMING - REUSE - SCHEDULE if not k.startswith("phase_s/"))
     assert not trained or ("loss" in shared and "grad_norm" in shared)
-    for key in shared:
-        assert a[key] == pytest.approx(b[key], abs=1e-5, rel=1e-5), key
+    for key in shared:  # numbers within 1e-5; text (the step's phase) equal
+        expected = b[key] if isinstance(b[key], str) else pytest.approx(b[key], abs=1e-5, rel=1e-5)
+        assert a[key] == expected, key
     if REUSE <= set(a) & set(b):  # a GRPO step: each token went into a cache once, copied or computed
         assert sum(a[k] for k in REUSE) == sum(b[k] for k in REUSE)
 
@@ -189,20 +310,6 @@ def test_each_episode_driven_by_its_owner_once(runs):
         assert [r["process"] for r in records] == _owners(records, 2, step)
 
 
-# The lookup task's Trainer run (the task is not a launch/train.py task): argv = OUT, overrides.
-LOOKUP_DRIVER = """
-import sys
-from b2tjax.run.mesh import maybe_initialize_distributed, rollout_mesh
-
-maybe_initialize_distributed(False)  # the cluster's variables, when set
-from b2tjax.config import TrainConfig, apply_overrides, validate
-from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
-from b2tjax.run.trainer import Trainer, build_model
-
-cfg = TrainConfig(task="toy", mode="sft_grpo", out=sys.argv[1])
-validate(apply_overrides(cfg, sys.argv[2:]))
-Trainer(cfg, LookupTask(LookupConfig(), mesh=rollout_mesh(cfg.mesh)), build_model(cfg), progress=False).run()
-"""
 LOOKUP_SFT, LOOKUP_GRPO = 20, 2  # 20 SFT steps: the protocol (lookup, answer) is learnt, the value not
 LOOKUP_ARGS = [
     "model.overrides={vocab_size: 32, initializer_range: 0.1}",
@@ -238,17 +345,9 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(shared, tmp_path, layout):
-    _, cache = shared
-    driver = tmp_path / "lookup_driver.py"
-    driver.write_text(LOOKUP_DRIVER)
-    one, two = tmp_path / "one", tmp_path / "two"
+def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(pod, solo, layout):
+    one, two = solo / f"lookup-{layout}", pod / f"lookup-{layout}"
     args = [*LOOKUP_ARGS, *LAYOUTS[layout]]
-    _cluster([str(two), *args], dict(subprocess_env(cache), PYTHONPATH=str(ROOT)), script=str(driver))
-    _run(
-        [sys.executable, str(driver), str(one), *args],
-        dict(subprocess_env(cache, 4), PYTHONPATH=str(ROOT)),
-    )
     a, b = _steps(one), _steps(two)
     if "grpo.row_tokens=128" in args:  # several records to a row: fewer rows than records, mostly real
         grpo = b[LOOKUP_SFT + 1]
@@ -288,33 +387,44 @@ SPLIT_CASES = {
     # One device per side on each process: XLA:CPU's cross-process (gloo) collectives deadlock when
     # two programs with several local devices each run at once (docs/guides/streaming.md).
     "decode-during-update": (
-        ["rollout.max_staleness=1", "rollout.decode_during_update=true", "mesh.tensor=1"],
+        [
+            "rollout.max_staleness=1",
+            "rollout.decode_during_update=true",
+            "mesh.tensor=1",
+        ],
         1,
         1,
     ),
 }
 
 
+def _split_runs(case: str) -> dict[str, tuple[list[str], int]]:
+    """The co-located and the split run of a case: {side: (overrides, devices per process)}."""
+    overrides, devices, rollout_devices = SPLIT_CASES[case]
+    split = [*overrides, f"mesh.rollout_devices={rollout_devices}"]
+    return {"co": (overrides, devices), "split": (split, devices + rollout_devices)}
+
+
 @pytest.mark.parametrize("case", sorted(SPLIT_CASES))
-def test_the_split_placement_gives_the_co_located_records(shared, tmp_path, case):
+def test_the_split_placement_gives_the_co_located_records(shared, pod, tmp_path, case):
     """`mesh.rollout_devices` on 2 processes against the co-located run of the same layout (fsdp 2 x
     tensor 2 on 2 x (2 + 2) devices against 2 x 2; decoding during the update, fsdp 2 on
     2 x (1 + 1) against 2 x 1): the same records, token versions included, and per-step metrics,
     synchronous and decoding during the update at S = 1 (the split run decodes while it trains,
     each thread agreeing over its own devices; the co-located one decodes after the update), with
     the synchronous host (the deterministic schedule); the weight hand-over's check ran on both
-    processes."""
+    processes. The side on the pod's 2 devices per process is the pod's job; the other launches."""
     _, cache = shared
-    driver = tmp_path / "lookup_driver.py"
-    driver.write_text(LOOKUP_DRIVER)
-    env = dict(subprocess_env(cache), PYTHONPATH=str(ROOT))
-    overrides, devices, rollout_devices = SPLIT_CASES[case]
-    args = [*LOOKUP_ARGS, *overrides]
-    co, split = tmp_path / "co", tmp_path / "split"
-    _cluster([str(co), *args], env, script=str(driver), devices=devices)
-    split_args = [str(split), *args, f"mesh.rollout_devices={rollout_devices}"]
-    done = _cluster(split_args, env, script=str(driver), devices=devices + rollout_devices)
-    assert all(f"[{p}] weight hand-over checked" in done.stdout for p in (0, 1))
+    dirs, logs = {}, {}
+    for side, (overrides, devices) in _split_runs(case).items():
+        if devices == 2:
+            dirs[side], logs[side] = pod / f"split-{case}-{side}", (pod / "pod.log", f"split-{case}-{side}")
+        else:
+            _jobs(tmp_path, side, [_lookup(side, tmp_path, overrides)], cache, 2, devices)
+            dirs[side], logs[side] = tmp_path / side, (tmp_path / f"{side}.log", side)
+    co, split = dirs["co"], dirs["split"]
+    output = _job_output(*logs["split"])
+    assert all(f"[{p}] weight hand-over checked" in output for p in (0, 1))
     a, b = _steps(co), _steps(split)
     assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
     for step in a:
@@ -332,39 +442,25 @@ def test_the_split_placement_gives_the_co_located_records(shared, tmp_path, case
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_a_two_process_checkpoint_resumes_on_any_count(runs, tmp_path, processes):
-    one, two, data, cache = runs
-    resumed = tmp_path / "resumed"
-    resumed.mkdir()
-    # the run directory as it was after the SFT phase (its GRPO step is then redone)
-    import shutil
-
-    shutil.copytree(two / "checkpoints", resumed / "checkpoints")
-    for step in range(SFT_STEPS + 1, SFT_STEPS + GRPO_STEPS + 1):
-        shutil.rmtree(resumed / "checkpoints" / str(step))
-    args = [*_args(data, resumed), "--resume"]
-    if processes == 1:
-        _one(args, subprocess_env(cache, devices=4))
-    else:
-        _cluster(args, subprocess_env(cache))
+def test_a_two_process_checkpoint_resumes_on_any_count(runs, pod, solo, processes):
+    """The 2-process run's SFT checkpoints resumed on 1 and on 2 processes: its GRPO step redone
+    with the same metrics."""
+    _, two, _, _ = runs
+    resumed = (solo if processes == 1 else pod) / "resumed"
     last = SFT_STEPS + GRPO_STEPS
+    assert sorted(_steps(resumed)) == [last]  # it started after the SFT phase
     _assert_same_metrics(_steps(two)[last], _steps(resumed)[last])
 
 
-def test_hf_export_on_two_processes_is_byte_identical_to_one(runs, tmp_path):
-    _, two, _, cache = runs
-    ckpt = ["--checkpoint", str(two / "checkpoints")]  # the newest step, with the run's tokenizer
-    _run(
-        [sys.executable, str(ROOT / "launch" / "export_hf.py"), *ckpt, "--out", str(tmp_path / "one")],
-        subprocess_env(cache, devices=4),
-    )
-    done = _cluster([*ckpt, "--out", str(tmp_path / "two")], subprocess_env(cache), script="export_hf.py")
-    assert [line.split()[0] for line in done.stdout.splitlines() if " exported " in line] == ["[0]"]
-    files = sorted(p.name for p in (tmp_path / "one").iterdir())
+def test_hf_export_on_two_processes_is_byte_identical_to_one(pod, solo):
+    one, two = solo / "export", pod / "export"
+    output = _job_output(pod / "pod.log", "export").splitlines()
+    assert [line.split()[0] for line in output if " exported " in line] == ["[0]"]
+    files = sorted(p.name for p in one.iterdir())
     assert "model-00001-of-00001.safetensors" in files and "tokenizer.json" in files
-    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == files
+    assert sorted(p.name for p in two.iterdir()) == files
     for name in files:
-        assert (tmp_path / "two" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name
+        assert (two / name).read_bytes() == (one / name).read_bytes(), name
 
 
 def _start_cluster(args: list[str], env: dict) -> tuple[subprocess.Popen, dict[int, int]]:
@@ -397,7 +493,7 @@ def _sft_job_past_step_2(runs, out: Path) -> tuple[subprocess.Popen, dict[int, i
     """An SFT-only cluster job that has committed its step-2 checkpoint: (job, pids, its args)."""
     _, _, data, cache = runs
     args = [*_args(data, out), *SFT_ONLY]
-    job, pids = _start_cluster(args, subprocess_env(cache))
+    job, pids = _start_cluster(args, _cluster_env(cache))
     _wait_for_step(out / "checkpoints", 2, job)
     return job, pids, args
 
@@ -432,7 +528,7 @@ def test_sigterm_to_one_process_mid_rollout_stops_both_in_that_rollout(runs, tmp
     cmd = [*launcher, "--devices-per-process", "2", "--", str(driver), *args]
     job = subprocess.run(
         cmd,
-        env=dict(subprocess_env(cache), PYTHONPATH=str(ROOT)),
+        env=_cluster_env(cache),
         capture_output=True,
         text=True,
         timeout=900,
@@ -461,43 +557,22 @@ def test_kill_9_brings_the_job_down_and_it_resumes(runs, tmp_path):
     assert "resuming from step" in resumed.stdout
 
 
-@pytest.mark.slow
-def test_a_himap_step_on_two_processes_matches_one(shared, tmp_path):
-    data, cache = shared
-    himap = [
-        "--config",
-        str(ROOT / "configs" / "himap_tiny_cpu.yaml"),
-        "--no-progress",
-        f"data.data_dir={data}",
-        "steps=1",
-        "eval_at_end=false",
-        "mode=grpo",  # straight to one GRPO step (the recipe's scripted plans would warm-start it first)
-        "himap.max_rounds=1",
-        # the records are what this test is about (the 2-process update is checked on the tiny
-        # recipe above): a step whose teams all score alike skips its update (~4 CPU-min per run)
-        "grpo.drop_flat_groups=true",
-        "rollout.prompts_per_step=2",
-        "mesh.fsdp=2",
-        "mesh.tensor=2",
-        "save_records=true",
-    ]
-    _cluster([*himap, "--out", str(tmp_path / "two")], subprocess_env(cache))
-    _one([*himap, "--out", str(tmp_path / "one")], subprocess_env(cache, devices=4))
-    _assert_same_metrics(_steps(tmp_path / "one")[1], _steps(tmp_path / "two")[1], trained=False)
-    ra, rb = _records(tmp_path / "one", 1), _records(tmp_path / "two", 1)
+def test_a_himap_step_on_two_processes_matches_one(pod, solo):
+    one, two = solo / "himap", pod / "himap"
+    _assert_same_metrics(_steps(one)[1], _steps(two)[1], trained=False)
+    ra, rb = _records(one, 1), _records(two, 1)
     assert [(r["episode"], r["stream"]) for r in ra] == [(r["episode"], r["stream"]) for r in rb]
     assert {r["process"] for r in rb} == {0, 1}  # both processes drove a team
-    assert _steps(tmp_path / "two")[1]["rollout/reused_tokens"] > 0  # a team's streams share prefixes
+    assert _steps(two)[1]["rollout/reused_tokens"] > 0  # a team's streams share prefixes
     _assert_same_records(ra, rb)
 
 
-def test_a_paged_cache_on_two_processes_gives_the_one_process_records(runs, tmp_path):
+def test_a_paged_cache_on_two_processes_gives_the_one_process_records(runs, pod):
     """`rollout.kv_cache=paged` on 2 processes (each process' rows take pages of their own shards; the
     group's prompt pages shared in place of a copy) against the contiguous cache on 1 process: the
     same GRPO step's records."""
-    one, _, data, cache = runs
-    paged = tmp_path / "paged"
-    _cluster([*_args(data, paged), "rollout.kv_cache=paged", "rollout.page_size=16"], subprocess_env(cache))
+    one, _, _, _ = runs
+    paged = pod / "paged"
     step = SFT_STEPS + 1
     assert _steps(paged)[step]["rollout/reused_tokens"] > 0
     _assert_same_records(_records(one, step), _records(paged, step))

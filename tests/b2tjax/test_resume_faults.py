@@ -74,13 +74,13 @@ def _damage(ckpt: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def straight_run(tmp_path_factory) -> tuple[Path, Path]:
+def straight_run(tmp_path_factory, jax_cache) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("fallback")
-    result = _train(root / "straight", root / "jax_cache")
+    result = _train(root / "straight", jax_cache)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     steps = sorted(int(p.name) for p in (root / "straight" / "checkpoints").iterdir() if p.name.isdigit())
     assert steps == [3, 4, 5, 6]
-    return root / "straight", root / "jax_cache"
+    return root / "straight", jax_cache
 
 
 def test_load_model_skips_damaged_steps(tmp_path, straight_run, capfd):

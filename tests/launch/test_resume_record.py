@@ -27,10 +27,10 @@ def _train(out: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> tuple[Path, dict]:
+def run(tmp_path_factory, jax_cache) -> tuple[Path, dict]:
     """A finished 2-step toy run (with its eval.json) and the environment its resumes share."""
     tmp = tmp_path_factory.mktemp("resume_record")
-    env = subprocess_env(tmp / "jax_cache")
+    env = subprocess_env(jax_cache)
     done = _train(tmp / "run", env)
     assert done.returncode == 0, done.stderr[-3000:]
     return tmp / "run", env
