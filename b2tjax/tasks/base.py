@@ -49,9 +49,9 @@ class Task(Protocol):
 
 
 @runtime_checkable
-class StreamingTask(Task, Protocol):
-    """A task whose rollouts stream (`rollout.max_staleness` > 0, b2tjax/run/streaming.py): one
-    session on the training engine, each step's episodes submitted ahead and collected in order."""
+class StreamingTask(Protocol):
+    """What a Task adds to stream its rollouts (`rollout.max_staleness` > 0, b2tjax/run/streaming.py):
+    one session on the training engine, each step's episodes submitted ahead and collected in order."""
 
     def open_session(self, model: nnx.Module, seed: int, rollout: RolloutConfig) -> RolloutSession:
         """A session on the training engine, with the run's `rollout` section (its streaming knobs)."""
