@@ -100,6 +100,7 @@ def test_logprob_pass_matches_teacher_forced_reference():
         assert got[row, 0] == 0.0
 
 
+@pytest.mark.slow
 def test_non_finite_loss_skips_step_and_counts_it():
     cfg, _, params, opt, fns = _setup("token_mean", beta=0.0)
     ids, mask, _ = _batch(cfg.vocab_size)

@@ -33,6 +33,7 @@ def minutes(hhmm: str) -> int:
     return int(hours) * 60 + int(mins)
 
 
+@pytest.mark.slow
 def test_b2t_view_draws_the_expert_plan_with_the_worlds_coordinates(b2t):  # noqa: F811
     bench, data, pairs, plans = b2t
     visible, truth = pairs[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import torch
 from flax import nnx
 
@@ -25,6 +26,7 @@ def _garbage_cache(cfg, batch: int, max_len: int, seed: int) -> KVCache:
     )
 
 
+@pytest.mark.slow
 def test_prefill_append_decode_equal_full_forward(model_pair):
     cfg, _, model = model_pair("tiny-untied")
     rng = np.random.default_rng(0)

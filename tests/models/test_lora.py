@@ -81,6 +81,7 @@ def _train_step(model: nnx.Module):
     return model_fn, params, frozen, state, fns.sft_step(state, fns.shard_batch(batch))
 
 
+@pytest.mark.slow
 def test_one_step_trains_the_adapters_only():
     model = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=8, targets=["q_proj", "down_proj"]))
     frozen_before = jax.tree.map(np.asarray, BoundModel.frozen_of(model))

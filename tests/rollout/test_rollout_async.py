@@ -76,6 +76,7 @@ def _assert_same_records(reference, records, logprob_tol):
         assert b.logprobs == pytest.approx(a.logprobs, abs=logprob_tol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_overlapped_host_work_gives_the_drained_records(rollout_setup, temperature):
     runs = [

@@ -46,6 +46,7 @@ def sampled_run(rollout_setup):
     return episodes, records, events
 
 
+@pytest.mark.slow
 def test_records_are_complete_and_answered(sampled_run):
     episodes, records, _ = sampled_run
     assert [r.instance_id for r in records] == [e.instance_id for e in episodes]

@@ -42,6 +42,7 @@ def _passed(bench, answer, visible, truth) -> int:
     return sum(r.passed for r in bench.evaluate(answer, visible, truth).results)
 
 
+@pytest.mark.slow
 def test_instruction_reader_recovers_the_hidden_query(pairs):
     for visible, truth in pairs:
         task = parse_instruction(visible["instruction"])

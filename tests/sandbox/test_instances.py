@@ -79,6 +79,7 @@ def _aligned(event: dict, profile: dict) -> bool:
     return d["mode"] == pref["intercity_transport"] and d["seat_class"] == pref["seat_class"]
 
 
+@pytest.mark.slow
 def test_behavior_rules_hold_on_every_trajectory(small_benchmark):
     only_clicked = total_pois = 0
     for split in ("train", "test"):
