@@ -190,7 +190,12 @@ def pod(shared) -> Path:
     root.mkdir()
     evaluate = ["eval_at_end=true", "data.eval_instances=4"]  # the end-of-run evaluation, 2 per process
     jobs = [
-        {"name": "two", "kind": "train", "argv": [*_args(data, root / "two"), *evaluate]},
+        # data.build_missing: a data.data_dir named on the command line is built only when asked
+        {
+            "name": "two",
+            "kind": "train",
+            "argv": [*_args(data, root / "two"), *evaluate, "data.build_missing=true"],
+        },
         {"name": "paged", "kind": "train", "argv": [*_args(data, root / "paged"), *PAGED]},
         _resume_from_sft("resumed", root, data, root),
         _export("export", root, root),
