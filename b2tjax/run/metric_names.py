@@ -153,20 +153,25 @@ METRICS: tuple[Metric, ...] = (
         "eval/*",
         _EVAL,
         "the final evaluation's metrics (eval.json, flattened with /): the benchmark's pass "
-        "rates, mean_reward and the episode rates above",
+        "rates, mean_reward and the episode rates above; in metrics.jsonl a row of phase eval "
+        "holds them by their own names",
     ),
 )
 
 
-def undocumented(names: Iterable[str]) -> list[str]:
-    """The logged keys no METRICS entry matches (`step`, `phase`, `time` frame every row)."""
+def undocumented(names: Iterable[str], phase: str = "") -> list[str]:
+    """The logged keys no METRICS entry matches (`step`, `phase`, `time` frame every row); an eval
+    row's keys are matched as TensorBoard names them, `eval/<key>`."""
     frame = {"step", "phase", "time"}
-    return sorted(n for n in set(names) - frame if not any(fnmatch.fnmatchcase(n, m.name) for m in METRICS))
+    prefix = "eval/" if phase == "eval" else ""
+    return sorted(
+        n for n in set(names) - frame if not any(fnmatch.fnmatchcase(prefix + n, m.name) for m in METRICS)
+    )
 
 
-def warn_undocumented(names: Iterable[str]) -> None:
+def warn_undocumented(names: Iterable[str], phase: str = "") -> None:
     """One UndocumentedMetric per name the table lacks (Python shows each message once)."""
-    for name in undocumented(names):
+    for name in undocumented(names, phase):
         warnings.warn(
             f"metric {name!r} has no entry in b2tjax/run/metric_names.py (docs/reference/metrics.md)",
             UndocumentedMetric,

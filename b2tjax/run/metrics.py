@@ -129,7 +129,7 @@ class MetricsWriter:
         """Append one record and (for a train step) advance the bar by one step."""
         if not self.enabled:
             return
-        warn_undocumented(metrics)
+        warn_undocumented(metrics, str(phase))
         record = {"step": int(step), "phase": phase, "time": time.time()}
         record.update({k: _plain(v) for k, v in metrics.items()})
         self._jsonl.write(json.dumps(record) + "\n")

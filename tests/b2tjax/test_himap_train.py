@@ -44,7 +44,10 @@ RECIPE = ROOT / "configs" / "himap_tiny_cpu.yaml"
             "himap.executor_limits.max_seq_len=9999",  # the old key name still loads
             "himap.executor_limits.max_total_tokens must be in [1, rollout.max_seq_len=5120]",
         ),
-        ("himap.parallel=maybe", "himap.parallel: expected true/false, got 'maybe'"),
+        (
+            "himap.parallel=maybe",
+            "himap.parallel: expected true/false (a boolean, not a string or number), got 'maybe'",
+        ),
         ("himap.rounds=2", "unknown config key 'himap.rounds'"),
         ("agent=team", "agent must be one of single, himap; got 'team'"),
         ("benchmark=toy_bench", "unknown benchmark"),

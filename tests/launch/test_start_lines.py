@@ -42,6 +42,15 @@ def test_a_recipe_on_other_hardware_is_refused_in_one_line_with_the_plan_hint():
 
 
 def test_a_first_ctrl_c_asks_for_a_save_and_stop_a_second_stops_now(capsys):
+    before = signal.getsignal(signal.SIGINT)  # a job started in the background ignores SIGINT
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _first_ctrl_c_then_second(capsys)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _first_ctrl_c_then_second(capsys):
     with PreemptionGuard() as guard:
         os.kill(os.getpid(), signal.SIGINT)  # handled before kill returns (the main thread)
         assert guard.requested and "Ctrl-C" in capsys.readouterr().out
