@@ -64,6 +64,7 @@ def test_records_are_complete_and_answered(sampled_run):
         assert record.calls == [r.name for s in episode.steps for r in s.responses]
 
 
+@pytest.mark.slow
 def test_prefix_invariance(sampled_run):
     """Every token fed to the model is the record's next token: at each decode segment the model's
     input is exactly the record so far, and positions never skip or repeat."""

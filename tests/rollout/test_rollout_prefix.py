@@ -63,6 +63,7 @@ def _group(setup):
     return [forced_episode(setup, f"g{i}", prompt, {0: SEARCH, 2: ANSWER}) for i in range(GROUP)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [3, GROUP])
 def test_a_group_of_8_prefills_its_prompt_once_with_the_same_records(rollout_setup, rows):
     """3 rows: later episodes copy the prompt from rows that hold it (resident, or freed by an

@@ -103,6 +103,7 @@ def test_b2t_judges_and_rewards_through_the_interface(mini_data):
     assert bench.format_metrics(metrics).splitlines()[1].split()[:3] == ["all", "2", "50.0%"]
 
 
+@pytest.mark.slow
 def test_b2t_expert_answers_pass_every_constraint(small_benchmark):  # noqa: F811
     bench = get_benchmark("b2t", small_benchmark)
     assert bench.data_ready(small_benchmark)

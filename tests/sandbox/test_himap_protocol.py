@@ -49,6 +49,7 @@ def test_instruction_reader_recovers_the_hidden_query(pairs):
         assert {k: task[k] for k in truth["query"]} == truth["query"]
 
 
+@pytest.mark.slow
 def test_scripted_himap_delivers_every_plan_and_passes_as_many_constraints_as_the_single_expert(
     bench, pairs, full_runs
 ):
