@@ -12,17 +12,12 @@ from typing import Any
 
 from b2tjax.config.schema import ModelConfig
 from b2tjax.errors import UserError
+from b2tjax.run.resume import SHAPE_KEYS
 from models.config import Qwen3Config, get_config
 
-# What a preset fixes: the parameter shapes (the vocabulary follows the tokenizer, RoPE the recipe).
-_SHAPE = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-)
+# What a preset fixes: the parameter shapes (the vocabulary follows the tokenizer, RoPE the recipe;
+# tied embeddings and attention biases are the checkpoint's own and not compared here).
+_SHAPE = tuple(k for k in SHAPE_KEYS if k not in ("vocab_size", "tie_word_embeddings", "attention_bias"))
 _DEFAULT_PRESET = ModelConfig().preset  # what a recipe that names none gets: not a user's choice
 
 
