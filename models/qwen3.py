@@ -91,9 +91,6 @@ class Qwen3ForCausalLM(nnx.Module):
         runtime = resolve_runtime(runtime)
         self.config = cfg
         self.runtime = runtime
-        self.dtype = runtime.dtype
-        self.param_dtype = runtime.param_dtype
-        self.remat = runtime.remat
         self.embed = Embedder(cfg, rngs=rngs, dtype=runtime.dtype, param_dtype=runtime.param_dtype)
 
         @nnx.split_rngs(splits=cfg.num_hidden_layers)
@@ -105,6 +102,20 @@ class Qwen3ForCausalLM(nnx.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype)
         if not cfg.tie_word_embeddings:
             self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=self.param_dtype)
+
+    @property
+    def dtype(self) -> Any:
+        """The compute dtype (the runtime's)."""
+        return self.runtime.dtype
+
+    @property
+    def param_dtype(self) -> Any:
+        """The stored dtype of the parameters (the runtime's)."""
+        return self.runtime.param_dtype
+
+    @property
+    def remat(self) -> str:
+        return self.runtime.remat
 
     # ----------------------------------------------------------------------------------------
     def _run_layers(
