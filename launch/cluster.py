@@ -84,14 +84,33 @@ def process_env(index: int, count: int, devices: int, port: int) -> dict[str, st
 DISTRIBUTED_ARG = {"export_hf.py": "--distributed"}
 
 
+# Where the printed pod and SLURM commands put a relative --out: every host must write one shared
+# directory (docs/guides/tpu-pod.md), and a relative path is each host's own disk there.
+SHARED = "/mnt/shared"
+
+
+def shared_out(args: list[str]) -> list[str]:
+    """`args` with a relative `--out PATH` (or `--out=PATH`) moved under SHARED."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--out" and i + 1 < len(out) and not out[i + 1].startswith("/"):
+            out[i + 1] = f"{SHARED}/{out[i + 1]}"
+        elif arg.startswith("--out=") and not arg[len("--out=") :].startswith("/"):
+            out[i] = f"--out={SHARED}/{arg[len('--out=') :]}"
+    return out
+
+
 def cluster_commands(script: str, args: list[str]) -> str:
     """The same job on a TPU pod slice (every worker runs it; JAX finds its peers) and on SLURM
     (one task per node; jax.distributed.initialize() reads SLURM's variables, so the script is
-    asked to call it: `distributed=true`, or `--distributed` for launch/export_hf.py)."""
-    line = shlex.join(["python", script, *args, DISTRIBUTED_ARG.get(Path(script).name, "distributed=true")])
+    asked to call it: `distributed=true`, or `--distributed` for launch/export_hf.py), its --out
+    on shared storage (`shared_out`)."""
+    distributed = DISTRIBUTED_ARG.get(Path(script).name, "distributed=true")
+    line = shlex.join(["python", script, *shared_out(args), distributed])
     remote = shlex.quote(f"cd b2tjax && {line}")
     return "\n".join(
         [
+            f"# --out on storage every host mounts ({SHARED} stands for yours: docs/guides/tpu-pod.md)",
             "# TPU pod slice (one process per host):",
             f"gcloud compute tpus tpu-vm ssh $TPU --zone=$ZONE --worker=all --command={remote}",
             "# SLURM / multi-node GPU (one task per node):",

@@ -84,6 +84,20 @@ def test_the_export_is_asked_for_distributed_by_its_flag():
     assert "distributed=true" not in out  # export_hf.py's argparse would refuse it
 
 
+def test_the_printed_pod_commands_write_to_shared_storage():
+    """A relative --out is each host's own disk on a pod; the printed commands move it under the
+    shared mount the TPU guide names, and leave an absolute one as it is."""
+    from launch.cluster import cluster_commands
+
+    for args, want in (
+        (["--out", "runs/pod2", "mesh.fsdp=2"], "--out /mnt/shared/runs/pod2 mesh.fsdp=2"),
+        (["--out=runs/pod2"], "--out=/mnt/shared/runs/pod2"),
+        (["--out", "/nfs/run"], "--out /nfs/run"),
+    ):
+        jobs = [line for line in cluster_commands("launch/train.py", args).splitlines() if "python " in line]
+        assert len(jobs) == 2 and all(f"launch/train.py {want} distributed=true" in job for job in jobs)
+
+
 def test_a_finished_process_bounds_the_wait_for_a_hung_one(tmp_path):
     # process 0 exits 0; process 1 hangs ignoring SIGTERM (as in a shutdown barrier whose peer left)
     body = """
