@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from b2tjax.cli.outputs import Paths, guard
+from b2tjax.cli.script import quiet_compile_only_libtpu
 from b2tjax.cli.trace_fit import check_trace_fit
 from b2tjax.config import TrainConfig, load_config
 from b2tjax.errors import UserError
@@ -117,13 +118,15 @@ def resolve_target(args: argparse.Namespace, cfg) -> tuple:
     return target, hbm_gib
 
 
-def use_cpu_host(chips: int) -> None:
+def use_cpu_host(target: Target) -> None:
     """Before JAX starts: the host backend is always CPU (no accelerator is touched); the cpu
     target's fake devices are fixed when JAX starts, the others come from the target's
-    compile-only topology."""
+    compile-only topology (a TPU slice's: libtpu told the slice type, not left to ask the host)."""
     os.environ["JAX_PLATFORMS"] = "cpu"
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
-    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={chips}"])
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={target.chips}"])
+    if target.platform == "tpu":  # "2xv5p-32": slices of type v5p-32
+        quiet_compile_only_libtpu(target.name.partition("x")[2] if target.slices > 1 else target.name)
 
 
 def describe(
@@ -262,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    use_cpu_host(target.chips)
+    use_cpu_host(target)
 
     # JAX: imported only after use_cpu_host set the environment it reads at start-up
     from b2tjax.plan import memory_plan, program_memory

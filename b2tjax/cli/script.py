@@ -41,27 +41,41 @@ def describe_os_error(err: OSError) -> str:
     return f"{path}: {reason[0].lower() + reason[1:]}"
 
 
+def tpu_attached() -> bool:
+    """Whether the PCI bus has a TPU chip (Google's vendor id, what jax's hardware_utils looks for)."""
+    for vendor in Path("/sys/bus/pci/devices").glob("*/vendor"):
+        try:
+            if vendor.read_text().strip() == "0x1ae0":
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def skip_absent_tpu() -> None:
     """With libtpu installed (the `[tpu]` or `[test]` extras) but no TPU chip attached, JAX still
     loads libtpu to probe for one, and libtpu prints "Failed to find host bounds" / "unexpected
     worker hostname" warnings on every CPU command. When JAX_PLATFORMS is unset and the PCI bus has
     no TPU, name the platforms that can be here instead (a visible NVIDIA GPU: "cuda,cpu", else
     "cpu"); JAX would have chosen the same. Compile-only TPU plans (launch/plan.py) load libtpu
-    themselves and are unaffected."""
-    if "JAX_PLATFORMS" in os.environ or importlib.util.find_spec("libtpu") is None:
+    themselves and name what it asks for (`quiet_compile_only_libtpu`)."""
+    if "JAX_PLATFORMS" in os.environ or importlib.util.find_spec("libtpu") is None or tpu_attached():
         return
-    google = "0x1ae0"  # Google's PCI vendor id: a TPU chip (what jax's hardware_utils looks for)
-    for vendor in Path("/sys/bus/pci/devices").glob("*/vendor"):
-        try:
-            if vendor.read_text().strip() == google:
-                return
-        except OSError:
-            continue
     gpu = any(Path(d).exists() for d in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg"))
     cuda = any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
     os.environ["JAX_PLATFORMS"] = "cuda,cpu" if gpu and cuda else "cpu"
     if "jax" in sys.modules:  # imported already (not yet started): its config read the variable
         sys.modules["jax"].config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
+
+
+def quiet_compile_only_libtpu(slice_type: str) -> None:
+    """Before libtpu loads only to compile for a TPU slice of `slice_type` (e.g. "v5p-32"): on a
+    host without a TPU, libtpu asks the host for its TPU type and workers, finds neither and prints
+    "Failed to find host bounds" / "unexpected worker hostname" warnings. Name them (the slice's
+    type, this host); a TPU host's own values, and any set by the user, are left alone."""
+    if not tpu_attached():
+        os.environ.setdefault("TPU_ACCELERATOR_TYPE", slice_type)
+        os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
 
 
 def check_recipe(path: Path | None, configs: Path) -> None:

@@ -128,6 +128,33 @@ def test_a_cpu_command_does_not_load_libtpu():
     assert "host bounds" not in out.stderr and "TPU_WORKER_HOSTNAMES" not in out.stderr
 
 
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("libtpu") is None,
+    reason="libtpu is not installed: no TPU plan",
+)
+def test_a_tpu_plan_on_a_cpu_host_prints_no_libtpu_warnings():
+    """launch/plan.py loads libtpu to compile for a TPU slice (here two v5p-32 slices); told the
+    slice type before it loads, libtpu does not ask this TPU-less host and prints none of its
+    host-bounds or worker-hostname warnings."""
+    if any(p.read_text().strip() == "0x1ae0" for p in Path("/sys/bus/pci/devices").glob("*/vendor")):
+        pytest.skip("a TPU is attached here")
+    code = (
+        "from tests.launch_scripts import load_script\n"
+        "plan = load_script('launch/plan.py')\n"
+        "from b2tjax.plan.targets import parse_target, target_devices\n"
+        "target = parse_target('2xv5p-32', None, 95)\n"
+        "plan.use_cpu_host(target)\n"
+        "print(len(target_devices(target)))\n"
+    )
+    unset = ("JAX_PLATFORMS", "XLA_FLAGS", "TPU_ACCELERATOR_TYPE", "TPU_WORKER_HOSTNAMES")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "32"  # the compile-only devices of both slices
+    assert "host bounds" not in out.stderr and "TPU_WORKER_HOSTNAMES" not in out.stderr, out.stderr
+
+
 @pytest.mark.slow  # loads launch/train.py (JAX, the trainer) and builds a LoRA model
 def test_the_banner_says_lora_and_counts_the_adapters():
     from b2tjax.run.model_build import build_model
