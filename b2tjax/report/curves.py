@@ -4,7 +4,7 @@ matplotlib (the README install has none), and the page stays one self-contained 
 Panels: the SFT loss (SFT steps only: GRPO's loss is another quantity), then the panels of
 `launch/plot.py` (b2tjax.report.plotting.PANELS: reward, pass rates, action error rate, the sampler vs
 trainer log-prob gap). One colour per run, one dash per metric; a panel no run has data for is
-left out. Steps are integers, so the x ticks are too.
+left out. Steps are integers, so the x ticks are too; value ticks are round (1-2-5 steps).
 """
 
 from __future__ import annotations
@@ -25,15 +25,26 @@ DASHES = ("", "6 3", "2 3", "8 3 2 3")
 Series = tuple[str, list[tuple[int, float]]]  # (legend name, [(step, value)])
 
 
+def nice_step(raw: float) -> float:
+    """The smallest 1, 2 or 5 times a power of ten at or above `raw` (> 0)."""
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
 def step_ticks(lo: int, hi: int, most: int = 7) -> list[int]:
     """At most `most` integer ticks from lo to hi, spaced 1, 2 or 5 times a power of ten."""
-    span = max(hi - lo, 1)
-    raw = span / max(most - 1, 1)
-    power = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    step = max(int(step), 1)
+    step = max(int(nice_step(max(hi - lo, 1) / max(most - 1, 1))), 1)
     first = math.ceil(lo / step) * step
     return list(range(first, hi + 1, step))
+
+
+def value_ticks(lo: float, hi: float, most: int = 6) -> list[float]:
+    """Round ticks covering [lo, hi] (lo < hi): multiples of a 1, 2 or 5 times a power of ten step,
+    from the last at or below lo to the first at or above hi (at most `most` + 1 of them), so a
+    reader sees 0.1, 0.2, 0.3 rather than the range's own ends."""
+    step = nice_step((hi - lo) / max(most - 1, 1))
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(k * step, 12) + 0.0 for k in range(first, last + 1)]  # + 0.0: no "-0"
 
 
 def _panels(runs: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[tuple[str, list[Series]]]:
@@ -68,8 +79,9 @@ class _Frame:
         values = [v for _, points in series for _, v in points]
         self.x0, self.x1 = min(steps), max(steps)
         lo, hi = min(values), max(values)
-        pad = (hi - lo) * 0.08 or max(abs(lo) * 0.1, 0.1)
-        self.y0, self.y1 = lo - pad, hi + pad
+        pad = 0.0 if hi > lo else max(abs(lo) * 0.1, 0.1)
+        self.ticks = value_ticks(lo - pad, hi + pad)  # the value axis spans its round ticks
+        self.y0, self.y1 = self.ticks[0], self.ticks[-1]
 
     def x(self, step: float) -> float:
         return LEFT + (step - self.x0) / max(self.x1 - self.x0, 1) * (W - LEFT - RIGHT)
@@ -79,7 +91,7 @@ class _Frame:
 
 
 def _axes(title: str, f: _Frame) -> list[str]:
-    """Title, frame, integer step ticks and five value ticks, with their grid lines."""
+    """Title, frame, integer step ticks and round value ticks, with their grid lines."""
     inner_w, inner_h = W - LEFT - RIGHT, H - TOP - BOTTOM
     parts = [
         f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{html.escape(title)}</text>',
@@ -90,11 +102,11 @@ def _axes(title: str, f: _Frame) -> list[str]:
         px = f"{f.x(tick):.1f}"
         parts.append(f'<line x1="{px}" x2="{px}" y1="{TOP}" y2="{H - BOTTOM}" class="cg"/>')
         parts.append(f'<text x="{px}" y="{H - BOTTOM + 14}" text-anchor="middle" class="xt">{tick}</text>')
-    for k in range(5):
-        value = f.y0 + (f.y1 - f.y0) * k / 4
+    for value in f.ticks:
         py = f"{f.y(value):.1f}"
         parts.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{py}" y2="{py}" class="cg"/>')
-        parts.append(f'<text x="{LEFT - 4}" y="{f.y(value) + 4:.1f}" text-anchor="end">{value:.3g}</text>')
+        label = f'<text x="{LEFT - 4}" y="{f.y(value) + 4:.1f}" text-anchor="end" class="yt">{value:g}</text>'
+        parts.append(label)
     return parts
 
 
