@@ -41,7 +41,13 @@ from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init
 from b2tjax.run.metrics import import_wandb
-from b2tjax.run.resume import check_changes, checkpoint_record, config_changes, record_resume
+from b2tjax.run.resume import (
+    check_changes,
+    checkpoint_record,
+    config_changes,
+    extension_note,
+    record_resume,
+)
 from b2tjax.run.weights_tokenizer import weights_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +191,8 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
         was, now = (yaml.safe_load(yaml.safe_dump(c.to_dict())) for c in (load_config(recorded), cfg))
         changes = config_changes(was, now)
         check_changes(changes)
+        if note := extension_note(changes):
+            print(note, flush=True)
         return cfg, changes
     except ValueError as err:  # MarkerError included
         raise UserError(str(err)) from None

@@ -4,7 +4,9 @@ every checkpoint) and what it may change (only the keys in `SAFE_TO_CHANGE`).
 A resumed run starts from the run's own record, OUT/config.yaml, which it never rewrites (when only
 checkpoints/ was kept, the newest step's `config` item: every checkpoint records the run's config);
 key=value arguments (or another --config) that change anything else are refused with the list of
-differences. Accepted changes are appended to OUT/history.jsonl, one line per resume. A resumed
+differences; `steps` may only grow (`--resume --out RUN steps=N` extends a run, finished or not:
+`extension_note` says what its learning rate does). Accepted changes are appended to
+OUT/history.jsonl, one line per resume. A resumed
 run's final evaluation never replaces an eval.json or report.html already there: it writes
 eval.2.json / report.2.html (the next free number) beside them.
 """
@@ -34,6 +36,9 @@ SAFE_TO_CHANGE = (
     "hardware.",  # what the machine is (launch/plan.py), not what the run computes
     "metrics.",  # experiment trackers (Weights & Biases)
 )
+# Keys a resume may raise, never lower: more GRPO steps extend the run, with the optimizer state and
+# the step counter restored as they were saved.
+GROWABLE = ("steps",)
 HISTORY_FILE = "history.jsonl"
 
 
@@ -88,15 +93,37 @@ def config_changes(recorded: dict, now: dict) -> dict[str, tuple[Any, Any]]:
     return {k: (old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)}
 
 
+def grows(key: str, recorded: Any, now: Any) -> bool:
+    """Whether `key` is GROWABLE and the resume raises it."""
+    return key in GROWABLE and isinstance(recorded, int) and isinstance(now, int) and now > recorded
+
+
 def check_changes(changes: dict[str, tuple[Any, Any]]) -> None:
-    """Refuse a resume that changes any key outside SAFE_TO_CHANGE, listing every such difference."""
-    refused = [f"{k}: {a!r} (recorded) -> {b!r}" for k, (a, b) in changes.items() if not is_safe(k)]
+    """Refuse a resume that changes any key outside SAFE_TO_CHANGE (or lowers a GROWABLE one),
+    listing every such difference."""
+    kept = {k: (a, b) for k, (a, b) in changes.items() if not (is_safe(k) or grows(k, a, b))}
+    refused = [f"{k}: {a!r} (recorded) -> {b!r}" for k, (a, b) in kept.items()]
     if refused:
         safe = ", ".join(s + "*" if s.endswith(".") else s for s in SAFE_TO_CHANGE)
         raise ValueError(
             f"--resume continues the recorded run, which differs in {'; '.join(refused)} "
-            f"(a resume may change only {safe}; train a change as a new run with another --out)"
+            f"(a resume may change only {safe}, and raise steps; train a change as a new run with "
+            "another --out)"
         )
+
+
+def extension_note(changes: dict[str, tuple[Any, Any]]) -> str | None:
+    """The one line a resume that raises `steps` prints: what is kept, and the learning-rate rule.
+    The schedule is rebuilt over the new total (the optimizer's step counter is kept), so the added
+    steps continue that schedule instead of staying at the old end's rate."""
+    if "steps" not in changes:
+        return None
+    old, new = changes["steps"]
+    return (
+        f"--resume extends the run from {old} to {new} GRPO steps, keeping the optimizer state and the "
+        f"step counter; the learning-rate schedule is rebuilt over {new} steps (warmup, then cosine decay "
+        f"to optim.final_lr_ratio * optim.lr at step {new}), so step {old + 1} takes that schedule's rate"
+    )
 
 
 def checkpoint_record(checkpoints: Path) -> Path | None:

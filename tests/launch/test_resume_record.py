@@ -18,7 +18,11 @@ from b2tjax.run.resume import SAFE_TO_CHANGE, ResumePoint, check_changes, config
 from tests.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = ["--config", str(ROOT / "configs" / "toy.yaml"), "--no-progress", "steps=2", "checkpoint.every_steps=1"]
+# a constant learning rate (no warmup, no decay): an extended run's rebuilt schedule is the straight run's
+RUN = [
+    *("--config", str(ROOT / "configs" / "toy.yaml"), "--no-progress", "steps=2", "checkpoint.every_steps=1"),
+    *("optim.warmup_steps=0", "optim.final_lr_ratio=1.0"),
+]
 
 
 def _train(out: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
@@ -106,6 +110,39 @@ def test_safe_changes_resume_and_are_recorded_never_rewriting_the_run(run):
     }
 
 
+@pytest.mark.slow  # subprocess runs
+def test_a_finished_run_extended_by_a_step_keeps_its_optimizer(run, tmp_path):
+    """`--resume steps=3` on the finished 2-step run ends with the weights of a straight 3-step run:
+    the restored Adam moments and step count make its third update the straight run's (a fresh
+    optimizer's first update is another)."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from b2tjax.run.metrics import read_metrics
+    from models.checkpoint import load_model
+
+    out, env = run
+    extended = tmp_path / "extended"
+    shutil.copytree(out, extended)
+    result = _train(extended, env, "--resume", "steps=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "--resume extends the run from 2 to 3 GRPO steps, keeping the optimizer state" in result.stdout
+    history = [json.loads(line) for line in (extended / "history.jsonl").read_text().splitlines()]
+    assert history[-1]["changes"]["steps"] == {"recorded": 2, "now": 3}
+    straight = _train(tmp_path / "straight", env, "steps=3")
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    a, b = (read_metrics(d / "metrics.jsonl") for d in (tmp_path / "straight", extended))
+    assert sorted(a) == sorted(b) == [1, 2, 3]
+    assert b[3]["lr"] == a[3]["lr"] == pytest.approx(1e-2)
+    assert b[3]["loss"] == pytest.approx(a[3]["loss"], abs=1e-6)
+    pa, pb = (
+        nnx.to_pure_dict(nnx.state(load_model(d / "checkpoints"), nnx.Param))
+        for d in (tmp_path / "straight", extended)
+    )
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), pa, pb)
+
+
 def test_the_documented_safe_keys_and_nothing_else():
     recorded = {"optim": {"lr": 0.1}, "checkpoint": {"keep": 2}, "hardware": {"devices": 1}, "out": "a"}
     now = {"optim": {"lr": 0.1}, "checkpoint": {"keep": 5}, "hardware": {"devices": 8}, "out": "/x/a"}
@@ -115,6 +152,9 @@ def test_the_documented_safe_keys_and_nothing_else():
     with pytest.raises(ValueError, match=r"optim\.lr: 0\.1 \(recorded\) -> 0\.2"):
         check_changes(config_changes(recorded, {**now, "optim": {"lr": 0.2}}))
     assert not is_safe("hardware_x") and not is_safe("steps") and not is_safe("seed")
+    check_changes({"steps": (2, 3)})  # more steps extend the run
+    with pytest.raises(ValueError, match=r"steps: 3 \(recorded\) -> 2"):
+        check_changes({"steps": (3, 2)})
     assert "metrics." in SAFE_TO_CHANGE  # trackers may be switched on for the rest of a run
 
 
