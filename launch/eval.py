@@ -6,6 +6,8 @@ r"""Score a benchmark's plans and print its metrics table.
     python launch/eval.py --data DATA --policy expert --split test
     python launch/eval.py --data DATA --records rollouts.jsonl --split test   # launch/rollouts.py's answers
     python launch/eval.py --data DATA --policy expert --agent himap [--himap-ablation flat]   # scripted team
+    python launch/eval.py --data DATA --policy model --checkpoint runs/tiny/checkpoints \
+                          [--config configs/tiny_cpu.yaml]   # a trained single agent, greedy
     python launch/eval.py --data DATA --policy model --agent himap --checkpoint runs/himap_tiny/checkpoints \
                           [--config configs/himap_tiny_cpu.yaml]   # a trained HiMAP policy, greedy
     python launch/eval.py --benchmark travelplanner --queries validation.jsonl --plans submission.jsonl \
@@ -56,10 +58,11 @@ from b2tjax.cli.script import (
     setup_logging,
     trust_from_args,
 )
-from b2tjax.config import load_config
+from b2tjax.config import TrainConfig, load_config
 from b2tjax.report import ReportError, write_report
 from b2tjax.report.build import answer_episodes
 from b2tjax.tasks.himap_agents import HimapFigures, checkpoint_answers, expert_answers
+from b2tjax.tasks.model_answers import AgentFigures, single_answers
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, benchmark_class
 from sandbox.benchmarks.travelplanner import DatabaseError
 from sandbox.benchmarks.travelplanner.loader import SPLIT_SIZES, LoaderError
@@ -78,20 +81,36 @@ def himap_expert(
     return expert_answers(bench, pairs, HimapOptions.ablation(args.himap_ablation), args.himap_figures)
 
 
+def recipe(args: argparse.Namespace) -> TrainConfig | None:
+    """The --config recipe (None without one); a bad recipe is one line."""
+    if args.config is None:
+        return None
+    try:
+        return load_config(args.config)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
 def himap_checkpoint(
     bench: Benchmark, pairs: list[Instance], args: argparse.Namespace
 ) -> Iterable[tuple[str, Any]]:
     """A checkpoint's greedy HiMAP episodes; --config supplies the rollout: and himap: sections."""
 
     options, overrides = HimapOptions.ablation(args.himap_ablation), {}
-    if args.config is not None:
-        try:
-            cfg = load_config(args.config)
-        except ValueError as err:
-            raise UserError(str(err)) from None
+    if (cfg := recipe(args)) is not None:
         options = dataclasses.replace(cfg.himap, max_response_chars=cfg.rollout.max_response_chars)
         overrides = dataclasses.asdict(cfg.rollout)  # the recipe's whole rollout: section, greedy
     return checkpoint_answers(bench, pairs, args.checkpoint, options, overrides, args.himap_figures)
+
+
+def single_checkpoint(
+    bench: Benchmark, pairs: list[Instance], args: argparse.Namespace
+) -> Iterable[tuple[str, Any]]:
+    """A checkpoint's greedy single-agent episodes; --config supplies the rollout: section."""
+
+    cfg = recipe(args)
+    overrides = dataclasses.asdict(cfg.rollout) if cfg is not None else {}  # the whole section, greedy
+    return single_answers(bench, pairs, args.checkpoint, overrides, args.agent_figures)
 
 
 Writer = Callable[[Benchmark, list[Instance], argparse.Namespace], Iterable[tuple[str, Any]]]
@@ -99,6 +118,7 @@ Writer = Callable[[Benchmark, list[Instance], argparse.Namespace], Iterable[tupl
 POLICIES: dict[tuple[str, str], Writer] = {
     ("expert", "single"): lambda bench, pairs, args: bench.expert_answers(pairs),  # through the real tools
     ("expert", "himap"): himap_expert,
+    ("model", "single"): single_checkpoint,
     ("model", "himap"): himap_checkpoint,
 }
 
@@ -178,8 +198,6 @@ def _check_combinations(parser: argparse.ArgumentParser, args: argparse.Namespac
     """Options that only make sense together (argparse's one-line error otherwise)."""
     if args.data is None and not is_official_submission(args):
         parser.error("the following arguments are required: --data")
-    if args.policy is not None and (args.policy, args.agent) not in POLICIES:
-        parser.error(f"--policy {args.policy} has no --agent {args.agent} writer yet; choose --agent himap")
     if (args.policy == "model") != (args.checkpoint is not None):
         parser.error("--policy model needs --checkpoint DIR, and --checkpoint is only for --policy model")
     if args.config is not None and args.policy != "model":
@@ -287,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"no instances in split {args.split!r} for the chosen difficulty")
         if args.policy:
             args.himap_figures = HimapFigures(views={} if args.report else None)
+            args.agent_figures = AgentFigures()
             plans = dict(POLICIES[args.policy, args.agent](bench, pairs, args))
         elif args.records:
             plans = plans_from_records(args.records, pairs)
@@ -306,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.policy and args.agent == "himap":
         print(args.himap_figures.summary())
         metrics["himap"] = [f.to_dict() for f in args.himap_figures.episodes]
+    if args.policy == "model" and args.agent == "single":
+        print(args.agent_figures.summary())
+        metrics["episodes"] = args.agent_figures.episodes
     write_outputs(args, metrics, results)
     if args.report:
         write_html_report(args, bench, pairs, plans, results, table)
