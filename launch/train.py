@@ -176,7 +176,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
     The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
     run with OUT/config.yaml (or, without it, with a checkpoint's recorded config) starts from that
     record instead (unless --config names a recipe) and refuses any change outside
-    b2tjax.run.resume.SAFE_TO_CHANGE."""
+    b2tjax.run.resume.SAFE_TO_CHANGE but more `steps` (then says what the extension keeps)."""
     config_path, overrides = _recipe(args)
     try:
         cfg = _load(config_path, overrides, args.benchmark is not None)
