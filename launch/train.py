@@ -209,6 +209,15 @@ def make_task(cfg: TrainConfig) -> tuple[Any, int]:
     return task, task.vocab_size
 
 
+def final_report(task: Any, table: str, out: Path, resume: bool) -> None:
+    """OUT/report.html of the final evaluation's episodes (the tasks that keep them)."""
+    from b2tjax.report import write_run_report
+
+    line = write_run_report(task.report_episodes(), table, out, resume)
+    if line:
+        print(line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trust_from_args(args)
@@ -260,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as stop:
         print(f"preempted at step {stop.args[0]}; resume with --resume --out {cfg.out}", flush=True)
         return PREEMPTED_EXIT
+    if jax.process_index() == 0 and result.eval_table is not None:
+        final_report(task, result.eval_table, Path(cfg.out), args.resume)
     print(
         f"done: {result.final_step} steps in {time.perf_counter() - started:.0f}s; run directory {cfg.out}",
         flush=True,

@@ -27,7 +27,6 @@ from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
 from b2tjax.data.pipeline import BatchIterator, example_dataset
 from b2tjax.grpo.update import UpdateSpec, grpo_update
-from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.agreement import StepShape, agree_step
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
@@ -187,7 +186,6 @@ class Trainer:
                     self._result("eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.end_progress()
                     writer.write(table)
-                    self._write_report(table, writer)
             return RunResult(self.total_steps, last, eval_metrics, table)
         finally:
             writer.close()
@@ -205,26 +203,6 @@ class Trainer:
     def _result(self, name: str) -> Path:
         """OUT/name; a resumed run never replaces the results already there (b2tjax/run/resume.py)."""
         return fresh_path(self.out / name) if self.resume else self.out / name
-
-    def _write_report(self, table: str, writer: MetricsWriter) -> None:
-        """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
-        tasks), with this run's curves; a report that cannot be written is logged, not fatal."""
-        episodes = self.task.report_episodes()
-        if not episodes:
-            return
-
-        try:
-            path = write_report(
-                self._result("report.html"),
-                episodes,
-                title=f"final evaluation of {self.out.name}",
-                metrics_text=table,
-                run_dirs=[self.out],
-            )
-        except ReportError as err:
-            writer.write(f"no report.html: {err}")
-        else:
-            writer.write(f"wrote {path}")
 
     # ------------------------------------------------------------------------------------------
     def _maybe_stop(
