@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from models.causal_lm import CausalLM
 from models.logits import mask_padded_vocab, tempered_logits, token_logprobs
 from rollout.buckets import pow2_bucket
 
@@ -93,7 +94,7 @@ def row_keys(key: jax.Array, seeds: jax.Array, streams: jax.Array, positions: ja
 
 
 def teacher_forced_logprobs(
-    model: nnx.Module, ids: list[int], temperature: float, valid_vocab: int | None = None
+    model: CausalLM, ids: list[int], temperature: float, valid_vocab: int | None = None
 ) -> np.ndarray:
     """log p(ids[t] | ids[:t]) for t >= 1 from one full causal forward pass ([len(ids) - 1] fp32).
 
