@@ -234,9 +234,9 @@ def final_report(task: Any, table: str, out: Path, resume: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trust_from_args(args)
-    recipe = read_recipe(args)
-    guard_paths(args, recipe)
-    cfg, changes = resolve_config(args, recipe)
+    loaded = read_recipe(args)
+    guard_paths(args, loaded)
+    cfg, changes = resolve_config(args, loaded)
     check_out_dir(Path(cfg.out), args.resume)
     check_init_agrees(base_init(cfg), cfg.model.preset, dict(cfg.model.overrides))
     if cfg.metrics.wandb:

@@ -35,7 +35,7 @@ from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, 
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.phases import phase_optimizer, phase_step_fns
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
-from b2tjax.run.streaming import StepRollouts
+from b2tjax.run.streaming import RolloutSchedule, StepRollouts
 from b2tjax.sft.batches import sft_rows, sft_step_batch
 from b2tjax.step.packing import row_devices
 from b2tjax.step.train_step import BoundModel, StepFns, TrainState, init_train_state, state_shardings
@@ -74,6 +74,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = build_mesh(cfg.mesh)
         check_placement(cfg, self.mesh)
+        self.rollout_schedule = RolloutSchedule.of(cfg.rollout, cfg.mesh)  # chosen once (run/streaming.py)
         self.model_fn, params = BoundModel.from_model(model)
         self.frozen = BoundModel.frozen_of(model)  # LoRA's frozen base (empty for full fine-tuning)
         self.base = base_identity(cfg) if self.frozen else None
@@ -327,7 +328,9 @@ class Trainer:
             data.set_state(start.data)
         counters = dict(start.counters)
         writer.set_phase(Phase.GRPO)
-        rollouts = StepRollouts(cfg, self.task, data, self._step_seed)
+        rollouts = self.rollout_schedule.step_rollouts(
+            self.task, data, self._step_seed, cfg.rollout, cfg.seed
+        )
         try:
             return self._grpo_steps(fns, state, start, rollouts, counters, writer, guard)
         finally:
