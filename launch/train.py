@@ -137,7 +137,7 @@ def _weights_tokenizer(cfg: TrainConfig) -> TrainConfig:
     """`cfg` with the tokenizer that comes with `model.init`'s weights (the travel task's)."""
     if cfg.task != "travel":
         return cfg
-    tokenizer, why = weights_tokenizer(base_init(cfg), cfg.model.tokenizer)
+    tokenizer, why = weights_tokenizer(base_init(cfg.model), cfg.model.tokenizer)
     if why:
         print(why, flush=True)
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, tokenizer=tokenizer))
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     guard_paths(args, loaded)
     cfg, changes = resolve_config(args, loaded)
     check_out_dir(Path(cfg.out), args.resume)
-    check_init_agrees(base_init(cfg), cfg.model.preset, dict(cfg.model.overrides))
+    check_init_agrees(base_init(cfg.model), cfg.model.preset, dict(cfg.model.overrides))
     if cfg.metrics.wandb:
         import_wandb()  # missing: one line now, not after the data and the model are built
 

@@ -19,6 +19,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import Mesh
 
+from b2tjax.config.schema import ModelConfig
 from b2tjax.errors import UserError
 from b2tjax.run.resume import ResumePoint
 from models import lora, peft
@@ -34,10 +35,10 @@ def adapter_dir(init: str) -> str | None:
     return None
 
 
-def base_init(cfg: Any) -> str:
+def base_init(model: ModelConfig) -> str:
     """The `model.init` of the base weights: a PEFT adapter's base, else `model.init` itself."""
-    lora_cfg = cfg.model.lora
-    return _base_init(cfg.model.init, lora_cfg.rank, lora_cfg.alpha, tuple(lora_cfg.targets))
+    lora_cfg = model.lora
+    return _base_init(model.init, lora_cfg.rank, lora_cfg.alpha, tuple(lora_cfg.targets))
 
 
 @functools.cache
@@ -89,7 +90,7 @@ def base_identity(cfg: Any) -> dict[str, str]:
     """{"path", "sha256"} of the base weights: a hash of the checkpoint's files (hf: safetensors and
     config.json; ckpt: every file), or of the preset, overrides and seed of a random init; the
     QLoRA storage is part of the hash (a quantized base is another base)."""
-    init = base_init(cfg)
+    init = base_init(cfg.model)
     lora_cfg = cfg.model.lora
     if init:
         root = Path(init.split(":", 1)[1]).absolute()
