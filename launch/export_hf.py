@@ -117,7 +117,7 @@ def export_adapter(directory: str, out: str, step: int | None = None) -> int:
     """The adapters of a LoRA run as a PEFT directory naming the run's Hugging Face base."""
 
     model, cfg = load_lora_run(directory, step=step)
-    init = base_init(cfg)
+    init = base_init(cfg.model)
     if not init.startswith("hf:"):
         raise UserError(
             "--adapter needs a Hugging Face base (model.init=hf:DIR), the run's is "

@@ -23,6 +23,8 @@ writes OUT/eval.json and OUT/report.html (the HTML report of its episodes, with 
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import os
 import sys
 import time
@@ -36,7 +38,7 @@ from b2tjax.cli.init_weights import check_init_agrees
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, check_recipe, run_main, setup_logging, trust_from_args
 from b2tjax.cli.trace_fit import check_trace_fit
-from b2tjax.config import TrainConfig, dump_config, load_config
+from b2tjax.config import TrainConfig, apply_overrides, dump_config, load_config, validate
 from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init
@@ -123,22 +125,28 @@ def model_banner(model: Any, cfg: TrainConfig) -> str:
     return line
 
 
-def _load(
-    config_path: Path | None, overrides: list[str], benchmark_chosen: bool, tokenizer: bool = True
-) -> TrainConfig:
+def _load(config_path: Path | None, overrides: list[str], benchmark_chosen: bool) -> TrainConfig:
     """The recipe <- key=value; with no benchmark chosen, the one `data.data_dir` holds (its
-    benchmark.json) when it names one; the tokenizer that comes with `model.init`'s weights
-    (`tokenizer=False`: as the recipe says, for checks that read only paths)."""
-    cfg = load_config(config_path, overrides)
+    benchmark.json) when it names one, applied as the last override."""
+    return _held_benchmark(load_config(config_path, overrides), overrides, benchmark_chosen)
+
+
+def _held_benchmark(cfg: TrainConfig, overrides: list[str], benchmark_chosen: bool) -> TrainConfig:
     chosen = benchmark_chosen or any(o.startswith("benchmark=") for o in overrides)
     held = None if chosen else read_marker(cfg.data.data_dir)
     if held is not None and held != cfg.benchmark:
-        cfg = load_config(config_path, [*overrides, f"benchmark={held}"])
-    if tokenizer and cfg.task == "travel":
-        cfg.model.tokenizer, why = weights_tokenizer(base_init(cfg), cfg.model.tokenizer)
-        if why:
-            print(why, flush=True)
+        return validate(apply_overrides(cfg, [f"benchmark={held}"]))
     return cfg
+
+
+def _weights_tokenizer(cfg: TrainConfig) -> TrainConfig:
+    """`cfg` with the tokenizer that comes with `model.init`'s weights (the travel task's)."""
+    if cfg.task != "travel":
+        return cfg
+    tokenizer, why = weights_tokenizer(base_init(cfg.model), cfg.model.tokenizer)
+    if why:
+        print(why, flush=True)
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, tokenizer=tokenizer))
 
 
 def _recipe(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
@@ -156,40 +164,46 @@ def _recipe(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
     return config_path, overrides
 
 
-def guard_paths(args: argparse.Namespace) -> None:
+def guard_paths(args: argparse.Namespace, cfg: TrainConfig) -> None:
     """The output guard, before anything else reads the inputs (the weights' tokenizer included)."""
-    config_path, overrides = _recipe(args)
-    check_recipe(args.config, ROOT / "configs")
-    try:
-        cfg = _load(config_path, overrides, args.benchmark is not None, tokenizer=False)
-    except ValueError as err:  # MarkerError included
-        raise UserError(str(err)) from None
     init = cfg.model.init.split(":", 1)[1] if ":" in cfg.model.init else None
     if init is not None and not os.path.isdir(init):  # before the tokenizer is looked for in it
         raise UserError(f"model.init={cfg.model.init}: {init} is not a directory")
     guard(args, PATHS, out=cfg.out, init=init, data_dirs=[cfg.data.data_dir])
 
 
-def resolve_config(args: argparse.Namespace) -> tuple[TrainConfig, dict | None]:
-    """(the run's config, the changes a resume makes to the recorded one, None when not resuming one).
-
-    The recipe (default configs/tiny_cpu.yaml), then the options, then key=value. `--resume` of a
-    run with OUT/config.yaml (or, without it, with a checkpoint's recorded config) starts from that
-    record instead (unless --config names a recipe) and refuses any change outside
-    b2tjax.run.resume.SAFE_TO_CHANGE but more `steps` (then says what the extension keeps)."""
+def read_recipe(args: argparse.Namespace) -> TrainConfig:
+    """The recipe (default configs/tiny_cpu.yaml), then the options, then key=value: read once."""
     config_path, overrides = _recipe(args)
+    check_recipe(args.config, ROOT / "configs")
     try:
-        cfg = _load(config_path, overrides, args.benchmark is not None)
+        return _load(config_path, overrides, args.benchmark is not None)
+    except ValueError as err:  # MarkerError included
+        raise UserError(str(err)) from None
+
+
+def resolve_config(args: argparse.Namespace, cfg: TrainConfig) -> tuple[TrainConfig, dict | None]:
+    """(the run's config, the changes a resume makes to the recorded one, None when not resuming one)
+    from `cfg`, the recipe as read_recipe read it, and its weights' tokenizer.
+
+    `--resume` of a run with OUT/config.yaml (or, without it, with a checkpoint's recorded config)
+    starts from that record instead (read once; unless --config names a recipe) and refuses any
+    change outside b2tjax.run.resume.SAFE_TO_CHANGE but more `steps` (then says what the extension
+    keeps)."""
+    _, overrides = _recipe(args)
+    try:
         recorded = Path(cfg.out) / RECORD
         if args.resume and not recorded.is_file():  # only checkpoints/ was kept
             recorded = checkpoint_record(Path(cfg.out) / "checkpoints") or recorded
         if not (args.resume and recorded.is_file()):
-            return cfg, None
+            return _weights_tokenizer(cfg), None
+        was = load_config(recorded)
         if args.config is None:  # the run's own record is the recipe of its resume
-            cfg = _load(recorded, overrides, args.benchmark is not None)
+            cfg = validate(apply_overrides(copy.deepcopy(was), overrides))
+            cfg = _held_benchmark(cfg, overrides, args.benchmark is not None)
+        cfg = _weights_tokenizer(cfg)
         # both read as configs (typed: a checkpoint's JSON `1e-06` is a string to YAML), then as YAML
-        was, now = (yaml.safe_load(yaml.safe_dump(c.to_dict())) for c in (load_config(recorded), cfg))
-        changes = config_changes(was, now)
+        changes = config_changes(*(yaml.safe_load(yaml.safe_dump(c.to_dict())) for c in (was, cfg)))
         check_changes(changes)
         if note := extension_note(changes):
             print(note, flush=True)
@@ -217,13 +231,23 @@ def make_task(cfg: TrainConfig) -> tuple[Any, int]:
     return task, task.vocab_size
 
 
+def final_report(task: Any, table: str, out: Path, resume: bool) -> None:
+    """OUT/report.html of the final evaluation's episodes (the tasks that keep them)."""
+    from b2tjax.report import write_run_report
+
+    line = write_run_report(task.report_episodes(), table, out, resume)
+    if line:
+        print(line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trust_from_args(args)
-    guard_paths(args)
-    cfg, changes = resolve_config(args)
+    loaded = read_recipe(args)
+    guard_paths(args, loaded)
+    cfg, changes = resolve_config(args, loaded)
     check_out_dir(Path(cfg.out), args.resume)
-    check_init_agrees(base_init(cfg), cfg.model.preset, dict(cfg.model.overrides))
+    check_init_agrees(base_init(cfg.model), cfg.model.preset, dict(cfg.model.overrides))
     if cfg.metrics.wandb:
         import_wandb()  # missing: one line now, not after the data and the model are built
 
@@ -268,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as stop:
         print(f"preempted at step {stop.args[0]}; resume with --resume --out {cfg.out}", flush=True)
         return PREEMPTED_EXIT
+    if jax.process_index() == 0 and result.eval_table is not None:
+        final_report(task, result.eval_table, Path(cfg.out), args.resume)
     print(
         f"done: {result.final_step} steps in {time.perf_counter() - started:.0f}s; run directory {cfg.out}",
         flush=True,

@@ -22,7 +22,7 @@ _HOMES = {
     "prompt_text": "rollout.prompt",
     "EpisodeRecord": "rollout.record",
     "StreamTag": "rollout.record",
-    "token_logprobs": "rollout.sampling",
+    "token_logprobs": "models.logits",
     "EngineStats": "rollout.stats",
 }
 __all__ = sorted(_HOMES)

@@ -27,15 +27,6 @@ KVCacheLayout = Literal["contiguous", "paged"]
 PagedAttention = Literal["auto", "gather", "kernel"]
 ResumeKV = Literal["keep", "recompute"]
 
-# Keys that once selected a baseline the library no longer carries, and what replaced each: a recipe
-# or override naming one is refused in one line (b2tjax/config/loader.py).
-REMOVED_KEYS = {
-    "refill": "continuous batching is the only schedule (benchmarks/bench_rollout.py builds static waves)",
-    "reprefill": "the re-prefill baseline was removed; a turn feeds only its new tokens",
-    "async_host": "the host schedule follows rollout.segment_return_share (1.0: host work between "
-    "segments, reproducible; < 1: hidden behind decoding)",
-}
-
 
 @dataclasses.dataclass
 class RolloutConfig:

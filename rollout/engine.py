@@ -70,9 +70,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 from jax.sharding import Mesh
 
+from models.causal_lm import CausalLM
 from rollout.config import RolloutConfig
 from rollout.episodes import Episode
 from rollout.lockstep import loop_across_hosts
@@ -88,7 +88,7 @@ class RolloutEngine:
     """Runs episodes on a model; see the module docstring."""
 
     def __init__(
-        self, model: nnx.Module, tokenizer: Any, config: RolloutConfig | None = None, mesh: Mesh | None = None
+        self, model: CausalLM, tokenizer: Any, config: RolloutConfig | None = None, mesh: Mesh | None = None
     ):
         self.config = config or RolloutConfig()
         auto = self.config.cache_dtype == "auto"
@@ -112,7 +112,7 @@ class RolloutEngine:
         self.trace: Callable[[tuple[int, str], str, list[int], int], None] | None = None
         self.progress: Callable[[int, int], None] | None = None  # progress(done, total)
 
-    def update_weights(self, model: nnx.Module) -> None:
+    def update_weights(self, model: CausalLM) -> None:
         """Use new weights (same architecture) without recompiling."""
         self.runner.update_state(model)
 

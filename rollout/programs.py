@@ -21,6 +21,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from models import paged_kv
+from models.causal_lm import CausalLM
 from models.layers import with_paged_attention
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
@@ -42,7 +43,7 @@ class ModelRunner:
 
     def __init__(
         self,
-        model: nnx.Module,
+        model: CausalLM,
         valid_vocab: int | None = None,
         mesh: Mesh | None = None,
         paged_attention: str | None = None,
@@ -57,7 +58,7 @@ class ModelRunner:
         self.copy_prefix = on_mesh(copy_prefix, mesh)
         self.copy_pages = on_mesh(copy_pages, mesh)
 
-    def update_state(self, model: nnx.Module) -> None:
+    def update_state(self, model: CausalLM) -> None:
         """New weights, same graph (e.g. after a training step): cast and resharded on the devices
         into the previous copy's buffers; no recompilation."""
         self.state = self.weights.refresh(nnx.state(model), self.state)

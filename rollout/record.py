@@ -49,7 +49,7 @@ class EpisodeRecord:
     loss_mask: 1 exactly on tokens the policy sampled; 0 on prompt, environment replies and any
                forced tokens (teacher-forced text or a closing <|im_end|> added after a turn cap).
     logprobs:  sampler log-probability of each sampled token, log_softmax(logits / T)[id]
-               (see rollout.sampling.token_logprobs); 0.0 where the mask is 0.
+               (see models.logits.token_logprobs); 0.0 where the mask is 0.
     turns:     [start, end) offsets in `ids` of each assistant turn's content (the tokens after the
                `<|im_start|>assistant\\n` header, up to and including the closing <|im_end|>).
     errors:    one flag per tool call / memory operation, in execution order.

@@ -6,9 +6,9 @@ Log-prob convention (shared with the trainer, b2tjax/step/logprobs.py): the log-
 taken under the *tempered, unfiltered* distribution, log_softmax(logits / T)[id]. Top-p / top-k
 only decide which tokens may be sampled; they do not renormalise the recorded log-probs, so the
 trainer can recompute exactly the same number from logits alone. Greedy rows (T <= 0) record
-log-probs at T = 1. `token_logprobs` is the one definition both sides call. Ids at or above the
-tokenizer's vocabulary size (the model's padded embedding rows) are masked on both sides
-(`mask_padded_vocab`): never sampled, and excluded from every log-softmax.
+log-probs at T = 1. `models.logits.token_logprobs` is the one definition both sides call. Ids at or
+above the tokenizer's vocabulary size (the model's padded embedding rows) are masked on both sides
+(`models.logits.mask_padded_vocab`): never sampled, and excluded from every log-softmax.
 
 Sampling parameters are runtime arrays [B] (`SamplingArrays`), so changing them never recompiles.
 """
@@ -23,44 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from models.causal_lm import CausalLM
+from models.logits import mask_padded_vocab, tempered_logits, token_logprobs
 from rollout.buckets import pow2_bucket
-
-
-def effective_temperature(temperature: jax.Array | float) -> jax.Array:
-    """Temperature used for log-probs: T, or 1.0 for greedy rows (T <= 0)."""
-    t = jnp.asarray(temperature, jnp.float32)
-    return jnp.where(t > 0, t, 1.0)
-
-
-def mask_padded_vocab(logits: jax.Array, valid_vocab: int | None) -> jax.Array:
-    """fp32 logits [..., V] with ids >= valid_vocab (padded embedding rows, e.g. Qwen3's 151,936 rows
-    for 151,669 tokens: ids no tokenizer can decode) set to the most negative finite fp32: never
-    sampled, zero probability, and finite (so entropy and gradients stay NaN-free). Apply it after
-    any temperature scaling (dividing the mask value by T < 1 would overflow to -inf)."""
-    if valid_vocab is None or valid_vocab >= logits.shape[-1]:
-        return logits
-    valid = jnp.arange(logits.shape[-1], dtype=jnp.int32) < valid_vocab
-    return jnp.where(valid, logits, jnp.finfo(jnp.float32).min)
-
-
-def tempered_logits(
-    logits: jax.Array, temperature: jax.Array | float, valid_vocab: int | None = None
-) -> jax.Array:
-    """logits / T in fp32 (T = 1 for greedy rows), padded ids masked. temperature scalar or [...]."""
-    t = effective_temperature(temperature)
-    scaled = logits.astype(jnp.float32) / (t[..., None] if t.ndim else t)
-    return mask_padded_vocab(scaled, valid_vocab)
-
-
-def token_logprobs(
-    logits: jax.Array, ids: jax.Array, temperature: jax.Array | float, valid_vocab: int | None = None
-) -> jax.Array:
-    """log_softmax(logits / T)[ids] in fp32 over the first `valid_vocab` ids (all when None).
-    logits [..., V], ids [...], temperature scalar or [...]. Computed as scaled[id] - logsumexp,
-    so no [..., V] log-softmax is materialised."""
-    scaled = tempered_logits(logits, temperature, valid_vocab)
-    picked = jnp.take_along_axis(scaled, ids[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    return picked - jax.nn.logsumexp(scaled, axis=-1)
 
 
 def _filter_top_p_top_k(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
@@ -129,7 +94,7 @@ def row_keys(key: jax.Array, seeds: jax.Array, streams: jax.Array, positions: ja
 
 
 def teacher_forced_logprobs(
-    model: nnx.Module, ids: list[int], temperature: float, valid_vocab: int | None = None
+    model: CausalLM, ids: list[int], temperature: float, valid_vocab: int | None = None
 ) -> np.ndarray:
     """log p(ids[t] | ids[:t]) for t >= 1 from one full causal forward pass ([len(ids) - 1] fp32).
 

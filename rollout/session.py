@@ -30,11 +30,11 @@ import concurrent.futures
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jax
-from flax import nnx
 
+from models.causal_lm import CausalLM
 from rollout.clock import PolicyClock
 from rollout.episodes import Episode
 from rollout.lockstep import loop_across_hosts
@@ -43,6 +43,9 @@ from rollout.run import RolloutStopped, Run
 from rollout.stats import EngineStats
 from rollout.stream import Phase
 
+if TYPE_CHECKING:  # the engine builds its sessions (RolloutEngine.session)
+    from rollout.engine import RolloutEngine
+
 _PER_LOOP = ("wall_s", "env_s", "hidden_s")  # EngineStats fields set per loop, not counted up
 
 
@@ -50,7 +53,7 @@ class RolloutSession:
     """A streaming run on `engine` (a RolloutEngine); see the module docstring. Close it (or use it
     as a context manager) to end its tool pool."""
 
-    def __init__(self, engine: Any, rng: int = 0):
+    def __init__(self, engine: RolloutEngine, rng: int = 0):
         self.engine = engine
         self.resume = RESUME_KV[engine.config.resume_kv]
         self.pool = concurrent.futures.ThreadPoolExecutor(engine.config.tool_workers)
@@ -105,7 +108,7 @@ class RolloutSession:
             run.streams[i], run.episodes[i] = {}, None  # finished: nothing of it stays resident
         return records
 
-    def update_weights(self, model: nnx.Module) -> None:
+    def update_weights(self, model: CausalLM) -> None:
         """Switch to new weights; running episodes continue under them (module docstring)."""
         self.engine.update_weights(model)
         old, self.clock.version = self.clock.version, self.clock.version + 1

@@ -26,7 +26,7 @@ from b2tjax.config.checks import validate
 from b2tjax.config.recipe_yaml import parse_yaml, read_recipe
 from b2tjax.config.schema import TrainConfig
 from models.fields import coerce, field_type
-from rollout.config import REMOVED_KEYS, RolloutConfig
+from rollout.config import RolloutConfig
 from sandbox.himap.kinds import ROLES
 
 # Old spellings of renamed keys, so saved run configs and older recipes still load.
@@ -35,8 +35,12 @@ _RENAMED = {
     **{f"himap.{r}_limits.max_seq_len": f"himap.{r}_limits.max_total_tokens" for r in ROLES},
 }
 # Keys that no longer exist, with what replaced them: naming one is a one-line error saying so.
-_REMOVED = {
-    **{f"rollout.{key}": why for key, why in REMOVED_KEYS.items()},
+REMOVED_KEYS = {
+    "rollout.refill": "continuous batching is the only schedule (benchmarks/bench_rollout.py builds "
+    "static waves)",
+    "rollout.reprefill": "the re-prefill baseline was removed; a turn feeds only its new tokens",
+    "rollout.async_host": "the host schedule follows rollout.segment_return_share (1.0: host work "
+    "between segments, reproducible; < 1: hidden behind decoding)",
     **{
         f"{section}.packing": f"every {section.upper()} step packs its records into rows; "
         f"{section}.row_tokens sets the row budget (1 = one record per row)"
@@ -56,8 +60,8 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
     for key, value in updates.items():
         path = _RENAMED.get(f"{prefix}{key}", f"{prefix}{key}")
         key = path[len(prefix) :]
-        if path in _REMOVED:
-            raise ValueError(f"config key {path!r} was removed: {_REMOVED[path]}")
+        if path in REMOVED_KEYS:
+            raise ValueError(f"config key {path!r} was removed: {REMOVED_KEYS[path]}")
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean '{prefix}{close[0]}'? " if close else ""

@@ -11,6 +11,7 @@ DATA checks first. Kept free of JAX imports (the data scripts start without it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -29,6 +30,13 @@ class MarkerError(ValueError):
 def tools_digest(data_dir: Path, benchmark: str) -> str | None:
     """A digest of the tool schemas `benchmark`'s agent gets on `data_dir` (the world of its first
     training instance), as this code defines them; None without a training split."""
+    return _tools_digest(Path(data_dir).resolve(), benchmark)
+
+
+@functools.cache
+def _tools_digest(data_dir: Path, benchmark: str) -> str | None:
+    """Cached: the launcher checks DATA before JAX starts and the task again when it opens it;
+    the training split is read for it once per process."""
     bench = benchmark_class(benchmark)(data_dir)
     try:
         visible = bench.load_visible(bench.splits[0])

@@ -24,8 +24,8 @@ from collections.abc import Hashable, Sequence
 import jax
 import numpy as np
 
-from b2tjax.grpo import loss as grpo
 from b2tjax.grpo.modes import CREDIT_MODES
+from b2tjax.step import loss as grpo
 
 _group_advantages = jax.jit(grpo.group_advantages, static_argnums=(1, 2, 3))
 

@@ -59,7 +59,7 @@ def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
     overrides = dict(cfg.model.overrides)
     init = cfg.model.init
     if init.startswith("hf:"):
-        init = base_init(cfg)  # a PEFT adapter directory: its base's config
+        init = base_init(cfg.model)  # a PEFT adapter directory: its base's config
     if init.startswith(("hf:", "ckpt:")):
         path = Path(init.split(":", 1)[1]) / "config.json"
         if path.exists():

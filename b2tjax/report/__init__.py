@@ -8,6 +8,6 @@ Benchmark-specific content (timelines, coordinates, which item a check concerns)
 """
 
 from b2tjax.report.episode import build_episode
-from b2tjax.report.page import ReportError, render_report, write_report
+from b2tjax.report.page import ReportError, render_report, write_report, write_run_report
 
-__all__ = ["ReportError", "build_episode", "render_report", "write_report"]
+__all__ = ["ReportError", "build_episode", "render_report", "write_report", "write_run_report"]

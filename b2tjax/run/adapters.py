@@ -8,6 +8,7 @@ which `--resume` compares with the base it loads: adapters mean nothing on anoth
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import Mesh
 
+from b2tjax.config.schema import ModelConfig
 from b2tjax.errors import UserError
 from b2tjax.run.resume import ResumePoint
 from models import lora, peft
@@ -33,25 +35,28 @@ def adapter_dir(init: str) -> str | None:
     return None
 
 
-def base_init(cfg: Any) -> str:
+def base_init(model: ModelConfig) -> str:
     """The `model.init` of the base weights: a PEFT adapter's base, else `model.init` itself."""
-    path = adapter_dir(cfg.model.init)
+    lora_cfg = model.lora
+    return _base_init(model.init, lora_cfg.rank, lora_cfg.alpha, tuple(lora_cfg.targets))
+
+
+@functools.cache
+def _base_init(init: str, rank: int, alpha: float, targets: tuple[str, ...]) -> str:
+    """Cached: the launcher, the model build and the base's identity each need the base, and an
+    adapter's tensors are read and checked against it once per process, not at each."""
+    path = adapter_dir(init)
     if path is None:
-        return cfg.model.init
+        return init
     base = peft.read_config(path)["base_model_name_or_path"]
     base = base if os.path.isabs(base) else os.path.join(path, base)
     if not os.path.isdir(base):
         raise UserError(f"the adapter {path} names base {base}, which is not a local directory")
-    lora_cfg = cfg.model.lora
     # the adapter's config and tensors against each other and the base, before anything is allocated
     saved = peft.check_adapter(path, Qwen3Config.from_hf(base))
-    if (saved.rank, saved.alpha, sorted(saved.targets)) != (
-        lora_cfg.rank,
-        lora_cfg.alpha,
-        sorted(lora_cfg.targets),
-    ):
+    if (saved.rank, saved.alpha, sorted(saved.targets)) != (rank, alpha, sorted(targets)):
         raise UserError(
-            f"model.lora (rank {lora_cfg.rank}, alpha {lora_cfg.alpha}, targets {lora_cfg.targets}) "
+            f"model.lora (rank {rank}, alpha {alpha}, targets {list(targets)}) "
             f"differs from the adapter {path} "
             f"(rank {saved.rank}, alpha {saved.alpha}, targets {saved.targets})"
         )
@@ -85,7 +90,7 @@ def base_identity(cfg: Any) -> dict[str, str]:
     """{"path", "sha256"} of the base weights: a hash of the checkpoint's files (hf: safetensors and
     config.json; ckpt: every file), or of the preset, overrides and seed of a random init; the
     QLoRA storage is part of the hash (a quantized base is another base)."""
-    init = base_init(cfg)
+    init = base_init(cfg.model)
     lora_cfg = cfg.model.lora
     if init:
         root = Path(init.split(":", 1)[1]).absolute()

@@ -31,7 +31,7 @@ def build_model(cfg: TrainConfig, vocab_size: int | None = None) -> nnx.Module:
     """Random init from a preset (vocab resized to the tokenizer), or `hf:DIR` / `ckpt:DIR` weights;
     with `model.lora`, the base in the compute dtype plus adapters (b2tjax/run/adapters.py)."""
 
-    runtime, init, mesh = cfg.model.runtime(), base_init(cfg), build_mesh(cfg.mesh)
+    runtime, init, mesh = cfg.model.runtime(), base_init(cfg.model), build_mesh(cfg.mesh)
     # hf: and ckpt: weights load the same way: the recipe's runtime, mesh and RoPE
     loader_args = dict(runtime=runtime, mesh=mesh, edit_config=lambda c: recipe_rope(cfg, c))
     if init.startswith("hf:"):

@@ -32,14 +32,19 @@ checkpoint of step t records the data iterator as it was before step t + 1's pro
 and rolls them afresh from the restored weights: every record a resumed run trains on is at most
 S updates old, as in the uninterrupted run (the records themselves differ: fresher tokens).
 
-A task streams when it is a `b2tjax.tasks.base.StreamingTask` (the benchmark tasks,
-b2tjax/tasks/toy_tools.py).
+The schedule is chosen once, at start-up (`RolloutSchedule.of`, from `rollout.max_staleness`,
+`rollout.decode_during_update` and `mesh.rollout_devices`), into one object that owns it:
+`SyncRollouts`, or `StreamedRollouts` with its overlap with the update (none, after it co-located,
+beside it on the split placement). A task streams when it is a `b2tjax.tasks.base.StreamingTask`
+(the benchmark tasks, b2tjax/tasks/toy_tools.py).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,32 +52,133 @@ from typing import Any
 
 from flax import nnx
 
-from b2tjax.config import TrainConfig
+from b2tjax.config.schema import MeshConfig
 from b2tjax.data.pipeline import BatchIterator
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.run.mesh import split_devices
 from b2tjax.tasks.base import StreamingTask, Task
+from rollout.config import RolloutConfig
 from rollout.hosts import agreeing_on
 from rollout.run import RolloutStopped
 
+Decode = Callable[..., float]  # decode the next step's batch (should_stop, devices) -> its wall
+StepSeed = Callable[[int], int]  # global step -> the seed of its episodes
 
-class StepRollouts:
-    """The rollout batch of each GRPO step, and the data state a checkpoint records."""
 
-    def __init__(self, cfg: TrainConfig, task: Task, data: BatchIterator, step_seed: Callable[[int], int]):
-        self.cfg, self.task, self.data, self.step_seed = cfg, task, data, step_seed
-        self.staleness = cfg.rollout.max_staleness
-        if self.staleness and not isinstance(task, StreamingTask):
+@dataclasses.dataclass(frozen=True)
+class RolloutSchedule:
+    """Where each GRPO step's rollouts come from, resolved once from the recipe (module docstring)."""
+
+    staleness: int  # S: how many updates old a token may be; 0 = synchronous
+    during_update: bool  # the next step decodes while this step updates (S >= 1)
+    rollout_devices: int  # > 0: the split placement; with during_update, in a second thread
+
+    @classmethod
+    def of(cls, rollout: RolloutConfig, mesh: MeshConfig) -> RolloutSchedule:
+        during = bool(rollout.max_staleness and rollout.decode_during_update)
+        return cls(rollout.max_staleness, during, mesh.rollout_devices)
+
+    def step_rollouts(
+        self, task: Task, data: BatchIterator, step_seed: StepSeed, rollout: RolloutConfig, seed: int
+    ) -> StepRollouts:
+        """The object that rolls out each step of this schedule."""
+        if not self.staleness:
+            return SyncRollouts(task, data, step_seed, rollout)
+        if not isinstance(task, StreamingTask):
             raise UserError(
                 f"rollout.max_staleness={self.staleness} needs a task that streams rollouts "
                 f"({type(task).__name__} does not); set rollout.max_staleness=0"
             )
-        self.during_update = bool(self.staleness and cfg.rollout.decode_during_update)
-        # the split placement decodes in its own thread, at once with the update
-        split = self.during_update and cfg.mesh.rollout_devices > 0
-        self.sides = split_devices(cfg.mesh.rollout_devices) if split else None
-        self.thread = concurrent.futures.ThreadPoolExecutor(1, "decode-during-update") if split else None
+        overlap = None
+        if self.during_update and self.rollout_devices > 0:
+            overlap = DecodeBesideUpdate(split_devices(self.rollout_devices))
+        elif self.during_update:
+            overlap = DecodeAfterUpdate()
+        return StreamedRollouts(task, data, step_seed, rollout, seed, self.staleness, overlap)
+
+
+class SyncRollouts:
+    """S = 0: each step rolls out its own prompts under its own weights, nothing runs across steps."""
+
+    def __init__(self, task: Task, data: BatchIterator, step_seed: StepSeed, rollout: RolloutConfig):
+        self.task, self.data, self.step_seed, self.cfg = task, data, step_seed, rollout
+        self.timing: dict[str, float] = {}  # nothing decodes during an update
+
+    def get_state(self) -> dict:
+        return self.data.get_state()
+
+    def rollout(
+        self, model: nnx.Module, global_step: int, last_step: int, should_stop: Callable[[], bool]
+    ) -> RolloutBatch:
+        prompts = self.data.next_batch(self.cfg.prompts_per_step)
+        seed = self.step_seed(global_step)
+        return self.task.rollout(model, prompts, self.cfg.group_size, seed, should_stop=should_stop)
+
+    def during(self, global_step: int, last_step: int, should_stop: Callable[[], bool]) -> Any:
+        return contextlib.nullcontext()
+
+    def shutdown(self) -> None:
+        pass
+
+
+class DecodeAfterUpdate:
+    """Co-located: the next step's batch decodes after the update, on the same devices."""
+
+    @contextlib.contextmanager
+    def around_update(self, decode: Decode, should_stop: Callable[[], bool], timing: dict) -> Iterator[None]:
+        yield
+        took = decode(should_stop)
+        timing.update(decode_ahead_time_s=took, decode_wait_time_s=took)
+
+    def shutdown(self) -> None:
+        pass
+
+
+class DecodeBesideUpdate:
+    """The split placement: the next step's batch decodes in a second thread on the rollout
+    sub-mesh while the update runs on the train sub-mesh, each agreeing over its own devices."""
+
+    def __init__(self, sides: tuple[Any, Any]):
+        self.sides = sides
+        self.thread = concurrent.futures.ThreadPoolExecutor(1, "decode-during-update")
+
+    @contextlib.contextmanager
+    def around_update(self, decode: Decode, should_stop: Callable[[], bool], timing: dict) -> Iterator[None]:
+        abort = threading.Event()  # the update failed: stop decoding, in the same round everywhere
+        stop = lambda: abort.is_set() or should_stop()  # noqa: E731
+        future = self.thread.submit(decode, stop, self.sides[1])
+        try:
+            with agreeing_on(self.sides[0]):
+                yield
+        except BaseException:
+            abort.set()
+            future.result()
+            raise
+        t0 = time.perf_counter()
+        took = future.result()
+        timing.update(decode_ahead_time_s=took, decode_wait_time_s=time.perf_counter() - t0)
+
+    def shutdown(self) -> None:
+        self.thread.shutdown(wait=True)
+
+
+class StreamedRollouts:
+    """S > 0: one streaming session across steps (module docstring); `overlap`, when the next
+    step decodes during this step's update, says where."""
+
+    def __init__(
+        self,
+        task: StreamingTask,
+        data: BatchIterator,
+        step_seed: StepSeed,
+        rollout: RolloutConfig,
+        seed: int,
+        staleness: int,
+        overlap: DecodeAfterUpdate | DecodeBesideUpdate | None,
+    ):
+        self.task, self.data, self.step_seed, self.cfg, self.seed = task, data, step_seed, rollout, seed
+        self.staleness, self.overlap = staleness, overlap
         self.session: Any = None
         self.ahead: dict[int, Any] = {}  # global step -> the task's handle of its submitted groups
         self.ready: dict[int, RolloutBatch] = {}  # global step -> its batch, decoded during an update
@@ -89,14 +195,9 @@ class StepRollouts:
         self, model: nnx.Module, global_step: int, last_step: int, should_stop: Callable[[], bool]
     ) -> RolloutBatch:
         """Step `global_step`'s scored batch under `model` (the weights this step trains from)."""
-        r = self.cfg.rollout
         self.next_step = global_step
-        if not self.staleness:
-            prompts = self.data.next_batch(r.prompts_per_step)
-            seed = self.step_seed(global_step)
-            return self.task.rollout(model, prompts, r.group_size, seed, should_stop=should_stop)
         if self.session is None:
-            self.session = self.task.open_session(model, self.cfg.seed, r)
+            self.session = self.task.open_session(model, self.seed, self.cfg)
         else:
             self.session.update_weights(model)
         batch = self.ready.pop(global_step, None)
@@ -109,8 +210,8 @@ class StepRollouts:
 
     def _decode(self, step: int, last_step: int, should_stop: Callable[[], bool]) -> RolloutBatch:
         """Submit the steps whose groups may start now, then decode until `step`'s have finished."""
-        r = self.cfg.rollout
-        reach = self.staleness - int(self.during_update)  # how far ahead a group may start (module docstring)
+        r = self.cfg
+        reach = self.staleness - int(self.overlap is not None)  # how far ahead a group may start (docstring)
         for ahead in range(step, min(step + reach, last_step) + 1):
             if ahead not in self.ahead:
                 self.states[ahead] = self.data.get_state()
@@ -123,35 +224,16 @@ class StepRollouts:
     @contextlib.contextmanager
     def during(self, global_step: int, last_step: int, should_stop: Callable[[], bool]) -> Iterator[None]:
         """Around step `global_step`'s update: with `rollout.decode_during_update`, step
-        `global_step + 1`'s batch is decoded meanwhile (split placement: in a second thread, at
-        once; co-located: after the update). Sets `timing`: that decoding's wall
-        (decode_ahead_time_s) and how long the step waited for it after its update
+        `global_step + 1`'s batch is decoded meanwhile (`overlap`). Sets `timing`: that decoding's
+        wall (decode_ahead_time_s) and how long the step waited for it after its update
         (decode_wait_time_s; co-located: all of it)."""
-        following = global_step + 1
         self.timing = {}
-        if not self.during_update or following > last_step:
+        if self.overlap is None or global_step + 1 > last_step:
             yield
             return
-        abort = threading.Event()  # the update failed: stop decoding, in the same round everywhere
-        stop = lambda: abort.is_set() or should_stop()  # noqa: E731
-        if self.thread is None:
+        decode = functools.partial(self._decode_ahead, global_step + 1, last_step)
+        with self.overlap.around_update(decode, should_stop, self.timing):
             yield
-            t0 = time.perf_counter()
-            self._decode_ahead(following, last_step, stop)
-            took = time.perf_counter() - t0
-            self.timing = {"decode_ahead_time_s": took, "decode_wait_time_s": took}
-            return
-        future = self.thread.submit(self._decode_ahead, following, last_step, stop, self.sides[1])
-        try:
-            with agreeing_on(self.sides[0]):
-                yield
-        except BaseException:
-            abort.set()
-            future.result()
-            raise
-        t0 = time.perf_counter()
-        took = future.result()
-        self.timing = {"decode_ahead_time_s": took, "decode_wait_time_s": time.perf_counter() - t0}
 
     def _decode_ahead(
         self, step: int, last_step: int, should_stop: Callable[[], bool], devices: Any = None
@@ -177,5 +259,8 @@ class StepRollouts:
     def shutdown(self) -> None:
         """`close`, and end the decoding thread of the split placement."""
         self.close()
-        if self.thread is not None:
-            self.thread.shutdown(wait=True)
+        if self.overlap is not None:
+            self.overlap.shutdown()
+
+
+StepRollouts = SyncRollouts | StreamedRollouts  # what a schedule rolls out each GRPO step with

@@ -27,7 +27,6 @@ from b2tjax.config import TrainConfig
 from b2tjax.config.schema import Phase
 from b2tjax.data.pipeline import BatchIterator, example_dataset
 from b2tjax.grpo.update import UpdateSpec, grpo_update
-from b2tjax.report import ReportError, write_report
 from b2tjax.run.adapters import base_identity, check_base
 from b2tjax.run.agreement import StepShape, agree_step
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
@@ -36,7 +35,7 @@ from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, 
 from b2tjax.run.model_build import build_model as build_model  # re-exported for the trainer's callers
 from b2tjax.run.phases import phase_optimizer, phase_step_fns
 from b2tjax.run.resume import ResumePoint, check_model_config, fresh_path
-from b2tjax.run.streaming import StepRollouts
+from b2tjax.run.streaming import RolloutSchedule, StepRollouts
 from b2tjax.sft.batches import sft_rows, sft_step_batch
 from b2tjax.step.packing import row_devices
 from b2tjax.step.train_step import BoundModel, StepFns, TrainState, init_train_state, state_shardings
@@ -75,6 +74,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = build_mesh(cfg.mesh)
         check_placement(cfg, self.mesh)
+        self.rollout_schedule = RolloutSchedule.of(cfg.rollout, cfg.mesh)  # chosen once (run/streaming.py)
         self.model_fn, params = BoundModel.from_model(model)
         self.frozen = BoundModel.frozen_of(model)  # LoRA's frozen base (empty for full fine-tuning)
         self.base = base_identity(cfg) if self.frozen else None
@@ -187,7 +187,6 @@ class Trainer:
                     self._result("eval.json").write_text(json.dumps(eval_metrics, indent=2, default=float))
                     writer.end_progress()
                     writer.write(table)
-                    self._write_report(table, writer)
             return RunResult(self.total_steps, last, eval_metrics, table)
         finally:
             writer.close()
@@ -205,26 +204,6 @@ class Trainer:
     def _result(self, name: str) -> Path:
         """OUT/name; a resumed run never replaces the results already there (b2tjax/run/resume.py)."""
         return fresh_path(self.out / name) if self.resume else self.out / name
-
-    def _write_report(self, table: str, writer: MetricsWriter) -> None:
-        """OUT/report.html of the final evaluation (tasks that keep its episodes: the benchmark
-        tasks), with this run's curves; a report that cannot be written is logged, not fatal."""
-        episodes = self.task.report_episodes()
-        if not episodes:
-            return
-
-        try:
-            path = write_report(
-                self._result("report.html"),
-                episodes,
-                title=f"final evaluation of {self.out.name}",
-                metrics_text=table,
-                run_dirs=[self.out],
-            )
-        except ReportError as err:
-            writer.write(f"no report.html: {err}")
-        else:
-            writer.write(f"wrote {path}")
 
     # ------------------------------------------------------------------------------------------
     def _maybe_stop(
@@ -349,7 +328,9 @@ class Trainer:
             data.set_state(start.data)
         counters = dict(start.counters)
         writer.set_phase(Phase.GRPO)
-        rollouts = StepRollouts(cfg, self.task, data, self._step_seed)
+        rollouts = self.rollout_schedule.step_rollouts(
+            self.task, data, self._step_seed, cfg.rollout, cfg.seed
+        )
         try:
             return self._grpo_steps(fns, state, start, rollouts, counters, writer, guard)
         finally:

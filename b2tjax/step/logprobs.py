@@ -8,7 +8,7 @@ A sequence that fits in one chunk is projected directly, without the scan and wi
 rematerialisation: with one chunk the backward pass holds that chunk's [B, chunk, V] either way, so
 recomputing it would only cost time.
 
-Temperature convention: the sampler's `rollout.sampling.token_logprobs` (log_softmax(logits / T)[id],
+Temperature convention: the sampler's `models.logits.token_logprobs` (log_softmax(logits / T)[id],
 unfiltered by top-p/top-k) is called on each chunk, so trainer and sampler compute the same number;
 `valid_vocab` (the tokenizer's size) excludes the model's padded embedding rows from the softmax
 exactly as the sampler does.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rollout.sampling import tempered_logits, token_logprobs
+from models.logits import tempered_logits, token_logprobs
 
 
 def _chunk_logprobs(

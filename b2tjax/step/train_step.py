@@ -35,7 +35,7 @@ from flax import nnx
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from b2tjax.grpo import loss as grpo
+from b2tjax.step import loss as grpo
 from b2tjax.step.accumulate import TrainState, accumulate_scan, split_step, update
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.logprobs import position_logprobs, sequence_logprobs, spread_positions

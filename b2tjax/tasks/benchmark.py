@@ -37,6 +37,7 @@ from rollout.agents.single import agent_episode
 from rollout.engine import RolloutEngine
 from rollout.hosts import agree, episode_owner, gather_objects, merge_by_owner
 from rollout.prompt import token_counter
+from rollout.sampler import Sampler
 from rollout.session import RolloutSession
 from sandbox.benchmarks import (
     Benchmark,
@@ -97,8 +98,7 @@ class BenchmarkTask:
         self.eval_split = cfg.data.eval_split or benchmark.eval_split
         self._eval = self._load_split(self.eval_split, cfg.data.eval_instances)
         self._check_prompt_budget()
-        self._engine: Any = None  # the sampler, kept across steps; built for `self._temperature`
-        self._temperature: float | None = None
+        self._rollouts = Sampler(tokenizer, rollout_mesh(cfg.mesh))  # the engine, kept across steps
         self._python_pool = None
         self._last_eval: tuple[list, dict | None] | None = None  # records, HiMAP sessions by episode
         self._python_tool()  # refuse an unjailed Python tool at start-up, not after the SFT phase
@@ -148,13 +148,6 @@ class BenchmarkTask:
             traces, self.tokenizer, self.cfg.sft.max_seq_len, python=self.cfg.rollout.python_tool
         )
 
-    def _engine_for(self, model: nnx.Module, temperature: float):
-        """An engine with the recipe's memory plan: `batch_rows` rows of `cache_len` slots on the
-        run's mesh, whatever the number of episodes (they stream through the rows)."""
-
-        config = dataclasses.replace(self.cfg.rollout, temperature=temperature)
-        return RolloutEngine(model, self.tokenizer, config, mesh=rollout_mesh(self.cfg.mesh))
-
     def _episodes(self, pairs: Sequence[Instance]):
 
         r = self.cfg.rollout
@@ -180,17 +173,13 @@ class BenchmarkTask:
             self._python_pool = PythonSandbox(isolation=self.cfg.rollout.python_tool_isolation)
         return self._python_pool
 
-    def _sampler(self, model: nnx.Module, temperature: float):
-        """The engine for `temperature`, built (and compiled) once and then only given fresh weights.
-        Asked for another temperature (the evaluation after training), the old engine is dropped
-        first, so its weights and KV cache make room for the new one's."""
-        if self._engine is None or self._temperature != temperature:
-            self._engine = None
-            self._engine = self._engine_for(model, temperature)
-            self._temperature = temperature
-        else:
-            self._engine.update_weights(model)
-        return self._engine
+    def _sampler(self, model: nnx.Module, temperature: float) -> RolloutEngine:
+        """The engine for `temperature` with the recipe's memory plan: `batch_rows` rows of
+        `cache_len` slots on the sampler's mesh, whatever the number of episodes (they stream through
+        the rows); built once per temperature, then only given fresh weights (rollout/sampler.py)."""
+        return self._rollouts.engine_for(
+            model, dataclasses.replace(self.cfg.rollout, temperature=temperature)
+        )
 
     def _run_and_score(
         self,
@@ -246,7 +235,9 @@ class BenchmarkTask:
             model, pairs, seed, temperature, should_stop, group_size
         )
         executed = [now - then for now, then in zip(EXECUTED.snapshot(), before)]
-        metrics = self._step_metrics(episodes, records, verdicts, rewards, executed, self._engine.stats)
+        metrics = self._step_metrics(
+            episodes, records, verdicts, rewards, executed, self._rollouts.engine.stats
+        )
         return self._batch(episodes, records, metrics, group_size)
 
     def _step_metrics(self, episodes, records, verdicts, rewards, executed, stats) -> dict[str, Any]:

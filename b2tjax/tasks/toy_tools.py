@@ -46,6 +46,7 @@ from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.hosts import gather_objects, merge_by_owner
 from rollout.record import EpisodeRecord
 from rollout.render import render_env_reply
+from rollout.sampler import Sampler
 from rollout.session import RolloutSession
 from sandbox.types import StopReason
 
@@ -166,7 +167,7 @@ class LookupTask:
         self.cfg = cfg
         self.tokenizer = tokenizer or lookup_tokenizer(cfg.num_keys, cfg.num_values)
         self.mesh = mesh  # the sampler's mesh (b2tjax.run.mesh.rollout_mesh): needed on several processes
-        self._engine: RolloutEngine | None = None
+        self._rollouts = Sampler(self.tokenizer, mesh)  # the engine, kept across steps
 
     def train_examples(self) -> Sequence[int]:
         return list(range(self.cfg.num_keys))
@@ -280,12 +281,8 @@ class LookupTask:
         should_stop: Callable[[], bool] | None = None,
     ) -> RolloutBatch:
         keys = [k for k in prompts for _ in range(group_size)]
-        if self._engine is None or self._engine.config.batch_rows != len(keys):
-            config = self._engine_config(len(keys), self.cfg.temperature)
-            self._engine = RolloutEngine(model, self.tokenizer, config, mesh=self.mesh)
-        else:
-            self._engine.update_weights(model)
-        records, metrics = self.run(self._engine, keys, seed, should_stop=should_stop, group_size=group_size)
+        engine = self._rollouts.engine_for(model, self._engine_config(len(keys), self.cfg.temperature))
+        records, metrics = self.run(engine, keys, seed, should_stop=should_stop, group_size=group_size)
         return RolloutBatch(records, metrics)
 
     def evaluate(self, model: nnx.Module) -> tuple[dict, str]:

@@ -10,6 +10,7 @@ import pytest
 
 from b2tjax.cli.prepare import ensure_data
 from b2tjax.cli.script import benchmark_parser
+from b2tjax.config import load_config
 from b2tjax.data.marker import MARKER, MarkerError, check_marker, read_marker
 from b2tjax.errors import UserError
 from tests.launch_scripts import load_script
@@ -32,11 +33,16 @@ def test_make_data_writes_the_marker_and_eval_reads_it(tp_data, tmp_path, capsys
     assert "final_pass_rate" in capsys.readouterr().out
 
 
-def test_train_takes_the_benchmark_from_its_data_dir(tp_data):
+def test_train_takes_the_benchmark_from_its_data_dir(tp_data, monkeypatch):
     train = load_script("launch/train.py")
-    cfg, _ = train.resolve_config(train.parse_args([f"data.data_dir={tp_data}", "--out", "runs/tp"]))
+    reads = []
+    monkeypatch.setattr(train, "load_config", lambda *a: reads.append(a) or load_config(*a))
+    args = train.parse_args([f"data.data_dir={tp_data}", "--out", "runs/tp"])
+    cfg, _ = train.resolve_config(args, train.read_recipe(args))
     assert cfg.benchmark == "travelplanner" and cfg.data.data_dir == str(tp_data)
-    chosen, _ = train.resolve_config(train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_data}"]))
+    assert len(reads) == 1  # the recipe is read once, the data's benchmark applied to it
+    args = train.parse_args(["--benchmark", "b2t", f"data.data_dir={tp_data}"])
+    chosen, _ = train.resolve_config(args, train.read_recipe(args))
     assert chosen.benchmark == "b2t"  # an explicit choice stands; the data step then refuses it (below)
 
 

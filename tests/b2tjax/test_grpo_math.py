@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from b2tjax.grpo import loss as grpo
+from b2tjax.step import loss as grpo
 from b2tjax.step.logprobs import hidden_logprobs
 
 B, T, H, V = 4, 7, 5, 11

@@ -11,7 +11,7 @@ import pytest
 from flax import nnx
 
 from b2tjax.config import GRPOConfig, OptimConfig
-from b2tjax.grpo import loss as grpo
+from b2tjax.step import loss as grpo
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.optim import learning_rate_schedule, make_optimizer
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns

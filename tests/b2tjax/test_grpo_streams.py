@@ -15,10 +15,10 @@ from flax import nnx
 
 from b2tjax.config import TrainConfig, load_config
 from b2tjax.grpo import credit
-from b2tjax.grpo import loss as grpo
 from b2tjax.grpo.packed import packed_update
 from b2tjax.grpo.update import RolloutBatch, UpdateSpec, batch_advantages, credit_metrics, grpo_update
 from b2tjax.run.agreement import StepShape, agree_step
+from b2tjax.step import loss as grpo
 from b2tjax.step.packing import RowPolicy
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from b2tjax.config.schema import GRPOConfig
-from b2tjax.grpo import loss as grpo
 from b2tjax.grpo import packed
 from b2tjax.grpo.offpolicy import importance_weights, ratio_anchor, staleness_metrics
+from b2tjax.step import loss as grpo
 from rollout.record import EpisodeRecord
 
 

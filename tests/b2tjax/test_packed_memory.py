@@ -15,8 +15,8 @@ import pytest
 from flax import nnx
 
 from b2tjax.config import TrainConfig
-from b2tjax.grpo import loss as grpo
 from b2tjax.plan.train_shapes import packed_bound
+from b2tjax.step import loss as grpo
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config

@@ -1,5 +1,5 @@
 """Packing records into token-budget rows and micro-batches of their own widths
-(b2tjax/step/packing.py) and the segment-aware loss counts (b2tjax/grpo/loss.py): determinism,
+(b2tjax/step/packing.py) and the segment-aware loss counts (b2tjax/step/loss.py): determinism,
 budgets, widths and row counts; per-segment sequence counts and weights under the whole batch's
 counts equal those of the same records laid out one per row."""
 
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from b2tjax.grpo import loss as grpo
+from b2tjax.step import loss as grpo
 from b2tjax.step.batch import pad_length
 from b2tjax.step.packing import (
     first_fit_decreasing,

@@ -24,9 +24,9 @@ from flax import nnx
 
 from b2tjax.config import TrainConfig
 from b2tjax.config.schema import SFTConfig
-from b2tjax.grpo import loss as grpo
 from b2tjax.grpo.update import RolloutBatch, UpdateSpec, grpo_update
 from b2tjax.sft.batches import sft_rows, sft_step_batch
+from b2tjax.step import loss as grpo
 from b2tjax.step.packing import pack_micro_batches
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from b2tjax.config import TrainConfig, load_config, load_rollout_config
+from b2tjax.config.loader import REMOVED_KEYS
 from b2tjax.run.policy import ROLLOUT_DEFAULTS
 from models.fields import allowed_values, field_range, field_type
-from rollout.config import REMOVED_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -36,7 +36,7 @@ for _changes in sorted((ROOT / "tests" / "data" / "recipe_changes").glob("*.json
 
 
 # Keys the config no longer has (each refused with what replaced it): the goldens' values of them go.
-REMOVED = {f"rollout.{key}" for key in REMOVED_KEYS}
+REMOVED = set(REMOVED_KEYS)
 
 
 def wanted(name: str) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def test_launch_rollouts_reads_every_recipe_as_before(name):
     the recipes' chains set the same rollout knobs over them as the flat recipes did."""
     changes = CHANGES.get(name, {}).items()
     changed = {k.removeprefix("rollout."): v for k, v in changes if k.startswith("rollout.")}
-    want = {k: changed.get(k, v) for k, v in ROLLOUT_GOLDEN[name].items() if k not in REMOVED_KEYS}
+    want = {k: changed.get(k, v) for k, v in ROLLOUT_GOLDEN[name].items() if f"rollout.{k}" not in REMOVED}
     got = dataclasses.asdict(load_rollout_config(CONFIGS / name, base=ROLLOUT_DEFAULTS))
     assert {k: (want[k], got[k]) for k in want if got[k] != want[k]} == {}
 

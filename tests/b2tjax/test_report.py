@@ -252,6 +252,7 @@ class _EvaluatedTask:
 @pytest.mark.slow
 def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F811
     from b2tjax.config import load_config
+    from b2tjax.report import write_run_report
     from b2tjax.run.trainer import Trainer, build_model
 
     bench, _, pairs, plans = b2t
@@ -263,7 +264,9 @@ def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F
     ]
     overrides = [f"out={tmp_path}", "mode=sft_only", "task=travel", "sft.steps=2", "sft.batch_size=2"]
     cfg = load_config(None, overrides + ["sft.max_seq_len=32", "checkpoint.every_steps=2"])
-    Trainer(cfg, _EvaluatedTask(episodes), build_model(cfg, vocab_size=64), progress=False).run()
+    task = _EvaluatedTask(episodes)
+    table = Trainer(cfg, task, build_model(cfg, vocab_size=64), progress=False).run().eval_table
+    assert write_run_report(task.report_episodes(), table, tmp_path, resume=False).startswith("wrote ")
     assert json.loads((tmp_path / "eval.json").read_text()) == {"final_pass_rate": 1.0}
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert page_data(page)["episodes"] == json.loads(json.dumps(episodes))

@@ -8,7 +8,7 @@ import pytest
 
 from b2tjax.config import TrainConfig
 from b2tjax.data.pipeline import BatchIterator, example_dataset
-from b2tjax.run.streaming import StepRollouts
+from b2tjax.run.streaming import RolloutSchedule
 from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
 from tests.lookup_fixtures import (
     NUM_VALUES,
@@ -71,7 +71,8 @@ def _rollouts(staleness: int, task, during_update: bool = False):
     cfg.rollout.prompts_per_step, cfg.rollout.max_staleness = 3, staleness
     cfg.rollout.decode_during_update = during_update
     data = BatchIterator(example_dataset(list(range(50)), 0))
-    return StepRollouts(cfg, task, data, step_seed=lambda step: step), data
+    schedule = RolloutSchedule.of(cfg.rollout, cfg.mesh)
+    return schedule.step_rollouts(task, data, lambda step: step, cfg.rollout, cfg.seed), data
 
 
 @pytest.mark.parametrize("staleness", [1, 2])

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from b2tjax.grpo import loss as grpo
+from b2tjax.step import loss as grpo
 from b2tjax.tasks.toy_tools import LookupConfig, LookupEpisode, LookupTask, lookup_tokenizer
 from rollout.episodes import Continue, Stop
 from tests.lookup_fixtures import (

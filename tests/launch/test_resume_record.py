@@ -177,3 +177,19 @@ def test_a_seed_no_generator_takes_is_refused_with_the_config(override):
     with pytest.raises(ValueError, match=rf"{override.split('=')[0]} must be in \[0, "):
         load_config(None, [override])
     load_config(None, ["seed=9223372036854775807", "data.shuffle_seed=4294967295"])
+
+
+def test_a_resume_reads_the_recipe_and_the_record_once_each(tmp_path, monkeypatch):
+    """No re-reads: the recipe once (it says where OUT is), then the run's record once (the recipe
+    of the resume, and what a change is measured against)."""
+    from b2tjax.config import dump_config, load_config
+    from tests.launch_scripts import load_script
+
+    train = load_script("launch/train.py")
+    dump_config(load_config(ROOT / "configs" / "toy.yaml", [f"out={tmp_path}"]), tmp_path / "config.yaml")
+    reads = []
+    monkeypatch.setattr(train, "load_config", lambda *a: reads.append(Path(a[0]).name) or load_config(*a))
+    args = train.parse_args(["--resume", "--out", str(tmp_path), "log_every=2"])
+    cfg, changes = train.resolve_config(args, train.read_recipe(args))
+    assert reads == ["tiny_cpu.yaml", "config.yaml"]
+    assert cfg.task == "toy" and changes == {"log_every": (1, 2)}

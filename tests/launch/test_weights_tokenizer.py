@@ -30,7 +30,8 @@ def _hf_config(directory: Path, **fields) -> Path:
 
 
 def _resolved(*argv: str):
-    cfg, changes = train.resolve_config(train.parse_args(list(argv)))
+    args = train.parse_args(list(argv))
+    cfg, changes = train.resolve_config(args, train.read_recipe(args))
     assert changes is None
     return cfg
 

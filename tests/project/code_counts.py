@@ -22,9 +22,10 @@ STRUCTURAL_KNOBS = {  # knob -> its config keys
     "rollout.refill": ("rollout.refill",),
     "rollout.reprefill": ("rollout.reprefill",),
     "rollout.async_host": ("rollout.async_host",),
-    "rollout.max_staleness": ("rollout.max_staleness",),
-    "rollout.decode_during_update": ("rollout.decode_during_update",),
-    "rollout.resume_kv": ("rollout.resume_kv",),
+    # one streaming schedule: S > 0 streams, and only a streamed run reads the other two; resolved
+    # once into b2tjax/run/streaming.py's StreamedRollouts (and its overlap with the update) and the
+    # session's KV policy (rollout/session.py RESUME_KV)
+    "rollout streaming": ("rollout.max_staleness", "rollout.decode_during_update", "rollout.resume_kv"),
     "grpo.packing": ("grpo.packing",),
     "sft.packing": ("sft.packing",),
     "mesh.rollout_devices": ("mesh.rollout_devices",),

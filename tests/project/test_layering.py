@@ -13,9 +13,9 @@ importing all of sandbox loads neither jax nor flax.
 Inside b2tjax/ the rooms of docs/ARCHITECTURE.md ("b2tjax/: rooms that follow a training step")
 depend downward only: the library never imports its launch scripts' helpers (b2tjax/cli/), the
 jitted step and the GRPO / SFT math know nothing of runs, tasks or plans, and the config and data
-rooms sit below everything that reads them. The layout and loss code never talks to other JAX
-processes (no `rollout.hosts`: a step's one agreement is the trainer's, b2tjax/run/agreement.py),
-and the pure GRPO loss is a leaf.
+rooms sit below everything that reads them. The jitted step imports neither the GRPO room nor the
+sampler (so never `rollout.hosts`: a step's one agreement is the trainer's, b2tjax/run/agreement.py),
+and the pure GRPO loss (b2tjax/step/loss.py) is a leaf.
 """
 
 from __future__ import annotations
@@ -101,11 +101,11 @@ _VOCABULARY = {"b2tjax.grpo.modes"}  # cross-process agreements: the trainer's, 
 # the first room that holds a module decides
 ROOM_FORBIDDEN = {
     "b2tjax.grpo.modes": {"b2tjax", "rollout", "sandbox", "models"},
-    "b2tjax.grpo.loss": {"b2tjax", "rollout", "sandbox"},
+    "b2tjax.step.loss": {"b2tjax", "rollout", "sandbox"},
     "b2tjax.errors": {"b2tjax"},
     "b2tjax.data": _ABOVE_THE_STEP | {"b2tjax.step", "b2tjax.grpo", "b2tjax.sft", "b2tjax.config"},
     "b2tjax.config": _ABOVE_THE_STEP | {"b2tjax.step", "b2tjax.sft", "b2tjax.data"},
-    "b2tjax.step": _ABOVE_THE_STEP | _COLLECTIVES | {"b2tjax.sft"},
+    "b2tjax.step": _ABOVE_THE_STEP | {"b2tjax.sft", "b2tjax.grpo", "rollout"},
     "b2tjax.grpo": _ABOVE_THE_STEP | _COLLECTIVES,
     "b2tjax.sft": _ABOVE_THE_STEP | _COLLECTIVES | {"b2tjax.grpo"},
     "b2tjax.tasks": {"b2tjax.cli", "b2tjax.plan", "b2tjax.run.trainer"},

@@ -80,7 +80,7 @@ def _make_data(argv: list[str]) -> None:
 
 def _train(module, argv: list[str]) -> None:
     args = module.parse_args(argv)
-    cfg, _ = module.resolve_config(args)  # (config, the changes of a resume)
+    cfg, _ = module.resolve_config(args, module.read_recipe(args))  # (config, the changes of a resume)
     small = cfg.data.world_scale == "small"  # a full world is minutes: its recipes are parsed only
     if cfg.task == "travel" and small and not Path(cfg.data.data_dir).exists():
         data = ["--out", cfg.data.data_dir, "--scale", cfg.data.world_scale]

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rollout.sampling import _filter_top_p_top_k, sample_tokens, token_logprobs
+from models.logits import token_logprobs
+from rollout.sampling import _filter_top_p_top_k, sample_tokens
 
 
 def _numpy_keep(logits: np.ndarray, top_p: float, top_k: int) -> np.ndarray:

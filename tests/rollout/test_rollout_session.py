@@ -122,3 +122,23 @@ def test_keep_resumes_on_the_resident_kv(rollout_setup):
         gaps.append(np.max(np.abs(np.asarray(record.logprobs[1:])[tagged] - reference[tagged])))
     # the kept KV came from the old weights: the new weights' full forward pass disagrees
     assert max(gaps) > 1e-2
+
+
+def test_the_sampler_keeps_one_engine_until_its_config_changes(rollout_setup):  # noqa: F811
+    """A task's Sampler (rollout/sampler.py) compiles and allocates once: the same config gives the
+    same engine with the new weights (its samples follow them); another config, a new engine."""
+    from flax import nnx
+
+    from models.causal_lm import CausalLM
+    from rollout.sampler import Sampler
+
+    setup = rollout_setup
+    assert isinstance(setup.model, CausalLM)  # the shipped model has the surface the sampler uses
+    sampler = Sampler(setup.tokenizer)
+    first = sampler.engine_for(setup.model, engine_config())
+    before = first.run([forced_episode(setup, "free", "a", {})], rng=1)[0].ids
+    shifted = nnx.clone(setup.model)
+    shifted.embed.embedding[...] = -shifted.embed.embedding[...]
+    assert sampler.engine_for(shifted, engine_config()) is first
+    assert first.run([forced_episode(setup, "free", "a", {})], rng=1)[0].ids != before
+    assert sampler.engine_for(setup.model, engine_config(temperature=1.0)) is not first
