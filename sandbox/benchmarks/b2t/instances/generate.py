@@ -179,6 +179,12 @@ def generate_split(
     return out, reasons
 
 
+def split_lines(inst: Instance) -> dict[str, str]:
+    """The instance's lines in instances/ ("visible") and ground_truth/ ("hidden")."""
+    parts = ("visible", "hidden")
+    return {part: json.dumps(getattr(inst, part), ensure_ascii=False, sort_keys=True) for part in parts}
+
+
 def write_split(out_dir: str | Path, split: str, instances: list[Instance]) -> None:
     """instances/{split}.jsonl (what the agent sees) and ground_truth/{split}.jsonl (hidden)."""
     out_dir = Path(out_dir)
@@ -186,7 +192,7 @@ def write_split(out_dir: str | Path, split: str, instances: list[Instance]) -> N
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
         with open(out_dir / sub / f"{split}.jsonl", "w", encoding="utf-8") as f:
             for inst in instances:
-                f.write(json.dumps(getattr(inst, part), ensure_ascii=False, sort_keys=True) + "\n")
+                f.write(split_lines(inst)[part] + "\n")
 
 
 class Progress:
