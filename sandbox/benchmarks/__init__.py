@@ -8,7 +8,7 @@ benchmark whose module is absent fails only when selected, with a one-line Bench
 built-in entry points into the benchmark's folder (sandbox/benchmarks/<name>/); a benchmark that
 ships as its own package registers under the Python entry-point group `b2tjax.benchmarks`
 (name = "module:Class" in its pyproject.toml), read here without importing it. A built-in name
-cannot be taken by a package. How to write one: docs/EXTEND.md.
+cannot be taken by a package. How to write one: docs/guides/extend.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Skeleton: the smallest complete benchmark, as a package of its own (docs/EXTEND.md).
+"""Skeleton: the smallest complete benchmark, as a package of its own (docs/guides/extend.md).
 
 The task: the traveller has one free day in a city; pick a museum open on that weekday within the
 ticket budget. One tool, MuseumHours(city), lists the city's museums with their opening days and
