@@ -19,6 +19,7 @@ so the file is byte-reproducible. The traces are encoded by `workers` processes 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -132,6 +133,14 @@ def line_spans(path: Path) -> list[tuple[str, int, int]]:
     return spans
 
 
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()[:12]
+
+
 def record_lengths(
     data_dir: Path, benchmark: str, log: Callable[[str], None], workers: int = 1
 ) -> dict | None:
@@ -147,7 +156,7 @@ def record_lengths(
             spans = line_spans(path)
             if not spans:
                 continue
-            store = data_dir / CHUNKS_DIR
+            store = data_dir / CHUNKS_DIR / f"lengths-{file_digest(path)}"  # never another file's
             rows = list(
                 map_chunks(pool, _parts_of, spans, store=store, label=f"lengths-{split}", size=CHUNK, log=log)
             )

@@ -92,7 +92,7 @@ def test_a_killed_build_leaves_no_data_dir_and_the_same_command_finishes_it(buil
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline, first_chunk = time.time() + 120, ".data.building-*/.chunks/instances-train-*.json"
+    deadline, first_chunk = time.time() + 120, ".data.building-*/.chunks/*/instances-train-*.json"
     while not list(tmp_path.glob(first_chunk)) and time.time() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)  # mid-way: one chunk of the first split's instances done

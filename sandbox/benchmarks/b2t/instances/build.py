@@ -7,6 +7,7 @@ split are the chain-of-action SFT data. Work is spread over processes instance b
 results are gathered in order, so the files are identical for any worker count.
 """
 
+import hashlib
 import json
 import time
 from collections import Counter
@@ -111,6 +112,9 @@ def build_benchmark(
     stats: dict[str, Any] = {}
     report: dict[str, Any] = {}
     timings: dict[str, float] = {}
+    # chunks of other settings (a caller reusing out_dir) are never taken for this build's
+    spec = json.dumps([seed, language, use_expert, prompt_builder is not None, sizes]).encode()
+    chunks = out_dir / CHUNKS_DIR / f"instances-{hashlib.sha256(spec).hexdigest()[:12]}"
     with Workers(workers, _init_worker, (str(store), use_expert, prompt_builder)) as pool:
         for split, per_difficulty in sizes.items():
             tasks = [(split, d, i, seed, language) for d in DIFFICULTIES for i in range(per_difficulty)]
@@ -119,7 +123,7 @@ def build_benchmark(
                 pool,
                 _build_chunk,
                 tasks,
-                store=out_dir / CHUNKS_DIR,
+                store=chunks,
                 label=f"instances-{split}",
                 size=CHUNK,
                 log=log,
