@@ -3,8 +3,9 @@
 Each instance is generated, then solved by the expert planner through the real environment; an
 instance the expert cannot solve is regenerated with the next retry salt (and reported), so
 every kept instance has a plan passing all 32 constraints. The expert's transcripts of the train
-split are the chain-of-action SFT data. Work is spread over processes instance by instance;
-results are gathered in order, so the files are identical for any worker count.
+split are the chain-of-action SFT data (their prompts built in the workers too). Work is spread
+over processes in chunks of instances, each kept as a file when done (sandbox.chunked); results
+are gathered in order, so the files are identical for any worker count and after a resumed build.
 """
 
 import hashlib
