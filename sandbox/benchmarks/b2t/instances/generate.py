@@ -9,7 +9,6 @@ import datetime as dt
 import json
 import math
 import random
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -193,20 +192,3 @@ def write_split(out_dir: str | Path, split: str, instances: list[Instance]) -> N
         with open(out_dir / sub / f"{split}.jsonl", "w", encoding="utf-8") as f:
             for inst in instances:
                 f.write(split_lines(inst)[part] + "\n")
-
-
-class Progress:
-    """A periodic log line with rate and ETA for long generations."""
-
-    def __init__(self, label: str, every_s: float = 10.0, log: Callable[[str], None] = print):
-        self.label, self.every_s, self.log = label, every_s, log
-        self.start = self.last = time.monotonic()
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self.last < self.every_s and done < total:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (total - done) / rate if rate > 0 else float("inf")
-        self.log(f"[{self.label}] {done}/{total} instances, {rate:.1f}/s, ETA {eta:.0f}s")
