@@ -22,10 +22,10 @@ CHUNKS_DIR = ".chunks"  # inside the directory being built; removed before it is
 
 
 class Workers:
-    """`count` processes, each set up once by `initializer(*initargs)`; with one, the calling
-    process itself. Forkserver, never fork: the caller may be a multi-threaded JAX process."""
+    """`count` processes, each set up once by `initializer(*initargs)` if given; with one, the
+    calling process itself. Forkserver, never fork: the caller may be a multi-threaded JAX process."""
 
-    def __init__(self, count: int, initializer: Callable[..., None], initargs: tuple = ()) -> None:
+    def __init__(self, count: int, initializer: Callable[..., None] | None = None, initargs: tuple = ()):
         if count < 1:
             raise ValueError(f"workers must be >= 1, got {count}")
         self.count, self.initializer, self.initargs = count, initializer, initargs
@@ -35,7 +35,7 @@ class Workers:
         if self.count > 1:
             ctx = mp.get_context("forkserver")
             self.pool = ctx.Pool(self.count, self.initializer, self.initargs)
-        else:
+        elif self.initializer is not None:
             self.initializer(*self.initargs)
         return self
 

@@ -116,7 +116,7 @@ class B2TBenchmark(Benchmark):
         elif args.from_jsonl is not None:
             log_counts(log, build_store_from_files(args.from_jsonl, store), started)
         else:
-            log_counts(log, build_world(store, scale=args.scale, seed=args.seed), started)
+            log_counts(log, build_world(store, args.scale, args.seed, args.workers), started)
         timings = {"world": round(time.perf_counter() - started, 1)}
         if args.world_only:
             return timings
