@@ -12,12 +12,14 @@ The tokens are those SFT trains on: `b2tjax.sft.traces.encode_trace` with the Qw
 Qwen3 recipes use, over the trace's own tool list (the Python tool included);
 `python_tool_tokens` is what that tool's schema adds to the prompt, which a run without the tool
 (`rollout.python_tool: false`) does not have. Percentiles are nearest-rank (a value that occurs),
-so the file is byte-reproducible. Importing this module imports no JAX (make_data forks workers
-first); `record_lengths` imports the encoder, which does, after the benchmark's build.
+so the file is byte-reproducible. The traces are encoded by `workers` processes in resumable chunks
+(sandbox.chunked), in order, so the file is the same for any worker count. Nothing here imports JAX
+(make_data's workers must start before it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -26,11 +28,14 @@ from typing import Any
 
 from b2tjax.errors import UserError
 from sandbox.benchmarks import BenchmarkError, get_benchmark
+from sandbox.chunked import CHUNKS_DIR, Workers, map_chunks
 
 LENGTHS = "trace_lengths.json"
 TOKENIZER = "qwen3"  # the tokenizer of every Qwen3 recipe (model.tokenizer)
 PERCENTILES = (50, 90, 99)
 PARTS = ("prompt", "generated", "environment", "total", "longest_turn")
+CHUNK = 4  # traces per resumable unit of work
+_STATE: dict[str, Any] = {}
 
 
 def percentile(sorted_values: Sequence[int], p: float) -> int:
@@ -80,55 +85,92 @@ def group_stats(parts: Sequence[dict[str, int]]) -> dict[str, Any]:
     return out
 
 
-def split_lengths(
-    traces: Sequence[dict[str, Any]], difficulty: dict[str, str], encode: Callable[[dict], dict]
-) -> dict[str, Any]:
-    """{"all": ..., <difficulty>: ...} of one split's traces; `encode` maps a trace to its
-    {"ids", "mask"}, `difficulty` an instance id to its difficulty ("" when unknown)."""
+def split_lengths(rows: Sequence[dict[str, Any]], difficulty: dict[str, str]) -> dict[str, Any]:
+    """{"all": ..., <difficulty>: ...} of one split's traces; `rows` hold each trace's "id" and
+    "parts" (`trace_parts`), `difficulty` maps an instance id to its difficulty ("" when unknown)."""
     by_group: dict[str, list[dict[str, int]]] = {"all": []}
-    for trace in traces:
-        part = trace_parts(encode(trace)["mask"])
-        by_group["all"].append(part)
-        level = difficulty.get(str(trace.get("id", "")), "")
+    for row in rows:
+        by_group["all"].append(row["parts"])
+        level = difficulty.get(row["id"], "")
         if level:
-            by_group.setdefault(level, []).append(part)
+            by_group.setdefault(level, []).append(row["parts"])
     return {name: group_stats(parts) for name, parts in sorted(by_group.items())}
 
 
-def record_lengths(data_dir: Path, benchmark: str, log: Callable[[str], None]) -> dict | None:
+def _init_worker() -> None:
+    from models.tokenizer import load_tokenizer
+
+    _STATE["tokenizer"] = load_tokenizer(TOKENIZER)
+
+
+def _parts_of(spans: list[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    """{"id", "parts"} per trace, read from its (file, offset, length) span; the file's first trace
+    also has "tool_tokens", what the Python tool's schema adds to its prompt."""
+    from b2tjax.sft.traces import encode_trace, tools_offered
+
+    tokenizer, out = _STATE["tokenizer"], []
+    for path, offset, length in spans:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            trace = json.loads(f.read(length))
+        encoded = encode_trace(trace["messages"], trace.get("tools"), tokenizer)
+        row = {"id": str(trace.get("id", "")), "parts": trace_parts(encoded["mask"])}
+        if offset == 0:
+            without = encode_trace(trace["messages"], tools_offered(trace.get("tools"), False), tokenizer)
+            row["tool_tokens"] = len(encoded["ids"]) - len(without["ids"])
+        out.append(row)
+    return out
+
+
+def line_spans(path: Path) -> list[tuple[str, int, int]]:
+    """(path, byte offset, length) of each non-empty line: workers read their own traces."""
+    spans, offset = [], 0
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                spans.append((str(path), offset, len(line)))
+            offset += len(line)
+    return spans
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()[:12]
+
+
+def record_lengths(
+    data_dir: Path, benchmark: str, log: Callable[[str], None], workers: int = 1
+) -> dict | None:
     """Write DATA/trace_lengths.json from DATA/sft/*.jsonl (None, nothing written, without traces)."""
     files = sorted((data_dir / "sft").glob("*.jsonl")) if (data_dir / "sft").is_dir() else []
     if not files:
         return None
-    from b2tjax.sft.traces import encode_trace, tools_offered  # JAX: after the build's workers
-    from models.tokenizer import load_tokenizer
-
-    tokenizer = load_tokenizer(TOKENIZER)
     source = get_benchmark(benchmark, data_dir)
     stats: dict[str, Any] = {"tokenizer": TOKENIZER, "splits": {}}
-
-    def encode(trace: dict) -> dict:
-        return encode_trace(trace["messages"], trace.get("tools"), tokenizer)
-
-    for path in files:
-        split = path.stem
-        traces = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-        if not traces:
-            continue
-        try:
-            difficulty = {str(v["id"]): str(v.get("difficulty", "")) for v in source.load_visible(split)}
-        except (BenchmarkError, OSError):  # a split without instances: no per-difficulty rows
-            difficulty = {}
-        stats["splits"][split] = split_lengths(traces, difficulty, encode)
-        if "python_tool_tokens" not in stats:
-            first = traces[0]
-            without = encode_trace(first["messages"], tools_offered(first.get("tools"), False), tokenizer)
-            stats["python_tool_tokens"] = len(encode(first)["ids"]) - len(without["ids"])
-        total = stats["splits"][split]["all"]["total"]
-        log(
-            f"{LENGTHS}: {split} expert traces in {TOKENIZER} tokens: mean {total['mean']:,.0f}, "
-            f"p50 {total['p50']:,}, p90 {total['p90']:,}, p99 {total['p99']:,}, max {total['max']:,}"
-        )
+    with Workers(workers, _init_worker) as pool:
+        for path in files:
+            split = path.stem
+            spans = line_spans(path)
+            if not spans:
+                continue
+            store = data_dir / CHUNKS_DIR / f"lengths-{file_digest(path)}"  # never another file's
+            rows = list(
+                map_chunks(pool, _parts_of, spans, store=store, label=f"lengths-{split}", size=CHUNK, log=log)
+            )
+            try:
+                difficulty = {str(v["id"]): str(v.get("difficulty", "")) for v in source.load_visible(split)}
+            except (BenchmarkError, OSError):  # a split without instances: no per-difficulty rows
+                difficulty = {}
+            stats["splits"][split] = split_lengths(rows, difficulty)
+            stats.setdefault("python_tool_tokens", rows[0]["tool_tokens"])
+            total = stats["splits"][split]["all"]["total"]
+            log(
+                f"{LENGTHS}: {split} expert traces in {TOKENIZER} tokens: mean {total['mean']:,.0f}, "
+                f"p50 {total['p50']:,}, p90 {total['p90']:,}, p99 {total['p99']:,}, max {total['max']:,}"
+            )
     (data_dir / LENGTHS).write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return stats
 

@@ -4,14 +4,17 @@
     bench = get_benchmark("b2t", "data/small")    # or "travelplanner"; options as keywords
 
 Entries are "module:Class" strings so that importing the registry loads no benchmark, and a
-benchmark whose module is absent fails only when selected, with a one-line BenchmarkError. Each
-entry points into the benchmark's folder (sandbox/benchmarks/<name>/); a new benchmark is that
-folder plus one line here.
+benchmark whose module is absent fails only when selected, with a one-line BenchmarkError. A
+built-in entry points into the benchmark's folder (sandbox/benchmarks/<name>/); a benchmark that
+ships as its own package registers under the Python entry-point group `b2tjax.benchmarks`
+(name = "module:Class" in its pyproject.toml), read here without importing it. A built-in name
+cannot be taken by a package. How to write one: docs/guides/extend.md.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +30,21 @@ from sandbox.benchmarks.base import (
 )
 
 DEFAULT_BENCHMARK = "b2t"
-BENCHMARKS: dict[str, str] = {
+ENTRY_POINT_GROUP = "b2tjax.benchmarks"
+BUILT_IN: dict[str, str] = {
     "b2t": "sandbox.benchmarks.b2t.benchmark:B2TBenchmark",
     "travelplanner": "sandbox.benchmarks.travelplanner.benchmark:TravelPlannerBenchmark",
+}
+BENCHMARKS: dict[str, str] = {
+    **{ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)},
+    **BUILT_IN,
 }
 
 __all__ = [
     "BENCHMARKS",
+    "BUILT_IN",
     "DEFAULT_BENCHMARK",
+    "ENTRY_POINT_GROUP",
     "Benchmark",
     "BenchmarkError",
     "Instance",

@@ -133,8 +133,11 @@ class Benchmark(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> None:
-        """Write the data directory (instances, ground truth, world, SFT traces) from parsed args."""
+    def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> dict[str, float] | None:
+        """Write the data directory (instances, ground truth, world, SFT traces) from parsed args;
+        returns seconds per stage (kept in DATA/build_info.json) or None. `out_dir` may hold an
+        interrupted build of the same arguments: a benchmark may keep what it finds finished
+        (sandbox.chunked does, for work spread over `args.workers` processes)."""
 
     @classmethod
     @abc.abstractmethod

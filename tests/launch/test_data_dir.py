@@ -1,5 +1,6 @@
 """The data directory is never half-written, overwritten or silently rebuilt, and its data is
-byte-reproducible. Real launch scripts in subprocesses, real files."""
+byte-reproducible, for any worker count and after a killed build is resumed. Real launch scripts in
+subprocesses, real files."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def make_data(out: Path, *extra: str) -> subprocess.CompletedProcess:
             "--out",
             str(out),
             "--instances",
-            "1",
+            "2",  # 6 instances and 6 traces per split: two chunks of work in each stage
             *extra,
         ],
         env=ENV,
@@ -50,12 +51,12 @@ def digests(directory: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("data") / "first"
-    result = make_data(out, "--seed", "3")
+    result = make_data(out, "--seed", "3", "--workers", "2")
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
 
-def test_same_seed_gives_identical_bytes(built, tmp_path):
+def test_same_seed_gives_identical_bytes_for_any_worker_count(built, tmp_path):
     again = tmp_path / "second"
     result = make_data(again, "--seed", "3", "--workers", "1")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -82,21 +83,32 @@ def test_force_replaces_and_no_staging_dir_is_left(built, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no temporary sibling left behind
 
 
-def test_killed_build_leaves_no_data_dir(tmp_path):
+def test_a_killed_build_leaves_no_data_dir_and_the_same_command_finishes_it(built, tmp_path):
     out = tmp_path / "data"
+    command = [sys.executable, str(ROOT / "launch" / "make_data.py"), "--out", str(out), "--instances", "2"]
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "launch" / "make_data.py"), "--out", str(out)],
+        [*command, "--seed", "3", "--workers", "1"],
         env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.time() + 120
-    while not list(tmp_path.glob(".data.building-*/world.sqlite")) and time.time() < deadline:
+    deadline, first_chunk = time.time() + 120, ".data.building-*/.chunks/*/instances-train-*.json"
+    while not list(tmp_path.glob(first_chunk)) and time.time() < deadline:
         time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)  # mid-way: one chunk of the first split's instances done
     proc.wait(timeout=60)
     assert list(tmp_path.glob(".data.building-*")), "the build never started writing"
     assert not out.exists()  # the half-written build sits in a hidden sibling, never at --out
+    resumed = subprocess.run(
+        [*command, "--seed", "3", "--workers", "2"], env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "continuing the unfinished build" in resumed.stderr
+    assert "[instances-train] resuming: 1 of 2 chunks already done" in resumed.stderr
+    first, second = digests(built), digests(out)
+    assert first.keys() == second.keys()
+    assert [name for name in first if first[name] != second[name]] == ["build_info.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # the staging sibling is gone
 
 
 def _train(*args: str) -> subprocess.CompletedProcess:

@@ -34,6 +34,12 @@ from sandbox.reward import Reward
 NO_PLAN = "no plan was given for this instance"
 
 
+def log_counts(log: Log, counts: dict[str, int], started: float) -> None:
+    """The world's row counts and build time, in one line."""
+    rows = ", ".join(f"{k}={v}" for k, v in counts.items())
+    log(f"world.sqlite: {rows} ({time.perf_counter() - started:.1f}s)")
+
+
 class B2TBenchmark(Benchmark):
     """Behaviour2Trip over DATA (world.sqlite, instances/, ground_truth/, sft/)."""
 
@@ -96,24 +102,24 @@ class B2TBenchmark(Benchmark):
         )
 
     @classmethod
-    def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> None:
+    def make_data(cls, out_dir: Path, args: argparse.Namespace, log: Log) -> dict[str, float]:
         """DATA/world.sqlite (generated or loaded from user files), then unless --world-only the
-        instances, ground truth, stats.json and the expert's SFT traces framed by the agent prompt."""
+        instances, ground truth, stats.json and the expert's SFT traces framed by the agent prompt.
+        What a resumed build finds finished (world.sqlite, the instances' chunks) is kept."""
 
         if args.scale not in SCALES:
             raise BenchmarkError(f"unknown --scale {args.scale!r}; choose from {', '.join(sorted(SCALES))}")
         store = out_dir / "world.sqlite"
         started = time.perf_counter()
-        if args.from_jsonl is not None:
-            counts = build_store_from_files(args.from_jsonl, store)
+        if store.exists():  # both builders publish it by one rename once complete
+            log("world.sqlite: kept from the unfinished build")
+        elif args.from_jsonl is not None:
+            log_counts(log, build_store_from_files(args.from_jsonl, store), started)
         else:
-            counts = build_world(store, scale=args.scale, seed=args.seed)
-        log(
-            f"world.sqlite: {', '.join(f'{k}={v}' for k, v in counts.items())} "
-            f"({time.perf_counter() - started:.1f}s)"
-        )
+            log_counts(log, build_world(store, args.scale, args.seed, args.workers), started)
+        timings = {"world": round(time.perf_counter() - started, 1)}
         if args.world_only:
-            return
+            return timings
         if args.instances is not None and args.instances < 1:
             raise BenchmarkError(f"--instances must be >= 1, got {args.instances}")
         sizes = None if args.instances is None else {"train": args.instances, "test": args.instances}
@@ -131,6 +137,7 @@ class B2TBenchmark(Benchmark):
             sizes=sizes,
         )
         log(f"instances: done ({time.perf_counter() - started:.1f}s; seconds per split {result['timings']})")
+        return {**timings, "instances": round(time.perf_counter() - started, 1)}
 
     @classmethod
     def data_ready(cls, data_dir: Path) -> bool:

@@ -3,15 +3,17 @@
 Each instance is generated, then solved by the expert planner through the real environment; an
 instance the expert cannot solve is regenerated with the next retry salt (and reported), so
 every kept instance has a plan passing all 32 constraints. The expert's transcripts of the train
-split are the chain-of-action SFT data. Work is spread over processes instance by instance;
-results are gathered in order, so the files are identical for any worker count.
+split are the chain-of-action SFT data (their prompts built in the workers too). Work is spread
+over processes in chunks of instances, each kept as a file when done (sandbox.chunked); results
+are gathered in order, so the files are identical for any worker count and after a resumed build.
 """
 
+import hashlib
 import json
-import multiprocessing as mp
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,14 +23,14 @@ from sandbox.benchmarks.b2t.instances.catalog import Catalog
 from sandbox.benchmarks.b2t.instances.generate import (
     SPLIT_SIZES,
     Instance,
-    Progress,
     make_instance,
-    write_split,
+    split_lines,
 )
 from sandbox.benchmarks.b2t.instances.profiles import DIFFICULTIES
 from sandbox.benchmarks.b2t.instances.stats import format_table, split_stats
 from sandbox.benchmarks.b2t.tools.registry import tool_schemas
 from sandbox.benchmarks.b2t.world.store import open_world
+from sandbox.chunked import CHUNKS_DIR, Workers, map_chunks
 
 MAX_RETRIES = 8
 
@@ -46,10 +48,13 @@ class Built:
 
 
 _STATE: dict[str, Any] = {}
+CHUNK = 4  # instances per resumable unit of work (sandbox.chunked)
 
 
-def _init_worker(store: str, use_expert: bool) -> None:
+def _init_worker(store: str, use_expert: bool, prompt_builder: PromptBuilder | None) -> None:
     _STATE["catalog"] = Catalog.load(store)
+    _STATE["prompt_builder"] = prompt_builder
+    _STATE["schemas"] = tool_schemas(python=True)  # the traces list every tool, Python included
     if use_expert:
         _STATE["expert"] = Expert(open_world(store))
 
@@ -71,6 +76,23 @@ def _build_one(task: tuple[str, str, int, int, str]) -> Built:
     )
 
 
+def _build_chunk(tasks: list[tuple[str, str, int, int, str]]) -> list[dict[str, Any]]:
+    """Each task's instance and hidden truth as their file lines, its SFT line (the prompt is built
+    here, in the worker, not in the parent) and the expert's failures on the rejected variants."""
+    out = []
+    for task in tasks:
+        b = _build_one(task)
+        sft = None
+        if b.turns is not None and task[0] == "train":
+            record = trace_record(b.instance.visible, b.turns, _STATE["schemas"], _STATE["prompt_builder"])
+            # Keys in their built order (deterministic): sorting would reorder the tool schemas,
+            # and the SFT prompt would then differ from the one rollouts and the served template
+            # render from the same tool_schemas().
+            sft = json.dumps(record, ensure_ascii=False)
+        out.append({**split_lines(b.instance), "sft": sft, "failures": b.failures})
+    return out
+
+
 def build_benchmark(
     store: str | Path,
     out_dir: str | Path,
@@ -84,34 +106,34 @@ def build_benchmark(
     prompt_builder: PromptBuilder | None = None,
 ) -> dict[str, Any]:
     """Write instances/, ground_truth/, stats.json (and sft/train.jsonl); returns the stats plus
-    `timings` (seconds per split), which stay out of stats.json so that it is byte-reproducible."""
+    `timings` (seconds per split), which stay out of stats.json so that it is byte-reproducible.
+    Finished chunks under out_dir/.chunks are loaded, not rebuilt (a resumed build)."""
     out_dir = Path(out_dir)
     sizes = sizes or SPLIT_SIZES[scale]
     stats: dict[str, Any] = {}
     report: dict[str, Any] = {}
     timings: dict[str, float] = {}
-    # forkserver: never fork the caller, which may be a multi-threaded JAX process (launch/train.py)
-    ctx = mp.get_context("forkserver") if workers > 1 else None
-    pool = ctx.Pool(workers, _init_worker, (str(store), use_expert)) if ctx else None
-    if pool is None:
-        _init_worker(str(store), use_expert)
-    try:
+    # chunks of other settings (a caller reusing out_dir) are never taken for this build's
+    spec = json.dumps([seed, language, use_expert, prompt_builder is not None, sizes]).encode()
+    chunks = out_dir / CHUNKS_DIR / f"instances-{hashlib.sha256(spec).hexdigest()[:12]}"
+    with Workers(workers, _init_worker, (str(store), use_expert, prompt_builder)) as pool:
         for split, per_difficulty in sizes.items():
             tasks = [(split, d, i, seed, language) for d in DIFFICULTIES for i in range(per_difficulty)]
-            progress = Progress(f"instances {split}", log=log)
             started = time.monotonic()
-            built: list[Built] = []
-            results = pool.imap(_build_one, tasks, chunksize=4) if pool else map(_build_one, tasks)
-            for b in results:
-                built.append(b)
-                progress(len(built), len(tasks))
-            instances = [b.instance for b in built]
-            write_split(out_dir, split, instances)
-            stats[split] = split_stats([i.visible for i in instances], [i.hidden for i in instances])
-            failures = [f for b in built for f in b.failures]
+            records = map_chunks(
+                pool,
+                _build_chunk,
+                tasks,
+                store=chunks,
+                label=f"instances-{split}",
+                size=CHUNK,
+                log=log,
+            )
+            visible, hidden, failures = _write_split(out_dir, split, records, split == "train" and use_expert)
+            stats[split] = split_stats(visible, hidden)
             timings[split] = round(time.monotonic() - started, 1)
             report[split] = {
-                "instances": len(instances),
+                "instances": len(visible),
                 "regenerated": len(failures),
                 "expert_failures": Counter(f.split(": ", 1)[1] for f in failures).most_common(5),
             }
@@ -120,12 +142,6 @@ def build_benchmark(
                     f"[instances {split}] regenerated {len(failures)} instance(s) the expert could "
                     f"not solve, e.g. {failures[0]}"
                 )
-            if split == "train" and use_expert:
-                _write_sft(out_dir, built, prompt_builder, store)
-    finally:
-        if pool:
-            pool.close()
-            pool.join()
     (out_dir / "stats.json").write_text(
         json.dumps({"table2": stats, "generation": report}, indent=2, sort_keys=True) + "\n"
     )
@@ -133,20 +149,29 @@ def build_benchmark(
     return {"table2": stats, "generation": report, "timings": timings}
 
 
-def _write_sft(
-    out_dir: Path, built: list[Built], prompt_builder: PromptBuilder | None, store: str | Path
-) -> None:
-    """sft/train.jsonl: {"id", "messages", "tools"} per train instance (see the B2T README)."""
-
-    schemas = tool_schemas(python=True)  # the traces list every tool, Python included
-    (out_dir / "sft").mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "sft" / "train.jsonl", "w", encoding="utf-8") as f:
-        for b in built:
-            record = trace_record(b.instance.visible, b.turns, schemas, prompt_builder)
-            # Keys in their built order (deterministic): sorting would reorder the tool schemas,
-            # and the SFT prompt would then differ from the one rollouts and the served template
-            # render from the same tool_schemas().
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+def _write_split(
+    out_dir: Path, split: str, records: Iterable[dict[str, Any]], with_sft: bool
+) -> tuple[list, list, list]:
+    """instances/, ground_truth/ and (with_sft) sft/ files of a split, streamed from the chunks;
+    returns the visible and hidden dicts (for the stats) and the expert's failures."""
+    visible: list[dict] = []
+    hidden: list[dict] = []
+    failures: list[str] = []
+    subs = ("instances", "ground_truth", "sft") if with_sft else ("instances", "ground_truth")
+    with ExitStack() as stack:
+        files = {}
+        for sub in subs:
+            (out_dir / sub).mkdir(parents=True, exist_ok=True)
+            files[sub] = stack.enter_context(open(out_dir / sub / f"{split}.jsonl", "w", encoding="utf-8"))
+        for r in records:
+            files["instances"].write(r["visible"] + "\n")
+            files["ground_truth"].write(r["hidden"] + "\n")
+            if with_sft:
+                files["sft"].write(r["sft"] + "\n")
+            visible.append(json.loads(r["visible"]))
+            hidden.append(json.loads(r["hidden"]))
+            failures += r["failures"]
+    return visible, hidden, failures
 
 
 def trace_record(

@@ -9,7 +9,6 @@ import datetime as dt
 import json
 import math
 import random
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -179,6 +178,12 @@ def generate_split(
     return out, reasons
 
 
+def split_lines(inst: Instance) -> dict[str, str]:
+    """The instance's lines in instances/ ("visible") and ground_truth/ ("hidden")."""
+    parts = ("visible", "hidden")
+    return {part: json.dumps(getattr(inst, part), ensure_ascii=False, sort_keys=True) for part in parts}
+
+
 def write_split(out_dir: str | Path, split: str, instances: list[Instance]) -> None:
     """instances/{split}.jsonl (what the agent sees) and ground_truth/{split}.jsonl (hidden)."""
     out_dir = Path(out_dir)
@@ -186,21 +191,4 @@ def write_split(out_dir: str | Path, split: str, instances: list[Instance]) -> N
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
         with open(out_dir / sub / f"{split}.jsonl", "w", encoding="utf-8") as f:
             for inst in instances:
-                f.write(json.dumps(getattr(inst, part), ensure_ascii=False, sort_keys=True) + "\n")
-
-
-class Progress:
-    """A periodic log line with rate and ETA for long generations."""
-
-    def __init__(self, label: str, every_s: float = 10.0, log: Callable[[str], None] = print):
-        self.label, self.every_s, self.log = label, every_s, log
-        self.start = self.last = time.monotonic()
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self.last < self.every_s and done < total:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (total - done) / rate if rate > 0 else float("inf")
-        self.log(f"[{self.label}] {done}/{total} instances, {rate:.1f}/s, ETA {eta:.0f}s")
+                f.write(split_lines(inst)[part] + "\n")

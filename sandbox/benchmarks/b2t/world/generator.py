@@ -20,6 +20,7 @@ from sandbox.benchmarks.b2t.world.cities import CITIES
 from sandbox.benchmarks.b2t.world.integrity import stamp_content_hash
 from sandbox.benchmarks.b2t.world.scales import SCALES, Scale
 from sandbox.benchmarks.b2t.world.tables import table_columns
+from sandbox.chunked import Workers
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,15 @@ def _city_rows() -> list[tuple]:
     ]
 
 
-def build_world(path: str | os.PathLike, scale: str | Scale = "small", seed: int = 0) -> dict[str, int]:
+def build_world(
+    path: str | os.PathLike, scale: str | Scale = "small", seed: int = 0, workers: int = 1
+) -> dict[str, int]:
     """Generate the whole world into the SQLite file `path`; returns row counts per table.
 
     Writes to `path + ".tmp"` and renames at the end, so a reader never sees a half-built store.
+    The POI rows are drawn by `workers` processes, a city of a table each (every one has its own
+    stream), and inserted in the fixed order; trains, weather and flights stay in this process: one
+    stream draws every flight row, and splitting it would change every store built so far.
     """
     scale = SCALES[scale] if isinstance(scale, str) else scale
     path = Path(path)
@@ -94,16 +100,11 @@ def build_world(path: str | os.PathLike, scale: str | Scale = "small", seed: int
     started = time.perf_counter()
     conn = create_empty_store(tmp)
     counts = {"cities": insert_rows(conn, "cities", _city_rows())}
-    for table, builder, kind in POI_BUILDERS:
-        columns = table_columns(table)
-        per_city = getattr(scale, kind)
-        total = 0
-        for city in CITIES:
-            rng = random.Random(f"{seed}:{table}:{city.name}")
-            rows = builder(city, per_city, rng)
-            total += insert_rows(conn, table, (tuple(r[c] for c in columns) for r in rows))
-        counts[table] = total
-        log.info("world: %s %d rows (%.1fs)", table, total, time.perf_counter() - started)
+    with Workers(workers) as pool:
+        for kind, (table, _, size) in enumerate(POI_BUILDERS):
+            tasks = [(kind, city, getattr(scale, size), seed) for city in range(len(CITIES))]
+            counts[table] = sum(insert_rows(conn, table, rows) for rows in pool.imap(_poi_rows, tasks))
+            log.info("world: %s %d rows (%.1fs)", table, counts[table], time.perf_counter() - started)
     counts["trains"] = insert_rows(conn, "trains", transport.trains(scale, seed))
     counts["weather"] = insert_rows(conn, "weather", weather.weather_rows(scale, seed))
     counts["flights"] = insert_rows(conn, "flights", _with_progress(transport.flights(scale, seed), started))
@@ -121,6 +122,15 @@ def build_world(path: str | os.PathLike, scale: str | Scale = "small", seed: int
     os.replace(tmp, path)
     log.info("world: built %s in %.1fs", path, time.perf_counter() - started)
     return counts
+
+
+def _poi_rows(task: tuple[int, int, int, int]) -> list[tuple]:
+    """One city's rows of one POI table in column order, from that pair's own random stream."""
+    kind, city, per_city, seed = task
+    table, builder, _ = POI_BUILDERS[kind]
+    columns = table_columns(table)
+    rng = random.Random(f"{seed}:{table}:{CITIES[city].name}")
+    return [tuple(r[c] for c in columns) for r in builder(CITIES[city], per_city, rng)]
 
 
 def _with_progress(rows: Iterable[tuple], started: float, every: int = 200_000) -> Iterable[tuple]:
