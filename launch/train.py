@@ -207,11 +207,9 @@ def make_task(cfg: TrainConfig) -> tuple[Any, int]:
         from b2tjax.tasks.toy import DigitTask
 
         return DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
-    if cfg.agent == "himap":
-        from b2tjax.tasks.himap import HimapTask as TaskClass
-    else:
-        from b2tjax.tasks.benchmark import BenchmarkTask as TaskClass
-    task = TaskClass.prepare(cfg)
+    from b2tjax.run.task_build import build_task
+
+    task = build_task(cfg)
     if jax.process_index() == 0:
         task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
     return task, task.vocab_size

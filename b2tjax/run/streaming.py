@@ -51,6 +51,7 @@ from b2tjax.config import TrainConfig
 from b2tjax.data.pipeline import BatchIterator
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
+from b2tjax.run.agreement import pool
 from b2tjax.run.mesh import split_devices
 from b2tjax.tasks.base import StreamingTask, Task
 from rollout.hosts import agreeing_on
@@ -94,7 +95,7 @@ class StepRollouts:
         if not self.staleness:
             prompts = self.data.next_batch(r.prompts_per_step)
             seed = self.step_seed(global_step)
-            return self.task.rollout(model, prompts, r.group_size, seed, should_stop=should_stop)
+            return pool(self.task.rollout(model, prompts, r.group_size, seed, should_stop=should_stop))
         if self.session is None:
             self.session = self.task.open_session(model, self.cfg.seed, r)
         else:
@@ -118,7 +119,7 @@ class StepRollouts:
                 self.ahead[ahead] = self.task.submit_stream(
                     self.session, prompts, r.group_size, self.step_seed(ahead)
                 )
-        return self.task.collect_stream(self.session, self.ahead.pop(step), should_stop)
+        return pool(self.task.collect_stream(self.session, self.ahead.pop(step), should_stop))
 
     @contextlib.contextmanager
     def during(self, global_step: int, last_step: int, should_stop: Callable[[], bool]) -> Iterator[None]:
