@@ -47,12 +47,12 @@ from models.settings import ModelRuntime
 def trace_lengths(data: Path, benchmark: str) -> list[int]:
     """Token counts of the data directory's expert traces (SFT examples, uncut)."""
     from b2tjax.config import load_config
-    from b2tjax.tasks.benchmark import BenchmarkTask
+    from b2tjax.run.task_build import build_task
 
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "tiny_cpu.yaml")
     cfg.benchmark, cfg.data.data_dir, cfg.data.build_missing = benchmark, str(data), False
     cfg.sft.max_seq_len = 1 << 30  # whole traces, no windows
-    return [len(x["ids"]) for x in BenchmarkTask.prepare(cfg).sft_examples()]
+    return [len(x["ids"]) for x in build_task(cfg).sft_examples()]
 
 
 def recorded_lengths(data: Path) -> list[int]:

@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from b2tjax.cli.himap_agents import HimapFigures, checkpoint_answers, expert_answers
+from b2tjax.cli.model_answers import AgentFigures, single_answers
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.plan_files import plans_from_file, plans_from_records, records_selection
 from b2tjax.cli.script import (
@@ -61,8 +63,6 @@ from b2tjax.cli.script import (
 from b2tjax.config import TrainConfig, load_config
 from b2tjax.report import ReportError, write_report
 from b2tjax.report.build import answer_episodes
-from b2tjax.tasks.himap_agents import HimapFigures, checkpoint_answers, expert_answers
-from b2tjax.tasks.model_answers import AgentFigures, single_answers
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, benchmark_class
 from sandbox.benchmarks.travelplanner import DatabaseError
 from sandbox.benchmarks.travelplanner.loader import SPLIT_SIZES, LoaderError

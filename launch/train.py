@@ -221,11 +221,9 @@ def make_task(cfg: TrainConfig) -> tuple[Any, int]:
         from b2tjax.tasks.toy import DigitTask
 
         return DigitTask(cfg.toy, cfg.rollout.temperature), cfg.toy.vocab_size
-    if cfg.agent == "himap":
-        from b2tjax.tasks.himap import HimapTask as TaskClass
-    else:
-        from b2tjax.tasks.benchmark import BenchmarkTask as TaskClass
-    task = TaskClass.prepare(cfg)
+    from b2tjax.run.task_build import build_task
+
+    task = build_task(cfg)
     if jax.process_index() == 0:
         task.tokenizer.save_hf(Path(cfg.out) / "checkpoints")
     return task, task.vocab_size
@@ -235,7 +233,7 @@ def final_report(task: Any, table: str, out: Path, resume: bool) -> None:
     """OUT/report.html of the final evaluation's episodes (the tasks that keep them)."""
     from b2tjax.report import write_run_report
 
-    line = write_run_report(task.report_episodes(), table, out, resume)
+    line = write_run_report(task.eval_episodes(), table, out, resume)
     if line:
         print(line, flush=True)
 

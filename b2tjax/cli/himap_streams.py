@@ -46,9 +46,10 @@ def himap_lengths(cfg: TrainConfig, data_dir: Path, instances: int) -> dict[str,
     """{"instances": instances tried, "teams": [team_lengths, ...]} of the scripted expert on the
     recipe's first `instances` train instances of its difficulties (the teams whose merged plan
     passes every check: the SFT warm start's)."""
+    from b2tjax.run.task_build import himap_options
     from b2tjax.sft.traces import encode_trace, tools_offered  # JAX, the tokenizer: on demand
     from b2tjax.tasks.benchmark import select_pairs
-    from b2tjax.tasks.himap import expert_options, run_options
+    from b2tjax.tasks.himap import expert_options
     from models.tokenizer import load_tokenizer
     from sandbox.benchmarks import get_benchmark
     from sandbox.himap.scripted import expert_traces
@@ -57,7 +58,7 @@ def himap_lengths(cfg: TrainConfig, data_dir: Path, instances: int) -> dict[str,
     benchmark = get_benchmark(cfg.benchmark, data_dir)
     pairs = select_pairs(benchmark, cfg.data.train_split, cfg.data.difficulties, instances)
     teams: dict[str, list] = {}
-    for trace in expert_traces(benchmark, pairs, expert_options(run_options(cfg))):
+    for trace in expert_traces(benchmark, pairs, expert_options(himap_options(cfg))):
         tools = tools_offered(trace.get("tools"), cfg.rollout.python_tool)
         encoded = encode_trace(trace["messages"], tools, tokenizer)
         teams.setdefault(trace["id"], []).append(

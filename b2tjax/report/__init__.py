@@ -7,7 +7,8 @@ Benchmark-specific content (timelines, coordinates, which item a check concerns)
 `Benchmark.episode_view`; this package only lays it out.
 """
 
+from b2tjax.report.build import write_run_report
 from b2tjax.report.episode import build_episode
-from b2tjax.report.page import ReportError, render_report, write_report, write_run_report
+from b2tjax.report.page import ReportError, render_report, write_report
 
 __all__ = ["ReportError", "build_episode", "render_report", "write_report", "write_run_report"]

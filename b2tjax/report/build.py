@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from b2tjax.report.conversation import from_record
 from b2tjax.report.episode import build_episode
 from b2tjax.report.himap import himap_view, streams_from_records
-from b2tjax.report.page import ReportError
+from b2tjax.report.page import ReportError, write_report
+from b2tjax.run.resume import fresh_path
 from sandbox.benchmarks import Benchmark, Instance, Verdict
 from sandbox.himap.kinds import Role
 
@@ -86,3 +88,20 @@ def record_episodes(
         episode["reward"] = result.reward.total if result is not None else lead.reward
         out.append(episode)
     return out, verdicts
+
+
+def write_run_report(evaluated: Any, table: str, out: Path, resume: bool) -> str | None:
+    """OUT/report.html of a run's final evaluation, with the run's curves; the line to log.
+    `evaluated`: record_episodes' arguments as one value (b2tjax.tasks.base.EvalEpisodes, which the
+    benchmark tasks keep), None for tasks that keep none. A report that cannot be written is that
+    line, not a failure of the run; a resumed run never replaces the one already there."""
+    if evaluated is None or not evaluated.records:
+        return None
+    episodes = record_episodes(**vars(evaluated), agent="final evaluation")[0]
+    path = fresh_path(out / "report.html") if resume else out / "report.html"
+    title = f"final evaluation of {out.name}"
+    try:
+        path = write_report(path, episodes, title=title, metrics_text=table, run_dirs=[out])
+    except ReportError as err:
+        return f"no report.html: {err}"
+    return f"wrote {path}"

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from b2tjax.report.curves import curves_svg
-from b2tjax.run.resume import fresh_path
 
 # Readable names of the constraint groups the benchmarks' views use.
 GROUPS = {
@@ -91,20 +90,3 @@ def write_report(path: str | Path, episodes: Sequence[dict[str, Any]], **options
     except OSError as err:
         raise ReportError(f"cannot write the report {path}: {err.strerror or err}") from None
     return path
-
-
-def write_run_report(
-    episodes: Sequence[dict[str, Any]] | None, table: str, out: Path, resume: bool
-) -> str | None:
-    """OUT/report.html of a run's final evaluation (tasks that keep its episodes: the benchmark
-    tasks), with the run's curves; the line to log. A report that cannot be written is that line,
-    not a failure of the run; a resumed run never replaces the one already there."""
-    if not episodes:
-        return None
-    path = fresh_path(out / "report.html") if resume else out / "report.html"
-    title = f"final evaluation of {out.name}"
-    try:
-        path = write_report(path, episodes, title=title, metrics_text=table, run_dirs=[out])
-    except ReportError as err:
-        return f"no report.html: {err}"
-    return f"wrote {path}"

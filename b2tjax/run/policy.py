@@ -1,7 +1,7 @@
 """One loader for a policy to roll out: a checkpoint (Hugging Face safetensors directory, Orbax model
 checkpoint or a training run's checkpoints/) and the tokenizer that goes with it.
 
-launch/rollouts.py, launch/eval.py (`--policy model`, via b2tjax.tasks.himap_agents) and the
+launch/rollouts.py, launch/eval.py (`--policy model`, via b2tjax.cli.himap_agents) and the
 evaluation notebook all load through here, so a directory is recognised the same way everywhere.
 Without a checkpoint the policy is a random tiny Qwen3 sized to the tokenizer (a smoke test of the
 pipeline). Problems are one-line ValueErrors naming the path; callers turn them into UserErrors.
@@ -28,7 +28,7 @@ from rollout.config import RolloutConfig
 from rollout.prompt import prompt_text
 
 # The engine's settings for rolling a policy out outside training (launch/rollouts.py, the notebook,
-# launch/eval.py's HiMAP teams: b2tjax.tasks.himap_agents), before a recipe's `rollout:` section and
+# launch/eval.py's HiMAP teams: b2tjax.cli.himap_agents), before a recipe's `rollout:` section and
 # the command line: a real model's turns and lengths (a HiMAP role's turns are its own limits').
 ROLLOUT_DEFAULTS = RolloutConfig(
     batch_rows=8, max_turns=10, max_turn_tokens=1024, max_seq_len=16384, python_tool=True

@@ -56,6 +56,7 @@ from b2tjax.config.schema import MeshConfig
 from b2tjax.data.pipeline import BatchIterator
 from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
+from b2tjax.run.agreement import pool
 from b2tjax.run.mesh import split_devices
 from b2tjax.tasks.base import StreamingTask, Task
 from rollout.config import RolloutConfig
@@ -113,7 +114,7 @@ class SyncRollouts:
     ) -> RolloutBatch:
         prompts = self.data.next_batch(self.cfg.prompts_per_step)
         seed = self.step_seed(global_step)
-        return self.task.rollout(model, prompts, self.cfg.group_size, seed, should_stop=should_stop)
+        return pool(self.task.rollout(model, prompts, self.cfg.group_size, seed, should_stop=should_stop))
 
     def during(self, global_step: int, last_step: int, should_stop: Callable[[], bool]) -> Any:
         return contextlib.nullcontext()
@@ -219,7 +220,7 @@ class StreamedRollouts:
                 self.ahead[ahead] = self.task.submit_stream(
                     self.session, prompts, r.group_size, self.step_seed(ahead)
                 )
-        return self.task.collect_stream(self.session, self.ahead.pop(step), should_stop)
+        return pool(self.task.collect_stream(self.session, self.ahead.pop(step), should_stop))
 
     @contextlib.contextmanager
     def during(self, global_step: int, last_step: int, should_stop: Callable[[], bool]) -> Iterator[None]:

@@ -28,7 +28,7 @@ from b2tjax.config.schema import Phase
 from b2tjax.data.pipeline import BatchIterator, example_dataset
 from b2tjax.grpo.update import UpdateSpec, grpo_update
 from b2tjax.run.adapters import base_identity, check_base
-from b2tjax.run.agreement import StepShape, agree_step
+from b2tjax.run.agreement import StepShape, agree_step, pool
 from b2tjax.run.checkpoint import PreemptionGuard, RunCheckpointer, stop_agreed
 from b2tjax.run.mesh import build_mesh, check_placement
 from b2tjax.run.metrics import MetricsWriter, save_step_records, scalar_leaves, stop_if_not_finite, wandb_run
@@ -176,7 +176,7 @@ class Trainer:
             eval_metrics, table = None, None
             if cfg.eval_at_end:
                 writer.write("evaluating ...")
-                eval_metrics, table = self.task.evaluate(self.model_fn(params, self.frozen))
+                eval_metrics, table = pool(self.task.evaluate(self.model_fn(params, self.frozen)))
                 writer.log(
                     self.total_steps,
                     scalar_leaves(eval_metrics),  # the phase names them eval/... in TensorBoard and W&B

@@ -20,6 +20,7 @@ from flax import nnx
 
 from b2tjax.config import ToyConfig
 from b2tjax.grpo.update import RolloutBatch
+from b2tjax.tasks.base import ProcessPart
 from rollout.record import EpisodeRecord
 from rollout.sampling import sample_tokens
 from sandbox.types import StopReason
@@ -81,8 +82,9 @@ class DigitTask:
 
     def rollout(
         self, model: nnx.Module, prompts: list[int], group_size: int, seed: int, should_stop: Any = None
-    ) -> RolloutBatch:
-        """One jitted sampling call: nothing to interrupt, so `should_stop` is not polled."""
+    ) -> ProcessPart[RolloutBatch]:
+        """One jitted sampling call over the global batch: nothing to interrupt (`should_stop` is not
+        polled), nothing to pool."""
         digits = [k for k in prompts for _ in range(group_size)]
         answers, lps = self.sample(model, digits, seed, self.temperature)
         records = []
@@ -92,15 +94,19 @@ class DigitTask:
             rec.append(answer.tolist(), sampled=True, logprobs=lp.tolist())
             rec.reward = float(answer[0] == digit_token(k, self.cfg.num_digits))
             records.append(rec)
-        return RolloutBatch(records, {"accuracy": float(np.mean([r.reward for r in records]))})
+        return ProcessPart.alone(
+            RolloutBatch(records, {"accuracy": float(np.mean([r.reward for r in records]))})
+        )
 
-    def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
+    def evaluate(self, model: nnx.Module) -> ProcessPart[tuple[dict, str]]:
         digits = list(range(self.cfg.num_digits))
         answers, _ = self.sample(model, digits, 0, temperature=0.0)  # greedy
         correct = [int(a[0] == digit_token(k, self.cfg.num_digits)) for k, a in zip(digits, answers)]
         acc = float(np.mean(correct))
-        return {"greedy_accuracy": acc}, f"digit task: greedy accuracy {acc:.2f} over {len(digits)} prompts"
+        return ProcessPart.alone(
+            ({"greedy_accuracy": acc}, f"digit task: greedy accuracy {acc:.2f} over {len(digits)} prompts")
+        )
 
-    def report_episodes(self) -> None:
+    def eval_episodes(self) -> None:
         """No HTML report: the toy task's episodes are not a benchmark's."""
         return None

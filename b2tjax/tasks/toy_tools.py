@@ -18,8 +18,8 @@ trainer -- on a word-level vocabulary small enough for CPU tests:
 context, so the value never reaches it.
 
 Several processes (a pod): given the run's mesh, each process drives the episodes it owns
-(rollout.hosts.episode_owner, a prompt's group on one process) in its own rows, runs their lookups
-once, and every process then receives all records in episode order (the trainer's global batch).
+(rollout.hosts.episode_owner, a prompt's group on one process) in its own rows and runs their
+lookups once; the orchestrator pools every process' records in episode order (the global batch).
 
 Its rollout metrics are `success`, `lookup_rate`, `answered`, `action_error_rate` and the engine /
 per-process counts (`rollout/*`, `hosts/*`), as the benchmark task's.
@@ -37,13 +37,13 @@ from jax.sharding import Mesh
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from b2tjax.grpo.update import RolloutBatch
-from b2tjax.tasks.benchmark import episode_owners, host_counts
+from b2tjax.tasks.base import ProcessPart
+from b2tjax.tasks.hosts import engine_counts, episode_owners, host_counts
 from models.chat import render
 from models.tokenizer import ENDOFTEXT, IM_END, IM_START, HFTokenizer
 from rollout.config import RolloutConfig
 from rollout.engine import RolloutEngine
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
-from rollout.hosts import gather_objects, merge_by_owner
 from rollout.record import EpisodeRecord
 from rollout.render import render_env_reply
 from rollout.sampler import Sampler
@@ -215,33 +215,23 @@ class LookupTask:
         seed: int,
         should_stop: Callable[[], bool] | None = None,
         group_size: int = 1,
-    ) -> tuple[list[EpisodeRecord], dict]:
-        """Roll out one episode per key; records get their reward; returns (records, metrics).
-        Several processes: each runs the episodes it owns; all get every record, in episode order."""
+    ) -> ProcessPart[RolloutBatch]:
+        """Roll out one episode per key; this process' episodes rewarded. Pooled: every record, in
+        episode order, and the metrics."""
 
         episodes = self.episodes(keys, seed)
         owners, local = episode_owners(len(keys), group_size, seed)
         records = engine.run(episodes, seed, should_stop=should_stop, local=local)
-        return self._scored(records, episodes, owners, local, engine.stats)
+        return self._part(records, episodes, owners, local, engine.stats)
 
-    def _scored(self, records, episodes, owners, local, stats) -> tuple[list[EpisodeRecord], dict]:
-        """Rewards on this process' records, then (several processes) everyone's, and the metrics."""
+    def _part(self, records, episodes, owners, local, stats) -> ProcessPart[RolloutBatch]:
+        """Rewards on this process' records, each with whether its episode looked its key up."""
         mine = [e for e, here in zip(episodes, local or [True] * len(episodes)) if here]
         for record, episode in zip(records, mine):
             record.reward = episode.reward()
         looked = [e.key in e.looked_up for e in mine]
         executed = [sum(e.executed[i] for e in mine) for i in range(2)]
-        if local is not None:
-            merged = merge_by_owner(owners, gather_objects(list(zip(records, looked))))
-            records, looked = [r for r, _ in merged], [x for _, x in merged]
-        metrics = {
-            "success": float(np.mean([r.reward for r in records])),
-            "lookup_rate": float(np.mean(looked)),
-            "answered": float(np.mean([r.stop_reason == StopReason.ANSWER for r in records])),
-            "action_error_rate": float(np.mean([r.any_error for r in records])),
-            **host_counts(records, executed, stats),
-        }
-        return records, metrics
+        return ProcessPart(_batch, list(zip(records, looked)), owners, engine_counts(executed, stats))
 
     # -- streaming (rollout.max_staleness > 0; b2tjax/run/streaming.py) -----------------------------
     def open_session(self, model: nnx.Module, seed: int, rollout: RolloutConfig) -> RolloutSession:
@@ -264,13 +254,13 @@ class LookupTask:
         owners, local = episode_owners(len(keys), group_size, seed)
         return episodes, owners, local, session.submit(episodes, local)
 
-    def collect_stream(self, session: RolloutSession, handle, should_stop=None) -> RolloutBatch:
-        """Decode until the handle's episodes have finished; their scored batch."""
+    def collect_stream(self, session: RolloutSession, handle, should_stop=None) -> ProcessPart[RolloutBatch]:
+        """Decode until the handle's episodes have finished; this process' share of their batch."""
         episodes, owners, local, indices = handle
         records = session.advance(indices, should_stop)
         for record in records:  # numbered within the step, as a plain run numbers them
             record.episode = indices.index(record.episode)
-        return RolloutBatch(*self._scored(records, episodes, owners, local, session.stats))
+        return self._part(records, episodes, owners, local, session.stats)
 
     def rollout(
         self,
@@ -279,19 +269,36 @@ class LookupTask:
         group_size: int,
         seed: int,
         should_stop: Callable[[], bool] | None = None,
-    ) -> RolloutBatch:
+    ) -> ProcessPart[RolloutBatch]:
         keys = [k for k in prompts for _ in range(group_size)]
         engine = self._rollouts.engine_for(model, self._engine_config(len(keys), self.cfg.temperature))
-        records, metrics = self.run(engine, keys, seed, should_stop=should_stop, group_size=group_size)
-        return RolloutBatch(records, metrics)
+        return self.run(engine, keys, seed, should_stop=should_stop, group_size=group_size)
 
-    def evaluate(self, model: nnx.Module) -> tuple[dict, str]:
+    def evaluate(self, model: nnx.Module) -> ProcessPart[tuple[dict, str]]:
         """Greedy success on fixed tables (seed 2**31 - 1: never a training step's seed)."""
         n = self.cfg.eval_episodes
         engine = RolloutEngine(model, self.tokenizer, self._engine_config(n, temperature=0.0), mesh=self.mesh)
-        _, metrics = self.run(engine, [i % self.cfg.num_keys for i in range(n)], seed=2**31 - 1)
-        return metrics, f"lookup task: greedy success {metrics['success']:.2f} over {n} episodes"
+        part = self.run(engine, [i % self.cfg.num_keys for i in range(n)], seed=2**31 - 1)
+        return part.then(
+            lambda batch: (
+                batch.metrics,
+                f"lookup task: greedy success {batch.metrics['success']:.2f} over {n} episodes",
+            )
+        )
 
-    def report_episodes(self) -> None:
+    def eval_episodes(self) -> None:
         """No HTML report: the toy task's episodes are not a benchmark's."""
         return None
+
+
+def _batch(items: list[tuple[EpisodeRecord, bool]], counts: np.ndarray) -> RolloutBatch:
+    """Every process' (record, looked its key up), pooled: the batch and its metrics."""
+    records, looked = [r for r, _ in items], [x for _, x in items]
+    metrics = {
+        "success": float(np.mean([r.reward for r in records])),
+        "lookup_rate": float(np.mean(looked)),
+        "answered": float(np.mean([r.stop_reason == StopReason.ANSWER for r in records])),
+        "action_error_rate": float(np.mean([r.any_error for r in records])),
+        **host_counts(records, counts),
+    }
+    return RolloutBatch(records, metrics)

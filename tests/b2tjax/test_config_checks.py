@@ -222,18 +222,19 @@ def _knobs(config) -> dict:
 
 @pytest.mark.slow
 def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
-    """YAML `rollout:` -> TrainConfig.rollout -> the engine BenchmarkTask builds, knob for knob."""
+    """YAML `rollout:` -> TrainConfig.rollout -> the task's spec -> the engine its sampler builds, knob
+    for knob."""
     import dataclasses
-    import types
 
     import yaml
     from flax import nnx
 
-    from b2tjax.tasks.benchmark import BenchmarkTask
+    from b2tjax.run.task_build import task_spec
     from b2tjax.tasks.toy_tools import lookup_tokenizer
     from models.config import get_config
     from models.qwen3 import Qwen3ForCausalLM
     from rollout.config import RolloutConfig
+    from rollout.sampler import Sampler
 
     assert set(EVERY_KNOB) == {f.name for f in dataclasses.fields(RolloutConfig)}, "a knob is missing here"
     path = tmp_path / "recipe.yaml"
@@ -243,8 +244,9 @@ def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
     tokenizer = lookup_tokenizer(4, 4)
     model_cfg = dataclasses.replace(get_config("tiny"), vocab_size=tokenizer.vocab_size)
     model = Qwen3ForCausalLM(model_cfg, rngs=nnx.Rngs(0))
-    task = types.SimpleNamespace(cfg=cfg, tokenizer=tokenizer)  # what _engine_for reads of the task
-    engine = BenchmarkTask._engine_for(task, model, temperature=0.0)  # the greedy evaluation engine
+    spec = task_spec(cfg)
+    greedy = dataclasses.replace(spec.rollout, temperature=0.0)  # the evaluation's, as BenchmarkTask asks
+    engine = Sampler(tokenizer, spec.mesh).engine_for(model, greedy)
     assert _knobs(engine.config) == {**EVERY_KNOB, "temperature": 0.0}
     assert str(engine.cache_dtype) == "bfloat16"
     assert cfg.cache_len == 1024 and cfg.cache_dtype == "bfloat16"  # what the memory plan counts

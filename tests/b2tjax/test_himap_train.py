@@ -92,8 +92,10 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     not depend on the adapters, and the full fine-tuning update of the same records is the single-agent
     one (tests/b2tjax/test_grpo_step.py); LoRA adds what only HiMAP has, adapters under multi-stream
     sampling."""
+    from b2tjax.run.task_build import himap_options, task_spec
     from b2tjax.run.trainer import Trainer
-    from b2tjax.tasks.himap import HimapTask
+    from b2tjax.tasks.benchmark import BenchmarkTask
+    from b2tjax.tasks.himap import HimapTeam
     from rollout.agents.himap import himap_episode
     from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
     from sandbox.himap.options import HimapOptions
@@ -124,12 +126,12 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     # the expert's last turn per stream: the coordinator's distribute_task, each day's submit_day
     shortcut = {stream: texts[-1:] for stream, texts in expert.texts.items()}
 
-    class Task(HimapTask):
-        """One prompt; the first episode of its group teacher-forced to the expert's short cut."""
+    class Forced(HimapTeam):
+        """The first episode of a group teacher-forced to the expert's short cut; keeps its batch."""
 
         batch = None
 
-        def _episodes(self, pairs):
+        def episodes(self, pairs):
             return [
                 himap_episode(
                     v, self.benchmark, self.tokenizer, self.options, forced=shortcut if i == 0 else None
@@ -137,14 +139,14 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
                 for i, (v, _) in enumerate(pairs)
             ]
 
-        def rollout(self, *args, **kwargs):
-            self.batch = super().rollout(*args, **kwargs)
-            return self.batch
+        def batch(self, scored, metrics, group_size):
+            self.kept = super().batch(scored, metrics, group_size)
+            return self.kept
 
-        def train_examples(self):
-            return [pair]
-
-    task = Task(cfg, bench, rollout_setup.tokenizer)
+    spec = task_spec(cfg)
+    team = Forced(bench, rollout_setup.tokenizer, himap_options(cfg), spec.rollout, spec.reward, spec.sft)
+    task = BenchmarkTask(spec, bench, rollout_setup.tokenizer, team)
+    task.splits.train = [pair]  # one prompt
     from flax import nnx
 
     from models.lora import add_lora
@@ -152,7 +154,7 @@ def test_one_grpo_step_over_himap_episodes_with_different_stream_counts(
     model = add_lora(nnx.clone(rollout_setup.model), cfg.model.lora)
     result = Trainer(cfg, task, model, progress=False).run()
 
-    batch = task.batch
+    batch = team.kept
     streams = [[r.stream for r in batch.records if r.episode == e] for e in (0, 1)]
     assert streams == [["coordinator", "day1.r1", "day2.r1"], ["coordinator"]]
     assert batch.groups == [0, 0, 0, 0] and batch.episodes == [0, 0, 0, 1]
@@ -209,12 +211,12 @@ def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
     rollout_setup,  # noqa: F811
     small_benchmark,  # noqa: F811
 ):
-    """HimapTask.sft_examples (what training uses) keeps the traces of instances whose merged plan
+    """The HiMAP task's sft_examples (what training uses) keeps the traces of instances whose merged plan
     passes; a delivered plan that fails a check (here: the budget, cut to 1) teaches nothing, and
     instances on which no plan passes give no warm start (the tiny recipe's flat team, on the
     instance with the budget cut)."""
+    from b2tjax.run.task_build import benchmark_task
     from b2tjax.sft.traces import sft_examples
-    from b2tjax.tasks.himap import HimapTask
     from sandbox.benchmarks.b2t import B2TBenchmark
     from sandbox.himap.scripted import solve
 
@@ -232,14 +234,14 @@ def test_the_himap_warm_start_imitates_only_plans_that_pass_every_check(
     assert spoiled.answer is not None  # delivered, yet over budget:
     assert not bench.evaluate(spoiled.answer, visible, broke).all_passed
     assert all(bench.evaluate(solve(bench, *pair).answer, *pair).all_passed for pair in good)
-    task = HimapTask(cfg, bench, rollout_setup.tokenizer)
-    task._train = [good[0], (visible, broke), good[1]]  # the instances the warm start reads
+    task = benchmark_task(cfg, bench, rollout_setup.tokenizer)
+    task.splits.train = [good[0], (visible, broke), good[1]]  # the instances the warm start reads
     expected = [trace for pair in good for trace in solve(bench, *pair).traces]
     want = sft_examples(expected, rollout_setup.tokenizer, cfg.sft.max_seq_len)
     assert [example["ids"] for example in task.sft_examples()] == [example["ids"] for example in want]
 
-    flat = HimapTask(
+    flat = benchmark_task(
         load_config(RECIPE, [f"data.data_dir={small_benchmark}", full[0]]), bench, task.tokenizer
     )
-    flat._train = [(visible, broke)]
+    flat.splits.train = [(visible, broke)]
     assert flat.sft_examples() is None

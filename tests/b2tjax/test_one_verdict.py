@@ -40,12 +40,11 @@ def _note_counts(table: str) -> tuple[int, int, int, float]:
 
 
 @pytest.mark.parametrize(
-    "recipe, task_module, extra",
+    "recipe, extra",
     [
-        ("himap_tiny_cpu.yaml", "b2tjax.tasks.himap", ["data.eval_instances=1"]),
+        ("himap_tiny_cpu.yaml", ["data.eval_instances=1"]),
         (
             "tiny_cpu.yaml",
-            "b2tjax.tasks.benchmark",
             [
                 "data.eval_instances=2",
                 "rollout.max_turns=2",
@@ -57,33 +56,31 @@ def _note_counts(table: str) -> tuple[int, int, int, float]:
 )
 def test_table_note_eval_json_and_report_agree_on_every_episode(
     recipe,
-    task_module,
     extra,
     rollout_setup,
     small_benchmark,
     tmp_path,  # noqa: F811
 ):
-    import importlib
-
     from b2tjax.report import write_report
+    from b2tjax.report.build import record_episodes
+    from b2tjax.run.agreement import pool
+    from b2tjax.run.task_build import benchmark_task
     from sandbox.benchmarks import get_benchmark
 
     overrides = [f"data.data_dir={small_benchmark}", "data.max_train_instances=1", f"out={tmp_path}"]
     overrides += ["data.difficulties=[easy]", "rollout.max_turn_tokens=8", "rollout.batch_rows=2", *extra]
     cfg = load_config(ROOT / "configs" / recipe, overrides)
     bench = get_benchmark("b2t", small_benchmark)
-    module = importlib.import_module(task_module)
-    cls = module.HimapTask if recipe.startswith("himap") else module.BenchmarkTask
-    task = cls(cfg, bench, rollout_setup.tokenizer)
-    metrics, table = task.evaluate(rollout_setup.model)
+    task = benchmark_task(cfg, bench, rollout_setup.tokenizer)  # the recipe's agent
+    metrics, table = pool(task.evaluate(rollout_setup.model))
     saved = json.loads(json.dumps(metrics, default=float))  # what the trainer writes to eval.json
-    episodes = page_data(
-        write_report(tmp_path / "report.html", task.report_episodes(), title="t").read_text()
-    )["episodes"]
+    data = task.eval_episodes()  # what the trainer's report reads
+    built = record_episodes(**vars(data), agent="final evaluation")[0]
+    episodes = page_data(write_report(tmp_path / "report.html", built, title="t").read_text())["episodes"]
 
     # The independent expectation: each episode's answer judged here by the benchmark.
-    records, _, results = task._last_eval
-    pairs = {v["id"]: (v, t) for v, t in task._eval}
+    records, results = data.records, data.results
+    pairs = {v["id"]: (v, t) for v, t in data.pairs}
     judged = [bench.evaluate(r.answer, *pairs[r.instance_id]) for r in results]
     n = len(judged)
     delivered, passed = sum(v.delivered for v in judged), sum(v.all_passed for v in judged)
@@ -104,11 +101,10 @@ def test_table_note_eval_json_and_report_agree_on_every_episode(
     for index, episode in enumerate(episodes):
         assert {r.reward for r in records if r.episode == index} == {episode["reward"]}
     # read back from a rollouts file (no session, no tally), the episodes are judged the same way
-    from b2tjax.report.build import record_episodes
     from rollout.record import EpisodeRecord
 
     back = [EpisodeRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in records]
-    from_file, _ = record_episodes(bench, task._eval, back, rollout_setup.tokenizer)
+    from_file, _ = record_episodes(bench, data.pairs, back, rollout_setup.tokenizer)
     assert [e["delivered"] for e in from_file] == [v.delivered for v in judged]
     if recipe.startswith("himap"):
         # the flat team's merged plan is the answer judged; on today's main the report judged the

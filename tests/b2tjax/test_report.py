@@ -231,10 +231,19 @@ def test_eval_report_of_the_expert_and_of_a_plans_file(b2t, tmp_path):  # noqa: 
 
 
 class _EvaluatedTask:
-    """A task whose final evaluation holds report episodes, as BenchmarkTask's does after evaluate."""
+    """A task whose final evaluation keeps its episodes, as BenchmarkTask's does after evaluate:
+    one answered record per instance (no turns to decode), judged when the report is built."""
 
-    def __init__(self, episodes):
-        self.episodes = episodes
+    def __init__(self, bench, pairs, plans):
+        from b2tjax.tasks.base import EvalEpisodes
+        from rollout.record import EpisodeRecord
+        from sandbox.types import StopReason
+
+        records = []
+        for index, (visible, _) in enumerate(pairs):
+            records.append(EpisodeRecord(visible["id"], episode=index, stop_reason=StopReason.ANSWER))
+            records[-1].answer, records[-1].reward = json.dumps(plans[visible["id"]]), float(index)
+        self.data = EvalEpisodes(bench, pairs, records, tokenizer=None, sessions=None, results=None)
 
     def sft_examples(self):
         return [{"ids": list(range(1, 33)), "mask": [0] * 8 + [1] * 24}] * 4
@@ -243,10 +252,12 @@ class _EvaluatedTask:
         return []
 
     def evaluate(self, model):
-        return {"final_pass_rate": 1.0}, "the metrics table"
+        from b2tjax.tasks.base import ProcessPart
 
-    def report_episodes(self):
-        return self.episodes
+        return ProcessPart.alone(({"final_pass_rate": 1.0}, "the metrics table"))
+
+    def eval_episodes(self):
+        return self.data
 
 
 @pytest.mark.slow
@@ -256,20 +267,20 @@ def test_training_writes_report_html_beside_eval_json(b2t, tmp_path):  # noqa: F
     from b2tjax.run.trainer import Trainer, build_model
 
     bench, _, pairs, plans = b2t
-    episodes = [
-        build_episode(
-            bench, v, plans[v["id"]], bench.evaluate(plans[v["id"]], v, t), agent="final evaluation"
-        )
-        for v, t in pairs
-    ]
     overrides = [f"out={tmp_path}", "mode=sft_only", "task=travel", "sft.steps=2", "sft.batch_size=2"]
     cfg = load_config(None, overrides + ["sft.max_seq_len=32", "checkpoint.every_steps=2"])
-    task = _EvaluatedTask(episodes)
+    task = _EvaluatedTask(bench, pairs, plans)
     table = Trainer(cfg, task, build_model(cfg, vocab_size=64), progress=False).run().eval_table
-    assert write_run_report(task.report_episodes(), table, tmp_path, resume=False).startswith("wrote ")
+    assert write_run_report(task.eval_episodes(), table, tmp_path, resume=False).startswith("wrote ")
     assert json.loads((tmp_path / "eval.json").read_text()) == {"final_pass_rate": 1.0}
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
-    assert page_data(page)["episodes"] == json.loads(json.dumps(episodes))
+    episodes = page_data(page)["episodes"]
+    # each instance's plan, judged here by the benchmark; its record's reward
+    judged = [bench.evaluate(json.dumps(plans[v["id"]]), v, t) for v, t in pairs]
+    assert [e["passed"] for e in episodes] == [v.all_passed for v in judged] and any(
+        e["passed"] for e in episodes
+    )
+    assert [e["reward"] for e in episodes] == [float(i) for i in range(len(pairs))]
     assert "the metrics table" in page and "Training curves" in page
 
 

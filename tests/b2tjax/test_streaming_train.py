@@ -57,8 +57,9 @@ class _Recording:
 
     def collect_stream(self, session, handle, should_stop):
         from b2tjax.grpo.update import RolloutBatch
+        from b2tjax.tasks.base import ProcessPart
 
-        return RolloutBatch([], {"prompts": self.submitted[handle]})
+        return ProcessPart.alone(RolloutBatch([], {"prompts": self.submitted[handle]}))
 
     def close(self):
         pass

@@ -139,9 +139,13 @@ def test_blind_policy_stays_at_chance(tmp_path):
 class _KeepingTask(LookupTask):
     """The lookup task, keeping the records of its first rollout for inspection."""
 
+    first = None
+
     def rollout(self, *args, **kwargs):
-        batch = super().rollout(*args, **kwargs)
-        self.first = getattr(self, "first", batch)
+        return super().rollout(*args, **kwargs).then(self._keep)
+
+    def _keep(self, batch):
+        self.first = self.first or batch
         return batch
 
 

@@ -108,7 +108,7 @@ ROOM_FORBIDDEN = {
     "b2tjax.step": _ABOVE_THE_STEP | {"b2tjax.sft", "b2tjax.grpo", "rollout"},
     "b2tjax.grpo": _ABOVE_THE_STEP | _COLLECTIVES,
     "b2tjax.sft": _ABOVE_THE_STEP | _COLLECTIVES | {"b2tjax.grpo"},
-    "b2tjax.tasks": {"b2tjax.cli", "b2tjax.plan", "b2tjax.run.trainer"},
+    "b2tjax.tasks": {"b2tjax.cli", "b2tjax.plan", "b2tjax.run", "b2tjax.report"},
     "b2tjax.run": {"b2tjax.cli", "b2tjax.plan"},
     "b2tjax.report": {"b2tjax.cli", "b2tjax.plan", "b2tjax.tasks", "b2tjax.run.trainer"},
     "b2tjax.plan": {"b2tjax.cli"},
