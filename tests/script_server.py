@@ -35,9 +35,11 @@ PRELOAD = (
 )
 
 # The child: the script as __main__ with the interpreter's own exit rules (SystemExit's code, a
-# traceback and status 1 for an uncaught exception), then an exit that skips the server's state.
+# traceback and status 1 for an uncaught exception; then its threads joined and its atexit
+# handlers run, as at a normal exit). What it skips is the final teardown of module objects, so a
+# test of shutdown noise (tests/launch/test_resume_record.py) keeps a subprocess of its own.
 SERVER = r"""
-import importlib, json, os, runpy, sys, traceback
+import atexit, importlib, json, os, runpy, sys, threading, traceback
 
 def child(req):
     code = 1
@@ -59,6 +61,8 @@ def child(req):
         except BaseException:
             traceback.print_exc()
     finally:
+        threading._shutdown()
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
