@@ -96,8 +96,11 @@ def test_each_side_holds_only_its_own_arrays(tmp_path):
 
 
 def test_an_uneven_split_is_refused_in_one_line(tmp_path):
-    proc, plan = _split(tmp_path, "mesh.rollout_devices=3")
-    assert proc.returncode == 2 and plan is None
+    from tests.launch.test_cli_errors import run_script  # forked from one server: no JAX start
+
+    args = ("--target", "cpu", "--devices", "8", *RECIPE, "mesh.rollout_devices=3")
+    proc = run_script("plan.py", "--config", TINY, "--json", tmp_path / "plan.json", *args)
+    assert proc.returncode == 2 and not (tmp_path / "plan.json").exists()
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: mesh.rollout_devices=3 must be half of each process's devices (process 0 has 8): "
         "the train and rollout sub-meshes need one shape"
