@@ -36,6 +36,7 @@ MODES = {
     "S2": ["rollout.max_staleness=2"],
     "S1+during": ["rollout.max_staleness=1", "rollout.decode_during_update=true"],
 }
+STEPS = 20  # the GRPO steps of its recorded runs (the suite's learning tests train fewer)
 BAR = 0.9  # the synchronous test's: last-3 sampled success and greedy success
 
 
@@ -45,7 +46,7 @@ def run_one(seed: int, mode: str, extra: list[str]) -> dict:
     from b2tjax.tasks.toy_tools import LookupConfig, LookupTask
     from tests.lookup_fixtures import NUM_VALUES, train_lookup
 
-    overrides = [*MODES[mode], *extra]
+    overrides = [f"steps={STEPS}", *MODES[mode], *extra]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         task = LookupTask(LookupConfig(num_values=NUM_VALUES))

@@ -87,7 +87,9 @@ def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path):
-    proc, _ = _plan(tmp_path, "--programs", "decode")
+    from tests.launch.test_cli_errors import run_script  # forked from one server: no JAX start
+
+    proc = run_script("plan.py", "--config", ROOT / "configs" / "qwen3_0.6b.yaml", "--programs", "decode")
     assert (
         proc.returncode == 2
         and proc.stderr.startswith("error: --programs")

@@ -35,12 +35,14 @@ def _near(value: int, expected: float, tolerance: float = 0.02) -> bool:
     return abs(value - expected) <= tolerance * expected
 
 
-@pytest.mark.slow  # two plans of 5 programs in subprocesses (~1 minute on 2 shared cores)
+@pytest.mark.slow  # two plans (6 and 2 programs) in subprocesses (~1 minute on 2 shared cores)
 def test_each_side_holds_only_its_own_arrays(tmp_path):
     (tmp_path / "split").mkdir(), (tmp_path / "colo").mkdir()
     proc, split = _split(tmp_path / "split", "mesh.rollout_devices=4")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    colo_proc, colo = run_plan(tmp_path / "colo", TINY, "--target", "cpu", "--devices", "4", *RECIPE)
+    # the co-located programs the sides are compared with: its step and its decode
+    colo_args = ("--target", "cpu", "--devices", "4", "--programs", "grpo_step,rollout_decode")
+    colo_proc, colo = run_plan(tmp_path / "colo", TINY, *colo_args, *RECIPE)
     assert colo_proc.returncode == 0, colo_proc.stderr[-3000:]
     sides = {(p["name"], p["side"]): p for p in split["programs"]}
     assert list(sides) == [
@@ -94,8 +96,11 @@ def test_each_side_holds_only_its_own_arrays(tmp_path):
 
 
 def test_an_uneven_split_is_refused_in_one_line(tmp_path):
-    proc, plan = _split(tmp_path, "mesh.rollout_devices=3")
-    assert proc.returncode == 2 and plan is None
+    from tests.launch.test_cli_errors import run_script  # forked from one server: no JAX start
+
+    args = ("--target", "cpu", "--devices", "8", *RECIPE, "mesh.rollout_devices=3")
+    proc = run_script("plan.py", "--config", TINY, "--json", tmp_path / "plan.json", *args)
+    assert proc.returncode == 2 and not (tmp_path / "plan.json").exists()
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: mesh.rollout_devices=3 must be half of each process's devices (process 0 has 8): "
         "the train and rollout sub-meshes need one shape"

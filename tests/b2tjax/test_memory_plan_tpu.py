@@ -80,13 +80,15 @@ def test_tpu_compiler_bytes_match_the_analytic_sizes(tpu_plan):
 
 
 def test_unknown_target_and_mismatched_devices_are_one_line_errors(tmp_path):
+    from tests.launch.test_cli_errors import run_script  # forked from one server: no JAX start each
+
     for args, message in (
         (("--target", "v7x-8"), "error: unknown target 'v7x-8'"),
         (("--target", "v5p-12"), "error: target 'v5p-12': a v5p slice has 8, 16"),
         (("--target", "v5e-8", "--devices", "4"), "error: --devices 4 disagrees with target v5e-8"),
         (("hardware.devices=8",), "error: hardware.devices is 8 but target v5p-8 has 4 chips"),
     ):
-        proc, _ = _plan(tmp_path, *args)
+        proc = run_script("plan.py", "--config", RECIPE, "--json", tmp_path / "plan.json", *args)
         assert proc.returncode == 2 and proc.stderr.startswith(message), (args, proc.stderr[-500:])
         assert "Traceback" not in proc.stderr
 

@@ -1,11 +1,13 @@
 """User mistakes get one clear line, never a traceback.
 
-Every case runs the real launch script in a subprocess and checks: exit status != 0, no traceback,
+Every case runs the real launch script in a process of its own (forked from one server that
+imported the project once: tests/script_server.py) and checks: exit status != 0, no traceback,
 at most two lines on stderr, and the file or key at fault named in them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -15,21 +17,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_server import ScriptServer
+
 pytestmark = pytest.mark.slow  # runs every launch script in subprocesses
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
 
 
+@functools.cache
+def _server() -> ScriptServer:
+    return ScriptServer(ENV)
+
+
 def run_script(script: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "launch" / script), *map(str, args)],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+    """launch/`script` with `args` as a fresh process; like subprocess.run's result."""
+    return _server().run(ROOT / "launch" / script, [str(a) for a in args], cwd, timeout=300)
 
 
 def assert_one_clear_line(result: subprocess.CompletedProcess, *names: str) -> str:

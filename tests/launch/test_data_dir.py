@@ -1,12 +1,11 @@
 """The data directory is never half-written, overwritten or silently rebuilt, and its data is
 byte-reproducible, for any worker count and after a killed build is resumed. Real launch scripts in
-subprocesses, real files."""
+processes of their own (tests/script_server.py), real files."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -16,28 +15,14 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # builds data directories with make_data in subprocesses
+from tests.launch.test_cli_errors import ENV, ROOT, run_script
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+pytestmark = pytest.mark.slow  # builds data directories with make_data in subprocesses
 
 
 def make_data(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "launch" / "make_data.py"),
-            "--out",
-            str(out),
-            "--instances",
-            "2",  # 6 instances and 6 traces per split: two chunks of work in each stage
-            *extra,
-        ],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # 6 instances and 6 traces per split: two chunks of work in each stage
+    return run_script("make_data.py", "--out", out, "--instances", "2", *extra)
 
 
 def digests(directory: Path) -> dict[str, str]:
@@ -112,13 +97,7 @@ def test_a_killed_build_leaves_no_data_dir_and_the_same_command_finishes_it(buil
 
 
 def _train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "launch" / "train.py"), *args],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_script("train.py", *args)
 
 
 def test_train_refuses_a_partial_data_dir(built, tmp_path):
