@@ -55,12 +55,13 @@ def call_site() -> str:
     frame, library = sys._getframe(2), None
     while frame is not None:
         path, name = Path(frame.f_code.co_filename).resolve(), frame.f_code.co_name
-        if path.is_relative_to(ROOT) and not path.is_relative_to(ROOT / "tests"):
+        if "site-packages" in path.parts:  # a library (CI's environment lives in the checkout)
+            if library is None and "jax" not in path.parts:
+                library = f"{path.as_posix().split('site-packages/')[-1]}:{name}"
+        elif path.is_relative_to(ROOT) and not path.is_relative_to(ROOT / "tests"):
             rel = path.relative_to(ROOT).as_posix()
             if (rel, "*") not in WRAPPERS and (rel, name) not in WRAPPERS:
                 return f"{rel}:{name}"
-        elif library is None and "site-packages" in path.parts and "jax" not in path.parts:
-            library = f"{path.as_posix().split('site-packages/')[-1]}:{name}"
         frame = frame.f_back
     return library or "outside the project"
 
