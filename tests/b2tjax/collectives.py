@@ -14,6 +14,7 @@ import functools
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +67,7 @@ def call_site() -> str:
     return library or "outside the project"
 
 
-def record(out: str) -> callable:
+def record(out: str) -> Callable[[], None]:
     """Install the recording for one job; returns the function that writes what it saw to out.pN."""
     import importlib
 
