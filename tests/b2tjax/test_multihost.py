@@ -6,11 +6,11 @@ episodes per step so both processes drive a group, prefix reuse on, a final eval
 most assertions, to fit the CI budget: the same per-step metrics within 1e-5, the same episode
 records (ids and masks identical, log-probs within 1e-5), the same eval.json, each episode driven
 by exactly one process (the one `rollout.hosts.episode_owner` names) whose environments' own
-counts match its records. The 2-process checkpoint then resumes on 1 and on 2 processes (there on
-the paged cache) with the same next-step metrics and exports to the same HF bytes from 1 and 2
-processes. Separate jobs: SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP
-step. The pod also records every cross-process call of some jobs' GRPO steps, which must come from
-the sites tests/b2tjax/collectives.py allows.
+counts match its records. The 2-process checkpoint then resumes on 1 and on 2 processes with the
+same next-step metrics and exports to the same HF bytes from 1 and 2 processes. Separate jobs:
+SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP step. The pod also records
+every cross-process call of some jobs' GRPO steps, which must come from the sites
+tests/b2tjax/collectives.py allows.
 
 The tiny travel model never calls a tool and scores every episode alike (a GRPO loss and gradient
 of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tjax/tasks/toy_tools.py,
@@ -167,12 +167,11 @@ def _train(name: str, root: Path, args: list[str]) -> dict:
     return {"name": name, "kind": "train", "argv": [*args, "--out", str(root / name)]}
 
 
-def _resume_from_sft(name: str, root: Path, data: Path, pod: Path, extra: tuple[str, ...] = ()) -> dict:
+def _resume_from_sft(name: str, root: Path, data: Path, pod: Path) -> dict:
     """The 2-process run's directory as it was after the SFT phase (its GRPO step is then redone)."""
     drop = list(range(SFT_STEPS + 1, SFT_STEPS + GRPO_STEPS + 1))
     copy = {"src": str(pod / "two" / "checkpoints"), "dst": str(root / name / "checkpoints"), "drop": drop}
-    argv = [*_args(data, root / name), *extra, "--resume"]
-    return {"name": name, "kind": "train", "argv": argv, "copy": copy}
+    return {"name": name, "kind": "train", "argv": [*_args(data, root / name), "--resume"], "copy": copy}
 
 
 def _export(name: str, root: Path, pod: Path) -> dict:
@@ -196,8 +195,8 @@ def pod(shared) -> Path:
             "kind": "train",
             "argv": [*_args(data, root / "two"), *evaluate, "data.build_missing=true"],
         },
-        # on the paged cache: the same metrics as the contiguous "two" (test_a_paged_cache_...)
-        _resume_from_sft("resumed", root, data, root, extra=PAGED),
+        {"name": "paged", "kind": "train", "argv": [*_args(data, root / "paged"), *PAGED]},
+        _resume_from_sft("resumed", root, data, root),
         _export("export", root, root),
         *(_lookup(f"lookup-{layout}", root, LAYOUTS[layout]) for layout in sorted(LAYOUTS)),
         *(
@@ -485,8 +484,8 @@ def test_the_split_placement_gives_the_co_located_records(shared, pod, tmp_path,
 
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_two_process_checkpoint_resumes_on_any_count(runs, pod, solo, processes):
-    """The 2-process run's SFT checkpoints resumed on 1 and on 2 processes (there on the paged
-    cache): its GRPO step redone with the same metrics."""
+    """The 2-process run's SFT checkpoints resumed on 1 and on 2 processes: its GRPO step redone
+    with the same metrics."""
     _, two, _, _ = runs
     resumed = (solo if processes == 1 else pod) / "resumed"
     last = SFT_STEPS + GRPO_STEPS
@@ -584,19 +583,17 @@ def test_a_himap_step_on_two_processes_matches_one(pod, solo):
 def test_a_paged_cache_on_two_processes_gives_the_one_process_records(runs, pod):
     """`rollout.kv_cache=paged` on 2 processes (each process' rows take pages of their own shards; the
     group's prompt pages shared in place of a copy) against the contiguous cache on 1 process: the
-    same GRPO step's records. The pod's resumed run is the paged one (its metrics, the contiguous
-    run's: test_a_two_process_checkpoint_resumes_on_any_count)."""
+    same GRPO step's records."""
     one, _, _, _ = runs
-    paged = pod / "resumed"
+    paged = pod / "paged"
     step = SFT_STEPS + 1
     assert _steps(paged)[step]["rollout/reused_tokens"] > 0
     _assert_same_records(_records(one, step), _records(paged, step))
 
 
 # The pod jobs whose GRPO steps' cross-process calls are recorded, and their GRPO step counts: the
-# travel task's step (resumed, on the paged cache), two streaming lookup steps with tools, a HiMAP
-# team's step.
-RECORDED = {"resumed": GRPO_STEPS, "lookup-streaming": LOOKUP_GRPO, "himap": 1}
+# travel task's step (paged cache), two streaming lookup steps with tools, a HiMAP team's step.
+RECORDED = {"paged": GRPO_STEPS, "lookup-streaming": LOOKUP_GRPO, "himap": 1}
 
 
 def test_a_grpo_step_talks_across_processes_only_where_allowed(pod):
