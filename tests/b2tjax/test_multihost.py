@@ -8,7 +8,9 @@ records (ids and masks identical, log-probs within 1e-5), the same eval.json, ea
 by exactly one process (the one `rollout.hosts.episode_owner` names) whose environments' own
 counts match its records. The 2-process checkpoint then resumes on 1 and on 2 processes with the
 same next-step metrics and exports to the same HF bytes from 1 and 2 processes. Separate jobs:
-SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP step.
+SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP step. The pod also records
+every cross-process call of some jobs' GRPO steps, which must come from the sites
+tests/b2tjax/collectives.py allows.
 
 The tiny travel model never calls a tool and scores every episode alike (a GRPO loss and gradient
 of 0), so a second, cheaper pair makes those checks bite: the lookup task (b2tjax/tasks/toy_tools.py,
@@ -20,19 +22,21 @@ decoupled objective's importance weights in the packed rows); the split placemen
 (`mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
 
 The scenarios share launches (tests/b2tjax/pod_jobs.py): one pod of 2 processes x 2 devices runs
-every 2 x 2 job in turn and one process of 4 devices every 1 x 4 job, so a pod starts, imports and
-loads the programs its jobs share once; only the jobs that need another device count or a killed
-process launch their own.
+every 2 x 2 job in turn, the SIGTERM'd one last, and one process of 4 devices every 1 x 4 job (the
+killed pod's resumption among them), so a pod starts, imports and loads the programs its jobs share
+once; only the jobs that need another device count or a kill -9 launch their own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +44,7 @@ import pytest
 
 from b2tjax.run.metrics import read_metrics
 from rollout.hosts import episode_owner
+from tests.b2tjax.collectives import ALLOWED
 from tests.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.slow  # runs training on a local 2-process cluster
@@ -99,14 +104,10 @@ HIMAP_ARGS = [
 PAGED = ["rollout.kv_cache=paged", "rollout.page_size=16"]
 
 
-def _run(cmd: list[str], env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], env: dict, timeout: int = 900, status: int = 0) -> subprocess.CompletedProcess:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert done.returncode == status, done.stdout[-4000:] + done.stderr[-4000:]
     return done
-
-
-def _one(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return _run([sys.executable, str(ROOT / "launch" / "train.py"), *args], env)
 
 
 def _cluster_env(cache: Path) -> dict:
@@ -115,27 +116,25 @@ def _cluster_env(cache: Path) -> dict:
     return dict(subprocess_env(cache), PYTHONPATH=str(ROOT))
 
 
-def _cluster(
-    args: list[str], env: dict, script: str = "train.py", devices: int = 2, timeout: int = 900
-) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2"]
-    per_process = ["--devices-per-process", str(devices)]
-    return _run([*launcher, *per_process, "--", str(ROOT / "launch" / script), *args], env, timeout)
-
-
 JOBS = ROOT / "tests" / "b2tjax" / "pod_jobs.py"
+PREEMPTED = 143  # launch/train.py's status after a SIGTERM: a pod whose last job is preempted
 
 
-def _jobs(root: Path, name: str, jobs: list[dict], cache: Path, processes: int, devices: int) -> Path:
-    """Run `jobs` (tests/b2tjax/pod_jobs.py) in one launch of `processes` x `devices`; their output
-    is root/name.log. Returns root."""
+def _jobs(
+    root: Path, name: str, jobs: list[dict], cache: Path, processes: int, devices: int, status: int = 0
+) -> Path:
+    """Run `jobs` (tests/b2tjax/pod_jobs.py) in one launch of `processes` x `devices`, which must end
+    with `status`; their output is root/name.log. Returns root."""
     listing = root / f"{name}.json"
     listing.write_text(json.dumps(jobs))
     if processes == 1:
         env = dict(subprocess_env(cache, devices), PYTHONPATH=str(ROOT))
-        done = _run([sys.executable, str(JOBS), str(listing)], env, timeout=3600)
+        cmd = [sys.executable, str(JOBS), str(listing)]
     else:
-        done = _cluster([str(listing)], _cluster_env(cache), str(JOBS), devices, timeout=3600)
+        env = _cluster_env(cache)
+        launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", str(processes)]
+        cmd = [*launcher, "--devices-per-process", str(devices), "--", str(JOBS), str(listing)]
+    done = _run(cmd, env, timeout=3600, status=status)
     (root / f"{name}.log").write_text(done.stdout)
     return root
 
@@ -204,16 +203,32 @@ def pod(shared) -> Path:
             _lookup(f"split-{case}-{side}", root, overrides)
             for case in sorted(SPLIT_CASES)
             for side, (overrides, devices) in _split_runs(case).items()
-            if devices == 2
+            if devices == 2 and _pod_job(case, side) == f"split-{case}-{side}"
         ),
         _train("himap", root, [*HIMAP_ARGS, f"data.data_dir={data}"]),
+        # last: the stop ends the pod. No checkpoint schedule has a step due after SFT: the step
+        # saved at the stop is saved by the stop. The tiny model's groups score alike: the
+        # completed step skips its update (what is tested is where the stop lands).
+        {
+            "name": "preempted",
+            "kind": "preempted",
+            "argv": [
+                *_args(data, root / "preempted", steps=5),
+                "checkpoint.every_steps=100",
+                "grpo.drop_flat_groups=true",
+            ],
+        },
     ]
-    return _jobs(root, "pod", jobs, cache, processes=2, devices=2)
+    for job in jobs:
+        if job["name"] in RECORDED:
+            job["collectives"] = str(root / f"{job['name']}.collectives")
+    return _jobs(root, "pod", jobs, cache, processes=2, devices=2, status=PREEMPTED)
 
 
 @pytest.fixture(scope="module")
-def solo(shared, pod) -> Path:
-    """The same jobs on 1 process x 4 devices, same mesh (what the pod's runs must match)."""
+def solo(shared, pod, killed) -> Path:
+    """The same jobs on 1 process x 4 devices, same mesh (what the pod's runs must match), and the
+    resumption of the killed pod's run."""
     data, cache = shared
     root = data.parent / "solo"
     root.mkdir()
@@ -224,6 +239,7 @@ def solo(shared, pod) -> Path:
         _export("export", root, pod),
         *(_lookup(f"lookup-{layout}", root, LAYOUTS[layout]) for layout in sorted(LAYOUTS)),
         _train("himap", root, [*HIMAP_ARGS, f"data.data_dir={data}"]),
+        {"name": "killed-resumed", "kind": "train", "argv": killed["resume"]},
     ]
     return _jobs(root, "solo", jobs, cache, processes=1, devices=4)
 
@@ -387,7 +403,7 @@ def test_lookup_grpo_steps_with_tools_on_two_processes_match_one(pod, solo, layo
 
 # (overrides, devices per process co-located, rollout devices per process when split)
 SPLIT_CASES = {
-    "synchronous": (["rollout.max_staleness=0"], 2, 2),
+    "synchronous": (PACKED, 2, 2),  # its co-located side is the pod's lookup-packed job
     # Step 2 decodes during step 1's update: on the split placement in a second thread, at once.
     # One device per side on each process: XLA:CPU's cross-process (gloo) collectives deadlock when
     # two programs with several local devices each run at once (docs/guides/streaming.md).
@@ -403,6 +419,11 @@ SPLIT_CASES = {
 }
 
 
+# Cases whose side in a launch of its own starts from the pod's co-located SFT checkpoint: its SFT
+# steps on the split placement are the other case's (the pod's split side against its own launch).
+FROM_SFT = {"synchronous"}
+
+
 def _split_runs(case: str) -> dict[str, tuple[list[str], int]]:
     """The co-located and the split run of a case: {side: (overrides, devices per process)}."""
     overrides, devices, rollout_devices = SPLIT_CASES[case]
@@ -410,29 +431,44 @@ def _split_runs(case: str) -> dict[str, tuple[list[str], int]]:
     return {"co": (overrides, devices), "split": (split, devices + rollout_devices)}
 
 
+def _pod_job(case: str, side: str) -> str:
+    """The pod's job of a side on 2 devices per process: the lookup layout it is, if it is one."""
+    overrides = _split_runs(case)[side][0]
+    same = [f"lookup-{layout}" for layout in sorted(LAYOUTS) if LAYOUTS[layout] == overrides]
+    return same[0] if same else f"split-{case}-{side}"
+
+
 @pytest.mark.parametrize("case", sorted(SPLIT_CASES))
 def test_the_split_placement_gives_the_co_located_records(shared, pod, tmp_path, case):
     """`mesh.rollout_devices` on 2 processes against the co-located run of the same layout (fsdp 2 x
-    tensor 2 on 2 x (2 + 2) devices against 2 x 2; decoding during the update, fsdp 2 on
+    tensor 2 on 2 x (2 + 2) devices against 2 x 2, packed rows; decoding during the update, fsdp 2 on
     2 x (1 + 1) against 2 x 1): the same records, token versions included, and per-step metrics,
     synchronous and decoding during the update at S = 1 (the split run decodes while it trains,
     each thread agreeing over its own devices; the co-located one decodes after the update), with
     the synchronous host (the deterministic schedule); the weight hand-over's check ran on both
-    processes. The side on the pod's 2 devices per process is the pod's job; the other launches."""
+    processes. The side on the pod's 2 devices per process is the pod's job; the other launches
+    (FROM_SFT: from the pod side's SFT checkpoint, its GRPO steps compared)."""
     _, cache = shared
     dirs, logs = {}, {}
     for side, (overrides, devices) in _split_runs(case).items():
         if devices == 2:
-            dirs[side], logs[side] = pod / f"split-{case}-{side}", (pod / "pod.log", f"split-{case}-{side}")
-        else:
-            _jobs(tmp_path, side, [_lookup(side, tmp_path, overrides)], cache, 2, devices)
-            dirs[side], logs[side] = tmp_path / side, (tmp_path / f"{side}.log", side)
+            dirs[side], logs[side] = pod / _pod_job(case, side), (pod / "pod.log", _pod_job(case, side))
+            continue
+        job = _lookup(side, tmp_path, overrides)
+        if case in FROM_SFT:  # the pod's side as it was after SFT, then its GRPO steps
+            last = LOOKUP_SFT + LOOKUP_GRPO
+            shutil.copytree(pod / _pod_job(case, "co") / "checkpoints", tmp_path / side / "checkpoints")
+            shutil.rmtree(tmp_path / side / "checkpoints" / str(last))
+            job["argv"].append("--resume")
+        _jobs(tmp_path, side, [job], cache, 2, devices)
+        dirs[side], logs[side] = tmp_path / side, (tmp_path / f"{side}.log", side)
     co, split = dirs["co"], dirs["split"]
     output = _job_output(*logs["split"])
     assert all(f"[{p}] weight hand-over checked" in output for p in (0, 1))
     a, b = _steps(co), _steps(split)
-    assert sorted(a) == sorted(b) == list(range(1, LOOKUP_SFT + LOOKUP_GRPO + 1))
-    for step in a:
+    first = LOOKUP_SFT + 1 if case in FROM_SFT else 1
+    assert sorted(a)[first - 1 :] == sorted(b) == list(range(first, LOOKUP_SFT + LOOKUP_GRPO + 1))
+    for step in b:
         _assert_same_metrics(a[step], b[step])
     during = case == "decode-during-update"
     assert [b[LOOKUP_SFT + k].get("staleness_max", 0.0) for k in (1, 2)] == [0.0, float(during)]
@@ -494,53 +530,29 @@ def _wait_for_step(ckpt: Path, step: int, job: subprocess.Popen, timeout: float 
 SFT_ONLY = ["mode=sft_only", "sft.steps=40", "checkpoint.every_steps=1", "checkpoint.async_save=false"]
 
 
-def _sft_job_past_step_2(runs, out: Path) -> tuple[subprocess.Popen, dict[int, int], list[str]]:
-    """An SFT-only cluster job that has committed its step-2 checkpoint: (job, pids, its args)."""
-    _, _, data, cache = runs
+@pytest.fixture(scope="module")
+def killed(shared, pod) -> dict:
+    """An SFT-only pod job killed (-9) on one process once it has committed its step-2 checkpoint:
+    its output, exit status, seconds from the kill to its end, and the arguments that resume it (a
+    job of the solo launch)."""
+    data, cache = shared
+    out = data.parent / "killed"
     args = [*_args(data, out), *SFT_ONLY]
     job, pids = _start_cluster(args, _cluster_env(cache))
     _wait_for_step(out / "checkpoints", 2, job)
-    return job, pids, args
+    os.kill(pids[1], signal.SIGKILL)
+    t0 = time.monotonic()
+    output, _ = job.communicate(timeout=300)
+    seconds = time.monotonic() - t0
+    resume = [*args, "--resume", "checkpoint.every_steps=100"]  # its remaining steps, saved once
+    return {"output": output, "status": job.returncode, "seconds": seconds, "resume": resume}
 
 
-# launch/train.py, with one host preempted as the second GRPO rollout starts (a SIGTERM it sends
-# itself): the stop must be agreed inside that rollout, not at the step's end.
-PREEMPT_IN_ROLLOUT = """
-import os, runpy, signal, sys
-from b2tjax.tasks.benchmark import BenchmarkTask
-
-rollout, calls = BenchmarkTask.rollout, []
-
-def preempted_in_rollout(self, *args, **kwargs):
-    calls.append(1)
-    if len(calls) == 2 and os.environ["JAX_PROCESS_ID"] == "1":
-        os.kill(os.getpid(), signal.SIGTERM)
-    return rollout(self, *args, **kwargs)
-
-BenchmarkTask.rollout = preempted_in_rollout
-sys.argv[0] = sys.argv.pop(1)
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def test_sigterm_to_one_process_mid_rollout_stops_both_in_that_rollout(runs, tmp_path):
-    _, _, data, cache = runs
-    out, driver = tmp_path / "preempted", tmp_path / "preempt_in_rollout.py"
-    driver.write_text(PREEMPT_IN_ROLLOUT)
-    # no step due to a checkpoint schedule after SFT: the step saved at the stop is saved by the stop
-    args = [str(ROOT / "launch" / "train.py"), *_args(data, out, steps=5), "checkpoint.every_steps=100"]
-    launcher = [sys.executable, str(ROOT / "launch" / "cluster.py"), "--processes", "2"]
-    cmd = [*launcher, "--devices-per-process", "2", "--", str(driver), *args]
-    job = subprocess.run(
-        cmd,
-        env=_cluster_env(cache),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    output = job.stdout + job.stderr
-    assert job.returncode == 143, output[-4000:]
-    assert "[cluster] exit statuses [143, 143]" in output
+def test_sigterm_to_one_process_mid_rollout_stops_both_in_that_rollout(pod):
+    """Process 1 SIGTERM'd as the second GRPO rollout starts (the pod's last job): the stop is agreed
+    inside that rollout, not at the step's end, and both processes exit 143."""
+    output, out = _job_output(pod / "pod.log", "preempted"), pod / "preempted"
+    assert "[cluster] exit statuses [143, 143]" in (pod / "pod.log").read_text()
     last = SFT_STEPS + 1  # the first GRPO step completed; the second was given up in its rollout
     assert f"[0] preempted during the rollout of step {last + 1}: saved step {last}" in output
     assert all(f"[{p}] preempted at step {last};" in output for p in (0, 1)), output[-3000:]
@@ -549,17 +561,13 @@ def test_sigterm_to_one_process_mid_rollout_stops_both_in_that_rollout(runs, tmp
     assert sorted(_steps(out)) == list(range(1, last + 1))
 
 
-def test_kill_9_brings_the_job_down_and_it_resumes(runs, tmp_path):
-    job, pids, args = _sft_job_past_step_2(runs, tmp_path / "killed")
-    os.kill(pids[1], signal.SIGKILL)
-    t0 = time.monotonic()
-    output, _ = job.communicate(timeout=300)
-    assert time.monotonic() - t0 < 120
-    assert job.returncode != 0, output[-3000:]
-    statuses = output.split("[cluster] exit statuses ")[1].splitlines()[0]
+def test_kill_9_brings_the_job_down_and_it_resumes(killed, solo):
+    assert killed["seconds"] < 120
+    assert killed["status"] != 0, killed["output"][-3000:]
+    statuses = killed["output"].split("[cluster] exit statuses ")[1].splitlines()[0]
     assert statuses.startswith("[") and "137" in statuses
-    resumed = _one([*args, "--resume"], subprocess_env(runs[3], devices=4))
-    assert "resuming from step" in resumed.stdout
+    resumed = _job_output(solo / "solo.log", "killed-resumed")
+    assert "resuming from step" in resumed, resumed[-3000:]
 
 
 def test_a_himap_step_on_two_processes_matches_one(pod, solo):
@@ -581,6 +589,26 @@ def test_a_paged_cache_on_two_processes_gives_the_one_process_records(runs, pod)
     step = SFT_STEPS + 1
     assert _steps(paged)[step]["rollout/reused_tokens"] > 0
     _assert_same_records(_records(one, step), _records(paged, step))
+
+
+# The pod jobs whose GRPO steps' cross-process calls are recorded, and their GRPO step counts: the
+# travel task's step (paged cache), two streaming lookup steps with tools, a HiMAP team's step.
+RECORDED = {"paged": GRPO_STEPS, "lookup-streaming": LOOKUP_GRPO, "himap": 1}
+
+
+def test_a_grpo_step_talks_across_processes_only_where_allowed(pod):
+    """Every cross-process call of those steps, by call site (tests/b2tjax/collectives.py): the
+    sites of ALLOWED only, the step's one agreement once a step, and each process the same calls
+    (a collective that one process skips or makes from elsewhere hangs the pod)."""
+    for job, steps in RECORDED.items():
+        logs = [pod / f"{job}.collectives.p{p}" for p in (0, 1)]
+        calls = [[tuple(c) for c in json.loads(log.read_text())] for log in logs]
+        seen = Counter(calls[0])
+        listing = "\n".join(f"{n} x {site} ({primitive})" for (site, primitive), n in seen.items())
+        print(f"{job}: the cross-process calls of {steps} GRPO step(s) on process 0\n{listing}")
+        assert seen == Counter(calls[1]), job
+        assert {site for site, _ in calls[0]} <= set(ALLOWED), f"{job}: a call outside ALLOWED\n{listing}"
+        assert Counter(site for site, _ in calls[0])["b2tjax/run/agreement.py:agree_step"] == steps, job
 
 
 def test_rows_that_do_not_split_over_the_processes_are_refused_at_start():
