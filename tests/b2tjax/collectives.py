@@ -32,12 +32,8 @@ ALLOWED = {
     "b2tjax/run/checkpoint.py:stop_agreed": "a stop asked of one host is agreed by all",
     "b2tjax/run/checkpoint.py:save": "Orbax's barriers around a step's save",
     "orbax/checkpoint/_src/multihost/multihost.py:sync_global_processes": "Orbax's barriers, its threads",
-    # still outside the orchestrator: the tasks' gathers of records and counts, and the packed
-    # log-prob pass reading its rows back from every process
-    "b2tjax/tasks/benchmark.py:_score": "records and verdicts reach every process",
-    "b2tjax/tasks/benchmark.py:host_counts": "each process' engine and tool counts",
-    "b2tjax/tasks/toy_tools.py:_scored": "lookup records reach every process",
-    "b2tjax/tasks/himap.py:_run_and_score": "HiMAP teams reach every process",
+    "b2tjax/run/agreement.py:pool": "a phase's per-process parts (records, verdicts, counts) pooled",
+    # still outside the orchestrator: the packed log-prob pass reading its rows back from every process
     "b2tjax/grpo/packed.py:run": "the packed log-prob pass's rows, read back on every process",
 }
 # Functions that only forward a collective: the site is their caller.
