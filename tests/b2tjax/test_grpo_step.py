@@ -222,16 +222,15 @@ def test_head_at_trained_positions_equals_head_everywhere():
 
 
 def test_loss_positions_pack_every_trained_token():
-    from b2tjax.step.batch import loss_positions, position_bucket
+    from b2tjax.step.batch import loss_positions
 
     mask = np.zeros((2, 256), np.float32)
     mask[0, [3, 4, 200]] = 1.0
-    mask[1, 10:150] = 1.0  # 140 trained tokens: the 256-wide bucket
+    mask[1, 10:150] = 1.0  # 140 trained tokens
     got = loss_positions(mask)
-    assert got.shape == (2, 256) and got.dtype == np.int32
-    np.testing.assert_array_equal(got[0, :4], [3, 4, 200, 0])
-    np.testing.assert_array_equal(got[1, :141], [*range(10, 150), 0])
-    assert [position_bucket(n, 1024) for n in (0, 64, 65, 129, 700)] == [64, 64, 128, 256, 1024]
-    assert position_bucket(100, 96) == 96  # never wider than the sequence
+    assert got.shape == (2, 256) and got.dtype == np.int32  # as many as the tokens: one shape
+    np.testing.assert_array_equal(got[0], [3, 4, 200] + [0] * 253)
+    np.testing.assert_array_equal(got[1], [*range(10, 150)] + [0] * 116)
+    assert loss_positions(np.zeros((3, 64), np.float32)).shape == (3, 64)  # nothing trained
     with pytest.raises(ValueError, match="position 0"):
         loss_positions(np.ones((1, 64), np.float32))

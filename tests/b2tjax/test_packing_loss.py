@@ -6,7 +6,8 @@ parameters move by exactly -gradient): records of irregular multi-turn masks, of
 log-probs (ratios != 1, both clip branches), a KL reference, two mini-batches and micro-batches,
 packed several to a row, each mini-batch's micro-batches of two row widths (gradient programs of
 two shapes adding into one buffer, one apply), give the same loss, metrics and per-parameter
-gradients (1e-6) under every aggregation mode, with full fine-tuning and with LoRA adapters.
+gradients (1e-6) under every aggregation mode, with full fine-tuning and with LoRA adapters. Both
+layouts run the same programs: one per row width of the run, whatever the records' lengths.
 A streamed batch (rollout.max_staleness > 0: the decoupled objective, b2tjax/grpo/offpolicy.py),
 whose sampler log-probs put some importance weights over the cap, trains alike too: the same
 loss, gradients, importance-weight and staleness metrics.
@@ -27,7 +28,7 @@ from b2tjax.config.schema import SFTConfig
 from b2tjax.grpo import loss as grpo
 from b2tjax.grpo.update import RolloutBatch, UpdateSpec, grpo_update
 from b2tjax.sft.batches import sft_rows, sft_step_batch
-from b2tjax.step.packing import pack_micro_batches
+from b2tjax.step.packing import RowPolicy
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.lora import LoraConfig, add_lora
@@ -56,12 +57,12 @@ def _model(lora: bool):
     return model
 
 
-def _records(rng, behaviour: float = -1.5, version: int | None = None) -> list[EpisodeRecord]:
+def _records(rng, behaviour=-1.5, version: int | None = None, lengths=LENGTHS) -> list[EpisodeRecord]:
     """Prompt, then sampled turns of 3-5 tokens with 1-3 environment tokens between (irregular),
     sampler log-probs about `behaviour`; `version`: streamed, record i's turns sampled by policy
     version `version - i % 2`."""
     records = []
-    for i, length in enumerate(LENGTHS):
+    for i, length in enumerate(lengths):
         rec = EpisodeRecord(instance_id=f"r{i}", prompt_len=3 + i % 3, reward=float(rng.integers(0, 4)))
         ids = rng.integers(0, 1024, size=length).tolist()
         rec.append(ids[: rec.prompt_len], sampled=False)
@@ -83,6 +84,7 @@ def _cfg(aggregation: str, row_tokens: int, max_staleness: int = 0) -> TrainConf
     cfg = TrainConfig()
     cfg.rollout.prompts_per_step, cfg.rollout.group_size = 2, 4
     cfg.rollout.max_staleness = max_staleness
+    cfg.rollout.max_seq_len = ROW  # the widest row: no record is longer
     cfg.grpo = dataclasses.replace(
         cfg.grpo,
         aggregation=aggregation,
@@ -99,8 +101,8 @@ def _cfg(aggregation: str, row_tokens: int, max_staleness: int = 0) -> TrainConf
 def _widths_per_mini_batch(seed: int) -> list[set[int]]:
     """The row widths of each mini-batch's micro-batches, as the packed update lays them out."""
     split = np.array_split(np.random.default_rng(seed).permutation(len(LENGTHS)), 2)
-    packs = [pack_micro_batches([LENGTHS[i] for i in m], ROW, 2, 1, WIDTHS) for m in split]
-    return [{mb.pack.width for mb in micro_batches} for micro_batches in packs]
+    policy = RowPolicy(ROW, 2, row_widths=WIDTHS, longest=ROW)
+    return [{mb.pack.width for mb in policy.pack([LENGTHS[i] for i in m])} for m in split]
 
 
 def _assert_same_gradients(got, want):
@@ -117,16 +119,35 @@ def _grads(new, old):
     return jax.tree.map(lambda a, b: np.asarray(b) - np.asarray(a), new, old)  # SGD(1): -(-grad)
 
 
-def _padded_and_packed(aggregation: str, lora: bool, batch: RolloutBatch, max_staleness: int = 0):
-    """(metrics, gradients) of one `grpo_update` on `batch`, one record per row then packed."""
+@functools.cache
+def _fns(aggregation: str, lora: bool):
+    """(step functions, params, KL reference) shared by the tests of a model: one program per shape.
+    Only the GRPO gradient program depends on the loss's aggregation mode; the others are shared."""
     model = _model(lora)
     model_fn, params = BoundModel.from_model(model)
-    frozen = BoundModel.frozen_of(model)
-    reference = jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
+    cfg = _cfg(aggregation, ROW)
+    fns = make_step_fns(
+        model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=BoundModel.frozen_of(model), **_STEP
+    )
+    if aggregation != "token_mean":
+        base, params, reference = _fns("token_mean", lora)
+        shared = dict(logprobs=base.logprobs, apply=base.apply, zero_grads=base.zero_grads)
+        return dataclasses.replace(fns, **shared), params, reference
+    return fns, params, jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
+
+
+def _programs(fns) -> tuple[int, int]:
+    """Compiled shapes of the GRPO gradient and log-prob programs."""
+    return fns.grpo_grad.fn._cache_size(), fns.logprobs.fn._cache_size()
+
+
+def _padded_and_packed(aggregation: str, lora: bool, batch: RolloutBatch, max_staleness: int = 0):
+    """(metrics, gradients) of one `grpo_update` on `batch`, one record per row then packed, by the
+    same step functions."""
+    fns, params, reference = _fns(aggregation, lora)
     results = []
     for row_tokens in (ONE_PER_ROW, ROW):
         cfg = _cfg(aggregation, row_tokens, max_staleness)
-        fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=frozen, **_STEP)
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
         new_state, metrics = grpo_update(
             UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
@@ -158,6 +179,29 @@ def test_packed_grpo_update_equals_one_record_per_row(aggregation, lora):
     (padded, padded_grads), (packed, packed_grads) = _padded_and_packed(aggregation, lora, batch)
     _assert_same_update(padded, padded_grads, packed, packed_grads)
     assert padded["clip_frac"] > 0 and padded["kl"] > 0  # both branches of the objective live
+    # both layouts, all passes: at most one program per shape of the run (1 or 2 rows of 64 or 128)
+    shapes = RowPolicy(ROW, 2, row_widths=WIDTHS, longest=ROW).shapes
+    assert max(_programs(_fns(aggregation, lora)[0])) <= len(shapes) == 4
+
+
+@pytest.mark.slow
+def test_a_run_compiles_its_programs_once_whatever_the_record_lengths():
+    """Two updates of a one-shape run (`row_widths: 1`, one row per micro-batch) on records of
+    other lengths, other rows per mini-batch and other trained tokens per row: the second
+    compiles nothing (a loss-position width sized to each batch compiled anew)."""
+    fns, params, reference = _fns("token_mean", False)
+    cfg = _cfg("token_mean", ROW)
+    cfg.grpo = dataclasses.replace(cfg.grpo, micro_batch_size=1, row_widths=1)
+    spec = UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1)
+    assert spec.rows.shapes == {(1, ROW)}
+    state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
+    counts = []
+    for seed, lengths in ((7, LENGTHS), (8, (64, 12, 90, 33, 128, 50, 7, 99))):
+        records = _records(np.random.default_rng(seed), lengths=lengths)
+        batch = RolloutBatch(records, {})
+        state, _ = grpo_update(spec, fns, state, batch, seed=seed, ref_params=reference)
+        counts.append(_programs(fns))
+    assert counts[1] == counts[0]  # the second update compiled nothing
 
 
 @pytest.mark.slow
@@ -179,17 +223,12 @@ def test_packed_streamed_grpo_update_equals_one_record_per_row(lora):
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_packed_sft_step_equals_one_record_per_row(lora):
-    model = _model(lora)
-    model_fn, params = BoundModel.from_model(model)
+    fns, params, _ = _fns("token_mean", lora)
     rng = np.random.default_rng(5)
     rows = []
     for record in _records(rng):
         mask = list(record.loss_mask)
         rows.append({"ids": list(record.ids), "mask": mask})
-    cfg = _cfg("token_mean", ONE_PER_ROW)
-    fns = make_step_fns(
-        model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=BoundModel.frozen_of(model), **_STEP
-    )
     results = {}
     for packing in (False, True):
         sft = SFTConfig(
