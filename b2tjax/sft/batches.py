@@ -4,8 +4,8 @@ The traces go back to back into rows of `sft.row_tokens` (b2tjax/step/packing.py
 each trace its own segment, the rows cut into micro-batches of the run's few shapes (`sft.row_widths`;
 `micro_batch_size` counts rows), run one by one into one optimizer update (`StepFns.accumulate`)
 with the whole batch's token count. The mask keeps assistant tokens only (a trace's first token
-never: it has no prediction from its own trace), and `positions` lists them so the step projects
-the output head only where the loss reads a log-prob.
+never: it has no prediction from its own trace), and `positions` lists them, where the step reads
+the output head.
 """
 
 from __future__ import annotations

@@ -87,13 +87,12 @@ def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
 def loss_positions(mask: np.ndarray) -> np.ndarray:
     """[N, T] mask -> [N, K] int32: each row's positions with mask != 0, ascending, then 0s.
 
-    The train steps project the output head only at these positions (for a B2T record the ~2.5k
-    prompt tokens and the tool replies are never trained on, and a [rows, T, 151,936] head
-    projection is most of a short model's step). Position 0 has no prediction, so its mask is 0:
-    the padding entries point there and the loss, which reads the mask at the same positions,
-    gives them weight 0. K is T, whatever the rows train: a K sized to the batch would compile a
-    program per K (minutes each at 8B), for a saving of about the output head's share of the step
-    on the untrained tokens.
+    The train steps read the output head at these positions. Position 0 has no prediction, so
+    its mask is 0: the padding entries point there and the loss, which reads the mask at the same
+    positions, gives them weight 0. K is T whatever the rows train, so a run compiles one program
+    per row shape: a K sized to each batch's trained tokens (a B2T record's ~2.5k prompt tokens
+    and tool replies are never trained on) saved the head's projection of the rest, about 8% of
+    an 8B step, but compiled a program per K, minutes each at 8B.
     """
     if mask.ndim != 2:
         raise ValueError(f"loss_positions needs a [rows, tokens] mask, got shape {mask.shape}")

@@ -215,8 +215,11 @@ class RowPolicy:
 
     @property
     def widths(self) -> tuple[int, ...]:
-        """The row widths of the run: the widest holds the budget and the longest record."""
-        return width_buckets(max(self.capacity, self.longest), self.row_widths)
+        """The row widths of the run: `row_widths` up to the budget, and as many coarser ones up to
+        the longest record when it is longer (a record over the budget has a row of its own)."""
+        below = width_buckets(self.capacity, self.row_widths)
+        above = width_buckets(max(self.longest, self.capacity), self.row_widths)
+        return tuple(sorted({*below, *(w for w in above if w > below[-1])}))
 
     @property
     def shapes(self) -> set[tuple[int, int]]:

@@ -60,6 +60,8 @@ def test_width_buckets_and_micro_batch_sizes():
     assert RowPolicy(2048, 4, 4, row_widths=4, longest=1000).shapes == {
         (4, w) for w in (512, 1024, 1536, 2048)
     }
+    # records longer than the budget: as many coarser widths up to the longest
+    assert RowPolicy(256, 1, row_widths=2, longest=1000).widths == (128, 256, 512, 1024)
 
 
 def test_micro_batch_plan_by_hand():
