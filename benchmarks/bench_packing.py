@@ -8,7 +8,7 @@
    replacement) laid out padded (every record padded to the step's longest, a 64-token bucket) and
    packed (first-fit-decreasing into rows of `--row-tokens`, default the distribution's longest
    record's bucket, as `grpo.row_tokens: 0` takes the recipe's max_seq_len; micro-batches of at
-   most `--micro-rows` rows, split over `--row-devices` data x fsdp devices), at one row width and
+   `--micro-rows` rows, split over `--row-devices` data x fsdp devices), at one row width and
    at `--row-widths` widths (each micro-batch the narrowest holding its rows;
    b2tjax/step/packing.py). Per layout: tokens computed per step, the useful share (records'
    tokens / tokens computed), the distinct compiled shapes over the steps (padded: [records, T];
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from b2tjax.step.batch import pad_length
-from b2tjax.step.packing import pack_micro_batches, tokens_computed
+from b2tjax.step.packing import RowPolicy, tokens_computed
 from models.settings import ModelRuntime
 
 
@@ -76,7 +76,7 @@ def layout_rows(lengths: list[int], records: int, steps: int, shape: tuple[int, 
     """Table rows (layout, tokens computed / step, useful share, shapes, wall ms, CPU ms) for steps
     of `records` records drawn from `lengths`: padded, packed at one row width, packed at
     `widths` widths (`shape`: row tokens, rows per micro-batch, widths, row devices). A packed shape is a
-    micro-batch's (rows, width): one gradient program each (times the loss-position widths K)."""
+    micro-batch's (rows, width): one gradient program each."""
     row_tokens, micro_rows, widths, devices = shape
     rng = np.random.default_rng(seed)
     draws = [rng.choice(lengths, records).tolist() for _ in range(steps)]
@@ -86,7 +86,8 @@ def layout_rows(lengths: list[int], records: int, steps: int, shape: tuple[int, 
     out = [("padded", padded_tokens / steps, real / padded_tokens, len(padded_shapes), 0.0, 0.0)]
     for count in sorted({1, widths}):
         started = (time.perf_counter(), time.process_time())
-        packs = [pack_micro_batches(d, row_tokens, micro_rows, devices, count) for d in draws]
+        policy = RowPolicy(row_tokens, micro_rows, devices, count)
+        packs = [policy.pack(d) for d in draws]
         wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
         tokens = sum(tokens_computed(p) for p in packs)
         shapes = {(mb.pack.rows, mb.pack.width) for p in packs for mb in p}

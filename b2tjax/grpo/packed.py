@@ -1,7 +1,7 @@
 """The optimizer steps of a GRPO update on packed rows: records back to back in rows of a token budget.
 
 Each seeded random mini-batch's records are packed first-fit-decreasing into rows of
-`grpo.row_tokens`, the rows cut into micro-batches of their own width (`grpo.row_widths`;
+`grpo.row_tokens`, the rows cut into micro-batches of the run's few shapes (`grpo.row_widths`;
 b2tjax/step/packing.py `RowPolicy`; one record per row is the same packer at a one-token budget).
 The loss reads each record as its own segment: per-token advantages, per-segment sequence counts,
 attention within a segment; every micro-batch divides by the whole mini-batch's counts
@@ -35,10 +35,11 @@ Fields = dict[str, list[np.ndarray]]  # per record, unpadded: ids, sampled, samp
 
 def grpo_rows(g: GRPOConfig, rollout_batch: int, max_seq_len: int, row_devices: int) -> RowPolicy:
     """The rows of a GRPO step: `grpo.row_tokens`, or 0 = the recipe's sequence bucket, the row
-    length launch/plan.py fits (no record is longer, so no micro-batch is wider); rows per
-    micro-batch `grpo.micro_batch_size`, or 0 = the mini-batch's records."""
+    length launch/plan.py fits; rows per micro-batch `grpo.micro_batch_size`, or 0 = the
+    mini-batch's records. No record is longer than `max_seq_len`, so the widest row holds it."""
     micro_rows = g.micro_batch_size or rollout_batch // g.mini_batches
-    return RowPolicy(g.row_tokens or pad_length(max_seq_len), micro_rows, row_devices, g.row_widths)
+    capacity = g.row_tokens or pad_length(max_seq_len)
+    return RowPolicy(capacity, micro_rows, row_devices, g.row_widths, longest=max_seq_len)
 
 
 def record_fields(loss_mask: bool, records: list[EpisodeRecord]) -> Fields:

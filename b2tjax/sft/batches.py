@@ -1,11 +1,11 @@
 """One SFT step's batch: tokenised traces packed into the TrainBatches the step reads.
 
 The traces go back to back into rows of `sft.row_tokens` (b2tjax/step/packing.py `RowPolicy`),
-each trace its own segment, the rows cut into micro-batches of their own width (`sft.row_widths`;
+each trace its own segment, the rows cut into micro-batches of the run's few shapes (`sft.row_widths`;
 `micro_batch_size` counts rows), run one by one into one optimizer update (`StepFns.accumulate`)
 with the whole batch's token count. The mask keeps assistant tokens only (a trace's first token
-never: it has no prediction from its own trace), and `positions` lists them so the step projects
-the output head only where the loss reads a log-prob.
+never: it has no prediction from its own trace), and `positions` lists them, where the step reads
+the output head.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def sft_rows(sft: SFTConfig, row_devices: int = 1) -> RowPolicy:
     """The rows of an SFT step: `sft.row_tokens`, or 0 = `sft.max_seq_len`'s 64-token bucket (the
     planned row); rows per micro-batch `sft.micro_batch_size`, or 0 = the batch's traces."""
     capacity = sft.row_tokens or pad_length(sft.max_seq_len)
-    return RowPolicy(capacity, sft.micro_batch_size or sft.batch_size, row_devices, sft.row_widths)
+    micro_rows = sft.micro_batch_size or sft.batch_size
+    return RowPolicy(capacity, micro_rows, row_devices, sft.row_widths, longest=sft.max_seq_len)
 
 
 @dataclasses.dataclass(frozen=True)

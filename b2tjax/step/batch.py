@@ -84,33 +84,22 @@ def to_micro(x: np.ndarray, micro_batches: int) -> np.ndarray:
     return x.reshape(micro_batches, x.shape[0] // micro_batches, *x.shape[1:])
 
 
-def position_bucket(needed: int, length: int, smallest: int = 64) -> int:
-    """Width K of a `loss_positions` array: the smallest `smallest * 2**j` holding `needed`, at
-    most `length`. Per sequence-length bucket T the steps compile for at most
-    1 + ceil(log2(T / smallest)) widths (6 at T = 2,048), and K is under twice what the batch needs."""
-    width = smallest
-    while width < needed:
-        width *= 2
-    return min(width, length)
-
-
 def loss_positions(mask: np.ndarray) -> np.ndarray:
     """[N, T] mask -> [N, K] int32: each row's positions with mask != 0, ascending, then 0s.
 
-    The train steps project the output head only at these positions (for a B2T record the ~2.5k
-    prompt tokens and the tool replies are never trained on, and a [rows, T, 151,936] head
-    projection is most of a short model's step). Position 0 has no prediction, so its mask is 0:
-    the padding entries point there and the loss, which reads the mask at the same positions,
-    gives them weight 0. K is `position_bucket` of the row that trains the most tokens.
+    The train steps read the output head at these positions. Position 0 has no prediction, so
+    its mask is 0: the padding entries point there and the loss, which reads the mask at the same
+    positions, gives them weight 0. K is T whatever the rows train, so a run compiles one program
+    per row shape: a K sized to each batch's trained tokens (a B2T record's ~2.5k prompt tokens
+    and tool replies are never trained on) saved the head's projection of the rest, about 8% of
+    an 8B step, but compiled a program per K, minutes each at 8B.
     """
     if mask.ndim != 2:
         raise ValueError(f"loss_positions needs a [rows, tokens] mask, got shape {mask.shape}")
     if np.any(mask[:, 0] != 0):
         raise ValueError("mask[:, 0] must be 0: position 0 has no prediction")
-    trained = mask != 0
-    needed = int(trained.sum(axis=1).max(initial=0))
-    out = np.zeros((mask.shape[0], position_bucket(needed, mask.shape[1])), np.int32)
-    for row, keep in enumerate(trained):
+    out = np.zeros(mask.shape, np.int32)
+    for row, keep in enumerate(mask != 0):
         where = np.flatnonzero(keep)
         out[row, : where.size] = where
     return out

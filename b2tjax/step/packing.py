@@ -6,26 +6,23 @@ rows of `capacity` tokens; a row carries `segment_ids` (record k of the row is s
 ...; 0 = padding) and `token_positions` (0, 1, ... restarting per record), so the model attends
 within a record only and each record sees the positions it was sampled at.
 
-Shapes: per-micro-batch row widths. Rows as wide as the longest record waste what the shorter
-records' rows leave empty (most B2T records are over half a row, so they cannot pair: a share
-of 0.78-0.84 at best). So each micro-batch takes its own width: the rows (FFD at `capacity`) are
-sorted by tokens, longest first, and cut into consecutive micro-batches (`micro_batch_plan`), each
-[rows, width] with width the narrowest of `width_buckets` (`row_widths` multiples of a 64-token
-granule, capacity / row_widths; the widest is `capacity`, the row launch/plan.py fits, so its
-shape bounds every program) holding its longest row, and rows `micro_rows` or one per data x fsdp
-device (`micro_sizes`), so always a multiple of the row devices. The cut is the one
-with the fewest tokens computed (then the fewest micro-batches): a dynamic programme over the
-sorted rows. A record longer than `capacity` gets a row of its own at its own 64-token bucket.
-
-Compiled shapes: each micro-batch runs its own gradient program (b2tjax/step/train_step.py), one
-compile per (rows, width) pair a run meets, times the loss-position widths K: at most
-2 x `row_widths` pairs (32 by default), `row_widths` with one row per device (micro_batch_size =
-data x fsdp, as most Qwen3 recipes), plus a pair per record longer than the budget.
-benchmarks/bench_packing.py counts them over 50 steps (13-18 pairs on the B2T and TravelPlanner
-lengths at 8 rows per micro-batch; docs/results/packing.md).
+Shapes: a few, decided once per run (`RowPolicy.shapes`), so one set of programs serves a whole
+run: on a TPU at 8B every new shape is minutes of recompiling the whole update. Rows as wide as
+the longest record waste what shorter records' rows leave empty (most B2T records are over half a
+row, so they cannot pair: a share of 0.78-0.84 at best), so a micro-batch takes the narrowest of
+`width_buckets` holding its longest row (`row_widths` multiples of a 64-token granule; the widest
+holds the longest record the recipe allows, the row launch/plan.py fits), and `micro_rows` rows or
+one per data x fsdp device (`micro_sizes`; one count when they are equal, as in most Qwen3
+recipes). The rows (FFD at `capacity`) are sorted by tokens, longest first, and cut into
+consecutive micro-batches (`micro_batch_plan`): the cut with the fewest tokens computed (then the
+fewest micro-batches), a dynamic programme over the sorted rows. A micro-batch's loss positions
+are as many as its tokens (b2tjax/step/batch.py `loss_positions`), so a run compiles one gradient
+and one log-prob program per shape it meets, at most 2 x `row_widths`; `row_widths: 1` and
+`micro_batch_size` = data x fsdp give one. Only a record longer than the recipe allows would add
+one (its own 64-token bucket).
 
 One record per row (the layout of padded rows) is a policy of the same packer, not a second
-path: a budget below every record's length (`RowPolicy.one_per_row`) gives each record a row.
+path: a budget below every record's length (`row_tokens: 1`) gives each record a row.
 
 Everything is a pure function of the records' lengths: every JAX process holds the whole global
 batch and packs it alike, so the process count never changes which records share a row.
@@ -109,19 +106,19 @@ class Packing:
         return self.rows * self.width
 
 
-def width_buckets(capacity: int, count: int) -> tuple[int, ...]:
-    """The row widths a micro-batch may take: multiples of a 64-token granule (`capacity / count`
-    rounded up), the widest `capacity`'s 64-token bucket; a few, so the steps compile a few shapes."""
+def width_buckets(longest: int, count: int) -> tuple[int, ...]:
+    """The row widths a micro-batch may take: multiples of a 64-token granule (`longest / count`
+    rounded up), the widest `longest`'s 64-token bucket; a few, so the steps compile a few shapes."""
     if count < 1:
         raise ValueError(f"row widths must be >= 1, got {count}")
-    top = pad_length(capacity)
+    top = pad_length(longest)
     granule = pad_length(-(-top // count))
     return tuple(sorted({min(top, granule * k) for k in range(1, count + 1)}))
 
 
 def width_of(tokens: int, widths: tuple[int, ...]) -> int:
-    """The narrowest of `widths` holding `tokens`; a longer row (one record over the budget): its
-    own 64-token bucket."""
+    """The narrowest of `widths` holding `tokens`; a longer row (a record over what the recipe
+    allows): its own 64-token bucket."""
     return next((w for w in widths if tokens <= w), pad_length(tokens))
 
 
@@ -169,19 +166,17 @@ class MicroBatch:
 
 
 def pack_micro_batches(
-    lengths: list[int], capacity: int, micro_rows: int, row_devices: int = 1, row_widths: int = 16
+    lengths: list[int], capacity: int, sizes: tuple[int, ...], widths: tuple[int, ...]
 ) -> list[MicroBatch]:
     """Records of `lengths` tokens packed first-fit-decreasing into rows of `capacity`, the rows
-    cut into micro-batches of their own width (`micro_batch_plan`), widest first. A pure function
-    of the lengths: every JAX process packs the global batch alike."""
+    cut into micro-batches of one of `sizes` rows and one of `widths` each (`micro_batch_plan`),
+    widest first. A pure function of the lengths: every JAX process packs the global batch alike."""
     bins = first_fit_decreasing(lengths, capacity)
     tokens = [sum(lengths[i] for i in b) for b in bins]
     order = sorted(range(len(bins)), key=lambda b: (-tokens[b], b))
-    plan = micro_batch_plan(
-        [tokens[b] for b in order], width_buckets(capacity, row_widths), micro_sizes(micro_rows, row_devices)
-    )
+    plan = micro_batch_plan([tokens[b] for b in order], widths, sizes)
     return [
-        _micro_batch(lengths, [bins[b] for b in order[first:stop]], rows, width)
+        _micro_batch(lengths, [bins[k] for k in order[first:stop]], rows, width)
         for first, stop, rows, width in plan
     ]
 
@@ -202,19 +197,35 @@ def tokens_computed(micro_batches: list[MicroBatch]) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class RowPolicy:
-    """How a step's records become rows: the row budget (`capacity` tokens), rows per
-    micro-batch, the devices they split over (`row_devices`) and the widths a micro-batch may take."""
+    """How a step's records become rows, and so the shapes a run compiles, fixed at start-up: the
+    row budget (`capacity` tokens), rows per micro-batch (`micro_rows`, split over `devices`), the
+    longest record the recipe allows (`longest`, 0 = `capacity`) and how many widths a
+    micro-batch may take (`row_widths`)."""
 
     capacity: int
     micro_rows: int
     devices: int = 1
     row_widths: int = 16
+    longest: int = 0
 
-    @classmethod
-    def one_per_row(cls, micro_rows: int, devices: int = 1, row_widths: int = 16) -> RowPolicy:
-        """A budget of one token: every record is over it, so each gets a row of its own."""
-        return cls(1, micro_rows, devices, row_widths)
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The row counts a micro-batch may have (`micro_sizes`)."""
+        return micro_sizes(self.micro_rows, self.devices)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The row widths of the run: `row_widths` up to the budget, and as many coarser ones up to
+        the longest record when it is longer (a record over the budget has a row of its own)."""
+        below = width_buckets(self.capacity, self.row_widths)
+        above = width_buckets(max(self.longest, self.capacity), self.row_widths)
+        return tuple(sorted({*below, *(w for w in above if w > below[-1])}))
+
+    @property
+    def shapes(self) -> set[tuple[int, int]]:
+        """Every (rows, width) a micro-batch of the run may take: its programs' shapes."""
+        return {(rows, width) for rows in self.sizes for width in self.widths}
 
     def pack(self, lengths: list[int]) -> list[MicroBatch]:
-        """Records of `lengths` tokens in micro-batches of their own widths (`pack_micro_batches`)."""
-        return pack_micro_batches(lengths, self.capacity, self.micro_rows, self.devices, self.row_widths)
+        """Records of `lengths` tokens in micro-batches of the run's shapes (`pack_micro_batches`)."""
+        return pack_micro_batches(lengths, self.capacity, self.sizes, self.widths)

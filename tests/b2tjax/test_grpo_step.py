@@ -32,7 +32,10 @@ def _model(dtype=jnp.float32):
     )
 
 
+@functools.cache
 def _setup(aggregation="seq_mean_token_mean", beta=0.04, sgd=False):
+    """One set of step functions per loss for the whole module; every set shares the first one's
+    log-prob pass (it does not depend on the loss), so each shape compiles once."""
     cfg = get_config("tiny")
     model = _model()
     model_fn, params = BoundModel.from_model(model)
@@ -44,6 +47,8 @@ def _setup(aggregation="seq_mean_token_mean", beta=0.04, sgd=False):
     fns = make_step_fns(
         model_fn, opt, learning_rate_schedule(ocfg, 10), gcfg, temperature=0.8, fixed_length=FIXED
     )
+    if (aggregation, beta, sgd) != ("seq_mean_token_mean", 0.04, False):
+        fns = dataclasses.replace(fns, logprobs=_setup()[4].logprobs)
     return cfg, model, params, opt, fns
 
 
@@ -175,8 +180,8 @@ def test_a_profile_of_the_train_step_reads_like_the_code():
 
 
 def _multi_turn_batch(vocab: int, length: int = 96):
-    """Rows of different lengths (ids 0 after the end) with several trained spans each: the
-    trained tokens are fewer than 64 per row, so `loss_positions` packs them narrower than T."""
+    """Rows of different lengths (ids 0 after the end) with several trained spans each, and a row
+    that trains nothing."""
     rng = np.random.default_rng(2)
     ends, spans = (
         [96, 70, 41, 88],
@@ -199,7 +204,7 @@ def test_head_at_trained_positions_equals_head_everywhere():
     cfg, _, params, opt, fns = _setup("seq_mean_token_mean", beta=0.04, sgd=True)
     ids, mask, rng = _multi_turn_batch(cfg.vocab_size)
     positions = loss_positions(mask)
-    assert positions.shape == (N, 64) and positions[3].max() == 0  # row 3 trains nothing
+    assert positions.shape == (N, 96) and positions[3].max() == 0  # row 3 trains nothing
     full_lp = np.asarray(fns.logprobs(params, ids[None], None))[0]
     read = np.asarray(fns.logprobs(params, ids[None], positions[None]))[0]
     np.testing.assert_allclose(read, full_lp * (mask > 0), rtol=0, atol=1e-6)
@@ -222,16 +227,15 @@ def test_head_at_trained_positions_equals_head_everywhere():
 
 
 def test_loss_positions_pack_every_trained_token():
-    from b2tjax.step.batch import loss_positions, position_bucket
+    from b2tjax.step.batch import loss_positions
 
     mask = np.zeros((2, 256), np.float32)
     mask[0, [3, 4, 200]] = 1.0
-    mask[1, 10:150] = 1.0  # 140 trained tokens: the 256-wide bucket
+    mask[1, 10:150] = 1.0  # 140 trained tokens
     got = loss_positions(mask)
-    assert got.shape == (2, 256) and got.dtype == np.int32
-    np.testing.assert_array_equal(got[0, :4], [3, 4, 200, 0])
-    np.testing.assert_array_equal(got[1, :141], [*range(10, 150), 0])
-    assert [position_bucket(n, 1024) for n in (0, 64, 65, 129, 700)] == [64, 64, 128, 256, 1024]
-    assert position_bucket(100, 96) == 96  # never wider than the sequence
+    assert got.shape == (2, 256) and got.dtype == np.int32  # as many as the tokens: one shape
+    np.testing.assert_array_equal(got[0], [3, 4, 200] + [0] * 253)
+    np.testing.assert_array_equal(got[1], [*range(10, 150)] + [0] * 116)
+    assert loss_positions(np.zeros((3, 64), np.float32)).shape == (3, 64)  # nothing trained
     with pytest.raises(ValueError, match="position 0"):
         loss_positions(np.ones((1, 64), np.float32))

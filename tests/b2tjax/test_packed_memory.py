@@ -8,6 +8,8 @@ within the planned step's, plus the buffer when the plan has a single micro-batc
 holds one).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -43,25 +45,36 @@ def _batch(shape: tuple[int, ...]) -> TrainBatch:
     return TrainBatch(ids=i, mask=f, positions=i, old_logprobs=f, advantages=f, ref_logprobs=f, **packed)
 
 
-@pytest.mark.parametrize("micro", [1, 2])
-def test_gradient_and_apply_programs_fit_the_planned_step(micro):
+@functools.cache
+def _programs():
+    """(step functions, abstract state, peaks of the gradient programs of the planned micro-batch
+    and narrower ones, peak of the apply program): compiled once for both plans."""
     model = Qwen3ForCausalLM(
         get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
     )
     model_fn, params = BoundModel.from_model(model)
-    cfg = TrainConfig()
-    optimizer = optax.adamw(1e-3)
-    fns = make_step_fns(model_fn, optimizer, lambda s: 1e-3, cfg.grpo, temperature=1.0, fixed_length=64)
+    optimizer, grpo_cfg = optax.adamw(1e-3), TrainConfig().grpo
+    fns = make_step_fns(model_fn, optimizer, lambda s: 1e-3, grpo_cfg, temperature=1.0, fixed_length=64)
     state = jax.eval_shape(lambda: init_train_state(params, optimizer))
-    shape = (micro, 4, 256)
-    planned = _peak(fns.grpo_step.lower(state, _batch(shape)))
-    extra, note = packed_bound(shape, _bytes(params))
-    assert note and (extra == {} if micro > 1 else extra == {"packed gradient buffer": _bytes(params)})
-    bound = planned + sum(extra.values())
     grads = jax.tree.map(lambda x: S(x.shape, x.dtype), state.params)
     norm = grpo.Normaliser(*(S((), jnp.float32) for _ in range(3)))
-    for rows, width in ((4, 256), (2, 128), (1, 64)):  # the planned micro-batch and narrower ones
-        grad = _peak(fns.grpo_grad.lower(state.params, grads, _batch((1, rows, width)), norm))
-        assert grad + _bytes(state.opt_state) <= bound, (rows, width)
+    grad_peaks = {
+        (rows, width): _peak(fns.grpo_grad.lower(state.params, grads, _batch((1, rows, width)), norm))
+        for rows, width in ((4, 256), (2, 128), (1, 64))  # the planned micro-batch and narrower ones
+    }
     stats = {"entropy": S((), jnp.float32)}
-    assert _peak(fns.apply.lower(state, grads, S((), jnp.float32), stats)) <= bound
+    apply_peak = _peak(fns.apply.lower(state, grads, S((), jnp.float32), stats))
+    return fns, state, grad_peaks, apply_peak
+
+
+@pytest.mark.parametrize("micro", [1, 2])
+def test_gradient_and_apply_programs_fit_the_planned_step(micro):
+    fns, state, grad_peaks, apply_peak = _programs()
+    shape = (micro, 4, 256)
+    planned = _peak(fns.grpo_step.lower(state, _batch(shape)))
+    extra, note = packed_bound(shape, _bytes(state.params))
+    assert note and (extra == {} if micro > 1 else extra == {"packed gradient buffer": _bytes(state.params)})
+    bound = planned + sum(extra.values())
+    for (rows, width), grad in grad_peaks.items():
+        assert grad + _bytes(state.opt_state) <= bound, (rows, width)
+    assert apply_peak <= bound

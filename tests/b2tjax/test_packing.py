@@ -12,6 +12,7 @@ import pytest
 from b2tjax.step import loss as grpo
 from b2tjax.step.batch import pad_length
 from b2tjax.step.packing import (
+    RowPolicy,
     first_fit_decreasing,
     micro_batch_plan,
     micro_sizes,
@@ -51,9 +52,16 @@ def test_width_buckets_and_micro_batch_sizes():
     assert width_buckets(200, 16) == (64, 128, 192, 256)  # granules of 64 at least: fewer widths
     assert width_buckets(512, 1) == (512,)
     assert width_of(300, (256, 512)) == 512 and width_of(256, (256, 512)) == 256
-    assert width_of(700, (256, 512)) == 704  # a record over the budget: its own bucket
+    assert width_of(700, (256, 512)) == 704  # a record over what the recipe allows: its own bucket
     assert micro_sizes(8) == (1, 8) and micro_sizes(8, 2) == (2, 8) and micro_sizes(4, 4) == (4,)
     assert micro_sizes(6, 4) == (1, 6)  # 6 rows do not split over 4 devices: replicated
+    # a run's shapes, decided once: the widest row holds the budget and the longest record
+    assert RowPolicy(1, 2, row_widths=2, longest=128).shapes == {(1, 64), (1, 128), (2, 64), (2, 128)}
+    assert RowPolicy(2048, 4, 4, row_widths=4, longest=1000).shapes == {
+        (4, w) for w in (512, 1024, 1536, 2048)
+    }
+    # records longer than the budget: as many coarser widths up to the longest
+    assert RowPolicy(256, 1, row_widths=2, longest=1000).widths == (128, 256, 512, 1024)
 
 
 def test_micro_batch_plan_by_hand():
@@ -84,7 +92,7 @@ def _check_layout(lengths, micro_batches, capacity, sizes, widths):
 def test_pack_micro_batches_places_every_record_in_rows_of_their_own_width():
     for seed, devices in itertools.product(range(4), (1, 2)):
         lengths = np.random.default_rng(seed).integers(600, 2048, 96).tolist()  # most pair with none
-        micro_batches = pack_micro_batches(lengths, 2048, 8, devices, row_widths=8)
+        micro_batches = RowPolicy(2048, 8, devices, row_widths=8).pack(lengths)
         _check_layout(lengths, micro_batches, 2048, micro_sizes(8, devices), width_buckets(2048, 8))
         assert len({mb.pack.width for mb in micro_batches}) >= 3
         assert sum(lengths) / tokens_computed(micro_batches) > 0.9
@@ -92,7 +100,7 @@ def test_pack_micro_batches_places_every_record_in_rows_of_their_own_width():
 
 def test_packing_is_a_pure_function_of_the_lengths():
     lengths = _lengths(3)
-    a, b = pack_micro_batches(lengths, 2048, 8, 2), pack_micro_batches(list(lengths), 2048, 8, 2)
+    a, b = RowPolicy(2048, 8, 2).pack(lengths), RowPolicy(2048, 8, 2).pack(list(lengths))
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x.members, y.members)
@@ -102,12 +110,12 @@ def test_packing_is_a_pure_function_of_the_lengths():
     rows = lambda mbs: sorted(  # noqa: E731
         tuple(sorted(mb.members[mb.pack.row == r].tolist())) for mb in mbs for r in set(mb.pack.row)
     )
-    assert rows(pack_micro_batches(lengths, 2048, 8, 1)) == rows(a)
+    assert rows(RowPolicy(2048, 8, 1).pack(lengths)) == rows(a)
 
 
 def test_segments_restart_positions_and_a_long_record_gets_its_own_row():
     lengths = [5, 3, 200, 4]
-    micro_batches = pack_micro_batches(lengths, 16, micro_rows=4)
+    micro_batches = pack_micro_batches(lengths, 16, (1, 4), (64,))  # a recipe of 64-token records
     assert [(mb.pack.rows, mb.pack.width) for mb in micro_batches] == [(1, 256), (1, 64)]
     long, short = micro_batches
     seg, pos = long.pack.segments()
@@ -130,7 +138,7 @@ def _unpacked_and_packed(seed: int = 0):
     masks[3][:] = 0  # a record with nothing to train
     for m in masks:
         m[0] = 0
-    micro_batches = pack_micro_batches(lengths, 128, micro_rows=2, row_widths=2)
+    micro_batches = RowPolicy(128, 2, row_widths=2).pack(lengths)
     assert {mb.pack.width for mb in micro_batches} == {64, 128}
     rows = np.zeros((len(lengths), 128), np.float32)
     for i, m in enumerate(masks):

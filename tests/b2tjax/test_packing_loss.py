@@ -4,14 +4,16 @@ a one-token budget): that update is the expectation.
 Through the real `grpo_update` and SFT step on the tiny Qwen3 in fp32, with plain SGD (the
 parameters move by exactly -gradient): records of irregular multi-turn masks, off-policy sampler
 log-probs (ratios != 1, both clip branches), a KL reference, two mini-batches and micro-batches,
-packed several to a row, each mini-batch's micro-batches of two row widths (gradient programs of
+packed several to a row, a mini-batch's micro-batches of two row widths (gradient programs of
 two shapes adding into one buffer, one apply), give the same loss, metrics and per-parameter
-gradients (1e-6) under every aggregation mode, with full fine-tuning and with LoRA adapters.
+gradients (1e-6) under every aggregation mode, with full fine-tuning and with LoRA adapters. Both
+layouts run the same programs: one per row width of the run, whatever the records' lengths.
 A streamed batch (rollout.max_staleness > 0: the decoupled objective, b2tjax/grpo/offpolicy.py),
 whose sampler log-probs put some importance weights over the cap, trains alike too: the same
 loss, gradients, importance-weight and staleness metrics.
 """
 
+import collections
 import dataclasses
 import functools
 
@@ -27,7 +29,7 @@ from b2tjax.config.schema import SFTConfig
 from b2tjax.grpo.update import RolloutBatch, UpdateSpec, grpo_update
 from b2tjax.sft.batches import sft_rows, sft_step_batch
 from b2tjax.step import loss as grpo
-from b2tjax.step.packing import pack_micro_batches
+from b2tjax.step.packing import RowPolicy
 from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
 from models.config import get_config
 from models.lora import LoraConfig, add_lora
@@ -37,10 +39,13 @@ from rollout.record import EpisodeRecord
 
 LENGTHS = (30, 22, 101, 17, 75, 9, 26, 120)
 ROW = 128  # packs 1-3 records to a row
-WIDTHS = 2  # rows of 64 or 128 tokens: each mini-batch has micro-batches of both (checked below)
+WIDTHS = 2  # rows of 64 or 128 tokens: a mini-batch has micro-batches of both (checked below)
 _STEP = dict(temperature=0.8, fixed_length=48)
 LAYOUT_KEYS = {"rows", "useful_token_share"}  # differ by design
 ONE_PER_ROW = 1  # a row budget below every record: each record a row of its own
+# GRPO rows laid out for 2 row devices: every micro-batch has 2 rows (a padding row where one is
+# missing), so a run compiles 2 shapes, not 4
+DEVICES = 2
 
 
 @functools.cache
@@ -56,12 +61,12 @@ def _model(lora: bool):
     return model
 
 
-def _records(rng, behaviour: float = -1.5, version: int | None = None) -> list[EpisodeRecord]:
+def _records(rng, behaviour=-1.5, version: int | None = None, lengths=LENGTHS) -> list[EpisodeRecord]:
     """Prompt, then sampled turns of 3-5 tokens with 1-3 environment tokens between (irregular),
     sampler log-probs about `behaviour`; `version`: streamed, record i's turns sampled by policy
     version `version - i % 2`."""
     records = []
-    for i, length in enumerate(LENGTHS):
+    for i, length in enumerate(lengths):
         rec = EpisodeRecord(instance_id=f"r{i}", prompt_len=3 + i % 3, reward=float(rng.integers(0, 4)))
         ids = rng.integers(0, 1024, size=length).tolist()
         rec.append(ids[: rec.prompt_len], sampled=False)
@@ -83,6 +88,7 @@ def _cfg(aggregation: str, row_tokens: int, max_staleness: int = 0) -> TrainConf
     cfg = TrainConfig()
     cfg.rollout.prompts_per_step, cfg.rollout.group_size = 2, 4
     cfg.rollout.max_staleness = max_staleness
+    cfg.rollout.max_seq_len = ROW  # the widest row: no record is longer
     cfg.grpo = dataclasses.replace(
         cfg.grpo,
         aggregation=aggregation,
@@ -99,8 +105,8 @@ def _cfg(aggregation: str, row_tokens: int, max_staleness: int = 0) -> TrainConf
 def _widths_per_mini_batch(seed: int) -> list[set[int]]:
     """The row widths of each mini-batch's micro-batches, as the packed update lays them out."""
     split = np.array_split(np.random.default_rng(seed).permutation(len(LENGTHS)), 2)
-    packs = [pack_micro_batches([LENGTHS[i] for i in m], ROW, 2, 1, WIDTHS) for m in split]
-    return [{mb.pack.width for mb in micro_batches} for micro_batches in packs]
+    policy = RowPolicy(ROW, 2, DEVICES, row_widths=WIDTHS, longest=ROW)
+    return [{mb.pack.width for mb in policy.pack([LENGTHS[i] for i in m])} for m in split]
 
 
 def _assert_same_gradients(got, want):
@@ -117,19 +123,53 @@ def _grads(new, old):
     return jax.tree.map(lambda a, b: np.asarray(b) - np.asarray(a), new, old)  # SGD(1): -(-grad)
 
 
-def _padded_and_packed(aggregation: str, lora: bool, batch: RolloutBatch, max_staleness: int = 0):
-    """(metrics, gradients) of one `grpo_update` on `batch`, one record per row then packed."""
+@functools.cache
+def _fns(aggregation: str, lora: bool, streamed: bool = False):
+    """(step functions, params, KL reference) shared by the tests of a model: one program per shape.
+    Only the GRPO gradient program depends on the loss (its aggregation mode; a streamed batch's
+    importance weights); the others are shared."""
     model = _model(lora)
     model_fn, params = BoundModel.from_model(model)
-    frozen = BoundModel.frozen_of(model)
-    reference = jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
+    cfg = _cfg(aggregation, ROW)
+    fns = make_step_fns(
+        model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=BoundModel.frozen_of(model), **_STEP
+    )
+    if (aggregation, streamed) != ("token_mean", False):
+        base, params, reference = _fns("token_mean", lora)
+        shared = dict(logprobs=base.logprobs, apply=base.apply, zero_grads=base.zero_grads)
+        return dataclasses.replace(fns, **shared), params, reference
+    return fns, params, jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
+
+
+_COMPILES: collections.Counter = collections.Counter()
+
+
+def _count(event: str, duration: float, fun_name: str = "", **_) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        _COMPILES[fun_name] += 1
+
+
+@functools.cache
+def _listen() -> None:
+    jax.monitoring.register_event_duration_secs_listener(_count)
+
+
+def _programs() -> tuple[int, int]:
+    """XLA compiles so far in this process of gradient and log-prob programs (from the first call)."""
+    _listen()
+    return _COMPILES["jit(micro_grads)"], _COMPILES["jit(_logprob_pass)"]
+
+
+def _padded_and_packed(aggregation: str, lora: bool, batch: RolloutBatch, max_staleness: int = 0):
+    """(metrics, gradients) of one `grpo_update` on `batch`, one record per row then packed, by the
+    same step functions."""
+    fns, params, reference = _fns(aggregation, lora, max_staleness > 0)
     results = []
     for row_tokens in (ONE_PER_ROW, ROW):
         cfg = _cfg(aggregation, row_tokens, max_staleness)
-        fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=frozen, **_STEP)
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
         new_state, metrics = grpo_update(
-            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1),
+            UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, DEVICES),
             fns,
             state,
             batch,
@@ -153,11 +193,38 @@ def _assert_same_update(padded, padded_grads, packed, packed_grads):
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
 def test_packed_grpo_update_equals_one_record_per_row(aggregation, lora):
-    assert _widths_per_mini_batch(3) == [{64, 128}, {64, 128}]
+    assert _widths_per_mini_batch(3) == [{64, 128}, {128}]
     batch = RolloutBatch(_records(np.random.default_rng(7)), {})
+    before = _programs()
     (padded, padded_grads), (packed, packed_grads) = _padded_and_packed(aggregation, lora, batch)
     _assert_same_update(padded, padded_grads, packed, packed_grads)
     assert padded["clip_frac"] > 0 and padded["kl"] > 0  # both branches of the objective live
+    # both layouts, all passes: at most one program per shape of the run (2 rows of 64 or 128
+    # tokens); the log-prob pass's may be compiled already (shared by the modes)
+    shapes = RowPolicy(ROW, 2, DEVICES, row_widths=WIDTHS, longest=ROW).shapes
+    compiled = np.subtract(_programs(), before)
+    assert len(shapes) == 2 and 0 < compiled[0] <= len(shapes) and compiled[1] <= len(shapes), compiled
+
+
+@pytest.mark.slow
+def test_a_run_compiles_its_programs_once_whatever_the_record_lengths():
+    """Two updates of a one-shape run (`row_widths: 1`, rows as many as the devices) on records of
+    other lengths, other rows per mini-batch and other trained tokens per row: the second
+    compiles nothing (a loss-position width sized to each batch compiled anew)."""
+    fns, params, reference = _fns("token_mean", False)
+    cfg = _cfg("token_mean", ROW)
+    cfg.grpo = dataclasses.replace(cfg.grpo, row_widths=1)
+    spec = UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, DEVICES)
+    assert spec.rows.shapes == {(2, ROW)}  # one of the shapes the tests above compile
+    state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))
+    counts = [_programs()]
+    for seed, lengths in ((7, LENGTHS), (8, (64, 12, 90, 33, 128, 50, 7, 99))):
+        records = _records(np.random.default_rng(seed), lengths=lengths)
+        batch = RolloutBatch(records, {})
+        state, _ = grpo_update(spec, fns, state, batch, seed=seed, ref_params=reference)
+        counts.append(_programs())
+    assert all(n <= 1 for n in np.subtract(counts[1], counts[0]))  # the shape, if no test compiled it
+    assert counts[2] == counts[1]  # the second update compiled nothing
 
 
 @pytest.mark.slow
@@ -179,17 +246,12 @@ def test_packed_streamed_grpo_update_equals_one_record_per_row(lora):
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_packed_sft_step_equals_one_record_per_row(lora):
-    model = _model(lora)
-    model_fn, params = BoundModel.from_model(model)
+    fns, params, _ = _fns("token_mean", lora)
     rng = np.random.default_rng(5)
     rows = []
     for record in _records(rng):
         mask = list(record.loss_mask)
         rows.append({"ids": list(record.ids), "mask": mask})
-    cfg = _cfg("token_mean", ONE_PER_ROW)
-    fns = make_step_fns(
-        model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=BoundModel.frozen_of(model), **_STEP
-    )
     results = {}
     for packing in (False, True):
         sft = SFTConfig(

@@ -84,16 +84,25 @@ def _compare(lora_rank: int) -> dict:
     return results
 
 
-@pytest.mark.parametrize("lora_rank", [0, 4])
-def test_sharded_step_equals_single_device_step(lora_rank):
-    """Full fine-tuning, and LoRA: adapters sharded like their base weights, the base beside them."""
+RANKS = (0, 4)
+
+
+@pytest.fixture(scope="module")
+def compared() -> dict:
+    """Both LoRA ranks' comparisons, from one subprocess (one JAX start on 8 devices)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    cmd = [sys.executable, __file__, str(lora_rank)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    cmd = [sys.executable, __file__, *map(str, RANKS)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("lora_rank", RANKS)
+def test_sharded_step_equals_single_device_step(lora_rank, compared):
+    """Full fine-tuning, and LoRA: adapters sharded like their base weights, the base beside them."""
     import numpy as np
 
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res = compared[str(lora_rank)]
     single, sharded = res["single"], res["sharded"]
     assert sharded["devices"] == list(range(8))
     assert sharded["sharded_leaves"] >= 5  # embeddings, attention and MLP weights really are split
@@ -110,4 +119,4 @@ def test_sharded_step_equals_single_device_step(lora_rank):
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    print(json.dumps(_compare(int(sys.argv[1]))))
+    print(json.dumps({rank: _compare(int(rank)) for rank in sys.argv[1:]}))
