@@ -79,7 +79,7 @@ def logprob_pass(
         out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(fields["ids"])
         lps = [fns.logprobs(params, *x) for x in inputs]  # dispatched before any is read back
         for mb, lp in zip(micro_batches, lps, strict=True):
-            lp = fns.host_rows(lp).reshape(mb.pack.rows, mb.pack.width)
+            lp = np.asarray(lp).reshape(mb.pack.rows, mb.pack.width)  # replicated: all rows here
             for k, i in enumerate(mb.members):
                 out[i] = mb.pack.take(lp, k)
         return out

@@ -32,7 +32,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from b2tjax.step import loss as grpo
@@ -211,13 +210,6 @@ class StepFns:
 
         return jax.tree.map(place, batch)
 
-    def host_rows(self, x: jax.Array) -> np.ndarray:
-        """The whole [M, b_global, ...] array made by `shard_batch`, as NumPy on every process."""
-        if x.is_fully_addressable:
-            return np.asarray(x)
-
-        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
     """[M, b, ...]: b over ('data', 'fsdp') when it divides, else replicated."""
@@ -321,7 +313,7 @@ def make_step_fns(
         model_fn,
         dict(temperature=temperature, chunk_size=grpo_cfg.logprob_chunk, valid_vocab=valid_vocab),
     )
-    jit_step, jit_lp = _jitters(state_sharding, mesh), _jit_logprobs(logprobs, state_sharding)
+    jit_step, jit_lp = _jitters(state_sharding, mesh), _jit_logprobs(logprobs, state_sharding, mesh)
     split = split_step(optimizer, schedule, state_sharding, mesh)
     return StepFns(
         grpo_step=WithFrozen(on_mesh(jit_step(grpo_step), mesh), frozen),
@@ -349,10 +341,15 @@ def _jitters(state_sharding: Any, mesh: Mesh | None) -> Callable:
     )
 
 
-def _jit_logprobs(logprobs: Callable, state_sharding: Any) -> Callable:
+def _jit_logprobs(logprobs: Callable, state_sharding: Any, mesh: Mesh | None) -> Callable:
+    """The log-prob pass, its output replicated: every process reads all rows with np.asarray, the
+    gather done by XLA inside the program (no host-level collective a process could skip)."""
     if state_sharding is None:
         return jax.jit(logprobs)
-    return jax.jit(logprobs, in_shardings=(state_sharding.params, None, None, None, None))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return jax.jit(
+        logprobs, in_shardings=(state_sharding.params, None, None, None, None), out_shardings=replicated
+    )
 
 
 def _logprob_pass(

@@ -33,11 +33,9 @@ ALLOWED = {
     "b2tjax/run/checkpoint.py:save": "Orbax's barriers around a step's save",
     "orbax/checkpoint/_src/multihost/multihost.py:sync_global_processes": "Orbax's barriers, its threads",
     "b2tjax/run/agreement.py:pool": "a phase's per-process parts (records, verdicts, counts) pooled",
-    # still outside the orchestrator: the packed log-prob pass reading its rows back from every process
-    "b2tjax/grpo/packed.py:run": "the packed log-prob pass's rows, read back on every process",
 }
 # Functions that only forward a collective: the site is their caller.
-WRAPPERS = {("rollout/hosts.py", "*"), ("b2tjax/step/train_step.py", "host_rows")}
+WRAPPERS = {("rollout/hosts.py", "*")}
 PRIMITIVES = {
     "rollout.hosts": ("allgather",),
     "jax.experimental.multihost_utils": ("process_allgather", "sync_global_devices", "broadcast_one_to_all"),
