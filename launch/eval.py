@@ -60,7 +60,7 @@ from b2tjax.cli.script import (
     setup_logging,
     trust_from_args,
 )
-from b2tjax.config import TrainConfig, load_config
+from b2tjax.config import TrainConfig, freeze, load_config
 from b2tjax.report import ReportError, write_report
 from b2tjax.report.build import answer_episodes
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance, benchmark_class
@@ -86,7 +86,7 @@ def recipe(args: argparse.Namespace) -> TrainConfig | None:
     if args.config is None:
         return None
     try:
-        return load_config(args.config)
+        return freeze(load_config(args.config))
     except ValueError as err:
         raise UserError(str(err)) from None
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import quiet_compile_only_libtpu
 from b2tjax.cli.trace_fit import check_trace_fit
-from b2tjax.config import TrainConfig, load_config
+from b2tjax.config import TrainConfig, freeze, load_config
 from b2tjax.errors import UserError
 from models.fields import finite_float
 
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         guard(args, PATHS)
-        cfg = load_config(args.config, args.overrides)
+        cfg = freeze(load_config(args.config, args.overrides))
         check_trace_fit(cfg)  # the recipe's share of whole expert traces (DATA/trace_lengths.json)
     except (UserError, ValueError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

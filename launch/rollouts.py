@@ -43,7 +43,7 @@ from b2tjax.cli.script import (
     setup_logging,
     trust_from_args,
 )
-from b2tjax.config import load_rollout_config
+from b2tjax.config import freeze, load_rollout_config
 from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error, prompt_tokenizer
 from b2tjax.run.policy import load_policy as load
 from rollout import RolloutEngine, agent_episode
@@ -145,7 +145,7 @@ def rollout_config(args: argparse.Namespace) -> RolloutConfig:
     if args.no_memory:
         flags.append("rollout.memory_enabled=false")
     try:
-        return load_rollout_config(args.config, [*flags, *args.overrides], base=ROLLOUT_DEFAULTS)
+        return freeze(load_rollout_config(args.config, [*flags, *args.overrides], base=ROLLOUT_DEFAULTS))
     except ValueError as err:
         raise UserError(str(err)) from None
 

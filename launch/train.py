@@ -38,13 +38,14 @@ from b2tjax.cli.init_weights import check_init_agrees
 from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import add_trust_option, check_recipe, run_main, setup_logging, trust_from_args
 from b2tjax.cli.trace_fit import check_trace_fit
-from b2tjax.config import TrainConfig, apply_overrides, dump_config, load_config, validate
+from b2tjax.config import TrainConfig, apply_overrides, dump_config, freeze, load_config, validate
 from b2tjax.data.marker import read_marker
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_init
 from b2tjax.run.metrics import import_wandb
 from b2tjax.run.resume import (
     check_changes,
+    check_extension,
     checkpoint_record,
     config_changes,
     extension_note,
@@ -189,14 +190,14 @@ def resolve_config(args: argparse.Namespace, cfg: TrainConfig) -> tuple[TrainCon
     `--resume` of a run with OUT/config.yaml (or, without it, with a checkpoint's recorded config)
     starts from that record instead (read once; unless --config names a recipe) and refuses any
     change outside b2tjax.run.resume.SAFE_TO_CHANGE but more `steps` (then says what the extension
-    keeps)."""
+    keeps). The config returned is frozen: nothing after this point changes it."""
     _, overrides = _recipe(args)
     try:
         recorded = Path(cfg.out) / RECORD
         if args.resume and not recorded.is_file():  # only checkpoints/ was kept
             recorded = checkpoint_record(Path(cfg.out) / "checkpoints") or recorded
         if not (args.resume and recorded.is_file()):
-            return _weights_tokenizer(cfg), None
+            return freeze(_weights_tokenizer(cfg)), None
         was = load_config(recorded)
         if args.config is None:  # the run's own record is the recipe of its resume
             cfg = validate(apply_overrides(copy.deepcopy(was), overrides))
@@ -205,9 +206,10 @@ def resolve_config(args: argparse.Namespace, cfg: TrainConfig) -> tuple[TrainCon
         # both read as configs (typed: a checkpoint's JSON `1e-06` is a string to YAML), then as YAML
         changes = config_changes(*(yaml.safe_load(yaml.safe_dump(c.to_dict())) for c in (was, cfg)))
         check_changes(changes)
+        check_extension(changes, cfg.mode)
         if note := extension_note(changes):
             print(note, flush=True)
-        return cfg, changes
+        return freeze(cfg), changes
     except ValueError as err:  # MarkerError included
         raise UserError(str(err)) from None
 

@@ -21,9 +21,10 @@ TARGETS = ATTENTION_TARGETS + MLP_TARGETS
 Quant = Literal["none", "int8"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoraConfig:
-    """`model.lora` of a recipe; rank 0 = full fine-tuning. Targets use the Hugging Face names."""
+    """`model.lora` of a recipe; rank 0 = full fine-tuning. Targets use the Hugging Face names.
+    Frozen like ModelRuntime: the config loader writes its fields as it builds it, nothing after."""
 
     rank: int = 0
     alpha: float = 16.0

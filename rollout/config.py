@@ -16,6 +16,7 @@ import dataclasses
 from typing import Annotated, Literal
 
 from models.fields import NonNegInt, PosInt, Range, field_errors
+from models.frozen import Freezable
 from sandbox.python_tool import Isolation
 
 TurnCap = Literal["stop", "close"]
@@ -29,7 +30,7 @@ ResumeKV = Literal["keep", "recompute"]
 
 
 @dataclasses.dataclass
-class RolloutConfig:
+class RolloutConfig(Freezable):
     # -- what one training step rolls out (the trainer's; the engine takes any list of episodes)
     group_size: PosInt = 4  # G rollouts per prompt
     prompts_per_step: PosInt = 2

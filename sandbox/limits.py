@@ -14,7 +14,7 @@ from typing import Any
 _CONFIG_NAMES = {"max_total_tokens": "max_seq_len"}  # StreamLimits field -> RolloutConfig field
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class StreamLimits:
     """Caps for one stream (or every stream of one HiMAP role); None = the engine config's."""
 

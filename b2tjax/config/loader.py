@@ -13,6 +13,7 @@ a file over MAX_CONFIG_BYTES is refused in one line.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
@@ -26,6 +27,7 @@ from b2tjax.config.checks import validate
 from b2tjax.config.recipe_yaml import parse_yaml, read_recipe
 from b2tjax.config.schema import TrainConfig
 from models.fields import coerce, field_type
+from models.frozen import is_frozen
 from rollout.config import RolloutConfig
 from sandbox.himap.kinds import ROLES
 
@@ -52,8 +54,12 @@ MAX_CHAIN = 8  # recipes in one `base:` chain (the longest in configs/ has 4, ba
 _ZERO_IS_NONE = {f"himap.{r}_limits.{k}" for r in ROLES for k in ("max_turn_tokens", "max_total_tokens")}
 
 
-def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
-    """Write `updates` (nested dict) into the dataclass `obj`, checking names and types."""
+def _merge(obj: Any, updates: dict, prefix: str = "") -> Any:
+    """Write `updates` (nested dict) into the dataclass `obj`, checking names and types; a config
+    launch/ has frozen is never merged into (it is refused, not changed behind the run's back)."""
+    if is_frozen(obj):
+        where = prefix.rstrip(".") or "the config"
+        raise ValueError(f"{where} is frozen: key=value overrides apply before launch/ freezes it")
     if not isinstance(updates, dict):
         raise ValueError(f"{prefix or 'config'}: expected a mapping, got {updates!r}")
     names = {f.name for f in dataclasses.fields(obj)}
@@ -69,10 +75,12 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
         current = getattr(obj, key)
         if path in _ZERO_IS_NONE and value == 0:
             value = None
-        if dataclasses.is_dataclass(current):
-            _merge(current, value, path + ".")
+        if dataclasses.is_dataclass(current):  # merged into a copy: a frozen value may be shared
+            value = _merge(copy.copy(current), value, path + ".")
         else:
-            setattr(obj, key, coerce(value, field_type(type(obj), key), path))
+            value = coerce(value, field_type(type(obj), key), path)
+        object.__setattr__(obj, key, value)  # building it, as a frozen dataclass's own __init__ does
+    return obj
 
 
 def apply_overrides(cfg: TrainConfig, overrides: Iterable[str]) -> TrainConfig:

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from b2tjax.grpo.modes import AggregationMode, CreditMode
 from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, Range
+from models.frozen import Freezable
 from models.settings import AttentionImpl, LoraConfig, ModelRuntime, Remat
 from rollout.config import RolloutConfig
 from sandbox.himap.options import HimapOptions
@@ -29,6 +30,7 @@ from sandbox.types import StrEnum
 Dtype = Literal["float32", "bfloat16"]
 Task = Literal["travel", "toy"]  # the agent task on `benchmark` | the digit task (b2tjax.tasks.toy)
 Mode = Literal["sft_grpo", "grpo", "sft_only", "eval"]  # sft_only: baseline; eval: e.g. ReAct baseline
+GRPO_MODES = ("sft_grpo", "grpo")  # the modes that train `steps` GRPO steps (the others train none)
 # How a benchmark with two judges (TravelPlanner) judges plans in training and the run's evaluation:
 # strict (its documented fixes; the reward trains on it) | official (the harness's verdicts, quirks
 # included: what published numbers use, and launch/eval.py's default)
@@ -49,7 +51,7 @@ RopeKind = Literal["none", "linear", "yarn"]
 
 
 @dataclass
-class RopeScalingConfig:
+class RopeScalingConfig(Freezable):
     """`model.rope_scaling`: RoPE scaling added to the model (models/rope.py), for random inits and
     checkpoints alike; the positions become factor x original_max_positions
     (docs/guides/long-episodes.md). A checkpoint that has its own, other scaling is refused."""
@@ -61,7 +63,7 @@ class RopeScalingConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Freezable):
     preset: str = "tiny"  # models.config.get_config name, used when init is "" (random init)
     init: str = ""  # "" random | "hf:DIR" (Hugging Face checkpoint) | "ckpt:DIR" (models.checkpoint)
     # Qwen3Config fields over the preset, {name: value} (e.g. {num_hidden_layers: 4}); {} = none
@@ -96,7 +98,7 @@ class ModelConfig:
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Freezable):
     data_dir: str = "data/small"  # a path: the benchmark's data directory (built by launch/make_data.py)
     world_scale: str = (
         "small"  # small | full (sandbox.world.scales): passed to launch/make_data.py when DATA is absent
@@ -117,7 +119,7 @@ class DataConfig:
 
 
 @dataclass
-class GRPOConfig:
+class GRPOConfig(Freezable):
     adv_eps: PosFloat = 1e-6  # added to the group std before dividing
     scale_by_std: bool = True  # true | false: false = the "no_std" variant
     clip_low: NonNegFloat = 0.2  # PPO ratio clip below, 1 - clip_low
@@ -154,7 +156,7 @@ class GRPOConfig:
 
 
 @dataclass
-class OptimConfig:
+class OptimConfig(Freezable):
     lr: PosFloat = 1e-4  # peak learning rate (linear warmup, cosine decay)
     warmup_steps: NonNegInt = 2  # linear warmup from 0 to lr
     final_lr_ratio: Annotated[float, Range(ge=0, le=1)] = 0.1  # the last step's lr / lr
@@ -166,7 +168,7 @@ class OptimConfig:
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(Freezable):
     steps: NonNegInt = 40  # 0 = no SFT warm start
     batch_size: PosInt = 4  # traces per optimizer step
     micro_batch_size: NonNegInt = 0  # divides batch_size; 0 = whole batch
@@ -180,14 +182,14 @@ class SFTConfig:
 
 
 @dataclass
-class CheckpointConfig:
+class CheckpointConfig(Freezable):
     every_steps: PosInt = 10  # GRPO steps between saves
     keep: PosInt = 2  # newest checkpoints kept
     async_save: bool = True  # true: write in the background while training goes on
 
 
 @dataclass
-class MeshConfig:
+class MeshConfig(Freezable):
     data: PosInt = 1  # data-parallel replicas
     fsdp: int = -1  # >= 1, or -1 = every device not used by the other axes
     tensor: PosInt = 1  # tensor-parallel shards (divides the heads)
@@ -198,7 +200,7 @@ class MeshConfig:
 
 
 @dataclass
-class HardwareConfig:
+class HardwareConfig(Freezable):
     """The machine a recipe is sized for; launch/plan.py checks every program fits it."""
 
     device_kind: str = "cpu"  # e.g. "H100 80GB", "TPU v5p" (for people; the plan uses the numbers)
@@ -208,7 +210,7 @@ class HardwareConfig:
 
 
 @dataclass
-class MetricsConfig:
+class MetricsConfig(Freezable):
     """Experiment trackers beside OUT/metrics.jsonl and TensorBoard's OUT/tb/ (both always written)."""
 
     # true: also log every step to Weights & Biases (b2tjax/run/metrics.py). Off by default and never a
@@ -219,7 +221,7 @@ class MetricsConfig:
 
 
 @dataclass
-class ToyConfig:
+class ToyConfig(Freezable):
     """The digit task: prompt [BOS, k] -> the reward is 1 iff the answer token is digit k."""
 
     num_digits: PosInt = 10  # prompts k in [0, num_digits)
@@ -228,7 +230,7 @@ class ToyConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Freezable):
     task: Task = "travel"  # travel (an agent on `benchmark`) | toy (the digit task)
     benchmark: str = "b2t"  # a name in sandbox.benchmarks.BENCHMARKS: "b2t" | "travelplanner"
     judge: Judge = "strict"  # strict | official: how plans are judged (b2t has one judge: ignored)

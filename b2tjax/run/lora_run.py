@@ -13,7 +13,7 @@ import jax
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from b2tjax.config import config_from_dict
+from b2tjax.config import config_from_dict, freeze
 from b2tjax.errors import UserError
 from b2tjax.run.adapters import base_identity, check_base, run_items
 from b2tjax.run.model_build import build_model
@@ -31,7 +31,7 @@ def load_lora_run(directory: str | os.PathLike, step: int | None = None) -> tupl
         raise UserError(f"{directory} is not a training run's checkpoint directory")
     step, config, train_state = found
     verify_manifest(directory)  # the run's config.json (read for the vocabulary below)
-    cfg = config_from_dict(config)
+    cfg = freeze(config_from_dict(config))  # the run's record, read once
     if not cfg.model.lora.enabled:
         raise UserError(f"{directory} is a full fine-tuning run (model.lora.rank = 0), it has no adapters")
     check_base(train_state.base, base_identity(cfg), step, action="export")

@@ -5,10 +5,10 @@ A resumed run starts from the run's own record, OUT/config.yaml, which it never 
 checkpoints/ was kept, the newest step's `config` item: every checkpoint records the run's config);
 key=value arguments (or another --config) that change anything else are refused with the list of
 differences; `steps` may only grow (`--resume --out RUN steps=N` extends a run, finished or not:
-`extension_note` says what its learning rate does). Accepted changes are appended to
-OUT/history.jsonl, one line per resume. A resumed
-run's final evaluation never replaces an eval.json or report.html already there: it writes
-eval.2.json / report.2.html (the next free number) beside them.
+`extension_note` says what its learning rate does), and only in a mode that trains GRPO steps.
+Accepted changes are appended to OUT/history.jsonl, one line per resume. A resumed run's final
+evaluation never replaces an eval.json or report.html already there: it writes eval.2.json /
+report.2.html (the next free number) beside them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from b2tjax.config.schema import Phase
+from b2tjax.config.schema import GRPO_MODES, Phase
 from b2tjax.errors import UserError
 
 # Keys a resume may change: where and how often results are written, logging, and the hardware
@@ -109,6 +109,17 @@ def check_changes(changes: dict[str, tuple[Any, Any]]) -> None:
             f"--resume continues the recorded run, which differs in {'; '.join(refused)} "
             f"(a resume may change only {safe}, and raise steps; train a change as a new run with "
             "another --out)"
+        )
+
+
+def check_extension(changes: dict[str, tuple[Any, Any]], mode: str) -> None:
+    """`steps` counts GRPO steps: raised on a run whose mode trains none (sft_only, eval) it would be
+    accepted and change nothing, so it is refused (SFT's length, sft.steps, is the run's)."""
+    if "steps" in changes and mode not in GRPO_MODES:
+        old, new = changes["steps"]
+        raise ValueError(
+            f"steps: {old!r} (recorded) -> {new!r}: steps counts GRPO steps and a mode={mode} run trains "
+            "none, so a resume cannot extend it; train a longer SFT (sft.steps) as a new run (another --out)"
         )
 
 

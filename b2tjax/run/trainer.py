@@ -24,7 +24,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from b2tjax.config import TrainConfig
-from b2tjax.config.schema import Phase
+from b2tjax.config.schema import GRPO_MODES, Phase
 from b2tjax.data.pipeline import BatchIterator, example_dataset
 from b2tjax.grpo.update import UpdateSpec, grpo_update
 from b2tjax.run.adapters import base_identity, check_base
@@ -83,7 +83,7 @@ class Trainer:
         sft_data = task.sft_examples() if cfg.mode in ("sft_grpo", "sft_only") and cfg.sft.steps > 0 else None
         self.sft_examples = sft_data or []
         self.sft_steps = cfg.sft.steps if self.sft_examples else 0
-        self.grpo_steps = cfg.steps if cfg.mode in ("sft_grpo", "grpo") else 0
+        self.grpo_steps = cfg.steps if cfg.mode in GRPO_MODES else 0
         self.total_steps = self.sft_steps + self.grpo_steps
         model_json = model.config.to_hf(cfg.model.param_dtype)
         if resume:  # before the CheckpointManager opens: a refusal leaves no Orbax thread behind

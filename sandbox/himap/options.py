@@ -16,7 +16,7 @@ from sandbox.limits import StreamLimits
 ABLATIONS = ("full", "no_sigma", "flat", "no_bargaining", "no_early_detection", "serial")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class HimapOptions:
     """What a HiMAP episode runs with. The defaults are the full system.
 

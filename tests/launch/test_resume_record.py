@@ -193,3 +193,62 @@ def test_a_resume_reads_the_recipe_and_the_record_once_each(tmp_path, monkeypatc
     cfg, changes = train.resolve_config(args, train.read_recipe(args))
     assert reads == ["tiny_cpu.yaml", "config.yaml"]
     assert cfg.task == "toy" and changes == {"log_every": (1, 2)}
+
+
+def _recorded_toy_run(out: Path, *overrides: str) -> None:
+    """OUT/config.yaml of a toy run (what a resume starts from), without running it."""
+    from b2tjax.config import dump_config, load_config
+
+    dump_config(load_config(ROOT / "configs" / "toy.yaml", [f"out={out}", *overrides]), out / "config.yaml")
+
+
+def _assignments_refused(cfg) -> None:
+    """Every level of a resolved config refuses assignment, naming the key; a replaced copy is new."""
+    import dataclasses
+
+    from b2tjax.config import FrozenConfigError, apply_overrides
+
+    for target, key in ((cfg, "steps"), (cfg.rollout, "rollout.max_turns"), (cfg.sft.optim, "sft.optim.lr")):
+        with pytest.raises(FrozenConfigError, match=rf"cannot assign {key}; .*dataclasses\.replace"):
+            setattr(target, key.rpartition(".")[2], 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.himap.executor_limits.max_turns = 1  # a frozen value from the start
+    with pytest.raises(ValueError, match="the config is frozen: key=value overrides apply before"):
+        apply_overrides(cfg, ["steps=1"])
+    longer = dataclasses.replace(cfg, steps=cfg.steps + 1)  # a new value, its own to change
+    longer.log_every = 3
+    assert (longer.steps, longer.log_every, cfg.steps + 1) == (cfg.steps + 1, 3, longer.steps)
+
+
+def test_a_launched_runs_config_is_frozen_fresh_or_resumed(tmp_path):
+    """train.py resolves the config once and freezes it: neither the trainer nor any library code can
+    change the run's config (or a section of it) after the checks, on a new run or a resume."""
+    from tests.launch_scripts import load_script
+
+    train = load_script("launch/train.py")
+    args = train.parse_args(["--out", str(tmp_path / "new"), "steps=3"])
+    cfg, changes = train.resolve_config(args, train.read_recipe(args))
+    assert changes is None and cfg.steps == 3
+    _assignments_refused(cfg)
+    _recorded_toy_run(tmp_path)
+    args = train.parse_args(["--resume", "--out", str(tmp_path), "log_every=2"])
+    cfg, changes = train.resolve_config(args, train.read_recipe(args))
+    assert changes == {"log_every": (1, 2)}
+    _assignments_refused(cfg)
+
+
+@pytest.mark.parametrize("mode", ["sft_only", "eval"])
+def test_raising_steps_on_a_run_without_grpo_is_refused_in_one_line(tmp_path, mode):
+    """`steps` counts GRPO steps: a resume of an sft_only or eval run that raises it would change
+    nothing, so it is refused naming the key; a GRPO run's extension is accepted."""
+    from b2tjax.errors import UserError
+    from tests.launch_scripts import load_script
+
+    train = load_script("launch/train.py")
+    _recorded_toy_run(tmp_path, f"mode={mode}")
+    args = train.parse_args(["--resume", "--out", str(tmp_path), "steps=99"])
+    with pytest.raises(UserError, match=rf"^steps: \d+ \(recorded\) -> 99: .* mode={mode} run trains none"):
+        train.resolve_config(args, train.read_recipe(args))
+    _recorded_toy_run(tmp_path, "mode=grpo")
+    _, changes = train.resolve_config(args, train.read_recipe(args))
+    assert set(changes) == {"steps"}
