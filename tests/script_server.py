@@ -27,7 +27,7 @@ PRELOAD = (
     "b2tjax.run.adapters",
     "b2tjax.run.policy",
     "b2tjax.run.resume",
-    "b2tjax.tasks.himap_agents",
+    "b2tjax.cli.himap_agents",
     "models.checkpoint",
     "models.hf",
     "rollout",
