@@ -45,6 +45,7 @@ def _records(path: Path) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_default_config_logs_nowhere_and_never_imports_wandb(tmp_path):
     cfg = load_config(ROOT / "configs" / "toy.yaml")
     assert cfg.metrics.wandb is False and wandb_run(cfg) is None

@@ -62,6 +62,7 @@ def test_frequencies_and_attention_scale_equal_transformers(scaling, head_dim, t
     assert not np.array_equal(np.asarray(plain), inv_freq.numpy())  # the scaling changes something
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scaling", [YARN, LINEAR], ids=["yarn", "linear"])
 def test_logits_equal_transformers_far_beyond_the_window(model_pair, scaling):
     cfg, hf, ours = _pair(model_pair, "tiny", scaling)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import sandbox
 from sandbox.benchmarks import b2t
 from sandbox.benchmarks.b2t.evaluator import evaluate_plan
@@ -24,6 +26,7 @@ def _pairs(data_dir, split):
     return [(x.visible, x.hidden) for x in load_split(data_dir, split)]
 
 
+@pytest.mark.slow
 def test_expert_plans_pass_all_32_constraints_on_the_test_split(small_benchmark):  # noqa: F811
     pairs = _pairs(small_benchmark, "test")
     answers = dict(expert_answers(pairs, small_benchmark / "world.sqlite"))

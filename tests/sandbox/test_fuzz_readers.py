@@ -91,6 +91,7 @@ def _all_readers(text: str) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_no_exception_escapes_any_reader():
     rng = random.Random(SEED)
     deadline, cases = time.monotonic() + BUDGET_S, 0

@@ -153,6 +153,7 @@ def test_same_seed_gives_identical_files(small_world_path, tmp_path):  # noqa: F
     assert outputs[0] != outputs[2]
 
 
+@pytest.mark.slow
 def test_every_seed_builds_on_a_sparse_world(tmp_path):
     # World seed 7 at small scale once had a hard instance (train, index 17 of seed 7) no attempt could
     # serve: long trips of hard profiles need more matching restaurants than a city holds.

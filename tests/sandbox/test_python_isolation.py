@@ -203,6 +203,7 @@ def test_an_episode_over_its_budget_gets_errors_without_reaching_the_pool():
     assert "used up" in last.responses[0].text and last.responses[0].is_error
 
 
+@pytest.mark.slow
 def test_a_turn_hogging_the_pool_delays_another_episode_by_at_most_one_call_limit():
     limit = 3.0
     with PythonSandbox(num_workers=2, limits=PythonLimits(timeout_s=limit), isolation="unsafe-ok") as sb:
