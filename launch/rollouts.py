@@ -46,8 +46,9 @@ from b2tjax.cli.script import (
 from b2tjax.config import freeze, load_rollout_config
 from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error, prompt_tokenizer
 from b2tjax.run.policy import load_policy as load
-from rollout import RolloutEngine, agent_episode
+from rollout import RolloutEngine
 from rollout.agents.himap import himap_episode
+from rollout.agents.single import agent_episodes
 from rollout.config import RolloutConfig, TurnCap
 from rollout.record import EpisodeRecord, stop_reason_counts
 from sandbox.benchmarks import BenchmarkError, benchmark_class
@@ -223,26 +224,6 @@ def open_benchmark(args: argparse.Namespace, config: RolloutConfig) -> tuple[Any
     return bench, instances
 
 
-def agent_episodes(
-    config: RolloutConfig, bench: Any, tok: Any, instances: list[dict], python_tool: PythonSandbox | None
-) -> list[Any]:
-    """One single-agent episode per instance, with the rollout config's prompt and limits."""
-    return [
-        agent_episode(
-            inst,
-            bench,
-            tok,
-            max_turns=config.max_turns,
-            max_prompt_tokens=config.prompt_budget,
-            memory=config.memory_enabled,
-            variant=config.prompt_style,
-            max_response_chars=config.max_response_chars,
-            python_tool=python_tool,
-        )
-        for inst in instances
-    ]
-
-
 def write_records(path: Path, records: list[EpisodeRecord], tokenizer_spec: str) -> None:
     """One JSON line per record, each naming the tokenizer that reloads its ids."""
     with open(path, "w") as f:
@@ -267,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         episodes = himap_episodes(args, config, bench, tok, instances)
     else:
         python_tool = PythonSandbox(isolation=config.python_tool_isolation) if config.python_tool else None
-        episodes = agent_episodes(config, bench, tok, instances, python_tool)
+        episodes = agent_episodes(instances, bench, tok, config, python_tool)
     engine = RolloutEngine(model, tok, config)
     bar = tqdm(total=len(episodes), desc="episodes", unit="ep")
     engine.progress = lambda done, total: bar.update(done - bar.n)

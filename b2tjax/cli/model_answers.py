@@ -44,7 +44,8 @@ def single_answers(
     """(instance id, answer) of the greedy single-agent episode of the model in `checkpoint` (a
     training run's checkpoints/, a model checkpoint or a Hugging Face directory) on each pair."""
     from b2tjax.run.policy import load_policy
-    from rollout import RolloutEngine, agent_episode
+    from rollout import RolloutEngine
+    from rollout.agents.single import agent_episodes
     from sandbox.python_tool import PythonSandbox
 
     try:
@@ -58,20 +59,9 @@ def single_answers(
         raise UserError(str(err)) from None
     python_tool = PythonSandbox(isolation=config.python_tool_isolation) if config.python_tool else None
     try:
-        episodes = [
-            agent_episode(
-                inst.visible,
-                bench,
-                policy.tokenizer,
-                max_turns=config.max_turns,
-                max_prompt_tokens=config.prompt_budget,
-                memory=config.memory_enabled,
-                variant=config.prompt_style,
-                max_response_chars=config.max_response_chars,
-                python_tool=python_tool,
-            )
-            for inst in pairs
-        ]
+        episodes = agent_episodes(
+            [inst.visible for inst in pairs], bench, policy.tokenizer, config, python_tool
+        )
         records = RolloutEngine(policy.model, policy.tokenizer, config).run(episodes, rng=0)
     finally:
         if python_tool is not None:

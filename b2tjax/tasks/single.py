@@ -14,7 +14,7 @@ from b2tjax.sft.traces import sft_examples
 from b2tjax.tasks.base import Scored
 from b2tjax.tasks.scoring import score_records
 from b2tjax.tasks.spec import RewardSpec, SftSpec
-from rollout.agents.single import agent_episode
+from rollout.agents.single import agent_episodes
 from rollout.config import RolloutConfig
 from rollout.prompt import token_counter
 from sandbox.benchmarks import Benchmark, BenchmarkError, Instance
@@ -63,21 +63,8 @@ class SingleAgent:
         return sft_examples(traces, self.tokenizer, self.sft.max_seq_len, python=self.rollout.python_tool)
 
     def episodes(self, pairs: Sequence[Instance]) -> list[Any]:
-        r = self.rollout
-        return [
-            agent_episode(
-                inst,
-                self.benchmark,
-                self.tokenizer,
-                max_turns=r.max_turns,
-                max_prompt_tokens=r.prompt_budget,
-                memory=r.memory_enabled,
-                variant=r.prompt_style,
-                max_response_chars=r.max_response_chars,
-                python_tool=self.python,
-            )
-            for inst, _ in pairs
-        ]
+        visible = [inst for inst, _ in pairs]
+        return agent_episodes(visible, self.benchmark, self.tokenizer, self.rollout, self.python)
 
     def score(self, episodes, records, pairs, local) -> list[Any]:
         """(record, verdict, reward) per local episode: its one record judged by its own answer."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rollout.config import RolloutConfig
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
 from rollout.prompt import prompt_ids, token_counter
 from rollout.render import render_env_reply
@@ -122,3 +123,28 @@ def agent_episode(
         max_response_chars=max_response_chars,
     )
     return AgentEpisode(str(instance["id"]), prompt_ids(prompt, tokenizer), env, tokenizer)
+
+
+def agent_episodes(
+    instances: Sequence[dict[str, Any]],
+    benchmark: Any,
+    tokenizer: Any,
+    config: RolloutConfig,
+    python_tool: Any = None,
+) -> list[AgentEpisode]:
+    """One episode per visible instance with `config`'s prompt and limits (training, evaluation
+    and the rollouts script build them alike)."""
+    return [
+        agent_episode(
+            inst,
+            benchmark,
+            tokenizer,
+            max_turns=config.max_turns,
+            max_prompt_tokens=config.prompt_budget,
+            memory=config.memory_enabled,
+            variant=config.prompt_style,
+            max_response_chars=config.max_response_chars,
+            python_tool=python_tool,
+        )
+        for inst in instances
+    ]
