@@ -148,7 +148,8 @@ class GRPOConfig(Freezable):
     # 64-token bucket
     row_tokens: NonNegInt = 0
     # packed micro-batches each take the narrowest of this many row widths (multiples of
-    # row_tokens / row_widths) holding their rows (b2tjax/step/packing.py); 1 = every row row_tokens
+    # row_tokens / row_widths; as many coarser ones up to a record longer than row_tokens) holding
+    # their rows (b2tjax/step/packing.py); 1 = every row row_tokens
     row_widths: PosInt = 16
     # rollout.max_staleness > 0 (the decoupled objective, b2tjax/grpo/offpolicy.py): each token's
     # importance weight pi_proximal / pi_behaviour is truncated at this cap.
@@ -177,7 +178,7 @@ class SFTConfig(Freezable):
     row_tokens: NonNegInt = (
         0  # traces packed into rows of this many tokens; 0 = max_seq_len's 64-token bucket
     )
-    row_widths: PosInt = 16  # packed micro-batches' widths: multiples of row_tokens / row_widths
+    row_widths: PosInt = 16  # widths: multiples of row_tokens / row_widths, as many up to a longer record
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=4))  # as `optim:`
 
 
