@@ -67,8 +67,12 @@ def child(req):
         sys.stderr.flush()
         os._exit(code)
 
-for name in sys.argv[1:]:
-    importlib.import_module(name)
+try:
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+except Exception as err:  # the first line then says which preload failed, and why
+    print(f"cannot preload {name}: {err!r}", flush=True)
+    sys.exit(1)
 print("ready", flush=True)
 for line in sys.stdin:
     req = json.loads(line)
@@ -91,7 +95,8 @@ class ScriptServer:
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert self.proc.stdout.readline().strip() == "ready", "the script server did not start"
+        first = self.proc.stdout.readline().strip()
+        assert first == "ready", f"the script server did not start: {first}"
         atexit.register(self.close)
 
     def run(
