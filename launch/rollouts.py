@@ -208,11 +208,7 @@ def open_benchmark(args: argparse.Namespace, config: RolloutConfig) -> tuple[Any
     try:
         bench = cls(args.data, **cls.options_from_args(args))
         instances = bench.load_visible(args.split)[: args.num]
-        if config.prompt_style not in bench.prompt_variants:
-            raise BenchmarkError(
-                f"rollout.prompt_style (--variant) must be one of {', '.join(bench.prompt_variants)} "
-                f"for {bench.name}"
-            )
+        bench.check_prompt_variant(config.prompt_style, "rollout.prompt_style (--variant)")
         if instances:
             bench.world_for(instances[0])  # opened now: a damaged store is found before any work
     except BenchmarkError as err:

@@ -50,10 +50,7 @@ def single_answers(
 
     try:
         config = dataclasses.replace(ROLLOUT_DEFAULTS, **{**rollout_overrides, "temperature": 0.0})
-        if config.prompt_style not in bench.prompt_variants:
-            raise ValueError(
-                f"rollout.prompt_style must be one of {', '.join(bench.prompt_variants)} for {bench.name}"
-            )
+        bench.check_prompt_variant(config.prompt_style)  # a BenchmarkError is a ValueError
         policy = load_policy(checkpoint)
     except ValueError as err:
         raise UserError(str(err)) from None

@@ -119,6 +119,13 @@ class Benchmark(abc.ABC):
         return {}
 
     @classmethod
+    def check_prompt_variant(cls, variant: str, key: str = "rollout.prompt_style") -> None:
+        """BenchmarkError naming `key` unless this benchmark offers `variant`: the scripts check it
+        before they load a model, not at the first prompt."""
+        if variant not in cls.prompt_variants:
+            raise BenchmarkError(f"{key} must be one of {', '.join(cls.prompt_variants)} for {cls.name}")
+
+    @classmethod
     def judge_options(cls, judge: str) -> dict[str, Any]:
         """The constructor's options that make it judge plans as `judge` says (the training config's
         `judge`: "strict", what training rewards, or "official", the harness's published verdicts);
