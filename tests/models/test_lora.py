@@ -3,6 +3,8 @@ int8 base error, and the shardings the mesh rules give adapters."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,8 +24,22 @@ CFG = get_config("tiny", initializer_range=0.1)
 IDS = np.random.default_rng(0).integers(0, CFG.vocab_size, size=(2, 24)).astype(np.int32)
 
 
+RANK = 8  # one adapter rank for every test: each new rank compiles its own initialisers and forwards
+
+
+@functools.cache
+def _initial_state() -> nnx.State:
+    """The fp32 base's weights, initialised once: each dtype's initialisers compile anew (seconds
+    per weight shape on CPU), so the bf16 base is this one cast, not a second initialisation."""
+    return nnx.state(Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0)))
+
+
 def _base(dtype=jnp.float32) -> Qwen3ForCausalLM:
-    return Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=dtype, param_dtype=dtype))
+    runtime = ModelRuntime(dtype=dtype, param_dtype=dtype)
+    model = nnx.eval_shape(lambda: Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0), runtime=runtime))
+    abstract = nnx.state(model)
+    nnx.update(model, jax.tree.map(lambda a, x: jnp.asarray(x, a.dtype), abstract, _initial_state()))
+    return model
 
 
 def _randomise_b(model: nnx.Module, seed: int = 1) -> None:
@@ -40,7 +56,7 @@ def _randomise_b(model: nnx.Module, seed: int = 1) -> None:
 def test_zero_b_adapters_leave_the_logits_exactly_unchanged(dtype):
     base = _base(dtype)
     want = np.asarray(base(IDS))
-    adapted = lora.add_lora(_base(dtype), lora.LoraConfig(rank=8), seed=3)
+    adapted = lora.add_lora(_base(dtype), lora.LoraConfig(rank=RANK), seed=3)
     got = np.asarray(adapted(IDS))
     np.testing.assert_array_equal(got, want)
     a = np.asarray(adapted.layers.attn.q_proj_lora_a[...])
@@ -51,7 +67,7 @@ def test_zero_b_adapters_leave_the_logits_exactly_unchanged(dtype):
 
 @pytest.mark.slow
 def test_merged_forward_equals_the_adapter_forward():
-    model = lora.add_lora(_base(), lora.LoraConfig(rank=4, alpha=8.0), seed=3)
+    model = lora.add_lora(_base(), lora.LoraConfig(rank=RANK, alpha=2.0 * RANK), seed=3)
     _randomise_b(model)
     unmerged = np.asarray(model(IDS))
     merged_model = lora.merge_lora(nnx.clone(model))
@@ -83,7 +99,7 @@ def _train_step(model: nnx.Module):
 
 @pytest.mark.slow
 def test_one_step_trains_the_adapters_only():
-    model = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=8, targets=["q_proj", "down_proj"]))
+    model = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=RANK, targets=["q_proj", "down_proj"]))
     frozen_before = jax.tree.map(np.asarray, BoundModel.frozen_of(model))
     adapters_before = jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(model, nnx.LoRAParam)))
     _, params, frozen, _, (new_state, metrics) = _train_step(model)
@@ -112,8 +128,8 @@ def test_qlora_int8_logits_stay_close_to_bf16():
     differ by quantization noise only. Stated tolerance, relative to the logits' spread (std): mean
     |diff| <= 3%, max |diff| <= 25%, and the top-1 token agrees on >= 95% of positions (measured:
     1.9%, 16%, 100%)."""
-    bf16 = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=8))
-    int8 = lora.add_lora(lora.quantize_base(_base(jnp.bfloat16)), lora.LoraConfig(rank=8))
+    bf16 = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=RANK))
+    int8 = lora.add_lora(lora.quantize_base(_base(jnp.bfloat16)), lora.LoraConfig(rank=RANK))
     assert int8.layers.attn.q_proj[...].dtype == jnp.int8
     assert int8.layers.attn.q_proj_scale[...].shape == (CFG.num_hidden_layers, 1, 4, 16)
     want = np.asarray(bf16(IDS), np.float32)
@@ -134,7 +150,7 @@ def test_adapters_shard_like_their_base_weights():
 
     from models.sharding import logical_to_spec
 
-    model = lora.add_lora(_base(), lora.LoraConfig(rank=4))
+    model = lora.add_lora(_base(), lora.LoraConfig(rank=RANK))
     mesh = {"data": 1, "fsdp": 2, "tensor": 2}
 
     def spec(var: nnx.Variable) -> P:
@@ -164,7 +180,7 @@ def test_sampler_uses_the_frozen_base_in_place_on_a_one_device_mesh():
     from models.sharding import make_mesh
     from rollout.placement import SamplerWeights
 
-    model = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=4))
+    model = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=RANK))
     state = nnx.state(model)
     weights = SamplerWeights(state, jnp.bfloat16, make_mesh(1, 1, 1, devices=jax.devices()[:1]))
     kept, own = weights.split(state)
