@@ -124,10 +124,12 @@ def _grads(new, old):
 
 
 @functools.cache
-def _fns(aggregation: str, lora: bool, streamed: bool = False):
+def _fns(aggregation: str, lora: bool, streamed: bool):
     """(step functions, params, KL reference) shared by the tests of a model: one program per shape.
     Only the GRPO gradient program depends on the loss (its aggregation mode; a streamed batch's
-    importance weights); the others are shared."""
+    importance weights); the others are shared. Every argument positional, no default: the cache
+    keys on the arguments as written, so `_fns(m, l)` and `_fns(m, l, False)` would build (and
+    compile) the same functions twice."""
     model = _model(lora)
     model_fn, params = BoundModel.from_model(model)
     cfg = _cfg(aggregation, ROW)
@@ -135,7 +137,7 @@ def _fns(aggregation: str, lora: bool, streamed: bool = False):
         model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, frozen=BoundModel.frozen_of(model), **_STEP
     )
     if (aggregation, streamed) != ("token_mean", False):
-        base, params, reference = _fns("token_mean", lora)
+        base, params, reference = _fns("token_mean", lora, False)
         shared = dict(logprobs=base.logprobs, apply=base.apply, zero_grads=base.zero_grads)
         return dataclasses.replace(fns, **shared), params, reference
     return fns, params, jax.tree.map(lambda x: x + 0.01 * jnp.sign(x), params)
@@ -211,7 +213,7 @@ def test_a_run_compiles_its_programs_once_whatever_the_record_lengths():
     """Two updates of a one-shape run (`row_widths: 1`, rows as many as the devices) on records of
     other lengths, other rows per mini-batch and other trained tokens per row: the second
     compiles nothing (a loss-position width sized to each batch compiled anew)."""
-    fns, params, reference = _fns("token_mean", False)
+    fns, params, reference = _fns("token_mean", False, False)
     cfg = _cfg("token_mean", ROW)
     cfg.grpo = dataclasses.replace(cfg.grpo, row_widths=1)
     spec = UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, DEVICES)
@@ -246,7 +248,7 @@ def test_packed_streamed_grpo_update_equals_one_record_per_row(lora):
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_packed_sft_step_equals_one_record_per_row(lora):
-    fns, params, _ = _fns("token_mean", lora)
+    fns, params, _ = _fns("token_mean", lora, False)
     rng = np.random.default_rng(5)
     rows = []
     for record in _records(rng):
