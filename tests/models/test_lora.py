@@ -28,18 +28,13 @@ RANK = 8  # one adapter rank for every test: each new rank compiles its own init
 
 
 @functools.cache
-def _initial_state() -> nnx.State:
-    """The fp32 base's weights, initialised once: each dtype's initialisers compile anew (seconds
-    per weight shape on CPU), so the bf16 base is this one cast, not a second initialisation."""
-    return nnx.state(Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0)))
+def _initial(dtype) -> Qwen3ForCausalLM:
+    return Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=dtype, param_dtype=dtype))
 
 
 def _base(dtype=jnp.float32) -> Qwen3ForCausalLM:
-    runtime = ModelRuntime(dtype=dtype, param_dtype=dtype)
-    model = nnx.eval_shape(lambda: Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0), runtime=runtime))
-    abstract = nnx.state(model)
-    nnx.update(model, jax.tree.map(lambda a, x: jnp.asarray(x, a.dtype), abstract, _initial_state()))
-    return model
+    """A fresh copy of the base initialised once per dtype."""
+    return nnx.clone(_initial(dtype))
 
 
 def _randomise_b(model: nnx.Module, seed: int = 1) -> None:
