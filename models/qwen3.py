@@ -80,6 +80,17 @@ class LMHead(nnx.Module):
         )
 
 
+def stacked_layers(make: Callable[[nnx.Rngs], nnx.Module], count: int, rngs: nnx.Rngs) -> nnx.Module:
+    """`count` layers built by `make`, created stacked: every Param gets a leading axis named "layers"."""
+
+    @nnx.split_rngs(splits=count)
+    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+    def build(layer_rngs: nnx.Rngs) -> nnx.Module:
+        return make(layer_rngs)
+
+    return build(rngs)
+
+
 class Qwen3ForCausalLM(nnx.Module):
     """Qwen3 decoder-only LM: what it is (`cfg`), how it executes (`runtime`, models.settings.ModelRuntime:
     dtypes, remat, the attention implementations and blocks, the platform its programs compile for).
@@ -92,16 +103,15 @@ class Qwen3ForCausalLM(nnx.Module):
         self.config = cfg
         self.runtime = runtime
         self.embed = Embedder(cfg, rngs=rngs, dtype=runtime.dtype, param_dtype=runtime.param_dtype)
-
-        @nnx.split_rngs(splits=cfg.num_hidden_layers)
-        @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
-        def make_layers(layer_rngs: nnx.Rngs) -> DecoderLayer:
-            return DecoderLayer(cfg, rngs=layer_rngs, runtime=runtime)
-
-        self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
+        self._build_layers(cfg, rngs, runtime)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype)
         if not cfg.tie_word_embeddings:
             self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=self.param_dtype)
+
+    def _build_layers(self, cfg: Qwen3Config, rngs: nnx.Rngs, runtime: ModelRuntime) -> None:
+        """The decoder layers, one stack (`_layer_runs` says how they run)."""
+        make = lambda layer_rngs: DecoderLayer(cfg, rngs=layer_rngs, runtime=runtime)  # noqa: E731
+        self.layers = stacked_layers(make, cfg.num_hidden_layers, rngs)
 
     @property
     def dtype(self) -> Any:
@@ -118,6 +128,13 @@ class Qwen3ForCausalLM(nnx.Module):
         return self.runtime.remat
 
     # ----------------------------------------------------------------------------------------
+    def _layer_runs(self) -> list[tuple[Any, Any, range]]:
+        """The layers in model order as runs of one stack each: (graphdef, stacked state, the
+        model's layer indices it holds). One run here; a model with two kinds of layer (a
+        Qwen3-MoE with dense-MLP layers, models/qwen3_moe.py) has one per consecutive kind."""
+        graphdef, layer_state = nnx.split(self.layers)
+        return [(graphdef, layer_state, range(self.config.num_hidden_layers))]
+
     def _run_layers(
         self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
     ) -> jax.Array:
@@ -126,15 +143,16 @@ class Qwen3ForCausalLM(nnx.Module):
         A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
         identical program, and it also works when the model was merged at an outer trace level
         (e.g. a sampler's lax.while_loop closing over the model), where nnx transforms refuse."""
-        graphdef, layer_state = nnx.split(self.layers)
+        for graphdef, layer_state, _ in self._layer_runs():
 
-        def body(x: jax.Array, state_l):
-            return nnx.merge(graphdef, state_l)(x, positions, segment_ids), None
+            def body(x: jax.Array, state_l, graphdef=graphdef):
+                return nnx.merge(graphdef, state_l)(x, positions, segment_ids), None
 
-        if self.remat != "none":
-            body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
-        with jax.named_scope("layers"):
-            return jax.lax.scan(body, x, layer_state)[0]
+            if self.remat != "none":
+                body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
+            with jax.named_scope("layers"):
+                x = jax.lax.scan(body, x, layer_state)[0]
+        return x
 
     def layer_weights(self) -> list[Any]:
         """The stacked layers' state as one state per layer (a copy of the layer weights), for a
@@ -142,8 +160,11 @@ class Qwen3ForCausalLM(nnx.Module):
         copies each layer's slice of a stacked weight before its dot in every step of the layer
         scan (~63 MB a step per Qwen3-0.6B layer), an unrolled loop over separate arrays reads
         them in place."""
-        _, state = nnx.split(self.layers)
-        return [jax.tree.map(lambda a, i=i: a[i], state) for i in range(self.config.num_hidden_layers)]
+        return [
+            jax.tree.map(lambda a, j=j: a[j], state)
+            for _, state, layers in self._layer_runs()
+            for j in range(len(layers))
+        ]
 
     def _run_layers_cached(
         self, x: jax.Array, call: CachedCall, cache: KVCache, layer_states: list[Any] | None = None
@@ -152,21 +173,24 @@ class Qwen3ForCausalLM(nnx.Module):
         reads its live blocks of the one buffer, so no step copies the cache (inputs and outputs
         of a scan would be a full copy per call). With `layer_states` (`layer_weights`), the
         layers run unrolled on those separate arrays instead of scanned."""
-        graphdef, layer_state = nnx.split(self.layers)
+        runs = self._layer_runs()
+        carry = (x, cache.k, cache.v)
         if layer_states is not None:
-            carry = (x, cache.k, cache.v)
-            for i, state_i in enumerate(layer_states):
+            graphdefs = [graphdef for graphdef, _, layers in runs for _ in layers]
+            for i, (graphdef, state_i) in enumerate(zip(graphdefs, layer_states, strict=True)):
                 carry = nnx.merge(graphdef, state_i).cached(carry[0], jnp.int32(i), call, carry[1], carry[2])
             return carry
+        for graphdef, layer_state, layers in runs:
 
-        def body(carry, xs):
-            x, k_cache, v_cache = carry
-            state_l, layer = xs
-            return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
+            def body(carry, xs, graphdef=graphdef):
+                x, k_cache, v_cache = carry
+                state_l, layer = xs
+                return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
 
-        layers = jnp.arange(self.config.num_hidden_layers, dtype=jnp.int32)
-        with jax.named_scope("layers"):
-            return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers))[0]
+            index = jnp.arange(layers.start, layers.stop, dtype=jnp.int32)
+            with jax.named_scope("layers"):
+                carry = jax.lax.scan(body, carry, (layer_state, index))[0]
+        return carry
 
     def lm_head_weight(self) -> jax.Array:
         """[H, V] in param dtype: the transposed embedding when tied."""
@@ -318,7 +342,7 @@ def create_model(config, mesh: Mesh | None = None, seed: int = 0, runtime: Model
     (jit with out_shardings; nothing is materialised whole on one device first); its attention
     is the one for the mesh's platform."""
     runtime = on_mesh(runtime, mesh)
-    build = lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), runtime=runtime)
+    build = lambda: model_class(config)(config, rngs=nnx.Rngs(seed), runtime=runtime)
     if mesh is None:
         return build()
     graphdef, abs_state = nnx.split(nnx.eval_shape(build))
@@ -332,4 +356,13 @@ def create_model(config, mesh: Mesh | None = None, seed: int = 0, runtime: Model
 def abstract_model(config, runtime: ModelRuntime = DEFAULT_RUNTIME):
     """Shape-only model (no memory): used to build shardings / restore targets (the runtime's
     platform: the restoring mesh's, `on_mesh`)."""
-    return nnx.eval_shape(lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(0), runtime=runtime))
+    return nnx.eval_shape(lambda: model_class(config)(config, rngs=nnx.Rngs(0), runtime=runtime))
+
+
+def model_class(config: Qwen3Config) -> type[Qwen3ForCausalLM]:
+    """The model a config describes: Qwen3-MoE when it has experts, else dense Qwen3."""
+    if config.moe is None:
+        return Qwen3ForCausalLM
+    from models.qwen3_moe import Qwen3MoeForCausalLM  # it subclasses this module's model
+
+    return Qwen3MoeForCausalLM
