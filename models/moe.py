@@ -28,14 +28,14 @@ import jax.numpy as jnp
 from flax import nnx
 
 from models.config import Qwen3Config
-from models.layers import F32, make_param
+from models.layers import F32, Attention, DecoderLayer, RMSNorm, make_param
+from models.settings import EXPERT_IMPLS, ModelRuntime
 from models.sharding import constrain
 
-EXPERT_IMPLS = ("auto", "ragged", "dense")
 
-
-def resolve_experts(impl: str) -> str:
-    """The expert computation `impl` stands for; unknown names are a ValueError."""
+def resolve_experts(impl: str, platform: str) -> str:
+    """The expert computation `impl` stands for in programs for `platform` (grouped matmuls on
+    every one for now); unknown names are a ValueError."""
     if impl not in EXPERT_IMPLS:
         raise ValueError(f"unknown expert implementation {impl!r}; choose from {EXPERT_IMPLS}")
     return "ragged" if impl == "auto" else impl
@@ -99,7 +99,7 @@ class MoeBlock(nnx.Module):
     """Router [H, E] and stacked expert weights: gate/up [E, H, I], down [E, I, H]."""
 
     def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any, experts: str):
-        """`experts`: an EXPERT_IMPLS name, resolved here once."""
+        """`experts`: "ragged" or "dense" (`resolve_experts`)."""
         moe = cfg.moe
         h, i, e = cfg.hidden_size, moe.moe_intermediate_size, moe.num_experts
         init = nnx.initializers.normal(cfg.initializer_range)
@@ -109,7 +109,7 @@ class MoeBlock(nnx.Module):
         self.down_proj = make_param(rngs, (e, i, h), (None, "mlp", "embed"), init, param_dtype)
         self.top_k = moe.num_experts_per_tok
         self.renorm = moe.norm_topk_prob
-        self.experts = resolve_experts(experts)
+        self.experts = experts
         self.dtype = dtype
 
     @property
@@ -132,3 +132,19 @@ class MoeBlock(nnx.Module):
         weights = [getattr(self, n)[...].astype(self.dtype) for n in ("gate_proj", "up_proj", "down_proj")]
         out = EXPERTS[self.experts](flat, routing, *weights).astype(self.dtype)
         return constrain(out.reshape(b, t, h), ("batch", "seq", "act_embed"))
+
+
+class MoeDecoderLayer(DecoderLayer):
+    """A decoder layer whose MLP is the routed experts; padding tokens are not routed."""
+
+    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, runtime: ModelRuntime):
+        """`runtime` resolved (models.qwen3.resolve_runtime): its `moe_experts` "ragged" or "dense"."""
+        dtype, param_dtype = runtime.dtype, runtime.param_dtype
+        self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        self.attn = Attention(cfg, rngs=rngs, runtime=runtime)
+        self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
+        experts = runtime.moe_experts
+        self.mlp = MoeBlock(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype, experts=experts)
+
+    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> jax.Array:
+        return self.mlp(x, valid)

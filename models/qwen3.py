@@ -1,4 +1,6 @@
 """Qwen3ForCausalLM in Flax NNX: decoder layers created stacked (nnx.vmap) and run with a layer scan.
+A config with `moe` (HF `Qwen3MoeForCausalLM`) builds the same model with routed experts in its
+sparse layers (models/moe.py; layer stacks: models/stacks.py), computed as `runtime.moe_experts` says.
 
 Entry points (the contract other packages rely on):
 - `model(ids, positions, segment_ids)`: logits without a cache (training, teacher forcing);
@@ -36,11 +38,13 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.layers import F32, RMSNorm, make_param, resolve_attention
+from models.moe import resolve_experts
 from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
 from models.settings import DEFAULT_RUNTIME, AttentionImpl, ModelRuntime, Remat
 from models.sharding import constrain, mesh_platform, state_shardings
+from models.stacks import decoder_stacks
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
 
@@ -80,17 +84,6 @@ class LMHead(nnx.Module):
         )
 
 
-def stacked_layers(make: Callable[[nnx.Rngs], nnx.Module], count: int, rngs: nnx.Rngs) -> nnx.Module:
-    """`count` layers built by `make`, created stacked: every Param gets a leading axis named "layers"."""
-
-    @nnx.split_rngs(splits=count)
-    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
-    def build(layer_rngs: nnx.Rngs) -> nnx.Module:
-        return make(layer_rngs)
-
-    return build(rngs)
-
-
 class Qwen3ForCausalLM(nnx.Module):
     """Qwen3 decoder-only LM: what it is (`cfg`), how it executes (`runtime`, models.settings.ModelRuntime:
     dtypes, remat, the attention implementations and blocks, the platform its programs compile for).
@@ -109,9 +102,11 @@ class Qwen3ForCausalLM(nnx.Module):
             self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=self.param_dtype)
 
     def _build_layers(self, cfg: Qwen3Config, rngs: nnx.Rngs, runtime: ModelRuntime) -> None:
-        """The decoder layers, one stack (`_layer_runs` says how they run)."""
-        make = lambda layer_rngs: DecoderLayer(cfg, rngs=layer_rngs, runtime=runtime)  # noqa: E731
-        self.layers = stacked_layers(make, cfg.num_hidden_layers, rngs)
+        """The decoder layers as stacks (models/stacks.py): `layers`, and for a Qwen3-MoE with
+        dense-MLP layers `dense_layers`; `runs` says in which order they run."""
+        self.runs, self.layers, dense_layers = decoder_stacks(cfg, rngs, runtime)
+        if dense_layers is not None:
+            self.dense_layers = dense_layers
 
     @property
     def dtype(self) -> Any:
@@ -130,10 +125,15 @@ class Qwen3ForCausalLM(nnx.Module):
     # ----------------------------------------------------------------------------------------
     def _layer_runs(self) -> list[tuple[Any, Any, range]]:
         """The layers in model order as runs of one stack each: (graphdef, stacked state, the
-        model's layer indices it holds). One run here; a model with two kinds of layer (a
-        Qwen3-MoE with dense-MLP layers, models/qwen3_moe.py) has one per consecutive kind."""
-        graphdef, layer_state = nnx.split(self.layers)
-        return [(graphdef, layer_state, range(self.config.num_hidden_layers))]
+        model's layer indices it holds). One run for dense Qwen3; a Qwen3-MoE with dense-MLP
+        layers has one per consecutive kind, each a slice of its stack."""
+        out = []
+        for name, start, stop, first in self.runs:
+            graphdef, state = nnx.split(getattr(self, name))
+            if (start, stop) != (0, len(jax.tree.leaves(state)[0])):
+                state = jax.tree.map(lambda a, start=start, stop=stop: a[start:stop], state)
+            out.append((graphdef, state, range(first, first + stop - start)))
+        return out
 
     def _run_layers(
         self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
@@ -329,6 +329,7 @@ def resolve_runtime(runtime: ModelRuntime) -> ModelRuntime:
         param_dtype=param_dtype,
         platform=platform,
         attention=resolve_attention(runtime.attention, dtype, platform),
+        moe_experts=resolve_experts(runtime.moe_experts, platform),
     )
 
 
@@ -342,7 +343,7 @@ def create_model(config, mesh: Mesh | None = None, seed: int = 0, runtime: Model
     (jit with out_shardings; nothing is materialised whole on one device first); its attention
     is the one for the mesh's platform."""
     runtime = on_mesh(runtime, mesh)
-    build = lambda: model_class(config)(config, rngs=nnx.Rngs(seed), runtime=runtime)
+    build = lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(seed), runtime=runtime)
     if mesh is None:
         return build()
     graphdef, abs_state = nnx.split(nnx.eval_shape(build))
@@ -356,13 +357,4 @@ def create_model(config, mesh: Mesh | None = None, seed: int = 0, runtime: Model
 def abstract_model(config, runtime: ModelRuntime = DEFAULT_RUNTIME):
     """Shape-only model (no memory): used to build shardings / restore targets (the runtime's
     platform: the restoring mesh's, `on_mesh`)."""
-    return nnx.eval_shape(lambda: model_class(config)(config, rngs=nnx.Rngs(0), runtime=runtime))
-
-
-def model_class(config: Qwen3Config) -> type[Qwen3ForCausalLM]:
-    """The model a config describes: Qwen3-MoE when it has experts, else dense Qwen3."""
-    if config.moe is None:
-        return Qwen3ForCausalLM
-    from models.qwen3_moe import Qwen3MoeForCausalLM  # it subclasses this module's model
-
-    return Qwen3MoeForCausalLM
+    return nnx.eval_shape(lambda: Qwen3ForCausalLM(config, rngs=nnx.Rngs(0), runtime=runtime))

@@ -16,7 +16,7 @@ from models.config import Qwen3Config
 from models.hf import load_pretrained, save_pretrained
 from models.kv_cache import init_cache
 from models.moe import MoeBlock
-from models.qwen3_moe import Qwen3MoeForCausalLM
+from models.qwen3 import Qwen3ForCausalLM
 
 F32 = jnp.float32
 
@@ -67,7 +67,8 @@ def hf_dirs(tmp_path_factory):
 def test_logits_match_transformers(hf_dirs, norm):
     hf, path = hf_dirs[norm]
     ours = load_pretrained(path)
-    assert isinstance(ours, Qwen3MoeForCausalLM) and ours.config.moe.norm_topk_prob is norm
+    assert isinstance(ours, Qwen3ForCausalLM) and ours.config.moe.norm_topk_prob is norm
+    assert ours.config.num_params() == sum(p.numel() for p in hf.parameters())
     ids = np.random.default_rng(0).integers(0, HF_CONFIG["vocab_size"], (2, 24), dtype=np.int32)
     expected = _hf_logits(hf, ids)
     got = np.asarray(nnx.jit(lambda m, x: m(x))(ours, jnp.asarray(ids)))
