@@ -15,8 +15,10 @@ from flax import nnx
 from models.config import Qwen3Config
 from models.hf import load_pretrained, save_pretrained
 from models.kv_cache import init_cache
+from models.lora import add_lora
 from models.moe import MoeBlock
 from models.qwen3 import Qwen3ForCausalLM
+from models.settings import LoraConfig
 
 F32 = jnp.float32
 
@@ -101,6 +103,12 @@ def test_ragged_equals_dense_and_padding_is_not_routed(hf_dirs):
     ).all()
     np.testing.assert_allclose(np.asarray(routing.weights)[valid].sum(-1), 1.0, rtol=1e-6)  # renormalised
     assert (np.asarray(out)[~valid] == 0).all() and (np.abs(np.asarray(out)[valid]).sum(-1) > 0).all()
+    # The gradients too (router included: the gate weights are differentiable through top-k).
+    probe = jnp.asarray(np.random.default_rng(5).normal(size=out.shape), F32)
+    grad = nnx.jit(nnx.grad(lambda b, x, v: jnp.sum(b(x[None], v[None])[0] * probe)))
+    got, want = (grad(b, jnp.asarray(x), jnp.asarray(valid)) for b in (ragged, dense))
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), got, want)
+    assert float(jnp.abs(got["router"][...]).max()) > 1e-4
 
 
 def test_export_loads_back_in_transformers(hf_dirs, tmp_path):
@@ -108,7 +116,10 @@ def test_export_loads_back_in_transformers(hf_dirs, tmp_path):
     from safetensors import safe_open
 
     hf, path = hf_dirs[True]
-    save_pretrained(load_pretrained(path), tmp_path, max_shard_size="200KB")
+    ours = load_pretrained(path)
+    with pytest.raises(ValueError, match="LoRA on a Qwen3-MoE model is not supported"):
+        add_lora(ours, LoraConfig(rank=4))
+    save_pretrained(ours, tmp_path, max_shard_size="200KB")
     assert len(list(tmp_path.glob("model-*.safetensors"))) > 1  # experts split across shards
 
     def shapes(folder) -> dict[str, tuple[int, ...]]:
