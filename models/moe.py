@@ -33,9 +33,9 @@ from models.settings import EXPERT_IMPLS, ModelRuntime
 from models.sharding import constrain
 
 
-def resolve_experts(impl: str, platform: str) -> str:
-    """The expert computation `impl` stands for in programs for `platform` (grouped matmuls on
-    every one for now); unknown names are a ValueError."""
+def resolve_experts(impl: str) -> str:
+    """The expert computation `impl` stands for ("auto": the grouped matmuls, which XLA compiles
+    for every platform; megablox `gmm` on TPU may take "auto" there); unknown names are a ValueError."""
     if impl not in EXPERT_IMPLS:
         raise ValueError(f"unknown expert implementation {impl!r}; choose from {EXPERT_IMPLS}")
     return "ragged" if impl == "auto" else impl

@@ -96,17 +96,14 @@ class Qwen3ForCausalLM(nnx.Module):
         self.config = cfg
         self.runtime = runtime
         self.embed = Embedder(cfg, rngs=rngs, dtype=runtime.dtype, param_dtype=runtime.param_dtype)
-        self._build_layers(cfg, rngs, runtime)
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype)
-        if not cfg.tie_word_embeddings:
-            self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=self.param_dtype)
-
-    def _build_layers(self, cfg: Qwen3Config, rngs: nnx.Rngs, runtime: ModelRuntime) -> None:
-        """The decoder layers as stacks (models/stacks.py): `layers`, and for a Qwen3-MoE with
-        dense-MLP layers `dense_layers`; `runs` says in which order they run."""
+        # `layers` (every Param with a leading axis named "layers"), for a Qwen3-MoE with dense-MLP
+        # layers also `dense_layers`; `runs` says in which order they run (models/stacks.py)
         self.runs, self.layers, dense_layers = decoder_stacks(cfg, rngs, runtime)
         if dense_layers is not None:
             self.dense_layers = dense_layers
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=self.param_dtype)
 
     @property
     def dtype(self) -> Any:
@@ -329,7 +326,7 @@ def resolve_runtime(runtime: ModelRuntime) -> ModelRuntime:
         param_dtype=param_dtype,
         platform=platform,
         attention=resolve_attention(runtime.attention, dtype, platform),
-        moe_experts=resolve_experts(runtime.moe_experts, platform),
+        moe_experts=resolve_experts(runtime.moe_experts),
     )
 
 
