@@ -326,7 +326,7 @@ def resolve_runtime(runtime: ModelRuntime) -> ModelRuntime:
         param_dtype=param_dtype,
         platform=platform,
         attention=resolve_attention(runtime.attention, dtype, platform),
-        moe_experts=resolve_experts(runtime.moe_experts),
+        moe_experts=resolve_experts(runtime.moe_experts, platform),
     )
 
 

@@ -21,7 +21,7 @@ TARGETS = ATTENTION_TARGETS + MLP_TARGETS
 Quant = Literal["none", "int8"]
 
 # A Qwen3-MoE layer's expert computation (models/moe.py): "ragged" grouped matmuls, "dense" every
-# expert on every token (the tests' reference), "auto" the one for the platform.
+# expert on every token (the reference; the faster one on a CPU), "auto" the one for the platform.
 ExpertsImpl = Literal["auto", "ragged", "dense"]
 EXPERT_IMPLS: tuple[str, ...] = get_args(ExpertsImpl)
 

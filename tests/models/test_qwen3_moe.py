@@ -18,7 +18,7 @@ from models.kv_cache import init_cache
 from models.lora import add_lora
 from models.moe import MoeBlock
 from models.qwen3 import Qwen3ForCausalLM
-from models.settings import LoraConfig
+from models.settings import LoraConfig, ModelRuntime
 
 F32 = jnp.float32
 
@@ -67,9 +67,12 @@ def hf_dirs(tmp_path_factory):
 
 @pytest.mark.parametrize("norm", [True, False])
 def test_logits_match_transformers(hf_dirs, norm):
+    """Grouped matmuls with renormalised gates, the dense path (auto on a CPU) without."""
     hf, path = hf_dirs[norm]
-    ours = load_pretrained(path)
+    experts = "ragged" if norm else "auto"  # auto: dense on a CPU
+    ours = load_pretrained(path, runtime=ModelRuntime(moe_experts=experts))
     assert isinstance(ours, Qwen3ForCausalLM) and ours.config.moe.norm_topk_prob is norm
+    assert ours.layers.mlp.experts == ("ragged" if norm else "dense")
     assert ours.config.num_params() == sum(p.numel() for p in hf.parameters())
     ids = np.random.default_rng(0).integers(0, HF_CONFIG["vocab_size"], (2, 24), dtype=np.int32)
     expected = _hf_logits(hf, ids)
