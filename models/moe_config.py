@@ -22,8 +22,9 @@ class MoeConfig:
     num_experts: PosInt
     num_experts_per_tok: PosInt
     moe_intermediate_size: PosInt
-    # top-k gate weights renormalised to sum to 1 (the Qwen3-MoE releases); False: the softmax's own
-    norm_topk_prob: bool = True
+    # top-k gate weights renormalised to sum to 1 (the Qwen3-MoE releases set it); False, transformers'
+    # default for a file without it: the softmax's own
+    norm_topk_prob: bool = False
     decoder_sparse_step: PosInt = 1
     mlp_only_layers: tuple[NonNegInt, ...] = ()
     # the load-balance loss weight the checkpoint was trained with (kept for export; training's own
@@ -32,6 +33,8 @@ class MoeConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if any(i < 0 for i in self.mlp_only_layers):
+            raise ValueError(f"mlp_only_layers must be layer indices >= 0, got {list(self.mlp_only_layers)}")
         if self.num_experts_per_tok > self.num_experts:
             raise ValueError(
                 f"num_experts_per_tok ({self.num_experts_per_tok}) exceeds num_experts ({self.num_experts})"

@@ -158,3 +158,17 @@ def test_cached_decode_equals_full_forward(hf_dirs):
         tokens = jnp.asarray([[ids[0, t]], [row1[t - 3]]])
         logits, cache = step(ours, tokens, jnp.asarray([1, 1]), cache, None)
         np.testing.assert_allclose(logits, np.stack([full0[t], full1[t - 3]]), atol=1e-4)
+
+
+def test_config_reads_as_transformers_does():
+    """Fields a file leaves out default as transformers' Qwen3MoeConfig; bad values are one line."""
+    import transformers
+
+    raw = {k: v for k, v in HF_CONFIG.items() if k not in ("mlp_only_layers", "decoder_sparse_step")}
+    theirs = transformers.Qwen3MoeConfig(**raw)
+    moe = Qwen3Config.from_hf({**raw, "model_type": "qwen3_moe"}).moe
+    assert moe.norm_topk_prob is theirs.norm_topk_prob
+    assert moe.decoder_sparse_step == theirs.decoder_sparse_step
+    assert list(moe.mlp_only_layers) == theirs.mlp_only_layers and moe.sparse_layers(3) == (True,) * 3
+    with pytest.raises(ValueError, match="num_experts_per_tok .9. exceeds num_experts .8."):
+        Qwen3Config.from_hf({**raw, "model_type": "qwen3_moe", "num_experts_per_tok": 9})
