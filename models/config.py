@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from models.fields import NonNegFloat, NonNegInt, PosFloat, PosInt, check_fields, coerce, read_fields
+from models.moe_config import MOE_MODEL_TYPE, MoeConfig
 from models.rope_scaling import RopeScaling
 
 # Qwen3 special-token ids (Qwen3 tokenizer_config.json): <|endoftext|> and <|im_end|>.
@@ -48,6 +49,8 @@ class Qwen3Config:
     # RoPE scaling (models/rope.py): linear or YaRN frequencies for contexts beyond the pretrained
     # window; HF `rope_scaling` (transformers 4.x) / `rope_parameters` (5.x).
     rope_scaling: RopeScaling = RopeScaling()
+    # Qwen3-MoE (HF model_type "qwen3_moe"): routed experts in its sparse layers; None: dense Qwen3.
+    moe: MoeConfig | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)  # every number finite and in its declared range, as a file's is read
@@ -92,8 +95,11 @@ class Qwen3Config:
         """Every number converted and checked by its field's annotation (models.fields: finite,
         an integer where one is meant, in range), so NaN, Infinity or 2.5 layers is one line."""
         model_type = hf.get("model_type", "qwen3")
-        if model_type != "qwen3":
-            raise ValueError(f"expected a Qwen3 config (model_type 'qwen3'), got model_type={model_type!r}")
+        if model_type not in ("qwen3", MOE_MODEL_TYPE):
+            raise ValueError(
+                f"expected a Qwen3 config (model_type 'qwen3' or {MOE_MODEL_TYPE!r}), "
+                f"got model_type={model_type!r}"
+            )
         missing = [k for k in _REQUIRED if k not in hf]
         if missing:
             raise ValueError(f"Qwen3 config is missing required fields: {missing}")
@@ -111,14 +117,16 @@ class Qwen3Config:
             head_dim=coerce(head_dim, int, "head_dim"),
             sliding_window=_sliding_window(hf),
             rope_scaling=RopeScaling.from_hf(hf),
+            moe=MoeConfig.from_hf(hf) if model_type == MOE_MODEL_TYPE else None,
         )
 
     def to_hf(self, dtype: str = "float32") -> dict[str, Any]:
         """A `config.json` dict that `transformers.Qwen3Config` (4.51+ and 5.x) accepts: the RoPE
         settings both as 4.x's `rope_theta` + `rope_scaling` and as 5.x's `rope_parameters`."""
         scaling = self.rope_scaling.to_hf()
+        moe = {} if self.moe is None else {**self.moe.to_hf(), "model_type": MOE_MODEL_TYPE}
         return {
-            "architectures": ["Qwen3ForCausalLM"],
+            "architectures": ["Qwen3ForCausalLM" if self.moe is None else "Qwen3MoeForCausalLM"],
             "model_type": "qwen3",
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
@@ -145,6 +153,7 @@ class Qwen3Config:
             "eos_token_id": self.eos_token_id,
             "torch_dtype": dtype,
             "dtype": dtype,
+            **moe,
         }
 
     def num_params(self) -> int:
@@ -154,9 +163,14 @@ class Qwen3Config:
         attn = h * d * (nh + 2 * kvh) + nh * d * h + 2 * d
         if self.attention_bias:
             attn += d * (nh + 2 * kvh) + h
-        layer = attn + 3 * h * i + 2 * h
+        dense = 3 * h * i
+        layers = self.num_hidden_layers
+        moe = self.moe
+        sparse = 0 if moe is None else moe.num_experts * (3 * h * moe.moe_intermediate_size + h)
+        kinds = self.moe.sparse_layers(layers) if self.moe else (False,) * layers
+        mlps = sum(sparse if s else dense for s in kinds)
         head = 0 if self.tie_word_embeddings else h * self.vocab_size
-        return self.vocab_size * h + self.num_hidden_layers * layer + h + head
+        return self.vocab_size * h + layers * (attn + 2 * h) + mlps + h + head
 
 
 def _sliding_window(hf: dict[str, Any]) -> int | None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import itertools
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jax
@@ -23,96 +22,12 @@ from tqdm.auto import tqdm
 
 from models.config import QWEN3_BOS_ID, QWEN3_EOS_ID, Qwen3Config
 from models.hf_check import check_array, check_tensors, header, hf_shapes, open_safetensors
+from models.hf_maps import get_path, hf_names, set_path, tensor_maps
 from models.qwen3 import abstract_model, on_mesh
 from models.settings import DEFAULT_RUNTIME, ModelRuntime
 from models.sharding import state_shardings
 
 log = logging.getLogger(__name__)
-
-Path = tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorMap:
-    """One parameter leaf: its path in our pure dict, its HF name (with `{i}` for the layer index
-    when stacked) and the layout conversions of one (per-layer) tensor."""
-
-    path: Path
-    hf_name: str
-    to_ours: Callable[[np.ndarray], np.ndarray]
-    to_hf: Callable[[np.ndarray], np.ndarray]
-
-    @property
-    def stacked(self) -> bool:
-        return "{i}" in self.hf_name
-
-    def layer_indices(self, num_layers: int) -> Sequence[int | None]:
-        """The layer index of each HF tensor of this leaf (None for an unstacked leaf)."""
-        return range(num_layers) if self.stacked else [None]
-
-
-def tensor_maps(cfg: Qwen3Config) -> list[TensorMap]:
-    """The complete HF <-> ours table for `cfg` (exactly the tensors transformers expects)."""
-    h, nh, kvh, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    same = lambda w: w  # noqa: E731
-    transpose = lambda w: w.T  # noqa: E731
-
-    def proj_in(n: int) -> dict:  # HF [n*D, H]  <-> ours [H, n, D]
-        return dict(to_ours=lambda w: w.T.reshape(h, n, d), to_hf=lambda k: k.reshape(h, n * d).T)
-
-    def bias(n: int) -> dict:  # HF [n*D] <-> ours [n, D]
-        return dict(to_ours=lambda b: b.reshape(n, d), to_hf=lambda b: b.reshape(n * d))
-
-    lp = "model.layers.{i}."
-    maps = [
-        TensorMap(("embed", "embedding"), "model.embed_tokens.weight", same, same),
-        TensorMap(("layers", "input_norm", "scale"), lp + "input_layernorm.weight", same, same),
-        TensorMap(("layers", "attn", "q_proj"), lp + "self_attn.q_proj.weight", **proj_in(nh)),
-        TensorMap(("layers", "attn", "k_proj"), lp + "self_attn.k_proj.weight", **proj_in(kvh)),
-        TensorMap(("layers", "attn", "v_proj"), lp + "self_attn.v_proj.weight", **proj_in(kvh)),
-        # HF [H, NH*D] <-> ours [NH, D, H]
-        TensorMap(
-            ("layers", "attn", "o_proj"),
-            lp + "self_attn.o_proj.weight",
-            to_ours=lambda w: w.T.reshape(nh, d, h),
-            to_hf=lambda k: k.reshape(nh * d, h).T,
-        ),
-        TensorMap(("layers", "attn", "q_norm", "scale"), lp + "self_attn.q_norm.weight", same, same),
-        TensorMap(("layers", "attn", "k_norm", "scale"), lp + "self_attn.k_norm.weight", same, same),
-        TensorMap(("layers", "post_attn_norm", "scale"), lp + "post_attention_layernorm.weight", same, same),
-        TensorMap(("layers", "mlp", "gate_proj"), lp + "mlp.gate_proj.weight", transpose, transpose),
-        TensorMap(("layers", "mlp", "up_proj"), lp + "mlp.up_proj.weight", transpose, transpose),
-        TensorMap(("layers", "mlp", "down_proj"), lp + "mlp.down_proj.weight", transpose, transpose),
-        TensorMap(("norm", "scale"), "model.norm.weight", same, same),
-    ]
-    if cfg.attention_bias:
-        maps += [
-            TensorMap(("layers", "attn", "q_bias"), lp + "self_attn.q_proj.bias", **bias(nh)),
-            TensorMap(("layers", "attn", "k_bias"), lp + "self_attn.k_proj.bias", **bias(kvh)),
-            TensorMap(("layers", "attn", "v_bias"), lp + "self_attn.v_proj.bias", **bias(kvh)),
-            TensorMap(("layers", "attn", "o_bias"), lp + "self_attn.o_proj.bias", same, same),
-        ]
-    if not cfg.tie_word_embeddings:
-        maps.append(TensorMap(("lm_head", "kernel"), "lm_head.weight", transpose, transpose))
-    return maps
-
-
-def hf_names(cfg: Qwen3Config) -> list[str]:
-    """Every HF tensor name of `cfg`, in export order."""
-    return [m.hf_name.format(i=i) for m in tensor_maps(cfg) for i in m.layer_indices(cfg.num_hidden_layers)]
-
-
-def _get_path(tree: dict, path: Path) -> Any:
-    for key in path:
-        tree = tree[key]
-    return tree
-
-
-def _set_path(tree: dict, path: Path, value: Any) -> None:
-    for key in path[:-1]:
-        tree = tree.setdefault(key, {})
-    tree[path[-1]] = value
-
 
 # --------------------------------------------------------------------------------------------
 # HF tensors -> our params
@@ -137,17 +52,16 @@ def params_from_hf(
 
     pure: dict = {}
     for m in tqdm(tensor_maps(cfg), desc="loading HF tensors", unit="leaf", disable=not progress):
-        if m.stacked:
-            first = m.to_ours(fetch(m.hf_name.format(i=0)))
-            leaf = np.empty((cfg.num_hidden_layers, *first.shape), np_dtype)
-            leaf[0] = first
-            for i in range(1, cfg.num_hidden_layers):
-                leaf[i] = m.to_ours(fetch(m.hf_name.format(i=i)))
-            del first
-        else:
-            leaf = m.to_ours(fetch(m.hf_name)).astype(np_dtype)
-        sharding = None if shardings is None else _get_path(shardings, m.path)
-        _set_path(pure, m.path, _to_device(leaf, sharding))
+        keys = m.keys(cfg.num_hidden_layers)
+        leaf = None
+        for index, name in keys:
+            value = m.to_ours(fetch(name))
+            if leaf is None:  # stacked: [layers (, experts), *one tensor's shape]
+                lead = tuple(n + 1 for n in keys[-1][0])
+                leaf = np.empty((*lead, *value.shape), np_dtype)
+            leaf[index] = value
+        sharding = None if shardings is None else get_path(shardings, m.path)
+        set_path(pure, m.path, _to_device(leaf, sharding))
         del leaf
     return pure
 
@@ -172,11 +86,10 @@ def to_host(x: Any) -> np.ndarray:
 def params_to_hf(pure: dict, cfg: Qwen3Config, dtype: Any = None) -> Iterator[tuple[str, np.ndarray]]:
     """(HF name, numpy tensor in HF layout) one at a time; only one layer slice is on host at once."""
     for m in tensor_maps(cfg):
-        leaf = _get_path(pure, m.path)
-        for i in m.layer_indices(cfg.num_hidden_layers):
-            value = to_host(leaf if i is None else leaf[i])
-            out = np.ascontiguousarray(m.to_hf(value))
-            yield m.hf_name.format(i=i), out if dtype is None else out.astype(np.dtype(dtype))
+        leaf = get_path(pure, m.path)
+        for index, name in m.keys(cfg.num_hidden_layers):
+            out = np.ascontiguousarray(m.to_hf(to_host(leaf[index] if index else leaf)))
+            yield name, out if dtype is None else out.astype(np.dtype(dtype))
 
 
 def state_dict_to_model(model, state_dict: dict[str, Any]) -> None:
@@ -348,9 +261,8 @@ def save_pretrained(
     # Plan shards from sizes alone (a layout change keeps the size), then stream tensors into them.
     sizes = {}
     for m in tensor_maps(cfg):
-        shape = _get_path(pure, m.path).shape[1 if m.stacked else 0 :]
-        for i in m.layer_indices(cfg.num_hidden_layers):
-            sizes[m.hf_name.format(i=i)] = int(np.prod(shape)) * dtype.itemsize
+        for index, name in m.keys(cfg.num_hidden_layers):
+            sizes[name] = int(np.prod(get_path(pure, m.path).shape[len(index) :])) * dtype.itemsize
     shards: list[list[str]] = [[]]
     used = 0
     for name in hf_names(cfg):

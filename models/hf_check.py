@@ -91,8 +91,21 @@ def hf_shapes(cfg: Qwen3Config) -> dict[str, tuple[int, ...]]:
     }
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = (cfg.vocab_size, cfg.hidden_size)
+    dense_mlp = {k: per_layer.pop(k) for k in list(per_layer) if k.startswith("mlp.")}
+    sparse = cfg.moe.sparse_layers(cfg.num_hidden_layers) if cfg.moe else (False,) * cfg.num_hidden_layers
     for layer in range(cfg.num_hidden_layers):
-        shapes.update({f"model.layers.{layer}.{k}": v for k, v in per_layer.items()})
+        mlp = _expert_shapes(cfg) if sparse[layer] else dense_mlp
+        shapes.update({f"model.layers.{layer}.{k}": v for k, v in {**per_layer, **mlp}.items()})
+    return shapes
+
+
+def _expert_shapes(cfg: Qwen3Config) -> dict[str, tuple[int, ...]]:
+    """A Qwen3-MoE sparse layer's router and per-expert SwiGLU tensors (HF names under the layer)."""
+    h, i, e = cfg.hidden_size, cfg.moe.moe_intermediate_size, cfg.moe.num_experts
+    shapes: dict[str, tuple[int, ...]] = {"mlp.gate.weight": (e, h)}
+    for j in range(e):
+        shapes |= {f"mlp.experts.{j}.{n}.weight": (i, h) for n in ("gate_proj", "up_proj")}
+        shapes[f"mlp.experts.{j}.down_proj.weight"] = (h, i)
     return shapes
 
 

@@ -279,12 +279,17 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 
-    def _finish(self, x: jax.Array, attn: jax.Array) -> jax.Array:
+    def _finish(self, x: jax.Array, attn: jax.Array, valid: jax.Array | None) -> jax.Array:
         with jax.named_scope("attention"):
             x = constrain(x + self.attn.out(attn), ("batch", "seq", "act_embed"))
         with jax.named_scope("mlp"):
-            x = x + self.mlp(self.post_attn_norm(x))
+            x = x + self.feed_forward(self.post_attn_norm(x), valid)
         return constrain(x, ("batch", "seq", "act_embed"))
+
+    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> jax.Array:
+        """The MLP on x [B, T, H]; `valid` [B, T] (the call's real tokens, None: all) is for a routed
+        block (models/qwen3_moe.py), which leaves padding unrouted; the dense MLP runs every token."""
+        return self.mlp(x)
 
     def __call__(self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None) -> jax.Array:
         """x [B, T, H] without a cache: causal attention over this call's tokens (by index;
@@ -292,7 +297,7 @@ class DecoderLayer(nnx.Module):
         with jax.named_scope("attention"):  # the output projection and residual: _finish
             q, k, v = self.attn.qkv(self.input_norm(x), positions)
             attn = self.attn.attend(q, k, v, segment_ids)
-        return self._finish(x, attn)
+        return self._finish(x, attn, None if segment_ids is None else segment_ids != 0)
 
     def cached(
         self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
@@ -313,7 +318,7 @@ class DecoderLayer(nnx.Module):
             else:
                 attend = paged_attention_reference if paged else cached_attention
                 attn = attend(q, k_cache, v_cache, layer, call, block, self.attn.window)
-        return self._finish(x, attn), k_cache, v_cache
+        return self._finish(x, attn, call.positions < call.filled[:, None]), k_cache, v_cache
 
 
 def with_paged_attention(model: nnx.Module, impl: str) -> nnx.Module:

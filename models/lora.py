@@ -42,6 +42,8 @@ def add_lora(model: nnx.Module, cfg: LoraConfig, seed: int = 0, mesh: Mesh | Non
 
     if not cfg.enabled:
         return model
+    if model.config.moe is not None:  # adapters would miss dense_layers and misread stacked experts
+        raise ValueError("LoRA on a Qwen3-MoE model is not supported yet: train it with model.lora.rank 0")
     key = jax.random.key(seed)
     for i, target in enumerate(cfg.targets):
         module = module_of(model, target)

@@ -1,4 +1,6 @@
 """Qwen3ForCausalLM in Flax NNX: decoder layers created stacked (nnx.vmap) and run with a layer scan.
+A config with `moe` (HF `Qwen3MoeForCausalLM`) builds the same model with routed experts in its
+sparse layers (models/moe.py; layer stacks: models/stacks.py), computed as `runtime.moe_experts` says.
 
 Entry points (the contract other packages rely on):
 - `model(ids, positions, segment_ids)`: logits without a cache (training, teacher forcing);
@@ -36,11 +38,13 @@ from jax.sharding import Mesh
 
 from models.config import Qwen3Config
 from models.kv_cache import CachedCall, KVCache, init_cache, write_slots
-from models.layers import F32, DecoderLayer, RMSNorm, make_param, resolve_attention
+from models.layers import F32, RMSNorm, make_param, resolve_attention
+from models.moe import resolve_experts
 from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
 from models.settings import DEFAULT_RUNTIME, AttentionImpl, ModelRuntime, Remat
 from models.sharding import constrain, mesh_platform, state_shardings
+from models.stacks import decoder_stacks
 
 __all__ = ["Qwen3ForCausalLM", "KVCache", "init_cache", "REMAT_POLICIES", "Remat", "AttentionImpl"]
 
@@ -92,13 +96,11 @@ class Qwen3ForCausalLM(nnx.Module):
         self.config = cfg
         self.runtime = runtime
         self.embed = Embedder(cfg, rngs=rngs, dtype=runtime.dtype, param_dtype=runtime.param_dtype)
-
-        @nnx.split_rngs(splits=cfg.num_hidden_layers)
-        @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
-        def make_layers(layer_rngs: nnx.Rngs) -> DecoderLayer:
-            return DecoderLayer(cfg, rngs=layer_rngs, runtime=runtime)
-
-        self.layers = make_layers(rngs)  # every Param gets a leading [L] axis named "layers"
+        # `layers` (every Param with a leading axis named "layers"), for a Qwen3-MoE with dense-MLP
+        # layers also `dense_layers`; `runs` says in which order they run (models/stacks.py)
+        self.runs, self.layers, dense_layers = decoder_stacks(cfg, rngs, runtime)
+        if dense_layers is not None:
+            self.dense_layers = dense_layers
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype)
         if not cfg.tie_word_embeddings:
             self.lm_head = LMHead(cfg, rngs=rngs, param_dtype=self.param_dtype)
@@ -118,6 +120,18 @@ class Qwen3ForCausalLM(nnx.Module):
         return self.runtime.remat
 
     # ----------------------------------------------------------------------------------------
+    def _layer_runs(self) -> list[tuple[Any, Any, range]]:
+        """The layers in model order as runs of one stack each: (graphdef, stacked state, the
+        model's layer indices it holds). One run for dense Qwen3; a Qwen3-MoE with dense-MLP
+        layers has one per consecutive kind, each a slice of its stack."""
+        out = []
+        for name, start, stop, first in self.runs:
+            graphdef, state = nnx.split(getattr(self, name))
+            if (start, stop) != (0, len(jax.tree.leaves(state)[0])):
+                state = jax.tree.map(lambda a, start=start, stop=stop: a[start:stop], state)
+            out.append((graphdef, state, range(first, first + stop - start)))
+        return out
+
     def _run_layers(
         self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
     ) -> jax.Array:
@@ -126,15 +140,16 @@ class Qwen3ForCausalLM(nnx.Module):
         A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
         identical program, and it also works when the model was merged at an outer trace level
         (e.g. a sampler's lax.while_loop closing over the model), where nnx transforms refuse."""
-        graphdef, layer_state = nnx.split(self.layers)
+        for graphdef, layer_state, _ in self._layer_runs():
 
-        def body(x: jax.Array, state_l):
-            return nnx.merge(graphdef, state_l)(x, positions, segment_ids), None
+            def body(x: jax.Array, state_l, graphdef=graphdef):
+                return nnx.merge(graphdef, state_l)(x, positions, segment_ids), None
 
-        if self.remat != "none":
-            body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
-        with jax.named_scope("layers"):
-            return jax.lax.scan(body, x, layer_state)[0]
+            if self.remat != "none":
+                body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
+            with jax.named_scope("layers"):
+                x = jax.lax.scan(body, x, layer_state)[0]
+        return x
 
     def layer_weights(self) -> list[Any]:
         """The stacked layers' state as one state per layer (a copy of the layer weights), for a
@@ -142,8 +157,11 @@ class Qwen3ForCausalLM(nnx.Module):
         copies each layer's slice of a stacked weight before its dot in every step of the layer
         scan (~63 MB a step per Qwen3-0.6B layer), an unrolled loop over separate arrays reads
         them in place."""
-        _, state = nnx.split(self.layers)
-        return [jax.tree.map(lambda a, i=i: a[i], state) for i in range(self.config.num_hidden_layers)]
+        return [
+            jax.tree.map(lambda a, j=j: a[j], state)
+            for _, state, layers in self._layer_runs()
+            for j in range(len(layers))
+        ]
 
     def _run_layers_cached(
         self, x: jax.Array, call: CachedCall, cache: KVCache, layer_states: list[Any] | None = None
@@ -152,21 +170,24 @@ class Qwen3ForCausalLM(nnx.Module):
         reads its live blocks of the one buffer, so no step copies the cache (inputs and outputs
         of a scan would be a full copy per call). With `layer_states` (`layer_weights`), the
         layers run unrolled on those separate arrays instead of scanned."""
-        graphdef, layer_state = nnx.split(self.layers)
+        runs = self._layer_runs()
+        carry = (x, cache.k, cache.v)
         if layer_states is not None:
-            carry = (x, cache.k, cache.v)
-            for i, state_i in enumerate(layer_states):
+            graphdefs = [graphdef for graphdef, _, layers in runs for _ in layers]
+            for i, (graphdef, state_i) in enumerate(zip(graphdefs, layer_states, strict=True)):
                 carry = nnx.merge(graphdef, state_i).cached(carry[0], jnp.int32(i), call, carry[1], carry[2])
             return carry
+        for graphdef, layer_state, layers in runs:
 
-        def body(carry, xs):
-            x, k_cache, v_cache = carry
-            state_l, layer = xs
-            return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
+            def body(carry, xs, graphdef=graphdef):
+                x, k_cache, v_cache = carry
+                state_l, layer = xs
+                return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
 
-        layers = jnp.arange(self.config.num_hidden_layers, dtype=jnp.int32)
-        with jax.named_scope("layers"):
-            return jax.lax.scan(body, (x, cache.k, cache.v), (layer_state, layers))[0]
+            index = jnp.arange(layers.start, layers.stop, dtype=jnp.int32)
+            with jax.named_scope("layers"):
+                carry = jax.lax.scan(body, carry, (layer_state, index))[0]
+        return carry
 
     def lm_head_weight(self) -> jax.Array:
         """[H, V] in param dtype: the transposed embedding when tied."""
@@ -305,6 +326,7 @@ def resolve_runtime(runtime: ModelRuntime) -> ModelRuntime:
         param_dtype=param_dtype,
         platform=platform,
         attention=resolve_attention(runtime.attention, dtype, platform),
+        moe_experts=resolve_experts(runtime.moe_experts, platform),
     )
 
 

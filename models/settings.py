@@ -20,6 +20,11 @@ MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
 TARGETS = ATTENTION_TARGETS + MLP_TARGETS
 Quant = Literal["none", "int8"]
 
+# A Qwen3-MoE layer's expert computation (models/moe.py): "ragged" grouped matmuls, "dense" every
+# expert on every token (the reference; the faster one on a CPU), "auto" the one for the platform.
+ExpertsImpl = Literal["auto", "ragged", "dense"]
+EXPERT_IMPLS: tuple[str, ...] = get_args(ExpertsImpl)
+
 
 @dataclass(frozen=True)
 class LoraConfig:
@@ -69,7 +74,7 @@ class ModelRuntime:
     block); `cache_block`: the key block of attention over a KV cache (only blocks holding live
     tokens are read); `platform`: what the programs compile for (a mesh's devices', None = this
     host's backend); `paged_attention`: how decode steps read a paged cache
-    (models/paged_kernel.py)."""
+    (models/paged_kernel.py); `moe_experts`: a Qwen3-MoE layer's expert computation (models/moe.py)."""
 
     dtype: Any = "float32"
     param_dtype: Any = "float32"
@@ -79,6 +84,7 @@ class ModelRuntime:
     cache_block: int = 512
     platform: str | None = None
     paged_attention: str = "auto"
+    moe_experts: ExpertsImpl = "auto"
 
 
 DEFAULT_RUNTIME = ModelRuntime()  # float32, no remat, attention chosen for the host
