@@ -64,7 +64,9 @@ class StreamActions:
             process=jax.process_index(),
             tag=start.tag if start is not None else StreamTag(),
         )
-        stream = Stream(index, len(self.streams[index]), record, limits, started=time.perf_counter())
+        sampling = start.sampling if start is not None else None
+        ordinal = len(self.streams[index])
+        stream = Stream(index, ordinal, record, limits, sampling, started=time.perf_counter())
         self.streams[index][name] = stream
         return stream
 
