@@ -78,7 +78,8 @@ class EngineWorker:
             except Exception as exc:  # a failed run fails its requests, never the server
                 log.exception("the engine failed; its requests get an error")
                 for future in self.waiting.values():
-                    future.set_exception(exc)
+                    if future.set_running_or_notify_cancel():
+                        future.set_exception(exc)
                 self.waiting.clear()
                 self.session.close()
                 self.session = self.engine.session(self.rng)
@@ -113,5 +114,5 @@ class EngineWorker:
 
     def _resolve(self, index: int, record: EpisodeRecord) -> None:
         future = self.waiting.pop(index, None)
-        if future is not None:
+        if future is not None and future.set_running_or_notify_cancel():  # False: its client left
             future.set_result(record)

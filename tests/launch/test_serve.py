@@ -160,6 +160,8 @@ def test_models_health_and_errors(client, server):
         )
     with pytest.raises(openai.BadRequestError, match="role"):
         client.chat.completions.create(model="b2tjax", messages=[{"role": "robot", "content": "hi"}])
+    with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1]))) as sock:  # leaves mid-body
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{")
     # unknown fields are ignored; the server still answers after every refusal
     reply = client.chat.completions.create(
         model="b2tjax",
@@ -175,6 +177,7 @@ def test_tool_call_round_trip_and_session_record(client, server):
     the client parses is the one in the completion text; the session's turns are one record whose
     ids continue token for token, readable by EpisodeRecord.from_json."""
     base, records = server
+    reused = json.loads(urllib.request.urlopen(base + "/v1/stats").read())["reused_tokens"]
     headers = {"X-Session-Id": "s1", "X-Instance-Id": "inst-7"}
     messages = [
         {"role": "user", "content": "Find a flight."},
@@ -195,6 +198,8 @@ def test_tool_call_round_trip_and_session_record(client, server):
     second = client.chat.completions.create(
         model="b2tjax", messages=messages, tools=TOOLS, temperature=0.7, seed=3, extra_headers=headers
     )
+    # the second turn's prompt starts with the first turn's record: its KV is copied, not computed
+    assert json.loads(urllib.request.urlopen(base + "/v1/stats").read())["reused_tokens"] > reused
     p1, p2 = first.model_extra["prompt_token_ids"], second.model_extra["prompt_token_ids"]
     c1 = first.choices[0].model_extra["token_ids"]
     if first.choices[0].finish_reason == "stop":  # a finished turn is continued exactly
