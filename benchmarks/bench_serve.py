@@ -23,6 +23,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from b2tjax.cli.script import skip_absent_tpu
+
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = "plan a trip from shanghai to chengdu hotel flight train budget museum dinner day".split()
 
@@ -78,7 +80,7 @@ def transformers_rate(hf_dir: Path, ids: list[list[int]], max_tokens: int) -> tu
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     with torch.no_grad():
         model.generate(torch.tensor([ids[0]]), max_new_tokens=4, do_sample=False)  # warm-up
         start, tokens = time.perf_counter(), 0
@@ -110,6 +112,7 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--skip-transformers", action="store_true")
     args = p.parse_args()
+    skip_absent_tpu()
     tmp = Path(tempfile.mkdtemp(prefix="bench_serve_"))
     hf_dir = build_model(tmp / "hf")
     with socket.socket() as s:
@@ -142,8 +145,9 @@ def main() -> None:
                     raise SystemExit("the server did not start") from None
                 time.sleep(0.5)
         conversations = prompts(args.requests)
-        serve_rate(base, conversations[:32], args.max_tokens, 32)  # warm-up: every batch shape compiles
-        serve_rate(base, conversations[:2], args.max_tokens, 1)
+        # warm-up: the prefill programs compile per (rows, width) bucket that the arrivals make
+        serve_rate(base, conversations, args.max_tokens, 32)
+        serve_rate(base, conversations[:8], args.max_tokens, 1)
         rows = [("serve, 1 client (one at a time)", *serve_rate(base, conversations, args.max_tokens, 1))]
         rows.append(("serve, 32 concurrent clients", *serve_rate(base, conversations, args.max_tokens, 32)))
         if not args.skip_transformers:

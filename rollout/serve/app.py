@@ -13,7 +13,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -33,27 +33,33 @@ INSTANCE_HEADER = "x-instance-id"  # the benchmark instance of the session (defa
 
 def build_app(service: ChatService, api_key: str | None, max_body_bytes: int) -> Starlette:
     """The ASGI app serving `service`; `api_key` (None: none asked) guards every /v1 route."""
+    api = _Endpoints(service, api_key, max_body_bytes)
+    routes = [
+        Route("/v1/chat/completions", api.guarded(api.chat), methods=["POST"]),
+        Route("/v1/sessions/{session}/close", api.guarded(api.close_session), methods=["POST"]),
+        Route("/v1/models", api.guarded(api.models), methods=["GET"]),
+        Route("/v1/stats", api.guarded(api.stats), methods=["GET"]),
+        Route("/health", api.guarded(api.health), methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
 
-    async def read_json(request: Request) -> Any:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
-            raise ApiError(413, f"the request body exceeds {max_body_bytes} bytes")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > max_body_bytes:
-                raise ApiError(413, f"the request body exceeds {max_body_bytes} bytes")
-        try:
-            return json.loads(body) if body else None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ApiError(400, f"the body is not valid JSON: {err}") from None
 
-    def guarded(handler):
+@dataclasses.dataclass
+class _Endpoints:
+    service: ChatService
+    api_key: str | None
+    max_body_bytes: int
+
+    def guarded(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """`handler` behind the API key, with every refusal or failure an OpenAI-style JSON error."""
+
         async def route(request: Request) -> Response:
             try:
-                if api_key is not None and request.url.path.startswith("/v1"):
+                if self.api_key is not None and request.url.path.startswith("/v1"):
                     given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-                    if not secrets.compare_digest(given.encode(), api_key.encode()):
+                    if not secrets.compare_digest(given.encode(), self.api_key.encode()):
                         raise ApiError(401, "invalid or missing API key", kind="authentication_error")
                 return await handler(request)
             except ApiError as err:
@@ -65,42 +71,50 @@ def build_app(service: ChatService, api_key: str | None, max_body_bytes: int) ->
 
         return route
 
-    async def chat(request: Request) -> Response:
-        req = parse_chat(await read_json(request), service.model_name)
+    async def read_json(self, request: Request) -> Any:
+        """The body's JSON; 413 past the limit (declared or streamed), 400 when it does not parse."""
+        limit = self.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ApiError(413, f"the request body exceeds {limit} bytes")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ApiError(413, f"the request body exceeds {limit} bytes")
+        try:
+            return json.loads(body) if body else None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"the body is not valid JSON: {err}") from None
+
+    async def chat(self, request: Request) -> Response:
+        req = parse_chat(await self.read_json(request), self.service.model_name)
         headers = request.headers
-        body = await service.complete(req, headers.get(SESSION_HEADER), headers.get(INSTANCE_HEADER))
+        body = await self.service.complete(req, headers.get(SESSION_HEADER), headers.get(INSTANCE_HEADER))
         if req.stream:
             return StreamingResponse(_events(body, req.include_usage), media_type="text/event-stream")
         return JSONResponse(body)
 
-    async def close_session(request: Request) -> Response:
+    async def close_session(self, request: Request) -> Response:
+        session = request.path_params["session"]
         try:
-            answer, reward = close_fields(await read_json(request))
-            records = service.sessions.close(request.path_params["session"], answer, reward)
+            answer, reward = close_fields(await self.read_json(request))
+            records = self.service.sessions.close(session, answer, reward)
         except ValueError as err:
             raise ApiError(400, str(err)) from None
         except KeyError:
             raise ApiError(404, "no open session with that id", kind="not_found_error") from None
-        return JSONResponse({"session": request.path_params["session"], "streams": len(records)})
+        return JSONResponse({"session": session, "streams": len(records)})
 
-    async def models(request: Request) -> Response:
-        model = {"id": service.model_name, "object": "model", "created": 0, "owned_by": "b2tjax"}
+    async def models(self, request: Request) -> Response:
+        model = {"id": self.service.model_name, "object": "model", "created": 0, "owned_by": "b2tjax"}
         return JSONResponse({"object": "list", "data": [model]})
 
-    async def health(request: Request) -> Response:
+    async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    async def stats(request: Request) -> Response:
-        return JSONResponse(dataclasses.asdict(service.worker.stats))
-
-    routes = [
-        Route("/v1/chat/completions", guarded(chat), methods=["POST"]),
-        Route("/v1/sessions/{session}/close", guarded(close_session), methods=["POST"]),
-        Route("/v1/models", guarded(models), methods=["GET"]),
-        Route("/v1/stats", guarded(stats), methods=["GET"]),
-        Route("/health", guarded(health), methods=["GET"]),
-    ]
-    return Starlette(routes=routes)
+    async def stats(self, request: Request) -> Response:
+        return JSONResponse(dataclasses.asdict(self.service.worker.stats))
 
 
 async def _events(body: dict[str, Any], include_usage: bool) -> AsyncIterator[str]:

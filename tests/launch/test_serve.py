@@ -252,3 +252,55 @@ def test_streaming_and_concurrent_clients(client):
     # greedy: the same question gets the same tokens whichever batch mates it had
     for k in range(3, 12):
         assert answers[k] == answers[k % 3]
+
+
+def test_grpo_trains_on_served_sessions(client, server, hf_dir):
+    """Two recorded sessions of one task, scored at close, are a GRPO group: the served log-probs
+    of their sampled tokens are the model's own (teacher-forced, at the request's temperature), so
+    the update is on-policy, and it moves the weights."""
+    import dataclasses
+
+    import jax
+    import numpy as np
+    import optax
+
+    from b2tjax.config import TrainConfig
+    from b2tjax.grpo.update import RolloutBatch, UpdateSpec, grpo_update
+    from b2tjax.run.policy import load_policy
+    from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
+    from rollout.sampling import teacher_forced_logprobs
+
+    base, records = server
+    for name, reward in (("g0", 0.0), ("g1", 1.0)):
+        messages = [{"role": "user", "content": "Plan a day in Chengdu."}]
+        headers = {"X-Session-Id": name, "X-Instance-Id": f"task-{name}"}
+        for turn in range(2):
+            reply = client.chat.completions.create(
+                model="b2tjax", messages=messages, temperature=0.9, seed=turn, extra_headers=headers
+            )
+            messages += [
+                reply.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "content": "ok"},
+            ]
+        assert _post(f"{base}/v1/sessions/{name}/close", json.dumps({"reward": reward}).encode())[0] == 200
+    lines = [EpisodeRecord.from_json(json.loads(x)) for x in records.read_text().splitlines()]
+    group = [r for r in lines if r.instance_id.startswith("task-") and r.stream == "main"]
+    assert [r.reward for r in group] == [0.0, 1.0]
+
+    model = load_policy(hf_dir).model
+    for record in group:
+        mask = np.asarray(record.loss_mask[1:], bool)
+        reference = teacher_forced_logprobs(model, record.ids, 0.9)[mask]
+        assert np.max(np.abs(np.asarray(record.logprobs[1:])[mask] - reference)) <= 2e-3
+
+    cfg = TrainConfig()
+    cfg.rollout = dataclasses.replace(cfg.rollout, prompts_per_step=1, group_size=2, max_seq_len=512)
+    model_fn, params = BoundModel.from_model(model)
+    fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, temperature=0.9, fixed_length=512)
+    state = init_train_state(jax.tree.map(lambda x: x.copy(), params), optax.sgd(1.0))
+    spec = UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1)
+    new, metrics = grpo_update(
+        spec, fns, state, RolloutBatch(group, {}, groups=[0, 0], episodes=[0, 1]), seed=0
+    )
+    moved = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - np.asarray(b)).max()), new.params, params)
+    assert max(jax.tree.leaves(moved)) > 0 and metrics["clip_frac"] == 0.0
