@@ -17,9 +17,10 @@ import re
 import urllib.request
 from pathlib import Path
 
-from openai import OpenAI
+from openai import BadRequestError, OpenAI
 
 from sandbox.benchmarks import benchmark_class
+from sandbox.env import truncate_middle
 
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 
@@ -29,9 +30,13 @@ def run_instance(client: OpenAI, base: str, bench, visible: dict, max_turns: int
     messages, session = list(prompt.messages), {"X-Session-Id": visible["id"]}
     answer = None
     for _ in range(max_turns):
-        reply = client.chat.completions.create(
-            model="b2tjax", messages=messages, tools=prompt.tools, temperature=0, extra_headers=session
-        )
+        try:
+            reply = client.chat.completions.create(
+                model="b2tjax", messages=messages, tools=prompt.tools, temperature=0, extra_headers=session
+            )
+        except BadRequestError as err:  # the conversation outgrew the server's context
+            print(visible["id"], err.message)
+            break
         message = reply.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if found := ANSWER.search(message.content or ""):
@@ -41,7 +46,8 @@ def run_instance(client: OpenAI, base: str, bench, visible: dict, max_turns: int
             break
         for call in message.tool_calls:
             result = world.call_tool(call.function.name, json.loads(call.function.arguments or "{}"))
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
+            text = truncate_middle(result.text, 6000)  # as the training environment caps a reply
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
     close = urllib.request.Request(
         f"{base}/sessions/{visible['id']}/close", json.dumps({"answer": answer}).encode(), method="POST"
     )
