@@ -20,6 +20,7 @@ import logging
 import sys
 from pathlib import Path
 
+from b2tjax.cli.outputs import Paths, guard
 from b2tjax.cli.script import UserError, add_trust_option, run_main, setup_logging, trust_from_args
 from b2tjax.config import freeze, load_rollout_config
 from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error, load_policy
@@ -48,8 +49,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_intermixed_args(argv)
 
 
+PATHS = Paths(outputs=("--records",), inputs=("--checkpoint", "--hf", "--config", "--tokenizer"))
+
+
 def check_arguments(args: argparse.Namespace) -> None:
-    """Fail before loading anything: the address, the key, the checkpoint."""
+    """Fail before loading anything: the records file, the address, the key, the checkpoint."""
+    guard(args, PATHS)
     try:
         loopback = ipaddress.ip_address(args.host).is_loopback
     except ValueError:
