@@ -127,6 +127,11 @@ class PrefixIndex:
             return 0
         return common_prefix(self.ids(holder)[: self.held[row]], self.ids(stream))
 
+    def left(self, row: int, stream: Stream) -> None:
+        """`stream` stopped in `row`: the row keeps every token it fed, its last turn included (an
+        agent's next request continues it), until the row is seated again."""
+        self.holder[row], self.held[row] = stream, 0 if stream.reset else stream.cached
+
     def forget(self, row: int) -> None:
         """The row's content is gone (a paged cache gave an unseated row's pages to another row)."""
         self.holder[row], self.held[row] = None, 0
