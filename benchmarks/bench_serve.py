@@ -106,6 +106,16 @@ def session_reuse(base: str) -> tuple[int, int]:
     return prompt, after - before
 
 
+def print_table(rows: list, args: argparse.Namespace, prompt: int, reused: int) -> None:
+    reference = rows[0][1]
+    print(f"{args.requests} greedy requests, {args.max_tokens} tokens each; tiny preset, random weights")
+    print(f"| {'server':<44} | completion tok/s | requests/s | vs one at a time |")
+    print(f"|{'-' * 46}|-----------------:|-----------:|-----------------:|")
+    for name, tps, rps in rows:
+        print(f"| {name:<44} | {tps:16.1f} | {rps:10.2f} | {tps / reference:15.2f}x |")
+    print(f"session of 3 turns: {reused} of its later turns' {prompt} prompt tokens copied (prefix reuse)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--requests", type=int, default=64)
@@ -161,13 +171,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=60)
-    reference = rows[0][1]
-    print(f"{args.requests} greedy requests, {args.max_tokens} tokens each; tiny preset, random weights")
-    print(f"| {'server':<44} | completion tok/s | requests/s | vs one at a time |")
-    print(f"|{'-' * 46}|-----------------:|-----------:|-----------------:|")
-    for name, tps, rps in rows:
-        print(f"| {name:<44} | {tps:16.1f} | {rps:10.2f} | {tps / reference:15.2f}x |")
-    print(f"session of 3 turns: {reused} of its later turns' {prompt} prompt tokens copied (prefix reuse)")
+    print_table(rows, args, prompt, reused)
 
 
 if __name__ == "__main__":
