@@ -39,6 +39,7 @@ class StreamActions:
     default_limits: StreamLimits
     tokenizer_name: str
     schedule: HostSchedule
+    device: Any  # rollout.device.DeviceCalls: its prefix index learns what a stopped row keeps
 
     def apply_outcome(
         self, stream: Stream, reason: str | None, outcome: TurnOutcome | Exception, elapsed: float
@@ -64,7 +65,9 @@ class StreamActions:
             process=jax.process_index(),
             tag=start.tag if start is not None else StreamTag(),
         )
-        stream = Stream(index, len(self.streams[index]), record, limits, started=time.perf_counter())
+        sampling = start.sampling if start is not None else None
+        ordinal = len(self.streams[index])
+        stream = Stream(index, ordinal, record, limits, sampling, started=time.perf_counter())
         self.streams[index][name] = stream
         return stream
 
@@ -161,7 +164,9 @@ class StreamActions:
         stream.record.timings.update(
             wall_s=time.perf_counter() - stream.started, env_s=stream.env_s, turns=float(stream.turns_done)
         )
-        self.rows.release(stream)
+        row = self.rows.release(stream)
+        if row is not None and self.device.prefix is not None:
+            self.device.prefix.left(row, stream)
         if notify:
             self.schedule.notify(self, stream, reason)
 

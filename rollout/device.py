@@ -227,20 +227,25 @@ class DeviceCalls:
         cfg, n = self.cfg, self.cfg.batch_rows
         active, budget = np.zeros(n, bool), np.zeros(n, np.int32)
         seeds, stream_ids = np.zeros(n, np.int32), np.zeros(n, np.int32)
+        temperature = np.full((n,), cfg.temperature, np.float32)
+        top_p, top_k = np.full((n,), cfg.top_p, np.float32), np.full((n,), cfg.top_k, np.int32)
         for r, stream, room in batch:
             # paged: the segment's room must be in the row's pages; a row short of them sits out
             active[r] = self.kv.reserve(r, stream.cached + room, self._rows)
             budget[r] = room
             seeds[r], stream_ids[r] = episode_seed(stream.episode_index), stream.ordinal
+            if (own := stream.sampling) is not None:  # a served request's parameters
+                temperature[r], top_p[r], top_k[r] = own.temperature, own.top_p, own.top_k
+                seeds[r] = seeds[r] if own.seed is None else own.seed % (2**31 - 1)
         self._account_memory(batch)
         # The segment returns once this many rows have ended their turn (all: today's segment).
         rows_to_run = len(batch) if total_rows is None else total_rows
         stop_after = max(1, math.ceil(cfg.segment_return_share * rows_to_run))
         mesh = self.engine.mesh
         params = SamplingArrays(
-            temperature=put_rows(np.full((n,), cfg.temperature, np.float32), mesh),
-            top_p=put_rows(np.full((n,), cfg.top_p, np.float32), mesh),
-            top_k=put_rows(np.full((n,), cfg.top_k, np.int32), mesh),
+            temperature=put_rows(temperature, mesh),
+            top_p=put_rows(top_p, mesh),
+            top_k=put_rows(top_k, mesh),
             seed=put_rows(seeds, mesh),
             stream=put_rows(stream_ids, mesh),
         )

@@ -36,6 +36,7 @@ import dataclasses
 from typing import Any
 
 from rollout.record import StreamTag
+from rollout.sampling import StreamSampling
 from sandbox.limits import StreamLimits
 from sandbox.types import StopReason
 
@@ -58,6 +59,7 @@ class Continue:
     forced: list[int] = dataclasses.field(default_factory=list)
     tag: StreamTag = StreamTag()
     limits: StreamLimits | None = None
+    sampling: StreamSampling | None = None  # None: the engine config's (read when the stream starts)
     responses: list[Any] = dataclasses.field(default_factory=list)
 
 

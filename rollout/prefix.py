@@ -23,6 +23,7 @@ logits the decode samples from.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import numpy as np
 
@@ -54,15 +55,17 @@ class PrefixIndex:
         self.holder: list[Stream | None] = [None] * num_rows
         self.held: list[int] = [0] * num_rows
         self.min_tokens = min_tokens
-        self._ids: dict[int, tuple[int, np.ndarray]] = {}  # id(stream) -> (record length, ids)
+        # stream -> (record length, ids); weak: a finished stream a session dropped (and its id,
+        # which a new stream may get) leaves with it
+        self._ids: weakref.WeakKeyDictionary[Stream, tuple[int, np.ndarray]] = weakref.WeakKeyDictionary()
 
     def ids(self, stream: Stream) -> np.ndarray:
         """The stream's record ids as an array (rebuilt only when the record grew)."""
         ids = stream.record.ids
-        cached = self._ids.get(id(stream))
+        cached = self._ids.get(stream)
         if cached is None or cached[0] != len(ids):
             cached = (len(ids), np.asarray(ids, np.int32))
-            self._ids[id(stream)] = cached
+            self._ids[stream] = cached
         return cached[1]
 
     def refresh(self, rows: RowTable) -> None:
@@ -116,6 +119,18 @@ class PrefixIndex:
             n = min(common_prefix(self.ids(stream), want), limit)
             length = max(length, n)
         return length
+
+    def shared(self, row: int, stream: Stream) -> int:
+        """Tokens of `stream`'s record that `row` holds now (0 when it holds none)."""
+        holder = self.holder[row]
+        if holder is None or not self.held[row]:
+            return 0
+        return common_prefix(self.ids(holder)[: self.held[row]], self.ids(stream))
+
+    def left(self, row: int, stream: Stream) -> None:
+        """`stream` stopped in `row`: the row keeps every token it fed, its last turn included (an
+        agent's next request continues it), until the row is seated again."""
+        self.holder[row], self.held[row] = stream, 0 if stream.reset else stream.cached
 
     def forget(self, row: int) -> None:
         """The row's content is gone (a paged cache gave an unseated row's pages to another row)."""

@@ -157,6 +157,7 @@ class Run(StreamActions):
                     self._start_episode(self.next_episode)
                 self.next_episode += 1
                 continue
+            self._order_rows(free, self.queue[0])
             if not free or not self.device.can_seat(self.queue[0], free[0], self.rows):
                 victim = self._park_candidate()
                 if victim is None:
@@ -164,6 +165,14 @@ class Run(StreamActions):
                 free.append(self._park(victim))
                 continue
             self._seat(self.queue.popleft(), free.pop(0))
+
+    def _order_rows(self, free: list[int], stream: Stream) -> None:
+        """Free rows holding less of `stream`'s record first: a stream seated in the row that holds
+        its prefix would overwrite it (an agent's next turn, sent after its last one ended), while
+        from another row that prefix is copied. Stable: other rows keep their order."""
+        prefix = self.device.prefix
+        if prefix is not None and len(free) > 1:
+            free.sort(key=lambda r: prefix.shared(r, stream))
 
     def _drop_rowless(self) -> None:
         """Unqueue streams at the head that need no row now (no longer QUEUED: stopped, or a fully

@@ -15,6 +15,7 @@ Sampling parameters are runtime arrays [B] (`SamplingArrays`), so changing them 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -66,6 +67,17 @@ def _sample_tokens(logits, keys, temperature, top_p, top_k, valid_vocab):  # sam
 
     ids = jax.lax.cond(jnp.any(temperature > 0), draw, lambda: greedy).astype(jnp.int32)
     return ids, token_logprobs(logits, ids, temperature, valid_vocab)
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamSampling:
+    """One stream's own sampling parameters (a served request's), instead of the engine config's;
+    `seed` replaces the episode's sampling seed. The programs take them as runtime arrays: no compile."""
+
+    temperature: float
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
 
 
 class SamplingArrays(NamedTuple):

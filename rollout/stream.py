@@ -25,6 +25,7 @@ import enum
 
 from rollout.episodes import StreamLimits
 from rollout.record import EpisodeRecord
+from rollout.sampling import StreamSampling
 
 
 class Phase(enum.Enum):
@@ -52,6 +53,7 @@ class Stream:
     ordinal: int  # creation order inside the episode (sampling key; order of its turn-ends)
     record: EpisodeRecord
     limits: StreamLimits  # resolved: every field set
+    sampling: StreamSampling | None = None  # its own sampling parameters; None: the engine config's
     phase: Phase = Phase.WAITING  # until its first Continue gives it a turn to sample
     row: int | None = None  # its batch row; None: queued, parked, never seated, or stopped
     pending: list[int] = dataclasses.field(default_factory=list)  # record tokens not yet in the row's cache

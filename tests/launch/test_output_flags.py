@@ -102,6 +102,10 @@ def _command(script: str, option: str, value: Path, output: str, target: Path, p
             "--tp-data": [*TP, *pick("--tp-data", p["tp"])],
         }
         return [*pick("--out", p["file"]), *source.get(option, [])]
+    if script == "serve.py":
+        source = pick("--hf", p["hf"]) if option == "--hf" else pick("--checkpoint", p["ckpt"])
+        more = [option, str(value)] if option in ("--config", "--tokenizer") else []
+        return [*source, *pick("--records", p["file"]), *more]
     if script == "cluster.py":
         return [*pick("--log-dir", p["file"]), str(given.get("script", p["script"]))]
     raise AssertionError(f"no command for {script}: add one here")

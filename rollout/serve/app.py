@@ -1,0 +1,153 @@
+"""The HTTP layer (starlette; the `serve` extra): routes, the API key, the body limit, OpenAI-style
+JSON errors, and server-sent events.
+
+Streaming: the engine decodes a turn in one device segment (rollout/engine.py), so a streamed reply
+is sent once its turn is decoded, as OpenAI's chunk sequence (role, reasoning, content, tool calls,
+finish, usage), then `data: [DONE]`. A client that disconnects only ends its own stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from rollout.serve.schema import ApiError, parse_chat
+from rollout.serve.service import ChatService
+from rollout.serve.sessions import close_fields
+
+log = logging.getLogger("serve")
+
+SESSION_HEADER = "x-session-id"  # requests carrying it are recorded as one episode
+INSTANCE_HEADER = "x-instance-id"  # the benchmark instance of the session (default: the session id)
+
+
+def build_app(service: ChatService, api_key: str | None, max_body_bytes: int) -> Starlette:
+    """The ASGI app serving `service`; `api_key` (None: none asked) guards every /v1 route."""
+    api = _Endpoints(service, api_key, max_body_bytes)
+    routes = [
+        Route("/v1/chat/completions", api.guarded(api.chat), methods=["POST"]),
+        Route("/v1/sessions/{session}/close", api.guarded(api.close_session), methods=["POST"]),
+        Route("/v1/models", api.guarded(api.models), methods=["GET"]),
+        Route("/v1/stats", api.guarded(api.stats), methods=["GET"]),
+        Route("/health", api.guarded(api.health), methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+@dataclasses.dataclass
+class _Endpoints:
+    service: ChatService
+    api_key: str | None
+    max_body_bytes: int
+
+    def guarded(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """`handler` behind the API key, with every refusal or failure an OpenAI-style JSON error."""
+
+        async def route(request: Request) -> Response:
+            try:
+                if self.api_key is not None and request.url.path.startswith("/v1"):
+                    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+                    if not secrets.compare_digest(given.encode(), self.api_key.encode()):
+                        raise ApiError(401, "invalid or missing API key", kind="authentication_error")
+                return await handler(request)
+            except ApiError as err:
+                return JSONResponse(err.body(), status_code=err.status)
+            except Exception:  # a bug answers 500 and the server keeps serving
+                log.exception("request failed")
+                error = ApiError(500, "internal server error (see the server's log)", kind="server_error")
+                return JSONResponse(error.body(), status_code=500)
+
+        return route
+
+    async def read_json(self, request: Request) -> Any:
+        """The body's JSON; 413 past the limit (declared or streamed), 400 when it does not parse."""
+        limit = self.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ApiError(413, f"the request body exceeds {limit} bytes")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ApiError(413, f"the request body exceeds {limit} bytes")
+        try:
+            return json.loads(body) if body else None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"the body is not valid JSON: {err}") from None
+
+    async def chat(self, request: Request) -> Response:
+        req = parse_chat(await self.read_json(request), self.service.model_name)
+        headers = request.headers
+        body = await self.service.complete(req, headers.get(SESSION_HEADER), headers.get(INSTANCE_HEADER))
+        if req.stream:
+            return StreamingResponse(_events(body, req.include_usage), media_type="text/event-stream")
+        return JSONResponse(body)
+
+    async def close_session(self, request: Request) -> Response:
+        session = request.path_params["session"]
+        try:
+            answer, reward = close_fields(await self.read_json(request))
+            records = self.service.sessions.close(session, answer, reward)
+        except ValueError as err:
+            raise ApiError(400, str(err)) from None
+        except KeyError:
+            raise ApiError(404, "no open session with that id", kind="not_found_error") from None
+        return JSONResponse({"session": session, "streams": len(records)})
+
+    async def models(self, request: Request) -> Response:
+        model = {"id": self.service.model_name, "object": "model", "created": 0, "owned_by": "b2tjax"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def stats(self, request: Request) -> Response:
+        return JSONResponse(dataclasses.asdict(self.service.worker.stats))
+
+
+async def _events(body: dict[str, Any], include_usage: bool) -> AsyncIterator[str]:
+    """OpenAI's `chat.completion.chunk` events of a finished completion."""
+    head = {
+        "id": body["id"],
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body["model"],
+    }
+    for choice in body["choices"]:
+        message, k = choice["message"], choice["index"]
+        deltas = [{"role": "assistant", "content": ""}]
+        if "reasoning_content" in message:
+            deltas.append({"reasoning_content": message["reasoning_content"]})
+        if message["content"]:
+            deltas.append({"content": message["content"]})
+        if "tool_calls" in message:
+            deltas.append({"tool_calls": [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]})
+        for delta in deltas:
+            yield _sse({**head, "choices": [{"index": k, "delta": delta, "finish_reason": None}]})
+        last = {
+            "index": k,
+            "delta": {},
+            "finish_reason": choice["finish_reason"],
+            "logprobs": choice["logprobs"],
+        }
+        last.update(token_ids=choice["token_ids"], token_logprobs=choice["token_logprobs"])
+        yield _sse({**head, "choices": [last], "prompt_token_ids": body["prompt_token_ids"]})
+    if include_usage:
+        yield _sse({**head, "choices": [], "usage": body["usage"]})
+    yield "data: [DONE]\n\n"
+
+
+def _sse(obj: dict[str, Any]) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"

@@ -1,0 +1,113 @@
+"""One chat completion, start to end, without HTTP: request -> prompt ids -> engine -> OpenAI's
+response body (with the token-level extensions an RL user needs: `prompt_token_ids`, and per choice
+`token_ids` and `token_logprobs`, the engine's records' log-probs).
+
+Log-probs are the records' (rollout/sampling.py): log_softmax(logits / T) of the sampled token,
+at T = 1 for greedy requests. `max_tokens` is capped at the engine's `rollout.max_turn_tokens`
+(its decode segment) and at what the cache row has room for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from rollout.config import RolloutConfig
+from rollout.record import EpisodeRecord
+from rollout.sampling import StreamSampling
+from rollout.serve.chat import TurnCache, assistant_message
+from rollout.serve.schema import ApiError, ChatRequest
+from rollout.serve.sessions import SessionBook
+from rollout.serve.worker import EngineWorker, ServedEpisode
+from sandbox.types import StopReason
+
+_LENGTH = (StopReason.MAX_TURN_TOKENS, StopReason.MAX_TOTAL_TOKENS)
+
+
+class ChatService:
+    """The endpoint's logic over one engine worker; safe to call from the event loop's tasks."""
+
+    def __init__(self, worker: EngineWorker, config: RolloutConfig, model_name: str, sessions: SessionBook):
+        self.worker, self.config, self.model_name, self.sessions = worker, config, model_name, sessions
+        self.tokenizer = worker.engine.tokenizer
+        self.turns = TurnCache()
+
+    async def complete(self, req: ChatRequest, session: str | None, instance: str | None) -> dict[str, Any]:
+        try:
+            prompt = self.turns.prompt_ids(self.tokenizer, req.messages, req.tools)
+        except (ValueError, KeyError, TypeError) as err:
+            raise ApiError(400, f"cannot render the messages: {err}", param="messages") from None
+        room = self.config.max_seq_len - len(prompt) - 1
+        if room < 1:
+            raise ApiError(
+                400,
+                f"the prompt has {len(prompt)} tokens; this server's context is {self.config.max_seq_len}",
+                param="messages",
+            )
+        limit = min(req.max_tokens or self.config.max_turn_tokens, self.config.max_turn_tokens, room)
+        episodes = [
+            ServedEpisode(instance or "request", prompt, limit, self._sampling(req, k)) for k in range(req.n)
+        ]
+        futures = self.worker.submit(episodes)
+        records = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        choices = [self._choice(req, k, prompt, r) for k, r in enumerate(records)]
+        if session is not None:
+            self.sessions.add(session, instance or session, prompt, records[0])
+        completion = sum(len(c["token_ids"]) for c in choices)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": completion,
+                "total_tokens": len(prompt) + completion,
+            },
+            "prompt_token_ids": prompt,
+        }
+
+    def _sampling(self, req: ChatRequest, k: int) -> StreamSampling:
+        seed = None if req.seed is None else req.seed + k
+        return StreamSampling(req.temperature, req.top_p, req.top_k, seed)
+
+    def _choice(self, req: ChatRequest, k: int, prompt: list[int], record: EpisodeRecord) -> dict[str, Any]:
+        if record.stop_reason == StopReason.ERROR:
+            raise ApiError(500, f"the engine failed the request: {record.error_message}", kind="server_error")
+        ids, logprobs = record.ids[len(prompt) :], record.logprobs[len(prompt) :]
+        ended = bool(ids) and ids[-1] in (self.tokenizer.im_end_id, self.tokenizer.eos_id)
+        body = ids[:-1] if ended else ids
+        text, cut = self._cut_at_stop(self.tokenizer.decode(body), req.stop)
+        if cut is not None:  # a stop string: the tokens up to the one completing it
+            ids = next(
+                body[:n] for n in range(1, len(body) + 1) if self.tokenizer.decode(body[:n]).find(cut) >= 0
+            )
+            logprobs = logprobs[: len(ids)]
+        message, calls = assistant_message(text, req.parse_tools)
+        length = record.stop_reason in _LENGTH and cut is None
+        finish = "length" if length else "tool_calls" if calls else "stop"
+        if ended and cut is None:  # the exact ids of this conversation, for the agent's next turn
+            self.turns.put([*req.messages, message], req.tools, prompt + ids)
+        choice = {"index": k, "message": message, "finish_reason": finish, "token_ids": ids}
+        choice["token_logprobs"] = logprobs
+        choice["logprobs"] = self._logprobs(ids, logprobs) if req.logprobs else None
+        return choice
+
+    @staticmethod
+    def _cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, str | None]:
+        """`text` before its first stop string, and that string (None: no stop string in it)."""
+        found = [(text.find(s), s) for s in stops if s in text]
+        if not found:
+            return text, None
+        at, stop = min(found)
+        return text[:at], stop
+
+    def _logprobs(self, ids: list[int], logprobs: list[float]) -> dict[str, Any]:
+        content = []
+        for token, lp in zip(ids, logprobs):
+            piece = self.tokenizer.decode([token])
+            content.append({"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []})
+        return {"content": content}

@@ -1,0 +1,306 @@
+"""launch/serve.py: the real server process on a free loopback port, driven with the `openai`
+client: chat, tool calls parsed, streaming, token ids and log-probs, concurrent clients, OpenAI-style
+errors, and a session recorded as one episode that the records reader reads back."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rollout.record import EpisodeRecord
+from tests.subprocess_env import subprocess_env
+
+pytestmark = pytest.mark.slow  # one server process (model load + compiles), ~40 s on 2 cores
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("starlette")
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ["rollout.batch_rows=4", "rollout.max_seq_len=512", "rollout.max_turn_tokens=12"]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "FlightSearch",
+            "description": "Flights between two cities on a date.",
+            "parameters": {"type": "object", "properties": {"origin": {"type": "string"}}},
+        },
+    }
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory) -> Path:
+    """A tiny random Qwen3 with Qwen3's vocabulary, saved as a Hugging Face directory with the qwen3
+    tokenizer (what launch/export_hf.py writes)."""
+    from flax import nnx
+
+    from models.config import get_config
+    from models.hf import save_pretrained
+    from models.qwen3 import Qwen3ForCausalLM
+    from models.tokenizer import load_tokenizer
+
+    out = tmp_path_factory.mktemp("serve") / "hf"
+    shape = dict(vocab_size=151936, hidden_size=32, intermediate_size=64, num_hidden_layers=1)
+    model = Qwen3ForCausalLM(get_config("tiny", **shape, initializer_range=0.1), rngs=nnx.Rngs(5))
+    save_pretrained(model, out, tokenizer=load_tokenizer("qwen3"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(hf_dir, tmp_path_factory):
+    """The server process; yields (base URL, records file)."""
+    port, records = _free_port(), tmp_path_factory.mktemp("records") / "sessions.jsonl"
+    cmd = [sys.executable, str(ROOT / "launch/serve.py"), "--hf", str(hf_dir), "--trust-unverified"]
+    cmd += ["--port", str(port), "--records", str(records), "--max-body-bytes", "200000", *ENGINE]
+    env = subprocess_env(tmp_path_factory.mktemp("jax_cache"))
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(base + "/health", timeout=2)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("the server did not start:\n" + proc.stdout.read()[-3000:])
+            time.sleep(0.3)
+    yield base, records
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server[0] + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def _post(url: str, data: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_greedy_chat_equals_the_engine(client, hf_dir):
+    """A greedy completion's ids are the engine's own greedy ids for the same prompt (an
+    independent in-process engine run), and the reply carries ids, log-probs and usage."""
+    from b2tjax.run.policy import load_policy
+    from models.chat import encode_chat
+    from rollout import RolloutEngine
+    from rollout.config import RolloutConfig
+    from rollout.episodes import Continue
+
+    messages = [{"role": "system", "content": "Plan trips."}, {"role": "user", "content": "Go to Paris?"}]
+    reply = client.chat.completions.create(model="b2tjax", messages=messages, temperature=0, logprobs=True)
+    extra = reply.model_extra
+    choice = reply.choices[0]
+
+    policy = load_policy(hf_dir)
+    prompt = encode_chat(policy.tokenizer, messages, None, add_generation_prompt=True)
+    config = RolloutConfig(batch_rows=4, max_seq_len=512, max_turn_tokens=12, temperature=0.0, max_turns=1)
+
+    class One:
+        instance_id = "x"
+
+        def start(self):
+            return [Continue("main", prompt)]
+
+        def on_turn_end(self, stream, text, eos):
+            from rollout.episodes import Stop, TurnOutcome
+            from sandbox.types import StopReason
+
+            return TurnOutcome([Stop(stream, StopReason.DONE)])
+
+        def on_limit(self, stream, reason):
+            return []
+
+    (record,) = RolloutEngine(policy.model, policy.tokenizer, config).run([One()])
+    assert extra["prompt_token_ids"] == prompt
+    assert choice.model_extra["token_ids"] == record.ids[len(prompt) :]
+    assert choice.model_extra["token_logprobs"] == pytest.approx(record.logprobs[len(prompt) :], abs=1e-4)
+    assert [t.logprob for t in choice.logprobs.content] == pytest.approx(choice.model_extra["token_logprobs"])
+    assert reply.usage.prompt_tokens == len(prompt)
+    assert reply.usage.completion_tokens == len(record.ids) - len(prompt)
+    assert choice.finish_reason == ("length" if record.ids[-1] != policy.tokenizer.im_end_id else "stop")
+
+
+def test_models_health_and_errors(client, server):
+    base = server[0]
+    assert [m.id for m in client.models.list().data] == ["b2tjax"]
+    status, body = _post(base + "/v1/chat/completions", b'{"messages": [')
+    assert status == 400 and "not valid JSON" in body["error"]["message"]
+    status, body = _post(base + "/v1/chat/completions", json.dumps({"messages": ["x" * 300000]}).encode())
+    assert status == 413 and body["error"]["type"] == "invalid_request_error"
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        client.chat.completions.create(
+            model="b2tjax", messages=[{"role": "user", "content": "hi"}], temperature=9
+        )
+    with pytest.raises(openai.BadRequestError, match="role"):
+        client.chat.completions.create(model="b2tjax", messages=[{"role": "robot", "content": "hi"}])
+    with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1]))) as sock:  # leaves mid-body
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{")
+    # unknown fields are ignored; the server still answers after every refusal
+    reply = client.chat.completions.create(
+        model="b2tjax",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=3,
+        extra_body={"frobnicate": 1},
+    )
+    assert len(reply.choices[0].model_extra["token_ids"]) <= 3
+
+
+def test_tool_call_round_trip_and_session_record(client, server):
+    """An assistant turn with tool_calls and a tool reply render with the template; the tool call
+    the client parses is the one in the completion text; the session's turns are one record whose
+    ids continue token for token, readable by EpisodeRecord.from_json."""
+    base, records = server
+    reused = json.loads(urllib.request.urlopen(base + "/v1/stats").read())["reused_tokens"]
+    headers = {"X-Session-Id": "s1", "X-Instance-Id": "inst-7"}
+    messages = [
+        {"role": "user", "content": "Find a flight."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c0", "type": "function", "function": {"name": "FlightSearch", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": "F123 09:00"},
+    ]
+    first = client.chat.completions.create(
+        model="b2tjax", messages=messages, tools=TOOLS, temperature=0.7, seed=3, extra_headers=headers
+    )
+    messages.append(first.choices[0].message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": "c1", "content": "done"})
+    second = client.chat.completions.create(
+        model="b2tjax", messages=messages, tools=TOOLS, temperature=0.7, seed=3, extra_headers=headers
+    )
+    # the second turn's prompt starts with the first turn's record: its KV is copied, not computed
+    assert json.loads(urllib.request.urlopen(base + "/v1/stats").read())["reused_tokens"] > reused
+    p1, p2 = first.model_extra["prompt_token_ids"], second.model_extra["prompt_token_ids"]
+    c1 = first.choices[0].model_extra["token_ids"]
+    if first.choices[0].finish_reason == "stop":  # a finished turn is continued exactly
+        assert p2[: len(p1) + len(c1)] == p1 + c1
+    status, body = _post(base + "/v1/sessions/s1/close", json.dumps({"answer": "plan"}).encode())
+    assert status == 200
+    lines = [EpisodeRecord.from_json(json.loads(x)) for x in records.read_text().splitlines()]
+    main = next(r for r in lines if r.stream == "main")
+    assert main.instance_id == "inst-7" and main.answer == "plan"
+    assert main.ids[: len(p1) + len(c1)] == p1 + c1
+    assert sum(main.loss_mask) == len(c1) + (
+        len(second.choices[0].model_extra["token_ids"]) if len(lines) == 1 else 0
+    )
+    assert _post(base + "/v1/sessions/s1/close", b"{}")[0] == 404
+
+
+def test_tool_calls_parsed():
+    from rollout.serve.chat import assistant_message
+
+    call = '<tool_call>\n{"name": "FlightSearch", "arguments": {"a": 1}}\n</tool_call>'
+    text = "<think>\nhm\n</think>\n\nok" + call
+    message, calls = assistant_message(text, parse_tools=True)
+    assert calls and message["reasoning_content"] == "hm" and message["content"] == "ok"
+    assert message["tool_calls"][0]["function"] == {"name": "FlightSearch", "arguments": '{"a": 1}'}
+    assert (
+        assistant_message("<tool_call>{bad</tool_call>", True)[0]["content"] == "<tool_call>{bad</tool_call>"
+    )
+
+
+def test_streaming_and_concurrent_clients(client):
+    chunks = list(
+        client.chat.completions.create(
+            model="b2tjax",
+            messages=[{"role": "user", "content": "stream"}],
+            stream=True,
+            stream_options={"include_usage": True},
+            temperature=0,
+        )
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].usage is not None and chunks[-2].choices[0].finish_reason in ("stop", "length")
+
+    def ask(k: int) -> list[int]:
+        messages = [{"role": "user", "content": f"question {k % 3}"}]
+        reply = client.chat.completions.create(model="b2tjax", messages=messages, temperature=0, max_tokens=4)
+        return reply.choices[0].model_extra["token_ids"]
+
+    with concurrent.futures.ThreadPoolExecutor(100) as pool:  # 100 connections at once
+        answers = list(pool.map(ask, range(100)))
+    # greedy: the same question gets the same tokens whichever batch mates it had
+    for k in range(3, 100):
+        assert answers[k] == answers[k % 3]
+
+
+def test_grpo_trains_on_served_sessions(client, server, hf_dir):
+    """Two recorded sessions of one task, scored at close, are a GRPO group: the served log-probs
+    of their sampled tokens are the model's own (teacher-forced, at the request's temperature), so
+    the update is on-policy, and it moves the weights."""
+    import dataclasses
+
+    import jax
+    import numpy as np
+    import optax
+
+    from b2tjax.config import TrainConfig
+    from b2tjax.grpo.update import RolloutBatch, UpdateSpec, grpo_update
+    from b2tjax.run.policy import load_policy
+    from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
+    from rollout.sampling import teacher_forced_logprobs
+
+    base, records = server
+    for name, reward in (("g0", 0.0), ("g1", 1.0)):
+        messages = [{"role": "user", "content": "Plan a day in Chengdu."}]
+        headers = {"X-Session-Id": name, "X-Instance-Id": f"task-{name}"}
+        for turn in range(2):
+            reply = client.chat.completions.create(
+                model="b2tjax", messages=messages, temperature=0.9, seed=turn, extra_headers=headers
+            )
+            messages += [
+                reply.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "content": "ok"},
+            ]
+        assert _post(f"{base}/v1/sessions/{name}/close", json.dumps({"reward": reward}).encode())[0] == 200
+    lines = [EpisodeRecord.from_json(json.loads(x)) for x in records.read_text().splitlines()]
+    group = [r for r in lines if r.instance_id.startswith("task-") and r.stream == "main"]
+    assert [r.reward for r in group] == [0.0, 1.0]
+
+    model = load_policy(hf_dir).model
+    for record in group:
+        mask = np.asarray(record.loss_mask[1:], bool)
+        reference = teacher_forced_logprobs(model, record.ids, 0.9)[mask]
+        assert np.max(np.abs(np.asarray(record.logprobs[1:])[mask] - reference)) <= 2e-3
+
+    cfg = TrainConfig()
+    cfg.rollout = dataclasses.replace(cfg.rollout, prompts_per_step=1, group_size=2, max_seq_len=512)
+    model_fn, params = BoundModel.from_model(model)
+    fns = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, cfg.grpo, temperature=0.9, fixed_length=512)
+    state = init_train_state(jax.tree.map(lambda x: x.copy(), params), optax.sgd(1.0))
+    spec = UpdateSpec.of(cfg.grpo, cfg.rollout, cfg.rollout_batch, 1)
+    new, metrics = grpo_update(
+        spec, fns, state, RolloutBatch(group, {}, groups=[0, 0], episodes=[0, 1]), seed=0
+    )
+    moved = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - np.asarray(b)).max()), new.params, params)
+    assert max(jax.tree.leaves(moved)) > 0 and metrics["clip_frac"] == 0.0

@@ -1,0 +1,108 @@
+"""The endpoint's pieces without a server: an agent's resent conversation continues the exact ids
+the server sampled (TurnCache), a session's turns extend one record (SessionBook), and requests are
+checked into OpenAI-style errors (parse_chat)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from models.chat import encode_chat
+from models.tokenizer import load_tokenizer
+from rollout.record import EpisodeRecord
+from rollout.serve.chat import TurnCache, assistant_message
+from rollout.serve.schema import ApiError, parse_chat
+from rollout.serve.sessions import SessionBook
+from sandbox.types import StopReason
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer("qwen3")
+
+
+def test_a_resent_conversation_continues_the_sampled_ids(tok):
+    """The model sampled "hello" as single letters: re-encoding the text would give other ids; the
+    next prompt keeps the sampled ones, then the tool reply, as the template renders it."""
+    messages = [{"role": "user", "content": "say hello"}]
+    prompt = encode_chat(tok, messages, None, add_generation_prompt=True)
+    sampled = [t for ch in "hello" for t in tok.encode(ch)] + [tok.im_end_id]
+    assert sampled[:-1] != tok.encode("hello")  # the drift a re-encoding would bring
+    reply, _ = assistant_message("hello", parse_tools=True)
+    cache = TurnCache()
+    cache.put([*messages, reply], None, prompt + sampled)
+    more = [*messages, reply, {"role": "tool", "content": "ok"}]
+    ids = cache.prompt_ids(tok, more, None)
+    assert ids[: len(prompt) + len(sampled)] == prompt + sampled
+    assert tok.decode(ids) == tok.decode(encode_chat(tok, more, None, add_generation_prompt=True))
+    # a conversation the server never answered is encoded whole
+    other = [*messages, {"role": "assistant", "content": "bye"}, {"role": "tool", "content": "ok"}]
+    assert cache.prompt_ids(tok, other, None) == encode_chat(tok, other, None, add_generation_prompt=True)
+
+
+def _turn(prompt: list[int], sampled: list[int]) -> EpisodeRecord:
+    record = EpisodeRecord("x")
+    record.append(prompt, sampled=False)
+    record.append(sampled, sampled=True, logprobs=[-0.5] * len(sampled))
+    record.stop_reason = StopReason.DONE
+    return record
+
+
+def test_a_session_is_one_episode_record(tmp_path):
+    book = SessionBook(tmp_path / "s.jsonl", "qwen3")
+    book.add("s", "inst", [1, 2], _turn([1, 2], [3, 4]))
+    book.add("s", "inst", [1, 2, 3, 4, 5], _turn([1, 2, 3, 4, 5], [6]))  # continues the record
+    book.add("s", "inst", [9], _turn([9], [7]))  # rewritten history: another stream
+    book.close("s", "the plan", 1.0)
+    lines = [EpisodeRecord.from_json(json.loads(x)) for x in (tmp_path / "s.jsonl").read_text().splitlines()]
+    main, branch = lines
+    assert main.ids == [1, 2, 3, 4, 5, 6] and main.loss_mask == [0, 0, 1, 1, 0, 1]
+    assert main.logprobs == [0, 0, -0.5, -0.5, 0, -0.5] and main.turns == [(2, 4), (5, 6)]
+    assert (main.answer, main.stop_reason, main.reward, main.instance_id) == (
+        "the plan",
+        StopReason.ANSWER,
+        1.0,
+        "inst",
+    )
+    assert branch.stream == "branch1" and branch.role == "branch" and branch.episode == main.episode
+    with pytest.raises(KeyError):
+        book.close("s", None, None)
+
+
+@pytest.mark.parametrize(
+    "body, status, param",
+    [
+        ([], 400, None),
+        ({"messages": []}, 400, "messages"),
+        ({"messages": [{"role": "user", "content": 3}]}, 400, "messages"),
+        ({"model": "other", "messages": [{"role": "user", "content": "x"}]}, 404, "model"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 0}, 400, "n"),
+        ({"messages": [{"role": "user", "content": "x"}], "top_p": 0}, 400, "top_p"),
+        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "9"}, 400, "max_tokens"),
+        ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, 400, "stop"),
+        ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, 400, "tool_choice"),
+    ],
+)
+def test_bad_requests_are_refused_with_their_field(body, status, param):
+    with pytest.raises(ApiError) as err:
+        parse_chat(body, "b2tjax")
+    assert err.value.status == status and err.value.param == param
+
+
+def test_a_request_reads_openai_fields():
+    body = {
+        "model": "b2tjax",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+        ],
+        "max_completion_tokens": 7,
+        "stop": "END",
+        "tool_choice": "none",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "unknown_field": 1,
+    }
+    req = parse_chat(body, "b2tjax")
+    assert req.messages[0]["content"] == "ab" and req.max_tokens == 7 and req.stop == ("END",)
+    assert not req.parse_tools and req.stream and req.include_usage and req.temperature == 1.0
