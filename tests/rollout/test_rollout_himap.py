@@ -68,12 +68,10 @@ def sampled(rollout_setup, scripted):  # noqa: F811
         OPTIONS, executor_limits=StreamLimits(max_turns=2), coordinator_limits=StreamLimits(max_turns=2)
     )
     out = {}
-    # the contiguous runs take the replay's cache length: its programs (a decode step costs the
-    # live tokens only, whatever the length)
     for name, knobs in (
-        (True, dict(cache_len=32768)),
-        (False, dict(cache_len=32768, segment_return_share=0.5)),
-        ("paged", dict(cache_len=16384, kv_cache="paged", page_size=64)),
+        (True, {}),
+        (False, dict(segment_return_share=0.5)),
+        ("paged", dict(kv_cache="paged", page_size=64)),
     ):
         episodes = [
             himap_episode(v, bench, tok, options, forced={"coordinator": r.texts["coordinator"][-1:]})
@@ -82,7 +80,7 @@ def sampled(rollout_setup, scripted):  # noqa: F811
         engine = RolloutEngine(
             rollout_setup.model,
             tok,
-            engine_config(max_turns=16, max_seq_len=16384, **knobs),
+            engine_config(max_turns=16, max_seq_len=16384, cache_len=16384, **knobs),
         )
         out[name] = (episodes, engine.run(episodes, rng=0), engine.stats)
     return out
