@@ -50,11 +50,10 @@ def rollout_setup(tmp_path_factory):
     from models.qwen3 import Qwen3ForCausalLM
     from models.spm import SentencePieceTokenizer, train_sentencepiece
     from sandbox.benchmarks import b2t
-    from sandbox.benchmarks.b2t.world.generator import build_world
+    from tests.sandbox_fixtures import small_world_file
 
     root = tmp_path_factory.mktemp("rollout")
-    build_world(root / "world.sqlite", scale="small", seed=0)
-    world = b2t.B2TTools(b2t.open_world(root / "world.sqlite"))
+    world = b2t.B2TTools(b2t.open_world(small_world_file(tmp_path_factory)))
     corpus = (
         [json.dumps(b2t.tool_schemas(python=True))] * 3
         + [

@@ -8,15 +8,25 @@ fixture by the name it has in the module).
 
 import pytest
 
+_BUILT: dict = {}
+
+
+def small_world_file(tmp_path_factory):
+    """The small world store (seed 0, one worker), built once per session and shared by every
+    fixture that needs it (a build is ~15 s on 2 cores); read it, never write it."""
+    if "path" not in _BUILT:
+        from sandbox.benchmarks.b2t.world.generator import build_world
+
+        path = tmp_path_factory.mktemp("small_world") / "world.sqlite"
+        build_world(path, scale="small", seed=0, workers=1)
+        _BUILT["path"] = path
+    return _BUILT["path"]
+
 
 @pytest.fixture(scope="session")
 def small_world_path(tmp_path_factory):
-    """Path of a freshly generated small-scale world store (seed 0)."""
-    from sandbox.benchmarks.b2t.world.generator import build_world
-
-    path = tmp_path_factory.mktemp("small_world") / "world.sqlite"
-    build_world(path, scale="small", seed=0)
-    return path
+    """Path of a freshly generated small-scale world store (seed 0, built by one worker)."""
+    return small_world_file(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -198,6 +198,15 @@ def _model_and_records():
 _STEP = dict(temperature=0.8, fixed_length=48)
 
 
+@functools.cache
+def _step_fns(aggregation: str):
+    """The module's step functions per loss (plain SGD), each set with the records' log-prob pass
+    (it does not depend on the loss): a shape met by two tests compiles once."""
+    model_fn, _, base, _, _ = _model_and_records()
+    step = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, _cfg(aggregation, 1, 5, 0).grpo, **_STEP)
+    return dataclasses.replace(step, logprobs=base.logprobs)
+
+
 def _cfg(aggregation: str, prompts: int, group: int, micro: int, row_tokens: int = 0) -> TrainConfig:
     cfg = TrainConfig()
     cfg.rollout.prompts_per_step, cfg.rollout.group_size = prompts, group
@@ -215,12 +224,10 @@ def _cfg(aggregation: str, prompts: int, group: int, micro: int, row_tokens: int
 @pytest.mark.slow
 @pytest.mark.parametrize("aggregation", grpo.AGGREGATION_MODES)
 def test_the_row_layout_changes_neither_loss_nor_gradient(aggregation):
-    model_fn, params, base, records, reference = _model_and_records()
+    _, params, _, records, reference = _model_and_records()
     # 4 episodes of 2 prompts; episode 1 has two streams (records 1 and 2).
     batch = RolloutBatch(records, {}, groups=[0, 0, 0, 1, 1], episodes=[0, 1, 1, 2, 3])
-    step = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, _cfg(aggregation, 1, 5, 0).grpo, **_STEP)
-    # The log-prob pass does not depend on the aggregation mode: share its compiled program.
-    fns = dataclasses.replace(step, logprobs=base.logprobs)
+    fns = _step_fns(aggregation)
     results = {}
     # 5 records: packed into the recipe's rows in one micro-batch, and one record per row in
     # micro-batches of up to 2 rows: [r r] [r r] [r].
@@ -280,9 +287,8 @@ def test_drop_flat_groups_trains_exactly_on_the_informative_records(allgathers):
     flat one (records 1, 2: both 1.0) updates the parameters exactly as training on the spread
     group's records alone; a step whose groups are all flat leaves the state untouched. The updates
     talk to no other process: the step's one agreement is the trainer's (`agree_step`)."""
-    model_fn, params, base, records, reference = _model_and_records()
-    step = make_step_fns(model_fn, optax.sgd(1.0), lambda s: 1.0, _cfg("token_mean", 1, 5, 0).grpo, **_STEP)
-    fns = dataclasses.replace(step, logprobs=base.logprobs)
+    _, params, _, records, reference = _model_and_records()
+    fns = _step_fns("token_mean")
 
     def update(cfg, batch):
         state = init_train_state(jax.tree.map(jnp.copy, params), optax.sgd(1.0))

@@ -1,10 +1,10 @@
 """Resume after faults, on a real toy run (launch/train.py, Orbax on disk).
 
-Damaged checkpoints: of the steps 3..6 the straight run keeps, step 6 loses a file, step 5 gets its
-array data truncated and step 4 loses its `params` item directory. `load_model` (what export_hf and
-rollout use) must then refuse step 6 in one line rather than quietly load an older model; asked to
-fall back (`fallback=True`) it restores step 3, with the parameters of the straight run's step 3, and
-`--resume` must report the three skipped steps, keep them on disk, continue from step 3 and end with
+Damaged checkpoints: of the steps 1..4 the straight run keeps, step 4 loses a file, step 3 gets its
+array data truncated and step 2 loses its `params` item directory. `load_model` (what export_hf and
+rollout use) must then refuse step 4 in one line rather than quietly load an older model; asked to
+fall back (`fallback=True`) it restores step 1, with the parameters of the straight run's step 1, and
+`--resume` must report the three skipped steps, keep them on disk, continue from step 1 and end with
 the straight run's parameters and metrics, each step logged once.
 
 SIGTERM inside a step: a driver process runs the real trainer on the digit task, whose rollout of
@@ -35,7 +35,7 @@ from tests.subprocess_env import subprocess_env
 pytestmark = pytest.mark.slow  # kills and resumes training runs
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 6
+STEPS = 4  # the fewest that keep three damaged steps and an intact one before them
 ARGS = [
     "--config",
     str(ROOT / "configs" / "toy.yaml"),
@@ -67,10 +67,10 @@ def _assert_same(a: dict, b: dict) -> None:
 
 def _damage(ckpt: Path) -> None:
     """Three kinds of damage, one per newest step."""
-    (ckpt / "6" / "params" / "manifest.ocdbt").unlink()
-    data = max((p for p in (ckpt / "5" / "params").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    (ckpt / "4" / "params" / "manifest.ocdbt").unlink()
+    data = max((p for p in (ckpt / "3" / "params").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    shutil.rmtree(ckpt / "4" / "params")
+    shutil.rmtree(ckpt / "2" / "params")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def straight_run(tmp_path_factory, jax_cache) -> tuple[Path, Path]:
     result = _train(root / "straight", jax_cache)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     steps = sorted(int(p.name) for p in (root / "straight" / "checkpoints").iterdir() if p.name.isdigit())
-    assert steps == [3, 4, 5, 6]
+    assert steps == [1, 2, 3, 4]
     return root / "straight", jax_cache
 
 
@@ -90,15 +90,15 @@ def test_load_model_skips_damaged_steps(tmp_path, straight_run, capfd):
     _damage(damaged / "checkpoints")
     from models.checkpoint import CheckpointError
 
-    with pytest.raises(CheckpointError, match=r"step 6 .* does not restore .*\[3, 4, 5\]"):
+    with pytest.raises(CheckpointError, match=r"step 4 .* does not restore .*\[1, 2, 3\]"):
         _params(damaged / "checkpoints")
     capfd.readouterr()
     restored = _params(damaged / "checkpoints", fallback=True)
     report = capfd.readouterr().err
-    _assert_same(restored, _params(straight / "checkpoints", step=3))
-    for step in (6, 5, 4):
+    _assert_same(restored, _params(straight / "checkpoints", step=1))
+    for step in (4, 3, 2):
         assert f"skipping checkpoint step {step} " in report, report
-    assert all((damaged / "checkpoints" / str(s)).is_dir() for s in (4, 5, 6))  # reported, never deleted
+    assert all((damaged / "checkpoints" / str(s)).is_dir() for s in (2, 3, 4))  # reported, never deleted
 
 
 def test_resume_continues_from_newest_intact_step(tmp_path, straight_run):
@@ -109,10 +109,10 @@ def test_resume_continues_from_newest_intact_step(tmp_path, straight_run):
     result = _train(damaged, cache, "--resume")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    for step in (6, 5, 4):
+    for step in (4, 3, 2):
         assert sum(f"skipping checkpoint step {step} " in line for line in lines) == 1, result.stdout[-3000:]
         assert (damaged / "checkpoints.unrestorable" / str(step)).is_dir()  # set aside, kept
-    assert "resuming from step 3" in lines
+    assert "resuming from step 1" in lines
     _assert_same(_params(damaged / "checkpoints"), _params(straight / "checkpoints"))
     records = [json.loads(line) for line in (damaged / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(1, STEPS + 1))  # the redone steps appear once

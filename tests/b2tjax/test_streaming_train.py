@@ -20,12 +20,27 @@ from tests.lookup_fixtures import (
 STREAM = ("sft.steps=20", "steps=3", "eval_at_end=false")
 
 
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, shared_compilations):  # noqa: F811
+    """A finished streaming run at max_staleness 1 with the records of every step:
+    the staleness test's S = 1 run and the straight run a preempted one is compared against."""
+    out = tmp_path_factory.mktemp("straight")
+    _train(out, LookupTask(LookupConfig(num_values=NUM_VALUES)))
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("shared_compilations")
 @pytest.mark.parametrize("staleness", [1, 2])
-def test_streaming_run_trains_within_the_staleness_bound(tmp_path, staleness):
-    task = LookupTask(LookupConfig(num_values=NUM_VALUES))
-    rows, _ = train_lookup(tmp_path, task, seed=0, overrides=[*STREAM, f"rollout.max_staleness={staleness}"])
+def test_streaming_run_trains_within_the_staleness_bound(tmp_path, straight, staleness):
+    from b2tjax.run.metrics import read_metrics
+
+    if staleness == 1:  # the module's straight run (saving its records does not change training)
+        rows = [row for _, row in sorted(read_metrics(straight / "metrics.jsonl", phase="grpo").items())]
+    else:
+        task = LookupTask(LookupConfig(num_values=NUM_VALUES))
+        overrides = [*STREAM, f"rollout.max_staleness={staleness}"]
+        rows, _ = train_lookup(tmp_path, task, seed=0, overrides=overrides)
     assert len(rows) == 3
     for step, row in enumerate(rows):
         hist = [row[f"staleness/{k}"] for k in range(staleness + 1)]
@@ -205,7 +220,8 @@ def _train(out, task, resume: bool = False):
 
     cfg = TrainConfig(task="toy", mode="sft_grpo", seed=0, steps=3, out=str(out))
     shape = f"model.overrides={{vocab_size: {task.tokenizer.vocab_size}, initializer_range: 0.1}}"
-    extra = [*STREAM, "rollout.max_staleness=1", "save_records=true", "checkpoint.every_steps=1"]
+    # no periodic checkpoints (RECIPE's every 1,000 steps): a preempted run saves its last step itself
+    extra = [*STREAM, "rollout.max_staleness=1", "save_records=true"]
     validate(apply_overrides(cfg, [shape, *RECIPE, *extra]))
     return Trainer(cfg, task, build_model(cfg), resume=resume, progress=False).run()
 
@@ -217,15 +233,13 @@ def _step_records(out, step: int) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("shared_compilations")
-def test_resume_drops_in_flight_episodes_and_rolls_them_again(tmp_path):
+def test_resume_drops_in_flight_episodes_and_rolls_them_again(tmp_path, straight):
     """Preempted during step 2's rollout (step 3's episodes in flight too), the run saves step 1;
     --resume rolls steps 2 and 3 from scratch: the same prompts and episode seeds as the straight
     run, every record sampled by weights at most max_staleness = 1 updates old."""
     from b2tjax.run.metrics import read_metrics
     from b2tjax.run.trainer import Preempted
 
-    _train(tmp_path / "straight", LookupTask(LookupConfig(num_values=NUM_VALUES)))
     with pytest.raises(Preempted):
         _train(tmp_path / "cut", _StoppedAt(stop=2))
     _train(tmp_path / "cut", LookupTask(LookupConfig(num_values=NUM_VALUES)), resume=True)
@@ -234,7 +248,7 @@ def test_resume_drops_in_flight_episodes_and_rolls_them_again(tmp_path):
     assert all(rows[s]["staleness_max"] <= 1 for s in grpo_steps)
     assert rows[22]["staleness_max"] == 0  # the first step after --resume: all fresh
     for step in grpo_steps:
-        a, b = _step_records(tmp_path / "straight", step), _step_records(tmp_path / "cut", step)
+        a, b = _step_records(straight, step), _step_records(tmp_path / "cut", step)
         prompts = [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in a]
         assert prompts == [(r["instance_id"], r["ids"][: r["prompt_len"]]) for r in b]
 

@@ -44,11 +44,24 @@ def test_page_table_refuses_what_does_not_fit_and_changes_nothing():
     assert (table.table == before[0]).all() and (table.refs == before[1]).all()
 
 
+@pytest.fixture(scope="module")
+def contiguous_group(rollout_setup):
+    """contiguous_group(rows) -> (records, stats) of the group of 8 at T = 1 on `rows` rows of the
+    contiguous cache: the reference of every paged run of the group, rolled once per row count."""
+    runs: dict[int, tuple] = {}
+
+    def get(rows: int):
+        if rows not in runs:
+            runs[rows] = _run(rollout_setup, _group(rollout_setup), temperature=1.0, batch_rows=rows)
+        return runs[rows]
+
+    return get
+
+
 @pytest.mark.parametrize("rows", [3, GROUP])
-def test_a_group_of_8_gives_the_contiguous_records(rollout_setup, rows):
-    knobs = dict(temperature=1.0, batch_rows=rows)
-    reference, contiguous = _run(rollout_setup, _group(rollout_setup), **knobs)
-    records, paged = _run(rollout_setup, _group(rollout_setup), **PAGED, **knobs)
+def test_a_group_of_8_gives_the_contiguous_records(rollout_setup, contiguous_group, rows):
+    reference, contiguous = contiguous_group(rows)
+    records, paged = _run(rollout_setup, _group(rollout_setup), **PAGED, temperature=1.0, batch_rows=rows)
     _assert_same_records(reference, records)
     assert (
         paged.reused_tokens == contiguous.reused_tokens and paged.prefill_tokens == contiguous.prefill_tokens
@@ -57,28 +70,28 @@ def test_a_group_of_8_gives_the_contiguous_records(rollout_setup, rows):
     assert paged.kv_bytes_per_live_token < contiguous.kv_bytes_per_live_token
 
 
-def test_the_memory_of_3_contiguous_rows_decodes_more_rows_paged(rollout_setup):
+def test_the_memory_of_3_contiguous_rows_decodes_more_rows_paged(rollout_setup, contiguous_group):
     """The pool of 3 contiguous rows' bytes on 8 rows: more than 3 rows decode at once (each holds
     the pages it fills, the group's prompt pages once), with the records of 3 contiguous rows."""
     from tests.rollout_fixtures import TOTAL
 
-    knobs = dict(temperature=1.0)
-    reference, contiguous = _run(rollout_setup, _group(rollout_setup), batch_rows=3, **knobs)
+    reference, contiguous = contiguous_group(3)
     pool = 3 * pages_for(TOTAL, PAGED["page_size"])
     records, paged = _run(
-        rollout_setup, _group(rollout_setup), batch_rows=GROUP, kv_pages=pool, **PAGED, **knobs
+        rollout_setup, _group(rollout_setup), batch_rows=GROUP, kv_pages=pool, **PAGED, temperature=1.0
     )
     _assert_same_records(reference, records)
     assert contiguous.peak_rows_decoding == 3 and paged.peak_rows_decoding > 3
     assert paged.decode_steps < contiguous.decode_steps
 
 
-def test_copies_of_whole_pages_only_move_no_page(rollout_setup):
+def test_copies_of_whole_pages_only_move_no_page(rollout_setup, contiguous_group):
     """Pages of one slot: every prefix copy shares whole pages and moves none (an empty move list
     reaches the device call), with the contiguous cache's records."""
-    knobs = dict(temperature=1.0, batch_rows=3)
-    reference, _ = _run(rollout_setup, _group(rollout_setup), **knobs)
-    records, paged = _run(rollout_setup, _group(rollout_setup), kv_cache="paged", page_size=1, **knobs)
+    reference, _ = contiguous_group(3)
+    records, paged = _run(
+        rollout_setup, _group(rollout_setup), kv_cache="paged", page_size=1, temperature=1.0, batch_rows=3
+    )
     _assert_same_records(reference, records)
     assert paged.reused_tokens > 0
 
@@ -113,13 +126,20 @@ def test_a_group_of_8_holds_its_prompts_pages_once(rollout_setup, monkeypatch):
     assert in_use == full + GROUP * own < GROUP * pages_for(context, 16)
 
 
-def test_a_pool_too_small_for_every_row_waits_and_preempts_with_the_same_records(rollout_setup):
+def test_a_pool_too_small_for_every_row_waits_and_preempts_with_the_same_records(
+    rollout_setup, contiguous_group
+):
     """8 rows over 16 pages of 64 slots (one row's worth of the contiguous cache): the group cannot
     all grow at once, so streams wait in the queue or give their rows up, and the records stay."""
-    knobs = dict(temperature=1.0, batch_rows=GROUP)
-    reference, _ = _run(rollout_setup, _group(rollout_setup), **knobs)
+    reference, _ = contiguous_group(GROUP)
     records, stats = _run(
-        rollout_setup, _group(rollout_setup), kv_cache="paged", page_size=64, kv_pages=16, **knobs
+        rollout_setup,
+        _group(rollout_setup),
+        kv_cache="paged",
+        page_size=64,
+        kv_pages=16,
+        temperature=1.0,
+        batch_rows=GROUP,
     )
     _assert_same_records(reference, records)
     assert stats.peak_pages <= 16 and stats.parks > 0 and stats.reprefill_tokens > 0

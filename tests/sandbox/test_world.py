@@ -18,6 +18,7 @@ from sandbox.benchmarks.b2t.world.loader import DataFileError, build_store_from_
 from sandbox.benchmarks.b2t.world.scales import SCALES
 from sandbox.benchmarks.b2t.world.store import open_world
 from sandbox.benchmarks.b2t.world.transport import RAIL_DETOUR, TRAIN_CLASSES
+from tests.sandbox_fixtures import small_world_file
 
 
 def _sha256(path) -> str:
@@ -41,10 +42,10 @@ def db(store):
 
 
 @pytest.mark.slow
-def test_same_seed_builds_byte_identical_store_and_other_seed_differs(store, tmp_path):
-    build_world(tmp_path / "again.sqlite", "small", seed=0, workers=1)  # `store`: 2 (the default)
+def test_same_seed_builds_byte_identical_store_and_other_seed_differs(store, tmp_path, tmp_path_factory):
+    again = small_world_file(tmp_path_factory)  # build_world by one worker; `store`: 2 (the CLI's)
     build_world(tmp_path / "other.sqlite", "small", seed=1)
-    assert _sha256(tmp_path / "again.sqlite") == _sha256(store)
+    assert _sha256(again) == _sha256(store)
     assert _sha256(tmp_path / "other.sqlite") != _sha256(store)
 
 
