@@ -59,7 +59,8 @@ class RMSNorm(nnx.Module):
 # jax.nn.dot_product_attention's implementations; "splash" is the Pallas splash kernel
 # (models/splash.py; a TPU kernel, in Pallas interpret mode elsewhere); "auto" takes splash when
 # the program is compiled for a TPU, cuDNN's fused kernel for a GPU with a 16-bit compute dtype
-# (what cuDNN supports), and the reference path elsewhere.
+# (what cuDNN supports), "xla" for a CPU (about 1.8x faster than the reference path there, and CPU
+# runs are small enough for its unblocked [T, T] scores), and the reference path on a GPU in fp32.
 
 
 def resolve_attention(impl: str, dtype: Any, platform: str) -> str:
@@ -71,8 +72,10 @@ def resolve_attention(impl: str, dtype: Any, platform: str) -> str:
         return impl
     if platform == "tpu":
         return "splash"
+    if platform not in ("gpu", "cuda"):
+        return "xla"
     half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-    return "cudnn" if platform in ("gpu", "cuda") and half else "reference"
+    return "cudnn" if half else "reference"
 
 
 def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:

@@ -98,7 +98,7 @@ def test_block_and_padding_choice():
 def test_auto_takes_splash_for_tpu_programs_only():
     for dtype in (jnp.float32, jnp.bfloat16):
         assert resolve_attention("auto", dtype, "tpu") == "splash"
-        assert resolve_attention("auto", dtype, "cpu") == "reference"
+        assert resolve_attention("auto", dtype, "cpu") == "xla"
     assert resolve_attention("auto", jnp.bfloat16, "gpu") == "cudnn"
     assert resolve_attention("auto", jnp.float32, "gpu") == "reference"
     model = Qwen3ForCausalLM(get_config("tiny"), rngs=nnx.Rngs(0), runtime=ModelRuntime(platform="tpu"))

@@ -126,7 +126,9 @@ def test_sleeping_code_is_stopped_too(guarded):
 
 
 def test_memory_bomb_hits_the_memory_limit(sandbox):
-    res = sandbox.run("blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 2**20))")
+    # a time limit the bomb cannot reach first on a loaded machine: the memory limit must stop it
+    bomb = "blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 2**20))"
+    res = sandbox.run(bomb, timeout_s=20.0)
     assert res.is_error and ("MemoryError" in res.text or "memory limit" in res.text)
     _still_works(sandbox)
 
