@@ -76,8 +76,8 @@ class ModelConfig(Freezable):
     tokenizer: str = "sentencepiece"
     sp_vocab_size: Annotated[int, Range(ge=64)] = 1024  # the SentencePiece vocabulary trained for "tiny"
     remat: Remat = "none"  # activation rematerialisation in the layer scan: none | full | dots | dots_all
-    # attention without a cache (the train steps): auto (splash on TPU, cuDNN on a GPU in bf16, else
-    # reference) | reference | xla | cudnn | splash (models/layers.py ATTENTION_IMPLS)
+    # attention without a cache (the train steps): auto (splash on TPU, cuDNN on a GPU in bf16, xla on
+    # a CPU, else reference) | reference | xla | cudnn | splash (models/layers.py ATTENTION_IMPLS)
     attention: AttentionImpl = "auto"
     # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
     lora: LoraConfig = field(default_factory=LoraConfig)
