@@ -8,8 +8,9 @@ The SFT step, GRPO step, sampler weight refresh, rollout prefill and rollout dec
 are lowered with abstract arrays and compiled on a mesh of the target's devices (nothing is
 allocated) by the target's own compiler: a TPU slice by name through libtpu, NVIDIA GPUs through
 the CUDA plugin's deviceless compile, or N fake XLA:CPU devices (`cpu`, the fallback, which
-overstates bf16 programs; b2tjax/plan/targets.py). One table per program shows per-device bytes of its
-arguments, outputs, temporaries and what stays resident beside it, against the device memory.
+overstates bf16 programs and plans "auto" attention by the blocked reference path;
+b2tjax/plan/targets.py). One table per program shows per-device bytes of its arguments, outputs,
+temporaries and what stays resident beside it, against the device memory.
 Exits with status 1, naming program and bytes, when one does not fit with 10% headroom;
 `key=value` overrides work as in launch/train.py.
 
@@ -34,6 +35,7 @@ per chip it holds, contiguous vs paged at the expert traces' mean and p90 live l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -116,6 +118,16 @@ def resolve_target(args: argparse.Namespace, cfg) -> tuple:
     if target.chips < 1 or hbm_gib < 0:
         raise ValueError(f"--devices must be >= 1 and --hbm-gib >= 0, got {target.chips} and {hbm_gib}")
     return target, hbm_gib
+
+
+def stand_in_attention(cfg: TrainConfig, target: Target) -> TrainConfig:
+    """The cpu target stands in for an accelerator whose compiler is not here: "auto" attention is
+    planned by the blocked reference path (auto's choice on a GPU in fp32; the fused kernels hold
+    less), not by the unblocked [T, T] XLA form auto takes for programs that run on a CPU."""
+    if target.platform != "cpu" or cfg.model.attention != "auto":
+        return cfg
+    model = dataclasses.replace(cfg.model, attention="reference")
+    return freeze(dataclasses.replace(cfg, model=model))
 
 
 def use_cpu_host(target: Target) -> None:
@@ -266,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     use_cpu_host(target)
+    cfg = stand_in_attention(cfg, target)
 
     # JAX: imported only after use_cpu_host set the environment it reads at start-up
     from b2tjax.plan import memory_plan, program_memory

@@ -15,7 +15,7 @@ def _cfg(attention: str):
 
 
 def test_reference_note_gives_the_fp32_score_block():
-    note = attention_note(_cfg("auto"), QWEN3_06B, None, 4, 16384)  # a CPU program: the reference path
+    note = attention_note(_cfg("reference"), QWEN3_06B, None, 4, 16384)
     # 4 rows x 16 heads x 1024 queries x 16384 keys x 4 bytes = 4 GiB
     assert note == (
         "attention: reference path, fp32 scores of one query block per layer "
