@@ -7,18 +7,18 @@ most assertions, to fit the CI budget: the same per-step metrics within 1e-5, th
 records (ids and masks identical, log-probs within 1e-5), the same eval.json, each episode driven
 by exactly one process (the one `rollout.hosts.episode_owner` names) whose environments' own
 counts match its records. The 2-process checkpoint then resumes on 1 and on 2 processes with the
-same next-step metrics and exports to the same HF bytes from 1 and 2 processes. Separate jobs:
-SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP step. The pod also records
-every cross-process call of some jobs' GRPO steps, which must come from the sites
+same next-step metrics and records, and exports to the same HF bytes from 1 and 2 processes.
+Separate jobs: SIGTERM to one host inside a rollout, kill -9 of one host, and one HiMAP step. The pod
+also records every cross-process call of some jobs' GRPO steps, which must come from the sites
 tests/b2tjax/collectives.py allows.
 
 The tiny travel model never calls a tool and scores every episode alike (a GRPO loss and gradient
 of 0), so its GRPO steps skip their update (`grpo.drop_flat_groups`: a minute of attention over
 3.5k-token rows per run that could only compare zeros) and a second, cheaper pair makes the update's
-checks bite: the lookup task (b2tjax/tasks/toy_tools.py,
-a real multi-turn tool) after a short SFT, whose rewards vary within and across the processes'
-groups: 2 GRPO steps with non-zero loss and gradient equal to one process', every lookup run once in
-the cluster by the episode's owner (counted by the episodes themselves). That pair runs padded, packed
+checks bite: the lookup task (b2tjax/tasks/toy_tools.py, a real multi-turn tool) after a short SFT,
+whose rewards vary within and across the processes' groups: 2 GRPO steps with non-zero loss and
+gradient equal to one process', every lookup run once in the cluster by the episode's owner (counted
+by the episodes themselves). That pair runs padded, packed
 and streaming at max_staleness 1 on packed rows (the session in lockstep over the processes, the
 decoupled objective's importance weights in the packed rows); the split placement
 (`mesh.rollout_devices`) runs it on 2 x (2 + 2) devices against 2 x 2.
