@@ -11,6 +11,14 @@ import pytest
 # The suite runs on the host CPU. libtpu (installed by the [test] extra for the TPU compile of
 # tests/b2tjax/test_memory_plan_tpu.py) must not make JAX look for TPU chips in every test process.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Two pytest workers share CI's two cores, and most of a test's time is XLA:CPU compiling tiny
+# programs: one compute thread per process (no oversubscription) and LLVM's quick code generation
+# halve the suite's time (docs/results/suite-times.md). The subprocesses of the tests inherit them
+# (tests/subprocess_env.py xla_flags). What a program computes does not depend on either.
+SUITE_XLA_FLAGS = ("--xla_cpu_multi_thread_eigen=false", "--xla_backend_optimization_level=0")
+_flags = os.environ.get("XLA_FLAGS", "").split()
+os.environ["XLA_FLAGS"] = " ".join([*(f for f in SUITE_XLA_FLAGS if f not in _flags), *_flags])
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch's threads, for the same reason
 
 
 def _build_pair(name: str, seed: int = 0, **overrides):

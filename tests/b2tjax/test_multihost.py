@@ -96,6 +96,7 @@ HIMAP_ARGS = [
     "eval_at_end=false",
     "mode=grpo",  # straight to one GRPO step (the recipe's scripted plans would warm-start it first)
     "himap.max_rounds=1",
+    "rollout.max_turn_tokens=8",  # a capped turn is closed and answered: every role still acts
     # the records are what this test is about (the 2-process update is checked on the tiny
     # recipe): a step whose teams all score alike skips its update (~4 CPU-min per run)
     "grpo.drop_flat_groups=true",

@@ -6,7 +6,6 @@ in/out shardings, parameters FSDP x tensor sharded, the batch split over (data, 
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +89,9 @@ RANKS = (0, 4)
 @pytest.fixture(scope="module")
 def compared() -> dict:
     """Both LoRA ranks' comparisons, from one subprocess (one JAX start on 8 devices)."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    from tests.subprocess_env import fake_devices_env  # the child runs this file without tests/ on its path
+
+    env = fake_devices_env(8)
     cmd = [sys.executable, __file__, *map(str, RANKS)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -6,7 +6,6 @@ and sharded over a mesh under shard_map."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ from models.layers import grouped_attention, resolve_attention
 from models.qwen3 import Qwen3ForCausalLM
 from models.settings import ModelRuntime
 from models.splash import splash_attention, splash_lengths
+from tests.subprocess_env import fake_devices_env
 
 pytestmark = pytest.mark.slow  # the Pallas splash kernel in interpret mode, forward and backward
 
@@ -152,7 +152,7 @@ CHILD = textwrap.dedent("""
 def test_splash_under_a_mesh_runs_per_shard():
     """Rows over data x fsdp, heads over tensor: the kernel runs per shard (shard_map) and its
     gradients equal the unsharded reference path's."""
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    env = fake_devices_env(8)
     proc = subprocess.run(
         [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600, check=False
     )

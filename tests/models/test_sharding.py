@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -12,6 +11,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from models.sharding import logical_to_spec
+from tests.subprocess_env import fake_devices_env
 
 pytestmark = pytest.mark.slow  # runs 8-device meshes in subprocesses
 
@@ -88,7 +88,7 @@ CHILD = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def child_result(tmp_path_factory):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    env = fake_devices_env(8)
     tmp = tmp_path_factory.mktemp("sharding")
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp)], capture_output=True, text=True, env=env, timeout=600

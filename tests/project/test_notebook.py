@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from b2tjax.report.plotting import PANELS
 from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture)
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
+from tests.subprocess_env import fake_devices_env
 
 pytestmark = pytest.mark.slow  # executes the evaluation notebook
 
@@ -86,8 +86,7 @@ def notebook_run(tmp_path_factory):
             "EPISODE_INDEX = 1",
         ]
     )
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(REPO)}
-    env.pop("XLA_FLAGS", None)
+    env = dict(fake_devices_env(1), PYTHONPATH=str(REPO))  # one device, as a Colab CPU
     proc = subprocess.run(
         [sys.executable, "-c", RUNNER, str(NOTEBOOK), overrides, str(tmp / "summary.json")],
         cwd=tmp,

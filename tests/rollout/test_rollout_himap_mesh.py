@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import pytest
 from sandbox.benchmarks.b2t.instances.instructions import make_instruction
 from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
 from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
+from tests.subprocess_env import fake_devices_env
 
 pytestmark = pytest.mark.slow  # rolls HiMAP out on 8 fake devices in a subprocess
 
@@ -172,12 +172,7 @@ def _child(bench_dir: str, tmp: str) -> dict:
 
 
 def test_sharded_himap_records_equal_one_device_records(tmp_path, small_benchmark):  # noqa: F811
-    env = dict(
-        os.environ,
-        XLA_FLAGS="--xla_force_host_platform_device_count=8",
-        JAX_PLATFORMS="cpu",
-        PYTHONPATH=str(ROOT),
-    )
+    env = dict(fake_devices_env(8), PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, __file__, str(small_benchmark), str(tmp_path)],
         env=env,

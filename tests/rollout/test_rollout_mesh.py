@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,7 +109,9 @@ def _child(tmp: str) -> dict:
 
 
 def test_sharded_rollout_and_weight_refresh(tmp_path):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    from tests.subprocess_env import fake_devices_env  # the child runs this file without tests/ on its path
+
+    env = fake_devices_env(8)
     proc = subprocess.run(
         [sys.executable, __file__, str(tmp_path)],
         env=env,
