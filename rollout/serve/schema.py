@@ -4,6 +4,7 @@ answers as OpenAI's JSON error with its status code (never a traceback)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 
@@ -28,6 +29,7 @@ class ChatRequest:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None
     parse_tools: bool  # tool_choice "none": tools stay in the prompt, calls stay text
+    call_start: str  # tool_choice "required" / a named function: the given opening of the completion
     temperature: float
     top_p: float
     top_k: int
@@ -85,17 +87,34 @@ def _messages(body: dict) -> list[dict[str, Any]]:
     return messages
 
 
-def _tools(body: dict) -> tuple[list[dict[str, Any]] | None, bool]:
+CALL_OPEN = "<tool_call>\n"  # how Qwen3's template opens a tool call
+
+
+def _tools(body: dict) -> tuple[list[dict[str, Any]] | None, bool, str]:
+    """(tools, whether calls are parsed, the completion's given opening). Decoding is not
+    constrained: "required" opens a call for the model and a named function also writes its name,
+    so the model samples the arguments (Qwen3's format, as the records' template renders a call)."""
     tools = body.get("tools")
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise ApiError(400, "tools must be a list of function schemas", param="tools")
     choice = body.get("tool_choice", "auto")
-    if choice not in ("auto", "none"):
-        # decoding is never constrained: "required" or a named function cannot be guaranteed
+    if choice in ("auto", "none"):
+        return tools or None, choice == "auto", ""
+    if not tools:
+        raise ApiError(400, "tool_choice other than 'auto' or 'none' needs tools", param="tool_choice")
+    if choice == "required":
+        return tools, True, CALL_OPEN
+    named = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    name = named.get("name") if isinstance(named, dict) else None
+    if name is None:
         raise ApiError(
-            400, "tool_choice must be 'auto' or 'none' (decoding is not constrained)", param="tool_choice"
+            400,
+            "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'function': {'name': N}}",
+            param="tool_choice",
         )
-    return tools or None, choice == "auto"
+    if name not in [(t.get("function") or {}).get("name") for t in tools]:
+        raise ApiError(400, f"tool_choice names {name!r}, which is not one of the tools", param="tool_choice")
+    return tools, True, CALL_OPEN + '{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": '
 
 
 def _stop(body: dict) -> tuple[str, ...]:
@@ -119,13 +138,14 @@ def parse_chat(body: Any, model_name: str) -> ChatRequest:
         )
     if _number(body, "top_logprobs", int, 0, 0, 0):
         raise ApiError(400, "top_logprobs must be 0: the engine records the sampled token's log-prob only")
-    tools, parse_tools = _tools(body)
+    tools, parse_tools, call_start = _tools(body)
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     options = body.get("stream_options") or {}
     return ChatRequest(
         messages=_messages(body),
         tools=tools,
         parse_tools=parse_tools,
+        call_start=call_start,
         temperature=_number(body, "temperature", float, 1.0, 0.0, 2.0),
         top_p=_number(body, "top_p", float, 1.0, 1e-9, 1.0),
         top_k=_number(body, "top_k", int, 0, -1, 2**31 - 1) if body.get("top_k") != -1 else 0,

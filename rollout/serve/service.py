@@ -1,6 +1,7 @@
 """One chat completion, start to end, without HTTP: request -> prompt ids -> engine -> OpenAI's
 response body (with the token-level extensions an RL user needs: `prompt_token_ids`, and per choice
-`token_ids` and `token_logprobs`, the engine's records' log-probs).
+`token_ids` and `token_logprobs`, the engine's records' log-probs). A tool call that `tool_choice`
+opened for the model ends `prompt_token_ids`: given, not sampled, as a record's environment tokens.
 
 Log-probs are the records' (rollout/sampling.py): log_softmax(logits / T) of the sampled token,
 at T = 1 for greedy requests. `max_tokens` is capped at the engine's `rollout.max_turn_tokens`
@@ -36,7 +37,9 @@ class ChatService:
 
     async def complete(self, req: ChatRequest, session: str | None, instance: str | None) -> dict[str, Any]:
         try:
+            # a call's given opening (tool_choice) is prompt: the engine was given it, not sampled it
             prompt = self.turns.prompt_ids(self.tokenizer, req.messages, req.tools)
+            prompt += self.tokenizer.encode(req.call_start) if req.call_start else []
         except (ValueError, KeyError, TypeError) as err:
             raise ApiError(400, f"cannot render the messages: {err}", param="messages") from None
         room = self.config.max_seq_len - len(prompt) - 1
@@ -86,7 +89,7 @@ class ChatService:
                 body[:n] for n in range(1, len(body) + 1) if self.tokenizer.decode(body[:n]).find(cut) >= 0
             )
             logprobs = logprobs[: len(ids)]
-        message, calls = assistant_message(text, req.parse_tools)
+        message, calls = assistant_message(req.call_start + text, req.parse_tools)
         length = record.stop_reason in _LENGTH and cut is None
         finish = "length" if length else "tool_calls" if calls else "stop"
         if ended and cut is None:  # the exact ids of this conversation, for the agent's next turn

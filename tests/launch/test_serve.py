@@ -229,6 +229,25 @@ def test_tool_calls_parsed():
     )
 
 
+def test_a_named_tool_choice_gives_the_call_opening_as_prompt(client):
+    from models.tokenizer import load_tokenizer
+
+    reply = client.chat.completions.create(
+        model="b2tjax",
+        messages=[{"role": "user", "content": "Find a flight."}],
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "FlightSearch"}},
+        max_tokens=4,
+        temperature=0,
+    )
+    opening = '<tool_call>\n{"name": "FlightSearch", "arguments": '
+    given = load_tokenizer("qwen3").encode(opening)
+    assert reply.model_extra["prompt_token_ids"][-len(given) :] == given  # given, not sampled
+    assert len(reply.choices[0].model_extra["token_ids"]) <= 4
+    message = reply.choices[0].message  # the random model's arguments do not parse: the text is kept
+    assert message.tool_calls or message.content.startswith(opening)
+
+
 def test_streaming_and_concurrent_clients(client):
     chunks = list(
         client.chat.completions.create(

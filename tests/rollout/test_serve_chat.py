@@ -70,6 +70,12 @@ def test_a_session_is_one_episode_record(tmp_path):
         book.close("s", None, None)
 
 
+_WITH_TOOL = {
+    "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"type": "function", "function": {"name": "FlightSearch", "parameters": {}}}],
+}
+
+
 @pytest.mark.parametrize(
     "body, status, param",
     [
@@ -82,6 +88,9 @@ def test_a_session_is_one_episode_record(tmp_path):
         ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "9"}, 400, "max_tokens"),
         ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, 400, "stop"),
         ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, 400, "tool_choice"),
+        ({**_WITH_TOOL, "tool_choice": {"type": "function", "function": {"name": "X"}}}, 400, "tool_choice"),
+        ({**_WITH_TOOL, "tool_choice": {"type": "function"}}, 400, "tool_choice"),
+        ({**_WITH_TOOL, "tool_choice": "always"}, 400, "tool_choice"),
     ],
 )
 def test_bad_requests_are_refused_with_their_field(body, status, param):
@@ -106,3 +115,22 @@ def test_a_request_reads_openai_fields():
     req = parse_chat(body, "b2tjax")
     assert req.messages[0]["content"] == "ab" and req.max_tokens == 7 and req.stop == ("END",)
     assert not req.parse_tools and req.stream and req.include_usage and req.temperature == 1.0
+
+
+def test_tool_choice_opens_the_call_the_model_completes(tok):
+    """ "required" gives the model a call's opening and a named function also its name (decoding is
+    not constrained); the completion the model samples after it is parsed as that tool's call, and
+    the opening is what Qwen3's template writes for a call."""
+    required = parse_chat({**_WITH_TOOL, "tool_choice": "required"}, "b2tjax")
+    named = parse_chat(
+        {**_WITH_TOOL, "tool_choice": {"type": "function", "function": {"name": "FlightSearch"}}}, "b2tjax"
+    )
+    assert required.parse_tools and required.call_start == "<tool_call>\n"
+    sampled = '{"origin": "Rome"}}\n</tool_call>'
+    message, calls = assistant_message(named.call_start + sampled, named.parse_tools)
+    assert calls and message["content"] is None
+    assert message["tool_calls"][0]["function"] == {"name": "FlightSearch", "arguments": '{"origin": "Rome"}'}
+    call = {"role": "assistant", "content": None, "tool_calls": [message["tool_calls"][0]]}
+    written = encode_chat(tok, [{"role": "user", "content": "x"}, call])
+    assert tok.decode(written).count(named.call_start) == 1  # the template opens a call alike
+    assert parse_chat(_WITH_TOOL, "b2tjax").call_start == ""  # auto: the model chooses
