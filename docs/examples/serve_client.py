@@ -28,7 +28,7 @@ ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 def run_instance(client: OpenAI, base: str, bench, visible: dict, max_turns: int) -> str | None:
     prompt, world = bench.prompt(visible, memory=False), bench.world_for(visible)  # no memory module here
     messages, session = list(prompt.messages), {"X-Session-Id": visible["id"]}
-    answer = None
+    answer, answered = None, False
     for _ in range(max_turns):
         try:
             reply = client.chat.completions.create(
@@ -37,6 +37,7 @@ def run_instance(client: OpenAI, base: str, bench, visible: dict, max_turns: int
         except BadRequestError as err:  # the conversation outgrew the server's context
             print(visible["id"], err.message)
             break
+        answered = True  # the server records a session from its first answered turn
         message = reply.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if found := ANSWER.search(message.content or ""):
@@ -48,10 +49,11 @@ def run_instance(client: OpenAI, base: str, bench, visible: dict, max_turns: int
             result = world.call_tool(call.function.name, json.loads(call.function.arguments or "{}"))
             text = truncate_middle(result.text, 6000)  # as the training environment caps a reply
             messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-    close = urllib.request.Request(
-        f"{base}/sessions/{visible['id']}/close", json.dumps({"answer": answer}).encode(), method="POST"
-    )
-    urllib.request.urlopen(close).read()
+    if answered:
+        close = urllib.request.Request(
+            f"{base}/sessions/{visible['id']}/close", json.dumps({"answer": answer}).encode(), method="POST"
+        )
+        urllib.request.urlopen(close).read()
     return answer
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from rollout.record import EpisodeRecord
+from tests.sandbox.test_instances import small_benchmark  # noqa: F401  (session fixture)
+from tests.sandbox_fixtures import small_world_path  # noqa: F401  (session fixture)
 from tests.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.slow  # one server process (model load + compiles), ~40 s on 2 cores
@@ -25,7 +27,8 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("starlette")
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE = ["rollout.batch_rows=4", "rollout.max_seq_len=512", "rollout.max_turn_tokens=12"]
+# a context that holds a B2T prompt (docs/examples/serve_client.py's test)
+ENGINE = ["rollout.batch_rows=4", "rollout.max_seq_len=6144", "rollout.max_turn_tokens=12"]
 TOOLS = [
     {
         "type": "function",
@@ -118,7 +121,7 @@ def test_greedy_chat_equals_the_engine(client, hf_dir):
 
     policy = load_policy(hf_dir)
     prompt = encode_chat(policy.tokenizer, messages, None, add_generation_prompt=True)
-    config = RolloutConfig(batch_rows=4, max_seq_len=512, max_turn_tokens=12, temperature=0.0, max_turns=1)
+    config = RolloutConfig(batch_rows=4, max_seq_len=6144, max_turn_tokens=12, temperature=0.0, max_turns=1)
 
     class One:
         instance_id = "x"
@@ -246,6 +249,30 @@ def test_a_named_tool_choice_gives_the_call_opening_as_prompt(client):
     assert len(reply.choices[0].model_extra["token_ids"]) <= 4
     message = reply.choices[0].message  # the random model's arguments do not parse: the text is kept
     assert message.tool_calls or message.content.startswith(opening)
+
+
+def test_the_example_client_records_a_benchmark_session(server, small_benchmark, tmp_path):  # noqa: F811
+    """docs/examples/serve_client.py: an instance's prompt and tools through the `openai` client, the
+    session closed with its answer, recorded as an episode that launch/eval.py scores."""
+    from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
+
+    base, records = server
+    example = [sys.executable, str(ROOT / "docs" / "examples" / "serve_client.py"), "--num", "1"]
+    example += ["--base-url", base + "/v1", "--data", str(small_benchmark), "--max-turns", "2"]
+    done = subprocess.run(example, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (visible,) = B2TBenchmark(small_benchmark).load_visible("test")[:1]
+    assert done.stdout.split()[0] == visible["id"]
+    lines = [json.loads(x) for x in records.read_text().splitlines()]
+    (mine,) = [x for x in lines if x["instance_id"] == visible["id"]]
+    assert EpisodeRecord.from_json(mine).num_sampled > 0
+    one, metrics = tmp_path / "mine.jsonl", tmp_path / "m.json"
+    one.write_text(json.dumps(mine) + "\n")
+    scoring = [sys.executable, str(ROOT / "launch" / "eval.py"), "--data", str(small_benchmark)]
+    scoring += ["--records", str(one), "--split", "test", "--json", str(metrics)]
+    scored = subprocess.run(scoring, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert json.loads(metrics.read_text())["n"] == 1
 
 
 def test_streaming_and_concurrent_clients(client):
