@@ -2,7 +2,7 @@ r"""Serve a policy behind an OpenAI-compatible chat endpoint, on the rollout eng
 
     python launch/serve.py --checkpoint runs/x/checkpoints --port 8000
     python launch/serve.py --hf hf_export/ --config configs/recipe.yaml --records sessions.jsonl
-    python launch/serve.py --checkpoint CKPT rollout.batch_rows=32 rollout.max_turn_tokens=2048
+    python launch/serve.py --checkpoint CKPT rollout.batch_rows=32 rollout.max_turn_tokens=128
 
 Routes: POST /v1/chat/completions, GET /v1/models, GET /health, GET /v1/stats (the engine's
 counters), POST /v1/sessions/{id}/close. Requests with an `X-Session-Id` header are recorded as one
@@ -15,6 +15,7 @@ docs/guides/serve.md lists the fields and extensions. Needs the `serve` extra (p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import logging
 import sys
@@ -86,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     from rollout.serve.worker import EngineWorker
 
     try:
-        config = freeze(load_rollout_config(args.config, args.overrides, base=ROLLOUT_DEFAULTS))
+        config = load_rollout_config(args.config, args.overrides, base=ROLLOUT_DEFAULTS)
+        # a served turn cut at its segment is continued (rollout/serve/service.py), never closed
+        config = freeze(dataclasses.replace(config, turn_cap="stop"))
         policy = load_policy(args.checkpoint or args.hf, args.tokenizer)
     except ValueError as err:
         raise UserError(str(err)) from None

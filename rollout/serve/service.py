@@ -4,8 +4,11 @@ response body (with the token-level extensions an RL user needs: `prompt_token_i
 opened for the model ends `prompt_token_ids`: given, not sampled, as a record's environment tokens.
 
 Log-probs are the records' (rollout/sampling.py): log_softmax(logits / T) of the sampled token,
-at T = 1 for greedy requests. `max_tokens` is capped at the engine's `rollout.max_turn_tokens`
-(its decode segment) and at what the cache row has room for.
+at T = 1 for greedy requests. `max_tokens` (default: the engine's `rollout.max_turn_tokens`) is
+capped by what the context has room for. The engine decodes a turn in segments of
+`rollout.max_turn_tokens`, between which new requests join the batch; a longer completion goes on
+as further pieces, each continuing the ids so far (their KV found in the rows by prefix reuse),
+joined into one record.
 """
 
 from __future__ import annotations
@@ -49,12 +52,11 @@ class ChatService:
                 f"the prompt has {len(prompt)} tokens; this server's context is {self.config.max_seq_len}",
                 param="messages",
             )
-        limit = min(req.max_tokens or self.config.max_turn_tokens, self.config.max_turn_tokens, room)
-        episodes = [
-            ServedEpisode(instance or "request", prompt, limit, self._sampling(req, k)) for k in range(req.n)
-        ]
-        futures = self.worker.submit(episodes)
-        records = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        limit = min(req.max_tokens or self.config.max_turn_tokens, room)
+        name = instance or "request"
+        records = await asyncio.gather(
+            *(self._decode(name, prompt, limit, self._sampling(req, k)) for k in range(req.n))
+        )
         choices = [self._choice(req, k, prompt, r) for k, r in enumerate(records)]
         if session is not None:
             self.sessions.add(session, instance or session, prompt, records[0])
@@ -72,6 +74,24 @@ class ChatService:
             },
             "prompt_token_ids": prompt,
         }
+
+    async def _decode(
+        self, instance: str, prompt: list[int], limit: int, sampling: StreamSampling
+    ) -> EpisodeRecord:
+        """One choice of up to `limit` sampled tokens, in pieces of at most a decode segment: a
+        piece cut at its cap is continued by the next from the ids so far (the sampler's keys
+        follow the position, so the pieces draw what one long turn would)."""
+        record = EpisodeRecord(instance)
+        record.append(prompt, sampled=False)
+        while True:
+            piece = min(limit - (len(record.ids) - len(prompt)), self.config.max_turn_tokens)
+            (future,) = self.worker.submit([ServedEpisode(instance, list(record.ids), piece, sampling)])
+            part = await asyncio.wrap_future(future)
+            start = len(record.ids)
+            record.append(part.ids[start:], sampled=True, logprobs=part.logprobs[start:])
+            record.stop_reason, record.error_message = part.stop_reason, part.error_message
+            if part.stop_reason != StopReason.MAX_TURN_TOKENS or len(record.ids) - len(prompt) >= limit:
+                return record
 
     def _sampling(self, req: ChatRequest, k: int) -> StreamSampling:
         seed = None if req.seed is None else req.seed + k

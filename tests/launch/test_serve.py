@@ -5,6 +5,7 @@ errors, and a session recorded as one episode that the records reader reads back
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import socket
 import subprocess
@@ -146,6 +147,13 @@ def test_greedy_chat_equals_the_engine(client, hf_dir):
     assert reply.usage.prompt_tokens == len(prompt)
     assert reply.usage.completion_tokens == len(record.ids) - len(prompt)
     assert choice.finish_reason == ("length" if record.ids[-1] != policy.tokenizer.im_end_id else "stop")
+
+    # 30 tokens: past the server's 12-token decode segment, in pieces that continue one another
+    long = client.chat.completions.create(model="b2tjax", messages=messages, temperature=0, max_tokens=30)
+    config = dataclasses.replace(config, max_turn_tokens=30)
+    (whole,) = RolloutEngine(policy.model, policy.tokenizer, config).run([One()])
+    assert long.choices[0].model_extra["token_ids"] == whole.ids[len(prompt) :]
+    assert len(whole.ids) - len(prompt) > 12 or whole.ids[-1] == policy.tokenizer.im_end_id
 
 
 def test_models_health_and_errors(client, server):
