@@ -1,13 +1,15 @@
 """The HTTP layer (starlette; the `serve` extra): routes, the API key, the body limit, OpenAI-style
 JSON errors, and server-sent events.
 
-Streaming: the engine decodes a turn in one device segment (rollout/engine.py), so a streamed reply
-is sent once its turn is decoded, as OpenAI's chunk sequence (role, reasoning, content, tool calls,
-finish, usage), then `data: [DONE]`. A client that disconnects only ends its own stream.
+Streaming: a streamed reply is sent once its completion is decoded, as OpenAI's chunk sequence
+(role, reasoning, content, tool calls, finish, usage), then `data: [DONE]`. A client that
+disconnects before its reply cancels it: no further piece of its completion is decoded (the piece
+on the device ends with its segment), and the others' requests go on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -29,6 +31,7 @@ log = logging.getLogger("serve")
 
 SESSION_HEADER = "x-session-id"  # requests carrying it are recorded as one episode
 INSTANCE_HEADER = "x-instance-id"  # the benchmark instance of the session (default: the session id)
+DISCONNECT_POLL_S = 0.5  # how often a waiting request checks that its client is still there
 
 
 def build_app(service: ChatService, api_key: str | None, max_body_bytes: int) -> Starlette:
@@ -90,7 +93,14 @@ class _Endpoints:
     async def chat(self, request: Request) -> Response:
         req = parse_chat(await self.read_json(request), self.service.model_name)
         headers = request.headers
-        body = await self.service.complete(req, headers.get(SESSION_HEADER), headers.get(INSTANCE_HEADER))
+        task = asyncio.ensure_future(
+            self.service.complete(req, headers.get(SESSION_HEADER), headers.get(INSTANCE_HEADER))
+        )
+        while not (await asyncio.wait({task}, timeout=DISCONNECT_POLL_S))[0]:
+            if await request.is_disconnected():
+                task.cancel()
+                return Response(status_code=499)  # nobody reads it; the access log shows why
+        body = task.result()
         if req.stream:
             return StreamingResponse(_events(body, req.include_usage), media_type="text/event-stream")
         return JSONResponse(body)

@@ -283,6 +283,31 @@ def test_the_example_client_records_a_benchmark_session(server, small_benchmark,
     assert json.loads(metrics.read_text())["n"] == 1
 
 
+def _generated(base: str) -> int:
+    return json.loads(urllib.request.urlopen(base + "/v1/stats").read())["generated_tokens"]
+
+
+def test_a_client_that_leaves_cancels_its_completion(server):
+    """A client asks for 3,000 greedy tokens (250 pieces of the 12-token segment) and leaves once
+    decoding is under way: the engine stops within a piece or two, far short of 3,000."""
+    base = server[0]
+    start = _generated(base)
+    body = json.dumps(
+        {"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 3000, "temperature": 0}
+    ).encode()
+    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1]))) as sock:
+        sock.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        deadline = time.monotonic() + 120
+        while _generated(base) < start + 48:  # four pieces decoded: the completion is under way
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    settled, now = -1, _generated(base)
+    while now != settled:  # the engine goes idle once the cancelled request's last piece ends
+        settled, now = now, (time.sleep(1.5), _generated(base))[1]
+    assert start + 48 <= settled < start + 3000
+
+
 def test_streaming_and_concurrent_clients(client):
     chunks = list(
         client.chat.completions.create(
