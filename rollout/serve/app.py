@@ -1,10 +1,10 @@
 """The HTTP layer (starlette; the `serve` extra): routes, the API key, the body limit, OpenAI-style
 JSON errors, and server-sent events.
 
-Streaming: a streamed reply is sent once its completion is decoded, as OpenAI's chunk sequence
-(role, reasoning, content, tool calls, finish, usage), then `data: [DONE]`. A client that
-disconnects before its reply cancels it: no further piece of its completion is decoded (the piece
-on the device ends with its segment), and the others' requests go on.
+Streaming: OpenAI's chunk sequence (role, then reasoning and content deltas as each decode piece
+settles them, rollout/serve/deltas.py; tool calls, finish with the token ids, usage), then
+`data: [DONE]`. A client that disconnects before its reply ends cancels it: no further piece of its
+completion is decoded (the piece on the device ends with its segment), and the others' requests go on.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,8 +24,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from rollout.serve.schema import ApiError, parse_chat
-from rollout.serve.service import ChatService
+from rollout.serve.deltas import TextDeltas
+from rollout.serve.schema import ApiError, ChatRequest, parse_chat
+from rollout.serve.service import ChatService, Prepared
 from rollout.serve.sessions import close_fields
 
 log = logging.getLogger("serve")
@@ -92,18 +94,17 @@ class _Endpoints:
 
     async def chat(self, request: Request) -> Response:
         req = parse_chat(await self.read_json(request), self.service.model_name)
-        headers = request.headers
-        task = asyncio.ensure_future(
-            self.service.complete(req, headers.get(SESSION_HEADER), headers.get(INSTANCE_HEADER))
-        )
+        prepared = self.service.prepare(req)  # a bad request is refused before a stream starts
+        session, instance = request.headers.get(SESSION_HEADER), request.headers.get(INSTANCE_HEADER)
+        if req.stream:  # (starlette cancels the stream when its client leaves)
+            events = _events(self.service, req, prepared, session, instance)
+            return StreamingResponse(events, media_type="text/event-stream")
+        task = asyncio.ensure_future(self.service.complete(req, prepared, session, instance))
         while not (await asyncio.wait({task}, timeout=DISCONNECT_POLL_S))[0]:
             if await request.is_disconnected():
                 task.cancel()
                 return Response(status_code=499)  # nobody reads it; the access log shows why
-        body = task.result()
-        if req.stream:
-            return StreamingResponse(_events(body, req.include_usage), media_type="text/event-stream")
-        return JSONResponse(body)
+        return JSONResponse(task.result())
 
     async def close_session(self, request: Request) -> Response:
         session = request.path_params["session"]
@@ -127,36 +128,60 @@ class _Endpoints:
         return JSONResponse(dataclasses.asdict(self.service.worker.stats))
 
 
-async def _events(body: dict[str, Any], include_usage: bool) -> AsyncIterator[str]:
-    """OpenAI's `chat.completion.chunk` events of a finished completion."""
+async def _events(
+    service: ChatService, req: ChatRequest, prepared: Prepared, session: str | None, instance: str | None
+) -> AsyncIterator[str]:
+    """OpenAI's `chat.completion.chunk` events of a completion, its text as the pieces decode."""
+    pieces: asyncio.Queue[tuple[int, list[int]]] = asyncio.Queue()
+    task = asyncio.ensure_future(
+        service.complete(req, prepared, session, instance, lambda k, ids: pieces.put_nowait((k, ids)))
+    )
     head = {
-        "id": body["id"],
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
-        "model": body["model"],
+        "model": service.model_name,
     }
-    for choice in body["choices"]:
-        message, k = choice["message"], choice["index"]
-        deltas = [{"role": "assistant", "content": ""}]
-        if "reasoning_content" in message:
-            deltas.append({"reasoning_content": message["reasoning_content"]})
-        if message["content"]:
-            deltas.append({"content": message["content"]})
-        if "tool_calls" in message:
-            deltas.append({"tool_calls": [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]})
-        for delta in deltas:
-            yield _sse({**head, "choices": [{"index": k, "delta": delta, "finish_reason": None}]})
-        last = {
-            "index": k,
-            "delta": {},
-            "finish_reason": choice["finish_reason"],
-            "logprobs": choice["logprobs"],
-        }
-        last.update(token_ids=choice["token_ids"], token_logprobs=choice["token_logprobs"])
-        yield _sse({**head, "choices": [last], "prompt_token_ids": body["prompt_token_ids"]})
-    if include_usage:
-        yield _sse({**head, "choices": [], "usage": body["usage"]})
-    yield "data: [DONE]\n\n"
+
+    def chunk(k: int, delta: dict[str, Any], **extra: Any) -> str:
+        return _sse({**head, "choices": [{"index": k, "delta": delta, "finish_reason": None, **extra}]})
+
+    texts = [TextDeltas(req.parse_tools, req.stop) for _ in range(req.n)]
+    try:
+        for k in range(req.n):
+            yield chunk(k, {"role": "assistant", "content": ""})
+        while not task.done():
+            getter = asyncio.ensure_future(pieces.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                continue
+            k, ids = getter.result()
+            for delta in texts[k].update(req.call_start + service.text(ids)):
+                yield chunk(k, delta)
+        try:
+            body = task.result()
+        except ApiError as err:  # the status is sent already: the error is the stream's last event
+            yield _sse(err.body())
+            return
+        except Exception:
+            log.exception("a streamed request failed")
+            failed = ApiError(500, "internal server error (see the server's log)", kind="server_error")
+            yield _sse(failed.body())
+            return
+        for choice in body["choices"]:
+            k = choice["index"]
+            for delta in texts[k].finish(choice["message"]):
+                yield chunk(k, delta)
+            ids = dict(token_ids=choice["token_ids"], token_logprobs=choice["token_logprobs"])
+            last = dict(finish_reason=choice["finish_reason"], logprobs=choice["logprobs"], **ids)
+            done = {"index": k, "delta": {}, **last}
+            yield _sse({**head, "choices": [done], "prompt_token_ids": prepared.prompt})
+        if req.include_usage:
+            yield _sse({**head, "choices": [], "usage": body["usage"]})
+        yield "data: [DONE]\n\n"
+    finally:
+        task.cancel()  # a client that left: no further piece
 
 
 def _sse(obj: dict[str, Any]) -> str:

@@ -8,8 +8,9 @@ keyed by the messages as the client will send them back, so a longer conversatio
 ids token for token and the engine's prefix reuse finds them in its rows.
 
 A completion is split as the Qwen3 reasoning and tool parsers of common servers do: a leading
-`<think>...</think>` block is `reasoning_content`, each `<tool_call>` block holding a JSON
-{"name", "arguments"} object is a tool call (one that does not parse stays in the content).
+`<think>...</think>` block is `reasoning_content` (all of the text when the turn was cut inside
+it), each `<tool_call>` block holding a JSON {"name", "arguments"} object is a tool call (one that
+does not parse stays in the content).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from models.chat import encode_chat, render
 
-_THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.S)
+_THINK = re.compile(r"^\s*<think>(.*?)(?:</think>\s*|\Z)", re.S)  # unclosed: cut while reasoning
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 

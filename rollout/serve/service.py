@@ -14,8 +14,10 @@ joined into one record.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from rollout.config import RolloutConfig
@@ -30,6 +32,14 @@ from sandbox.types import StopReason
 _LENGTH = (StopReason.MAX_TURN_TOKENS, StopReason.MAX_TOTAL_TOKENS)
 
 
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A checked request's prompt ids and the most tokens a choice may sample."""
+
+    prompt: list[int]
+    limit: int
+
+
 class ChatService:
     """The endpoint's logic over one engine worker; safe to call from the event loop's tasks."""
 
@@ -38,7 +48,8 @@ class ChatService:
         self.tokenizer = worker.engine.tokenizer
         self.turns = TurnCache()
 
-    async def complete(self, req: ChatRequest, session: str | None, instance: str | None) -> dict[str, Any]:
+    def prepare(self, req: ChatRequest) -> Prepared:
+        """The request's prompt ids and token limit, or ApiError (400) before anything runs."""
         try:
             # a call's given opening (tool_choice) is prompt: the engine was given it, not sampled it
             prompt = self.turns.prompt_ids(self.tokenizer, req.messages, req.tools)
@@ -52,10 +63,20 @@ class ChatService:
                 f"the prompt has {len(prompt)} tokens; this server's context is {self.config.max_seq_len}",
                 param="messages",
             )
-        limit = min(req.max_tokens or self.config.max_turn_tokens, room)
-        name = instance or "request"
+        return Prepared(prompt, min(req.max_tokens or self.config.max_turn_tokens, room))
+
+    async def complete(
+        self,
+        req: ChatRequest,
+        prepared: Prepared,
+        session: str | None,
+        instance: str | None,
+        on_piece: Callable[[int, list[int]], None] | None = None,
+    ) -> dict[str, Any]:
+        """The response body; `on_piece(k, ids)` hears choice k's sampled ids so far after each piece."""
+        prompt, name = prepared.prompt, instance or "request"
         records = await asyncio.gather(
-            *(self._decode(name, prompt, limit, self._sampling(req, k)) for k in range(req.n))
+            *(self._decode(name, prepared, self._sampling(req, k), k, on_piece) for k in range(req.n))
         )
         choices = [self._choice(req, k, prompt, r) for k, r in enumerate(records)]
         if session is not None:
@@ -76,11 +97,17 @@ class ChatService:
         }
 
     async def _decode(
-        self, instance: str, prompt: list[int], limit: int, sampling: StreamSampling
+        self,
+        instance: str,
+        prepared: Prepared,
+        sampling: StreamSampling,
+        k: int,
+        on_piece: Callable[[int, list[int]], None] | None,
     ) -> EpisodeRecord:
-        """One choice of up to `limit` sampled tokens, in pieces of at most a decode segment: a
-        piece cut at its cap is continued by the next from the ids so far (the sampler's keys
-        follow the position, so the pieces draw what one long turn would)."""
+        """One choice of up to `prepared.limit` sampled tokens, in pieces of at most a decode
+        segment: a piece cut at its cap is continued by the next from the ids so far (the sampler's
+        keys follow the position, so the pieces draw what one long turn would)."""
+        prompt, limit = prepared.prompt, prepared.limit
         record = EpisodeRecord(instance)
         record.append(prompt, sampled=False)
         while True:
@@ -90,8 +117,15 @@ class ChatService:
             start = len(record.ids)
             record.append(part.ids[start:], sampled=True, logprobs=part.logprobs[start:])
             record.stop_reason, record.error_message = part.stop_reason, part.error_message
+            if on_piece is not None:
+                on_piece(k, record.ids[len(prompt) :])
             if part.stop_reason != StopReason.MAX_TURN_TOKENS or len(record.ids) - len(prompt) >= limit:
                 return record
+
+    def text(self, ids: list[int]) -> str:
+        """The text of sampled `ids`, without the token that ended the turn."""
+        ended = bool(ids) and ids[-1] in (self.tokenizer.im_end_id, self.tokenizer.eos_id)
+        return self.tokenizer.decode(ids[:-1] if ended else ids)
 
     def _sampling(self, req: ChatRequest, k: int) -> StreamSampling:
         seed = None if req.seed is None else req.seed + k
@@ -103,7 +137,7 @@ class ChatService:
         ids, logprobs = record.ids[len(prompt) :], record.logprobs[len(prompt) :]
         ended = bool(ids) and ids[-1] in (self.tokenizer.im_end_id, self.tokenizer.eos_id)
         body = ids[:-1] if ended else ids
-        text, cut = self._cut_at_stop(self.tokenizer.decode(body), req.stop)
+        text, cut = self._cut_at_stop(self.text(ids), req.stop)
         if cut is not None:  # a stop string: the tokens up to the one completing it
             ids = next(
                 body[:n] for n in range(1, len(body) + 1) if self.tokenizer.decode(body[:n]).find(cut) >= 0

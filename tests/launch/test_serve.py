@@ -309,17 +309,18 @@ def test_a_client_that_leaves_cancels_its_completion(server):
 
 
 def test_streaming_and_concurrent_clients(client):
-    chunks = list(
-        client.chat.completions.create(
-            model="b2tjax",
-            messages=[{"role": "user", "content": "stream"}],
-            stream=True,
-            stream_options={"include_usage": True},
-            temperature=0,
-        )
-    )
+    """A streamed reply's content arrives piece by piece (40 tokens: 4 pieces of the 12-token
+    segment) and adds up to the same request's reply unstreamed."""
+    messages = [{"role": "user", "content": "stream"}]
+    request = dict(model="b2tjax", messages=messages, temperature=0, max_tokens=40)
+    usage = {"include_usage": True}
+    chunks = list(client.chat.completions.create(**request, stream=True, stream_options=usage))
+    whole = client.chat.completions.create(**request).choices[0]
     assert chunks[0].choices[0].delta.role == "assistant"
-    assert chunks[-1].usage is not None and chunks[-2].choices[0].finish_reason in ("stop", "length")
+    assert chunks[-1].usage is not None and chunks[-2].choices[0].finish_reason == whole.finish_reason
+    assert chunks[-2].choices[0].model_extra["token_ids"] == whole.model_extra["token_ids"]
+    streamed = [c.choices[0].delta.content for c in chunks[1:-2] if c.choices[0].delta.content]
+    assert "".join(streamed) == whole.message.content and len(streamed) >= 3
 
     def ask(k: int) -> list[int]:
         messages = [{"role": "user", "content": f"question {k % 3}"}]

@@ -1,6 +1,7 @@
 """The endpoint's pieces without a server: an agent's resent conversation continues the exact ids
-the server sampled (TurnCache), a session's turns extend one record (SessionBook), and requests are
-checked into OpenAI-style errors (parse_chat)."""
+the server sampled (TurnCache), a session's turns extend one record (SessionBook), requests are
+checked into OpenAI-style errors (parse_chat), and a streamed reply's deltas add up to the finished
+message (TextDeltas)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from models.chat import encode_chat
 from models.tokenizer import load_tokenizer
 from rollout.record import EpisodeRecord
 from rollout.serve.chat import TurnCache, assistant_message
+from rollout.serve.deltas import TextDeltas
 from rollout.serve.schema import ApiError, parse_chat
 from rollout.serve.sessions import SessionBook
 from sandbox.types import StopReason
@@ -134,3 +136,33 @@ def test_tool_choice_opens_the_call_the_model_completes(tok):
     written = encode_chat(tok, [{"role": "user", "content": "x"}, call])
     assert tok.decode(written).count(named.call_start) == 1  # the template opens a call alike
     assert parse_chat(_WITH_TOOL, "b2tjax").call_start == ""  # auto: the model chooses
+
+
+CALL = '<tool_call>\n{"name": "FlightSearch", "arguments": {"to": "Rome"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize(
+    "text, parse_tools, stops",
+    [
+        ("<think>\nweigh the <b> fares\n</think>\n\nThe 9:00 flight. " + CALL + " then more", True, ()),
+        ("  Plain answer, <tool_call> not parsed </tool_call> here.  ", False, ()),
+        ("Answer one. END and what follows", True, ("END",)),
+        ("<think>\ncut while reasoning <", True, ()),
+        ("Half <tool_call>\n{broken", True, ()),
+        ("caf\u00e9 \U0001f600 ok", True, ()),
+    ],
+)
+def test_streamed_deltas_add_up_to_the_finished_message(text, parse_tools, stops):
+    """The completion's text grows a character at a time (as pieces decode); every delta sent is
+    final, so their concatenation per field is the non-streamed message's field, tool calls last."""
+    deltas = TextDeltas(parse_tools, stops)
+    sent = []
+    for end in range(len(text) + 1):
+        sent += deltas.update(text[:end] + ("\ufffd" if end % 3 == 0 else ""))  # a character mid-decode
+    body = text[: min([text.find(s) for s in stops if s in text] or [len(text)])]
+    message, _ = assistant_message(body, parse_tools)
+    sent += deltas.finish(message)
+    for field in ("reasoning_content", "content"):
+        assert "".join(d.get(field, "") for d in sent) == (message.get(field) or "")
+    assert [d for d in sent if "tool_calls" in d] == ([sent[-1]] if "tool_calls" in message else [])
+    assert sum("content" in d for d in sent) > 1 or not message["content"]  # streamed, not at the end
