@@ -33,6 +33,8 @@ log = logging.getLogger("serve")
 
 SESSION_HEADER = "x-session-id"  # requests carrying it are recorded as one episode
 INSTANCE_HEADER = "x-instance-id"  # the benchmark instance of the session (default: the session id)
+# a bug's answer (the traceback goes to the server's log, never to the client)
+INTERNAL_ERROR = ApiError(500, "internal server error (see the server's log)", kind="server_error")
 DISCONNECT_POLL_S = 0.5  # how often a waiting request checks that its client is still there
 
 
@@ -71,8 +73,7 @@ class _Endpoints:
                 return JSONResponse(err.body(), status_code=err.status)
             except Exception:  # a bug answers 500 and the server keeps serving
                 log.exception("request failed")
-                error = ApiError(500, "internal server error (see the server's log)", kind="server_error")
-                return JSONResponse(error.body(), status_code=500)
+                return JSONResponse(INTERNAL_ERROR.body(), status_code=500)
 
         return route
 
@@ -166,8 +167,7 @@ async def _events(
             return
         except Exception:
             log.exception("a streamed request failed")
-            failed = ApiError(500, "internal server error (see the server's log)", kind="server_error")
-            yield _sse(failed.body())
+            yield _sse(INTERNAL_ERROR.body())
             return
         for choice in body["choices"]:
             k = choice["index"]

@@ -23,8 +23,9 @@ from typing import Any
 
 from models.chat import encode_chat, render
 
-_THINK = re.compile(r"^\s*<think>(.*?)(?:</think>\s*|\Z)", re.S)  # unclosed: cut while reasoning
-_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+THINK_OPEN, THINK_CLOSE, CALL_OPEN = "<think>", "</think>", "<tool_call>"  # Qwen3's template's tags
+_THINK = re.compile(rf"^\s*{THINK_OPEN}(.*?)(?:{THINK_CLOSE}\s*|\Z)", re.S)  # unclosed: cut while reasoning
+_CALL = re.compile(rf"{CALL_OPEN}\s*(.*?)\s*</tool_call>", re.S)
 
 
 def message_key(message: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-THINK_OPEN, THINK_CLOSE, CALL_OPEN = "<think>", "</think>", "<tool_call>"
+from rollout.serve.chat import CALL_OPEN, THINK_CLOSE, THINK_OPEN
 
 
 def _held_tail(text: str, marks: tuple[str, ...]) -> int:

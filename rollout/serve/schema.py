@@ -7,6 +7,8 @@ import dataclasses
 import json
 from typing import Any
 
+from rollout.serve.chat import CALL_OPEN
+
 
 class ApiError(Exception):
     """A refused request: HTTP `status`, OpenAI's error `kind` and the offending `param`."""
@@ -87,7 +89,7 @@ def _messages(body: dict) -> list[dict[str, Any]]:
     return messages
 
 
-CALL_OPEN = "<tool_call>\n"  # how Qwen3's template opens a tool call
+CALL_START = CALL_OPEN + "\n"  # how Qwen3's template opens a tool call
 
 
 def _tools(body: dict) -> tuple[list[dict[str, Any]] | None, bool, str]:
@@ -103,7 +105,7 @@ def _tools(body: dict) -> tuple[list[dict[str, Any]] | None, bool, str]:
     if not tools:
         raise ApiError(400, "tool_choice other than 'auto' or 'none' needs tools", param="tool_choice")
     if choice == "required":
-        return tools, True, CALL_OPEN
+        return tools, True, CALL_START
     named = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
     name = named.get("name") if isinstance(named, dict) else None
     if name is None:
@@ -114,7 +116,7 @@ def _tools(body: dict) -> tuple[list[dict[str, Any]] | None, bool, str]:
         )
     if name not in [(t.get("function") or {}).get("name") for t in tools]:
         raise ApiError(400, f"tool_choice names {name!r}, which is not one of the tools", param="tool_choice")
-    return tools, True, CALL_OPEN + '{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": '
+    return tools, True, CALL_START + '{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": '
 
 
 def _stop(body: dict) -> tuple[str, ...]:

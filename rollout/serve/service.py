@@ -122,10 +122,14 @@ class ChatService:
             if part.stop_reason != StopReason.MAX_TURN_TOKENS or len(record.ids) - len(prompt) >= limit:
                 return record
 
+    def _turn(self, ids: list[int]) -> tuple[list[int], bool]:
+        """Sampled `ids` without the token that ended the turn, and whether one did."""
+        ended = bool(ids) and ids[-1] in (self.tokenizer.im_end_id, self.tokenizer.eos_id)
+        return (ids[:-1] if ended else ids), ended
+
     def text(self, ids: list[int]) -> str:
         """The text of sampled `ids`, without the token that ended the turn."""
-        ended = bool(ids) and ids[-1] in (self.tokenizer.im_end_id, self.tokenizer.eos_id)
-        return self.tokenizer.decode(ids[:-1] if ended else ids)
+        return self.tokenizer.decode(self._turn(ids)[0])
 
     def _sampling(self, req: ChatRequest, k: int) -> StreamSampling:
         seed = None if req.seed is None else req.seed + k
@@ -135,9 +139,8 @@ class ChatService:
         if record.stop_reason == StopReason.ERROR:
             raise ApiError(500, f"the engine failed the request: {record.error_message}", kind="server_error")
         ids, logprobs = record.ids[len(prompt) :], record.logprobs[len(prompt) :]
-        ended = bool(ids) and ids[-1] in (self.tokenizer.im_end_id, self.tokenizer.eos_id)
-        body = ids[:-1] if ended else ids
-        text, cut = self._cut_at_stop(self.text(ids), req.stop)
+        body, ended = self._turn(ids)
+        text, cut = self._cut_at_stop(self.tokenizer.decode(body), req.stop)
         if cut is not None:  # a stop string: the tokens up to the one completing it
             ids = next(
                 body[:n] for n in range(1, len(body) + 1) if self.tokenizer.decode(body[:n]).find(cut) >= 0
