@@ -15,19 +15,20 @@ generated tokens/s, and whether both runs gave the same records.
 
 Equal-memory case (`--equal-memory P`): P prompts x G = `--group` episodes, prompt lengths spread
 log-uniformly over `--prompt-min`..`--prompt-max` tokens (a 1k..8k mix scaled by 1/16), episodes
-ending at different lengths, GRPO groups sharing their prompt: the contiguous cache on `--batch`
-rows, then the paged cache with the same pool bytes on each of `--paged-rows` rows, one table
-(rows resident, tokens/s, prefill, parks, pages, KV bytes per live token, wall, device, decode
-steps, records identical to contiguous). `--preset` and `--max-seq-len` size it up for an
-accelerator (benchmarks/gpu_check.py --checks paged).
+ending at different lengths, GRPO groups sharing their prompt: a KV page pool of `--batch` whole
+rows (max_seq_len each, the memory of a cache that reserves every row's longest stream) on
+`--batch` rows, then the same pool on each of `--paged-rows` rows, one table (rows resident,
+tokens/s, prefill, parks, pages, KV bytes per live token, wall, device, decode steps, records
+identical to the whole rows'). `--preset` and `--max-seq-len` size it up for an accelerator
+(benchmarks/gpu_check.py --checks paged).
 
-`--kv-cache paged` runs the other cases on the paged cache. Columns: wall, device (prefill + decode
-calls), host (EngineStats.host_s), generated tokens/s, wall / max(device, host) (1.0 = host fully
-hidden), wall / (device + host) (1.0 = no overlap), segments, decode steps.
+Columns of the modes: wall, device (prefill + decode calls), host (EngineStats.host_s), generated
+tokens/s, wall / max(device, host) (1.0 = host fully hidden), wall / (device + host) (1.0 = no
+overlap), segments, decode steps.
 
     python benchmarks/bench_rollout.py [--episodes 16] [--batch 8] [--turn-tokens 48] [--tool-ms 50]
-    python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16] [--kv-cache paged]
-    python benchmarks/bench_rollout.py --equal-memory 8 --group 8 --batch 8 --paged-rows 8 32
+    python benchmarks/bench_rollout.py --step 4 [--group 8] [--batch 16]
+    python benchmarks/bench_rollout.py --equal-memory 8 --group 8 --batch 8 --paged-rows 32
 """
 
 from __future__ import annotations
@@ -255,29 +256,29 @@ def mixed_prompts(tok, prompt_ids: list[list[int]], count: int, low: int, high: 
 
 
 def memory_case(args: argparse.Namespace, world, tok, model, prompt_ids, base: dict) -> list[dict]:
-    """Equal cache memory: contiguous on `args.batch` rows, paged with the same pool on more rows."""
+    """Equal cache memory: `args.batch` whole rows' pool on `args.batch` rows, then on more rows."""
     from rollout import RolloutConfig
 
     prompts = mixed_prompts(tok, prompt_ids, args.equal_memory, args.prompt_min, args.prompt_max)
     step_ids = [ids for ids in prompts for _ in range(args.group)]
-    contiguous = RolloutConfig(**base)
-    pool = contiguous.batch_rows * contiguous.pages_per_row
+    whole = RolloutConfig(**base)
+    pool = whole.pool_pages
     print(
         f"equal memory: {args.equal_memory} prompts ({', '.join(str(len(p)) for p in prompts)} tokens) "
-        f"x G={args.group} = {len(step_ids)} episodes; contiguous {args.batch} rows x "
-        f"{contiguous.cache_slots} slots = paged pool {pool} pages of {contiguous.page_size}"
+        f"x G={args.group} = {len(step_ids)} episodes; {args.batch} whole rows x "
+        f"{whole.cache_slots} slots = a pool of {pool} pages of {whole.page_size}"
     )
-    configs = [("contiguous", contiguous)]
+    configs = [("whole rows", whole)]
     for n in args.paged_rows:
-        paged = dict(base, batch_rows=n, tool_workers=n, kv_cache="paged", kv_pages=pool)
-        configs.append((f"paged {n} rows", RolloutConfig(**paged)))
+        paged = dict(base, batch_rows=n, tool_workers=n, kv_pages=pool)
+        configs.append((f"pool on {n} rows", RolloutConfig(**paged)))
     tool_s = args.tool_ms / 1000
     # The warm-up runs every episode once (other samples): the length mix needs every prefill width.
     rows = [measure(name, model, tok, world, step_ids, c, tool_s, warm_ids=step_ids) for name, c in configs]
     print(
         f"{'cache':18s} {'rows':>4s} {'mean':>5s} {'tok/step':>8s} {'peak':>4s} {'gen tok/s':>9s} "
         f"{'prefilled':>9s} {'parks':>5s} {'pages pk':>8s} {'shared pk':>9s} {'KV B/tok':>8s} "
-        f"{'wall s':>7s} {'device s':>8s} {'steps':>6s} {'vs cont.':>8s} {'same':>5s}"
+        f"{'wall s':>7s} {'device s':>8s} {'steps':>6s} {'vs whole':>8s} {'same':>5s}"
     )
     ref = rows[0]
     for r in rows:
@@ -311,16 +312,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--step", type=int, default=0, help="run only the step-shaped case with this many prompts")
     p.add_argument("--group", type=int, default=8, help="episodes per prompt in the step-shaped case")
-    p.add_argument(
-        "--kv-cache",
-        choices=("contiguous", "paged"),
-        default="contiguous",
-        help="rollout.kv_cache of the modes and the step case (the equal-memory case runs both)",
-    )
     p.add_argument("--page-size", type=int, default=16)
-    p.add_argument(
-        "--max-seq-len", type=int, default=2048, help="rollout.max_seq_len (a contiguous row's slots)"
-    )
+    p.add_argument("--max-seq-len", type=int, default=2048, help="rollout.max_seq_len (a whole row's slots)")
     p.add_argument(
         "--preset", default="tiny", help="model shape (models.config), random weights, the bench's vocab"
     )
@@ -377,7 +370,6 @@ def main(argv: list[str] | None = None) -> int:
         prefill_chunk=512,
         prefill_min_bucket=64,
         tool_workers=args.batch,
-        kv_cache=args.kv_cache,
         page_size=args.page_size,
     )
     case = memory_case if args.equal_memory else step_case if args.step else modes_case

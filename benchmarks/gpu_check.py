@@ -15,8 +15,8 @@ to 2 layers and a 16k vocabulary so the whole check takes about a minute.
 3. GRPO train step (loss, grads, AdamW; bf16 compute, fp32 master weights): tokens/s and MFU against
    a bf16 matmul chain measured in the same run.
 4. rollout engine: generated tokens/s over multi-turn synthetic episodes (fixed environment replies).
-5. paged rollout: benchmarks/bench_rollout.py's equal-memory case, contiguous vs paged
-   with the same pool bytes on more rows; on an accelerator at the Qwen3-0.6B shape (vocab: the
+5. paged rollout: benchmarks/bench_rollout.py's equal-memory case, a KV page pool of whole rows
+   against the same pool on more rows; on an accelerator at the Qwen3-0.6B shape (vocab: the
    bench's 2k tokenizer) with 1k-8k-token prompts in 16k-token rows, on CPU its tiny shape.
 6. streaming rollouts: benchmarks/bench_streaming.py, synchronous steps vs
    rollout.max_staleness 1 and 2, and S = 1 decoding during a simulated 200 ms update in a second
@@ -227,7 +227,7 @@ def paged_argv(cpu: bool) -> list[str]:
     if cpu:
         return ["--equal-memory", "4", "--group", "2", "--batch", "2", "--paged-rows", "4"]
     return [
-        *("--equal-memory", "8", "--group", "8", "--batch", "8", "--paged-rows", "8", "32"),
+        *("--equal-memory", "8", "--group", "8", "--batch", "8", "--paged-rows", "32"),
         *("--prompt-min", "1024", "--prompt-max", "8192", "--max-seq-len", "16384"),
         *("--turn-tokens", "48", "--preset", "qwen3-0.6b"),
     ]

@@ -26,10 +26,9 @@ recipe's halves need half its rows and micro-batches (docs/guides/memory-plan.md
     python launch/plan.py --config configs/qwen3_8b_tpu.yaml mesh.rollout_devices=2 \\
         rollout.batch_rows=128 rollout.kv_pages=245760 sft.micro_batch_size=4 grpo.micro_batch_size=4
 
-The rollout programs are those of `rollout.kv_cache` (the paged ones compile the pool of
-`rollout.pool_pages` pages); before them the plan prints the KV budget's bytes per chip and the rows
-per chip it holds, contiguous vs paged at the expert traces' mean and p90 live length
-(b2tjax/cli/kv_rows.py).
+The rollout programs read and write the KV page pool of `rollout.pool_pages` pages; before them
+the plan prints the pool's bytes per chip and the rows per chip it holds, contiguous vs paged at the
+expert traces' mean and p90 live length (b2tjax/cli/kv_rows.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ from sandbox.python_tool import Isolation
 TurnCap = Literal["stop", "close"]
 PromptStyle = Literal["tool_agent", "react"]  # a benchmark may offer fewer (Benchmark.prompt_variants)
 CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's compute dtype
-KVCacheLayout = Literal["contiguous", "paged"]
 # How the paged cache is read (models/paged_kernel.py PAGED_ATTENTION_IMPLS): "auto" the Pallas decode
 # kernel in programs for a TPU with a bf16 pool, else "gather"; "kernel" forces it (interpreted off TPU).
 PagedAttention = Literal["auto", "gather", "kernel"]
@@ -53,16 +52,13 @@ class RolloutConfig(Freezable):
     top_p: Annotated[float, Range(gt=0, le=1)] = 1.0
     top_k: NonNegInt = 0  # 0 = off
     # -- device memory of the sampler (sized with launch/plan.py): episodes stream through
-    # `batch_rows` rows of KV cache (continuous batching), each `cache_len` slots long, fed at most
-    # `prefill_chunk` tokens per row per prefill call.
+    # `batch_rows` rows (continuous batching), each row's stream up to `cache_len` tokens long, fed at
+    # most `prefill_chunk` tokens per row per prefill call. The KV cache is a pool of `kv_pages` pages
+    # of `page_size` slots: a row holds the pages its tokens fill and streams sharing a prefix share
+    # its pages (models/paged_kv.py, rollout/pages.py). kv_pages 0 = batch_rows x cache_len slots.
     batch_rows: PosInt = 8
     cache_len: NonNegInt = 0  # 0 = max_seq_len; else >= max_seq_len (a stream lives in one row)
     cache_dtype: CacheDtype = "auto"
-    # "contiguous": every row holds cache_len slots from its first token; "paged": a pool of
-    # `kv_pages` pages of `page_size` slots, rows hold the pages their tokens fill and streams
-    # sharing a prefix share its pages (models/paged_kv.py, rollout/pages.py). kv_pages 0 = the
-    # contiguous cache's memory (batch_rows x cache_len slots).
-    kv_cache: KVCacheLayout = "contiguous"
     page_size: PosInt = 16
     kv_pages: NonNegInt = 0
     paged_attention: PagedAttention = "auto"
@@ -106,12 +102,12 @@ class RolloutConfig(Freezable):
 
     @property
     def pages_per_row(self) -> int:
-        """Pages of the paged cache's page table per row: a whole stream's cache_slots."""
+        """Pages of a row's page table: a whole stream's cache_slots."""
         return -(-self.cache_slots // self.page_size)
 
     @property
     def pool_pages(self) -> int:
-        """Pages of the paged pool (kv_pages, or the contiguous cache's memory in pages)."""
+        """Pages of the pool (kv_pages, or batch_rows x cache_slots in pages)."""
         return self.kv_pages or self.batch_rows * self.pages_per_row
 
     @property
@@ -136,7 +132,7 @@ class RolloutConfig(Freezable):
                 f"{prefix}cache_len ({self.cache_len}) must be 0 or >= {prefix}max_seq_len "
                 f"({self.max_seq_len}): a stream's record lives in one cache row"
             )
-        if self.kv_cache == "paged" and self.kv_pages and self.kv_pages < self.pages_per_row:
+        if self.kv_pages and self.kv_pages < self.pages_per_row:
             errors.append(
                 f"{prefix}kv_pages ({self.kv_pages}) must hold one whole stream: >= {self.pages_per_row} "
                 f"pages of {prefix}page_size {self.page_size} for {self.cache_slots} slots"

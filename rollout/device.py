@@ -20,7 +20,7 @@ import numpy as np
 
 from rollout.buckets import pow2_bucket
 from rollout.hosts import agree, multihost, put_rows, read_local
-from rollout.kv_layout import kv_layout
+from rollout.kv_pool import kv_pool
 from rollout.placement import kv_bytes_per_slot, new_rollout_arrays
 from rollout.prefix import Copy, PrefixIndex
 from rollout.programs import decode_bucket
@@ -56,32 +56,32 @@ class DeviceCalls:
         cfg = self.cfg
         self.prefix = PrefixIndex(cfg.batch_rows, cfg.prefix_min_tokens) if cfg.prefix_reuse else None
         slot_bytes = kv_bytes_per_slot(engine.model_config, engine.cache_dtype)
-        self.kv = kv_layout(cfg, engine.mesh, self.prefix, slot_bytes)  # contiguous or paged
+        self.kv = kv_pool(cfg, engine.mesh, self.prefix, slot_bytes)
         self.cache, self.next_logits = new_rollout_arrays(
             engine.model_config,
             cfg.batch_rows,
             cfg.cache_slots,
             engine.cache_dtype,
+            self.kv.pages,
             engine.mesh,
-            pages=self.kv.pages,
         )
         self._rows = RowTable(cfg.batch_rows)  # replaced by the run's table at its first call
 
     # -- capacity (the admission hook of rollout/run.py) ----------------------------------------
     def can_seat(self, stream: Stream, row: int, rows: RowTable) -> bool:
-        """Whether `stream` fits at free `row`: always with the contiguous cache (a row is all it
-        needs); paged, when its prompt and turn room fit in the pages free or reclaimable."""
+        """Whether `stream` fits at free `row`: when its prompt and turn room fit in the pages free
+        or reclaimable."""
         self._rows = rows
         return self.kv.can_seat(stream, row, rows)
 
     def over_capacity(self, rows: RowTable) -> list[Stream]:
-        """Seated streams that must give their rows up for the sampling ones to fit (paged only)."""
+        """Seated streams that must give their rows up for the sampling ones to fit."""
         self._rows = rows
         return self.kv.over_capacity(rows)
 
     def _account_memory(self, batch: Sequence[tuple[int, Stream, int]]) -> None:
-        """Per segment: rows decoding (and their peak), KV memory held (paged: pages in use;
-        contiguous: the whole cache) and live tokens, and the page peaks, into `stats`."""
+        """Per segment: rows decoding (and their peak), KV memory held (the pages in use) and live
+        tokens, and the page peaks, into `stats`."""
         stats, live = self.stats, sum(s.cached for s in self._rows.slots if s is not None)
         stats.rows_decoding += len(batch)
         stats.peak_rows_decoding = max(stats.peak_rows_decoding, len(batch))
@@ -112,7 +112,7 @@ class DeviceCalls:
         while True:
             self.kv.drop_reset(rows)
             copies, waiting = self.prefix.plan(rows) if self.prefix is not None and feed else ([], set())
-            # paged: shared by reference; a copy short of pages is prefilled instead
+            # shared by reference; a copy short of pages is prefilled instead
             copies, moves = self.kv.share(copies, rows)
             for copy in copies:  # the host's view first: the copied tokens leave `pending`
                 self._copied(rows.slots[copy.dst], copy)
@@ -121,7 +121,7 @@ class DeviceCalls:
                 for r, s in enumerate(rows.slots)
                 if feed and s is not None and s.pending and s.phase is Phase.SAMPLING and r not in waiting
             ]
-            # paged: a row short of pages sits out (admission makes room next round)
+            # a row short of pages sits out (admission makes room next round)
             pending = [r for r in pending if self._reserve(rows, r, 0)]
             width = self._chunk_width(rows, pending)
             if multihost():
@@ -145,13 +145,13 @@ class DeviceCalls:
         return pow2_bucket(longest, self.cfg.prefill_min_bucket)
 
     def _reserve(self, rows: RowTable, row: int, room: int) -> bool:
-        """Paged: pages for the row's cached and pending tokens plus `room` more."""
+        """Pages for the row's cached and pending tokens plus `room` more."""
         stream = rows.slots[row]
         return self.kv.reserve(row, stream.cached + len(stream.pending) + room, rows)
 
     def _copy(self, copies: list[Copy], moves: list[tuple[int, ...]]) -> None:
-        """One in-place device call copying resident prefixes between rows (rollout/prefix.py; paged:
-        rollout/kv_layout.py). The pairs are the same on every process (a replicated argument)."""
+        """One in-place device call copying resident prefixes between rows (rollout/prefix.py,
+        rollout/kv_pool.py). The pairs are the same on every process (a replicated argument)."""
         n, size = len(copies), pow2_bucket(len(copies), 1)
         pairs = np.zeros((3, size), np.int32)
         pairs[1, n:] = self.cfg.batch_rows  # no-op pairs: length 0, destination out of range
@@ -230,7 +230,7 @@ class DeviceCalls:
         temperature = np.full((n,), cfg.temperature, np.float32)
         top_p, top_k = np.full((n,), cfg.top_p, np.float32), np.full((n,), cfg.top_k, np.int32)
         for r, stream, room in batch:
-            # paged: the segment's room must be in the row's pages; a row short of them sits out
+            # the segment's room must be in the row's pages; a row short of them sits out
             active[r] = self.kv.reserve(r, stream.cached + room, self._rows)
             budget[r] = room
             seeds[r], stream_ids[r] = episode_seed(stream.episode_index), stream.ordinal

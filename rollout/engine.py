@@ -57,8 +57,8 @@ Streaming across training steps: `session()` keeps one run alive while the train
 updates the weights (rollout/session.py).
 
 Prefix reuse (built): `Run._seat` + `DeviceCalls.prefill` are the single admission step that
-puts a stream's context into its row: copy what other local rows hold (rollout/prefix.py,
-`copy_prefix` in rollout/programs.py), then prefill the rest.
+puts a stream's context into its row: take what other local rows hold (rollout/prefix.py; whole
+pages shared by reference, rollout/kv_pool.py), then prefill the rest.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Training keeps fp32 master weights FSDP-sharded (the model dim split over `fsdp`
 that layout would all-gather every weight for every generated token. The sampler therefore holds a
 second copy in the compute dtype, laid out for sampling: replicated over `data` and `fsdp`, still
 split over `tensor` (heads / MLP / vocab), so a decode step needs no weight communication beyond
-tensor parallelism. The KV cache rows are split over (data, fsdp) and its KV heads over `tensor`
-(models.kv_cache.init_cache with a mesh), so every device decodes its own rows; a paged pool puts
-each row shard's pages on that shard's devices (models/paged_kv.py).
+tensor parallelism. The KV cache's rows are split over (data, fsdp) and its KV heads over `tensor`:
+the page pool puts each row shard's pages on that shard's devices (models/paged_kv.py), so every
+device decodes its own rows.
 
 `SamplerWeights.refresh` rebuilds the copy from new training weights with one jitted cast +
 reshard (an all-gather on the devices, never through the host), writing into the old copy's
@@ -24,7 +24,6 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from models.kv_cache import init_cache
 from models.paged_kv import init_paged_cache
 from models.sharding import LOGICAL_RULES, logical_to_spec, variable_sharding
 from rollout.handover import Handover
@@ -159,17 +158,14 @@ def new_rollout_arrays(
     rows: int,
     cache_len: int,
     cache_dtype: Any,
+    pages: tuple[int, int],
     mesh: Mesh | None = None,
-    pages: tuple[int, int] | None = None,
 ) -> tuple[Any, jax.Array]:
-    """The sampler's device state for `rows` rows: an empty KV cache of `cache_len` slots per row
-    (with `pages` = (page_size, pool pages): a paged pool, models/paged_kv.py) and the next-token
-    logits fp32 [rows, V], both split by rows over (data, fsdp) on a mesh."""
+    """The sampler's device state for `rows` rows: an empty KV page pool, `pages` = (page_size, pool
+    pages), whose page tables give each row up to `cache_len` slots (models/paged_kv.py), and the
+    next-token logits fp32 [rows, V], both split by rows over (data, fsdp) on a mesh."""
     dtype = jnp.dtype(cache_dtype)
-    if pages is None:
-        cache = init_cache(model_config, rows, cache_len, dtype, mesh=mesh)
-    else:
-        cache = init_paged_cache(model_config, rows, cache_len, pages[0], pages[1], dtype, mesh=mesh)
+    cache = init_paged_cache(model_config, rows, cache_len, pages[0], pages[1], dtype, mesh=mesh)
     shape = (rows, model_config.vocab_size)
     if mesh is None:
         return cache, jnp.zeros(shape, jnp.float32)

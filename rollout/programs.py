@@ -55,7 +55,6 @@ class ModelRunner:
         self.state = self.weights.create(state)
         prefill, decode = compiled_functions(self.graphdef, valid_vocab, program_platform(mesh))
         self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
-        self.copy_prefix = on_mesh(copy_prefix, mesh)
         self.copy_pages = on_mesh(copy_pages, mesh)
 
     def update_state(self, model: CausalLM) -> None:
@@ -122,44 +121,8 @@ def _prefill(graphdef, cpu, state, rows, tokens, num_new, cache, next_logits, re
     return next_logits.at[rows].set(updated), cache
 
 
-COPY_BLOCK = 256  # cache slots moved per step of copy_prefix's inner loop
-
-
-def _copy_prefix(cache, src_rows, dst_rows, lengths):
-    """Copy slots [0, lengths[i]) of cache row src_rows[i] into row dst_rows[i] and set that row's
-    fill length to lengths[i]: a shared prefix's KV reused instead of recomputed (rollout/prefix.py).
-
-    src_rows, dst_rows, lengths int32 [N] (N bucketed); no-op pairs have length 0 and dst = B (out
-    of range: dropped). Pairs run in order and no destination is a source of the same call (the
-    planner's rule), so the order never matters. Each pair moves whole blocks of COPY_BLOCK slots
-    with dynamic slices of the donated cache (in place, never a gather of whole rows); slots of the
-    last block past lengths[i] receive the source's stale slots, which the destination's fill
-    length masks until its own prefill overwrites them."""
-    slots = cache.max_len
-    block = min(COPY_BLOCK, slots)
-
-    def pair(i, kv):
-        src, dst, n = src_rows[i], dst_rows[i], lengths[i]
-
-        def move(j, kv):
-            start = jnp.minimum(j * block, slots - block)  # the last block ends at S (clamped)
-
-            def one(x):
-                size = (x.shape[0], 1, x.shape[2], block, x.shape[4])  # [L, 1, KVH, block, D]
-                moved = jax.lax.dynamic_slice(x, (0, src, 0, start, 0), size)
-                return jax.lax.dynamic_update_slice(x, moved, (0, dst, 0, start, 0))
-
-            return one(kv[0]), one(kv[1])
-
-        return jax.lax.fori_loop(0, (n + block - 1) // block, move, kv)
-
-    k, v = jax.lax.fori_loop(0, src_rows.shape[0], pair, (cache.k, cache.v))
-    return dataclasses.replace(cache, k=k, v=v, lengths=cache.lengths.at[dst_rows].set(lengths, mode="drop"))
-
-
-copy_prefix = jax.jit(_copy_prefix, donate_argnums=(0,))
-# The paged cache's form (models/paged_kv.py): full pages are shared by the page table, only
-# partly filled last pages (or pages crossing row shards) move.
+# A prefix copy (rollout/prefix.py): full pages are shared by the page table, only partly filled
+# last pages (or pages crossing row shards) move (models/paged_kv.py).
 copy_pages = jax.jit(paged_kv.copy_pages, donate_argnums=(0,))
 
 
@@ -172,7 +135,7 @@ class DecodeCarry(NamedTuple):
     state: Any  # nnx.State: the sampler's weights
     layers: Any  # on CPU the layer weights split per layer (Qwen3ForCausalLM.layer_weights), else None
     step: jax.Array  # int32 []: loop iterations so far (the output column written next)
-    cache: Any  # models.kv_cache.KVCache: B rows of S slots, lengths int32 [B]
+    cache: Any  # models.paged_kv.PagedKVCache: the page pool, B rows' page tables and fill lengths int32 [B]
     logits: jax.Array  # fp32 [B, V]: next-token logits of every row
     alive: jax.Array  # bool [B]: still sampling this segment
     count: jax.Array  # int32 [B]: tokens sampled this segment

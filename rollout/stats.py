@@ -23,18 +23,18 @@ class EngineStats:
     segments: int = 0
     episodes: int = 0
     rows: int = 0  # batch rows this process decodes in (its local rows)
-    # KV memory, summed over decode segments (means: divide by `segments`); pages: paged cache only
+    # KV memory, summed over decode segments (means: divide by `segments`)
     rows_decoding: int = 0  # rows sampling in the segment
     peak_rows_decoding: int = 0  # most rows sampling in one segment
     live_tokens: int = 0  # tokens in the cache rows of seated streams
-    kv_bytes_held: int = 0  # KV memory held: pages in use (paged), the whole cache (contiguous)
+    kv_bytes_held: int = 0  # KV memory held: the pages in use
     pages_used: int = 0  # pages referenced by at least one row
     peak_pages: int = 0  # most pages in use at a segment
     peak_shared_pages: int = 0  # most pages referenced by two rows or more at a segment
 
     @property
     def kv_bytes_per_live_token(self) -> float:
-        """KV memory held per token of a live stream (contiguous: reserved slots included)."""
+        """KV memory held per token of a live stream (a row's partly filled last page included)."""
         return self.kv_bytes_held / self.live_tokens if self.live_tokens else 0.0
 
     @property

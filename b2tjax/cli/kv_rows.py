@@ -1,12 +1,12 @@
 """Rows per chip that the rollout's KV budget holds at the expert traces' live lengths.
 
-Why: the contiguous cache reserves cache_len slots per row from its first token, so it holds
-batch_rows / chips rows per chip however short the episodes are; the paged pool holds only the
-pages a row's tokens fill, so the same bytes hold (pool pages per row shard) / (pages per live row)
-rows per shard. A row's live tokens: an episode growing from its prompt p to its final length L
-holds on average (p + L) / 2 tokens over its life (it grows roughly evenly), rounded up to whole
-pages; the mean and p90 of that over the expert traces of the recipe's difficulties
-(DATA/trace_lengths.json, selected as b2tjax/cli/trace_fit.py does).
+Why: a contiguous cache (the reference: models/kv_cache.py) reserves cache_len slots per row from
+its first token, so its bytes hold budget / cache_len rows however short the episodes are; the
+sampler's page pool holds only the pages a row's tokens fill, so the same bytes hold (pool pages
+per row shard) / (pages per live row) rows per shard. A row's live tokens: an episode growing from
+its prompt p to its final length L holds on average (p + L) / 2 tokens over its life (it grows
+roughly evenly), rounded up to whole pages; the mean and p90 of that over the expert traces of the
+recipe's difficulties (DATA/trace_lengths.json, selected as b2tjax/cli/trace_fit.py does).
 
 Shared prompt pages: the G rows of a GRPO group point at one copy of their prompt's full pages
 (the engine's prefix reuse; the partly filled last page is copied into each row), so a group of G
@@ -58,10 +58,8 @@ def row_pages(live: int, prompt: int, group: int, page_size: int) -> float:
 
 
 def budget_pages(cfg: TrainConfig) -> int:
-    """The KV budget in pages: the paged pool (rollout.pool_pages), or the contiguous cache's
-    batch_rows x cache_len slots (kv_pages does not size a contiguous cache)."""
-    r = cfg.rollout
-    return r.pool_pages if r.kv_cache == "paged" else r.batch_rows * r.pages_per_row
+    """The KV budget in pages: the sampler's page pool (rollout.pool_pages)."""
+    return cfg.rollout.pool_pages
 
 
 def contiguous_rows(cfg: TrainConfig, chips: int) -> float:
@@ -147,14 +145,9 @@ def kv_budget_lines(
     mean and p90 live length (or why the lengths are not known)."""
     r = cfg.rollout
     tokens = budget_pages(cfg) * r.page_size
-    pool = f"{budget_pages(cfg):,} pages x {r.page_size}"
-    kind = (
-        f"paged pool of {pool}"
-        if r.kv_cache == "paged"
-        else f"contiguous, {r.batch_rows} rows x {cfg.cache_len:,} (as a pool: {pool})"
-    )
     lines = [
-        f"KV budget: {kind} = {tokens:,} token slots, {kv_bytes_per_chip / GIB:.2f} GiB per chip "
+        f"KV budget: page pool of {budget_pages(cfg):,} pages x {r.page_size} = {tokens:,} token slots, "
+        f"{kv_bytes_per_chip / GIB:.2f} GiB per chip "
         f"({slot_bytes:,} bytes per token)"
     ]
     contiguous = f"contiguous {contiguous_rows(cfg, chips):g} (each row reserves {cfg.cache_len:,})"
@@ -172,9 +165,8 @@ def kv_budget_lines(
         f"expert traces, in pages of {r.page_size}; a group of {r.group_size} holds its mean "
         f"{mean_prompt(cfg, stats):,}-token prompt's full pages once): {contiguous}; paged {paged}"
     )
-    if r.kv_cache == "paged":
-        lines.append(
-            f"the paged engine decodes at most rollout.batch_rows / chips = {r.batch_rows / chips:g} rows "
-            "per chip: set batch_rows to the rows above to use the pool"
-        )
+    lines.append(
+        f"the engine decodes at most rollout.batch_rows / chips = {r.batch_rows / chips:g} rows "
+        "per chip: set batch_rows to the rows above to use the pool"
+    )
     return lines

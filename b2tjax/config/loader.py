@@ -41,6 +41,8 @@ REMOVED_KEYS = {
     "rollout.refill": "continuous batching is the only schedule (benchmarks/bench_rollout.py builds "
     "static waves)",
     "rollout.reprefill": "the re-prefill baseline was removed; a turn feeds only its new tokens",
+    "rollout.kv_cache": "the sampler's KV cache is always the page pool; rollout.kv_pages sizes it "
+    "(0 = batch_rows x cache_len slots, the memory of whole-row caches)",
     "rollout.async_host": "the host schedule follows rollout.segment_return_share (1.0: host work "
     "between segments, reproducible; < 1: hidden behind decoding)",
     **{

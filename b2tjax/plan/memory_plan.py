@@ -84,11 +84,7 @@ def analytic_sizes(
     cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
     row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
     head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
-    # slots of every row (contiguous) or of the paged pool (rollout.kv_pages pages)
-    paged = cfg.rollout.kv_cache == "paged"
-    slots = (
-        cfg.rollout.pool_pages * cfg.rollout.page_size if paged else cfg.rollout.batch_rows * cfg.cache_len
-    )
+    slots = cfg.rollout.pool_pages * cfg.rollout.page_size  # the page pool's
     kv = 2 * model.num_hidden_layers * slots * model.num_key_value_heads * model.head_dim * cache_bytes
     sampler_params = trained if frozen_bytes else model.num_params()
     sizes = {
@@ -275,13 +271,13 @@ def refresh_resident(ctx: PlanContext) -> dict[str, int]:
 
 
 def abstract_rollout_arrays(ctx: PlanContext) -> tuple[Any, Any]:
-    """The sampler's abstract KV cache (rollout.kv_cache: a paged pool of rollout.pool_pages pages)
-    and next-token logits, laid out on the plan's mesh."""
+    """The sampler's abstract KV cache (a pool of rollout.pool_pages pages) and next-token logits,
+    laid out on the plan's mesh."""
     cfg = ctx.cfg
-    pages = (cfg.rollout.page_size, cfg.rollout.pool_pages) if cfg.rollout.kv_cache == "paged" else None
+    pages = (cfg.rollout.page_size, cfg.rollout.pool_pages)
     return abstract_outputs(
         lambda: new_rollout_arrays(
-            ctx.model, cfg.rollout.batch_rows, cfg.cache_len, DTYPES[cfg.cache_dtype], ctx.mesh, pages
+            ctx.model, cfg.rollout.batch_rows, cfg.cache_len, DTYPES[cfg.cache_dtype], pages, ctx.mesh
         ),
         mesh=ctx.mesh,
     )
@@ -289,8 +285,8 @@ def abstract_rollout_arrays(ctx: PlanContext) -> tuple[Any, Any]:
 
 def rollout_lowered(ctx: PlanContext, only: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
     """The sampler's prefill (every row taking a full chunk) and decode segment (a full turn) of
-    `only`, lowered for the plan's mesh on the recipe's cache layout (rollout.kv_cache: a paged
-    pool's decode steps read it by the Pallas kernel on TPU), and the abstract cache they take."""
+    `only`, lowered for the plan's mesh on the recipe's page pool (decode steps read it by the
+    Pallas kernel on TPU), and the abstract cache they take."""
 
     cfg, mesh, rows = ctx.cfg, ctx.mesh, ctx.cfg.rollout.batch_rows
     prefill, decode = compiled_functions(ctx.graphdef, None, program_platform(mesh))

@@ -206,7 +206,6 @@ EVERY_KNOB = {
     "prefix_min_tokens": 64,
     "tool_workers": 3,
     "segment_return_share": 0.5,
-    "kv_cache": "paged",
     "page_size": 32,
     "kv_pages": 200,  # >= 1024 / 32 pages: one whole stream
     "paged_attention": "gather",

@@ -41,7 +41,7 @@ def lengths(data: Path, prompts: list[int], totals: list[int]) -> dict:
 
 def test_rows_per_chip_at_the_mean_and_p90_live_length(tmp_path):
     # 8 rows x 65,536 slots = 32,768 pages of 16 on 8 chips (8 row shards of 4,096 pages)
-    overrides = [f"data.data_dir={tmp_path}", "rollout.batch_rows=8", "rollout.kv_cache=contiguous"]
+    overrides = [f"data.data_dir={tmp_path}", "rollout.batch_rows=8", "rollout.kv_pages=0"]
     cfg = load_config(ROOT / "configs" / "qwen3_0.6b.yaml", overrides)
     stats = lengths(tmp_path, [1000] * 9 + [8000], [20000] * 9 + [60000])
     # (p + L) / 2: nine traces of 10,500 and one of 34,000 -> mean 12,850, p90 10,500
@@ -50,7 +50,7 @@ def test_rows_per_chip_at_the_mean_and_p90_live_length(tmp_path):
     assert rows_per_chip(cfg, 10500, shards=8, chips=8) == 6
     assert rows_per_chip(cfg, 12850, shards=8, chips=8) == 4096 // 804
     lines = kv_budget_lines(cfg, stats, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**30)
-    assert lines[0].startswith("KV budget: contiguous, 8 rows x 65,536 (as a pool: 32,768 pages x 16)")
+    assert lines[0].startswith("KV budget: page pool of 32,768 pages x 16 = 524,288 token slots")
     assert "1.00 GiB per chip" in lines[0]
     assert "contiguous 1 (each row reserves 65,536); paged at the mean live length 12,850: 5 (" in lines[1]
     assert "at the p90 live length 10,500: 6 (" in lines[1]
@@ -84,29 +84,26 @@ def test_a_paged_pool_says_batch_rows_caps_the_rows_and_unknown_lengths_say_why(
         [
             f"data.data_dir={tmp_path}",
             "rollout.batch_rows=8",
-            "rollout.kv_cache=paged",
             "rollout.kv_pages=8192",
         ],
     )
     lines = kv_budget_lines(cfg, None, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**28)
-    assert lines[0].startswith("KV budget: paged pool of 8,192 pages x 16 = 131,072 token slots")
+    assert lines[0].startswith("KV budget: page pool of 8,192 pages x 16 = 131,072 token slots")
     assert "paged not estimated" in lines[1] and "trace_lengths.json" in lines[1]
     stats = lengths(tmp_path, [1000] * 10, [3000] * 10)  # 2,000 live tokens: 125 pages, 1,024 per shard
     lines = kv_budget_lines(cfg, stats, shards=8, chips=8, slot_bytes=1000, kv_bytes_per_chip=2**28)
     assert "paged at the mean live length 2,000: 8" in lines[1]
-    assert lines[2].startswith(
-        "the paged engine decodes at most rollout.batch_rows / chips = 1 rows per chip"
-    )
+    assert lines[2].startswith("the engine decodes at most rollout.batch_rows / chips = 1 rows per chip")
 
 
 def test_the_contiguous_rows_are_the_budgets_not_batch_rows():
-    """The recipe's paged pool (kv_pages 32,768 = 8 rows x 65,536 / 16) runs 24 rows; a contiguous
-    cache of its bytes holds 8. A contiguous cache is batch_rows x cache_len whatever kv_pages says."""
+    """The recipe's pool (kv_pages 32,768 = 8 rows x 65,536 / 16) runs 24 rows; a contiguous cache of
+    its bytes holds 8. kv_pages 0 sizes the pool as batch_rows whole rows."""
     paged = load_config(ROOT / "configs" / "qwen3_0.6b.yaml")
-    assert (paged.rollout.kv_cache, paged.rollout.batch_rows, budget_pages(paged)) == ("paged", 24, 32768)
+    assert (paged.rollout.batch_rows, budget_pages(paged)) == (24, 32768)
     assert contiguous_rows(paged, chips=1) == 8
-    contiguous = load_config(ROOT / "configs" / "qwen3_0.6b.yaml", ["rollout.kv_cache=contiguous"])
-    assert budget_pages(contiguous) == 24 * 4096 and contiguous_rows(contiguous, chips=4) == 6
+    whole = load_config(ROOT / "configs" / "qwen3_0.6b.yaml", ["rollout.kv_pages=0"])
+    assert budget_pages(whole) == 24 * 4096 and contiguous_rows(whole, chips=4) == 6
 
 
 HIMAP = {  # two teams of the scripted HiMAP expert: [prompt, total] per stream

@@ -74,8 +74,8 @@ def test_qwen3_0_6b_recipe_fits_8_devices(tmp_path):
 
 
 def test_too_many_rollout_rows_fail_naming_program_and_bytes(tmp_path):
-    # the contiguous cache (the recipe's is paged, whose pool kv_pages would not grow with the rows)
-    rows = ("rollout.batch_rows=1024", "rollout.kv_cache=contiguous")
+    # kv_pages 0: a pool of 1,024 whole rows (the recipe's kv_pages would not grow with the rows)
+    rows = ("rollout.batch_rows=1024", "rollout.kv_pages=0")
     proc, plan = _plan(tmp_path, "--hbm-gib", "80", "--programs", "rollout_decode", TWO_LAYERS, *rows)
     assert proc.returncode == 1
     decode = plan["programs"][0]
@@ -119,7 +119,7 @@ def test_himap_recipes_have_their_base_recipes_plan():
             "mesh": cfg.mesh,
             "hardware": cfg.hardware,
             "rollout": (r.cache_slots, r.cache_dtype, r.prefill_chunk, r.max_turn_tokens),
-            "KV pool": (r.kv_cache, r.pool_pages, r.page_size),
+            "KV pool": (r.pool_pages, r.page_size),
             "sft": (cfg.sft.batch_size, cfg.sft.micro_batch_size, cfg.sft.max_seq_len),
             "grpo micro rows": cfg.grpo.micro_batch_size,
             "grpo": (cfg.grpo.logprob_chunk, cfg.grpo.beta),

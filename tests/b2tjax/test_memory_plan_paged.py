@@ -1,4 +1,4 @@
-"""launch/plan.py with rollout.kv_cache=paged compiles the paged decode over the pool of
+"""launch/plan.py compiles the rollout decode over the KV page pool of
 rollout.pool_pages pages, prints its bytes per chip and the rows per chip it holds at the traces'
 live lengths, and refuses a kv_pages budget that does not fit (exit 1, naming program and bytes).
 
@@ -15,7 +15,7 @@ from tests.b2tjax.test_memory_plan import ROOT, TWO_LAYERS, run_plan
 pytestmark = pytest.mark.slow  # two compiles of the decode program in subprocesses
 
 GIB = 1024**3
-POOL = 8 * 65536 // 16  # kv_pages 0: the contiguous cache's 8 rows x 65,536 slots, in pages of 16
+POOL = 8 * 65536 // 16  # the recipe's kv_pages: 8 whole rows of 65,536 slots, in pages of 16
 
 
 def _plan(tmp_path, *overrides: str):
@@ -24,7 +24,7 @@ def _plan(tmp_path, *overrides: str):
         tmp_path,
         ROOT / "configs" / "qwen3_0.6b.yaml",
         *("--target", "cpu", "--devices", "8", "--hbm-gib", "16", "--programs", "rollout_decode"),
-        *(TWO_LAYERS, f"data.data_dir={tmp_path / 'data'}", "rollout.batch_rows=8", "rollout.kv_cache=paged"),
+        *(TWO_LAYERS, f"data.data_dir={tmp_path / 'data'}", "rollout.batch_rows=8"),
         *overrides,
     )
 
@@ -37,8 +37,7 @@ def test_paged_decode_is_planned_on_the_pool_with_its_rows_per_chip(tmp_path):
     decode = plan["programs"][0]
     assert abs(decode["arguments"]["KV cache"] - kv) < 1e-3 * kv  # + the row lengths and page tables
     assert (
-        f"KV budget: paged pool of {POOL:,} pages x 16 = 524,288 token slots, 0.50 GiB per chip"
-        in proc.stdout
+        f"KV budget: page pool of {POOL:,} pages x 16 = 524,288 token slots, 0.50 GiB per chip" in proc.stdout
     )
     # 10,500 live tokens: 657 pages; 4,096 pages per row shard hold 6 rows where contiguous holds 1
     assert "contiguous 1 (each row reserves 65,536); paged at the mean live length 10,500: 6" in proc.stdout

@@ -1,6 +1,6 @@
 """The paged KV cache's rollout decode compiles for a TPU slice with the Pallas paged-attention kernel
 (models/paged_kernel.py), by libtpu on this CPU machine: the Qwen3-0.6B TPU recipe (v5p-8, 4 chips,
-rows and pages over fsdp) with 2 of its layers and its rollout.kv_cache: paged, lowered by the library
+rows and pages over fsdp) with 2 of its layers, lowered by the library
 functions launch/plan.py runs (b2tjax/plan/memory_plan.py `rollout_lowered`); with
 rollout.paged_attention=gather the same program lowers without the kernel."""
 
@@ -25,7 +25,6 @@ def _lowered_decode(*overrides: str):
     from b2tjax.plan.targets import parse_target, target_mesh
 
     cfg = load_config(RECIPE, ["model.overrides={num_hidden_layers: 2}", *overrides])
-    assert cfg.rollout.kv_cache == "paged"  # the recipe's default
     target = parse_target(cfg.hardware.target, cfg.hardware.devices, cfg.hardware.hbm_gib)
     mesh = target_mesh(target, cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor)
     assert mesh.devices.flat[0].platform == "tpu"

@@ -116,6 +116,18 @@ def test_overlapped_host_work_gives_the_drained_records_for_multi_stream_episode
         _assert_same_records(reference, records, 1e-4)  # parked streams are re-prefilled
 
 
+def _own_pages(model, rows: int):
+    """An empty page pool whose `rows` rows each own TOTAL slots of pages in order (the tables the
+    engine's allocator would give them), and the next-token logits."""
+    import jax.numpy as jnp
+
+    from rollout.placement import new_rollout_arrays
+
+    per_row = -(-TOTAL // 16)
+    cache, logits = new_rollout_arrays(model.config, rows, TOTAL, model.dtype, (16, rows * per_row))
+    return cache.replace(pages=jnp.arange(rows * per_row, dtype=jnp.int32).reshape(rows, per_row)), logits
+
+
 def _greedy_params(rows: int):
     """Greedy sampling settings for `rows` rows (temperature 0), one seed per row."""
     import jax.numpy as jnp
@@ -138,7 +150,6 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
     import jax
     import jax.numpy as jnp
 
-    from rollout.placement import new_rollout_arrays
     from rollout.programs import Finish, ModelRunner
 
     model = rollout_setup.model
@@ -150,7 +161,7 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
     got = {}
     for stop_after in (1, 2, 3):
         # the engine tests' shapes (3 rows, 1024 slots, prefill width 64): nothing new to compile
-        cache, logits = new_rollout_arrays(model.config, rows, TOTAL, model.dtype)
+        cache, logits = _own_pages(model, rows)
         prompt = np.zeros((rows, 64), np.int32)
         prompt[:, :8] = np.arange(1, 1 + rows * 8).reshape(rows, 8)
         logits, cache = runner.prefill(
@@ -188,13 +199,12 @@ def test_the_programs_take_xla_cpus_forms_only_when_compiled_for_cpu(rollout_set
     import jax.numpy as jnp
     from flax import nnx
 
-    from rollout.placement import new_rollout_arrays
     from rollout.programs import compiled_functions, program_platform
 
     model = rollout_setup.model
     graphdef, state = nnx.split(model)
     rows = BATCH
-    cache, logits = new_rollout_arrays(model.config, rows, TOTAL, model.dtype)
+    cache, logits = _own_pages(model, rows)
     params = _greedy_params(rows)
     args = (state, cache, logits, jnp.ones(rows, bool), jnp.full(rows, 4, jnp.int32), params)
     texts = {
@@ -224,6 +234,8 @@ def test_the_host_schedule_follows_the_share_and_the_old_switches_are_refused(tm
     recipe.write_text("rollout:\n  refill: false\n")
     with pytest.raises(ValueError, match=r"old.yaml: .*'rollout.refill' was removed: continuous"):
         load_config(recipe)
+    with pytest.raises(ValueError, match=r"'rollout.kv_cache' was removed: .*page pool; rollout.kv_pages"):
+        load_config(None, ["rollout.kv_cache=contiguous"])
     with pytest.raises(ValueError, match=r"'rollout.reprefill' was removed") as err:
         load_rollout_config(None, ["rollout.reprefill=true"])
     assert "\n" not in str(err.value)

@@ -1,9 +1,9 @@
 """The sampler on an 8-device mesh (data 2 x fsdp 2 x tensor 2, fake CPU devices, in a subprocess).
 
 - Greedy records of a sharded engine (FSDP-sharded training weights in, sampler copy laid out for
-  sampling, KV cache rows over data x fsdp and KV heads over tensor, fewer rows than episodes so
-  rows are refilled) equal those of the same engine on one device; so do those of the paged cache
-  (`rollout.kv_cache: paged`, its pool's shards over data x fsdp).
+  sampling, the KV page pool's shards over data x fsdp (each row shard's pages on its own devices)
+  and KV heads over tensor, fewer rows than episodes so rows are refilled) equal those of the same
+  engine on one device.
 - After a weight update the sampler's copy equals the trained weights cast to the compute dtype,
   is laid out without FSDP, and the refresh moves nothing through the host (transfer guard).
 """
@@ -62,11 +62,10 @@ def _child(tmp: str) -> dict:
 
     # 4 rows (divisible over data x fsdp = 4) for 6 episodes: rows are refilled.
     config = engine_config(batch_rows=4, temperature=0.0)
-    paged = engine_config(batch_rows=4, temperature=0.0, kv_cache="paged", page_size=16)
     records = {}
-    for name, m, c in (("single", None, config), ("sharded", mesh, config), ("paged", mesh, paged)):
+    for name, m in (("single", None), ("sharded", mesh)):
         model = create_model(cfg, m, seed=0)
-        engine = RolloutEngine(model, tok, c, mesh=m)
+        engine = RolloutEngine(model, tok, config, mesh=m)
         records[name] = [
             (r.ids, r.loss_mask, r.stop_reason) for r in engine.run(episodes(Setup(world, tok, model)))
         ]
@@ -75,8 +74,6 @@ def _child(tmp: str) -> dict:
                 {str(x.sharding.spec) for x in jax.tree.leaves(engine.runner.state)}
             )
     out["records_equal"] = records["single"] == records["sharded"]
-    # the paged pool on the mesh: each row shard's pages on its own devices (models/paged_kv.py)
-    out["paged_records_equal"] = records["single"] == records["paged"]
     out["num_records"] = len(records["single"])
     out["tokens"] = sum(len(ids) for ids, _, _ in records["single"])
 
@@ -123,7 +120,7 @@ def test_sharded_rollout_and_weight_refresh(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["num_records"] == 6 and res["tokens"] > 600
-    assert res["records_equal"] and res["paged_records_equal"]
+    assert res["records_equal"]
     # The sampler's weights: tensor-parallel only (no fsdp), on all 8 devices.
     assert not any("fsdp" in s for s in res["sampler_specs"]) and any(
         "tensor" in s for s in res["sampler_specs"]

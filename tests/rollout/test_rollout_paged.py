@@ -1,23 +1,21 @@
-"""The paged KV cache (`rollout.kv_cache: paged`) through the engine: its records equal the
-contiguous cache's (token ids, loss masks, answers; log-probs within 1e-6) for a GRPO group of 8
-on 3 and on 8 rows, synchronous and asynchronous host work, team episodes that park, static
-batching, and a pool so small that streams wait for pages and are preempted; a group of 8 holds its
-prompt's pages once. The host's page table and allocator are tested on their own first."""
+"""The KV page pool through the engine, held against a roomy pool: a GRPO group of 8's records
+(token ids, loss masks, answers; log-probs within 1e-6) do not change with the rows it runs on,
+the page size, or a pool so small that streams wait for pages and are preempted; the memory of 3
+whole rows decodes more than 3 rows; a group holds its prompt's pages once. The roomy pool's own
+log-probs are the teacher-forced ones (tests/rollout/test_rollout_engine.py). The host's page table
+and allocator are tested on their own first."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from rollout.pages import PageTable, pages_for
-from tests.rollout.test_rollout_async import SCHEDULES, SleepyTeam, _agent_episodes
 from tests.rollout.test_rollout_prefix import GROUP, _assert_same_records, _group, _run
-from tests.rollout.test_rollout_streams import _team_episodes
-from tests.rollout_fixtures import rollout_setup  # noqa: F401
+from tests.rollout_fixtures import TOTAL, rollout_setup  # noqa: F401
 
-pytestmark = pytest.mark.slow  # rolls groups out through the engine twice, paged and contiguous
+pytestmark = pytest.mark.slow  # rolls a group out through the engine under several pools
 
-PAGED = dict(kv_cache="paged", page_size=16)
+PAGE = 16  # rollout.page_size's default
 
 
 def test_page_table_shares_full_pages_and_copies_the_partial_one():
@@ -45,9 +43,9 @@ def test_page_table_refuses_what_does_not_fit_and_changes_nothing():
 
 
 @pytest.fixture(scope="module")
-def contiguous_group(rollout_setup):
-    """contiguous_group(rows) -> (records, stats) of the group of 8 at T = 1 on `rows` rows of the
-    contiguous cache: the reference of every paged run of the group, rolled once per row count."""
+def roomy_group(rollout_setup):
+    """roomy_group(rows) -> (records, stats) of the group of 8 at T = 1 on `rows` rows whose pool
+    holds every row whole (kv_pages 0): the reference of every other pool, rolled once per row count."""
     runs: dict[int, tuple] = {}
 
     def get(rows: int):
@@ -58,40 +56,32 @@ def contiguous_group(rollout_setup):
     return get
 
 
-@pytest.mark.parametrize("rows", [3, GROUP])
-def test_a_group_of_8_gives_the_contiguous_records(rollout_setup, contiguous_group, rows):
-    reference, contiguous = contiguous_group(rows)
-    records, paged = _run(rollout_setup, _group(rollout_setup), **PAGED, temperature=1.0, batch_rows=rows)
+def test_a_group_of_8_on_3_rows_gives_the_records_of_8_rows(rollout_setup, roomy_group):
+    reference, wide = roomy_group(GROUP)
+    records, narrow = roomy_group(3)
     _assert_same_records(reference, records)
-    assert (
-        paged.reused_tokens == contiguous.reused_tokens and paged.prefill_tokens == contiguous.prefill_tokens
-    )
-    assert paged.peak_shared_pages >= (reference[0].prompt_len - 1) // 16  # the prompt's full pages
-    assert paged.kv_bytes_per_live_token < contiguous.kv_bytes_per_live_token
+    assert wide.peak_shared_pages >= (reference[0].prompt_len - 1) // PAGE  # the prompt's full pages
+    assert narrow.peak_rows_decoding == 3
 
 
-def test_the_memory_of_3_contiguous_rows_decodes_more_rows_paged(rollout_setup, contiguous_group):
-    """The pool of 3 contiguous rows' bytes on 8 rows: more than 3 rows decode at once (each holds
-    the pages it fills, the group's prompt pages once), with the records of 3 contiguous rows."""
-    from tests.rollout_fixtures import TOTAL
-
-    reference, contiguous = contiguous_group(3)
-    pool = 3 * pages_for(TOTAL, PAGED["page_size"])
+def test_the_memory_of_3_whole_rows_decodes_more_rows(rollout_setup, roomy_group):
+    """The pool of 3 rows' whole streams on 8 rows: more than 3 rows decode at once (each holds the
+    pages it fills, the group's prompt pages once), with the records of 3 rows."""
+    reference, three = roomy_group(3)
+    pool = 3 * pages_for(TOTAL, PAGE)
     records, paged = _run(
-        rollout_setup, _group(rollout_setup), batch_rows=GROUP, kv_pages=pool, **PAGED, temperature=1.0
+        rollout_setup, _group(rollout_setup), batch_rows=GROUP, kv_pages=pool, temperature=1.0
     )
     _assert_same_records(reference, records)
-    assert contiguous.peak_rows_decoding == 3 and paged.peak_rows_decoding > 3
-    assert paged.decode_steps < contiguous.decode_steps
+    assert paged.peak_rows_decoding > 3
+    assert paged.decode_steps < three.decode_steps
 
 
-def test_copies_of_whole_pages_only_move_no_page(rollout_setup, contiguous_group):
+def test_copies_of_whole_pages_only_move_no_page(rollout_setup, roomy_group):
     """Pages of one slot: every prefix copy shares whole pages and moves none (an empty move list
-    reaches the device call), with the contiguous cache's records."""
-    reference, _ = contiguous_group(3)
-    records, paged = _run(
-        rollout_setup, _group(rollout_setup), kv_cache="paged", page_size=1, temperature=1.0, batch_rows=3
-    )
+    reaches the device call), with the records of pages of 16."""
+    reference, _ = roomy_group(3)
+    records, paged = _run(rollout_setup, _group(rollout_setup), page_size=1, temperature=1.0, batch_rows=3)
     _assert_same_records(reference, records)
     assert paged.reused_tokens > 0
 
@@ -114,53 +104,24 @@ def test_a_group_of_8_holds_its_prompts_pages_once(rollout_setup, monkeypatch):
         return segment
 
     monkeypatch.setattr(DeviceCalls, "decode", spy)
-    _run(rollout_setup, _group(rollout_setup), temperature=1.0, batch_rows=GROUP, **PAGED)
+    _run(rollout_setup, _group(rollout_setup), temperature=1.0, batch_rows=GROUP, page_size=PAGE)
     held, refs, in_use, lengths = seen[0]
     assert len(set(lengths)) == 1 and len(lengths) == GROUP  # the same context (prompt, forced turn 0)
     context, room = lengths[0]
-    full = (context - 1) // 16  # a copy leaves the record's last token to prefill
+    full = (context - 1) // PAGE  # a copy leaves the record's last token to prefill
     assert full >= 5
     shared = held[0][:full]
     assert all(h[:full] == shared for h in held) and all(refs[0, p] == GROUP for p in shared)
-    own = pages_for(context + room, 16) - full  # the partly filled last page (copied) and the room
-    assert in_use == full + GROUP * own < GROUP * pages_for(context, 16)
+    own = pages_for(context + room, PAGE) - full  # the partly filled last page (copied) and the room
+    assert in_use == full + GROUP * own < GROUP * pages_for(context, PAGE)
 
 
-def test_a_pool_too_small_for_every_row_waits_and_preempts_with_the_same_records(
-    rollout_setup, contiguous_group
-):
-    """8 rows over 16 pages of 64 slots (one row's worth of the contiguous cache): the group cannot
-    all grow at once, so streams wait in the queue or give their rows up, and the records stay."""
-    reference, _ = contiguous_group(GROUP)
+def test_a_pool_too_small_for_every_row_waits_and_preempts_with_the_same_records(rollout_setup, roomy_group):
+    """8 rows over 16 pages of 64 slots (one row's whole stream): the group cannot all grow at
+    once, so streams wait in the queue or give their rows up, and the records stay."""
+    reference, _ = roomy_group(GROUP)
     records, stats = _run(
-        rollout_setup,
-        _group(rollout_setup),
-        kv_cache="paged",
-        page_size=64,
-        kv_pages=16,
-        temperature=1.0,
-        batch_rows=GROUP,
+        rollout_setup, _group(rollout_setup), page_size=64, kv_pages=16, temperature=1.0, batch_rows=GROUP
     )
     _assert_same_records(reference, records)
     assert stats.peak_pages <= 16 and stats.parks > 0 and stats.reprefill_tokens > 0
-
-
-def test_every_host_schedule_gives_the_contiguous_records(rollout_setup):
-    reference, _ = _run(rollout_setup, _agent_episodes(rollout_setup), temperature=1.0)
-    for schedule in SCHEDULES:
-        records, _ = _run(rollout_setup, _agent_episodes(rollout_setup), temperature=1.0, **PAGED, **schedule)
-        _assert_same_records(reference, records)
-
-
-def test_parking_team_episodes_give_the_contiguous_records(rollout_setup):
-    """14 streams on 3 rows: waiting coordinators are parked (and, paged, copy their own old pages
-    back by reference when seated again); host work overlapped, the days end in any order."""
-    teams = lambda: [SleepyTeam(rollout_setup.tokenizer, i, n) for i, n in enumerate((2, 3, 2, 3))]  # noqa: E731
-    reference, contiguous = _run(rollout_setup, teams(), temperature=1.0)
-    for schedule in (dict(), dict(segment_return_share=0.5)):
-        records, paged = _run(rollout_setup, teams(), temperature=1.0, **PAGED, **schedule)
-        _assert_same_records(reference, records)
-        assert paged.parks > 0
-    records, _ = _run(rollout_setup, _team_episodes(rollout_setup.tokenizer), temperature=1.0, **PAGED)
-    assert all(r.stop_reason == "answer" for r in records)
-    assert np.isfinite(contiguous.kv_bytes_per_live_token)

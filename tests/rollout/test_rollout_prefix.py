@@ -1,12 +1,11 @@
-"""Prefix reuse in the rollout engine: the in-place row-to-row KV copy, and records that do not
-change when a shared prefix is copied instead of prefilled (a GRPO group of 8 on fewer rows and on
+"""Prefix reuse in the rollout engine: records that do not change when a shared prefix is taken
+from another row's pages instead of prefilled (a GRPO group of 8 on fewer rows and on
 8 rows, team episodes whose waiting streams are parked), with the token counts that prove the
 copies happened. The HiMAP episode with parking on a fake-device mesh is
 tests/rollout/test_rollout_himap_mesh.py."""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -14,27 +13,6 @@ from tests.rollout.test_rollout_streams import _team_episodes
 from tests.rollout_fixtures import ANSWER, SEARCH, engine_config, forced_episode, rollout_setup  # noqa: F401
 
 GROUP = 8
-
-
-def test_copy_prefix_moves_only_the_prefix_slots_into_the_destination_row():
-    from models.kv_cache import KVCache
-    from rollout.programs import COPY_BLOCK, copy_prefix
-
-    rng = np.random.default_rng(0)
-    slots = COPY_BLOCK + 44  # two blocks, the second clamped to end at the last slot
-    k = rng.normal(size=(2, 4, 1, slots, 3)).astype(np.float32)
-    v = rng.normal(size=(2, 4, 1, slots, 3)).astype(np.float32)
-    lengths = np.array([slots, 7, 3, 9], np.int32)
-    cache = KVCache(k=jnp.asarray(k), v=jnp.asarray(v), lengths=jnp.asarray(lengths))
-    # row 0 -> row 2 (260 slots: two blocks), row 1 -> row 3 (5 slots), then a no-op pair
-    src, dst, length = (np.array(x, np.int32) for x in ([0, 1, 0], [2, 3, 4], [COPY_BLOCK + 4, 5, 0]))
-    out = copy_prefix(cache, jnp.asarray(src), jnp.asarray(dst), jnp.asarray(length))
-    out_k, out_v = np.asarray(out.k), np.asarray(out.v)
-    assert np.asarray(out.lengths).tolist() == [slots, 7, COPY_BLOCK + 4, 5]
-    for got, want in ((out_k, k), (out_v, v)):
-        np.testing.assert_array_equal(got[:, :2], want[:, :2])  # sources untouched
-        np.testing.assert_array_equal(got[:, 2, :, : COPY_BLOCK + 4], want[:, 0, :, : COPY_BLOCK + 4])
-        np.testing.assert_array_equal(got[:, 3, :, :5], want[:, 1, :, :5])
 
 
 def _run(setup, episodes, **overrides):
