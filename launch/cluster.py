@@ -151,6 +151,8 @@ class Cluster:
                 text=True,
                 start_new_session=True,  # a signal to the launcher's group is forwarded, not duplicated
             )
+            # listed before its output is pumped: a signal sent once its first line shows reaches it
+            self.procs.append(proc)
             log = None
             if self.args.log_dir is not None:
                 log = open(self.args.log_dir / f"process-{i}.log", "w")  # noqa: SIM115 (closed in wait)
@@ -158,7 +160,6 @@ class Cluster:
             self.last_line.append("")
             pump = threading.Thread(target=self._pump, args=(i, proc.stdout, log), daemon=True)
             pump.start()
-            self.procs.append(proc)
             self.pumps.append(pump)
             self._say(f"process {i}: pid {proc.pid}")  # e.g. to preempt one host by hand
 
