@@ -34,6 +34,17 @@ class CausalLM(Protocol):
         """int32 [B, T] -> fp32 logits [B, T, V] without a cache (the teacher-forced reference)."""
         ...
 
+    def hidden_states(
+        self, input_ids: jax.Array, positions: jax.Array | None = None, segment_ids: jax.Array | None = None
+    ) -> jax.Array:
+        """int32 [B, T] -> final-normed hidden [B, T, H] (a served token's alternatives take the
+        head at a few positions only)."""
+        ...
+
+    def logits(self, hidden: jax.Array) -> jax.Array:
+        """hidden [B, T, H] -> fp32 logits [B, T, V]."""
+        ...
+
     def forward_cached(
         self,
         tokens: jax.Array,

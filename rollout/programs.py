@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -26,7 +27,13 @@ from models.layers import with_paged_attention
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
 from rollout.placement import SamplerWeights
-from rollout.sampling import SamplingArrays, row_keys, sample_tokens
+from rollout.sampling import (
+    SamplingArrays,
+    alternative_inputs,
+    alternatives_program,
+    row_keys,
+    sample_tokens,
+)
 
 
 class Finish(enum.IntEnum):
@@ -55,7 +62,18 @@ class ModelRunner:
         self.state = self.weights.create(state)
         prefill, decode = compiled_functions(self.graphdef, valid_vocab, program_platform(mesh))
         self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
+        self._alternatives = on_mesh(alternatives_program(self.graphdef, valid_vocab), mesh)
         self.copy_pages = on_mesh(copy_pages, mesh)
+
+    def alternatives(self, ids: list[int], start: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+        """For each token ids[t], t >= start: the TOP_LOGPROBS likeliest tokens at its position and
+        their log-probs under these weights, ([n, K] int32, [n, K] fp32) on the host. A forward of
+        its own (rollout/sampling.py `alternatives_program`): the decode programs stay as lean as
+        training needs them; only the weights are shared, read and never donated."""
+        n = len(ids) - start
+        tokens, at = alternative_inputs(ids, start)
+        top, lps = self._alternatives(self.state, tokens, at, jnp.float32(temperature))
+        return np.asarray(top)[:n], np.asarray(lps)[:n]
 
     def update_state(self, model: CausalLM) -> None:
         """New weights, same graph (e.g. after a training step): cast and resharded on the devices

@@ -1,6 +1,7 @@
 """Sampling math, shared by the rollout's jitted programs (rollout/programs.py) and the trainer:
 per-row keys, top-p/top-k sampling, and the one log-prob definition; plus the teacher-forced
-reference the sampler's log-probs are tested against.
+reference the sampler's log-probs are tested against, and the likeliest alternatives to tokens a
+served request sampled (its `top_logprobs`).
 
 Log-prob convention (shared with the trainer, b2tjax/step/logprobs.py): the log-probability of a token is
 taken under the *tempered, unfiltered* distribution, log_softmax(logits / T)[id]. Top-p / top-k
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -126,3 +127,39 @@ def teacher_forced_logprobs(
 def _teacher_forced(graphdef, valid_vocab, state, tokens, temperature):
     logits = nnx.merge(graphdef, state)(tokens)  # [1, W, V]
     return token_logprobs(logits[:, :-1], tokens[:, 1:], temperature, valid_vocab)  # [1, W - 1]
+
+
+TOP_LOGPROBS = 20  # the most alternatives a served token reports (OpenAI's top_logprobs bound)
+HEAD_CHUNK = 128  # positions per head product in `alternatives`: [128, V] fp32 logits at a time
+
+
+def alternatives_program(graphdef: Any, valid_vocab: int | None) -> Any:
+    """jit(state, tokens [1, W], at [S], temperature) -> ([S, K] ids, [S, K] log-probs): after
+    each position in `at`, the K = TOP_LOGPROBS likeliest next tokens under log_softmax(logits / T)
+    (the records' convention). One causal forward; the head runs only at `at`, HEAD_CHUNK
+    positions at a time, so no [W, V] logits exist (a 32k-token context's would be 19 GB)."""
+
+    def run(state, tokens, at, temperature):
+        model = nnx.merge(graphdef, state)
+        hidden = model.hidden_states(tokens)[0, at]  # [S, H]
+        chunk = min(HEAD_CHUNK, hidden.shape[0])  # S and HEAD_CHUNK are powers of two
+
+        def head(h: jax.Array) -> tuple[jax.Array, jax.Array]:
+            scaled = tempered_logits(model.logits(h[None])[0], temperature, valid_vocab)
+            lps, ids = jax.lax.top_k(jax.nn.log_softmax(scaled, axis=-1), TOP_LOGPROBS)
+            return ids.astype(jnp.int32), lps
+
+        ids, lps = jax.lax.map(head, hidden.reshape(-1, chunk, hidden.shape[-1]))
+        return ids.reshape(-1, TOP_LOGPROBS), lps.reshape(-1, TOP_LOGPROBS)
+
+    return jax.jit(run)
+
+
+def alternative_inputs(ids: list[int], start: int) -> tuple[np.ndarray, np.ndarray]:
+    """`alternatives_program`'s tokens [1, W] and positions [S] for the tokens ids[start:] (the
+    position before each; W and S powers of two, so similar requests share a compile)."""
+    tokens = np.zeros((1, pow2_bucket(len(ids))), np.int32)
+    tokens[0, : len(ids)] = ids
+    at = np.zeros((pow2_bucket(len(ids) - start),), np.int32)
+    at[: len(ids) - start] = np.arange(start - 1, len(ids) - 1)
+    return tokens, at

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from rollout.sampling import TOP_LOGPROBS
 from rollout.serve.chat import CALL_OPEN
 
 
@@ -40,6 +41,7 @@ class ChatRequest:
     seed: int | None
     n: int
     logprobs: bool
+    top_logprobs: int  # alternatives per token (0-20), only with logprobs
     stream: bool
     include_usage: bool
 
@@ -138,8 +140,9 @@ def parse_chat(body: Any, model_name: str) -> ChatRequest:
             kind="not_found_error",
             param="model",
         )
-    if _number(body, "top_logprobs", int, 0, 0, 0):
-        raise ApiError(400, "top_logprobs must be 0: the engine records the sampled token's log-prob only")
+    top_logprobs = _number(body, "top_logprobs", int, 0, 0, TOP_LOGPROBS)
+    if top_logprobs and not body.get("logprobs"):
+        raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     tools, parse_tools, call_start = _tools(body)
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     options = body.get("stream_options") or {}
@@ -156,6 +159,7 @@ def parse_chat(body: Any, model_name: str) -> ChatRequest:
         seed=_number(body, "seed", int, None, -(2**63), 2**63 - 1),
         n=_number(body, "n", int, 1, 1, 16),
         logprobs=bool(body.get("logprobs")),
+        top_logprobs=top_logprobs,
         stream=bool(body.get("stream")),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
     )

@@ -4,7 +4,10 @@ response body (with the token-level extensions an RL user needs: `prompt_token_i
 opened for the model ends `prompt_token_ids`: given, not sampled, as a record's environment tokens.
 
 Log-probs are the records' (rollout/sampling.py): log_softmax(logits / T) of the sampled token,
-at T = 1 for greedy requests. `max_tokens` (default: the engine's `rollout.max_turn_tokens`) is
+at T = 1 for greedy requests. `top_logprobs` alternatives come from one forward of their own over
+the prompt and the choice, on the sampler's weights (`ModelRunner.alternatives`, off the engine's
+thread): the same distribution, recomputed, so in bf16 a sampled token's own entry there may differ
+from its recorded `logprob` by rounding. `max_tokens` (default: the engine's `rollout.max_turn_tokens`) is
 capped by what the context has room for. The engine decodes a turn in segments of
 `rollout.max_turn_tokens`, between which new requests join the batch; a longer completion goes on
 as further pieces, each continuing the ids so far (their KV found in the rows by prefix reuse),
@@ -79,6 +82,8 @@ class ChatService:
             *(self._decode(name, prepared, self._sampling(req, k), k, on_piece) for k in range(req.n))
         )
         choices = [self._choice(req, k, prompt, r) for k, r in enumerate(records)]
+        if req.top_logprobs:
+            await asyncio.gather(*(self._add_alternatives(req, prompt, c) for c in choices))
         if session is not None:
             self.sessions.add(session, instance or session, prompt, records[0])
         completion = sum(len(c["token_ids"]) for c in choices)
@@ -165,9 +170,21 @@ class ChatService:
         at, stop = min(found)
         return text[:at], stop
 
+    def _entry(self, token: int, logprob: float) -> dict[str, Any]:
+        piece = self.tokenizer.decode([token])
+        return {"token": piece, "logprob": logprob, "bytes": list(piece.encode())}
+
     def _logprobs(self, ids: list[int], logprobs: list[float]) -> dict[str, Any]:
-        content = []
-        for token, lp in zip(ids, logprobs):
-            piece = self.tokenizer.decode([token])
-            content.append({"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []})
-        return {"content": content}
+        return {"content": [{**self._entry(t, lp), "top_logprobs": []} for t, lp in zip(ids, logprobs)]}
+
+    async def _add_alternatives(self, req: ChatRequest, prompt: list[int], choice: dict[str, Any]) -> None:
+        """Fill each token's `top_logprobs` with the `req.top_logprobs` likeliest at its position."""
+        ids = choice["token_ids"]
+        if not ids:
+            return
+        runner = self.worker.engine.runner
+        top, lps = await asyncio.to_thread(runner.alternatives, prompt + ids, len(prompt), req.temperature)
+        for entry, row_ids, row_lps in zip(choice["logprobs"]["content"], top, lps):
+            entry["top_logprobs"] = [
+                self._entry(int(t), float(lp)) for t, lp in zip(row_ids[: req.top_logprobs], row_lps)
+            ]

@@ -108,7 +108,11 @@ def _post(url: str, data: bytes) -> tuple[int, dict]:
 
 def test_greedy_chat_equals_the_engine(client, hf_dir):
     """A greedy completion's ids are the engine's own greedy ids for the same prompt (an
-    independent in-process engine run), and the reply carries ids, log-probs and usage."""
+    independent in-process engine run), and the reply carries ids, log-probs and usage; each
+    token's top_logprobs are the likeliest of the model's full logits at its position."""
+    import jax
+    import numpy as np
+
     from b2tjax.run.policy import load_policy
     from models.chat import encode_chat
     from rollout import RolloutEngine
@@ -116,7 +120,9 @@ def test_greedy_chat_equals_the_engine(client, hf_dir):
     from rollout.episodes import Continue
 
     messages = [{"role": "system", "content": "Plan trips."}, {"role": "user", "content": "Go to Paris?"}]
-    reply = client.chat.completions.create(model="b2tjax", messages=messages, temperature=0, logprobs=True)
+    reply = client.chat.completions.create(
+        model="b2tjax", messages=messages, temperature=0, logprobs=True, top_logprobs=3
+    )
     extra = reply.model_extra
     choice = reply.choices[0]
 
@@ -144,6 +150,16 @@ def test_greedy_chat_equals_the_engine(client, hf_dir):
     assert choice.model_extra["token_ids"] == record.ids[len(prompt) :]
     assert choice.model_extra["token_logprobs"] == pytest.approx(record.logprobs[len(prompt) :], abs=1e-4)
     assert [t.logprob for t in choice.logprobs.content] == pytest.approx(choice.model_extra["token_logprobs"])
+    # the reference: log_softmax of the whole sequence's logits (no cache, every position's head)
+    ids = record.ids
+    logits = np.asarray(policy.model(np.asarray([ids], np.int32))[0], np.float64)
+    valid = policy.tokenizer.vocab_size
+    full = np.asarray(jax.nn.log_softmax(logits[len(prompt) - 1 : len(ids) - 1, :valid], axis=-1))
+    for token, row in zip(choice.logprobs.content, full):
+        best = np.argsort(-row)[:3]
+        assert [a.logprob for a in token.top_logprobs] == pytest.approx(row[best].tolist(), abs=1e-4)
+        assert [a.token for a in token.top_logprobs] == [policy.tokenizer.decode([int(i)]) for i in best]
+        assert token.top_logprobs[0].token == token.token  # greedy: the likeliest was sampled
     assert reply.usage.prompt_tokens == len(prompt)
     assert reply.usage.completion_tokens == len(record.ids) - len(prompt)
     assert choice.finish_reason == ("length" if record.ids[-1] != policy.tokenizer.im_end_id else "stop")

@@ -78,6 +78,9 @@ _WITH_TOOL = {
 }
 
 
+_USER = {"messages": [{"role": "user", "content": "x"}]}
+
+
 @pytest.mark.parametrize(
     "body, status, param",
     [
@@ -93,6 +96,8 @@ _WITH_TOOL = {
         ({**_WITH_TOOL, "tool_choice": {"type": "function", "function": {"name": "X"}}}, 400, "tool_choice"),
         ({**_WITH_TOOL, "tool_choice": {"type": "function"}}, 400, "tool_choice"),
         ({**_WITH_TOOL, "tool_choice": "always"}, 400, "tool_choice"),
+        ({**_USER, "logprobs": True, "top_logprobs": 21}, 400, "top_logprobs"),
+        ({**_USER, "top_logprobs": 2}, 400, "top_logprobs"),
     ],
 )
 def test_bad_requests_are_refused_with_their_field(body, status, param):
@@ -112,11 +117,14 @@ def test_a_request_reads_openai_fields():
         "tool_choice": "none",
         "stream": True,
         "stream_options": {"include_usage": True},
+        "logprobs": True,
+        "top_logprobs": 5,
         "unknown_field": 1,
     }
     req = parse_chat(body, "b2tjax")
     assert req.messages[0]["content"] == "ab" and req.max_tokens == 7 and req.stop == ("END",)
     assert not req.parse_tools and req.stream and req.include_usage and req.temperature == 1.0
+    assert req.logprobs and req.top_logprobs == 5
 
 
 def test_tool_choice_opens_the_call_the_model_completes(tok):
