@@ -71,7 +71,7 @@ def init_cache(
     cfg: Qwen3Config, batch: int, max_len: int, dtype: Any = jnp.float32, mesh: Mesh | None = None
 ) -> KVCache:
     """An empty cache for `batch` rows of up to `max_len` tokens each; with `mesh`, created sharded
-    (rows over data x fsdp, KV heads over tensor, where they divide)."""
+    (rows over data x fsdp x expert, KV heads over tensor, where they divide)."""
     if batch <= 0 or max_len <= 0:
         raise ValueError(f"cache batch and max_len must be positive, got batch={batch} max_len={max_len}")
     shape = (cfg.num_hidden_layers, batch, cfg.num_key_value_heads, max_len, cfg.head_dim)

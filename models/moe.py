@@ -12,6 +12,20 @@ expert's count. The expert computation is one of `EXPERT_IMPLS`:
   matrix (zero off the chosen experts); E/k times the FLOPs, for tests;
 - "auto": "dense" in programs for a CPU (XLA's CPU ragged_dot is slower still), else "ragged".
 
+Experts sharded over the mesh's `expert` axis (S > 1 shards, each holding E / S experts; outside
+the experts that axis' devices are data-parallel, models/sharding.py ROW_AXES): each shard's token
+copies go to the shards of their experts and come back, inside `jax.shard_map` over the whole mesh
+(`expert_parallel`). The exchange is one of `EXCHANGES`, resolved once for the platform
+(`resolve_exchange`):
+- "all_to_all" (TPU, GPU): the copies sorted by expert, each shard sent exactly the rows of its
+  experts with `jax.lax.ragged_all_to_all` and the outputs sent back (as Tunix's and MaxText's MoE);
+  the receive buffer holds the worst case, every copy of every shard's tokens: dropless;
+- "gather" (CPU, whose XLA has no ragged all-to-all): the expert axis' tokens all-gathered, each
+  shard computing its own experts' share of every token, the shares summed and scattered back by
+  one `psum_scatter` (MaxText's ring of experts).
+In a shard the FSDP-sharded model dim of the expert weights is all-gathered and the tensor-sharded
+MLP dim gives partial sums, added over its axes at the end.
+
 Router replay (the trainer using the experts a sampler chose) fits between `top_k` and `gates`:
 take the probabilities at the given indices (`jnp.take_along_axis(probs, chosen, -1)`) instead of
 `jax.lax.top_k`; `gates` and the expert computation stay as they are, and the gate weights keep
@@ -21,16 +35,24 @@ their gradient through `probs`.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import AbstractMesh
+from jax.sharding import PartitionSpec as P
 
 from models.config import Qwen3Config
 from models.layers import F32, Attention, DecoderLayer, RMSNorm, make_param
 from models.settings import EXPERT_IMPLS, ModelRuntime
-from models.sharding import constrain
+from models.sharding import constrain, logical_to_spec, row_axes
+
+EXPERT_AXIS = "expert"
+# The logical axes of the stacked expert weights gate [E, H, I], up [E, H, I], down [E, I, H].
+EXPERT_NAMES = (("expert", "embed", "mlp"), ("expert", "embed", "mlp"), ("expert", "mlp", "embed"))
 
 
 def resolve_experts(impl: str, platform: str) -> str:
@@ -43,6 +65,12 @@ def resolve_experts(impl: str, platform: str) -> str:
     if impl == "auto":
         return "dense" if platform == "cpu" else "ragged"
     return impl
+
+
+def resolve_exchange(platform: str) -> str:
+    """How tokens reach experts on other shards in programs compiled for `platform` (`EXCHANGES`):
+    XLA:CPU does not implement ragged all-to-all."""
+    return "gather" if platform == "cpu" else "all_to_all"
 
 
 @jax.tree_util.register_dataclass
@@ -63,8 +91,12 @@ def gates(top: jax.Array, experts: jax.Array, valid: jax.Array, num_experts: int
         top = top / jnp.sum(top, axis=-1, keepdims=True)
     weights = jnp.where(valid[:, None], top, 0.0)
     experts = jnp.where(valid[:, None], experts, num_experts).astype(jnp.int32)
-    counts = jnp.zeros(num_experts, jnp.int32).at[experts.reshape(-1)].add(1, mode="drop")
-    return Routing(experts=experts, weights=weights, counts=counts)
+    return Routing(experts=experts, weights=weights, counts=expert_counts(experts, num_experts))
+
+
+def expert_counts(experts: jax.Array, num_experts: int) -> jax.Array:
+    """int32 [num_experts]: how many of `experts` (any shape) name each; index num_experts counts nowhere."""
+    return jnp.zeros(num_experts, jnp.int32).at[experts.reshape(-1)].add(1, mode="drop")
 
 
 def dense_experts(
@@ -97,23 +129,131 @@ def ragged_experts(
 
 
 EXPERTS = {"ragged": ragged_experts, "dense": dense_experts}
+ExpertsFn = Callable[[jax.Array, Routing, jax.Array, jax.Array, jax.Array], jax.Array]
+
+
+def shard_routing(experts: jax.Array, weights: jax.Array, first: jax.Array, count: int) -> Routing:
+    """The routing of token copies to the `count` experts from `first` (one shard's), renumbered from
+    0; copies for other experts are not routed here (index `count`, weight 0)."""
+    local = experts - first
+    mine = (local >= 0) & (local < count)
+    local = jnp.where(mine, local, count)
+    return Routing(experts=local, weights=jnp.where(mine, weights, 0.0), counts=expert_counts(local, count))
+
+
+def gather_exchange(
+    compute: ExpertsFn, x: jax.Array, experts: jax.Array, weights: jax.Array, *params: jax.Array
+) -> jax.Array:
+    """One shard's n tokens x [n, H] (their `experts` and gate `weights` [n, k]) through the experts
+    of every shard: all tokens of the expert axis gathered, this shard's experts' share of each
+    computed, the shares summed and scattered back; fp32 [n, H]."""
+    count = params[0].shape[0]
+    first = jax.lax.axis_index(EXPERT_AXIS) * count
+    xs, experts, weights = (jax.lax.all_gather(a, EXPERT_AXIS, tiled=True) for a in (x, experts, weights))
+    out = compute(xs, shard_routing(experts, weights, first, count), *params)
+    return jax.lax.psum_scatter(out, EXPERT_AXIS, scatter_dimension=0, tiled=True)
+
+
+def all_to_all_exchange(
+    compute: ExpertsFn, x: jax.Array, experts: jax.Array, weights: jax.Array, *params: jax.Array
+) -> jax.Array:
+    """As `gather_exchange`, moving only each token copy to its expert's shard and back: copies
+    sorted by expert (so by shard; unrouted last), sent with ragged_all_to_all, grouped there by
+    local expert, computed, returned to their places; fp32 [n, H]."""
+    (n, k), count = experts.shape, params[0].shape[0]
+    shards, me = jax.lax.axis_size(EXPERT_AXIS), jax.lax.axis_index(EXPERT_AXIS)
+    order = jnp.argsort(experts.reshape(-1), stable=True)
+    table = jax.lax.all_gather(expert_counts(experts, shards * count), EXPERT_AXIS)  # [src, E] copies
+    sent = table.reshape(shards, shards, count).sum(-1)  # [src, dst] rows
+    start = jnp.cumsum(sent, axis=1) - sent  # where src's rows for dst begin among its sorted copies
+    place = jnp.cumsum(sent, axis=0) - sent  # where src's rows begin in dst's receive buffer
+    buffer = jnp.zeros((shards * n * k, x.shape[1]), x.dtype)
+    got = jax.lax.ragged_all_to_all(
+        x[order // k], buffer, start[me], sent[me], place[me], sent[:, me], axis_name=EXPERT_AXIS
+    )
+    mine = jax.lax.dynamic_slice_in_dim(table, me * count, count, axis=1).reshape(-1)  # [src x local]
+    local = jnp.repeat(jnp.tile(jnp.arange(count), shards), mine, total_repeat_length=buffer.shape[0])
+    local = jnp.where(jnp.arange(buffer.shape[0]) < jnp.sum(mine), local, count)[:, None]
+    routing = Routing(experts=local, weights=(local < count).astype(F32), counts=expert_counts(local, count))
+    out = compute(got, routing, *params).astype(x.dtype)  # each row its own expert's output
+    back = jax.lax.ragged_all_to_all(
+        out,
+        jnp.zeros((n * k, x.shape[1]), x.dtype),
+        place[:, me],
+        sent[:, me],
+        start[:, me],
+        sent[me],
+        axis_name=EXPERT_AXIS,
+    )  # rows of unrouted copies stay 0
+    back = back[jnp.argsort(order)].reshape(n, k, -1)
+    return jnp.einsum("nkh,nk->nh", back, weights.astype(back.dtype), preferred_element_type=F32)
+
+
+EXCHANGES = {"gather": gather_exchange, "all_to_all": all_to_all_exchange}
+
+
+def _mesh_axes(spec_entry: Any) -> tuple[str, ...]:
+    """The mesh axes one dimension of a PartitionSpec is split over."""
+    return (spec_entry,) if isinstance(spec_entry, str) else tuple(spec_entry or ())
+
+
+def expert_parallel(
+    x: jax.Array, routing: Routing, params: list[jax.Array], compute: str, exchange: str, mesh: AbstractMesh
+) -> jax.Array:
+    """`EXPERTS[compute]` of x [N, H] with the experts (gate, up, down) sharded over `mesh`'s expert
+    axis and tokens moved by `EXCHANGES[exchange]`; fp32 [N, H]. N is padded with unrouted tokens
+    to split evenly over the row axes."""
+    shape = dict(mesh.shape)
+    num, shards = params[0].shape[0], shape[EXPERT_AXIS]
+    if num % shards:
+        raise ValueError(f"num_experts ({num}) must be a multiple of mesh.expert ({shards})")
+    rows = row_axes(shape)
+    n, pad = x.shape[0], -x.shape[0] % math.prod(shape[a] for a in rows)
+    tokens = (
+        jnp.pad(x, ((0, pad), (0, 0))),
+        jnp.pad(routing.experts, ((0, pad), (0, 0)), constant_values=num),
+        jnp.pad(routing.weights, ((0, pad), (0, 0))),
+    )
+    specs = [logical_to_spec(names, p.shape, shape) for names, p in zip(EXPERT_NAMES, params, strict=True)]
+    embed, mlp = _mesh_axes(specs[0][1]), _mesh_axes(specs[0][2])
+
+    def body(x, experts, weights, gate, up, down):
+        gate, up = (jax.lax.all_gather(w, embed, axis=1, tiled=True) for w in (gate, up))
+        down = jax.lax.all_gather(down, embed, axis=2, tiled=True)
+        return jax.lax.psum(EXCHANGES[exchange](EXPERTS[compute], x, experts, weights, gate, up, down), mlp)
+
+    row_spec = P(rows, None)
+    run = jax.shard_map(body, mesh=mesh, in_specs=(row_spec,) * 3 + tuple(specs), out_specs=row_spec)
+    return run(*tokens, *params)[:n]
 
 
 class MoeBlock(nnx.Module):
     """Router [H, E] and stacked expert weights: gate/up [E, H, I], down [E, I, H]."""
 
-    def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, dtype: Any, param_dtype: Any, experts: str):
-        """`experts`: "ragged" or "dense" (`resolve_experts`)."""
+    def __init__(
+        self,
+        cfg: Qwen3Config,
+        *,
+        rngs: nnx.Rngs,
+        dtype: Any,
+        param_dtype: Any,
+        experts: str,
+        exchange: str = "gather",
+    ):
+        """`experts`: "ragged" or "dense" (`resolve_experts`); `exchange`: how tokens reach experts on
+        other shards of a mesh's expert axis (`resolve_exchange`; "gather" runs on every platform)."""
         moe = cfg.moe
         h, i, e = cfg.hidden_size, moe.moe_intermediate_size, moe.num_experts
         init = nnx.initializers.normal(cfg.initializer_range)
         self.router = make_param(rngs, (h, e), ("embed", None), init, param_dtype)
-        self.gate_proj = make_param(rngs, (e, h, i), (None, "embed", "mlp"), init, param_dtype)
-        self.up_proj = make_param(rngs, (e, h, i), (None, "embed", "mlp"), init, param_dtype)
-        self.down_proj = make_param(rngs, (e, i, h), (None, "mlp", "embed"), init, param_dtype)
+        gate, up, down = EXPERT_NAMES
+        self.gate_proj = make_param(rngs, (e, h, i), gate, init, param_dtype)
+        self.up_proj = make_param(rngs, (e, h, i), up, init, param_dtype)
+        self.down_proj = make_param(rngs, (e, i, h), down, init, param_dtype)
         self.top_k = moe.num_experts_per_tok
         self.renorm = moe.norm_topk_prob
         self.experts = experts
+        self.exchange = exchange
         self.dtype = dtype
 
     @property
@@ -128,13 +268,19 @@ class MoeBlock(nnx.Module):
         return gates(top, chosen, valid, self.num_experts, self.renorm)
 
     def __call__(self, x: jax.Array, valid: jax.Array | None = None) -> jax.Array:
-        """x [B, T, H] -> [B, T, H]; `valid` [B, T] bool (None: every token) marks the tokens routed."""
+        """x [B, T, H] -> [B, T, H]; `valid` [B, T] bool (None: every token) marks the tokens routed.
+        On a mesh with an expert axis of size > 1 the experts run sharded (`expert_parallel`)."""
         b, t, h = x.shape
         flat = x.reshape(b * t, h)
         valid = jnp.ones((b * t,), bool) if valid is None else valid.reshape(b * t)
         routing = self.route(flat, valid)
         weights = [getattr(self, n)[...].astype(self.dtype) for n in ("gate_proj", "up_proj", "down_proj")]
-        out = EXPERTS[self.experts](flat, routing, *weights).astype(self.dtype)
+        mesh = jax.sharding.get_abstract_mesh()
+        if mesh.empty or dict(mesh.shape).get(EXPERT_AXIS, 1) == 1:
+            out = EXPERTS[self.experts](flat, routing, *weights)
+        else:
+            out = expert_parallel(flat, routing, weights, self.experts, self.exchange, mesh)
+        out = out.astype(self.dtype)
         return constrain(out.reshape(b, t, h), ("batch", "seq", "act_embed"))
 
 
@@ -147,8 +293,14 @@ class MoeDecoderLayer(DecoderLayer):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.attn = Attention(cfg, rngs=rngs, runtime=runtime)
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
-        experts = runtime.moe_experts
-        self.mlp = MoeBlock(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype, experts=experts)
+        self.mlp = MoeBlock(
+            cfg,
+            rngs=rngs,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            experts=runtime.moe_experts,
+            exchange=resolve_exchange(runtime.platform),
+        )
 
     def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> jax.Array:
         return self.mlp(x, valid)

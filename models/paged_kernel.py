@@ -26,7 +26,7 @@ What the kernel takes and how the pool meets it:
   (row, head) as a kernel row would put KVH' tables in SMEM (the kernel prefetches the whole
   table: the Qwen3-0.6B TPU recipe's 4,096 pages a row x 8 rows x 8 heads overflowed its 1 MiB).
 - On a mesh the pallas_call runs under `jax.shard_map`: rows and the pool's NS axis over the
-  batch axes (data x fsdp), KV heads over tensor, as the pool is laid out (PAGE_AXES); a shard's
+  batch axes (data x fsdp x expert), KV heads over tensor, as the pool is laid out (PAGE_AXES); a shard's
   tables already hold its own page numbers.
 - Shapes: the TPU compile is checked at the Qwen3 releases' D = 128 with rollout.page_size 16 and
   a bf16 pool (tests/b2tjax/test_paged_decode_tpu.py); other head dims and page sizes are untried

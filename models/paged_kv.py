@@ -8,7 +8,7 @@ page_size]` at offset `s % page_size`; the logical slots, positions and masks ar
 contiguous cache, so attention does the same arithmetic on the same key blocks (one online softmax,
 `models.kv_cache.blocked_attention`): only where a block's keys are read from differs.
 
-Layout: k, v [L, NS, KVH, P, page_size, D], NS = the shards the rows are split into (data x fsdp
+Layout: k, v [L, NS, KVH, P, page_size, D], NS = the shards the rows are split into (data x fsdp x expert
 on a mesh, 1 without), P pages per shard: the pages of a shard live on that shard's devices with
 its rows, and a row's table holds page numbers of its own shard. Per layer and shard a pool is
 [KVH, P, page_size, D], the TPU paged-attention kernel's own layout (models/paged_kernel.py), and
@@ -70,7 +70,7 @@ class PagedKVCache:
 
 
 def row_shards(mesh: Mesh | None, rows: int) -> int:
-    """How many shards `rows` cache rows are split into on `mesh` (data x fsdp where they divide)."""
+    """How many shards `rows` cache rows are split into on `mesh` (data x fsdp x expert where they divide)."""
     if mesh is None:
         return 1
     spec = logical_to_spec(("batch",), (rows,), dict(mesh.shape))[0]

@@ -1,4 +1,5 @@
-"""Logical axis names -> mesh axes (`data`, `fsdp`, `tensor`), mesh construction, sharded model creation.
+"""Logical axis names -> mesh axes (`data`, `fsdp`, `expert`, `tensor`), mesh construction, sharded
+model creation.
 
 Parameters carry logical names in their `out_sharding` metadata (see models/layers.py); activations
 are constrained with `constrain`, which is a no-op unless a mesh is set with `jax.set_mesh`.
@@ -16,13 +17,21 @@ import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-MESH_AXES = ("data", "fsdp", "tensor")
+# tensor innermost (neighbouring devices).
+MESH_AXES = ("data", "fsdp", "expert", "tensor")
+# Left out of a mesh at size 1, so a dense model's mesh, shardings and programs (and their compile
+# cache keys: a spec naming a size-1 axis is another sharding to jit) are those without it.
+OPTIONAL_AXES = ("expert",)
+# The axes a batch's rows are split over: the expert axis' devices are data-parallel outside the
+# experts (as MaxText's), so a Qwen3-MoE layer's tokens are spread over its expert shards.
+ROW_AXES = ("data", "fsdp", "expert")
 
 # One table for parameters and activations. A logical name maps to one mesh axis, a tuple of mesh
 # axes, or None (replicated). Parameters: FSDP shards the model dim, tensor parallelism shards
-# heads / MLP / vocab. Activations: batch over data x fsdp, everything else local.
+# heads / MLP / vocab, expert parallelism the experts. Activations: batch over ROW_AXES, everything
+# else local.
 LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
-    ("batch", ("data", "fsdp")),
+    ("batch", ROW_AXES),
     ("seq", None),
     ("embed", "fsdp"),
     ("vocab", "tensor"),
@@ -30,6 +39,7 @@ LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("kv_heads", "tensor"),
     ("head_dim", None),
     ("mlp", "tensor"),
+    ("expert", "expert"),  # the stacked experts of a Qwen3-MoE layer (models/moe.py)
     ("layers", None),
     ("norm", None),
     ("lora_rank", None),  # LoRA adapters: the rank axis is small, replicated
@@ -45,25 +55,42 @@ Logical = Sequence[str | None] | None
 
 
 def make_mesh(
-    data: int = -1, fsdp: int = 1, tensor: int = 1, devices: Sequence[jax.Device] | None = None
+    data: int = -1,
+    fsdp: int = 1,
+    tensor: int = 1,
+    devices: Sequence[jax.Device] | None = None,
+    *,
+    expert: int = 1,
 ) -> Mesh:
-    """A ('data', 'fsdp', 'tensor') mesh over `devices` (default: all). One size may be -1 (= the rest)."""
+    """A ('data', 'fsdp', 'expert', 'tensor') mesh over `devices` (default: all), without the
+    OPTIONAL_AXES of size 1. One size may be -1 (= the rest)."""
     devices = list(jax.devices() if devices is None else devices)
-    sizes = [data, fsdp, tensor]
+    named = {"data": data, "fsdp": fsdp, "expert": expert, "tensor": tensor}
+    sizes = [named[a] for a in MESH_AXES]
+    described = " ".join(f"{a}={n}" for a, n in named.items())
     if sizes.count(-1) > 1:
-        raise ValueError(f"at most one mesh axis may be -1, got data={data} fsdp={fsdp} tensor={tensor}")
+        raise ValueError(f"at most one mesh axis may be -1, got {described}")
     known = math.prod(s for s in sizes if s != -1)
     if known <= 0 or len(devices) % known:
-        raise ValueError(
-            f"mesh data={data} fsdp={fsdp} tensor={tensor} does not divide {len(devices)} devices"
-        )
+        raise ValueError(f"mesh {described} does not divide {len(devices)} devices")
     sizes = [len(devices) // known if s == -1 else s for s in sizes]
     if math.prod(sizes) != len(devices):
         raise ValueError(
             f"mesh {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices, have {len(devices)}"
         )
-    grid = np.asarray(devices, dtype=object).reshape(sizes)
-    return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
+    kept = {a: n for a, n in zip(MESH_AXES, sizes) if n != 1 or a not in OPTIONAL_AXES}
+    grid = np.asarray(devices, dtype=object).reshape(list(kept.values()))
+    return Mesh(grid, tuple(kept), axis_types=(AxisType.Auto,) * len(kept))
+
+
+def row_axes(mesh_shape: dict[str, int]) -> tuple[str, ...]:
+    """The ROW_AXES a mesh of `mesh_shape` has."""
+    return tuple(a for a in ROW_AXES if a in mesh_shape)
+
+
+def row_devices(mesh_shape: dict[str, int] | None) -> int:
+    """Devices a batch's rows are split over (ROW_AXES) on a mesh of `mesh_shape`; 1 without one."""
+    return 1 if mesh_shape is None else math.prod(mesh_shape[a] for a in row_axes(mesh_shape))
 
 
 def mesh_platform(mesh: Mesh | None) -> str:

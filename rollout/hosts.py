@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from models.sharding import logical_to_spec
+from models.sharding import logical_to_spec, row_devices
 
 
 def multihost() -> bool:
@@ -55,8 +55,8 @@ def owned_rows(mesh: Mesh | None, rows: int) -> list[int]:
     sharding = row_sharding(mesh, (rows,))
     if sharding.is_fully_replicated:
         raise ValueError(
-            f"rollout.batch_rows={rows} must be a multiple of the mesh's data x fsdp devices "
-            f"({mesh.shape['data'] * mesh.shape['fsdp']}) to split rows over {jax.process_count()} processes"
+            f"rollout.batch_rows={rows} must be a multiple of the mesh's data x fsdp x expert devices "
+            f"({row_devices(dict(mesh.shape))}) to split rows over {jax.process_count()} processes"
         )
     owned: set[int] = set()
     for device, index in sharding.devices_indices_map((rows,)).items():

@@ -5,7 +5,7 @@ Why on the host: which pages a row holds changes only when the scheduler seats, 
 frees a row, between device calls; the device gets the whole table [B, pages_per_row] with each
 call (a few KiB), so no program ever allocates.
 
-Pages belong to the shard of the rows (data x fsdp on a mesh): a row takes pages of its own shard
+Pages belong to the shard of the rows (data x fsdp x expert on a mesh): a row takes pages of its own shard
 only. A page is free when no row references it. Rows sharing a prefix (a GRPO group's prompt, a
 HiMAP team's system + tools, a parked stream's own old row) reference its full pages, each page
 once in memory (refcount = rows); the partly filled last page is copied into a page of the

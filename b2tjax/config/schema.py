@@ -194,6 +194,9 @@ class MeshConfig(Freezable):
     data: PosInt = 1  # data-parallel replicas
     fsdp: int = -1  # >= 1, or -1 = every device not used by the other axes
     tensor: PosInt = 1  # tensor-parallel shards (divides the heads)
+    # expert-parallel shards of a Qwen3-MoE model's experts (divides num_experts); its devices are
+    # data-parallel outside the experts (models/expert_parallel.py)
+    expert: PosInt = 1
     # 0 = co-located (one mesh decodes and trains); N > 0 = split placement: the last N local devices
     # of every process form the rollout sub-mesh, the others the train sub-mesh (half of each
     # process's devices: the sub-meshes have the same shape; b2tjax/run/mesh.py)

@@ -86,4 +86,4 @@ def memory_of(
 
 
 def shards(mesh: Mesh | None, *axes: str) -> int:
-    return 1 if mesh is None else math.prod(mesh.shape[a] for a in axes)
+    return 1 if mesh is None else math.prod(mesh.shape.get(a, 1) for a in axes)

@@ -17,20 +17,20 @@ from b2tjax.plan.program_memory import GIB
 from models.config import Qwen3Config
 from models.layers import resolve_attention
 from models.qwen3 import DTYPES
-from models.sharding import mesh_platform
+from models.sharding import mesh_platform, row_devices
 from models.splash import splash_lengths
 
 REFERENCE_BLOCK = 1024  # Qwen3ForCausalLM's attention_block as the trainer builds it
 
 
 def _per_device(mesh: Mesh | None, rows: int, model: Qwen3Config) -> tuple[int, int]:
-    """(rows, query heads) of one micro-batch on one device: rows over data x fsdp when they split,
+    """(rows, query heads) of one micro-batch on one device: rows over data x fsdp x expert when they split,
     heads over tensor when the KV heads do (models/sharding.py drops an axis that does not divide)."""
     if mesh is None:
         return rows, model.num_attention_heads
-    row_devices = mesh.shape["data"] * mesh.shape["fsdp"]
+    split = row_devices(dict(mesh.shape))
     tensor = mesh.shape["tensor"]
-    rows = rows // row_devices if rows % row_devices == 0 else rows
+    rows = rows // split if rows % split == 0 else rows
     heads = model.num_attention_heads
     return rows, heads // tensor if model.num_key_value_heads % tensor == 0 else heads
 

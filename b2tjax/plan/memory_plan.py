@@ -42,7 +42,7 @@ from b2tjax.step.batch import TrainBatch
 from b2tjax.step.train_step import BoundModel, abstract_train_state, state_shardings
 from models.config import Qwen3Config, get_config
 from models.qwen3 import DTYPES
-from models.sharding import on_mesh, variable_sharding
+from models.sharding import MESH_AXES, ROW_AXES, on_mesh, variable_sharding
 from models.sharding import state_shardings as param_shardings
 from rollout.placement import SamplerWeights, new_rollout_arrays
 from rollout.programs import compiled_functions, decode_bucket, program_platform
@@ -77,12 +77,12 @@ def analytic_sizes(
     the sampler's compute-dtype weights over `tensor`, the KV cache over rows and KV heads. Under
     LoRA `trained` counts the adapters' parameters and `frozen_bytes` is the frozen base, which
     the sampler shares (one device) instead of holding its own copy."""
-    devices = shards(mesh, "data", "fsdp", "tensor")
+    devices = shards(mesh, *MESH_AXES)
     trained = model.num_params() if trained is None else trained
     param_bytes = trained * jnp.dtype(DTYPES[cfg.model.param_dtype]).itemsize
     compute = jnp.dtype(DTYPES[cfg.model.compute_dtype]).itemsize
     cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
-    row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, "data", "fsdp"))
+    row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, *ROW_AXES))
     head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
     slots = cfg.rollout.pool_pages * cfg.rollout.page_size  # the page pool's
     kv = 2 * model.num_hidden_layers * slots * model.num_key_value_heads * model.head_dim * cache_bytes
@@ -210,11 +210,11 @@ def train_step_memory(ctx: PlanContext, phase: Phase) -> ProgramMemory:
     if ctx.frozen:
         plan.notes.append(_lora_note(ctx, plan.arguments["optimizer state"]))
     plan.notes.append(attention_note(cfg, ctx.model, ctx.mesh, micro_rows, shape[-1]))
-    row_devices = shards(ctx.mesh, "data", "fsdp")
+    row_devices = shards(ctx.mesh, *ROW_AXES)
     if micro_rows % row_devices:
         plan.notes.append(
             f"{micro_rows} rows per micro-batch do not split over {row_devices} row devices "
-            f"(data x fsdp): every device computes all of them; use a multiple of {row_devices}"
+            f"(data x fsdp x expert): every device computes all of them; use a multiple of {row_devices}"
         )
     return plan
 
@@ -236,7 +236,7 @@ def _lora_note(ctx: PlanContext, optimizer_bytes: int) -> str:
     trained = sum(x.size for x in jax.tree.leaves(ctx.params))
     total = ctx.model.num_params()
     full = 2 * total * jnp.dtype(DTYPES[ctx.cfg.model.param_dtype]).itemsize
-    full //= shards(ctx.mesh, "data", "fsdp", "tensor")
+    full //= shards(ctx.mesh, *MESH_AXES)
     return (
         f"LoRA trains {trained / 1e6:.1f}M of {total / 1e9:.2f}B parameters ({trained / total:.2%}): "
         f"optimizer state {optimizer_bytes / GIB:.3f} GiB instead of {full / GIB:.1f} GiB (full fine-tuning)"

@@ -42,7 +42,7 @@ def plan_meshes(target: Target, mesh: MeshConfig) -> tuple[Mesh | None, Mesh | N
     None, or with `mesh.rollout_devices` the trainer's split of each host's devices (an uneven
     split is its one-line UserError)."""
     if not mesh.rollout_devices:
-        return target_mesh(target, mesh.data, mesh.fsdp, mesh.tensor), None
+        return target_mesh(target, mesh.data, mesh.fsdp, mesh.tensor, mesh.expert), None
     return split_meshes(mesh, target_devices(target))
 
 

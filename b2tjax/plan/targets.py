@@ -24,7 +24,7 @@ import numpy as np
 from jax.experimental import mesh_utils, topologies
 from jax.sharding import Mesh
 
-from models.sharding import make_mesh
+from models.sharding import MESH_AXES, make_mesh
 
 # generation -> (libtpu topology prefix, chip config, TensorCores per chip, HBM GiB per chip, 3-D torus)
 TPU_GENERATIONS = {
@@ -155,21 +155,19 @@ def _dcn_axis(sizes: Sequence[int], slices: int) -> int:
     for axis in (0, 1):
         if sizes[axis] % slices == 0:
             return axis
-    raise ValueError(
-        f"mesh (data, fsdp, tensor) = {tuple(sizes)}: neither data nor fsdp splits over {slices} slices"
-    )
+    raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))}: neither data nor fsdp splits over {slices} slices")
 
 
 def device_grid(target: Target, sizes: Sequence[int], devices: Sequence[jax.Device]) -> np.ndarray:
-    """`devices` arranged as the (data, fsdp, tensor) grid `sizes`, following the topology: within a
-    slice along the chip interconnect (ICI), across slices (DCN) on the data axis when it can."""
+    """`devices` arranged as the MESH_AXES grid `sizes`, following the topology: within a slice
+    along the chip interconnect (ICI), across slices (DCN) on the data axis when it can."""
     if target.platform != "tpu":
         return np.asarray(devices, dtype=object).reshape(sizes)
 
     if target.slices == 1:
         return _ici_mesh(sizes, devices)
     axis = _dcn_axis(sizes, target.slices)
-    dcn = [target.slices if a == axis else 1 for a in range(3)]
+    dcn = [target.slices if a == axis else 1 for a in range(len(sizes))]
     ici = [s // d for s, d in zip(sizes, dcn, strict=True)]
     return mesh_utils.create_hybrid_device_mesh(ici, dcn, devices, allow_split_physical_axes=True)
 
@@ -184,17 +182,18 @@ def _ici_mesh(sizes: Sequence[int], devices: Sequence[jax.Device]) -> np.ndarray
         return mesh_utils.create_device_mesh(sizes, devices, allow_split_physical_axes=True)
 
 
-def target_mesh(target: Target, data: int, fsdp: int, tensor: int) -> Mesh | None:
-    """The (data, fsdp, tensor) mesh on `target`'s devices; None for one CPU device (plain jit)."""
+def target_mesh(target: Target, data: int, fsdp: int, tensor: int, expert: int = 1) -> Mesh | None:
+    """The (data, fsdp, expert, tensor) mesh on `target`'s devices; None for one CPU device (plain jit)."""
 
     devices = target_devices(target)
-    if target.platform == "cpu" and len(devices) == 1 and {data, fsdp, tensor} <= {1, -1}:
+    if target.platform == "cpu" and len(devices) == 1 and {data, fsdp, tensor, expert} <= {1, -1}:
         return None
-    sizes = [data, fsdp, tensor]
+    named = {"data": data, "fsdp": fsdp, "expert": expert, "tensor": tensor}
+    sizes = [named[a] for a in MESH_AXES]
     if sizes.count(-1) == 1:
         known = math.prod(s for s in sizes if s != -1)
         sizes = [len(devices) // known if s == -1 else s for s in sizes]
     if math.prod(sizes) != len(devices):  # make_mesh names the problem
-        return make_mesh(data, fsdp, tensor, devices)
+        return make_mesh(**named, devices=devices)
     grid = device_grid(target, sizes, devices)
-    return make_mesh(*sizes, devices=list(grid.reshape(-1)))
+    return make_mesh(**dict(zip(MESH_AXES, sizes)), devices=list(grid.reshape(-1)))

@@ -17,7 +17,7 @@ from jax.sharding import Mesh
 from b2tjax.config import MeshConfig, TrainConfig
 from b2tjax.errors import UserError
 from b2tjax.run.coordinator import bind_address
-from models.sharding import make_mesh
+from models.sharding import make_mesh, row_devices
 
 _GPU_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
 
@@ -41,18 +41,18 @@ def maybe_initialize_distributed(enabled: bool) -> None:
 
 
 def build_mesh(cfg: MeshConfig) -> Mesh | None:
-    """The (data, fsdp, tensor) mesh the trainer runs on: every device, or with
+    """The (data, fsdp, expert, tensor) mesh the trainer runs on: every device, or with
     `mesh.rollout_devices` the train sub-mesh; None on a single device (plain jit, no sharding)."""
     if cfg.rollout_devices:
         return split_meshes(cfg)[0]
-    if jax.device_count() == 1 and cfg.data in (1, -1) and cfg.fsdp in (1, -1) and cfg.tensor in (1, -1):
+    if jax.device_count() == 1 and {cfg.data, cfg.fsdp, cfg.tensor, cfg.expert} <= {1, -1}:
         return None
-    return make_mesh(cfg.data, cfg.fsdp, cfg.tensor)
+    return make_mesh(cfg.data, cfg.fsdp, cfg.tensor, expert=cfg.expert)
 
 
 def rollout_mesh(cfg: MeshConfig) -> Mesh | None:
     """The mesh the sampler decodes on: the run's mesh (co-located), or with `mesh.rollout_devices`
-    the rollout sub-mesh, shaped as the train sub-mesh (same data x fsdp x tensor sizes: the weight
+    the rollout sub-mesh, shaped as the train sub-mesh (same mesh sizes: the weight
     hand-over, rollout/handover.py, pairs each train device with one rollout device)."""
     if not cfg.rollout_devices:
         return build_mesh(cfg)
@@ -60,12 +60,12 @@ def rollout_mesh(cfg: MeshConfig) -> Mesh | None:
 
 
 def split_meshes(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> tuple[Mesh, Mesh]:
-    """(train sub-mesh, rollout sub-mesh) of `mesh.rollout_devices`, both data x fsdp x tensor, over
+    """(train sub-mesh, rollout sub-mesh) of `mesh.rollout_devices`, both shaped by `mesh`, over
     `devices` (default: every process's; launch/plan.py passes a target's compile-only devices)."""
     train, rollout = split_devices(cfg.rollout_devices, devices)
     return (
-        make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=train),
-        make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=rollout),
+        make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=train, expert=cfg.expert),
+        make_mesh(cfg.data, cfg.fsdp, cfg.tensor, devices=rollout, expert=cfg.expert),
     )
 
 
@@ -102,15 +102,15 @@ def check_placement(cfg: TrainConfig, mesh: Mesh | None) -> None:
 
 def check_rows_split(batch_rows: int, mesh_shape: Mapping[str, int] | None, processes: int) -> None:
     """At start-up: on several processes each one drives the KV-cache rows on its own devices, so
-    `rollout.batch_rows` must split evenly over the mesh's data x fsdp devices (on one process an
+    `rollout.batch_rows` must split evenly over the mesh's data x fsdp x expert devices (on one process an
     uneven count only shards less). A one-line error now, not after the SFT phase."""
     if mesh_shape is None or processes == 1:
         return
-    split = mesh_shape["data"] * mesh_shape["fsdp"]
+    split = row_devices(mesh_shape)
     if batch_rows % split:
         raise UserError(
-            f"rollout.batch_rows={batch_rows} must be a multiple of the mesh's data x fsdp size ({split}) "
-            f"on {processes} processes: each process drives the cache rows of its own devices"
+            f"rollout.batch_rows={batch_rows} must be a multiple of the mesh's data x fsdp x expert size "
+            f"({split}) on {processes} processes: each process drives the cache rows of its own devices"
         )
 
 

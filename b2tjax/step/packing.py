@@ -12,7 +12,7 @@ the longest record waste what shorter records' rows leave empty (most B2T record
 row, so they cannot pair: a share of 0.78-0.84 at best), so a micro-batch takes the narrowest of
 `width_buckets` holding its longest row (`row_widths` multiples of a 64-token granule; the widest
 holds the longest record the recipe allows, the row launch/plan.py fits), and `micro_rows` rows or
-one per data x fsdp device (`micro_sizes`; one count when they are equal, as in most Qwen3
+one per data x fsdp x expert device (`micro_sizes`; one count when they are equal, as in most Qwen3
 recipes). The rows (FFD at `capacity`) are sorted by tokens, longest first, and cut into
 consecutive micro-batches (`micro_batch_plan`): the cut with the fewest tokens computed (then the
 fewest micro-batches), a dynamic programme over the sorted rows. A micro-batch's loss positions
@@ -35,11 +35,12 @@ import dataclasses
 import numpy as np
 
 from b2tjax.step.batch import pad_length
+from models.sharding import row_devices as mesh_row_devices
 
 
 def row_devices(mesh) -> int:
-    """Devices a micro-batch's rows are split over (data x fsdp of a jax Mesh); 1 without one."""
-    return 1 if mesh is None else mesh.shape["data"] * mesh.shape["fsdp"]
+    """Devices a micro-batch's rows are split over (models.sharding.ROW_AXES of a jax Mesh); 1 without one."""
+    return mesh_row_devices(None if mesh is None else dict(mesh.shape))
 
 
 def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:

@@ -39,7 +39,7 @@ from b2tjax.step.accumulate import TrainState, accumulate_scan, split_step, upda
 from b2tjax.step.batch import TrainBatch
 from b2tjax.step.logprobs import position_logprobs, sequence_logprobs, spread_positions
 from models.lora import has_lora
-from models.sharding import on_mesh
+from models.sharding import on_mesh, row_axes, row_devices
 
 Params = dict  # nnx.to_pure_dict layout
 
@@ -212,9 +212,9 @@ class StepFns:
 
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
-    """[M, b, ...]: b over ('data', 'fsdp') when it divides, else replicated."""
-    row_devices = mesh.shape["data"] * mesh.shape["fsdp"]
-    rows = ("data", "fsdp") if len(shape) >= 2 and shape[1] % row_devices == 0 else None
+    """[M, b, ...]: b over ROW_AXES (data, fsdp, expert) when it divides, else replicated."""
+    splits = len(shape) >= 2 and shape[1] % row_devices(dict(mesh.shape)) == 0
+    rows = row_axes(dict(mesh.shape)) if splits else None
     return NamedSharding(mesh, PartitionSpec(None, rows))
 
 
