@@ -282,21 +282,26 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 
-    def _finish(self, x: jax.Array, attn: jax.Array, valid: jax.Array | None) -> jax.Array:
+    def _finish(self, x: jax.Array, attn: jax.Array, valid: jax.Array | None) -> tuple[jax.Array, Any]:
+        """(the layer's output, its router's statistics: None for a dense MLP)."""
         with jax.named_scope("attention"):
             x = constrain(x + self.attn.out(attn), ("batch", "seq", "act_embed"))
         with jax.named_scope("mlp"):
-            x = x + self.feed_forward(self.post_attn_norm(x), valid)
-        return constrain(x, ("batch", "seq", "act_embed"))
+            out, router = self.feed_forward(self.post_attn_norm(x), valid)
+        return constrain(x + out, ("batch", "seq", "act_embed")), router
 
-    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> jax.Array:
-        """The MLP on x [B, T, H]; `valid` [B, T] (the call's real tokens, None: all) is for a routed
-        block (models/qwen3_moe.py), which leaves padding unrouted; the dense MLP runs every token."""
-        return self.mlp(x)
+    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> tuple[jax.Array, Any]:
+        """The MLP on x [B, T, H] and its router's statistics (None here); `valid` [B, T] (the call's
+        real tokens, None: all) is for a routed block (models/moe.py), which leaves padding unrouted
+        and counts only valid tokens; the dense MLP runs every token."""
+        return self.mlp(x), None
 
-    def __call__(self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
+    ) -> tuple[jax.Array, Any]:
         """x [B, T, H] without a cache: causal attention over this call's tokens (by index;
-        `positions` [B, T] only rotate q and k), within each segment of `segment_ids` [B, T]."""
+        `positions` [B, T] only rotate q and k), within each segment of `segment_ids` [B, T].
+        Returns (x, the router's statistics: None for a dense MLP, `_finish`)."""
         with jax.named_scope("attention"):  # the output projection and residual: _finish
             q, k, v = self.attn.qkv(self.input_norm(x), positions)
             attn = self.attn.attend(q, k, v, segment_ids)
@@ -321,7 +326,7 @@ class DecoderLayer(nnx.Module):
             else:
                 attend = paged_attention_reference if paged else cached_attention
                 attn = attend(q, k_cache, v_cache, layer, call, block, self.attn.window)
-        return self._finish(x, attn, call.positions < call.filled[:, None]), k_cache, v_cache
+        return self._finish(x, attn, call.positions < call.filled[:, None])[0], k_cache, v_cache
 
 
 def with_paged_attention(model: nnx.Module, impl: str) -> nnx.Module:

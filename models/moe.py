@@ -4,7 +4,9 @@ every routed token is computed, no capacity.
 
 Routing (`MoeBlock.route`): router logits and softmax in fp32, top-k, renormalised to sum 1 when
 `norm_topk_prob`. Tokens marked invalid (padding) get no expert (index E, weight 0) and are in no
-expert's count. The expert computation is one of `EXPERT_IMPLS`:
+expert's count. `MoeBlock.forward` also returns the router's statistics over the valid tokens
+(models/router_stats.py: the load-balance loss and metrics), from the routing of the whole batch,
+before any exchange between expert shards. The expert computation is one of `EXPERT_IMPLS`:
 - "ragged": the k copies of each routed token sorted by expert and run as grouped matmuls
   (`jax.lax.ragged_dot`, group sizes = tokens per expert); unrouted copies sort last, past every
   group, and are never computed;
@@ -47,6 +49,7 @@ from jax.sharding import PartitionSpec as P
 
 from models.config import Qwen3Config
 from models.layers import F32, Attention, DecoderLayer, RMSNorm, make_param
+from models.router_stats import RouterStats, router_stats
 from models.settings import EXPERT_IMPLS, ModelRuntime
 from models.sharding import constrain, logical_to_spec, row_axes
 
@@ -260,28 +263,40 @@ class MoeBlock(nnx.Module):
     def num_experts(self) -> int:
         return self.router.shape[-1]
 
-    def route(self, x: jax.Array, valid: jax.Array) -> Routing:
-        """x [N, H] (compute dtype), valid [N] bool -> the routing (logits and softmax in fp32)."""
+    def router_probs(self, x: jax.Array) -> jax.Array:
+        """x [N, H] (compute dtype) -> the router's softmax fp32 [N, E] (logits in fp32)."""
         w = self.router[...].astype(self.dtype)
-        probs = jax.nn.softmax(jnp.einsum("nh,he->ne", x, w, preferred_element_type=F32), axis=-1)
+        return jax.nn.softmax(jnp.einsum("nh,he->ne", x, w, preferred_element_type=F32), axis=-1)
+
+    def choose(self, probs: jax.Array, valid: jax.Array) -> Routing:
+        """The routing of tokens with router softmax `probs` [N, E] and `valid` [N] bool: top-k."""
         top, chosen = jax.lax.top_k(probs, self.top_k)
         return gates(top, chosen, valid, self.num_experts, self.renorm)
 
+    def route(self, x: jax.Array, valid: jax.Array) -> Routing:
+        """x [N, H] (compute dtype), valid [N] bool -> the routing (logits and softmax in fp32)."""
+        return self.choose(self.router_probs(x), valid)
+
     def __call__(self, x: jax.Array, valid: jax.Array | None = None) -> jax.Array:
-        """x [B, T, H] -> [B, T, H]; `valid` [B, T] bool (None: every token) marks the tokens routed.
-        On a mesh with an expert axis of size > 1 the experts run sharded (`expert_parallel`)."""
+        """x [B, T, H] -> [B, T, H]; `valid` [B, T] bool (None: every token) marks the tokens routed."""
+        return self.forward(x, valid)[0]
+
+    def forward(self, x: jax.Array, valid: jax.Array | None = None) -> tuple[jax.Array, RouterStats]:
+        """`__call__`'s output and the router's statistics over the valid tokens. On a mesh with an
+        expert axis of size > 1 the experts run sharded (`expert_parallel`)."""
         b, t, h = x.shape
         flat = x.reshape(b * t, h)
         valid = jnp.ones((b * t,), bool) if valid is None else valid.reshape(b * t)
-        routing = self.route(flat, valid)
+        probs = self.router_probs(flat)
+        routing = self.choose(probs, valid)
         weights = [getattr(self, n)[...].astype(self.dtype) for n in ("gate_proj", "up_proj", "down_proj")]
         mesh = jax.sharding.get_abstract_mesh()
         if mesh.empty or dict(mesh.shape).get(EXPERT_AXIS, 1) == 1:
             out = EXPERTS[self.experts](flat, routing, *weights)
         else:
             out = expert_parallel(flat, routing, weights, self.experts, self.exchange, mesh)
-        out = out.astype(self.dtype)
-        return constrain(out.reshape(b, t, h), ("batch", "seq", "act_embed"))
+        out = constrain(out.astype(self.dtype).reshape(b, t, h), ("batch", "seq", "act_embed"))
+        return out, router_stats(probs, routing.counts, valid, self.top_k)
 
 
 class MoeDecoderLayer(DecoderLayer):
@@ -302,5 +317,5 @@ class MoeDecoderLayer(DecoderLayer):
             exchange=resolve_exchange(runtime.platform),
         )
 
-    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> jax.Array:
-        return self.mlp(x, valid)
+    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> tuple[jax.Array, RouterStats]:
+        return self.mlp.forward(x, valid)

@@ -42,6 +42,7 @@ from models.layers import F32, RMSNorm, make_param, resolve_attention
 from models.moe import resolve_experts
 from models.paged_kernel import resolve_paged_attention
 from models.paged_kv import PagedKVCache
+from models.router_stats import RouterStats
 from models.settings import DEFAULT_RUNTIME, AttentionImpl, ModelRuntime, Remat
 from models.sharding import constrain, mesh_platform, state_shardings
 from models.stacks import decoder_stacks
@@ -134,22 +135,26 @@ class Qwen3ForCausalLM(nnx.Module):
 
     def _run_layers(
         self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
-    ) -> jax.Array:
-        """Scan the stacked layers over x [B, T, H] (no cache; rematerialised per `remat`).
+    ) -> tuple[jax.Array, RouterStats | None]:
+        """Scan the stacked layers over x [B, T, H] (no cache; rematerialised per `remat`); with it
+        the routers' statistics stacked over the MoE layers in model order (scanned outputs; None
+        for dense Qwen3, whose scans output nothing).
 
         A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
         identical program, and it also works when the model was merged at an outer trace level
         (e.g. a sampler's lax.while_loop closing over the model), where nnx transforms refuse."""
+        routers = []
         for graphdef, layer_state, _ in self._layer_runs():
 
             def body(x: jax.Array, state_l, graphdef=graphdef):
-                return nnx.merge(graphdef, state_l)(x, positions, segment_ids), None
+                return nnx.merge(graphdef, state_l)(x, positions, segment_ids)
 
             if self.remat != "none":
                 body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
             with jax.named_scope("layers"):
-                x = jax.lax.scan(body, x, layer_state)[0]
-        return x
+                x, router = jax.lax.scan(body, x, layer_state)
+            routers += [] if router is None else [router]
+        return x, jax.tree.map(lambda *a: jnp.concatenate(a), *routers) if routers else None
 
     def layer_weights(self) -> list[Any]:
         """The stacked layers' state as one state per layer (a copy of the layer weights), for a
@@ -231,6 +236,16 @@ class Qwen3ForCausalLM(nnx.Module):
         int32 packs several records into a row (0 = padding, records 1, 2, ... in a row; the caller
         restarts `positions` at 0 per record): a token attends only to earlier tokens of its own
         segment, so each record's logits are those of the record alone. None: one sequence a row."""
+        return self.hidden_and_router(input_ids, positions, segment_ids)[0]
+
+    def hidden_and_router(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+    ) -> tuple[jax.Array, RouterStats | None]:
+        """`hidden_states` and the routers' statistics over the real tokens (segment_ids != 0),
+        stacked [L, ...] over the MoE layers (models/router_stats.py); None for dense Qwen3."""
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
         b, t = input_ids.shape
@@ -239,9 +254,9 @@ class Qwen3ForCausalLM(nnx.Module):
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         x = constrain(self.embed(input_ids), ("batch", "seq", "act_embed"))
-        x = self._run_layers(x, positions, segment_ids)
+        x, router = self._run_layers(x, positions, segment_ids)
         with jax.named_scope("final_norm"):
-            return self.norm(x)
+            return self.norm(x), router
 
     def __call__(
         self,

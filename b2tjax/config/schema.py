@@ -63,6 +63,16 @@ class RopeScalingConfig(Freezable):
 
 
 @dataclass
+class MoeTrainConfig(Freezable):
+    """`model.moe`: how a Qwen3-MoE checkpoint trains (docs/concepts/moe.md); a dense model has no
+    router, and a weight > 0 for one is refused when its step is built."""
+
+    # >= 0: the Switch load-balance loss (MaxText's load_balance_loss_weight; 1 x k when balanced)
+    # added to the SFT and GRPO losses times this; 0 = none
+    load_balance_loss_weight: NonNegFloat = 0.0
+
+
+@dataclass
 class ModelConfig(Freezable):
     preset: str = "tiny"  # models.config.get_config name, used when init is "" (random init)
     init: str = ""  # "" random | "hf:DIR" (Hugging Face checkpoint) | "ckpt:DIR" (models.checkpoint)
@@ -82,6 +92,7 @@ class ModelConfig(Freezable):
     # LoRA / QLoRA (models/lora.py): rank > 0 trains adapters only on a base frozen in compute_dtype
     lora: LoraConfig = field(default_factory=LoraConfig)
     rope_scaling: RopeScalingConfig = field(default_factory=RopeScalingConfig)
+    moe: MoeTrainConfig = field(default_factory=MoeTrainConfig)
 
     def runtime(self, paged_attention: str = "auto") -> ModelRuntime:
         """How the run's model executes: the recipe's dtypes (under LoRA the frozen base is stored in

@@ -26,6 +26,7 @@ class Metric:
 
 
 _TRAIN = "every train step (phase sft and grpo)"
+_MOE = "every train step of a Qwen3-MoE model (means over its MoE layers; a dense model logs none)"
 _GRPO = "GRPO steps (phase grpo)"
 _ENGINE = "GRPO steps, the rollout engine (summed over processes)"
 _STREAM = "GRPO steps, streaming (rollout.max_staleness > 0)"
@@ -56,6 +57,26 @@ METRICS: tuple[Metric, ...] = (
         "tokens of the step's records (GRPO) or traces (SFT) per wall-clock second",
     ),
     Metric("step_time_s", _TRAIN, "wall-clock seconds of the whole step"),
+    Metric(
+        "router/load_balance_loss",
+        _MOE,
+        "Switch load-balance loss E x sum_e f_e P_e over the valid tokens (k when balanced); added to "
+        "the loss times model.moe.load_balance_loss_weight",
+    ),
+    Metric(
+        "router/expert_load_max",
+        _MOE,
+        "pairs routed to the busiest expert / a balanced router's (tokens x k / E); 1 = balanced",
+    ),
+    Metric("router/expert_load_min", _MOE, "the same for the least used expert (0: an expert got no token)"),
+    Metric("router/expert_load_cv", _MOE, "std / mean of the pairs routed to each expert (0 = balanced)"),
+    Metric(
+        "router/dropped_share",
+        _MOE,
+        "share of the valid tokens' k slots not routed to an expert, measured (routed pairs vs tokens x k): "
+        "0, the experts are dropless",
+    ),
+    Metric("router/entropy", _MOE, "mean entropy (nats) of the router softmax over the valid tokens"),
     Metric("reward", _GRPO, "mean episode reward (each episode counted once, a HiMAP team's too)"),
     Metric("reward_std", _GRPO, "standard deviation of the episode rewards"),
     Metric(

@@ -43,4 +43,5 @@ def phase_step_fns(
         mesh=mesh,
         valid_vocab=valid_vocab,
         frozen=frozen,
+        load_balance_weight=cfg.model.moe.load_balance_loss_weight,
     )

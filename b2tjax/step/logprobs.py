@@ -16,6 +16,8 @@ exactly as the sampler does.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -75,13 +77,16 @@ def hidden_logprobs(
     return lp, ent
 
 
-def _hidden(model, ids: jax.Array, segments: tuple[jax.Array, jax.Array] | None) -> jax.Array:
-    """The final hidden states [B, T, H]; `segments` = (segment_ids, token_positions) of packed
-    rows (b2tjax.step.packing): attention within a segment, RoPE at the record's own positions."""
-    if segments is None:
-        return model.hidden_states(ids)
-    segment_ids, token_positions = segments
-    return model.hidden_states(ids, token_positions, segment_ids=segment_ids)
+def forward(model, ids: jax.Array, segments: tuple[jax.Array, jax.Array] | None) -> tuple[jax.Array, Any]:
+    """The final hidden states [B, T, H] and the routers' statistics (models/router_stats.py; None
+    for a dense model); `segments` = (segment_ids, token_positions) of packed rows
+    (b2tjax.step.packing): attention within a segment, RoPE at the record's own positions, padding
+    (segment 0) unrouted."""
+    with jax.named_scope("forward"):
+        if segments is None:
+            return model.hidden_and_router(ids)
+        segment_ids, token_positions = segments
+        return model.hidden_and_router(ids, token_positions, segment_ids=segment_ids)
 
 
 def sequence_logprobs(
@@ -100,17 +105,16 @@ def sequence_logprobs(
     In packed rows a record's first token is predicted from the previous record's last: its mask
     is 0 (as position 0's), so that value is never read.
     """
-    with jax.named_scope("forward"):
-        hidden = _hidden(model, ids, segments)  # [B, T, H]
+    hidden = forward(model, ids, segments)[0]
+    return sequence_head(
+        model, hidden, ids, temperature=temperature, chunk_size=chunk_size, valid_vocab=valid_vocab
+    )
+
+
+def sequence_head(model, hidden: jax.Array, ids: jax.Array, **kw: Any) -> tuple[jax.Array, jax.Array]:
+    """`sequence_logprobs` from the forward's `hidden` [B, T, H]; `kw`: its head settings."""
     with jax.named_scope("logprobs"):  # the chunked lm-head projection and log-softmax
-        lp, ent = hidden_logprobs(
-            hidden[:, :-1],
-            model.lm_head_weight(),
-            ids[:, 1:],
-            temperature=temperature,
-            chunk_size=chunk_size,
-            valid_vocab=valid_vocab,
-        )
+        lp, ent = hidden_logprobs(hidden[:, :-1], model.lm_head_weight(), ids[:, 1:], **kw)
     zeros = jnp.zeros((ids.shape[0], 1), jnp.float32)
     return jnp.concatenate([zeros, lp], axis=1), jnp.concatenate([zeros, ent], axis=1)
 
@@ -133,19 +137,20 @@ def position_logprobs(
     with p = 0 (padding of `train_batch.loss_positions`) hold the prediction of ids[b, 0] from
     itself: finite, meaningless, and weighted 0 by the caller's mask.
     """
-    with jax.named_scope("forward"):
-        hidden = _hidden(model, ids, segments)  # [B, T, H]
+    hidden = forward(model, ids, segments)[0]
+    kw = dict(temperature=temperature, chunk_size=chunk_size, valid_vocab=valid_vocab)
+    return position_head(model, hidden, ids, positions, **kw)
+
+
+def position_head(
+    model, hidden: jax.Array, ids: jax.Array, positions: jax.Array, **kw: Any
+) -> tuple[jax.Array, jax.Array]:
+    """`position_logprobs` from the forward's `hidden` [B, T, H]; `kw`: its head settings."""
     with jax.named_scope("logprobs"):
         before = jnp.maximum(positions - 1, 0)  # the state that predicts token p is at p - 1
         picked = jnp.take_along_axis(hidden, before[..., None], axis=1)  # [B, K, H]
-        return hidden_logprobs(
-            picked,
-            model.lm_head_weight(),
-            jnp.take_along_axis(ids, positions, axis=1),
-            temperature=temperature,
-            chunk_size=chunk_size,
-            valid_vocab=valid_vocab,
-        )
+        targets = jnp.take_along_axis(ids, positions, axis=1)
+        return hidden_logprobs(picked, model.lm_head_weight(), targets, **kw)
 
 
 def spread_positions(values: jax.Array, positions: jax.Array, length: int) -> jax.Array:

@@ -34,10 +34,11 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from b2tjax.step import logprobs as lps
 from b2tjax.step import loss as grpo
 from b2tjax.step.accumulate import TrainState, accumulate_scan, split_step, update
 from b2tjax.step.batch import TrainBatch
-from b2tjax.step.logprobs import position_logprobs, sequence_logprobs, spread_positions
+from b2tjax.step.router import add_router_terms
 from models.lora import has_lora
 from models.sharding import on_mesh, row_axes, row_devices
 
@@ -90,23 +91,24 @@ def _param_filters(model: nnx.Module) -> tuple[Any, Any]:
 
 
 def _micro_logprobs(model, micro: TrainBatch, chunk: int, temperature: float, valid_vocab):
-    """(log-probs, entropy, pick): at `micro.positions` when the batch has them ([b, K]; `pick`
-    gathers any [b, T] field there), else at every token ([b, T]; `pick` is the identity). Packed
-    rows (`micro.segment_ids`) attend within their segments."""
-    kw = dict(temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab, segments=micro.segments)
+    """(log-probs, entropy, pick, router statistics: None for a dense model): at `micro.positions`
+    when the batch has them ([b, K]; `pick` gathers any [b, T] field there), else at every token
+    ([b, T]; `pick` is the identity). Packed rows (`micro.segment_ids`) attend within their segments."""
+    kw = dict(temperature=temperature, chunk_size=chunk, valid_vocab=valid_vocab)
+    hidden, router = lps.forward(model, micro.ids, micro.segments)
     if micro.positions is None:
-        return (*sequence_logprobs(model, micro.ids, **kw), lambda x: x)
-    lp, ent = position_logprobs(model, micro.ids, micro.positions, **kw)
+        return (*lps.sequence_head(model, hidden, micro.ids, **kw), lambda x: x, router)
+    lp, ent = lps.position_head(model, hidden, micro.ids, micro.positions, **kw)
 
     def pick(x):
         return None if x is None else jnp.take_along_axis(x, micro.positions, axis=1)
 
-    return lp, ent, pick
+    return lp, ent, pick, router
 
 
-def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm, frozen, temperature):
+def _grpo_micro_loss(model_fn, cfg, valid_vocab, balance, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
-    lp, ent, pick = _micro_logprobs(model, micro, cfg.logprob_chunk, temperature, valid_vocab)
+    lp, ent, pick, router = _micro_logprobs(model, micro, cfg.logprob_chunk, temperature, valid_vocab)
     with jax.named_scope("loss"):
         mask = pick(micro.mask)  # the same row sums as micro.mask: positions hold every mask != 0
         packed = micro.segment_ids is not None  # then advantages are per token, [b, T]
@@ -126,16 +128,17 @@ def _grpo_micro_loss(model_fn: BoundModel, cfg, valid_vocab, params, micro, norm
             is_weights=pick(micro.is_weights),
         )
         stats["entropy"] = jnp.sum(ent * mask) / norm.num_tokens
-    return loss, stats
+        return add_router_terms(loss, stats, router, balance, mask, norm.num_tokens)
 
 
-def _sft_micro_loss(model_fn: BoundModel, chunk: int, valid_vocab, params, micro, norm, frozen, temperature):
+def _sft_micro_loss(model_fn, chunk: int, valid_vocab, balance, params, micro, norm, frozen, temperature):
     model = model_fn(params, frozen)
-    lp, ent, pick = _micro_logprobs(model, micro, chunk, temperature, valid_vocab)
+    lp, ent, pick, router = _micro_logprobs(model, micro, chunk, temperature, valid_vocab)
     with jax.named_scope("loss"):
         mask = pick(micro.mask).astype(jnp.float32)
         loss = -jnp.sum(lp * mask) / norm.num_tokens  # token mean over the whole batch
-        return loss, {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
+        stats = {"entropy": jnp.sum(ent * mask) / norm.num_tokens}
+        return add_router_terms(loss, stats, router, balance, mask, norm.num_tokens)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,6 +287,7 @@ def make_step_fns(
     mesh: Mesh | None = None,
     valid_vocab: int | None = None,
     frozen: Params | None = None,
+    load_balance_weight: float = 0.0,
 ) -> StepFns:
     """Build jitted GRPO/SFT steps and the log-prob pass.
 
@@ -291,11 +295,14 @@ def make_step_fns(
     as both input and output sharding; batches are sharded by `StepFns.shard_batch`. `valid_vocab`
     (the tokenizer's size) keeps the model's padded embedding rows out of every log-softmax, as
     the sampler does. `frozen`: the frozen base of a LoRA model (BoundModel.frozen_of; arrays, or
-    ShapeDtypeStructs to lower), passed to every call.
+    ShapeDtypeStructs to lower), passed to every call. `load_balance_weight`: a Qwen3-MoE's
+    load-balance loss added to both losses times it (b2tjax/step/router.py; 0: none).
     """
-    grpo_loss = functools.partial(_grpo_micro_loss, model_fn, grpo_cfg, valid_vocab, temperature=temperature)
+    grpo_loss = functools.partial(
+        _grpo_micro_loss, model_fn, grpo_cfg, valid_vocab, load_balance_weight, temperature=temperature
+    )
     sft_loss = functools.partial(
-        _sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab, temperature=1.0
+        _sft_micro_loss, model_fn, grpo_cfg.logprob_chunk, valid_vocab, load_balance_weight, temperature=1.0
     )
 
     def grpo_step(state: TrainState, batch: TrainBatch, frozen: Params):
@@ -368,9 +375,9 @@ def _logprob_pass(
         model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels
         micro_ids, micro_positions, micro_segments = micro
         if micro_positions is None:
-            return None, sequence_logprobs(model, micro_ids, segments=micro_segments, **kw)[0]
-        lp, _ = position_logprobs(model, micro_ids, micro_positions, segments=micro_segments, **kw)
-        return None, spread_positions(lp, micro_positions, micro_ids.shape[1])
+            return None, lps.sequence_logprobs(model, micro_ids, segments=micro_segments, **kw)[0]
+        lp, _ = lps.position_logprobs(model, micro_ids, micro_positions, segments=micro_segments, **kw)
+        return None, lps.spread_positions(lp, micro_positions, micro_ids.shape[1])
 
     return jax.lax.scan(body, None, (ids, positions, segments))[1]
 

@@ -169,7 +169,10 @@ def test_a_profile_of_the_train_step_reads_like_the_code():
     zeros = np.zeros((N, T), np.float32)
     flat = dict(ids=ids, mask=mask, old_logprobs=zeros, ref_logprobs=zeros, advantages=np.ones(N, np.float32))
     batch = fns.shard_batch(TrainBatch(**flat).split(1))
-    step = _scopes(fns.grpo_step.lower(init_train_state(params, opt), batch))
+    lowered = fns.grpo_step.lower(init_train_state(params, opt), batch)
+    metrics = set(lowered.out_info[1])
+    assert {"loss", "entropy"} <= metrics and not {m for m in metrics if m.startswith("router/")}  # dense
+    step = _scopes(lowered)
     blocks = {"embed", "layers", "attention", "mlp", "final_norm"}  # log-probs project chunk by chunk
     blocks |= {"forward_backward", "forward", "logprobs", "loss", "optimizer_update"}
     assert blocks <= step, sorted(blocks - step)

@@ -1,6 +1,7 @@
 """A Qwen3-MoE model with its experts sharded over the mesh's expert axis (8 fake CPU devices, in a
 subprocess), composed with data, FSDP and tensor parallelism: logits and every parameter's gradient
-equal the unsharded dense reference's. On a CPU the tokens move by all-gather and reduce-scatter;
+equal the unsharded dense reference's, the load-balance loss's included, and so do the routers'
+statistics over the whole batch. On a CPU the tokens move by all-gather and reduce-scatter;
 the TPU exchange (ragged all-to-all) is compiled by libtpu for a v5p slice."""
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def _child() -> dict:
 
     from models.moe import MoeBlock
     from models.qwen3 import Qwen3ForCausalLM
+    from models.router_stats import load_balance_loss
     from models.settings import ModelRuntime
     from models.sharding import make_mesh, state_shardings
 
@@ -51,9 +53,11 @@ def _child() -> dict:
     reference = nnx.jit(build, static_argnums=0)("dense")
     weights = nnx.to_pure_dict(nnx.state(reference))
 
-    def loss(model, ids, segments, probe):
-        logits = model(ids, None, segments)
-        return jnp.sum(jnp.where(segments[..., None] > 0, logits, 0.0) * probe), logits
+    def loss(model, ids, segments, probe):  # the load-balance loss too: its gradient reaches the routers
+        hidden, router = model.hidden_and_router(ids, None, segments)
+        logits = model.logits(hidden)
+        probed = jnp.sum(jnp.where(segments[..., None] > 0, logits, 0.0) * probe)
+        return probed + load_balance_loss(router), (logits, router)
 
     step = nnx.jit(nnx.value_and_grad(loss, has_aux=True))
     rng = np.random.default_rng(0)
@@ -63,7 +67,7 @@ def _child() -> dict:
     segments[2, 2:] = 2  # two records packed in a row
     segments = jnp.asarray(segments)
     probe = jnp.asarray(rng.normal(size=(ROWS, LENGTH, cfg.vocab_size)), jnp.float32)
-    (_, want), want_grad = step(reference, ids, segments, probe)
+    (_, (want, want_router)), want_grad = step(reference, ids, segments, probe)
     out: dict = {"grad_scale": max(float(jnp.abs(g).max()) for g in jax.tree.leaves(want_grad))}
     for name, (sizes, impl) in CASES.items():
         mesh = make_mesh(**sizes)
@@ -71,7 +75,7 @@ def _child() -> dict:
         nnx.replace_by_pure_dict(state, jax.device_put(weights, state_shardings(state, mesh)))
         model = nnx.merge(graph, state)
         with jax.set_mesh(mesh):
-            (_, got), grad = step(model, ids, segments, probe)
+            (_, (got, router)), grad = step(model, ids, segments, probe)
         gate = model.layers.mlp.gate_proj[...]
         out[name] = {
             "experts": model.layers.mlp.experts,
@@ -79,6 +83,9 @@ def _child() -> dict:
             "gate_shard": list(gate.addressable_shards[0].data.shape),
             "logits_diff": float(jnp.abs(got - want).max()),
             "logits_scale": float(jnp.abs(want).max()),
+            "router_tokens": want_router.tokens.tolist(),
+            "router_counts_equal": bool((router.counts == want_router.counts).all()),
+            "router_probs_diff": float(jnp.abs(router.probs - want_router.probs).max()),
             "grad_diff": max(
                 float(jnp.abs(a - b).max()) for a, b in zip(*map(jax.tree.leaves, (grad, want_grad)))
             ),
@@ -123,6 +130,9 @@ def test_sharded_experts_equal_the_unsharded_dense_reference(result, case):
     assert got["logits_scale"] > 1.0  # far from 0, so the bounds below are real
     assert got["logits_diff"] <= 1e-5
     assert got["grad_diff"] <= 1e-5 * result["grad_scale"]  # every parameter's, the routers' too
+    # the router's statistics over the whole batch's 18 real tokens (2 layers), as unsharded
+    assert got["router_tokens"] == [18.0, 18.0] and got["router_counts_equal"]
+    assert got["router_probs_diff"] <= 1e-5
 
 
 @slow
