@@ -9,7 +9,8 @@ Entry points (the contract other packages rely on):
   TPU, cuDNN's fused `jax.nn.dot_product_attention` on a GPU in bf16/fp16, the reference path
   elsewhere; `platform=` is the target's, from the mesh), "reference" (our blocked einsum), "xla",
   "cudnn", "splash" (models/splash.py); scores and softmax are fp32 in every one. `remat` and
-  `attention_block` trade memory for time.
+  `attention_block` trade memory for time. `hidden_and_router` also returns a Qwen3-MoE's router
+  statistics (models/router_stats.py), the layer scan's outputs (a dense model's scans have none).
 - `forward_cached(tokens [R, T], num_new [R], cache, rows=[R])` extends only cache rows `rows`
   (models/kv_cache.py); `last_only=True` returns only each row's next-token logits [R, V] (the
   prefill: [R, T, vocab] logits never exist); `layer_states=model.layer_weights()` runs the layers
