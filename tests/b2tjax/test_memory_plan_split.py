@@ -72,11 +72,12 @@ def test_each_side_holds_only_its_own_arrays(tmp_path):
     assert _near(sampler, PARAMS * 2 / 2)  # bf16 over tensor 2
     assert grpo["total_bytes"] == colo_by_name["grpo_step"]["total_bytes"]
 
-    # Rollout side: bf16 sampler weights over tensor 2, the KV cache of 4 rows x 3,584 slots x
-    # (2 layers x K,V x 2 KV heads x 16 dims x 2 bytes) over 2 row shards x 2 head shards; beside
+    # Rollout side: bf16 sampler weights over tensor 2, the KV page pool of 4 rows x 3,584 slots x
+    # (2 layers x K,V x 2 KV heads x 16 dims x 2 bytes) over 2 row shards x 2 head shards, with the
+    # rows' page tables (224 pages of 16 each, int32) and fill lengths over the row shards; beside
     # them only the filler (one fp32 train shard of each parameter), no optimizer state, no reference.
     decode, colo_decode = sides[("rollout_decode", "rollout")], colo_by_name["rollout_decode"]
-    kv = 4 * 3584 * (2 * 2 * 2 * 16 * 2) / (2 * 2)
+    kv = 4 * 3584 * (2 * 2 * 2 * 16 * 2) / (2 * 2) + 4 * (224 + 1) * 4 / 2
     assert _near(decode["arguments"]["sampler weights"], PARAMS * 2 / 2)
     assert _near(decode["arguments"]["KV cache"], kv, 0.001)
     assert list(decode["resident"]) == ["hand-over filler"]
