@@ -32,6 +32,7 @@ Router replay (the trainer using the experts a sampler chose): every forward ret
 it chose per token (`route_dtype`, 0 for padding), and takes given ones (`routes`) instead of
 top-k: the probabilities at those indices (`jnp.take_along_axis(probs, chosen, -1)`) go to `gates`
 and the expert computation as top-k's would, so the router keeps its gradient through `probs`.
+Negative given indices (a token with no recorded routes) leave that token its own top-k.
 """
 
 from __future__ import annotations
@@ -91,6 +92,16 @@ def route_dtype(num_experts: int) -> jnp.dtype:
     """The integer type of recorded expert indices: uint8 (one byte per (token, slot)) while the
     indices fit, int16 above 256 experts."""
     return jnp.dtype(jnp.uint8 if num_experts <= 256 else jnp.int16)
+
+
+def route_layout(cfg: Qwen3Config) -> tuple[int, int, jnp.dtype]:
+    """(MoE layers, experts per token, index dtype) of the routes a Qwen3-MoE `cfg` records."""
+    moe = cfg.moe
+    return (
+        sum(moe.sparse_layers(cfg.num_hidden_layers)),
+        moe.num_experts_per_tok,
+        route_dtype(moe.num_experts),
+    )
 
 
 def gates(top: jax.Array, experts: jax.Array, valid: jax.Array, num_experts: int, renorm: bool) -> Routing:
@@ -276,11 +287,12 @@ class MoeBlock(nnx.Module):
 
     def choose(self, probs: jax.Array, valid: jax.Array, routes: jax.Array | None = None) -> Routing:
         """The routing of tokens with router softmax `probs` [N, E] and `valid` [N] bool: top-k, or
-        the given experts `routes` [N, k] (replay) with their probabilities."""
-        if routes is None:
-            top, chosen = jax.lax.top_k(probs, self.top_k)
-        else:
-            chosen = routes.astype(jnp.int32)
+        the given experts `routes` [N, k] (replay) with their probabilities; a token whose given
+        experts are negative (none recorded) keeps its top-k."""
+        top, chosen = jax.lax.top_k(probs, self.top_k)
+        if routes is not None:
+            given = routes.astype(jnp.int32)
+            chosen = jnp.where(given[:, :1] >= 0, given, chosen)
             top = jnp.take_along_axis(probs, chosen, axis=-1)
         return gates(top, chosen, valid, self.num_experts, self.renorm)
 

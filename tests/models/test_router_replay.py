@@ -77,6 +77,13 @@ def test_forward_returns_routes_and_replays_them(model):
     assert (gap[valid & differs] > 1e-4).all()
     first = np.argmax(differs[0])  # tokens before the first changed route see the same network
     np.testing.assert_allclose(np.asarray(replayed)[0, :first], np.asarray(hidden)[0, :first], atol=1e-6)
+    # tokens given negative experts (none recorded) keep their own top-k
+    mixed = np.asarray(other).astype(np.int16)
+    mixed[0] = -1
+    own, (_, used) = _routed(model, ids, seg, jnp.asarray(mixed))
+    np.testing.assert_array_equal(used[0], chosen[0])
+    np.testing.assert_array_equal(np.asarray(used)[1][valid[1]], np.asarray(other)[1][valid[1]])
+    np.testing.assert_allclose(own[0], hidden[0], atol=1e-6)
 
 
 def test_block_follows_given_experts_with_the_router_gradient():
