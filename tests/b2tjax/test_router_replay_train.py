@@ -25,53 +25,68 @@ LENGTHS, PROMPT = [30, 21, 12], 4
 POLICY = RowPolicy(capacity=64, micro_rows=2)
 
 
+def _padded(rows: list, fill: int, dtype) -> jnp.ndarray:
+    """Records' per-token arrays as one batch, each padded after its end (causal: their outputs
+    before it are the record's alone)."""
+    out = np.full((len(rows), max(LENGTHS), *np.shape(rows[0])[1:]), fill, dtype)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return jnp.asarray(out)
+
+
 def _records(sampler) -> list[EpisodeRecord]:
     """Records of the sampler's log-probs and routes (teacher-forced, as the engine records them:
     tests/rollout/test_router_replay_engine.py); the first lacks its last 2 tokens' routes (not
     sampled: appended after its last model call)."""
     rng = np.random.default_rng(7)
-    run = jax.jit(lambda ids: (sequence_logprobs(sampler, ids)[0][0], sampler.routed_forward(ids)[1][1][0]))
+    ids = [rng.integers(1, sampler.config.vocab_size, n).astype(np.int32) for n in LENGTHS]
+    run = jax.jit(lambda ids: (sequence_logprobs(sampler, ids)[0], sampler.routed_forward(ids)[1][1]))
+    lps, routes = (np.asarray(x) for x in run(_padded(ids, 1, np.int32)))
     records = []
     for i, n in enumerate(LENGTHS):
-        ids = rng.integers(1, sampler.config.vocab_size, n).astype(np.int32)
-        lp, routes = (np.asarray(x) for x in run(jnp.asarray(ids[None])))
-        mask = (np.arange(n) >= PROMPT).astype(int)
         keep = n - 2 if i == 0 else n
-        mask[keep:] = 0
-        records.append(EpisodeRecord(f"r{i}", list(ids), list(mask), list(lp * mask), routes=routes[:keep]))
+        mask = ((np.arange(n) >= PROMPT) & (np.arange(n) < keep)).astype(int)
+        lp = list(lps[i, :n] * mask)
+        records.append(EpisodeRecord(f"r{i}", list(ids[i]), list(mask), lp, routes=routes[i, :keep]))
     return records
-
-
-def _pass(model, records):
-    """Each record's log-probs by the GRPO step's packed log-prob pass under `model`'s weights, and
-    the packing's fields."""
-    model_fn, params = BoundModel.from_model(model)
-    fns = make_step_fns(
-        model_fn, optax.sgd(0.1), lambda s: 0.1, GRPOConfig(), temperature=1.0, fixed_length=64
-    )
-    fields = record_fields(True, records)
-    return logprob_pass(fns, fields, POLICY.pack(LENGTHS))(params), fields
 
 
 def test_trainer_log_probs_follow_the_sampler_routes():
     sampler = _model()
+    model_fn, params = BoundModel.from_model(sampler)
+    fns = make_step_fns(
+        model_fn, optax.sgd(0.1), lambda s: 0.1, GRPOConfig(), temperature=1.0, fixed_length=64
+    )
     records = _records(sampler)
     sampled = [np.asarray(r.loss_mask, bool) for r in records]
     want = [np.asarray(r.logprobs) for r in records]
 
-    def gap(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
-        return max(np.abs(g[s] - w[s]).max() for g, w, s in zip(got, ref, sampled, strict=True))
+    def run(params, records) -> list[np.ndarray]:  # the GRPO step's packed log-prob pass
+        return logprob_pass(fns, record_fields(True, records), POLICY.pack(LENGTHS))(params)
 
-    same, fields = _pass(sampler, records)  # the sampler's own weights: its log-probs
+    def gap(got: list[np.ndarray]) -> float:
+        return max(np.abs(g[s] - w[s]).max() for g, w, s in zip(got, want, sampled, strict=True))
+
+    fields = record_fields(True, records)
     np.testing.assert_array_equal(fields["routes"][0][-2:], -1)  # no routes recorded: own top-k
-    assert gap(same, want) < 1e-5
+    assert gap(run(params, records)) < 1e-5  # the sampler's own weights: its log-probs
 
     trainer = nnx.clone(sampler)  # a router slightly moved: some tokens go to other experts
     router = trainer.layers.mlp.router
     router[...] = router[...] + jnp.asarray(
         np.random.default_rng(1).normal(0, 0.02, router.shape), jnp.float32
     )
-    own = [np.asarray(trainer.routed_forward(jnp.asarray([r.ids]))[1][1][0]) for r in records]
+    ids = _padded([r.ids for r in records], 1, np.int32)
+    ones = jnp.ones(ids.shape, jnp.int32)
+    pos = jnp.broadcast_to(jnp.arange(ids.shape[1], dtype=jnp.int32), ids.shape)
+    given = _padded(fields["routes"], -1, np.int16)
+    alone = jax.jit(
+        lambda routes: (
+            sequence_logprobs(trainer, ids, segments=(ones, pos, routes))[0],
+            trainer.routed_forward(ids)[1][1],
+        )
+    )
+    expected, own = (np.asarray(x) for x in alone(given))
     differ = np.concatenate(
         [
             (np.sort(o[: len(r.routes)], -1) != np.sort(r.routes, -1)).any((-1, -2))
@@ -79,18 +94,12 @@ def test_trainer_log_probs_follow_the_sampler_routes():
         ]
     )
     assert 0 < differ.mean() < 0.5
-    replayed = _pass(trainer, records)[0]
-    plain = _pass(trainer, [dataclasses.replace(r, routes=None) for r in records])[0]
-    # replayed: each record alone through the sampler's experts (only the gate weights moved)
-    alone = jax.jit(
-        lambda ids, seg, pos, routes: sequence_logprobs(trainer, ids, segments=(seg, pos, routes))[0]
-    )
-    for got, r, route, s in zip(replayed, records, fields["routes"], sampled, strict=True):
-        n = len(r.ids)
-        ones, pos = jnp.ones((1, n), jnp.int32), jnp.arange(n, dtype=jnp.int32)[None]
-        expected = np.asarray(alone(jnp.asarray([r.ids]), ones, pos, jnp.asarray(route[None]))[0])
-        np.testing.assert_allclose(got[s], expected[s], atol=1e-5)  # the pass reads the sampled tokens
-    assert gap(replayed, want) < gap(plain, want) / 3
+    trained = BoundModel.from_model(trainer)[1]
+    replayed = run(trained, records)
+    plain = run(trained, [dataclasses.replace(r, routes=None) for r in records])
+    for i, (got, s) in enumerate(zip(replayed, sampled, strict=True)):  # each alone, the sampler's experts
+        np.testing.assert_allclose(got[s], expected[i, : len(s)][s], atol=1e-5)
+    assert gap(replayed) < gap(plain) / 3  # only the gate weights moved, not the experts
 
     # the training rows carry the routes where their records lie, -1 on padding
     fields["old_lp"], fields["is_w"] = want, None

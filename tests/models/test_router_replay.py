@@ -136,9 +136,5 @@ def test_cached_routes_equal_the_uncached_forward(model):
     dense_cfg = get_config("tiny-untied", vocab_size=128, hidden_size=32, intermediate_size=48, head_dim=8)
     dense = Qwen3ForCausalLM(dense_cfg, rngs=nnx.Rngs(0))
     assert _routed(dense, jnp.asarray(ids), None, None)[1] is None
-    out = nnx.jit(lambda m, t, c: m.routed_forward_cached(t, jnp.asarray([3]), c))(
-        dense, jnp.asarray(ids[:, :4]), init_cache(dense_cfg, 1, 8)
-    )
-    assert out[2] is None
     with pytest.raises(ValueError, match="routes given to a dense Qwen3 model"):
         dense.routed_forward(jnp.asarray(ids), routes=jnp.zeros((1, 12, 2, K), jnp.uint8))
