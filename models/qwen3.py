@@ -188,9 +188,10 @@ class Qwen3ForCausalLM(nnx.Module):
         if layer_states is not None:
             graphdefs = [graphdef for graphdef, _, layers in runs for _ in layers]
             for i, (graphdef, state_i) in enumerate(zip(graphdefs, layer_states, strict=True)):
-                carry, c = nnx.merge(graphdef, state_i).cached(*carry[:1], jnp.int32(i), call, *carry[1:])
+                carry, c = nnx.merge(graphdef, state_i).cached(carry[0], jnp.int32(i), call, *carry[1:])
                 chosen += [] if c is None else [c[None]]
-        for graphdef, layer_state, layers in [] if layer_states is not None else runs:
+            runs = []  # run unrolled above
+        for graphdef, layer_state, layers in runs:
 
             def body(carry, xs, graphdef=graphdef):
                 return nnx.merge(graphdef, xs[0]).cached(carry[0], xs[1], call, *carry[1:])
@@ -255,7 +256,7 @@ class Qwen3ForCausalLM(nnx.Module):
         """`hidden_states` and the routers' statistics over the real tokens (segment_ids != 0),
         stacked [L, ...] over the MoE layers (models/router_stats.py); None for dense Qwen3."""
         hidden, router = self.routed_forward(input_ids, positions, segment_ids, routes)
-        return hidden, router and router[0]
+        return hidden, None if router is None else router[0]
 
     def routed_forward(
         self,
