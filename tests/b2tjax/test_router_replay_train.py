@@ -99,7 +99,7 @@ def test_trainer_log_probs_follow_the_sampler_routes():
     plain = run(trained, [dataclasses.replace(r, routes=None) for r in records])
     for i, (got, s) in enumerate(zip(replayed, sampled, strict=True)):  # each alone, the sampler's experts
         np.testing.assert_allclose(got[s], expected[i, : len(s)][s], atol=1e-5)
-    assert gap(replayed) < gap(plain) / 3  # only the gate weights moved, not the experts
+    assert gap(replayed) < gap(plain) / 10  # only the gate weights moved, not the experts
 
     # the training rows carry the routes where their records lie, -1 on padding
     fields["old_lp"], fields["is_w"] = want, None
