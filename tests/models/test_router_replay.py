@@ -43,9 +43,19 @@ def _perturbed(model: Qwen3ForCausalLM, scale: float) -> Qwen3ForCausalLM:
 _routed = nnx.jit(lambda m, i, s, r: m.routed_forward(i, None, s, r))
 
 
+def random_model(cfg, scale: float, seed: int = 0) -> Qwen3ForCausalLM:
+    """A model of `cfg` with normal(scale) weights (norm scales about 1) set from numpy: an eager
+    init costs seconds of dispatch."""
+    graph, state = nnx.split(nnx.eval_shape(lambda: Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))))
+    rng = np.random.default_rng(seed)
+    weights = jax.tree.map(lambda a: (a.ndim == 1) + rng.normal(0.0, scale, a.shape), nnx.to_pure_dict(state))
+    nnx.replace_by_pure_dict(state, jax.tree.map(lambda a: jnp.asarray(a, F32), weights))
+    return nnx.merge(graph, state)
+
+
 @pytest.fixture(scope="module")
 def model() -> Qwen3ForCausalLM:
-    return Qwen3ForCausalLM(CFG, rngs=nnx.Rngs(0))
+    return random_model(CFG, 0.2)
 
 
 def test_forward_returns_routes_and_replays_them(model):
@@ -134,7 +144,7 @@ def test_cached_routes_equal_the_uncached_forward(model):
     np.testing.assert_array_equal(np.sort(np.concatenate(routes), -1), np.sort(full, -1))
 
     dense_cfg = get_config("tiny-untied", vocab_size=128, hidden_size=32, intermediate_size=48, head_dim=8)
-    dense = Qwen3ForCausalLM(dense_cfg, rngs=nnx.Rngs(0))
+    dense = random_model(dense_cfg, 0.2)
     assert _routed(dense, jnp.asarray(ids), None, None)[1] is None
     with pytest.raises(ValueError, match="routes given to a dense Qwen3 model"):
         dense.routed_forward(jnp.asarray(ids), routes=jnp.zeros((1, 12, 2, K), jnp.uint8))

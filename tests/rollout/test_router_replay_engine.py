@@ -18,10 +18,10 @@ from tests.rollout_fixtures import ANSWER, SEARCH, engine_config, forced_episode
 
 def _moe_model(setup):
     from models.moe_config import MoeConfig
-    from models.qwen3 import Qwen3ForCausalLM
+    from tests.models.test_router_replay import random_model
 
     moe = MoeConfig(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True)
-    return Qwen3ForCausalLM(dataclasses.replace(setup.model.config, moe=moe), rngs=nnx.Rngs(1))
+    return random_model(dataclasses.replace(setup.model.config, moe=moe), 0.1, seed=1)
 
 
 def _group(setup, size: int):
