@@ -122,7 +122,7 @@ def engine_runner(model: Qwen3ForCausalLM, prompt: np.ndarray, slots: int) -> Ca
         cache = init_cache(model.config, b, slots)
         logits = jnp.zeros((b, vocab), jnp.float32)
         rows = jnp.arange(b, dtype=jnp.int32)
-        logits, cache = runner.prefill(
+        logits, cache, _ = runner.prefill(
             runner.state,
             rows,
             jnp.asarray(prompt),

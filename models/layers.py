@@ -282,37 +282,45 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=dtype, param_dtype=param_dtype)
         self.mlp = MLP(cfg, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
 
-    def _finish(self, x: jax.Array, attn: jax.Array, valid: jax.Array | None) -> tuple[jax.Array, Any]:
-        """(the layer's output, its router's statistics: None for a dense MLP)."""
+    def _finish(
+        self, x: jax.Array, attn: jax.Array, valid: jax.Array | None, routes: jax.Array | None
+    ) -> tuple[jax.Array, Any]:
+        """(the layer's output, what its MLP returns beside its output: `feed_forward`)."""
         with jax.named_scope("attention"):
             x = constrain(x + self.attn.out(attn), ("batch", "seq", "act_embed"))
         with jax.named_scope("mlp"):
-            out, router = self.feed_forward(self.post_attn_norm(x), valid)
-        return constrain(x + out, ("batch", "seq", "act_embed")), router
+            out, aux = self.feed_forward(self.post_attn_norm(x), valid, routes)
+        return constrain(x + out, ("batch", "seq", "act_embed")), aux
 
-    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> tuple[jax.Array, Any]:
-        """The MLP on x [B, T, H] and its router's statistics (None here); `valid` [B, T] (the call's
-        real tokens, None: all) is for a routed block (models/moe.py), which leaves padding unrouted
-        and counts only valid tokens; the dense MLP runs every token."""
+    def feed_forward(self, x: jax.Array, valid: jax.Array | None, routes: Any) -> tuple[jax.Array, Any]:
+        """The MLP on x [B, T, H] and what a routed block (models/moe.py) also returns: its router's
+        statistics and chosen experts (None here). `valid` [B, T] (the call's real tokens, None:
+        all) and `routes` [B, T, k] (experts to use, None: the router's top-k) are for a routed
+        block; the dense MLP runs every token and takes no routes (always None)."""
         return self.mlp(x), None
 
     def __call__(
-        self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
+        self,
+        x: jax.Array,
+        positions: jax.Array,
+        segment_ids: jax.Array | None = None,
+        routes: jax.Array | None = None,
     ) -> tuple[jax.Array, Any]:
         """x [B, T, H] without a cache: causal attention over this call's tokens (by index;
         `positions` [B, T] only rotate q and k), within each segment of `segment_ids` [B, T].
-        Returns (x, the router's statistics: None for a dense MLP, `_finish`)."""
+        Returns (x, the MLP's extra outputs: `feed_forward`)."""
         with jax.named_scope("attention"):  # the output projection and residual: _finish
             q, k, v = self.attn.qkv(self.input_norm(x), positions)
             attn = self.attn.attend(q, k, v, segment_ids)
-        return self._finish(x, attn, None if segment_ids is None else segment_ids != 0)
+        return self._finish(x, attn, None if segment_ids is None else segment_ids != 0, routes)
 
     def cached(
         self, x: jax.Array, layer: jax.Array, call: CachedCall, k_cache: jax.Array, v_cache: jax.Array
-    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    ) -> tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array | None]:
         """x [R, T, H] appended to the stacked cache [L, B, KVH, S, D] (or paged pool) as layer
         `layer`: writes this call's keys/values into their slots, then attends over the live
-        cache blocks (which hold them), returns (x, k_cache, v_cache)."""
+        cache blocks (which hold them). Returns ((x, k_cache, v_cache), the experts a routed
+        block chose [R, T, k], None for a dense MLP)."""
         with jax.named_scope("attention"):
             q, k, v = self.attn.qkv(self.input_norm(x), call.positions)
             paged = call.pages is not None  # page tables (models/paged_kv.py) or a row per stream
@@ -326,7 +334,8 @@ class DecoderLayer(nnx.Module):
             else:
                 attend = paged_attention_reference if paged else cached_attention
                 attn = attend(q, k_cache, v_cache, layer, call, block, self.attn.window)
-        return self._finish(x, attn, call.positions < call.filled[:, None])[0], k_cache, v_cache
+        x, aux = self._finish(x, attn, call.positions < call.filled[:, None], None)
+        return (x, k_cache, v_cache), None if aux is None else aux[1]
 
 
 def with_paged_attention(model: nnx.Module, impl: str) -> nnx.Module:

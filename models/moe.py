@@ -28,10 +28,11 @@ copies go to the shards of their experts and come back, inside `jax.shard_map` o
 In a shard the FSDP-sharded model dim of the expert weights is all-gathered and the tensor-sharded
 MLP dim gives partial sums, added over its axes at the end.
 
-Router replay (the trainer using the experts a sampler chose) fits between `top_k` and `gates`:
-take the probabilities at the given indices (`jnp.take_along_axis(probs, chosen, -1)`) instead of
-`jax.lax.top_k`; `gates` and the expert computation stay as they are, and the gate weights keep
-their gradient through `probs`.
+Router replay (the trainer using the experts a sampler chose): every forward returns the experts
+it chose per token (`route_dtype`, 0 for padding), and takes given ones (`routes`) instead of
+top-k: the probabilities at those indices (`jnp.take_along_axis(probs, chosen, -1)`) go to `gates`
+and the expert computation as top-k's would, so the router keeps its gradient through `probs`.
+Negative given indices (a token with no recorded routes) leave that token its own top-k.
 """
 
 from __future__ import annotations
@@ -85,6 +86,22 @@ class Routing:
     experts: jax.Array
     weights: jax.Array
     counts: jax.Array
+
+
+def route_dtype(num_experts: int) -> jnp.dtype:
+    """The integer type of recorded expert indices: uint8 (one byte per (token, slot)) while the
+    indices fit, int16 above 256 experts."""
+    return jnp.dtype(jnp.uint8 if num_experts <= 256 else jnp.int16)
+
+
+def route_layout(cfg: Qwen3Config) -> tuple[int, int, jnp.dtype]:
+    """(MoE layers, experts per token, index dtype) of the routes a Qwen3-MoE `cfg` records."""
+    moe = cfg.moe
+    return (
+        sum(moe.sparse_layers(cfg.num_hidden_layers)),
+        moe.num_experts_per_tok,
+        route_dtype(moe.num_experts),
+    )
 
 
 def gates(top: jax.Array, experts: jax.Array, valid: jax.Array, num_experts: int, renorm: bool) -> Routing:
@@ -268,9 +285,15 @@ class MoeBlock(nnx.Module):
         w = self.router[...].astype(self.dtype)
         return jax.nn.softmax(jnp.einsum("nh,he->ne", x, w, preferred_element_type=F32), axis=-1)
 
-    def choose(self, probs: jax.Array, valid: jax.Array) -> Routing:
-        """The routing of tokens with router softmax `probs` [N, E] and `valid` [N] bool: top-k."""
+    def choose(self, probs: jax.Array, valid: jax.Array, routes: jax.Array | None = None) -> Routing:
+        """The routing of tokens with router softmax `probs` [N, E] and `valid` [N] bool: top-k, or
+        the given experts `routes` [N, k] (replay) with their probabilities; a token whose given
+        experts are negative (none recorded) keeps its top-k."""
         top, chosen = jax.lax.top_k(probs, self.top_k)
+        if routes is not None:
+            given = routes.astype(jnp.int32)
+            chosen = jnp.where(given[:, :1] >= 0, given, chosen)
+            top = jnp.take_along_axis(probs, chosen, axis=-1)
         return gates(top, chosen, valid, self.num_experts, self.renorm)
 
     def route(self, x: jax.Array, valid: jax.Array) -> Routing:
@@ -281,14 +304,18 @@ class MoeBlock(nnx.Module):
         """x [B, T, H] -> [B, T, H]; `valid` [B, T] bool (None: every token) marks the tokens routed."""
         return self.forward(x, valid)[0]
 
-    def forward(self, x: jax.Array, valid: jax.Array | None = None) -> tuple[jax.Array, RouterStats]:
-        """`__call__`'s output and the router's statistics over the valid tokens. On a mesh with an
-        expert axis of size > 1 the experts run sharded (`expert_parallel`)."""
+    def forward(
+        self, x: jax.Array, valid: jax.Array | None = None, routes: jax.Array | None = None
+    ) -> tuple[jax.Array, RouterStats, jax.Array]:
+        """`__call__`'s output, the router's statistics over the valid tokens and the experts each
+        token went to, [B, T, k] `route_dtype` (0 for invalid tokens); `routes` [B, T, k]: experts to
+        use instead of top-k. On a mesh with an expert axis of size > 1 the experts run sharded
+        (`expert_parallel`)."""
         b, t, h = x.shape
         flat = x.reshape(b * t, h)
         valid = jnp.ones((b * t,), bool) if valid is None else valid.reshape(b * t)
         probs = self.router_probs(flat)
-        routing = self.choose(probs, valid)
+        routing = self.choose(probs, valid, None if routes is None else routes.reshape(b * t, -1))
         weights = [getattr(self, n)[...].astype(self.dtype) for n in ("gate_proj", "up_proj", "down_proj")]
         mesh = jax.sharding.get_abstract_mesh()
         if mesh.empty or dict(mesh.shape).get(EXPERT_AXIS, 1) == 1:
@@ -296,7 +323,9 @@ class MoeBlock(nnx.Module):
         else:
             out = expert_parallel(flat, routing, weights, self.experts, self.exchange, mesh)
         out = constrain(out.astype(self.dtype).reshape(b, t, h), ("batch", "seq", "act_embed"))
-        return out, router_stats(probs, routing.counts, valid, self.top_k)
+        e = self.num_experts
+        chosen = jnp.where(routing.experts < e, routing.experts, 0).astype(route_dtype(e))
+        return out, router_stats(probs, routing.counts, valid, self.top_k), chosen.reshape(b, t, -1)
 
 
 class MoeDecoderLayer(DecoderLayer):
@@ -317,5 +346,9 @@ class MoeDecoderLayer(DecoderLayer):
             exchange=resolve_exchange(runtime.platform),
         )
 
-    def feed_forward(self, x: jax.Array, valid: jax.Array | None) -> tuple[jax.Array, RouterStats]:
-        return self.mlp.forward(x, valid)
+    def feed_forward(
+        self, x: jax.Array, valid: jax.Array | None, routes: jax.Array | None
+    ) -> tuple[jax.Array, tuple[RouterStats, jax.Array]]:
+        """The routed experts' output and (router statistics, the experts chosen [B, T, k])."""
+        out, stats, chosen = self.mlp.forward(x, valid, routes)
+        return out, (stats, chosen)

@@ -9,8 +9,8 @@ Entry points (the contract other packages rely on):
   TPU, cuDNN's fused `jax.nn.dot_product_attention` on a GPU in bf16/fp16, the reference path
   elsewhere; `platform=` is the target's, from the mesh), "reference" (our blocked einsum), "xla",
   "cudnn", "splash" (models/splash.py); scores and softmax are fp32 in every one. `remat` and
-  `attention_block` trade memory for time. `hidden_and_router` also returns a Qwen3-MoE's router
-  statistics (models/router_stats.py), the layer scan's outputs (a dense model's scans have none).
+  `attention_block` trade memory for time. `routed_forward` (and `routed_forward_cached`) also return a
+  Qwen3-MoE's router statistics and chosen experts, the layer scan's outputs, and take given experts.
 - `forward_cached(tokens [R, T], num_new [R], cache, rows=[R])` extends only cache rows `rows`
   (models/kv_cache.py); `last_only=True` returns only each row's next-token logits [R, V] (the
   prefill: [R, T, vocab] logits never exist); `layer_states=model.layer_weights()` runs the layers
@@ -135,27 +135,33 @@ class Qwen3ForCausalLM(nnx.Module):
         return out
 
     def _run_layers(
-        self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None
-    ) -> tuple[jax.Array, RouterStats | None]:
+        self, x: jax.Array, positions: jax.Array, segment_ids: jax.Array | None = None, routes: Any = None
+    ) -> tuple[jax.Array, Any]:
         """Scan the stacked layers over x [B, T, H] (no cache; rematerialised per `remat`); with it
-        the routers' statistics stacked over the MoE layers in model order (scanned outputs; None
-        for dense Qwen3, whose scans output nothing).
+        (the routers' statistics [L, ...], the experts chosen [B, T, L, k]) over the MoE layers in
+        model order (scanned outputs; None for dense Qwen3, whose scans output nothing). `routes`
+        [B, T, L, k]: the experts each MoE layer uses instead of its top-k.
 
         A plain jax.lax.scan over the split layer state (merged back per step) rather than nnx.scan:
         identical program, and it also works when the model was merged at an outer trace level
         (e.g. a sampler's lax.while_loop closing over the model), where nnx transforms refuse."""
-        routers = []
-        for graphdef, layer_state, _ in self._layer_runs():
+        given = None if routes is None else jnp.moveaxis(routes, 2, 0)  # [L, B, T, k]
+        auxes = []
+        for (graphdef, layer_state, _), (name, start, stop, _) in zip(self._layer_runs(), self.runs):
+            run_routes = None if given is None or name != "layers" else given[start:stop]
 
-            def body(x: jax.Array, state_l, graphdef=graphdef):
-                return nnx.merge(graphdef, state_l)(x, positions, segment_ids)
+            def body(x: jax.Array, xs, graphdef=graphdef):
+                return nnx.merge(graphdef, xs[0])(x, positions, segment_ids, xs[1])
 
             if self.remat != "none":
                 body = jax.checkpoint(body, policy=REMAT_POLICIES[self.remat], prevent_cse=False)
             with jax.named_scope("layers"):
-                x, router = jax.lax.scan(body, x, layer_state)
-            routers += [] if router is None else [router]
-        return x, jax.tree.map(lambda *a: jnp.concatenate(a), *routers) if routers else None
+                x, aux = jax.lax.scan(body, x, (layer_state, run_routes))
+            auxes += [] if aux is None else [aux]
+        if not auxes:
+            return x, None
+        stats, chosen = jax.tree.map(lambda *a: jnp.concatenate(a), *auxes)
+        return x, (stats, jnp.moveaxis(chosen, 0, 2))
 
     def layer_weights(self) -> list[Any]:
         """The stacked layers' state as one state per layer (a copy of the layer weights), for a
@@ -171,29 +177,30 @@ class Qwen3ForCausalLM(nnx.Module):
 
     def _run_layers_cached(
         self, x: jax.Array, call: CachedCall, cache: KVCache, layer_states: list[Any] | None = None
-    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array | None]:
         """The layer scan with the whole stacked cache in the *carry*: layer l writes its slots and
         reads its live blocks of the one buffer, so no step copies the cache (inputs and outputs
         of a scan would be a full copy per call). With `layer_states` (`layer_weights`), the
-        layers run unrolled on those separate arrays instead of scanned."""
+        layers run unrolled on those separate arrays instead of scanned. Returns (x, k, v, the
+        experts the MoE layers chose [R, T, L, k], None for dense Qwen3)."""
         runs = self._layer_runs()
-        carry = (x, cache.k, cache.v)
+        carry, chosen = (x, cache.k, cache.v), []
         if layer_states is not None:
             graphdefs = [graphdef for graphdef, _, layers in runs for _ in layers]
             for i, (graphdef, state_i) in enumerate(zip(graphdefs, layer_states, strict=True)):
-                carry = nnx.merge(graphdef, state_i).cached(carry[0], jnp.int32(i), call, carry[1], carry[2])
-            return carry
+                carry, c = nnx.merge(graphdef, state_i).cached(carry[0], jnp.int32(i), call, *carry[1:])
+                chosen += [] if c is None else [c[None]]
+            runs = []  # run unrolled above
         for graphdef, layer_state, layers in runs:
 
             def body(carry, xs, graphdef=graphdef):
-                x, k_cache, v_cache = carry
-                state_l, layer = xs
-                return nnx.merge(graphdef, state_l).cached(x, layer, call, k_cache, v_cache), None
+                return nnx.merge(graphdef, xs[0]).cached(carry[0], xs[1], call, *carry[1:])
 
             index = jnp.arange(layers.start, layers.stop, dtype=jnp.int32)
             with jax.named_scope("layers"):
-                carry = jax.lax.scan(body, carry, (layer_state, index))[0]
-        return carry
+                carry, c = jax.lax.scan(body, carry, (layer_state, index))
+            chosen += [] if c is None else [c]
+        return *carry, jnp.moveaxis(jnp.concatenate(chosen), 0, 2) if chosen else None
 
     def lm_head_weight(self) -> jax.Array:
         """[H, V] in param dtype: the transposed embedding when tied."""
@@ -244,18 +251,34 @@ class Qwen3ForCausalLM(nnx.Module):
         input_ids: jax.Array,
         positions: jax.Array | None = None,
         segment_ids: jax.Array | None = None,
+        routes: jax.Array | None = None,
     ) -> tuple[jax.Array, RouterStats | None]:
         """`hidden_states` and the routers' statistics over the real tokens (segment_ids != 0),
         stacked [L, ...] over the MoE layers (models/router_stats.py); None for dense Qwen3."""
+        hidden, router = self.routed_forward(input_ids, positions, segment_ids, routes)
+        return hidden, None if router is None else router[0]
+
+    def routed_forward(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+        routes: jax.Array | None = None,
+    ) -> tuple[jax.Array, tuple[RouterStats, jax.Array] | None]:
+        """`hidden_states` and, for a Qwen3-MoE, (the routers' statistics, the experts each MoE layer
+        chose per token: [B, T, L_moe, k] `models.moe.route_dtype`, 0 for padding; None for dense).
+        `routes` (that form): experts to use instead of top-k (replay; gradient via their probs)."""
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
         b, t = input_ids.shape
         if segment_ids is not None and segment_ids.shape != (b, t):
             raise ValueError(f"segment_ids must be [{b}, {t}] like input_ids, got shape {segment_ids.shape}")
+        if routes is not None and self.config.moe is None:
+            raise ValueError("routes given to a dense Qwen3 model (router replay needs a Qwen3-MoE)")
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         x = constrain(self.embed(input_ids), ("batch", "seq", "act_embed"))
-        x, router = self._run_layers(x, positions, segment_ids)
+        x, router = self._run_layers(x, positions, segment_ids, routes)
         with jax.named_scope("final_norm"):
             return self.norm(x), router
 
@@ -268,7 +291,11 @@ class Qwen3ForCausalLM(nnx.Module):
         """int32 [B, T] -> fp32 logits [B, T, V], causal (within segments: `hidden_states`)."""
         return self.logits(self.hidden_states(input_ids, positions, segment_ids))
 
-    def forward_cached(
+    def forward_cached(self, tokens: jax.Array, num_new: jax.Array, cache: Any, **kw: Any) -> tuple:
+        """`routed_forward_cached` without the experts chosen (`kw`: its options)."""
+        return self.routed_forward_cached(tokens, num_new, cache, **kw)[:2]
+
+    def routed_forward_cached(
         self,
         tokens: jax.Array,
         num_new: jax.Array,
@@ -277,22 +304,22 @@ class Qwen3ForCausalLM(nnx.Module):
         rows: jax.Array | None = None,
         layer_states: list[Any] | None = None,
         table_first_head: bool = False,
-    ) -> tuple[jax.Array, KVCache]:
-        """Append tokens[r, :num_new[r]] to cache row r (or rows[r]) at positions cache.lengths[...]....
+    ) -> tuple[jax.Array, KVCache, jax.Array | None]:
+        """Append tokens[r, :num_new[r]] to cache row r (or rows[r]) at positions cache.lengths[...].
 
         Prefill, one-token decode and chunk append are this one call. tokens int32 [R, T];
         num_new int32 [R] in [0, T]; `rows` int32 [R], distinct: the cache rows the call's rows
         extend (None: all B rows in order, R = B), so a refill of a few rows of a large batch
         computes only those. Returns fp32 logits [R, T, V] (row r's next-token logits at index
-        num_new[r] - 1; entries past num_new[r] are meaningless) and the new cache. Rows with
+        num_new[r] - 1; entries past num_new[r] are meaningless), the new cache and the experts the
+        MoE layers chose ([R, T, L_moe, k] as `routed_forward`'s, None for dense Qwen3). Rows with
         num_new 0 are untouched; tokens that would land past the cache end are dropped and the
         length saturates at max_len. `last_only=True` returns only each row's next-token logits,
         fp32 [R, V] (index num_new[r] - 1; row 0's for num_new 0), which saves the [R, T, V] tensor
         when prefilling long prompts with a large vocabulary. Cost follows the live length of the
         longest row, not max_len; donate the cache (or carry it in a loop) so it updates in place.
         `layer_states`: the layers' weights from `layer_weights` (run unrolled), or None (scanned).
-        `table_first_head`: the last-only logits in `next_token_logits`' CPU form.
-        """
+        `table_first_head`: the last-only logits in `next_token_logits`' CPU form."""
         if tokens.ndim != 2:
             raise ValueError(f"tokens must be [batch, seq], got shape {tokens.shape}")
         r, t = tokens.shape
@@ -310,7 +337,7 @@ class Qwen3ForCausalLM(nnx.Module):
             positions=positions, filled=filled, slots=slots, rows=rows, pages=cache.row_pages(rows)
         )
         x = constrain(self.embed(tokens), ("batch", "seq", "act_embed"))
-        x, k, v = self._run_layers_cached(x, call, cache, layer_states)
+        x, k, v, chosen = self._run_layers_cached(x, call, cache, layer_states)
         with jax.named_scope("final_norm"):
             hidden = self.norm(x)
         if last_only:
@@ -320,7 +347,7 @@ class Qwen3ForCausalLM(nnx.Module):
             logits = self.logits(hidden)
         new_lengths = jnp.minimum(filled, s)
         new_lengths = new_lengths if rows is None else cache.lengths.at[rows].set(new_lengths)
-        return logits, cache.replace(k=k, v=v, lengths=new_lengths)
+        return logits, cache.replace(k=k, v=v, lengths=new_lengths), chosen
 
 
 # -- building a model, sharded on a mesh or shape-only ---------------------------------------------

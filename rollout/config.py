@@ -26,6 +26,7 @@ CacheDtype = Literal["auto", "float32", "bfloat16"]  # "auto" = the model's comp
 # kernel in programs for a TPU with a bf16 pool, else "gather"; "kernel" forces it (interpreted off TPU).
 PagedAttention = Literal["auto", "gather", "kernel"]
 ResumeKV = Literal["keep", "recompute"]
+RouterReplay = Literal["off", "replay"]
 
 
 @dataclasses.dataclass
@@ -62,6 +63,9 @@ class RolloutConfig(Freezable):
     page_size: PosInt = 16
     kv_pages: NonNegInt = 0
     paged_attention: PagedAttention = "auto"
+    # "replay" (a Qwen3-MoE only): each record keeps the experts every MoE layer chose for each of its
+    # tokens (`EpisodeRecord.routes`), and training routes through them (docs/concepts/moe.md)
+    router_replay: RouterReplay = "off"
     prefill_chunk: PosInt = 1024
     prefill_min_bucket: PosInt = 16  # prefill widths are powers of two >= this (fewer compiles)
     # -- engine schedule (continuous batching: a free row takes the next stream at once)

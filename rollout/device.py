@@ -38,12 +38,14 @@ def episode_seed(index: int) -> int:
 
 class Segment(NamedTuple):
     """A decode segment's results on the host, per row of the batch: ids int32 [B, N], logprobs
-    fp32 [B, N], count int32 [B] (valid prefix of ids), finish int32 [B] (programs.Finish)."""
+    fp32 [B, N], count int32 [B] (valid prefix of ids), finish int32 [B] (programs.Finish), and
+    with router replay the experts chosen for the ids [B, N, L, k] (else None)."""
 
     ids: np.ndarray
     logprobs: np.ndarray
     count: np.ndarray
     finish: np.ndarray
+    routes: np.ndarray | None = None
 
 
 class DeviceCalls:
@@ -168,6 +170,9 @@ class DeviceCalls:
         ids = stream.record.ids[: copy.length]
         if self.engine.trace is not None:
             self.engine.trace(stream.key, "copy", ids, 0)
+        source = self.prefix.holder[copy.src].record  # its first copy.length ids are these
+        if source.routes is not None:  # router replay: same tokens after the same prefix, same routes
+            stream.record.put_routes(0, source.routes[: copy.length])
         stream.reset, stream.cached, stream.pending = False, copy.length, stream.pending[copy.length :]
         self.prefix.copied(copy, stream)
         self.stats.reused_tokens += copy.length
@@ -184,7 +189,7 @@ class DeviceCalls:
         tokens = np.zeros((len(chosen), width), np.int32)
         num_new = np.zeros((len(chosen),), np.int32)
         reset = np.zeros((len(chosen),), bool)
-        trace = self.engine.trace
+        trace, starts = self.engine.trace, {}
         for i, (r, take) in enumerate(zip(chosen, takes)):
             if not take:
                 continue
@@ -192,6 +197,7 @@ class DeviceCalls:
             tokens[i, : len(take)], num_new[i], reset[i] = take, len(take), stream.reset
             if stream.reset:
                 stream.reset, stream.cached = False, 0
+            starts[i] = stream.cached  # the record position of its first token
             if trace is not None:
                 trace(stream.key, "prefill", list(take), stream.cached)
             # tokens this stream had in a cache before it was parked are fed a second time
@@ -204,7 +210,7 @@ class DeviceCalls:
         t0 = time.perf_counter()
         runner, mesh = self.engine.runner, self.engine.mesh
         rows_arg = None if mesh is not None else jnp.asarray(chosen, jnp.int32)
-        self.next_logits, self.cache = runner.prefill(
+        self.next_logits, self.cache, routes = runner.prefill(
             runner.state,
             rows_arg,
             put_rows(tokens, mesh),
@@ -214,8 +220,12 @@ class DeviceCalls:
             put_rows(reset, mesh),
         )
         self.next_logits.block_until_ready()
+        routes = None if routes is None else read_local(routes)  # [R, T, L, k]: router replay
         self._done(t0)
         self.stats.prefill_tokens += int(num_new.sum())
+        if routes is not None:  # router replay: the experts that computed each row's new tokens
+            for i, start in starts.items():
+                rows.slots[chosen[i]].record.put_routes(start, routes[i, : num_new[i]])
 
     # -- decode --------------------------------------------------------------------------------
     def decode(
@@ -265,7 +275,8 @@ class DeviceCalls:
             max_steps=decode_bucket(cfg.max_turn_tokens),
         )
         self.cache, self.next_logits = out.cache, out.next_logits
-        segment = Segment(*(read_local(x) for x in (out.ids, out.logprobs, out.count, out.finish)))
+        outs = (out.ids, out.logprobs, out.count, out.finish, out.routes)
+        segment = Segment(*(None if x is None else read_local(x) for x in outs))
         self._done(t0)
         self.stats.segments += 1
         self.stats.decode_steps += int(segment.count.max())

@@ -96,12 +96,16 @@ class RolloutEngine:
         self.model_config = model.config
         self.tokenizer = tokenizer
         self.mesh = mesh  # rows of the KV cache over (data, fsdp), KV heads and weights over tensor
+        replay = self.config.router_replay == "replay"
+        if replay and model.config.moe is None:
+            raise ValueError("rollout.router_replay: replay needs a Qwen3-MoE model (this one is dense)")
         # The model's padded embedding rows past the tokenizer's ids are never sampled.
         self.runner = ModelRunner(
             model,
             valid_vocab=min(tokenizer.vocab_size, model.config.vocab_size),
             mesh=mesh,
             paged_attention=self.config.paged_attention,
+            routes=replay,
         )
         self.stop_ids = jnp.asarray([tokenizer.im_end_id, tokenizer.eos_id], jnp.int32)
         self.stats = EngineStats()

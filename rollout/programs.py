@@ -24,6 +24,7 @@ from jax.sharding import Mesh
 from models import paged_kv
 from models.causal_lm import CausalLM
 from models.layers import with_paged_attention
+from models.moe import route_layout
 from models.sharding import on_mesh
 from rollout.buckets import pow2_bucket
 from rollout.placement import SamplerWeights
@@ -54,13 +55,16 @@ class ModelRunner:
         valid_vocab: int | None = None,
         mesh: Mesh | None = None,
         paged_attention: str | None = None,
+        routes: bool = False,
     ):
+        """`routes` (router replay, a Qwen3-MoE only): the programs also return the experts each MoE
+        layer chose for every token they compute."""
         # rollout.paged_attention, when given, decides how a paged cache is read (else the model's own)
         sampler = model if paged_attention is None else with_paged_attention(model, paged_attention)
         self.graphdef, state = nnx.split(sampler)
         self.weights = SamplerWeights(state, model.dtype, mesh)
         self.state = self.weights.create(state)
-        prefill, decode = compiled_functions(self.graphdef, valid_vocab, program_platform(mesh))
+        prefill, decode = compiled_functions(self.graphdef, valid_vocab, program_platform(mesh), routes)
         self.prefill, self.decode = on_mesh(prefill, mesh), on_mesh(decode, mesh)
         self._alternatives = on_mesh(alternatives_program(self.graphdef, valid_vocab), mesh)
         self.copy_pages = on_mesh(copy_pages, mesh)
@@ -93,13 +97,18 @@ def program_platform(mesh: Mesh | None) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def compiled_functions(graphdef: Any, valid_vocab: int | None, platform: str) -> tuple[Any, Any]:
+def compiled_functions(
+    graphdef: Any, valid_vocab: int | None, platform: str, routes: bool = False
+) -> tuple[Any, Any]:
     """Jitted (prefill, decode) per model graph, vocabulary and target platform, shared by every
     engine on them. On "cpu" they take XLA CPU's fast forms (the tied head as E x h^T, the decode
     layers unrolled over per-layer weights); the platform is the target's, never the host's
     backend, so a TPU plan compiled on a CPU host is the TPU run's program.
 
-    What recompiles: `graphdef`, `valid_vocab` and `platform` (bound here: one pair of programs per model),
+    `routes`: the prefill's third output and `DecodeOut.routes` are the experts chosen for every
+    token computed (router replay), else None (no output).
+
+    What recompiles: `graphdef`, `valid_vocab`, `platform` and `routes` (bound here: one pair per model),
     `max_steps` (decode's only static argument: one program per segment bucket) and the *shapes*
     of the array arguments -- rows B and cache slots S (fixed per engine), the prefill's row count
     R and width T (powers of two, rollout.buckets). Everything else is a runtime array and never
@@ -107,36 +116,39 @@ def compiled_functions(graphdef: Any, valid_vocab: int | None, platform: str) ->
     top-p, top-k, seeds, stream ordinals), the rng key and `stop_after`. The cache and the logits
     are donated (updated in place)."""
     cpu = platform == "cpu"
-    prefill = jax.jit(functools.partial(_prefill, graphdef, cpu), donate_argnums=(4, 5))
+    prefill = jax.jit(functools.partial(_prefill, graphdef, cpu, routes), donate_argnums=(4, 5))
     decode = jax.jit(
-        functools.partial(_decode, graphdef, valid_vocab, cpu),
+        functools.partial(_decode, graphdef, valid_vocab, cpu, routes),
         static_argnames=("max_steps",),
         donate_argnums=(1, 2),
     )
     return prefill, decode
 
 
-def _prefill(graphdef, cpu, state, rows, tokens, num_new, cache, next_logits, reset):
+def _prefill(graphdef, cpu, routes, state, rows, tokens, num_new, cache, next_logits, reset):
     """Append tokens[i, :num_new[i]] to cache row rows[i] (after resetting it where reset[i]).
 
     Only the R selected rows are computed and only their new slots are written (the donated cache
     is updated in place), so refilling one row of a large batch costs one row. rows int32 [R]
     (distinct); tokens int32 [R, T]; num_new int32 [R] (0 leaves a row untouched); reset bool [R];
-    next_logits fp32 [B, V]. Returns (next_logits [B, V], cache). `rows=None` means every row in
-    order (R = B): no row is gathered or scattered, so on a mesh each device extends its own rows.
+    next_logits fp32 [B, V]. Returns (next_logits [B, V], cache, the experts chosen [R, T, L, k]
+    when `routes`, else None). `rows=None` means every row in order (R = B): no row is gathered or
+    scattered, so on a mesh each device extends its own rows.
     """
     model = nnx.merge(graphdef, state)
     if rows is None:
         cache = dataclasses.replace(cache, lengths=jnp.where(reset, 0, cache.lengths))
-        last, cache = model.forward_cached(tokens, num_new, cache, last_only=True, table_first_head=cpu)
-        return jnp.where((num_new > 0)[:, None], last, next_logits), cache
+        last, cache, chosen = model.routed_forward_cached(
+            tokens, num_new, cache, last_only=True, table_first_head=cpu
+        )
+        return jnp.where((num_new > 0)[:, None], last, next_logits), cache, chosen if routes else None
     lengths = cache.lengths.at[rows].set(jnp.where(reset, 0, cache.lengths[rows]))
     cache = dataclasses.replace(cache, lengths=lengths)
-    last, cache = model.forward_cached(
+    last, cache, chosen = model.routed_forward_cached(
         tokens, num_new, cache, last_only=True, rows=rows, table_first_head=cpu
     )  # fp32 [R, V]
     updated = jnp.where((num_new > 0)[:, None], last, next_logits[rows])
-    return next_logits.at[rows].set(updated), cache
+    return next_logits.at[rows].set(updated), cache, chosen if routes else None
 
 
 # A prefix copy (rollout/prefix.py): full pages are shared by the page table, only partly filled
@@ -160,6 +172,7 @@ class DecodeCarry(NamedTuple):
     finish: jax.Array  # int32 [B]: the Finish code of rows that stopped
     out_ids: jax.Array  # int32 [B, N]: sampled ids (0 past count)
     out_lp: jax.Array  # fp32 [B, N]: their log-probs (0 past count)
+    out_routes: Any  # router replay: the experts chosen for the sampled ids [B, N, L, k]; else None
 
 
 class DecodeOut(NamedTuple):
@@ -171,6 +184,7 @@ class DecodeOut(NamedTuple):
     finish: jax.Array
     cache: Any
     next_logits: jax.Array
+    routes: Any  # [B, N, L, k] route_dtype for the ids (router replay), else None
 
 
 def _segment_layers(graphdef: Any, state: Any, cpu: bool) -> Any:
@@ -181,12 +195,12 @@ def _segment_layers(graphdef: Any, state: Any, cpu: bool) -> Any:
     return nnx.merge(graphdef, state).layer_weights() if cpu else None
 
 
-def _feed_tokens(graphdef: Any, c: DecodeCarry, tok: jax.Array, cpu: bool) -> tuple[jax.Array, Any]:
+def _feed_tokens(graphdef: Any, c: DecodeCarry, tok: jax.Array, cpu: bool) -> tuple[jax.Array, Any, Any]:
     """One decode step's model call: each alive row's sampled token tok int32 [B] appended to its
-    cache row; (next-token logits fp32 [B, V], the cache)."""
+    cache row; (next-token logits fp32 [B, V], the cache, the experts chosen [B, 1, L, k] or None)."""
     model = nnx.merge(graphdef, c.state)
     fed = c.alive.astype(jnp.int32)  # 1 token for a live row, none for a stopped one
-    return model.forward_cached(
+    return model.routed_forward_cached(
         tok[:, None], fed, c.cache, last_only=True, layer_states=c.layers, table_first_head=cpu
     )
 
@@ -209,7 +223,10 @@ def _decode_step(
     out_ids = jax.lax.dynamic_update_slice(c.out_ids, jnp.where(c.alive, tok, 0)[:, None], (0, c.step))
     out_lp = jax.lax.dynamic_update_slice(c.out_lp, jnp.where(c.alive, lp, 0.0)[:, None], (0, c.step))
     count = c.count + c.alive.astype(jnp.int32)
-    new_logits, cache = _feed_tokens(graphdef, c, tok, cpu)
+    new_logits, cache, chosen = _feed_tokens(graphdef, c, tok, cpu)
+    out_routes = c.out_routes
+    if out_routes is not None:  # compiled with routes: the chosen experts of the tokens fed
+        out_routes = jax.lax.dynamic_update_slice(out_routes, chosen, (0, c.step, 0, 0))
     is_stop = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
     out_of_budget = count >= budget
     finish = jnp.where(
@@ -226,12 +243,14 @@ def _decode_step(
         finish=finish,
         out_ids=out_ids,
         out_lp=out_lp,
+        out_routes=out_routes,
     )
 
 
 def _initial_carry(
     graphdef: Any,
     cpu: bool,
+    routes: bool,
     state: Any,
     cache: Any,
     next_logits: jax.Array,
@@ -240,6 +259,10 @@ def _initial_carry(
 ) -> DecodeCarry:
     """The decode loop's state before its first step: nothing sampled, outputs zero-filled."""
     batch = next_logits.shape[0]
+    out_routes = None
+    if routes:
+        layers, k, dtype = route_layout(nnx.merge(graphdef, state).config)
+        out_routes = jnp.zeros((batch, max_steps, layers, k), dtype)
     return DecodeCarry(
         state=state,
         layers=_segment_layers(graphdef, state, cpu),
@@ -251,6 +274,7 @@ def _initial_carry(
         finish=jnp.zeros(batch, jnp.int32),
         out_ids=jnp.zeros((batch, max_steps), jnp.int32),
         out_lp=jnp.zeros((batch, max_steps), jnp.float32),
+        out_routes=out_routes,
     )
 
 
@@ -258,6 +282,7 @@ def _decode(
     graphdef,
     valid_vocab,
     cpu,
+    routes,
     state,
     cache,
     next_logits,
@@ -293,6 +318,6 @@ def _decode(
     def body(c: DecodeCarry) -> DecodeCarry:
         return _decode_step(graphdef, valid_vocab, cpu, params, stop_ids, key, budget, c)
 
-    init = _initial_carry(graphdef, cpu, state, cache, next_logits, alive0, max_steps)
+    init = _initial_carry(graphdef, cpu, routes, state, cache, next_logits, alive0, max_steps)
     c = jax.lax.while_loop(cond, body, init)
-    return DecodeOut(c.out_ids, c.out_lp, c.count, c.finish, c.cache, c.logits)
+    return DecodeOut(c.out_ids, c.out_lp, c.count, c.finish, c.cache, c.logits, c.out_routes)

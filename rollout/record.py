@@ -14,11 +14,14 @@ does not count as a new user query (docs/SPEC.md section 6; rollout/render.py).
 
 from __future__ import annotations
 
+import base64
 import collections
 import copy
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from sandbox.types import TRUNCATING, StopReason
 
@@ -64,6 +67,11 @@ class EpisodeRecord:
     versions:  streaming sessions only (rollout/session.py; empty otherwise): the policy version
                (weight updates applied) that computed the logits each token was sampled from,
                parallel to `ids`, -1 on tokens not sampled.
+    routes:    router replay only (`rollout.router_replay`; else None): the experts each MoE layer
+               chose for each token the engine computed (or copied from a row that computed it),
+               numpy [n, L_moe, k] (uint8 up to 256 experts), on the host: the first n tokens of
+               `ids`, all but those appended after the stream's last model call (never sampled,
+               followed by nothing sampled). Compared by identity, not value, in `==`.
     """
 
     instance_id: str
@@ -87,6 +95,7 @@ class EpisodeRecord:
     tokenizer: str = ""
     responses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     versions: list[int] = dataclasses.field(default_factory=list)
+    routes: np.ndarray | None = dataclasses.field(default=None, compare=False)
 
     @property
     def role(self) -> str:
@@ -136,6 +145,17 @@ class EpisodeRecord:
         self.ids.extend(int(t) for t in ids)
         self.loss_mask.extend([1 if sampled else 0] * len(ids))
 
+    def put_routes(self, start: int, routes: np.ndarray) -> None:
+        """The experts chosen for the tokens from `start` on (routes [n, L_moe, k]), kept beside `ids`
+        (tokens computed again, after a park or a weight update, take their newest routes)."""
+        end = start + len(routes)
+        if self.routes is None or len(self.routes) < end:
+            grown = np.zeros((end, *routes.shape[1:]), routes.dtype)
+            if self.routes is not None:
+                grown[: len(self.routes)] = self.routes
+            self.routes = grown
+        self.routes[start:end] = routes
+
     def pad_versions(self) -> None:
         """Streaming: -1 for the unsampled tokens appended since the last sampled ones."""
         self.versions.extend([-1] * (len(self.ids) - len(self.versions)))
@@ -149,8 +169,13 @@ class EpisodeRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The JSONL object written by launch/rollouts.py (and read by the trainer)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "tag"}
+        out = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("tag", "routes")
+        }
         out = copy.deepcopy(out)
+        if self.routes is not None:  # compact: the bytes in base64, with dtype and shape
+            data = base64.b64encode(np.ascontiguousarray(self.routes).tobytes()).decode("ascii")
+            out["routes"] = {"dtype": self.routes.dtype.name, "shape": list(self.routes.shape), "data": data}
         out["stop_reason"] = "" if self.stop_reason is None else self.stop_reason.value
         out["turns"] = [list(t) for t in self.turns]
         out["forced"] = [list(t) for t in self.forced]
@@ -169,6 +194,9 @@ class EpisodeRecord:
         kwargs["turns"] = [tuple(t) for t in kwargs.get("turns", [])]
         kwargs["forced"] = [tuple(t) for t in kwargs.get("forced", [])]
         kwargs["stop_reason"] = StopReason(obj["stop_reason"]) if obj.get("stop_reason") else None
+        if (routes := obj.get("routes")) is not None:
+            raw = np.frombuffer(base64.b64decode(routes["data"]), routes["dtype"])
+            kwargs["routes"] = raw.reshape(routes["shape"]).copy()
         own = fields | _NOT_DETAILS
         details = sorted((k, v) for k, v in obj.items() if k not in own and type(v) is int)
         kwargs["tag"] = StreamTag(str(obj.get("role", "agent")), tuple(details))

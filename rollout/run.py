@@ -266,6 +266,8 @@ class Run(StreamActions):
                 self.engine.trace(stream.key, "decode", new_ids, stream.cached)
             logprobs, versions = segment.logprobs[r, :k].tolist(), self.clock.stamps(stream, k)
             stream.record.append(new_ids, sampled=True, logprobs=logprobs, versions=versions)
+            if segment.routes is not None:  # router replay: the experts that computed them
+                stream.record.put_routes(stream.cached, segment.routes[r, :k])
             stream.cached += k
             stream.turn_sampled += k
             if segment.finish[r] == Finish.STOP:

@@ -45,8 +45,11 @@ def grpo_rows(g: GRPOConfig, rollout_batch: int, max_seq_len: int, row_devices: 
 def record_fields(loss_mask: bool, records: list[EpisodeRecord]) -> Fields:
     """Each record's tokens, sampler log-probs and masks, unpadded: `sampled` is the sampler's
     mask, `mask` what is trained (`grpo.loss_mask`: the sampled tokens; the ablation trains every
-    token after the prompt, environment replies included)."""
+    token after the prompt, environment replies included); with router replay (records with
+    routes) also `routes` (`record_routes`)."""
     out: Fields = {"ids": [], "sampled": [], "sampler_lp": [], "mask": []}
+    if records and records[0].routes is not None:
+        out["routes"] = [record_routes(r) for r in records]
     for r in records:
         n = len(r.ids)
         sampled = np.asarray(r.loss_mask, np.float32)[:n]
@@ -62,6 +65,22 @@ def record_fields(loss_mask: bool, records: list[EpisodeRecord]) -> Fields:
     return out
 
 
+def record_routes(record: EpisodeRecord) -> np.ndarray:
+    """int16 [len(ids), L, k]: the record's routes, -1 on the tokens it has none for (appended after
+    its last model call; the trainer's router routes them). A replay run's records all have routes."""
+    if record.routes is None:
+        raise ValueError(f"record {record.instance_id!r} has no routes in a router replay step")
+    out = np.full((len(record.ids), *record.routes.shape[1:]), -1, np.int16)
+    out[: len(record.routes)] = record.routes
+    return out
+
+
+def _placed_routes(fields: Fields, records, pack: Packing) -> np.ndarray | None:
+    """The routes of `records` in `pack`'s rows (padding -1: unrouted anyway), or None without replay."""
+    routes = fields.get("routes")
+    return None if routes is None else pack.place([routes[i] for i in records], np.int16, fill=-1)
+
+
 def logprob_pass(
     fns: StepFns, fields: Fields, micro_batches: list[MicroBatch]
 ) -> Callable[..., list[np.ndarray]]:
@@ -72,7 +91,8 @@ def logprob_pass(
     for mb in micro_batches:
         ids = mb.pack.place([fields["ids"][i] for i in mb.members], np.int32)
         positions = loss_positions(mb.pack.place([read[i] for i in mb.members], np.float32))
-        segments = tuple(fns.shard_rows(x[None]) for x in mb.pack.segments())
+        placed = (*mb.pack.segments(), _placed_routes(fields, mb.members, mb.pack))
+        segments = tuple(None if x is None else fns.shard_rows(x[None]) for x in placed)
         inputs.append((fns.shard_rows(ids[None]), fns.shard_rows(positions[None]), segments))
 
     def run(params) -> list[np.ndarray]:
@@ -115,6 +135,7 @@ def _micro_batch(fields: Fields, records: np.ndarray, adv: np.ndarray, pack: Pac
         positions=loss_positions(mask),
         segment_ids=segment_ids,
         token_positions=token_positions,
+        routes=_placed_routes(fields, records, pack),
     )
     return flat.split(1)
 

@@ -21,6 +21,7 @@ _FIELDS = [
     "segment_ids",
     "token_positions",
     "is_weights",
+    "routes",
 ]
 
 
@@ -46,6 +47,9 @@ class TrainBatch:
         token_positions int32 [M, b, T]  packed rows: each token's position in its own record
         is_weights         float32 [M, b, T]  streaming GRPO (rollout.max_staleness > 0): truncated
                                            importance weights (b2tjax/grpo/offpolicy.py); else None
+        routes        int16   [M, b, T, L, k]  router replay (a Qwen3-MoE's records with routes):
+                                         the experts each MoE layer uses per token, -1 where none
+                                         was recorded (the router's own top-k); else None
     """
 
     ids: Any
@@ -57,11 +61,12 @@ class TrainBatch:
     segment_ids: Any = None
     token_positions: Any = None
     is_weights: Any = None
+    routes: Any = None
 
     @property
-    def segments(self) -> tuple[Any, Any] | None:
-        """(segment_ids, token_positions) of packed rows, None for one record per row."""
-        return None if self.segment_ids is None else (self.segment_ids, self.token_positions)
+    def segments(self) -> tuple[Any, Any, Any] | None:
+        """(segment_ids, token_positions, routes) of packed rows, None for one record per row."""
+        return None if self.segment_ids is None else (self.segment_ids, self.token_positions, self.routes)
 
     def split(self, micro_batches: int) -> TrainBatch:
         """Flat [N, ...] arrays -> [M, N / M, ...]."""

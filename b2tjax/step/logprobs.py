@@ -77,16 +77,16 @@ def hidden_logprobs(
     return lp, ent
 
 
-def forward(model, ids: jax.Array, segments: tuple[jax.Array, jax.Array] | None) -> tuple[jax.Array, Any]:
+def forward(model, ids: jax.Array, segments: tuple[Any, ...] | None) -> tuple[jax.Array, Any]:
     """The final hidden states [B, T, H] and the routers' statistics (models/router_stats.py; None
-    for a dense model); `segments` = (segment_ids, token_positions) of packed rows
+    for a dense model); `segments` = (segment_ids, token_positions, routes) of packed rows
     (b2tjax.step.packing): attention within a segment, RoPE at the record's own positions, padding
-    (segment 0) unrouted."""
+    (segment 0) unrouted, each token through the experts `routes` gives (router replay; None: top-k)."""
     with jax.named_scope("forward"):
         if segments is None:
             return model.hidden_and_router(ids)
-        segment_ids, token_positions = segments
-        return model.hidden_and_router(ids, token_positions, segment_ids=segment_ids)
+        segment_ids, token_positions, routes = segments
+        return model.hidden_and_router(ids, token_positions, segment_ids, routes)
 
 
 def sequence_logprobs(

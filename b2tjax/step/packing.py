@@ -90,9 +90,10 @@ class Packing:
         return seg, pos
 
     def place(self, values: list, dtype, fill=0) -> np.ndarray:
-        """Per-record 1-D sequences (record i: `length[i]` entries; a scalar is spread over its
-        tokens) -> [rows, width] array."""
-        out = np.full((self.rows, self.width), fill, dtype)
+        """Per-record sequences (record i: `length[i]` entries, each of any shape [...]; a scalar is
+        spread over its tokens) -> [rows, width, ...] array."""
+        tail = np.shape(values[0])[1:] if values and np.ndim(values[0]) else ()
+        out = np.full((self.rows, self.width, *tail), fill, dtype)
         for i, v in enumerate(values):
             r, s, n = int(self.row[i]), int(self.start[i]), int(self.length[i])
             out[r, s : s + n] = np.asarray(v, dtype)[:n] if np.ndim(v) else v

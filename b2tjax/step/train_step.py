@@ -365,11 +365,11 @@ def _logprob_pass(
     params: Params,
     ids: jax.Array,
     positions: jax.Array | None,
-    segments: tuple[jax.Array, jax.Array] | None,
+    segments: tuple[Any, ...] | None,
     frozen: Params,
 ) -> jax.Array:
     """Per-token log-probs [micro, rows, T] of micro-batched `ids` (zero where `positions` skips);
-    `segments`: packed rows' (segment_ids, token_positions), [micro, rows, T] each."""
+    `segments`: packed rows' (segment_ids, token_positions, routes: `TrainBatch.segments`)."""
 
     def body(_, micro):
         model = model_fn(params, frozen)  # built inside the scan body: NNX forbids crossing trace levels

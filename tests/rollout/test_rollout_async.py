@@ -164,7 +164,7 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
         cache, logits = _own_pages(model, rows)
         prompt = np.zeros((rows, 64), np.int32)
         prompt[:, :8] = np.arange(1, 1 + rows * 8).reshape(rows, 8)
-        logits, cache = runner.prefill(
+        logits, cache, _ = runner.prefill(
             runner.state,
             jnp.arange(rows, dtype=jnp.int32),
             prompt,
@@ -173,7 +173,7 @@ def test_decode_segment_returns_when_its_share_of_rows_has_stopped(rollout_setup
             logits,
             jnp.zeros(rows, bool),
         )
-        _, _, count, finish, cache, _ = runner.decode(
+        _, _, count, finish, cache, _, _ = runner.decode(
             runner.state,
             cache,
             logits,
