@@ -71,7 +71,7 @@ class EpisodeRecord:
                chose for each token the engine computed (or copied from a row that computed it),
                numpy [n, L_moe, k] (uint8 up to 256 experts), on the host: the first n tokens of
                `ids`, all but those appended after the stream's last model call (never sampled,
-               followed by nothing sampled). Compared by identity, not value, in `==`.
+               followed by nothing sampled). Left out of `==`.
     """
 
     instance_id: str
