@@ -173,11 +173,12 @@ class PageBudget:
         return done, moves
 
     # -- admission -----------------------------------------------------------------------------
-    def _new_pages(self, stream: Stream, row: int, rows: RowTable) -> int:
-        """Pages `stream` (seated, or about to be, at `row`) still needs for its prefill and segment."""
+    def _new_pages(self, stream: Stream, row: int, rows: RowTable, shared: bool = True) -> int:
+        """Pages `stream` (seated, or about to be, at `row`) still needs for its prefill and segment;
+        `shared` False: without the pages a fresh stream will take by reference (an upper bound)."""
         want = pages_for(len(stream.record.ids) + max(token_room(stream), 0), self.table.page_size)
         if stream.reset or rows.slots[row] is not stream:
-            return max(0, want - self._shared_estimate(stream, row, rows))
+            return max(0, want - (self._shared_estimate(stream, row, rows) if shared else 0))
         return max(0, want - len(self.table.held[row]))
 
     def _shared_estimate(self, stream: Stream, row: int, rows: RowTable) -> int:
@@ -198,20 +199,28 @@ class PageBudget:
 
     def _shortfall(self, shard: int, rows: RowTable, out: set[int], extra: int = 0) -> int:
         """Pages the sampling streams of `shard` (less the rows in `out`) need beyond what is free
-        or reclaimable, with `extra` pages more asked for."""
+        or reclaimable, with `extra` pages more asked for. The shared-prefix estimates cost a
+        prefix comparison with every seated row, so they are made only when the needs without
+        them (an upper bound) do not fit: a roomy pool decides in time linear in its rows."""
         mine = [r for r in rows.local if self.table.shard(r) == shard]
         idle = [r for r in mine if rows.slots[r] is None or r in out or rows.slots[r].reset]
-        need = extra + sum(
-            self._new_pages(rows.slots[r], r, rows)
+        sampling = [
+            r
             for r in mine
             if r not in out and rows.slots[r] is not None and rows.slots[r].phase is Phase.SAMPLING
-        )
-        return need - len(self.table.free[shard]) - self.table.reclaimable(idle)
+        ]
+        room = len(self.table.free[shard]) + self.table.reclaimable(idle)
+        most = extra + sum(self._new_pages(rows.slots[r], r, rows, shared=False) for r in sampling)
+        if most <= room:
+            return most - room
+        return extra + sum(self._new_pages(rows.slots[r], r, rows) for r in sampling) - room
 
     def can_seat(self, stream: Stream, row: int, rows: RowTable) -> bool:
         """Whether `stream` fits at free `row` next to the streams already seated."""
-        extra = self._new_pages(stream, row, rows)
-        return self._shortfall(self.table.shard(row), rows, set(), extra) <= 0
+        shard = self.table.shard(row)
+        if self._shortfall(shard, rows, set(), self._new_pages(stream, row, rows, shared=False)) <= 0:
+            return True
+        return self._shortfall(shard, rows, set(), self._new_pages(stream, row, rows)) <= 0
 
     def over_capacity(self, rows: RowTable) -> list[Stream]:
         """Seated streams to give their rows up so the sampling ones fit: per shard, waiting

@@ -212,6 +212,7 @@ EVERY_KNOB = {
     "max_staleness": 1,
     "resume_kv": "recompute",
     "decode_during_update": True,
+    "router_replay": "replay",
 }
 
 
@@ -231,6 +232,7 @@ def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
     from b2tjax.run.task_build import task_spec
     from b2tjax.tasks.toy_tools import lookup_tokenizer
     from models.config import get_config
+    from models.moe_config import MoeConfig
     from models.qwen3 import Qwen3ForCausalLM
     from rollout.config import RolloutConfig
     from rollout.sampler import Sampler
@@ -241,7 +243,8 @@ def test_every_rollout_knob_reaches_the_trainers_engine_from_yaml(tmp_path):
     cfg = load_config(path)
     assert _knobs(cfg.rollout) == EVERY_KNOB
     tokenizer = lookup_tokenizer(4, 4)
-    model_cfg = dataclasses.replace(get_config("tiny"), vocab_size=tokenizer.vocab_size)
+    moe = MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)  # router_replay's
+    model_cfg = dataclasses.replace(get_config("tiny"), vocab_size=tokenizer.vocab_size, moe=moe)
     model = Qwen3ForCausalLM(model_cfg, rngs=nnx.Rngs(0))
     spec = task_spec(cfg)
     greedy = dataclasses.replace(spec.rollout, temperature=0.0)  # the evaluation's, as BenchmarkTask asks
