@@ -197,30 +197,29 @@ class PageBudget:
             best = max(best, n if n >= self.prefix.min_tokens else 0)
         return best // self.table.page_size
 
-    def _shortfall(self, shard: int, rows: RowTable, out: set[int], extra: int = 0) -> int:
-        """Pages the sampling streams of `shard` (less the rows in `out`) need beyond what is free
-        or reclaimable, with `extra` pages more asked for. The shared-prefix estimates cost a
-        prefix comparison with every seated row, so they are made only when the needs without
-        them (an upper bound) do not fit: a roomy pool decides in time linear in its rows."""
+    def _shortfall(
+        self, shard: int, rows: RowTable, out: set[int], seat: tuple[Stream, int] | None = None
+    ) -> int:
+        """Pages the sampling streams of `shard` (less the rows in `out`; with `seat` = (stream, row)
+        about to be seated) need beyond what is free or reclaimable. The shared-prefix estimates
+        cost a prefix comparison with every seated row, so they are made only when the needs
+        without them (an upper bound) do not fit: a roomy pool decides in time linear in its rows."""
         mine = [r for r in rows.local if self.table.shard(r) == shard]
         idle = [r for r in mine if rows.slots[r] is None or r in out or rows.slots[r].reset]
-        sampling = [
-            r
+        needing = [
+            (rows.slots[r], r)
             for r in mine
             if r not in out and rows.slots[r] is not None and rows.slots[r].phase is Phase.SAMPLING
-        ]
+        ] + ([seat] if seat is not None else [])
         room = len(self.table.free[shard]) + self.table.reclaimable(idle)
-        most = extra + sum(self._new_pages(rows.slots[r], r, rows, shared=False) for r in sampling)
+        most = sum(self._new_pages(stream, r, rows, shared=False) for stream, r in needing)
         if most <= room:
             return most - room
-        return extra + sum(self._new_pages(rows.slots[r], r, rows) for r in sampling) - room
+        return sum(self._new_pages(stream, r, rows) for stream, r in needing) - room
 
     def can_seat(self, stream: Stream, row: int, rows: RowTable) -> bool:
         """Whether `stream` fits at free `row` next to the streams already seated."""
-        shard = self.table.shard(row)
-        if self._shortfall(shard, rows, set(), self._new_pages(stream, row, rows, shared=False)) <= 0:
-            return True
-        return self._shortfall(shard, rows, set(), self._new_pages(stream, row, rows)) <= 0
+        return self._shortfall(self.table.shard(row), rows, set(), (stream, row)) <= 0
 
     def over_capacity(self, rows: RowTable) -> list[Stream]:
         """Seated streams to give their rows up so the sampling ones fit: per shard, waiting

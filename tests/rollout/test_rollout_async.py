@@ -121,9 +121,10 @@ def _own_pages(model, rows: int):
     engine's allocator would give them), and the next-token logits."""
     import jax.numpy as jnp
 
+    from rollout.pages import pages_for
     from rollout.placement import new_rollout_arrays
 
-    per_row = -(-TOTAL // 16)
+    per_row = pages_for(TOTAL, 16)
     cache, logits = new_rollout_arrays(model.config, rows, TOTAL, model.dtype, (16, rows * per_row))
     return cache.replace(pages=jnp.arange(rows * per_row, dtype=jnp.int32).reshape(rows, per_row)), logits
 
