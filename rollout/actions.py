@@ -13,9 +13,11 @@ from typing import Any
 
 import jax
 
+from rollout.context import ContextBudget, Folded, Reply
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.host_jobs import HostJobs
 from rollout.record import EpisodeRecord, StreamTag
+from rollout.render import render_env_reply
 from rollout.schedule import HostSchedule
 from rollout.stats import EngineStats
 from rollout.stream import Phase, RowTable, Stream
@@ -40,6 +42,7 @@ class StreamActions:
     tokenizer_name: str
     schedule: HostSchedule
     device: Any  # rollout.device.DeviceCalls: its prefix index learns what a stopped row keeps
+    context: ContextBudget
 
     def apply_outcome(
         self, stream: Stream, reason: str | None, outcome: TurnOutcome | Exception, elapsed: float
@@ -66,10 +69,15 @@ class StreamActions:
             tag=start.tag if start is not None else StreamTag(),
         )
         sampling = start.sampling if start is not None else None
-        ordinal = len(self.streams[index])
-        stream = Stream(index, ordinal, record, limits, sampling, started=time.perf_counter())
+        stream = Stream(index, self._ordinal(index), record, limits, sampling, started=time.perf_counter())
         self.streams[index][name] = stream
         return stream
+
+    def _ordinal(self, index: int) -> int:
+        """The next creation ordinal of episode `index` (a sampling key): one per stream and per
+        segment, so no two contexts of an episode draw the same keys."""
+        streams = self.streams[index].values()
+        return len(streams) + sum(len(s.earlier) for s in streams)
 
     def _apply(self, index: int, actions: list[Continue | Stop]) -> None:
         """Apply an episode's actions (at start, after a turn, or after a limit)."""
@@ -114,14 +122,60 @@ class StreamActions:
         added = len(action.tokens) + len(action.forced)
         if stream.turns_done >= stream.limits.max_turns:
             self._stop(stream, StopReason.MAX_TURNS, notify=True)
-        elif len(stream.record.ids) + added >= stream.limits.max_total_tokens:
+            return True
+        if not self.context.fits(len(stream.record.ids) + added, stream.limits.max_turn_tokens):
+            folded = self.context.fold(
+                stream.record.ids,
+                stream.replies,
+                added,
+                stream.turns_done,
+                lambda body: render_env_reply(self.tok, body),
+                lambda text: len(self.tok.encode_text(text)),
+            )
+            if not self.context.fits(len(folded.ids) + added, stream.limits.max_turn_tokens):
+                self._stop(stream, StopReason.CONTEXT_BUDGET, notify=True)
+                return True
+            stream = self._next_segment(stream, folded, len(action.tokens))
+        if len(stream.record.ids) + added >= stream.limits.max_total_tokens:
             self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
-        else:
-            stream.record.add_responses(action.responses)  # the blocks `tokens` render, as given
-            self._append_context(stream, action.tokens, action.forced)
-            if stream.row is None and stream not in self.queue:
-                self.queue.append(stream)  # parked: re-admitted with its whole record
+            return True
+        stream.record.add_responses(action.responses)  # the blocks `tokens` render, as given
+        if action.responses:
+            start = len(stream.record.ids)
+            reply = Reply(stream.turns_done - 1, start, start + len(action.tokens), tuple(action.responses))
+            stream.replies.append(reply)
+        self._append_context(stream, action.tokens, action.forced)
+        if stream.row is None and stream not in self.queue:
+            self.queue.append(stream)  # parked or a new segment: admitted with its whole record
         return True
+
+    def _next_segment(self, stream: Stream, folded: Folded, reply: int) -> Stream:
+        """End `stream`'s segment (StopReason.FOLDED) and put a new stream object in its place whose
+        record starts with the folded context (mask 0). A new object, because the prefix index
+        reads a row's content from the stream that wrote it: the old segment's row still holds the
+        old ids (the folded context's head is copied from it)."""
+        index, old = stream.episode_index, stream.record
+        record = EpisodeRecord(
+            instance_id=old.instance_id,
+            stream=old.stream,
+            tokenizer=old.tokenizer,
+            episode=old.episode,
+            process=old.process,
+            tag=old.tag,
+            prompt_len=len(folded.ids) + reply,  # the context its first turn starts from
+            segment=old.segment + 1,
+        )
+        record.append(folded.ids, sampled=False)
+        ordinal, now = self._ordinal(index), time.perf_counter()
+        new = Stream(index, ordinal, record, stream.limits, stream.sampling, started=now)
+        new.turns_done, new.replies, new.earlier = stream.turns_done, folded.replies, [*stream.earlier, old]
+        stream.earlier = []
+        new.pending = list(folded.ids)
+        self._stop(stream, StopReason.FOLDED)
+        self.streams[index][old.stream] = new
+        self.stats.folds += 1
+        self.stats.folded_tokens += folded.tokens
+        return new
 
     def _append_context(self, stream: Stream, tokens: list[int], forced: list[int]) -> None:
         """Append mask-0 context, then the forced start of the next assistant turn."""

@@ -48,6 +48,12 @@ class RolloutConfig(Freezable):
     # "full": refuse to start the Python tool without its kernel jail (root, mount/network namespaces);
     # "unsafe-ok": run it anyway with only an in-process audit hook, which model-written code can escape.
     python_tool_isolation: Isolation = "full"
+    # Context budget (rollout/context.py): when a stream's next turn would not fit this many tokens,
+    # its oldest tool replies become short stubs until the context is at most half of it, and the
+    # stream goes on in a new record (segment) from the folded context. 0 = off. Replies to the
+    # last `context_keep_turns` turns, memory replies and the prompt never fold.
+    context_budget: NonNegInt = 0
+    context_keep_turns: PosInt = 2
     # -- sampling
     temperature: float = 1.0  # <= 0: greedy (the trainer needs > 0)
     top_p: Annotated[float, Range(gt=0, le=1)] = 1.0
@@ -135,6 +141,14 @@ class RolloutConfig(Freezable):
             errors.append(
                 f"{prefix}cache_len ({self.cache_len}) must be 0 or >= {prefix}max_seq_len "
                 f"({self.max_seq_len}): a stream's record lives in one cache row"
+            )
+        if self.context_budget and not (
+            self.prompt_budget + self.max_turn_tokens < self.context_budget <= self.max_seq_len
+        ):
+            errors.append(
+                f"{prefix}context_budget ({self.context_budget}) must be 0 or hold the prompt and a whole "
+                f"turn ({prefix}max_prompt_tokens {self.prompt_budget} + {prefix}max_turn_tokens "
+                f"{self.max_turn_tokens}) and be <= {prefix}max_seq_len ({self.max_seq_len})"
             )
         if self.kv_pages and self.kv_pages < self.pages_per_row:
             errors.append(

@@ -143,4 +143,4 @@ class RolloutEngine:
             if not loop(should_stop):
                 raise RolloutStopped("the rollout was asked to stop; its partial records are dropped")
         self.stats = run.stats
-        return [s.record for ep_streams in run.streams for s in ep_streams.values()]
+        return [r for ep_streams in run.streams for s in ep_streams.values() for r in s.records]

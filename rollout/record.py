@@ -67,6 +67,9 @@ class EpisodeRecord:
     versions:  streaming sessions only (rollout/session.py; empty otherwise): the policy version
                (weight updates applied) that computed the logits each token was sampled from,
                parallel to `ids`, -1 on tokens not sampled.
+    segment:   which context of its stream this record is (rollout/context.py): 0, or k after the
+               stream's context was folded k times; a record that ends with StopReason.FOLDED goes
+               on in segment k + 1, whose prompt is the folded context.
     routes:    router replay only (`rollout.router_replay`; else None): the experts each MoE layer
                chose for each token the engine computed (or copied from a row that computed it),
                numpy [n, L_moe, k] (uint8 up to 256 experts), on the host: the first n tokens of
@@ -95,6 +98,7 @@ class EpisodeRecord:
     tokenizer: str = ""
     responses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     versions: list[int] = dataclasses.field(default_factory=list)
+    segment: int = 0
     routes: np.ndarray | None = dataclasses.field(default=None, compare=False)
 
     @property

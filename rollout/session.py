@@ -103,8 +103,9 @@ class RolloutSession:
         records = []
         for i in mine:
             for stream in run.streams[i].values():
-                stream.record.pad_versions()
-                records.append(stream.record)
+                for record in stream.records:
+                    record.pad_versions()
+                    records.append(record)
             run.streams[i], run.episodes[i] = {}, None  # finished: nothing of it stays resident
         return records
 

@@ -21,6 +21,8 @@ class EngineStats:
     parks: int = 0  # times a waiting stream gave its row up
     decode_steps: int = 0  # while-loop iterations summed over segments
     segments: int = 0
+    folds: int = 0  # contexts folded to the budget (rollout/context.py): new segments started
+    folded_tokens: int = 0  # context tokens those folds removed
     episodes: int = 0
     rows: int = 0  # batch rows this process decodes in (its local rows)
     # KV memory, summed over decode segments (means: divide by `segments`)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from rollout.context import Reply
 from rollout.episodes import StreamLimits
 from rollout.record import EpisodeRecord
 from rollout.sampling import StreamSampling
@@ -67,6 +68,13 @@ class Stream:
     started: float = 0.0
     env_s: float = 0.0
     stop_notice: str | None = None  # NOTIFY: the StopReason its on_limit notice carries
+    replies: list[Reply] = dataclasses.field(default_factory=list)  # the environment's, in `record`
+    earlier: list[EpisodeRecord] = dataclasses.field(default_factory=list)  # its segments before this one
+
+    @property
+    def records(self) -> list[EpisodeRecord]:
+        """Its segments' records in order (one unless its context was folded: rollout/context.py)."""
+        return [*self.earlier, self.record]
 
     @property
     def live(self) -> bool:

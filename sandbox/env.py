@@ -18,6 +18,7 @@ turn or in tool arguments, is an error result, never a RecursionError.
 """
 
 import concurrent.futures as cf
+import json
 import os
 import threading
 import time
@@ -123,6 +124,9 @@ class PythonRunner(Protocol):
     def run(self, code: str, timeout_s: float | None = None) -> ToolResult: ...
 
 
+_STUB_ARGUMENT_CHARS = 200  # a folded reply's stub stays short whatever the call's arguments were
+
+
 @dataclass(frozen=True)
 class Response:
     kind: ResponseKind
@@ -130,6 +134,7 @@ class Response:
     text: str
     is_error: bool
     env_fault: bool = False  # the environment failed (see ToolResult.env_fault); not an agent error
+    arguments: str = ""  # a tool call's arguments as compact JSON (what a folded reply's stub names)
 
     @property
     def content(self) -> str:
@@ -138,6 +143,14 @@ class Response:
         if self.kind is ResponseKind.TOOL:
             return self.text
         return f"<memory_response>\n{self.text}\n</memory_response>"
+
+    def folded(self, tokens: int) -> "Response":
+        """The stub that replaces this reply when an episode's context outgrows its budget
+        (rollout/context.py): the call it answered and how much was folded, so the agent can call
+        again what it did not keep in memory."""
+        args = scrub_surrogates(truncate_middle(self.arguments, _STUB_ARGUMENT_CHARS))
+        text = f"[folded: {self.name}({args}) replied {tokens} tokens]"
+        return Response(self.kind, self.name, text, self.is_error, self.env_fault, self.arguments)
 
     def render(self) -> str:
         """The block in the user turn: every reply, memory included, in `<tool_response>` (Qwen3's
@@ -247,7 +260,7 @@ class EpisodeEnv:
         futures = [pool.submit(self._call_tool, c, g) for c, g in zip(calls, grants)]
         return [f.result() for f in futures]
 
-    def _respond(self, kind: ResponseKind, name: str, result: ToolResult) -> Response:
+    def _respond(self, kind: ResponseKind, name: str, result: ToolResult, arguments: str = "") -> Response:
         # A reply must stay encodable text for the tokenizer; what a program printed, an error
         # echoing the model's arguments and a memory value it wrote lose NUL and terminal escapes
         # too. A world tool's own reply is the environment's text (the HiMAP protocol's NUL-marked
@@ -261,6 +274,7 @@ class EpisodeEnv:
             text=text,
             is_error=bool(result.is_error),
             env_fault=bool(getattr(result, "env_fault", False)),
+            arguments=arguments,
         )
 
     def _cap_turn(self, responses: list[Response]) -> list[Response]:
@@ -339,7 +353,8 @@ class EpisodeEnv:
         responses = []
         for action in parsed.actions:
             if isinstance(action, ToolCall):
-                responses.append(self._respond(ResponseKind.TOOL, action.name, next(tool_results)))
+                args = json.dumps(action.arguments, ensure_ascii=False, separators=(",", ":"))
+                responses.append(self._respond(ResponseKind.TOOL, action.name, next(tool_results), args))
             elif isinstance(action, ParseError):
                 responses.append(self._respond(action.kind, "parse", ToolResult.error(action.message)))
             else:

@@ -53,11 +53,15 @@ class StopReason(StrEnum):
     MAX_TURN_TOKENS = "max_turn_tokens"
     MAX_TOTAL_TOKENS = "max_total_tokens"
     ERROR = "error"  # the episode's environment raised; recorded, never re-raised
+    FOLDED = "folded"  # a segment ended: the stream goes on in a new segment with old replies folded
+    CONTEXT_BUDGET = "context_budget"  # folding every foldable reply left no room for the next turn
 
 
 # Reasons that mean the episode was cut by a limit: the answer is missing and the record is
 # `truncated` (the reward says so).
-TRUNCATING = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS, StopReason.MAX_TOTAL_TOKENS})
+TRUNCATING = frozenset(
+    {StopReason.MAX_TURNS, StopReason.MAX_TURN_TOKENS, StopReason.MAX_TOTAL_TOKENS, StopReason.CONTEXT_BUDGET}
+)
 
 
 class ResponseKind(StrEnum):
