@@ -123,6 +123,7 @@ class StreamActions:
         if stream.turns_done >= stream.limits.max_turns:
             self._stop(stream, StopReason.MAX_TURNS, notify=True)
             return True
+        answered = stream.record  # the record holding the turn this reply answers
         if not self.context.fits(len(stream.record.ids) + added, stream.limits.max_turn_tokens):
             folded = self.context.fold(
                 stream.record.ids,
@@ -139,7 +140,7 @@ class StreamActions:
         if len(stream.record.ids) + added >= stream.limits.max_total_tokens:
             self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)
             return True
-        stream.record.add_responses(action.responses)  # the blocks `tokens` render, as given
+        answered.add_responses(action.responses)  # the blocks `tokens` render, as given
         if action.responses:
             start = len(stream.record.ids)
             reply = Reply(stream.turns_done - 1, start, start + len(action.tokens), tuple(action.responses))

@@ -63,7 +63,8 @@ class EpisodeRecord:
     process:   the JAX process that drove the episode (rollout.hosts.episode_owner; 0 on one host).
     responses: the environment's response blocks appended to this stream, as the environment gave
                them: {"turn": the assistant turn they answer, "kind", "name", "error", "text"}
-               (records written before they were kept read back with none).
+               (records written before they were kept read back with none). The reply that
+               opens a new segment is kept on the segment whose last turn it answers.
     versions:  streaming sessions only (rollout/session.py; empty otherwise): the policy version
                (weight updates applied) that computed the logits each token was sampled from,
                parallel to `ids`, -1 on tokens not sampled.

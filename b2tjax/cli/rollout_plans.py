@@ -37,9 +37,10 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
         if episode_of.setdefault(ident, episode) != episode:
             raise UserError(f"{path}: instance {ident!r} has more than one episode; keep one per instance")
         role = row.get("role", Role.AGENT)
-        keys = [(ident, f"stream {row.get('stream', 'main')!r}")]
+        segment = f" segment {row['segment']}" if row.get("segment") else ""  # a folded context's
+        keys = [(ident, f"stream {row.get('stream', 'main')!r}{segment}")]
         if role in (Role.AGENT, Role.COORDINATOR):  # the episode's one answering stream
-            keys.append((ident, f"{role} stream"))
+            keys.append((ident, f"{role} stream{segment}"))
         for key in keys:
             if key in line_of:
                 raise UserError(
@@ -48,7 +49,8 @@ def plans_from_rollouts(path: Path) -> dict[str, Any]:
                 )
             line_of[key] = number
         # a team's answer rides on its coordinator, or in a flat team (no coordinator) on the stream
-        # that ended the episode by answering; an executor's day answer alone delivers no plan
+        # that ended the episode by answering; an executor's day answer alone delivers no plan; a
+        # stream's segments come in order, its last one holding the answer
         if role in (Role.AGENT, Role.COORDINATOR) and (role == Role.AGENT or row["answer"] is not None):
             plans[ident] = row["answer"]
             led.add(ident)

@@ -70,7 +70,8 @@ def record_episodes(
         visible, truth = by_id[instance_id]  # the benchmark's own dicts, for its judge and view
         # the stream holding the team's answer: the coordinator's, or (flat team) the one that ended it
         lead = next((r for r in streams if r.role == Role.COORDINATOR), None)
-        lead = lead or next((r for r in streams if r.answer is not None), streams[0])
+        team = any(r.role != "agent" for r in streams)  # else one agent, its segments in order
+        lead = lead or next((r for r in streams if r.answer is not None), streams[0] if team else streams[-1])
         result = results[index] if results is not None else None
         if result is not None and result.instance_id != instance_id:
             raise ReportError(f"episode {index} is {instance_id!r}, its verdict {result.instance_id!r}")
@@ -78,12 +79,14 @@ def record_episodes(
         verdict = result.verdict if result is not None else bench.evaluate(answer, visible, truth)
         verdicts.append(verdict)
         common = {"agent": agent, "stop_reason": str(lead.stop_reason or "")}
-        if any(r.role != "agent" for r in streams):
+        if team:
             view = himap_view((sessions or {}).get(index), streams_from_records(streams, tokenizer, shading))
             episode = build_episode(bench, visible, answer, verdict, **common, himap=view)
         else:
-            turns = from_record(lead, tokenizer, shading=shading)
+            # a folded context's segments in order, each showing the turns sampled in it
+            turns = [t for record in streams for t in from_record(record, tokenizer, shading=shading)]
             episode = build_episode(bench, visible, answer, verdict, **common, turns=turns)
+            episode["segments"] = len(streams)
         episode["tokens"] = sum(r.num_sampled for r in streams)
         episode["reward"] = result.reward.total if result is not None else lead.reward
         out.append(episode)

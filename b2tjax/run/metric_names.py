@@ -126,7 +126,9 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric("truncated_rate", _GRPO, "share of streams cut by any cap (turns, turn tokens, length)"),
     Metric("length_truncated_rate", _GRPO, "share of streams cut at rollout.max_seq_len alone"),
-    Metric("turns", _GRPO, "mean assistant turns per stream"),
+    Metric("turns", _GRPO, "mean assistant turns per stream (per segment of a folded context)"),
+    Metric("segments", _GRPO, "mean records per stream: 1 + its context folds (rollout.context_budget)"),
+    Metric("peak_context_tokens", _GRPO, "the longest record's tokens: the largest context a turn saw"),
     Metric("accuracy", _GRPO, "task toy: share of rollouts that answered the digit"),
     Metric("success", _GRPO, "lookup task (tests): share of episodes answered right"),
     Metric("lookup_rate", _GRPO, "lookup task (tests): share of episodes that called the tool"),
@@ -143,6 +145,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/reused_tokens", _ENGINE, "prefix tokens copied from another row instead of prefilled"),
     Metric("rollout/reprefill_tokens", _ENGINE, "tokens prefilled again after a stream was parked"),
     Metric("rollout/parks", _ENGINE, "streams parked (their row given to another) and resumed later"),
+    Metric("rollout/folds", _ENGINE, "contexts folded to rollout.context_budget (new segments started)"),
+    Metric("rollout/folded_tokens", _ENGINE, "context tokens those folds replaced by stubs"),
     Metric(
         "rollout/row_occupancy", _ENGINE, "generated tokens / (decode steps x rows): how full the rows ran"
     ),

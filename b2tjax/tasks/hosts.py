@@ -26,7 +26,15 @@ def episode_owners(count: int, group_size: int, step: int) -> tuple[list[int] | 
     return owners, [owner == jax.process_index() for owner in owners]
 
 
-ENGINE_COUNTS = ("generated_tokens", "prefill_tokens", "reused_tokens", "reprefill_tokens", "parks")
+ENGINE_COUNTS = (
+    "generated_tokens",
+    "prefill_tokens",
+    "reused_tokens",
+    "reprefill_tokens",
+    "parks",
+    "folds",
+    "folded_tokens",
+)
 
 
 def engine_counts(executed: Sequence[int], stats: Any) -> list[int]:

@@ -21,28 +21,40 @@ from sandbox.types import StopReason
 
 
 def score_records(
-    records: Sequence[EpisodeRecord],
+    episodes: Sequence[Sequence[EpisodeRecord]],
     pairs: Sequence[Instance],
     benchmark: Any,
     *,
     action_penalty: bool = True,
     format_gate: bool = True,
 ) -> tuple[list[Any], list[Reward]]:
-    """Single-stream episodes: judge record i's answer against pairs[i] = (visible instance, ground
-    truth) and set its `reward`.
+    """Single-stream episodes, each given as its records (one, or its segments in order when its
+    context was folded: rollout/context.py): judge episode i's answer (its last record's) against
+    pairs[i] = (visible instance, ground truth) and set every one of its records' `reward`.
 
     `benchmark` is a sandbox Benchmark (a B2T World, store path or DATA directory also works).
-    A record without an answer is undelivered and earns only the action penalty (SPEC section 7).
-    Returns (verdicts, rewards), one each per record.
+    An episode without an answer is undelivered and earns only the action penalty (SPEC section 7).
+    Returns (verdicts, rewards), one each per episode.
     """
-    if len(records) != len(pairs):
+    if len(episodes) != len(pairs):
         raise ValueError(
-            f"{len(records)} records but {len(pairs)} (instance, ground truth) pairs: "
-            "give one pair per record, in record order"
+            f"{len(episodes)} episodes but {len(pairs)} (instance, ground truth) pairs: "
+            "give one pair per episode, in episode order"
         )
-    streams = [[record] for record in records]
-    answers = [record.answer for record in records]
-    return _judge(streams, answers, pairs, benchmark, action_penalty, format_gate)
+    answers = [records[-1].answer for records in episodes]
+    return _judge(episodes, answers, pairs, benchmark, action_penalty, format_gate)
+
+
+def segments_by_episode(records: Sequence[EpisodeRecord]) -> list[list[EpisodeRecord]]:
+    """A single agent's records grouped into episodes: consecutive records of one `episode` index
+    (its segments, in order), as the engine returns them."""
+    out: list[list[EpisodeRecord]] = []
+    for record in records:
+        if out and out[-1][0].episode == record.episode:
+            out[-1].append(record)
+        else:
+            out.append([record])
+    return out
 
 
 def score_team_episodes(
@@ -116,6 +128,8 @@ def episode_metrics(records: Sequence[EpisodeRecord], rewards: Sequence[Reward])
         "truncated_rate": float(np.mean([rec.truncated for rec in records])),
         "length_truncated_rate": length_truncated_share(records),
         "turns": float(np.mean([len(rec.turns) for rec in records])),
+        "segments": len(records) / len({(rec.episode, rec.stream) for rec in records}),
+        "peak_context_tokens": float(max(len(rec.ids) for rec in records)),
     }
 
 

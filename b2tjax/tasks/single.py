@@ -12,7 +12,7 @@ from b2tjax.errors import UserError
 from b2tjax.grpo.update import RolloutBatch
 from b2tjax.sft.traces import sft_examples
 from b2tjax.tasks.base import Scored
-from b2tjax.tasks.scoring import score_records
+from b2tjax.tasks.scoring import score_records, segments_by_episode
 from b2tjax.tasks.spec import RewardSpec, SftSpec
 from rollout.agents.single import agent_episodes
 from rollout.config import RolloutConfig
@@ -67,29 +67,40 @@ class SingleAgent:
         return agent_episodes(visible, self.benchmark, self.tokenizer, self.rollout, self.python)
 
     def score(self, episodes, records, pairs, local) -> list[Any]:
-        """(record, verdict, reward) per local episode: its one record judged by its own answer."""
+        """(its records, verdict, reward) per local episode: judged by the answer its last record
+        (segment) holds, the reward on each of its records."""
         mine = [pair for pair, here in zip(pairs, local or [True] * len(pairs)) if here]
         g = self.reward
+        segmented = segments_by_episode(records)
         verdicts, rewards = score_records(
-            records, mine, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
+            segmented, mine, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
         )
-        return list(zip(records, verdicts, rewards))
+        return list(zip(segmented, verdicts, rewards))
 
     def pooled(self, episodes: list[Any], items: list[Any]) -> Scored:
         """This process' episodes stand for everyone's (a single agent's are alike on every process)."""
-        records, verdicts, rewards = (list(x) for x in zip(*items)) if items else ([], [], [])
-        return Scored(episodes, records, verdicts, rewards)
+        records = [r for segments, _, _ in items for r in segments]
+        return Scored(episodes, records, [t[1] for t in items], [t[2] for t in items])
 
     def batch(self, scored: Scored, metrics: dict, group_size: int) -> RolloutBatch:
-        """One record per episode, a prompt's G records contiguous."""
-        return RolloutBatch(scored.records, metrics)
+        """A prompt's G episodes contiguous; an episode of several segments says which records are
+        one episode (they share its advantage: b2tjax/grpo/credit.py)."""
+        records = scored.records
+        if len({r.episode for r in records}) == len(records):
+            return RolloutBatch(records, metrics)  # one record per episode
+        return RolloutBatch(
+            records,
+            metrics,
+            groups=[r.episode // group_size for r in records],
+            episodes=[r.episode for r in records],
+        )
 
     def metrics(self, scored: Scored) -> dict[str, Any]:
         return {}
 
     def answers(self, scored: Scored) -> list[str | None]:
-        """A single agent's answer is its one record's."""
-        return [r.answer for r in scored.records]
+        """A single agent's answer is its last segment's."""
+        return [segments[-1].answer for segments in segments_by_episode(scored.records)]
 
     def eval_extras(self, scored: Scored) -> dict[str, Any]:
         return {}

@@ -24,7 +24,7 @@ def test_rewards_follow_the_formula_and_are_written_to_the_records(world):
         _record("not a plan", False),
         _record(None, True),
     ]
-    verdicts, rewards = score_records(records, [(INSTANCE, GROUND_TRUTH)] * len(records), world)
+    verdicts, rewards = score_records([[r] for r in records], [(INSTANCE, GROUND_TRUTH)] * len(records), world)
     # A perfect plan earns R_C + R_UPC = 2; an action error costs 1; unreadable or missing: only the penalty.
     assert [r.total for r in rewards] == [2.0, 1.0, 0.0, -1.0]
     assert [record.reward for record in records] == [2.0, 1.0, 0.0, -1.0]
@@ -34,10 +34,10 @@ def test_rewards_follow_the_formula_and_are_written_to_the_records(world):
 
 def test_ablation_switches_reach_the_reward(world):
     records = [_record(None, True), _record(json.dumps(valid_plan()), True)]
-    _, rewards = score_records(records, [(INSTANCE, GROUND_TRUTH)] * 2, world, action_penalty=False)
+    _, rewards = score_records([[r] for r in records], [(INSTANCE, GROUND_TRUTH)] * 2, world, action_penalty=False)
     assert [r.total for r in rewards] == [0.0, 2.0]
 
 
 def test_a_pair_per_record_is_required(world):
     with pytest.raises(ValueError, match="2 records but 1"):
-        score_records([_record(None, False)] * 2, [(INSTANCE, GROUND_TRUTH)], world)
+        score_records([[_record(None, False)]] * 2, [(INSTANCE, GROUND_TRUTH)], world)

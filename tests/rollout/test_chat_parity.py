@@ -217,6 +217,27 @@ def replayed(benches, himap_runs, exported):
     """The engine replays every expert turn as forced tokens (a tiny random model with the Qwen3
     vocabulary): one single-agent episode per benchmark (its shortest SFT trace) and each
     benchmark's HiMAP team. Returns [(trace, record)] for every stream."""
+    episodes, traces, records = _replay(benches, himap_runs, exported)
+    return [(traces[r.episode][r.stream], r) for r in records]
+
+
+@pytest.fixture(scope="module")
+def folded_replay(benches, himap_runs, exported):
+    """The same replay of each benchmark under a context budget that folds its streams:
+    [(budget, episodes, traces, records)]."""
+    return [
+        (budget, *_replay({name: benches[name]}, himap_runs, exported, **folding))
+        for name, (budget, prompt) in FOLD_BUDGETS.items()
+        for folding in [dict(context_budget=budget, context_keep_turns=1, max_prompt_tokens=prompt)]
+    ]
+
+
+# (budget, largest prompt): B2T's prompt alone is ~4.7k tokens, its expert's replies up to ~2k; at
+# 14k its single agent folds twice and a HiMAP executor once (TravelPlanner's episodes are short)
+FOLD_BUDGETS = {"b2t": (14000, 5000)}
+
+
+def _replay(benches, himap_runs, exported, **overrides):
     import dataclasses
 
     from flax import nnx
@@ -248,11 +269,9 @@ def replayed(benches, himap_runs, exported):
     cfg = dataclasses.replace(get_config("tiny"), vocab_size=tok.vocab_size)
     model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0))
     longest = 65536
-    engine = RolloutEngine(
-        model, tok, engine_config(max_turns=32, max_seq_len=longest, cache_len=longest, prefill_chunk=1024)
-    )
-    records = engine.run(episodes, rng=0)
-    return [(traces[r.episode][r.stream], r) for r in records]
+    config = engine_config(max_turns=32, max_seq_len=longest, cache_len=longest, prefill_chunk=1024)
+    engine = RolloutEngine(model, tok, dataclasses.replace(config, **overrides))
+    return episodes, traces, engine.run(episodes, rng=0)
 
 
 def test_rollout_records_equal_the_sft_layout_and_the_exported_template(replayed, exported):
@@ -264,3 +283,49 @@ def test_rollout_records_equal_the_sft_layout_and_the_exported_template(replayed
         offered = tools_offered(trace["tools"], python=False)
         assert record.ids == encode_trace(trace["messages"], offered, exported[0])["ids"]
         assert_renders_as_our_layout({**trace, "tools": offered}, record.ids, exported)
+
+
+@pytest.mark.slow  # a B2T replay under the budget
+def test_folded_records_render_as_the_exported_template(folded_replay, exported):
+    """Under a budget that folds, every segment of the single agent is the
+    official template, in text and token ids, on the messages it holds: the turns so far as
+    sampled, each tool reply either whole or its stub. HiMAP streams fold too, each segment within
+    the budget, every stream's turns kept whole across its segments and its team answering."""
+    from sandbox.types import StopReason
+
+    tok, hf = exported
+    every = [r for *_, records in folded_replay for r in records]
+    assert any(r.stop_reason == StopReason.FOLDED for r in every if r.role == "agent")
+    assert any(r.stop_reason == StopReason.FOLDED for r in every if r.role != "agent")
+    for budget, episodes, traces, records in folded_replay:
+        for r in records:
+            assert len(r.ids) <= budget and r.stop_reason in ("answer", "done", "folded"), r.stop_reason
+        for index, episode in enumerate(episodes):
+            if hasattr(episode, "steps"):  # a single agent (a HiMAP team keeps no steps)
+                _assert_segments_render(
+                    episode, traces[index]["main"], [r for r in records if r.episode == index], exported
+                )
+
+
+def _assert_segments_render(episode, trace, segments, exported) -> None:
+    tok, hf = exported
+    first = next(i for i, m in enumerate(trace["messages"]) if m["role"] == "assistant")
+    prompt, tools = trace["messages"][:first], tools_offered(trace["tools"], python=False)
+    turns = [tok.decode(r.ids[a : b - 1]) for r in segments for a, b in r.turns]
+    done = 0
+    for record in segments:
+        text = tok.decode(record.ids)
+        messages = list(prompt)
+        last = done + len(record.turns)
+        for k in range(last):
+            messages.append({"role": "assistant", "content": turns[k]})
+            if k == last - 1:
+                break
+            for response in episode.steps[k].responses:
+                stub = response.folded(len(tok.encode_text(response.content)))
+                kept = response.render() in text
+                assert kept or (stub.render() in text and response.kind == "tool")
+                messages.append({"role": "tool", "content": (response if kept else stub).content})
+        assert hf.apply_chat_template(messages, tools=tools, tokenize=False) == text + "\n"
+        assert _hf_ids(hf, messages, tools) == record.ids + tok.encode("\n")
+        done = last
