@@ -21,27 +21,29 @@ from sandbox.types import StopReason
 
 
 def score_records(
-    episodes: Sequence[Sequence[EpisodeRecord]],
+    records: Sequence[EpisodeRecord],
     pairs: Sequence[Instance],
     benchmark: Any,
     *,
     action_penalty: bool = True,
     format_gate: bool = True,
 ) -> tuple[list[Any], list[Reward]]:
-    """Single-stream episodes, each given as its records (one, or its segments in order when its
-    context was folded: rollout/context.py): judge episode i's answer (its last record's) against
-    pairs[i] = (visible instance, ground truth) and set every one of its records' `reward`.
+    """Single-stream episodes, as the engine returns their records: one per episode, or an
+    episode's segments in order when its context was folded (rollout/context.py;
+    `segments_by_episode`). Judge episode i's answer (its last record's) against pairs[i] =
+    (visible instance, ground truth) and set every one of its records' `reward`.
 
     `benchmark` is a sandbox Benchmark (a B2T World, store path or DATA directory also works).
     An episode without an answer is undelivered and earns only the action penalty (SPEC section 7).
     Returns (verdicts, rewards), one each per episode.
     """
+    episodes = segments_by_episode(records)
     if len(episodes) != len(pairs):
         raise ValueError(
             f"{len(episodes)} episodes but {len(pairs)} (instance, ground truth) pairs: "
             "give one pair per episode, in episode order"
         )
-    answers = [records[-1].answer for records in episodes]
+    answers = [segments[-1].answer for segments in episodes]
     return _judge(episodes, answers, pairs, benchmark, action_penalty, format_gate)
 
 

@@ -71,11 +71,10 @@ class SingleAgent:
         (segment) holds, the reward on each of its records."""
         mine = [pair for pair, here in zip(pairs, local or [True] * len(pairs)) if here]
         g = self.reward
-        segmented = segments_by_episode(records)
         verdicts, rewards = score_records(
-            segmented, mine, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
+            records, mine, self.benchmark, action_penalty=g.action_penalty, format_gate=g.format_gate
         )
-        return list(zip(segmented, verdicts, rewards))
+        return list(zip(segments_by_episode(records), verdicts, rewards))
 
     def pooled(self, episodes: list[Any], items: list[Any]) -> Scored:
         """This process' episodes stand for everyone's (a single agent's are alike on every process)."""

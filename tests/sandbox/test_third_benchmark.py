@@ -51,7 +51,7 @@ def test_an_agent_episode_runs_in_the_engine_and_is_scored(bench, rollout_setup)
         episodes.append(ForcedTokens(visible["id"], prompt_ids(prompt, tok), env, tok, forced_turns=forced))
     records = RolloutEngine(rollout_setup.model, tok, engine_config(max_seq_len=1024)).run(episodes)
     assert [r.stop_reason for r in records] == ["answer", "answer"]
-    verdicts, rewards = score_records([[r] for r in records], pairs, bench)
+    verdicts, rewards = score_records(records, pairs, bench)
     assert all(v.all_passed for v in verdicts)
     assert [r.total for r in rewards] == [2.0, 2.0]  # R_format * (R_C + R_UPC), no action error
 
