@@ -30,11 +30,13 @@ def _config(**overrides):
     return engine_config(**{**base, **overrides})
 
 
-def _run(setup, n=2, **overrides):
+def _run(setup, n=2, events=None, **overrides):
     from rollout import RolloutEngine
 
     episodes = [forced_episode(setup, f"ep{i}", f"Plan trip {i} to Chengdu.", SCRIPT) for i in range(n)]
     engine = RolloutEngine(setup.model, setup.tokenizer, _config(**overrides))
+    if events is not None:
+        engine.trace = lambda key, kind, ids, pos: events.append((key[0], kind, list(ids)))
     return episodes, engine.run(episodes, rng=3), engine.stats
 
 
@@ -47,15 +49,17 @@ def _by_episode(records):
 
 @pytest.fixture(scope="module")
 def folded(rollout_setup):
-    """Two episodes sampled at T=0.8 whose contexts fold twice each under an 800-token budget."""
-    return _run(rollout_setup, temperature=0.8)
+    """Two episodes sampled at T=0.8 whose contexts fold twice each under an 800-token budget, and
+    the engine's trace of what it fed and sampled: (episode, kind, ids)."""
+    events: list = []
+    return (*_run(rollout_setup, events=events, temperature=0.8), events)
 
 
 def test_segments_of_a_folded_episode(folded):
     from sandbox.types import StopReason
 
-    episodes, records, stats = folded
-    for episode, segments in zip(episodes, _by_episode(records)):
+    episodes, records, stats, events = folded
+    for index, (episode, segments) in enumerate(zip(episodes, _by_episode(records))):
         assert [r.segment for r in segments] == list(range(len(segments))) and len(segments) >= 2
         assert [r.stop_reason for r in segments] == [StopReason.FOLDED] * (len(segments) - 1) + ["answer"]
         assert segments[-1].answer == "[]" and not any(r.truncated for r in segments)
@@ -67,6 +71,9 @@ def test_segments_of_a_folded_episode(folded):
             assert not any(r.loss_mask[: r.prompt_len])
             assert len(r.ids) == len(r.loss_mask) == len(r.logprobs)
         assert sum(r.num_sampled for r in segments[1:]) > 0  # sampled after a fold
+        # each token the sampler drew is trained on exactly once, in the segment it was drawn in
+        drawn = [t for e, kind, ids in events if e == index and kind == "decode" for t in ids]
+        assert [t for r in segments for t, m in zip(r.ids, r.loss_mask) if m] == drawn
     assert stats.folds == sum(r.stop_reason == StopReason.FOLDED for r in records)
 
 
@@ -77,7 +84,7 @@ def test_folded_context_is_the_template_of_the_folded_messages(folded, rollout_s
     from models.chat import render
 
     tok = rollout_setup.tokenizer
-    episodes, records, _ = folded
+    episodes, records, _, _ = folded
     for episode, segments in zip(episodes, _by_episode(records)):
         turns = [tok.decode(r.ids[a : b - 1]) for r in segments for a, b in r.turns]
         done = 0  # turns of the episode before this segment
@@ -105,7 +112,7 @@ def test_each_segment_logprobs_equal_teacher_forcing(folded, rollout_setup):
     ids: the KV after a fold (copied from the old row, then prefilled) is the folded context's."""
     from rollout.sampling import teacher_forced_logprobs
 
-    _, records, stats = folded
+    _, records, stats, _ = folded
     assert stats.reused_tokens > 0
     for record in (r for r in records if r.num_sampled):
         reference = teacher_forced_logprobs(rollout_setup.model, record.ids, 0.8)
@@ -141,7 +148,7 @@ def test_segments_share_their_episode_advantage(folded):
     from b2tjax.grpo.update import batch_advantages
     from b2tjax.tasks.single import SingleAgent
 
-    _, records, _ = folded
+    _, records, _, _ = folded
     episodes = _by_episode(records)
     for reward, segments in zip((1.0, 0.0), episodes):
         for r in segments:
@@ -158,3 +165,20 @@ def test_segments_share_their_episode_advantage(folded):
 class _Scored:
     def __init__(self, records):
         self.records = records
+
+
+def test_a_streaming_session_returns_the_same_segments(rollout_setup):
+    """A session (rollout/session.py) hands back an episode's segments as a plain run does, with
+    the versions of their sampled tokens."""
+    from rollout import RolloutEngine
+
+    _, plain, _ = _run(rollout_setup)
+    episodes = [
+        forced_episode(rollout_setup, f"ep{i}", f"Plan trip {i} to Chengdu.", SCRIPT) for i in range(2)
+    ]
+    engine = RolloutEngine(rollout_setup.model, rollout_setup.tokenizer, _config())
+    with engine.session(rng=3) as session:
+        streamed = session.advance(session.submit(episodes))
+    assert [(r.episode, r.segment, r.ids) for r in streamed] == [(r.episode, r.segment, r.ids) for r in plain]
+    assert all(len(r.versions) == len(r.ids) for r in streamed)
+    assert all(v == 0 for r in streamed for v, m in zip(r.versions, r.loss_mask) if m)
