@@ -88,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         config = load_rollout_config(args.config, args.overrides, base=ROLLOUT_DEFAULTS)
-        # a served turn cut at its segment is continued (rollout/serve/service.py), never closed
-        config = freeze(dataclasses.replace(config, turn_cap="stop"))
+        # a served turn cut at its segment is continued (rollout/serve/service.py), never closed;
+        # the client owns its conversation, so a recipe's context budget never folds it here
+        config = freeze(dataclasses.replace(config, turn_cap="stop", context_budget=0))
         policy = load_policy(args.checkpoint or args.hf, args.tokenizer)
     except ValueError as err:
         raise UserError(str(err)) from None
