@@ -55,8 +55,15 @@ def streams_from_traces(
 def streams_from_records(
     records: Sequence[EpisodeRecord], turns: Callable[[EpisodeRecord], list[Turn]]
 ) -> list[StreamView[Turn]]:
-    """An engine run's records of one episode (as run, or read back from JSON); `turns` shows one."""
-    return [StreamView(r.stream, HimapTag.of(r.tag), turns(r)) for r in records]
+    """An engine run's records of one episode (as run, or read back from JSON); `turns` shows one.
+    A folded stream's segments (rollout/context.py) show as one stream, their turns in order."""
+    views: dict[str, StreamView[Turn]] = {}
+    for r in records:
+        if r.stream in views:
+            views[r.stream].turns.extend(turns(r))
+        else:
+            views[r.stream] = StreamView(r.stream, HimapTag.of(r.tag), list(turns(r)))
+    return list(views.values())
 
 
 def text_turns_of_record(tokenizer: Any) -> Callable[[EpisodeRecord], list[tuple[str, str]]]:

@@ -286,7 +286,7 @@ def test_rollout_records_equal_the_sft_layout_and_the_exported_template(replayed
 
 
 @pytest.mark.slow  # a B2T replay under the budget
-def test_folded_records_render_as_the_exported_template(folded_replay, exported):
+def test_folded_records_render_as_the_exported_template(folded_replay, exported, benches):
     """Under a budget that folds, every segment of the single agent is the
     official template, in text and token ids, on the messages it holds: the turns so far as
     sampled, each tool reply either whole or its stub. HiMAP streams fold too, each segment within
@@ -300,11 +300,23 @@ def test_folded_records_render_as_the_exported_template(folded_replay, exported)
     for budget, episodes, traces, records in folded_replay:
         for r in records:
             assert len(r.ids) <= budget and r.stop_reason in ("answer", "done", "folded"), r.stop_reason
+        _assert_report_shows_every_turn(benches["b2t"], records, tok)
         for index, episode in enumerate(episodes):
             if hasattr(episode, "steps"):  # a single agent (a HiMAP team keeps no steps)
                 _assert_segments_render(
                     episode, traces[index]["main"], [r for r in records if r.episode == index], exported
                 )
+
+
+def _assert_report_shows_every_turn(bench, records, tok) -> None:
+    """The report (b2tjax/report/build.py) shows a folded single agent's segments one after
+    another: every turn once."""
+    from b2tjax.report.build import record_episodes
+
+    agent = [r for r in records if r.role == "agent"]
+    shown, _ = record_episodes(bench, bench.load_split("train"), agent, tok)
+    assert len(shown) == 1 and shown[0]["segments"] == len(agent) > 1
+    assert len(shown[0]["turns"]) == sum(len(r.turns) for r in agent)
 
 
 def _assert_segments_render(episode, trace, segments, exported) -> None:
