@@ -7,7 +7,7 @@ dims laid out as the base weight (models/hf.py), flattened in the same order as 
 
 Qwen3-MoE: the experts' adapters ([L, E, in, r], [L, E, r, out]) are written one module per expert,
 `model.layers.{i}.mlp.experts.{e}.gate_proj`, as transformers 4 names its expert Linears and the
-PEFT adapters trained on it are stored; PEFT (0.18+) converts them on load for transformers 5,
+PEFT adapters trained on it are stored; PEFT (0.22 tested) converts them on load for transformers 5,
 whose experts are fused 3-D parameters (gate_up_proj at rank 2r, down_proj).
 """
 
