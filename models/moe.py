@@ -28,6 +28,9 @@ copies go to the shards of their experts and come back, inside `jax.shard_map` o
 In a shard the FSDP-sharded model dim of the expert weights is all-gathered and the tensor-sharded
 MLP dim gives partial sums, added over its axes at the end.
 
+LoRA (models/lora.py): per-expert factors `<proj>_lora_a` [E, in, r] and `<proj>_lora_b` [E, r, out]
+add (alpha / r) (x A_e) B_e to each token copy's x W_e (`project`), sharded with their experts.
+
 Router replay (the trainer using the experts a sampler chose): every forward returns the experts
 it chose per token (`route_dtype`, 0 for padding), and takes given ones (`routes`) instead of
 top-k: the probabilities at those indices (`jnp.take_along_axis(probs, chosen, -1)`) go to `gates`
@@ -38,6 +41,7 @@ Negative given indices (a token with no recorded routes) leave that token its ow
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +60,19 @@ from models.sharding import constrain, logical_to_spec, row_axes
 
 EXPERT_AXIS = "expert"
 # The logical axes of the stacked expert weights gate [E, H, I], up [E, H, I], down [E, I, H].
-EXPERT_NAMES = (("expert", "embed", "mlp"), ("expert", "embed", "mlp"), ("expert", "mlp", "embed"))
+EXPERT_NAMES = {
+    "gate_proj": ("expert", "embed", "mlp"),
+    "up_proj": ("expert", "embed", "mlp"),
+    "down_proj": ("expert", "mlp", "embed"),
+}
+
+
+def param_names(name: str) -> tuple[str, ...]:
+    """The logical axes of an expert parameter: a weight of EXPERT_NAMES or one of its LoRA factors,
+    A `<proj>_lora_a` [E, in, r] or B `<proj>_lora_b` [E, r, out]."""
+    proj, _, which = name.partition("_lora_")
+    expert, into, out = EXPERT_NAMES[proj]
+    return {"": (expert, into, out), "a": (expert, into, "lora_rank"), "b": (expert, "lora_rank", out)}[which]
 
 
 def resolve_experts(impl: str, platform: str) -> str:
@@ -119,37 +135,58 @@ def expert_counts(experts: jax.Array, num_experts: int) -> jax.Array:
     return jnp.zeros(num_experts, jnp.int32).at[experts.reshape(-1)].add(1, mode="drop")
 
 
-def dense_experts(
-    x: jax.Array, routing: Routing, gate: jax.Array, up: jax.Array, down: jax.Array
-) -> jax.Array:
-    """Reference: x [N, H] through every expert (weights [E, H, I], [E, H, I], [E, I, H]), combined
-    by the gate weights; fp32 [N, H]."""
-    n, e = x.shape[0], gate.shape[0]
+Params = dict[str, jax.Array]  # gate_proj, up_proj, down_proj [E, ...] and any `<proj>_lora_a/b`
+
+
+def project(name: str, x: jax.Array, params: Params, scale: float, dot: Callable) -> jax.Array:
+    """x through expert projection `name` by `dot(x, stacked weight)`: x W, plus (alpha / r) (x A) B
+    (`scale` = alpha / r) when `params` holds its LoRA factors."""
+    y = dot(x, params[name])
+    a = params.get(f"{name}_lora_a")
+    if a is None:
+        return y
+    h = dot(x, a) * jnp.asarray(scale, y.dtype)
+    return y + dot(h, params[f"{name}_lora_b"])
+
+
+def _expert_mlp(x: jax.Array, params: Params, scale: float, dot: Callable) -> jax.Array:
+    """SwiGLU through each expert's gate, up and down projections, `dot` grouping rows by expert."""
+    gate, up = (project(name, x, params, scale, dot) for name in ("gate_proj", "up_proj"))
+    return project("down_proj", jax.nn.silu(gate) * up, params, scale, dot)
+
+
+def _every_expert(x: jax.Array, w: jax.Array) -> jax.Array:
+    """x [N, d] (every token) or [E, N, d] (each expert's) times w [E, d, o] -> [E, N, o]."""
+    return jnp.einsum("nd,edo->eno" if x.ndim == 2 else "end,edo->eno", x, w)
+
+
+def dense_experts(x: jax.Array, routing: Routing, params: Params, scale: float = 1.0) -> jax.Array:
+    """Reference: x [N, H] through every expert (`params`: weights [E, H, I], [E, H, I], [E, I, H]
+    and any LoRA factors), combined by the gate weights; fp32 [N, H]."""
+    n, e = x.shape[0], params["gate_proj"].shape[0]
     rows = jnp.arange(n)[:, None]
     combine = jnp.zeros((n, e + 1), F32).at[rows, routing.experts].add(routing.weights)[:, :e]
-    act = jax.nn.silu(jnp.einsum("nh,ehi->eni", x, gate)) * jnp.einsum("nh,ehi->eni", x, up)
-    out = jnp.einsum("eni,eih->enh", act, down)
+    out = _expert_mlp(x, params, scale, _every_expert)
     return jnp.einsum("enh,ne->nh", out, combine.astype(out.dtype), preferred_element_type=F32)
 
 
-def ragged_experts(
-    x: jax.Array, routing: Routing, gate: jax.Array, up: jax.Array, down: jax.Array
-) -> jax.Array:
+def ragged_experts(x: jax.Array, routing: Routing, params: Params, scale: float = 1.0) -> jax.Array:
     """Grouped matmuls: the N * k (token, expert) pairs sorted by expert, each expert's contiguous
-    rows times its weights (`jax.lax.ragged_dot`), unsorted and summed per token; fp32 [N, H]."""
+    rows times its weights (`jax.lax.ragged_dot`; LoRA factors too), unsorted and summed per token;
+    fp32 [N, H]."""
     n, k = routing.experts.shape
     order = jnp.argsort(routing.experts.reshape(-1), stable=True)  # unrouted (index E) sort last
     rows = x[order // k]  # [N * k, H]
     sizes = routing.counts
-    act = jax.nn.silu(jax.lax.ragged_dot(rows, gate, sizes)) * jax.lax.ragged_dot(rows, up, sizes)
-    out = jax.lax.ragged_dot(act, down, sizes)  # rows past the groups: unrouted, weight 0 below
+    grouped = lambda v, w: jax.lax.ragged_dot(v, w, sizes)  # noqa: E731
+    out = _expert_mlp(rows, params, scale, grouped)  # rows past the groups: unrouted, weight 0 below
     routed = jnp.arange(n * k) < jnp.sum(sizes)
     out = jnp.where(routed[:, None], out, 0)[jnp.argsort(order)].reshape(n, k, -1)
     return jnp.einsum("nkh,nk->nh", out, routing.weights.astype(out.dtype), preferred_element_type=F32)
 
 
 EXPERTS = {"ragged": ragged_experts, "dense": dense_experts}
-ExpertsFn = Callable[[jax.Array, Routing, jax.Array, jax.Array, jax.Array], jax.Array]
+ExpertsFn = Callable[[jax.Array, Routing, Params], jax.Array]
 
 
 def shard_routing(experts: jax.Array, weights: jax.Array, first: jax.Array, count: int) -> Routing:
@@ -162,25 +199,25 @@ def shard_routing(experts: jax.Array, weights: jax.Array, first: jax.Array, coun
 
 
 def gather_exchange(
-    compute: ExpertsFn, x: jax.Array, experts: jax.Array, weights: jax.Array, *params: jax.Array
+    compute: ExpertsFn, x: jax.Array, experts: jax.Array, weights: jax.Array, params: Params
 ) -> jax.Array:
     """One shard's n tokens x [n, H] (their `experts` and gate `weights` [n, k]) through the experts
     of every shard: all tokens of the expert axis gathered, this shard's experts' share of each
     computed, the shares summed and scattered back; fp32 [n, H]."""
-    count = params[0].shape[0]
+    count = params["gate_proj"].shape[0]
     first = jax.lax.axis_index(EXPERT_AXIS) * count
     xs, experts, weights = (jax.lax.all_gather(a, EXPERT_AXIS, tiled=True) for a in (x, experts, weights))
-    out = compute(xs, shard_routing(experts, weights, first, count), *params)
+    out = compute(xs, shard_routing(experts, weights, first, count), params)
     return jax.lax.psum_scatter(out, EXPERT_AXIS, scatter_dimension=0, tiled=True)
 
 
 def all_to_all_exchange(
-    compute: ExpertsFn, x: jax.Array, experts: jax.Array, weights: jax.Array, *params: jax.Array
+    compute: ExpertsFn, x: jax.Array, experts: jax.Array, weights: jax.Array, params: Params
 ) -> jax.Array:
     """As `gather_exchange`, moving only each token copy to its expert's shard and back: copies
     sorted by expert (so by shard; unrouted last), sent with ragged_all_to_all, grouped there by
     local expert, computed, returned to their places; fp32 [n, H]."""
-    (n, k), count = experts.shape, params[0].shape[0]
+    (n, k), count = experts.shape, params["gate_proj"].shape[0]
     shards, me = jax.lax.axis_size(EXPERT_AXIS), jax.lax.axis_index(EXPERT_AXIS)
     order = jnp.argsort(experts.reshape(-1), stable=True)
     table = jax.lax.all_gather(expert_counts(experts, shards * count), EXPERT_AXIS)  # [src, E] copies
@@ -195,7 +232,7 @@ def all_to_all_exchange(
     local = jnp.repeat(jnp.tile(jnp.arange(count), shards), mine, total_repeat_length=buffer.shape[0])
     local = jnp.where(jnp.arange(buffer.shape[0]) < jnp.sum(mine), local, count)[:, None]
     routing = Routing(experts=local, weights=(local < count).astype(F32), counts=expert_counts(local, count))
-    out = compute(got, routing, *params).astype(x.dtype)  # each row its own expert's output
+    out = compute(got, routing, params).astype(x.dtype)  # each row its own expert's output
     back = jax.lax.ragged_all_to_all(
         out,
         jnp.zeros((n * k, x.shape[1]), x.dtype),
@@ -218,13 +255,13 @@ def _mesh_axes(spec_entry: Any) -> tuple[str, ...]:
 
 
 def expert_parallel(
-    x: jax.Array, routing: Routing, params: list[jax.Array], compute: str, exchange: str, mesh: AbstractMesh
+    x: jax.Array, routing: Routing, params: Params, compute: ExpertsFn, exchange: str, mesh: AbstractMesh
 ) -> jax.Array:
-    """`EXPERTS[compute]` of x [N, H] with the experts (gate, up, down) sharded over `mesh`'s expert
-    axis and tokens moved by `EXCHANGES[exchange]`; fp32 [N, H]. N is padded with unrouted tokens
-    to split evenly over the row axes."""
+    """`compute` (an `EXPERTS` function) of x [N, H] with the experts (gate, up, down and any LoRA
+    factors) sharded over `mesh`'s expert axis and tokens moved by `EXCHANGES[exchange]`; fp32
+    [N, H]. N is padded with unrouted tokens to split evenly over the row axes."""
     shape = dict(mesh.shape)
-    num, shards = params[0].shape[0], shape[EXPERT_AXIS]
+    num, shards = params["gate_proj"].shape[0], shape[EXPERT_AXIS]
     if num % shards:
         raise ValueError(f"num_experts ({num}) must be a multiple of mesh.expert ({shards})")
     rows = row_axes(shape)
@@ -234,17 +271,21 @@ def expert_parallel(
         jnp.pad(routing.experts, ((0, pad), (0, 0)), constant_values=num),
         jnp.pad(routing.weights, ((0, pad), (0, 0))),
     )
-    specs = [logical_to_spec(names, p.shape, shape) for names, p in zip(EXPERT_NAMES, params, strict=True)]
-    embed, mlp = _mesh_axes(specs[0][1]), _mesh_axes(specs[0][2])
+    specs = {name: logical_to_spec(param_names(name), p.shape, shape) for name, p in params.items()}
+    embed, mlp = _mesh_axes(specs["gate_proj"][1]), _mesh_axes(specs["gate_proj"][2])
 
-    def body(x, experts, weights, gate, up, down):
-        gate, up = (jax.lax.all_gather(w, embed, axis=1, tiled=True) for w in (gate, up))
-        down = jax.lax.all_gather(down, embed, axis=2, tiled=True)
-        return jax.lax.psum(EXCHANGES[exchange](EXPERTS[compute], x, experts, weights, gate, up, down), mlp)
+    def body(x, experts, weights, params):
+        gathered = {
+            name: jax.lax.all_gather(p, embed, axis=param_names(name).index("embed"), tiled=True)
+            if "embed" in param_names(name)
+            else p
+            for name, p in params.items()
+        }
+        return jax.lax.psum(EXCHANGES[exchange](compute, x, experts, weights, gathered), mlp)
 
     row_spec = P(rows, None)
-    run = jax.shard_map(body, mesh=mesh, in_specs=(row_spec,) * 3 + tuple(specs), out_specs=row_spec)
-    return run(*tokens, *params)[:n]
+    run = jax.shard_map(body, mesh=mesh, in_specs=(row_spec,) * 3 + (specs,), out_specs=row_spec)
+    return run(*tokens, params)[:n]
 
 
 class MoeBlock(nnx.Module):
@@ -266,10 +307,9 @@ class MoeBlock(nnx.Module):
         h, i, e = cfg.hidden_size, moe.moe_intermediate_size, moe.num_experts
         init = nnx.initializers.normal(cfg.initializer_range)
         self.router = make_param(rngs, (h, e), ("embed", None), init, param_dtype)
-        gate, up, down = EXPERT_NAMES
-        self.gate_proj = make_param(rngs, (e, h, i), gate, init, param_dtype)
-        self.up_proj = make_param(rngs, (e, h, i), up, init, param_dtype)
-        self.down_proj = make_param(rngs, (e, i, h), down, init, param_dtype)
+        self.gate_proj = make_param(rngs, (e, h, i), EXPERT_NAMES["gate_proj"], init, param_dtype)
+        self.up_proj = make_param(rngs, (e, h, i), EXPERT_NAMES["up_proj"], init, param_dtype)
+        self.down_proj = make_param(rngs, (e, i, h), EXPERT_NAMES["down_proj"], init, param_dtype)
         self.top_k = moe.num_experts_per_tok
         self.renorm = moe.norm_topk_prob
         self.experts = experts
@@ -279,6 +319,11 @@ class MoeBlock(nnx.Module):
     @property
     def num_experts(self) -> int:
         return self.router.shape[-1]
+
+    def expert_params(self) -> Params:
+        """The expert weights and any LoRA factors on them, in the compute dtype."""
+        adapted = [f"{n}_lora_{w}" for n in EXPERT_NAMES for w in "ab" if hasattr(self, f"{n}_lora_a")]
+        return {n: getattr(self, n)[...].astype(self.dtype) for n in [*EXPERT_NAMES, *adapted]}
 
     def router_probs(self, x: jax.Array) -> jax.Array:
         """x [N, H] (compute dtype) -> the router's softmax fp32 [N, E] (logits in fp32)."""
@@ -316,12 +361,12 @@ class MoeBlock(nnx.Module):
         valid = jnp.ones((b * t,), bool) if valid is None else valid.reshape(b * t)
         probs = self.router_probs(flat)
         routing = self.choose(probs, valid, None if routes is None else routes.reshape(b * t, -1))
-        weights = [getattr(self, n)[...].astype(self.dtype) for n in ("gate_proj", "up_proj", "down_proj")]
+        compute = functools.partial(EXPERTS[self.experts], scale=getattr(self, "lora_scale", 1.0))
         mesh = jax.sharding.get_abstract_mesh()
         if mesh.empty or dict(mesh.shape).get(EXPERT_AXIS, 1) == 1:
-            out = EXPERTS[self.experts](flat, routing, *weights)
+            out = compute(flat, routing, self.expert_params())
         else:
-            out = expert_parallel(flat, routing, weights, self.experts, self.exchange, mesh)
+            out = expert_parallel(flat, routing, self.expert_params(), compute, self.exchange, mesh)
         out = constrain(out.astype(self.dtype).reshape(b, t, h), ("batch", "seq", "act_embed"))
         e = self.num_experts
         chosen = jnp.where(routing.experts < e, routing.experts, 0).astype(route_dtype(e))

@@ -4,6 +4,11 @@ adapter_model.safetensors), the format `peft.PeftModel.from_pretrained(base, DIR
 PEFT stores, per adapted nn.Linear, lora_A.weight [r, in] and lora_B.weight [out, r] and adds
 (lora_alpha / r) * B A x. Ours are stacked [L, *in, r] and [L, r, *out] with the input and output
 dims laid out as the base weight (models/hf.py), flattened in the same order as HF's Linear.
+
+Qwen3-MoE: the experts' adapters ([L, E, in, r], [L, E, r, out]) are written one module per expert,
+`model.layers.{i}.mlp.experts.{e}.gate_proj`, as transformers 4 names its expert Linears and the
+PEFT adapters trained on it are stored; PEFT (0.22 tested) converts them on load for transformers 5,
+whose experts are fused 3-D parameters (gate_up_proj at rank 2r, down_proj).
 """
 
 from __future__ import annotations
@@ -23,18 +28,49 @@ from flax import nnx
 from models import lora
 from models.config import Qwen3Config
 from models.hf_check import TensorFormatError, check_tensors, header, linear_shapes, open_safetensors
+from models.settings import MLP_TARGETS
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 
 
 def hf_module(target: str) -> str:
-    """The HF module path of `target` under model.layers.{i}."""
+    """The HF module path of `target` under model.layers.{i} (an expert's under mlp.experts.{e})."""
     return f"self_attn.{target}" if target in lora.ATTENTION_TARGETS else f"mlp.{target}"
 
 
-def tensor_name(layer: int, target: str, which: str) -> str:
-    return f"base_model.model.model.layers.{layer}.{hf_module(target)}.lora_{which}.weight"
+def stack_paths(cfg: Qwen3Config, target: str) -> dict[str, list[list[str]]]:
+    """Per layer stack of a model of `cfg` (models/stacks.py), per stacked layer, the HF module paths
+    `target` adapts there: one per expert for a MoE layer's MLP targets, else one."""
+    layers = range(cfg.num_hidden_layers)
+    if cfg.moe is None:
+        return {"layers": [[f"model.layers.{i}.{hf_module(target)}"] for i in layers]}
+    sparse = cfg.moe.sparse_layers(cfg.num_hidden_layers)
+    experts = range(cfg.moe.num_experts) if target in MLP_TARGETS else ()
+    out = {
+        "layers": [
+            [f"model.layers.{i}.mlp.experts.{e}.{target}" for e in experts]
+            or [f"model.layers.{i}.{hf_module(target)}"]
+            for i in layers
+            if sparse[i]
+        ]
+    }
+    dense = [[f"model.layers.{i}.{hf_module(target)}"] for i in layers if not sparse[i]]
+    return out | ({"dense_layers": dense} if dense else {})
+
+
+def module_shape(cfg: Qwen3Config, path: str) -> tuple[int, int]:
+    """HF (out, in) of the Linear at `path` (an expert's MLP has `moe_intermediate_size`)."""
+    target = path.rsplit(".", 1)[1]
+    out, into = linear_shapes(cfg)[target]
+    if ".experts." not in path:
+        return out, into
+    i = cfg.moe.moe_intermediate_size
+    return (out, i) if target == "down_proj" else (i, into)
+
+
+def tensor_name(path: str, which: str) -> str:
+    return f"base_model.model.{path}.lora_{which}.weight"
 
 
 def is_adapter_dir(path: str | os.PathLike) -> bool:
@@ -65,11 +101,13 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
     return cfg
 
 
-def peft_targets(raw: Any, num_layers: int, where: str) -> list[str]:
+def peft_targets(raw: Any, cfg: Qwen3Config, where: str) -> list[str]:
     """PEFT's `target_modules` as our target names. As PEFT reads it: "all-linear" is every linear
     layer but the output head; another string is a regex each module path must match whole; a list
     entry matches a module whose path is the entry or ends with "." + entry."""
-    paths = {t: [f"model.layers.{i}.{hf_module(t)}" for i in range(num_layers)] for t in lora.TARGETS}
+    paths = {
+        t: [p for rows in stack_paths(cfg, t).values() for row in rows for p in row] for t in lora.TARGETS
+    }
     if raw == "all-linear":
         return list(lora.TARGETS)
     if isinstance(raw, str):
@@ -101,9 +139,9 @@ def peft_targets(raw: Any, num_layers: int, where: str) -> list[str]:
     return targets
 
 
-def lora_config_of(peft_cfg: dict[str, Any], num_layers: int, where: str = CONFIG_FILE) -> lora.LoraConfig:
+def lora_config_of(peft_cfg: dict[str, Any], cfg: Qwen3Config, where: str = CONFIG_FILE) -> lora.LoraConfig:
     """Our `model.lora` equivalent of a (read_config-checked) PEFT adapter config."""
-    targets = peft_targets(peft_cfg.get("target_modules"), num_layers, where)
+    targets = peft_targets(peft_cfg.get("target_modules"), cfg, where)
     return lora.LoraConfig(rank=peft_cfg["r"], alpha=float(peft_cfg["lora_alpha"]), targets=targets)
 
 
@@ -112,13 +150,14 @@ def check_adapter(path: str | os.PathLike, base: Qwen3Config) -> lora.LoraConfig
     safetensors header, no data) agree with each other and with the base: one line naming the
     first tensor that does not, before anything is allocated."""
     path = os.fspath(path)
-    cfg = lora_config_of(read_config(path), base.num_hidden_layers, os.path.join(path, CONFIG_FILE))
+    cfg = lora_config_of(read_config(path), base, os.path.join(path, CONFIG_FILE))
     expected = {}
     for target in cfg.targets:
-        out, into = linear_shapes(base)[target]
-        for i in range(base.num_hidden_layers):
-            expected[tensor_name(i, target, "A")] = (cfg.rank, into)
-            expected[tensor_name(i, target, "B")] = (out, cfg.rank)
+        for rows in stack_paths(base, target).values():
+            for module in (p for row in rows for p in row):
+                out, into = module_shape(base, module)
+                expected[tensor_name(module, "A")] = (cfg.rank, into)
+                expected[tensor_name(module, "B")] = (out, cfg.rank)
     weights = os.path.join(path, WEIGHTS_FILE)
     with open_safetensors(weights) as f:
         names = set(f.keys())
@@ -135,15 +174,19 @@ def check_adapter(path: str | os.PathLike, base: Qwen3Config) -> lora.LoraConfig
 
 
 def adapter_tensors(model: nnx.Module) -> Iterator[tuple[str, np.ndarray]]:
-    """(PEFT tensor name, fp32 numpy tensor) of every adapter of `model`, layer by layer."""
+    """(PEFT tensor name, fp32 numpy tensor) of every adapter of `model`, layer by layer (expert by
+    expert)."""
     for target in lora.adapter_config(model)["targets"]:
-        module = lora.module_of(model, target)
-        a = np.asarray(jax.device_get(getattr(module, f"{target}_lora_a")[...]), np.float32)
-        b = np.asarray(jax.device_get(getattr(module, f"{target}_lora_b")[...]), np.float32)
-        rank = a.shape[-1]
-        for i in range(a.shape[0]):
-            yield tensor_name(i, target, "A"), np.ascontiguousarray(a[i].reshape(-1, rank).T)
-            yield tensor_name(i, target, "B"), np.ascontiguousarray(b[i].reshape(rank, -1).T)
+        paths = stack_paths(model.config, target)
+        for stack, module in lora.modules_of(model, target):
+            a = np.asarray(jax.device_get(getattr(module, f"{target}_lora_a")[...]), np.float32)
+            b = np.asarray(jax.device_get(getattr(module, f"{target}_lora_b")[...]), np.float32)
+            rank = a.shape[-1]
+            for i, row in enumerate(paths[stack]):  # one module per expert: a[i] [E, in, r]
+                a_i, b_i = a[i].reshape(len(row), -1, rank), b[i].reshape(len(row), rank, -1)
+                for e, path in enumerate(row):
+                    yield tensor_name(path, "A"), np.ascontiguousarray(a_i[e].T)
+                    yield tensor_name(path, "B"), np.ascontiguousarray(b_i[e].T)
 
 
 def save_adapter(model: nnx.Module, out_dir: str | os.PathLike, base_path: str) -> None:
@@ -190,23 +233,18 @@ def load_adapter(model: nnx.Module, path: str | os.PathLike) -> nnx.Module:
             f"rank {info['rank']}, targets {info['targets']}"
         )
     with safe_open(os.path.join(path, WEIGHTS_FILE), framework="np") as f:
-        names = set(f.keys())
         for target in info["targets"]:
-            module = lora.module_of(model, target)
-            for which, var_name in (("A", f"{target}_lora_a"), ("B", f"{target}_lora_b")):
-                var = getattr(module, var_name)
-                layers = []
-                for i in range(var.shape[0]):
-                    name = tensor_name(i, target, which)
-                    if name not in names:
-                        raise ValueError(f"{path}: adapter has no tensor {name}")
-                    t = f.get_tensor(name).astype(np.float32).T  # [in, r] or [r, out]
-                    layers.append(t.reshape(var.shape[1:]))
-                value = jnp.asarray(np.stack(layers), var.dtype)
-                sharding = getattr(var[...], "sharding", None)
-                setattr(
-                    module,
-                    var_name,
-                    var.replace(value if sharding is None else jax.device_put(value, sharding)),
-                )
+            paths = stack_paths(model.config, target)
+            for stack, module in lora.modules_of(model, target):
+                for which, var_name in (("A", f"{target}_lora_a"), ("B", f"{target}_lora_b")):
+                    var = getattr(module, var_name)
+                    # per layer, per expert (or the one module): [in, r] or [r, out]; checked above
+                    tensors = [[f.get_tensor(tensor_name(p, which)).T for p in row] for row in paths[stack]]
+                    value = jnp.asarray(np.asarray(tensors, np.float32).reshape(var.shape), var.dtype)
+                    sharding = getattr(var[...], "sharding", None)
+                    setattr(
+                        module,
+                        var_name,
+                        var.replace(value if sharding is None else jax.device_put(value, sharding)),
+                    )
     return model

@@ -1,5 +1,6 @@
-"""A Qwen3-MoE model with its experts sharded over the mesh's expert axis (8 fake CPU devices, in a
-subprocess), composed with data, FSDP and tensor parallelism: logits and every parameter's gradient
+"""A Qwen3-MoE model (LoRA on its experts) with its experts sharded over the
+mesh's expert axis (8 fake CPU devices, in a subprocess), composed with data, FSDP and tensor
+parallelism: logits and every parameter's gradient
 equal the unsharded dense reference's, the load-balance loss's included, and so do the routers'
 statistics over the whole batch. On a CPU the tokens move by all-gather and reduce-scatter;
 the TPU exchange (ragged all-to-all) is compiled by libtpu for a v5p slice."""
@@ -42,14 +43,26 @@ def _child() -> dict:
     import numpy as np
     from flax import nnx
 
-    from models.moe import MoeBlock
+    from models import lora
+    from models.moe import EXPERT_NAMES, MoeBlock
     from models.qwen3 import Qwen3ForCausalLM
     from models.router_stats import load_balance_loss
     from models.settings import ModelRuntime
     from models.sharding import make_mesh, state_shardings
 
     cfg = _config()
-    build = lambda impl: Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(moe_experts=impl))
+
+    def build(impl: str) -> Qwen3ForCausalLM:
+        """The model with LoRA on the experts, B nonzero (a trained adapter's): the factors are
+        sharded and exchanged with the experts, their model dim gathered over fsdp and their MLP
+        dim's partial sums added over tensor. Without adapters the same path, less the factors."""
+        model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(moe_experts=impl))
+        lora.add_lora(model, lora.LoraConfig(rank=4, alpha=8.0, targets=list(EXPERT_NAMES)), seed=1)
+        for i, target in enumerate(EXPERT_NAMES):
+            b = getattr(lora.modules_of(model, target)[0][1], f"{target}_lora_b")
+            b[...] = 0.1 * jax.random.normal(jax.random.key(i), b.shape)
+        return model
+
     reference = nnx.jit(build, static_argnums=0)("dense")
     weights = nnx.to_pure_dict(nnx.state(reference))
 
@@ -78,6 +91,7 @@ def _child() -> dict:
             (_, (got, router)), grad = step(model, ids, segments, probe)
         gate = model.layers.mlp.gate_proj[...]
         out[name] = {
+            "adapters": len(jax.tree.leaves(nnx.state(model, nnx.LoRAParam))),
             "experts": model.layers.mlp.experts,
             "gate_expert_axis": gate.sharding.spec[1],
             "gate_shard": list(gate.addressable_shards[0].data.shape),
@@ -127,9 +141,10 @@ def result() -> dict:
 def test_sharded_experts_equal_the_unsharded_dense_reference(result, case):
     got = result[case]
     assert got["experts"] == CASES[case][1]
+    assert got["adapters"] == 6  # A and B of gate, up and down, per expert
     assert got["logits_scale"] > 1.0  # far from 0, so the bounds below are real
     assert got["logits_diff"] <= 1e-5
-    assert got["grad_diff"] <= 1e-5 * result["grad_scale"]  # every parameter's, the routers' too
+    assert got["grad_diff"] <= 1e-5 * result["grad_scale"]  # every parameter's, adapters' and routers' too
     # the router's statistics over the whole batch's 18 real tokens (2 layers), as unsharded
     assert got["router_tokens"] == [18.0, 18.0] and got["router_counts_equal"]
     assert got["router_probs_diff"] <= 1e-5
@@ -156,7 +171,8 @@ def test_experts_must_split_over_the_expert_axis(result):
 
 def test_ragged_all_to_all_compiles_for_a_tpu_slice():
     """One MoE block's forward and backward on a v5p-8 (4 chips: fsdp 2 x expert 2) compiled by
-    libtpu: the tokens move by ragged all-to-all, both ways."""
+    libtpu: the tokens move by ragged all-to-all, both ways; the experts carry LoRA factors, sharded
+    and applied with them."""
     pytest.importorskip("libtpu", reason="libtpu is not installed (pip install -e .[test] brings it)")
     import jax
     import jax.numpy as jnp
@@ -165,24 +181,35 @@ def test_ragged_all_to_all_compiles_for_a_tpu_slice():
     from jax.sharding import PartitionSpec as P
 
     from b2tjax.plan.targets import parse_target, target_mesh
-    from models.moe import MoeBlock, resolve_exchange, resolve_experts
+    from models.moe import EXPERT_NAMES, MoeBlock, param_names, resolve_exchange, resolve_experts
     from models.sharding import mesh_platform, state_shardings
 
     mesh = target_mesh(parse_target("v5p-8"), 1, 2, 1, expert=2)
     platform = mesh_platform(mesh)
     exchange = resolve_exchange(platform)  # what a model built for this mesh chooses
-    graph, state = nnx.split(
-        nnx.eval_shape(
-            lambda: MoeBlock(
-                _config(),
-                rngs=nnx.Rngs(0),
-                dtype=jnp.bfloat16,
-                param_dtype=jnp.float32,
-                experts=resolve_experts("auto", platform),
-                exchange=exchange,
-            )
+
+    def adapted_block() -> MoeBlock:
+        block = MoeBlock(
+            _config(),
+            rngs=nnx.Rngs(0),
+            dtype=jnp.bfloat16,
+            param_dtype=jnp.float32,
+            experts=resolve_experts("auto", platform),
+            exchange=exchange,
         )
-    )
+        for name in EXPERT_NAMES:  # rank-4 factors per expert, as models/lora.py sets them in a stack
+            e, into, out = getattr(block, name).shape
+            for which, shape in (("a", (e, into, 4)), ("b", (e, 4, out))):
+                axes = param_names(f"{name}_lora_{which}")
+                setattr(
+                    block,
+                    f"{name}_lora_{which}",
+                    nnx.LoRAParam(jnp.zeros(shape), out_sharding=axes, eager_sharding=False),
+                )
+        block.lora_scale = 2.0
+        return block
+
+    graph, state = nnx.split(nnx.eval_shape(adapted_block))
     params = jax.tree.map(
         lambda v, s: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=s),
         nnx.to_pure_dict(state),

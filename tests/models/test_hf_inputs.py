@@ -143,6 +143,6 @@ def test_all_linear_means_every_projection_and_loads(tmp_path):
     for target in lora.TARGETS:
         for suffix in ("a", "b"):
             name = f"{target}_lora_{suffix}"
-            got = getattr(lora.module_of(fresh, target), name)[...]
-            want = getattr(lora.module_of(trained, target), name)[...]
+            got = getattr(lora.modules_of(fresh, target)[0][1], name)[...]
+            want = getattr(lora.modules_of(trained, target)[0][1], name)[...]
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
