@@ -30,17 +30,16 @@ class BudgetFigures:
     episodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def metrics(self) -> dict[str, Any]:
-        """The keys launch/eval.py's --json adds beside the benchmark's metrics."""
-        runs = self.episodes or [{"peak": 0, "segments": 0, "trained": 0, "unfolded": 0}]
-        n = len(runs)
+        """The keys launch/eval.py's --json adds beside the benchmark's metrics (some episodes held)."""
+        runs, n = self.episodes, len(self.episodes)
         return {
             "peak_context_tokens": max(e["peak"] for e in runs),
             "mean_peak_context_tokens": sum(e["peak"] for e in runs) / n,
             "segments_per_episode": sum(e["segments"] for e in runs) / n,
             "trained_tokens_per_episode": sum(e["trained"] for e in runs) / n,
             "unfolded_tokens_per_episode": sum(e["unfolded"] for e in runs) / n,
-            "context_budget_stops": sum(e.get("stopped", False) for e in runs),
-            "episodes_with_unseen_names": sum(bool(e.get("unseen")) for e in runs),
+            "context_budget_stops": sum(e["stopped"] for e in runs),
+            "episodes_with_unseen_names": sum(bool(e["unseen"]) for e in runs),
         }
 
     def summary(self) -> str:

@@ -11,8 +11,9 @@ and 99% (p99) of them. A run that means to train on cut traces sets
 trace but one segment: `rollout.max_seq_len`'s share becomes the budget's, the share of the traces
 whose episode under the budget never ends for room (replayed from DATA/sft through a fresh
 environment, an even sample of them; `budget_fit`). Nothing is checked (one line says why) for a
-data directory without the file (built before it existed), a tokenizer other than the one the lengths were
-counted in, a HiMAP recipe (its streams are not the single agent's traces) or the toy task.
+data directory without the file (built before it existed), a tokenizer other than the one the
+lengths were counted in, a HiMAP recipe (its streams are not the single agent's traces) or the toy
+task.
 """
 
 from __future__ import annotations
