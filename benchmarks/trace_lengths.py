@@ -8,7 +8,9 @@ Reads each data directory's trace_lengths.json (written by make_data: Qwen3 toke
 traces as SFT encodes them) and prints, as Markdown, the length distribution per difficulty, then
 for every single-agent Qwen3 recipe in --configs (default configs/; another tree's configs/ gives
 the figures of before) the share of its benchmark's traces that fit each length key: what
-launch/plan.py and launch/train.py check (b2tjax/cli/trace_fit.py) and refuse under 90%.
+launch/plan.py and launch/train.py check (b2tjax/cli/trace_fit.py) and refuse under 90%; a recipe
+with a context budget shows in the max_seq_len column the share whose episode under the budget never
+ends for room ("budget 32,768: ...").
 
 `--kv-rows` prints instead, per recipe, the rows per chip its KV budget (rollout.pool_pages)
 holds: contiguous (the budget's bytes in rows of cache_len slots) vs paged at the traces' mean
@@ -75,8 +77,11 @@ def recipe_rows(configs: Path, data: dict[str, Path]) -> list[str]:
         if stats is None:
             lines.append(f"| `{path.name}` | {cfg.benchmark} | no data given |  |  |  |")
             continue
-        _, fits = trace_fits(cfg, stats)
-        cells = " | ".join(f"{f.limit:,}: {f.share:.1%}" for f in fits)
+        _, fits = trace_fits(cfg, stats, data[cfg.benchmark])
+        cells = " | ".join(
+            ("budget " if f.key == "rollout.context_budget" else "") + f"{f.limit:,}: {f.share:.1%}"
+            for f in fits
+        )
         lines.append(f"| `{path.name}` | {cfg.benchmark} | {cells} |")
     return lines
 

@@ -4,6 +4,8 @@ r"""Score a benchmark's plans and print its metrics table.
                           [--difficulty easy medium hard] [--json OUT.json] [--details OUT.jsonl]
                           [--report REPORT.html]   # the HTML report: timelines, maps, verdicts
     python launch/eval.py --data DATA --policy expert --split test
+    python launch/eval.py --data DATA --policy expert --config RECIPE [rollout.context_budget=32768 ...]
+                          # the expert's episodes as the recipe's rollouts hold them (context budget)
     python launch/eval.py --data DATA --records rollouts.jsonl --split test   # launch/rollouts.py's answers
     python launch/eval.py --data DATA --policy expert --agent himap [--himap-ablation flat]   # scripted team
     python launch/eval.py --data DATA --policy model --checkpoint runs/tiny/checkpoints \
@@ -46,6 +48,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from b2tjax.cli.expert_budget import BudgetFigures
 from b2tjax.cli.himap_agents import HimapFigures, checkpoint_answers, expert_answers
 from b2tjax.cli.model_answers import AgentFigures, single_answers
 from b2tjax.cli.outputs import Paths, guard
@@ -82,11 +85,12 @@ def himap_expert(
 
 
 def recipe(args: argparse.Namespace) -> TrainConfig | None:
-    """The --config recipe (None without one); a bad recipe is one line."""
+    """The --config recipe under the key=value overrides (None without one); a bad recipe is one
+    line."""
     if args.config is None:
         return None
     try:
-        return freeze(load_config(args.config))
+        return freeze(load_config(args.config, args.overrides))
     except ValueError as err:
         raise UserError(str(err)) from None
 
@@ -113,10 +117,25 @@ def single_checkpoint(
     return single_answers(bench, pairs, args.checkpoint, overrides, args.agent_figures)
 
 
+def single_expert(
+    bench: Benchmark, pairs: list[Instance], args: argparse.Namespace
+) -> Iterable[tuple[str, Any]]:
+    """The scripted expert through the real tools; with a recipe, each episode laid out as the
+    recipe's rollouts hold it (its tokenizer, prompt and context budget: b2tjax/cli/expert_budget.py)."""
+    from b2tjax.cli.expert_budget import expert_under_budget
+    from b2tjax.run.task_build import load_or_train_tokenizer  # JAX: on demand
+
+    cfg = recipe(args)
+    if cfg is None:
+        return bench.expert_answers(pairs)
+    tokenizer = load_or_train_tokenizer(cfg, args.data, bench)
+    return expert_under_budget(bench, pairs, cfg.rollout, tokenizer, args.budget_figures)
+
+
 Writer = Callable[[Benchmark, list[Instance], argparse.Namespace], Iterable[tuple[str, Any]]]
 # Plan writers: (policy, agent architecture) -> (benchmark, pairs, args) -> iterable of (id, answer).
 POLICIES: dict[tuple[str, str], Writer] = {
-    ("expert", "single"): lambda bench, pairs, args: bench.expert_answers(pairs),  # through the real tools
+    ("expert", "single"): single_expert,
     ("expert", "himap"): himap_expert,
     ("model", "single"): single_checkpoint,
     ("model", "himap"): himap_checkpoint,
@@ -184,7 +203,13 @@ def _add_policy_options(parser: argparse.ArgumentParser) -> None:
         "--checkpoint", type=Path, help="--policy model: the model (run checkpoints/ or HF dir)"
     )
     parser.add_argument(
-        "--config", type=Path, help="--policy model: recipe whose rollout:/himap: sections apply"
+        "--config",
+        type=Path,
+        help="--policy model: recipe whose rollout:/himap: sections apply; --policy expert (single): "
+        "the recipe whose tokenizer, prompt and rollout.context_budget its episodes are measured under",
+    )
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="overrides of the --config recipe's keys"
     )
     parser.add_argument(
         "--himap-ablation",
@@ -200,8 +225,14 @@ def _check_combinations(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error("the following arguments are required: --data")
     if (args.policy == "model") != (args.checkpoint is not None):
         parser.error("--policy model needs --checkpoint DIR, and --checkpoint is only for --policy model")
-    if args.config is not None and args.policy != "model":
-        parser.error("--config is only for --policy model")
+    if args.overrides and args.config is None:
+        parser.error("key=value overrides need --config RECIPE")
+    if (
+        args.config is not None
+        and args.policy != "model"
+        and (args.policy, args.agent) != ("expert", "single")
+    ):
+        parser.error("--config is only for --policy model and the single-agent --policy expert")
     if args.all_instances and args.records is None:
         parser.error("--all-instances is only for --records")
 
@@ -306,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.policy:
             args.himap_figures = HimapFigures(views={} if args.report else None)
             args.agent_figures = AgentFigures()
+            args.budget_figures = BudgetFigures()
             plans = dict(POLICIES[args.policy, args.agent](bench, pairs, args))
         elif args.records:
             plans = plans_from_records(args.records, pairs)
@@ -328,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.policy == "model" and args.agent == "single":
         print(args.agent_figures.summary())
         metrics["episodes"] = args.agent_figures.episodes
+    if args.policy == "expert" and args.budget_figures.episodes:
+        print(args.budget_figures.summary())
+        metrics.update(args.budget_figures.metrics())
+        metrics["episodes"] = args.budget_figures.episodes
     write_outputs(args, metrics, results)
     if args.report:
         write_html_report(args, bench, pairs, plans, results, table)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.env import EpisodeEnv
+from sandbox.env import EpisodeEnv, Response
 from sandbox.types import ResponseKind
 
 
@@ -30,6 +30,7 @@ class ExpertResult:
     answer: str | None = None
     any_error: bool = False
     plan: list[dict[str, Any]] | None = None
+    replies: list[tuple[Response, ...]] = field(default_factory=list)  # the blocks of each user message
 
 
 @dataclass
@@ -39,6 +40,9 @@ class ExpertSession:
     env: EpisodeEnv
     turns: list[dict[str, str]] = field(default_factory=list)
     legs: dict[tuple[str, str], dict[str, tuple[int, float]]] = field(default_factory=dict)
+    # the response blocks of each user message in `turns`, as the environment gave them: what an
+    # episode under a context budget folds (rollout/replay.py)
+    replies: list[tuple[Response, ...]] = field(default_factory=list)
 
     def act(self, think: str, memory: list[dict] = (), calls: list[dict] = ()) -> list[str]:
         """One assistant turn; returns the reply text of each tool call, in order."""
@@ -48,6 +52,7 @@ class ExpertSession:
         step = self.env.step(text)
         self.turns.append({"role": "assistant", "content": text})
         self.turns.append({"role": "user", "content": step.rendered})
+        self.replies.append(tuple(step.responses))
         errors = [r.text for r in step.responses if r.is_error]
         if errors:
             raise ExpertFailure(f"environment reported an error: {errors[0][:200]}")
@@ -83,3 +88,28 @@ def turn_text(think: str, memory: Sequence[dict] = (), calls: Sequence[dict] = (
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
     """A tool call as the parser reads it; arguments left as None are omitted."""
     return {"name": name, "arguments": {k: v for k, v in arguments.items() if v is not None}}
+
+
+def unseen(names: Sequence[str], shown: str) -> list[str]:
+    """The `names` (a plan's places and transport ids) that `shown` (the replies an answer's
+    context still holds whole) does not contain: facts the answer could not read back there."""
+    return [name for name in names if name not in shown]
+
+
+def trace_replies(world: Any, turns: Sequence[dict[str, str]]) -> list[tuple[Response, ...]]:
+    """The response blocks of each user message of an expert trace's `turns` (after its prompt), by
+    stepping a fresh environment on `world` through the trace's assistant turns: what the trace
+    folds under a context budget. ExpertFailure where a reply is not the one recorded (the trace was
+    made on another world or with other tools)."""
+    env = EpisodeEnv(world, memory_enabled=True, max_turns=len(turns))
+    replies = []
+    for i, message in enumerate(turns[:-1]):
+        if message["role"] != "assistant":
+            continue
+        step = env.step(message["content"])
+        if step.rendered != turns[i + 1]["content"]:
+            raise ExpertFailure(
+                f"turn {i // 2 + 1}: the environment's reply is not the one the trace recorded"
+            )
+        replies.append(tuple(step.responses))
+    return replies

@@ -42,6 +42,7 @@ from sandbox.reward import Reward
 from sandbox.types import Prompt, World
 
 if TYPE_CHECKING:  # types only: the HiMAP protocol is loaded by the benchmarks that offer it
+    from sandbox.expert_session import ExpertResult
     from sandbox.himap.domain import HimapDomain
     from sandbox.himap.expert import Policies
 
@@ -233,6 +234,16 @@ class Benchmark(abc.ABC):
     @abc.abstractmethod
     def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
         """(id, answer text) per pair from the expert planner; None where it found no plan."""
+
+    def expert_results(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, ExpertResult | None]]:
+        """(id, the expert's whole solve: transcript, replies, answer, plan) per pair, None where
+        it does not try; what an episode under a context budget replays (rollout/replay.py)."""
+        raise BenchmarkError(f"benchmark {self.name!r} offers no expert transcripts")
+
+    def plan_names(self, plan: Any) -> list[str]:
+        """The names and ids of the places and transport a plan uses: what its answer must still
+        find in the context it is written from (sandbox.expert_session.unseen)."""
+        return []
 
     def sft_traces(self, limit: int = 0) -> list[dict[str, Any]] | None:
         """Expert chain-of-action traces ({"messages", "tools"}) in DATA/sft/train.jsonl, or None."""

@@ -194,6 +194,8 @@ EVERY_KNOB = {
     "memory_enabled": False,
     "python_tool": True,
     "python_tool_isolation": "unsafe-ok",
+    "context_budget": 800,
+    "context_keep_turns": 3,
     "temperature": 0.7,
     "top_p": 0.9,
     "top_k": 40,

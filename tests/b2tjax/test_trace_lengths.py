@@ -1,7 +1,8 @@
 """The expert traces' token lengths are data (DATA/trace_lengths.json, written by
 make_data), and launch/plan.py and launch/train.py refuse a recipe that holds fewer than 90% of
 them whole, in one line naming the key and the length it needs (data.allow_truncated_traces: true
-overrides). Item 3: every B2T recipe holds >= 99% of a small world's expert traces, rollout and SFT.
+overrides). Item 3: every B2T recipe holds >= 99% of a small world's expert traces, rollout and SFT;
+a recipe with a context budget holds its expert episodes under the budget instead.
 """
 
 from __future__ import annotations
@@ -21,15 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 
 
-def _b2t_recipes() -> list[str]:
-    """Recipes that train a single agent on B2T with the Qwen3 tokenizer (those the check applies to)."""
+def _b2t_recipes(budget: bool = False) -> list[str]:
+    """Recipes that train a single agent on B2T with the Qwen3 tokenizer (those the check applies to),
+    with or without a context budget."""
     names = []
     for path in sorted(CONFIGS.glob("*.yaml")):
         if path.name == "base.yaml":
             continue
         cfg = load_config(path)
         if (cfg.task, cfg.benchmark, cfg.agent, cfg.model.tokenizer) == ("travel", "b2t", "single", "qwen3"):
-            names.append(path.name)
+            names += [path.name] if bool(cfg.rollout.context_budget) == budget else []
     return names
 
 
@@ -243,6 +245,32 @@ def test_every_b2t_recipe_holds_99_percent_of_the_expert_traces_whole(small_data
         shares.append(sum(w[part] <= limit for w in whole) / len(whole))
         assert shares[-1] >= 0.99, f"{name}: {key}={limit} holds {shares[-1]:.0%}"
     assert [f.share for f in check_trace_fit(cfg, print)] == shares
+
+
+@pytest.mark.slow  # ~30 expert traces stepped through the environment and folded (~15 s)
+@pytest.mark.parametrize("name", _b2t_recipes(budget=True))
+def test_every_b2t_budget_recipe_holds_the_expert_episodes_under_its_budget(small_data, name):
+    """A budget recipe's rows hold segments, not whole traces: the check's budget share counts the
+    traces whose episode under the budget never ends for room; a trace stepped again through the
+    environment is the SFT encoding of it token for token before it folds."""
+    from b2tjax.cli.expert_budget import trace_under_budget
+    from b2tjax.sft.traces import encode_trace, tools_offered
+    from models.tokenizer import load_tokenizer
+    from sandbox.benchmarks import get_benchmark
+
+    cfg = load_config(CONFIGS / name, [f"data.data_dir={small_data}"])
+    fits = {f.key: f for f in check_trace_fit(cfg, print)}
+    assert "rollout.max_seq_len" not in fits
+    budget = fits["rollout.context_budget"]
+    assert budget.share == 1.0 and budget.p99 <= cfg.rollout.context_budget
+    bench, tokenizer = get_benchmark("b2t", small_data), load_tokenizer("qwen3")
+    visible = {v["id"]: v for v in bench.load_visible("train")}
+    traces = sorted(bench.sft_traces(), key=lambda t: -len(json.dumps(t)))[:3]  # the longest
+    for trace in traces:
+        run = trace_under_budget(bench, visible[trace["id"]], trace, cfg.rollout, tokenizer)
+        tools = tools_offered(trace["tools"], cfg.rollout.python_tool)
+        assert run.unfolded == len(encode_trace(trace["messages"], tools, tokenizer)["ids"])
+        assert len(run.segments) > 1 and run.peak <= cfg.rollout.context_budget and not run.stopped
 
 
 @pytest.mark.slow  # the scripted HiMAP expert on 3 instances of the small world, encoded (~5 s)

@@ -230,9 +230,19 @@ class B2TBenchmark(Benchmark):
     # -- expert and training data ----------------------------------------------------------------
     def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
 
+        for key, result in self.expert_results(pairs):
+            yield key, result.answer
+
+    def expert_results(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, Any]]:
+
         expert = Expert(self.world)
         for visible, truth in pairs:
-            yield visible["id"], expert.solve(visible, truth).answer
+            yield visible["id"], expert.solve(visible, truth)
+
+    def plan_names(self, plan: Any) -> list[str]:
+        """Each activity's venue name or train/flight number."""
+        names = (a.get("name") or a.get("number") for day in plan or [] for a in day.get("activities", []))
+        return sorted({str(n) for n in names if n})
 
     def himap_domain(self, visible: dict[str, Any]) -> Any:
 

@@ -46,6 +46,7 @@ from sandbox.benchmarks.travelplanner.prepare import PrepareError, add_data_argu
 from sandbox.benchmarks.travelplanner.query import normalize_query
 from sandbox.benchmarks.travelplanner.reference import render_reference_info
 from sandbox.benchmarks.travelplanner.reward import compute_reward, shaped_like_trip
+from sandbox.benchmarks.travelplanner.text import plan_names
 from sandbox.benchmarks.travelplanner.tools import NoToolWorld, TravelPlannerWorld
 from sandbox.benchmarks.travelplanner.view import travelplanner_view
 from sandbox.jsonl import read_jsonl_by_id
@@ -330,9 +331,18 @@ class TravelPlannerBenchmark(Benchmark):
     # -- expert ---------------------------------------------------------------------------------
     def expert_answers(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, str | None]]:
 
+        for key, result in self.expert_results(pairs):
+            yield key, result.answer if result is not None else None
+
+    def expert_results(self, pairs: Sequence[Instance]) -> Iterator[tuple[str, Any]]:
+        """None for a query without reference cities (the expert plans over them)."""
         expert = TravelPlannerExpert(TravelPlannerWorld(self.db))
         for visible, truth in pairs:
-            yield visible["id"], (expert.solve(visible, truth).answer if truth.get("cities") else None)
+            yield visible["id"], (expert.solve(visible, truth) if truth.get("cities") else None)
+
+    def plan_names(self, plan: Any) -> list[str]:
+        """Each day's flight numbers, meals, attractions and stays (the name before ", City")."""
+        return plan_names(plan)
 
     def himap_domain(self, visible: dict[str, Any]) -> Any:
 

@@ -6,7 +6,8 @@ annotators used, in route order), but learns every fact about the world through 
 with assistant text in the agent's action format: (1) it notes the trip in memory and asks for
 the cities of the state, the drives and the flights of every leg; (2) it searches the
 accommodations, restaurants and attractions of each city; (3) it plans with
-sandbox.benchmarks.travelplanner.solver over the rows it read back and stores the choice in memory;
+sandbox.benchmarks.travelplanner.solver over the rows it read back and stores the choice in memory
+(every day's items, so an answer written after its replies folded still reads them there);
 (4) it answers. If the route order given has no plan, it tries the other orders of the same
 cities (one more tool turn for their legs). An unsolvable query is `ok=False`, never an exception.
 """
@@ -28,6 +29,7 @@ from sandbox.benchmarks.travelplanner.solver import (
     people_of,
     solve,
 )
+from sandbox.benchmarks.travelplanner.text import is_filled
 from sandbox.benchmarks.travelplanner.tools import COLUMN_SEP, FLIGHT_COLUMNS, PLACE_COLUMNS
 from sandbox.env import EpisodeEnv
 
@@ -100,7 +102,9 @@ class TravelPlannerExpert:
             f"budget of {truth['query']['budget']} USD, and meets every stated constraint. Writing it.",
             solution.plan,
         )
-        return ExpertResult(True, "", session.turns, answer, session.env.any_error, solution.plan)
+        return ExpertResult(
+            True, "", session.turns, answer, session.env.any_error, solution.plan, session.replies
+        )
 
 
 class _Solver:
@@ -188,6 +192,9 @@ class _Solver:
             "transport": solution.mode,
             "stays": sorted({d["accommodation"] for d in days if d["accommodation"] != "-"}),
             "total_cost": round(solution.cost),
+            # every item the answer names, while the replies it came from are still whole: under a
+            # context budget they may fold before the answer (rollout/context.py)
+            "days": [{k: v for k, v in d.items() if is_filled(v)} for d in days],
         }
         self.s.act(
             f"Cheapest allowed transport is {solution.mode}; the stays respect the house rule, room "

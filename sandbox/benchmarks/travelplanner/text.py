@@ -77,3 +77,19 @@ def is_filled(value: Any) -> bool:
 def flight_number(text: str) -> str:
     """The flight number after "Flight Number: " (IndexError without that exact prefix, as officially)."""
     return text.split("Flight Number: ")[1].split(",")[0]
+
+
+def plan_names(plan: Any) -> list[str]:
+    """The flight numbers, meals, attractions and stays a plan names (each item's name before its
+    city), from its day rows; rows or fields of another shape name nothing."""
+    names = set()
+    for day in plan if isinstance(plan, list) else []:
+        if not isinstance(day, dict):
+            continue
+        transport = str(day.get("transportation") or "")
+        if "Flight Number: " in transport:
+            names.add(flight_number(transport))
+        items = [str(day.get(k) or "") for k in ("breakfast", "lunch", "dinner", "accommodation")]
+        items += attraction_items(str(day.get("attraction") or ""), strict=True)
+        names.update(name for name, _ in map(name_and_city, items) if is_filled(name))
+    return sorted(names)

@@ -58,7 +58,7 @@ class Expert:
                 session.turns,
                 any_error=session.env.any_error,
             )
-        return ExpertResult(True, "", session.turns, answer, session.env.any_error, plan)
+        return ExpertResult(True, "", session.turns, answer, session.env.any_error, plan, session.replies)
 
 
 class _Solver(VenueSearch, DayPlanning):
