@@ -13,11 +13,10 @@ from typing import Any
 
 import jax
 
-from rollout.context import ContextBudget, Folded, Reply
+from rollout.context import ContextBudget, CountTokens, Folded, RenderReply, Reply
 from rollout.episodes import Continue, Episode, Stop, StreamLimits, TurnOutcome
 from rollout.host_jobs import HostJobs
 from rollout.record import EpisodeRecord, StreamTag
-from rollout.render import render_env_reply
 from rollout.schedule import HostSchedule
 from rollout.stats import EngineStats
 from rollout.stream import Phase, RowTable, Stream
@@ -43,6 +42,7 @@ class StreamActions:
     schedule: HostSchedule
     device: Any  # rollout.device.DeviceCalls: its prefix index learns what a stopped row keeps
     context: ContextBudget
+    measure: tuple[RenderReply, CountTokens]  # the run's tokenizer, as a fold needs it
 
     def apply_outcome(
         self, stream: Stream, reason: str | None, outcome: TurnOutcome | Exception, elapsed: float
@@ -124,18 +124,14 @@ class StreamActions:
             self._stop(stream, StopReason.MAX_TURNS, notify=True)
             return True
         answered = stream.record  # the record holding the turn this reply answers
-        if not self.context.fits(len(stream.record.ids) + added, stream.limits.max_turn_tokens):
-            folded = self.context.fold(
-                stream.record.ids,
-                stream.replies,
-                added,
-                stream.turns_done,
-                lambda body: render_env_reply(self.tok, body),
-                lambda text: len(self.tok.encode_text(text)),
-            )
-            if not self.context.fits(len(folded.ids) + added, stream.limits.max_turn_tokens):
-                self._stop(stream, StopReason.CONTEXT_BUDGET, notify=True)
-                return True
+        limits = stream.limits
+        folded = self.context.make_room(
+            stream.record.ids, stream.replies, added, stream.turns_done, limits.max_turn_tokens, self.measure
+        )
+        if folded is not None and not folded.fits:
+            self._stop(stream, StopReason.CONTEXT_BUDGET, notify=True)
+            return True
+        if folded is not None:
             stream = self._next_segment(stream, folded, len(action.tokens))
         if len(stream.record.ids) + added >= stream.limits.max_total_tokens:
             self._stop(stream, StopReason.MAX_TOTAL_TOKENS, notify=True)

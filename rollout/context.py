@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rollout.render import render_env_reply
 from sandbox.types import ResponseKind
 
 
@@ -46,19 +47,26 @@ class Reply:
 
 @dataclasses.dataclass(frozen=True)
 class Folded:
-    """A folded context: its ids (without the new reply), its replies' new spans, and what folding
-    took away (`blocks`, `tokens`)."""
+    """A folded context: its ids (without the new reply), its replies' new spans, what folding
+    took away (`blocks`, `tokens`), and whether the next turn fits after it (else the stream ends
+    with StopReason.CONTEXT_BUDGET)."""
 
     ids: list[int]
     replies: list[Reply]
     blocks: int
     tokens: int
+    fits: bool = True
 
 
 # reply body -> its tokens (rollout.render.render_env_reply with the run's tokenizer)
 RenderReply = Callable[[str], list[int]]
 # a block's text -> its token count
 CountTokens = Callable[[str], int]
+
+
+def measures(tokenizer: Any) -> tuple[RenderReply, CountTokens]:
+    """How a fold renders a reply and counts a block's tokens, with the run's tokenizer."""
+    return (lambda body: render_env_reply(tokenizer, body)), (lambda text: len(tokenizer.encode_text(text)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +80,24 @@ class ContextBudget:
         """A context of `context` tokens (the new reply included) leaves room for a whole next turn
         of `turn_room` tokens."""
         return not self.tokens or context + turn_room <= self.tokens
+
+    def make_room(
+        self,
+        ids: Sequence[int],
+        replies: Sequence[Reply],
+        added: int,
+        turns_done: int,
+        turn_room: int,
+        measure: tuple[RenderReply, CountTokens],
+    ) -> Folded | None:
+        """None when the context with `added` new tokens leaves room for a next turn of `turn_room`;
+        else the folded context (`fold`), its `fits` saying whether the next turn fits after it.
+        The one decision of the engine (rollout/actions.py) and of a scripted replay
+        (rollout/replay.py)."""
+        if self.fits(len(ids) + added, turn_room):
+            return None
+        folded = self.fold(ids, replies, added, turns_done, *measure)
+        return dataclasses.replace(folded, fits=self.fits(len(folded.ids) + added, turn_room))
 
     def fold(
         self,

@@ -5,9 +5,9 @@ episode looks like under `rollout.context_budget` -- its segments, the largest c
 the tokens trained over its segments, what its last context still shows -- comes from laying the
 transcript out token for token as a rollout record (b2tjax.sft.traces.encode_trace's layout: the
 prompt ids, each assistant turn encoded + <|im_end|>, each reply through
-`rollout.render.render_env_reply`) and folding it with the engine's own `ContextBudget.fits` and
-`ContextBudget.fold` at the point where rollout/actions.py's `_continue` does, a new segment starting
-from the folded context as `_next_segment` starts one.
+`rollout.render.render_env_reply`) and folding it with the engine's own `ContextBudget.make_room`
+where rollout/actions.py's `_continue` calls it, a new segment starting from the folded context as
+`_next_segment` starts one.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from rollout.context import ContextBudget, Reply
+from rollout.context import ContextBudget, Reply, measures
 from rollout.render import render_env_reply
 
 
@@ -82,17 +82,16 @@ def replay(
             pieces.append(render_env_reply(tokenizer, message["content"]))
     unfolded = len(prompt) + sum(len(p) for p in pieces)
     ids, held, segments, starts, done = list(prompt), [], [], [len(prompt)], 0
-    render = lambda body: render_env_reply(tokenizer, body)  # noqa: E731
-    count = lambda text: len(tokenizer.encode_text(text))  # noqa: E731
+    measure = measures(tokenizer)
     for message, piece in zip(turns, pieces):
         if message["role"] == "assistant":
             ids += piece
             done += 1
             continue
-        if not budget.fits(len(ids) + len(piece), turn_room):
-            folded = budget.fold(ids, held, len(piece), done, render, count)
-            if not budget.fits(len(folded.ids) + len(piece), turn_room):
-                return Replayed([*segments, len(ids)], starts, unfolded, True, held)
+        folded = budget.make_room(ids, held, len(piece), done, turn_room, measure)
+        if folded is not None and not folded.fits:
+            return Replayed([*segments, len(ids)], starts, unfolded, True, held)
+        if folded is not None:
             segments.append(len(ids))
             starts.append(len(folded.ids) + len(piece))
             ids, held = list(folded.ids), list(folded.replies)

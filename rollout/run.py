@@ -17,7 +17,7 @@ import jax
 
 from rollout.actions import StreamActions
 from rollout.clock import Clock, Unversioned
-from rollout.context import ContextBudget
+from rollout.context import ContextBudget, measures
 from rollout.device import DeviceCalls, Segment
 from rollout.episodes import Episode, StreamLimits
 from rollout.host_jobs import HostJobs, pending_events
@@ -62,6 +62,7 @@ class Run(StreamActions):
         self.next_episode = 0
         self.default_limits = StreamLimits().resolve(self.cfg)
         self.context = ContextBudget(self.cfg.context_budget, self.cfg.context_keep_turns)
+        self.measure = measures(self.tok)
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
         self.schedule = host_schedule(self.cfg.segment_return_share)
         # A plain run rolls every episode to its end, its tokens unversioned; a streaming session
