@@ -35,13 +35,13 @@ SERVE = Path(__file__).resolve().parents[2] / "launch" / "serve.py"
 
 
 @contextlib.contextmanager
-def serving(args: list[str], timeout_s: float = 600) -> Iterator[str]:
-    """launch/serve.py `args` on a free loopback port, stopped on exit (its sessions then written);
-    yields its base URL (`.../v1`) once it answers."""
+def serving(args: list[str], timeout_s: float = 600, env: dict[str, str] | None = None) -> Iterator[str]:
+    """launch/serve.py `args` on a free loopback port (in `env`, default this process'), stopped on
+    exit (its open sessions then written); yields its base URL (`.../v1`) once it answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(SERVE), "--port", str(port), *args])
+    server = subprocess.Popen([sys.executable, str(SERVE), "--port", str(port), *args], env=env)
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout_s
     try:
         while True:
