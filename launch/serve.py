@@ -27,6 +27,7 @@ from b2tjax.config import freeze, load_rollout_config
 from b2tjax.run.policy import ROLLOUT_DEFAULTS, checkpoint_error, load_policy
 
 log = logging.getLogger("serve")
+STREAM_SEGMENT = 4  # docs/results/serve.md: time to first token and chunk gaps by segment
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,6 +46,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--records", type=Path, help="JSONL file that closed sessions are appended to")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="larger requests get 413")
     p.add_argument("--seed", type=int, default=0, help="sampling seed of requests without their own")
+    p.add_argument(
+        "--stream-segment",
+        type=int,
+        default=STREAM_SEGMENT,
+        help="decode steps between a streamed reply's chunks (the batch it shares returns to the host "
+        f"as often while it decodes; at most rollout.max_turn_tokens; default {STREAM_SEGMENT})",
+    )
     add_trust_option(p)
     p.add_argument("overrides", nargs="*", metavar="rollout.key=value", help="rollout config overrides")
     return p.parse_intermixed_args(argv)
@@ -66,6 +74,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UserError(f"--port must be in [0, 65535], got {args.port}")
     if (error := checkpoint_error(args.checkpoint or args.hf)) is not None:
         raise UserError(error.replace("--checkpoint", "--hf" if args.hf else "--checkpoint"))
+    if args.stream_segment < 1:
+        raise UserError(f"--stream-segment must be at least 1, got {args.stream_segment}")
     if args.records is not None and not args.records.parent.is_dir():
         raise UserError(f"--records {args.records}: its directory does not exist")
 
@@ -91,12 +101,17 @@ def main(argv: list[str] | None = None) -> int:
         # a served turn cut at its segment is continued (rollout/serve/service.py), never closed;
         # the client owns its conversation, so a recipe's context budget never folds it here
         config = freeze(dataclasses.replace(config, turn_cap="stop", context_budget=0))
+        if args.stream_segment > config.max_turn_tokens:
+            raise UserError(
+                f"--stream-segment {args.stream_segment} exceeds "
+                f"rollout.max_turn_tokens={config.max_turn_tokens}"
+            )
         policy = load_policy(args.checkpoint or args.hf, args.tokenizer)
     except ValueError as err:
         raise UserError(str(err)) from None
     worker = EngineWorker(RolloutEngine(policy.model, policy.tokenizer, config), rng=args.seed)
     sessions = SessionBook(args.records, policy.tokenizer_spec)
-    service = ChatService(worker, config, args.model_name, sessions)
+    service = ChatService(worker, config, args.model_name, sessions, args.stream_segment)
     app = build_app(service, args.api_key, args.max_body_bytes)
     log.info(
         "serving %s as %r on http://%s:%d/v1",

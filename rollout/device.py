@@ -272,7 +272,7 @@ class DeviceCalls:
             self.engine.stop_ids,
             key,
             jnp.int32(stop_after),
-            max_steps=decode_bucket(cfg.max_turn_tokens),
+            max_steps=self._segment_steps(batch),
         )
         self.cache, self.next_logits = out.cache, out.next_logits
         outs = (out.ids, out.logprobs, out.count, out.finish, out.routes)
@@ -282,6 +282,13 @@ class DeviceCalls:
         self.stats.decode_steps += int(segment.count.max())
         self.stats.generated_tokens += int(segment.count.sum())
         return segment
+
+    def _segment_steps(self, batch: Sequence[tuple[int, Stream, int]]) -> int:
+        """The segment's step count: the engine's, or the shortest `StreamSampling.segment` of its
+        rows (a served reply streamed to its client; single-process only: processes of one run
+        would need to agree on it)."""
+        asked = [s.sampling.segment for _, s, _ in batch if s.sampling is not None and s.sampling.segment]
+        return min([decode_bucket(self.cfg.max_turn_tokens), *asked])
 
 
 def _everyones(mine: list[tuple[int, ...]], width: int, counts: np.ndarray) -> list[tuple[int, ...]]:

@@ -109,7 +109,8 @@ def compiled_functions(
     token computed (router replay), else None (no output).
 
     What recompiles: `graphdef`, `valid_vocab`, `platform` and `routes` (bound here: one pair per model),
-    `max_steps` (decode's only static argument: one program per segment bucket) and the *shapes*
+    `max_steps` (decode's only static argument: one program per segment bucket, and one for a
+    server's stream segment, rollout/sampling.py `StreamSampling.segment`) and the *shapes*
     of the array arguments -- rows B and cache slots S (fixed per engine), the prefill's row count
     R and width T (powers of two, rollout.buckets). Everything else is a runtime array and never
     recompiles: tokens, num_new, reset, rows, active, budget, the SamplingArrays (temperature,

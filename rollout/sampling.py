@@ -73,12 +73,16 @@ def _sample_tokens(logits, keys, temperature, top_p, top_k, valid_vocab):  # sam
 @dataclasses.dataclass(frozen=True)
 class StreamSampling:
     """One stream's own sampling parameters (a served request's), instead of the engine config's;
-    `seed` replaces the episode's sampling seed. The programs take them as runtime arrays: no compile."""
+    `seed` replaces the episode's sampling seed. The programs take them as runtime arrays: no compile.
+    `segment` (a streamed reply): while the stream samples, a decode segment runs at most that many
+    steps, so its tokens reach the host that often (one more decode program, compiled once per
+    value); None: the engine's segment. Tokens do not depend on it (keys follow positions)."""
 
     temperature: float
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
+    segment: int | None = None
 
 
 class SamplingArrays(NamedTuple):

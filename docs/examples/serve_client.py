@@ -6,15 +6,23 @@ session per instance, then score the sessions like rollouts.
     python launch/eval.py --data DATA --records sessions.jsonl --split test
 
 The prompt and tools are the benchmark's own (what training rolls out with); the tools run here, in
-this process; the final `<answer>...</answer>` closes the session with it.
+this process; the final `<answer>...</answer>` closes the session with it. Importable: the
+evaluation notebook starts the server with `serving` and runs `run_sessions` (notebooks/).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from openai import BadRequestError, OpenAI
@@ -23,6 +31,31 @@ from sandbox.benchmarks import benchmark_class
 from sandbox.env import truncate_middle
 
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+SERVE = Path(__file__).resolve().parents[2] / "launch" / "serve.py"
+
+
+@contextlib.contextmanager
+def serving(args: list[str], timeout_s: float = 600, env: dict[str, str] | None = None) -> Iterator[str]:
+    """launch/serve.py `args` on a free loopback port (in `env`, default this process'), stopped on
+    exit (its open sessions then written); yields its base URL (`.../v1`) once it answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(SERVE), "--port", str(port), *args], env=env)
+    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(base + "/health", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"launch/serve.py did not start (exit code {server.poll()})") from None
+                time.sleep(0.5)
+        yield base + "/v1"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
 
 
 def run_instance(client: OpenAI, base: str, bench, visible: dict, max_turns: int) -> str | None:
@@ -57,6 +90,12 @@ def run_instance(client: OpenAI, base: str, bench, visible: dict, max_turns: int
     return answer
 
 
+def run_sessions(base: str, bench, instances: list[dict], max_turns: int) -> dict[str, str | None]:
+    """Each instance's tool loop as one recorded session; its answer (None: none) by instance id."""
+    client = OpenAI(base_url=base, api_key="unused")
+    return {v["id"]: run_instance(client, base, bench, v, max_turns) for v in instances}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
@@ -67,10 +106,9 @@ def main() -> None:
     p.add_argument("--max-turns", type=int, default=10)
     args = p.parse_args()
     bench = benchmark_class(args.benchmark)(args.data)
-    client = OpenAI(base_url=args.base_url, api_key="unused")
-    for visible in bench.load_visible(args.split)[: args.num]:
-        answer = run_instance(client, args.base_url, bench, visible, args.max_turns)
-        print(visible["id"], "answered" if answer else "no answer")
+    instances = bench.load_visible(args.split)[: args.num]
+    for name, answer in run_sessions(args.base_url, bench, instances, args.max_turns).items():
+        print(name, "answered" if answer else "no answer")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The HTTP layer (starlette; the `serve` extra): routes, the API key, the body limit, OpenAI-style
 JSON errors, and server-sent events.
 
-Streaming: OpenAI's chunk sequence (role, then reasoning and content deltas as each decode piece
-settles them, rollout/serve/deltas.py; tool calls, finish with the token ids, usage), then
+Streaming: OpenAI's chunk sequence (role, then reasoning and content deltas as the request's short
+decode segments settle them, rollout/serve/deltas.py; tool calls, finish with the token ids, usage), then
 `data: [DONE]`. A client that disconnects before its reply ends cancels it: no further piece of its
 completion is decoded (the piece on the device ends with its segment), and the others' requests go on.
 """
@@ -132,7 +132,7 @@ class _Endpoints:
 async def _events(
     service: ChatService, req: ChatRequest, prepared: Prepared, session: str | None, instance: str | None
 ) -> AsyncIterator[str]:
-    """OpenAI's `chat.completion.chunk` events of a completion, its text as the pieces decode."""
+    """OpenAI's `chat.completion.chunk` events of a completion, its text as its segments decode."""
     pieces: asyncio.Queue[tuple[int, list[int]]] = asyncio.Queue()
     task = asyncio.ensure_future(
         service.complete(req, prepared, session, instance, lambda k, ids: pieces.put_nowait((k, ids)))
@@ -158,7 +158,7 @@ async def _events(
                 getter.cancel()
                 continue
             k, ids = getter.result()
-            for delta in texts[k].update(req.call_start + service.text(ids)):
+            for delta in texts[k].update(req.call_start + service.stable_text(ids)):
                 yield chunk(k, delta)
         try:
             body = task.result()

@@ -4,12 +4,14 @@
 tool calls. While it is still being decoded, `TextDeltas` sends only what that split cannot revise
 once more tokens arrive: reasoning up to a possible `</think>`, content up to a possible
 `<tool_call>` or stop string, never a trailing blank (the finished message is stripped) nor a
-character still being decoded. So the deltas a client concatenates are prefixes of the finished
-message's fields, and `finish` sends the rest: the remaining text and the parsed tool calls.
+character still being decoded; the text it is given is `stable_text`, what the tokens so far settle.
+So the deltas a client concatenates are prefixes of the finished message's fields, and `finish`
+sends the rest: the remaining text and the parsed tool calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rollout.serve.chat import CALL_OPEN, THINK_CLOSE, THINK_OPEN
@@ -24,10 +26,26 @@ def _held_tail(text: str, marks: tuple[str, ...]) -> int:
     return len(text)
 
 
+def stable_text(decode: Callable[[list[int]], str], ids: list[int]) -> str:
+    """The text of `ids` that more tokens cannot change: decoded up to a boundary before a token
+    that decodes on its own to several characters, where the two sides' texts join into the whole's.
+    A byte-fallback tokenizer decodes a run of byte tokens together (a byte valid alone turns into
+    a replacement character beside the next), a byte-level one a character split across tokens; a
+    token of several characters is no byte token and ends such a run, so what precedes it is final.
+    The last token is always held back."""
+    whole = decode(ids)
+    for cut in range(len(ids) - 1, 0, -1):
+        head = decode(ids[:cut])
+        if len(decode(ids[cut : cut + 1])) > 1 and head + decode(ids[cut:]) == whole:
+            return head
+    return ""
+
+
 def settled(text: str, parse_tools: bool, stops: tuple[str, ...]) -> tuple[str, str]:
     """(reasoning, content) of the completion's `text` so far that more text cannot change."""
-    if "\ufffd" in text:  # a character whose bytes are still being decoded
-        text = text[: text.index("\ufffd")]
+    # a character whose bytes are still being decoded: a trailing replacement character (one inside
+    # the text is final: bytes after a whole character cannot complete one before it)
+    text = text.rstrip("\ufffd")
     found = [text.find(s) for s in stops if s in text]
     text = text[: min(found)] if found else text[: _held_tail(text, stops)] if stops else text
     body = text.lstrip()

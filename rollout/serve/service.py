@@ -11,7 +11,9 @@ from its recorded `logprob` by rounding. `max_tokens` (default: the engine's `ro
 capped by what the context has room for. The engine decodes a turn in segments of
 `rollout.max_turn_tokens`, between which new requests join the batch; a longer completion goes on
 as further pieces, each continuing the ids so far (their KV found in the rows by prefix reuse),
-joined into one record.
+joined into one record. While a streamed reply decodes, segments are `stream_segment` steps short
+and its row's new tokens go to the client after each (the same tokens: sampling keys follow
+positions, never segments).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rollout.config import RolloutConfig
 from rollout.record import EpisodeRecord
 from rollout.sampling import StreamSampling
 from rollout.serve.chat import TurnCache, assistant_message
+from rollout.serve.deltas import stable_text
 from rollout.serve.schema import ApiError, ChatRequest
 from rollout.serve.sessions import SessionBook
 from rollout.serve.worker import EngineWorker, ServedEpisode
@@ -46,8 +49,18 @@ class Prepared:
 class ChatService:
     """The endpoint's logic over one engine worker; safe to call from the event loop's tasks."""
 
-    def __init__(self, worker: EngineWorker, config: RolloutConfig, model_name: str, sessions: SessionBook):
+    def __init__(
+        self,
+        worker: EngineWorker,
+        config: RolloutConfig,
+        model_name: str,
+        sessions: SessionBook,
+        stream_segment: int,
+    ):
+        """`stream_segment`: a streamed reply's decode segment (StreamSampling.segment), at most
+        `config.max_turn_tokens`."""
         self.worker, self.config, self.model_name, self.sessions = worker, config, model_name, sessions
+        self.stream_segment = stream_segment
         self.tokenizer = worker.engine.tokenizer
         self.turns = TurnCache()
 
@@ -76,7 +89,8 @@ class ChatService:
         instance: str | None,
         on_piece: Callable[[int, list[int]], None] | None = None,
     ) -> dict[str, Any]:
-        """The response body; `on_piece(k, ids)` hears choice k's sampled ids so far after each piece."""
+        """The response body; `on_piece(k, ids)` (a streamed reply) hears choice k's sampled ids so
+        far, on the event loop, after every decode segment of `stream_segment` steps and every piece."""
         prompt, name = prepared.prompt, instance or "request"
         records = await asyncio.gather(
             *(self._decode(name, prepared, self._sampling(req, k), k, on_piece) for k in range(req.n))
@@ -115,9 +129,17 @@ class ChatService:
         prompt, limit = prepared.prompt, prepared.limit
         record = EpisodeRecord(instance)
         record.append(prompt, sampled=False)
+        on_tokens = None
+        if on_piece is not None:  # a streamed reply: its row's tokens after every (short) segment
+            loop = asyncio.get_running_loop()
+
+            def on_tokens(ids: list[int]) -> None:  # on the engine's thread
+                loop.call_soon_threadsafe(on_piece, k, ids[len(prompt) :])
+
         while True:
             piece = min(limit - (len(record.ids) - len(prompt)), self.config.max_turn_tokens)
-            (future,) = self.worker.submit([ServedEpisode(instance, list(record.ids), piece, sampling)])
+            episode = ServedEpisode(instance, list(record.ids), piece, sampling, on_tokens)
+            (future,) = self.worker.submit([episode])
             part = await asyncio.wrap_future(future)
             start = len(record.ids)
             record.append(part.ids[start:], sampled=True, logprobs=part.logprobs[start:])
@@ -132,13 +154,15 @@ class ChatService:
         ended = bool(ids) and ids[-1] in (self.tokenizer.im_end_id, self.tokenizer.eos_id)
         return (ids[:-1] if ended else ids), ended
 
-    def text(self, ids: list[int]) -> str:
-        """The text of sampled `ids`, without the token that ended the turn."""
-        return self.tokenizer.decode(self._turn(ids)[0])
+    def stable_text(self, ids: list[int]) -> str:
+        """The text of sampled `ids` (without the token that ended the turn) that more tokens
+        cannot change (rollout/serve/deltas.py `stable_text`)."""
+        return stable_text(self.tokenizer.decode, self._turn(ids)[0])
 
     def _sampling(self, req: ChatRequest, k: int) -> StreamSampling:
         seed = None if req.seed is None else req.seed + k
-        return StreamSampling(req.temperature, req.top_p, req.top_k, seed)
+        segment = self.stream_segment if req.stream else None
+        return StreamSampling(req.temperature, req.top_p, req.top_k, seed, segment)
 
     def _choice(self, req: ChatRequest, k: int, prompt: list[int], record: EpisodeRecord) -> dict[str, Any]:
         if record.stop_reason == StopReason.ERROR:

@@ -1,10 +1,11 @@
 """Concurrent requests -> one streaming engine session (rollout/session.py), on its own thread.
 
 Each request is an episode of one stream and one turn. The worker thread keeps one session's run
-alive: between decode segments (the run's `should_stop` poll, on this thread) it hands finished
-episodes' records to their requests and submits the requests that arrived meanwhile, so a new
-request joins the running batch at the next segment (continuous batching) and its prompt finds the
-KV of earlier turns in the rows (prefix reuse). The engine is never touched from another thread.
+alive: between decode segments (the run's `should_stop` poll, on this thread) it tells streamed
+requests their new tokens, hands finished episodes' records to their requests and submits the
+requests that arrived meanwhile, so a new request joins the running batch at the next segment
+(continuous batching) and its prompt finds the KV of earlier turns in the rows (prefix reuse). The
+engine is never touched from another thread.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import concurrent.futures
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rollout.episodes import Continue, Episode, Stop, TurnOutcome
@@ -25,10 +27,25 @@ log = logging.getLogger("serve")
 
 
 class ServedEpisode(Episode):
-    """One completion: the prompt, then one sampled turn."""
+    """One completion: the prompt, then one sampled turn. `on_tokens` (a streamed reply) hears the
+    record's ids after every decode segment that sampled some, on the engine's thread."""
 
-    def __init__(self, instance_id: str, ids: list[int], max_tokens: int, sampling: StreamSampling):
+    def __init__(
+        self,
+        instance_id: str,
+        ids: list[int],
+        max_tokens: int,
+        sampling: StreamSampling,
+        on_tokens: Callable[[list[int]], None] | None = None,
+    ):
         self.instance_id, self.ids, self.max_tokens, self.sampling = instance_id, ids, max_tokens, sampling
+        self.on_tokens, self.reported = on_tokens, len(ids)
+
+    def report(self, ids: list[int]) -> None:
+        """Hand `ids` (the record so far) to `on_tokens` when it grew since the last report."""
+        if self.on_tokens is not None and len(ids) > self.reported:
+            self.reported = len(ids)
+            self.on_tokens(list(ids))
 
     def start(self) -> list[Continue]:
         limits = StreamLimits(max_turn_tokens=self.max_tokens)
@@ -85,6 +102,8 @@ class EngineWorker:
                 self.session = self.engine.session(self.rng)
 
     def _between_segments(self) -> bool:
+        if not self.closed:  # (at shutdown the event loop the reports go to may be gone)
+            self._report()
         self._deliver()
         self._take(block=False)
         return self.closed
@@ -102,6 +121,14 @@ class EngineWorker:
             for index, future in zip(self.session.submit(episodes), futures):
                 self.waiting[index] = future
             block = False
+
+    def _report(self) -> None:
+        """Tell the streamed requests still decoding what their rows sampled this segment."""
+        run = self.session.run
+        for index, future in self.waiting.items():
+            episode, streams = run.episodes[index], run.streams[index]
+            if isinstance(episode, ServedEpisode) and "main" in streams and not future.cancelled():
+                episode.report(streams["main"].record.ids)
 
     def _deliver(self) -> None:
         """Hand every finished episode's record to its request; nothing of it stays resident."""

@@ -214,3 +214,15 @@ def test_export_hf_run_without_steps(tmp_path):
     (ckpt / "config.json").write_text(json.dumps(get_config("tiny").to_hf()))
     result = run_script("export_hf.py", "--checkpoint", ckpt, "--out", tmp_path / "hf")
     assert_one_clear_line(result, str(ckpt))
+
+
+# -- launch/serve.py -------------------------------------------------------------------------------
+def test_serve_stream_segment_out_of_range(tmp_path):
+    """A stream segment below 1 or past the engine's decode segment: refused before a model loads."""
+    pytest.importorskip("uvicorn")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")  # never read: both refusals come first
+    for args, name in ((["--stream-segment", "0"], "--stream-segment"), (["--stream-segment", "64"], "=32")):
+        result = run_script("serve.py", "--checkpoint", ckpt, *args, "rollout.max_turn_tokens=32")
+        assert_one_clear_line(result, name, *(["rollout.max_turn_tokens"] if name == "=32" else []))

@@ -28,6 +28,9 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("starlette")
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "examples"))
+import serve_client  # noqa: E402  (the example client: the notebook's step 11 runs it too)
+
 # a context that holds a B2T prompt (docs/examples/serve_client.py's test)
 ENGINE = ["rollout.batch_rows=4", "rollout.max_seq_len=6144", "rollout.max_turn_tokens=12"]
 TOOLS = [
@@ -42,18 +45,13 @@ TOOLS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory) -> Path:
     """A tiny random Qwen3 with Qwen3's vocabulary, saved as a Hugging Face directory with the qwen3
-    tokenizer (what launch/export_hf.py writes)."""
+    tokenizer and a checksum manifest (as the evaluation notebook's step 11 exports its model)."""
     from flax import nnx
 
+    from models.checksums import write_manifest
     from models.config import get_config
     from models.hf import save_pretrained
     from models.qwen3 import Qwen3ForCausalLM
@@ -63,33 +61,18 @@ def hf_dir(tmp_path_factory) -> Path:
     shape = dict(vocab_size=151936, hidden_size=32, intermediate_size=64, num_hidden_layers=1)
     model = Qwen3ForCausalLM(get_config("tiny", **shape, initializer_range=0.1), rngs=nnx.Rngs(5))
     save_pretrained(model, out, tokenizer=load_tokenizer("qwen3"))
+    write_manifest(out)
     return out
 
 
 @pytest.fixture(scope="module")
 def server(hf_dir, tmp_path_factory):
-    """The server process; yields (base URL, records file)."""
-    port, records = _free_port(), tmp_path_factory.mktemp("records") / "sessions.jsonl"
-    cmd = [sys.executable, str(ROOT / "launch/serve.py"), "--hf", str(hf_dir), "--trust-unverified"]
-    cmd += ["--port", str(port), "--records", str(records), "--max-body-bytes", "200000", *ENGINE]
-    env = subprocess_env(tmp_path_factory.mktemp("jax_cache"))
-    proc = subprocess.Popen(
-        cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(base + "/health", timeout=2)
-            break
-        except (urllib.error.URLError, ConnectionError):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("the server did not start:\n" + proc.stdout.read()[-3000:])
-            time.sleep(0.3)
-    yield base, records
-    proc.terminate()
-    proc.wait(timeout=30)
+    """The server process, started as the notebook's step 11 starts it (serve_client.serving);
+    yields (base URL, records file)."""
+    records = tmp_path_factory.mktemp("records") / "sessions.jsonl"
+    args = ["--checkpoint", str(hf_dir), "--records", str(records), "--max-body-bytes", "200000", *ENGINE]
+    with serve_client.serving(args, 120, subprocess_env(tmp_path_factory.mktemp("jax_cache"))) as base:
+        yield base.removesuffix("/v1"), records
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +260,11 @@ def test_a_named_tool_choice_gives_the_call_opening_as_prompt(client):
 
 def test_the_example_client_records_a_benchmark_session(server, small_benchmark, tmp_path):  # noqa: F811
     """docs/examples/serve_client.py: an instance's prompt and tools through the `openai` client, the
-    session closed with its answer, recorded as an episode that launch/eval.py scores."""
+    session closed with its answer, recorded as an episode that launch/eval.py scores. The flow of
+    the evaluation notebook's step 11 (its test skips that step: a server of its own would cost ~20 s
+    more), on a server started as that step starts one (the `server` fixture)."""
+    from models.chat import encode_chat
+    from models.tokenizer import load_tokenizer
     from sandbox.benchmarks.b2t.benchmark import B2TBenchmark
 
     base, records = server
@@ -285,18 +272,26 @@ def test_the_example_client_records_a_benchmark_session(server, small_benchmark,
     example += ["--base-url", base + "/v1", "--data", str(small_benchmark), "--max-turns", "2"]
     done = subprocess.run(example, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    (visible,) = B2TBenchmark(small_benchmark).load_visible("test")[:1]
+    bench = B2TBenchmark(small_benchmark)
+    (visible, truth) = bench.load_split("test")[0]
     assert done.stdout.split()[0] == visible["id"]
     lines = [json.loads(x) for x in records.read_text().splitlines()]
     (mine,) = [x for x in lines if x["instance_id"] == visible["id"]]
-    assert EpisodeRecord.from_json(mine).num_sampled > 0
+    record = EpisodeRecord.from_json(mine)
+    # the session starts with the benchmark's own prompt and tools, rendered here, token for token
+    prompt = bench.prompt(visible, memory=False)
+    expected = encode_chat(load_tokenizer("qwen3"), list(prompt.messages), prompt.tools, True)
+    assert record.ids[: len(expected)] == expected and not any(record.loss_mask[: len(expected)])
+    assert record.num_sampled > 0
     one, metrics = tmp_path / "mine.jsonl", tmp_path / "m.json"
     one.write_text(json.dumps(mine) + "\n")
     scoring = [sys.executable, str(ROOT / "launch" / "eval.py"), "--data", str(small_benchmark)]
     scoring += ["--records", str(one), "--split", "test", "--json", str(metrics)]
     scored = subprocess.run(scoring, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert scored.returncode == 0, scored.stderr[-3000:]
-    assert json.loads(metrics.read_text())["n"] == 1
+    verdict = bench.evaluate(record.answer, visible, truth)
+    scores = json.loads(metrics.read_text())
+    assert scores["n"] == 1 and scores["delivery_rate"] == float(verdict.delivered)
 
 
 def _generated(base: str) -> int:
@@ -325,18 +320,22 @@ def test_a_client_that_leaves_cancels_its_completion(server):
 
 
 def test_streaming_and_concurrent_clients(client):
-    """A streamed reply's content arrives piece by piece (40 tokens: 4 pieces of the 12-token
-    segment) and adds up to the same request's reply unstreamed."""
+    """A streamed reply, greedy or sampled, has the same tokens as the same request unstreamed, and
+    its content deltas add up to that reply's content; they arrive as the server's 4-step stream
+    segments decode (40 tokens: 10 segments, 4 pieces of the engine's 12-token segment), more often
+    than once a piece."""
     messages = [{"role": "user", "content": "stream"}]
-    request = dict(model="b2tjax", messages=messages, temperature=0, max_tokens=40)
     usage = {"include_usage": True}
-    chunks = list(client.chat.completions.create(**request, stream=True, stream_options=usage))
-    whole = client.chat.completions.create(**request).choices[0]
-    assert chunks[0].choices[0].delta.role == "assistant"
-    assert chunks[-1].usage is not None and chunks[-2].choices[0].finish_reason == whole.finish_reason
-    assert chunks[-2].choices[0].model_extra["token_ids"] == whole.model_extra["token_ids"]
-    streamed = [c.choices[0].delta.content for c in chunks[1:-2] if c.choices[0].delta.content]
-    assert "".join(streamed) == whole.message.content and len(streamed) >= 3
+    for sampling in ({"temperature": 0}, {"temperature": 1.0, "seed": 11}):
+        request = dict(model="b2tjax", messages=messages, max_tokens=40, **sampling)
+        chunks = list(client.chat.completions.create(**request, stream=True, stream_options=usage))
+        whole = client.chat.completions.create(**request).choices[0]
+        assert chunks[0].choices[0].delta.role == "assistant"
+        assert chunks[-1].usage is not None and chunks[-2].choices[0].finish_reason == whole.finish_reason
+        assert chunks[-2].choices[0].model_extra["token_ids"] == whole.model_extra["token_ids"]
+        streamed = [c.choices[0].delta.content for c in chunks[1:-2] if c.choices[0].delta.content]
+        assert "".join(streamed) == whole.message.content
+        assert len(streamed) > 4 or len(whole.model_extra["token_ids"]) <= 24
 
     def ask(k: int) -> list[int]:
         messages = [{"role": "user", "content": f"question {k % 3}"}]

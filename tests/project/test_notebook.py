@@ -3,9 +3,10 @@
 A tiny runner (what papermill does, without the dependency) executes every code cell's source in
 one namespace, skipping IPython `!`/`%` lines, and injects small parameters right after the cell
 tagged "parameters": a small world built by the notebook itself in a temp dir, the random "tiny"
-model, 2 episodes, short token limits. The runner saves what the notebook produced; the tests
-check it against expectations computed here from the spec (reward formula, constraint list,
-record invariants), not against the notebook's own arithmetic.
+model, 2 episodes, short token limits, no server (step 11's flow is tests/launch/test_serve.py's).
+The runner saves what the notebook produced; the tests check it against expectations computed here
+from the spec (reward formula, constraint list, record invariants), not against the notebook's own
+arithmetic.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ summary = {
     "himap_view": ns["himap_view"], "himap_answer": ns["himap_expert"].answer,
     "figure_titles": [ax.get_title() for ax in ns["fig"].axes] if ns["fig"] is not None else None,
     "report": str(ns["report_path"]),
+    "served_metrics": ns["served_metrics"],
 }
 json.dump(summary, open(out, "w"))
 """
@@ -84,6 +86,7 @@ def notebook_run(tmp_path_factory):
             "ROLLOUT = ['rollout.batch_rows=2', 'rollout.max_turns=2', 'rollout.max_turn_tokens=8',"
             " 'rollout.turn_cap=close', 'rollout.max_seq_len=5632', 'rollout.max_prompt_tokens=5120']",
             "EPISODE_INDEX = 1",
+            "SERVE_EPISODES = 0",  # step 11's flow: tests/launch/test_serve.py, on its server
         ]
     )
     env = dict(fake_devices_env(1), PYTHONPATH=str(REPO))  # one device, as a Colab CPU
@@ -143,6 +146,7 @@ def test_data_was_built_and_metrics_tables_have_every_key(notebook_run):
     assert summary["expert_metrics"]["final_pass_rate"] == sum(v.all_passed for v in verdicts) / 2
     assert "expert" in stdout and "model" in stdout and "Final" in stdout
     assert "budget" in stdout  # the per-constraint table was printed
+    assert summary["served_metrics"] is None and "SERVE_EPISODES is 0; skipping" in stdout
     saved = json.loads((tmp / "out" / "metrics.json").read_text())
     assert saved["model"]["n"] == 2 and saved["expert"]["n"] == 2
 

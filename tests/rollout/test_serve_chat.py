@@ -17,6 +17,7 @@ from rollout.serve.deltas import TextDeltas
 from rollout.serve.schema import ApiError, parse_chat
 from rollout.serve.sessions import SessionBook
 from sandbox.types import StopReason
+from tests.rollout_fixtures import rollout_setup  # noqa: F401  (session fixture)
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +159,7 @@ CALL = '<tool_call>\n{"name": "FlightSearch", "arguments": {"to": "Rome"}}\n</to
         ("<think>\ncut while reasoning <", True, ()),
         ("Half <tool_call>\n{broken", True, ()),
         ("caf\u00e9 \U0001f600 ok", True, ()),
+        ("bytes \ufffd that never formed a character \ufffd\ufffd stay", True, ()),
     ],
 )
 def test_streamed_deltas_add_up_to_the_finished_message(text, parse_tools, stops):
@@ -174,3 +176,68 @@ def test_streamed_deltas_add_up_to_the_finished_message(text, parse_tools, stops
         assert "".join(d.get(field, "") for d in sent) == (message.get(field) or "")
     assert [d for d in sent if "tool_calls" in d] == ([sent[-1]] if "tool_calls" in message else [])
     assert sum("content" in d for d in sent) > 1 or not message["content"]  # streamed, not at the end
+
+
+@pytest.mark.slow  # a tiny engine's decode programs for 32 and 4 steps: ~10 s on 2 cores
+def test_a_streamed_reply_reports_every_segment_and_samples_the_same_tokens(rollout_setup):  # noqa: F811
+    """A streamed request (segment 4) beside a plain one: the worker reports its row's tokens every
+    4 steps, and both records, sampled at temperature 1, are the ones each request gets alone with
+    the engine's own 32-token segment (sampling keys follow positions, never segments; log-probs up
+    to fp32 rounding: the two segment lengths are two compiled programs)."""
+    from rollout import RolloutEngine
+    from rollout.sampling import StreamSampling
+    from rollout.serve.worker import EngineWorker, ServedEpisode
+    from tests.rollout_fixtures import engine_config, user_prompt
+
+    tok, model = rollout_setup.tokenizer, rollout_setup.model
+    config = engine_config(max_turn_tokens=32, turn_cap="stop")
+    prompts = [user_prompt(tok, text)[1] for text in ("Plan a trip to Chengdu.", "Hotels in Beijing?")]
+    worker = EngineWorker(RolloutEngine(model, tok, config), rng=0)
+    try:
+
+        def run(segments: list[int | None]) -> tuple[list[EpisodeRecord], list[int]]:
+            seen: list[int] = []
+            episodes = [
+                ServedEpisode(f"r{i}", p, 32, StreamSampling(1.0, seed=7 + i, segment=s), seen.append)
+                for i, (p, s) in enumerate(zip(prompts, segments))
+            ]
+            episodes[1].on_tokens = None  # the plain request: nobody listens
+            return [f.result(timeout=120) for f in worker.submit(episodes)], [len(ids) for ids in seen]
+
+        (streamed, plain), lengths = run([4, None])
+        (alone, _), _ = run([None, None])
+        (_, plain_alone), _ = run([None, None])
+    finally:
+        worker.close()
+    assert streamed.ids == alone.ids and plain.ids == plain_alone.ids
+    assert streamed.logprobs == pytest.approx(alone.logprobs, rel=1e-5, abs=1e-6)
+    assert plain.logprobs == pytest.approx(plain_alone.logprobs, rel=1e-5, abs=1e-6)
+    sampled = len(streamed.ids) - len(prompts[0])
+    expected = [len(prompts[0]) + n for n in range(4, sampled, 4)] + [len(streamed.ids)]
+    assert lengths == expected[: len(lengths)] and len(lengths) >= len(expected) - 1 > 0
+
+
+@pytest.mark.parametrize("exported", [False, True])
+def test_streamed_text_is_final_for_byte_tokens(rollout_setup, exported, tmp_path):  # noqa: F811
+    """Byte tokens among pieces: with the Hugging Face export of a SentencePiece model (its
+    byte-fallback decoder turns a byte valid alone into a replacement character beside an invalid
+    one), the text of every prefix is not a prefix of the whole; `stable_text` of every prefix is,
+    grows with it, and is the whole once a piece follows the last byte."""
+    from models.tokenizer import load_tokenizer
+    from rollout.serve.deltas import stable_text
+
+    tok = rollout_setup.tokenizer
+    if exported:
+        tok.save_hf(tmp_path)
+        tok = load_tokenizer(tmp_path)
+    byte = {b: tok.token_to_id(f"<0x{b:02X}>") for b in (0x01, 0x02, 0x8F, 0xE4, 0xB8, 0x80)}
+    word = tok.encode(" trip")
+    ids = word + [byte[0x01], byte[0x8F]] + word + [byte[0xE4], byte[0xB8], byte[0x80]]
+    ids += word + [byte[0x01], byte[0x02]] + word
+    whole = tok.decode(ids)
+    if exported:  # what streaming the plain text would get wrong
+        assert not whole.startswith(tok.decode(ids[: len(word) + 1]))
+    texts = [stable_text(tok.decode, ids[:n]) for n in range(len(ids) + 1)]
+    assert all(whole.startswith(t) for t in texts)
+    assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
+    assert stable_text(tok.decode, ids + word) == whole and "\u4e00" in whole
