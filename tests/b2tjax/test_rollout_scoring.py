@@ -11,7 +11,6 @@ from rollout.record import EpisodeRecord
 from sandbox.benchmarks.b2t.evaluator.example import GROUND_TRUTH, INSTANCE, valid_plan
 from tests.sandbox_fixtures import mini_world as world  # noqa: F401 (a fixture)
 
-
 _EPISODES = iter(range(1_000_000))  # each record its own episode, as the engine numbers them
 
 
