@@ -111,3 +111,30 @@ MEMORY = (
     '<think>\nremember\n</think>\n\n<memory>{"action": "write", "key": "city", "value": "Chengdu"}</memory>'
 )
 ANSWER = "<think>\ndone\n</think>\n\n<answer>[]</answer><|im_end|>"
+
+
+def folded_conversations(prompt: list[dict], steps, segments, tokenizer, keep_turns: int):
+    """(record, its messages) per segment of a single agent whose context was folded
+    (rollout/context.py): the prompt messages, the episode's turns so far as sampled, each reply
+    block whole or as its stub (whichever the segment's text holds), so that a test holds the
+    segment to a chat template. Asserts what may fold: tool blocks older than the turns kept."""
+    turns = [tokenizer.decode(r.ids[a : b - 1]) for r in segments for a, b in r.turns]
+    done, out = 0, []  # turns of the episode before this segment
+    for record in segments:
+        text = tokenizer.decode(record.ids)
+        messages = list(prompt)
+        last = done + len(record.turns)
+        for k in range(last):
+            messages.append({"role": "assistant", "content": turns[k]})
+            if k == last - 1:
+                break
+            for response in steps[k].responses:
+                stub = response.folded(len(tokenizer.encode_text(response.content)))
+                kept = response.render() in text
+                assert kept or stub.render() in text
+                if not kept:  # folded at a fold this segment's context went through
+                    assert response.kind == "tool" and k < done - keep_turns
+                messages.append({"role": "tool", "content": (response if kept else stub).content})
+        out.append((record, messages))
+        done = last
+    return out

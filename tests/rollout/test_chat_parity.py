@@ -320,24 +320,11 @@ def _assert_report_shows_every_turn(bench, records, tok) -> None:
 
 
 def _assert_segments_render(episode, trace, segments, exported) -> None:
+    from tests.rollout_fixtures import folded_conversations
+
     tok, hf = exported
     first = next(i for i, m in enumerate(trace["messages"]) if m["role"] == "assistant")
     prompt, tools = trace["messages"][:first], tools_offered(trace["tools"], python=False)
-    turns = [tok.decode(r.ids[a : b - 1]) for r in segments for a, b in r.turns]
-    done = 0
-    for record in segments:
-        text = tok.decode(record.ids)
-        messages = list(prompt)
-        last = done + len(record.turns)
-        for k in range(last):
-            messages.append({"role": "assistant", "content": turns[k]})
-            if k == last - 1:
-                break
-            for response in episode.steps[k].responses:
-                stub = response.folded(len(tok.encode_text(response.content)))
-                kept = response.render() in text
-                assert kept or (stub.render() in text and response.kind == "tool")
-                messages.append({"role": "tool", "content": (response if kept else stub).content})
-        assert hf.apply_chat_template(messages, tools=tools, tokenize=False) == text + "\n"
+    for record, messages in folded_conversations(prompt, episode.steps, segments, tok, keep_turns=1):
+        assert hf.apply_chat_template(messages, tools=tools, tokenize=False) == tok.decode(record.ids) + "\n"
         assert _hf_ids(hf, messages, tools) == record.ids + tok.encode("\n")
-        done = last

@@ -11,6 +11,7 @@ from tests.rollout_fixtures import (  # noqa: F401
     ANSWER,
     MEMORY,
     engine_config,
+    folded_conversations,
     forced_episode,
     rollout_setup,
 )
@@ -86,25 +87,8 @@ def test_folded_context_is_the_template_of_the_folded_messages(folded, rollout_s
     tok = rollout_setup.tokenizer
     episodes, records, _, _ = folded
     for episode, segments in zip(episodes, _by_episode(records)):
-        turns = [tok.decode(r.ids[a : b - 1]) for r in segments for a, b in r.turns]
-        done = 0  # turns of the episode before this segment
-        for record in segments:
-            text = tok.decode(record.ids)
-            messages = list(episode.messages)
-            last = done + len(record.turns)
-            for k in range(last):
-                messages.append({"role": "assistant", "content": turns[k]})
-                if k == last - 1:
-                    break
-                for r in episode.steps[k].responses:
-                    stub = r.folded(len(tok.encode_text(r.content)))
-                    kept = r.render() in text
-                    assert kept or stub.render() in text
-                    if not kept:  # folded: a tool reply, older than the turns kept at that fold
-                        assert r.kind == "tool" and k < done - KEEP
-                    messages.append({"role": "tool", "content": (r if kept else stub).content})
-            assert text + "\n" == render(messages)
-            done = last
+        for record, messages in folded_conversations(episode.messages, episode.steps, segments, tok, KEEP):
+            assert tok.decode(record.ids) + "\n" == render(messages)
 
 
 def test_each_segment_logprobs_equal_transformers_on_its_own_ids(folded, rollout_setup):
