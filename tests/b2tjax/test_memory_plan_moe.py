@@ -62,7 +62,7 @@ def test_the_expert_axis_splits_only_the_experts():
 @pytest.mark.slow
 def test_libtpu_lays_the_30b_recipe_out_as_counted(tmp_path):
     """configs/qwen3_30b_a3b_tp.yaml at 2 of its 48 layers, its sampler refresh compiled by libtpu
-    for the v5p-32: the train-layout params and the sampler weights it takes are the analytic split."""
+    for the v5p-64: the train-layout params and the sampler weights it takes are the analytic split."""
     pytest.importorskip("libtpu", reason="libtpu is not installed (pip install -e .[test] brings it)")
     out = tmp_path / "plan.json"
     recipe = ROOT / "configs" / "qwen3_30b_a3b_tp.yaml"
@@ -75,7 +75,7 @@ def test_libtpu_lays_the_30b_recipe_out_as_counted(tmp_path):
     (refresh,) = json.loads(out.read_text())["programs"]
     model = get_config("qwen3-30b-a3b", num_hidden_layers=2)
     experts, others = model.num_expert_params(), model.num_params() - model.num_expert_params()
-    params = experts * 4 // 16 + others * 4 // 4  # fsdp 2 x expert 4 x tensor 2; others over fsdp x tensor
+    params = experts * 4 // 32 + others * 4 // 8  # fsdp 4 x expert 4 x tensor 2; others over fsdp x tensor
     sampler = experts * 2 // 8 + others * 2 // 2  # bf16 over expert x tensor; others over tensor
     assert refresh["arguments"] == {
         "params": pytest.approx(params, rel=1e-3),
