@@ -172,6 +172,15 @@ class Qwen3Config:
         head = 0 if self.tie_word_embeddings else h * self.vocab_size
         return self.vocab_size * h + layers * (attn + 2 * h) + mlps + h + head
 
+    def num_expert_params(self) -> int:
+        """The routed experts' share of `num_params` (gate, up and down of every sparse layer, not
+        the routers): what the mesh's expert axis splits; 0 for dense Qwen3."""
+        moe = self.moe
+        if moe is None:
+            return 0
+        per_layer = moe.num_experts * 3 * self.hidden_size * moe.moe_intermediate_size
+        return per_layer * sum(moe.sparse_layers(self.num_hidden_layers))
+
 
 def _sliding_window(hf: dict[str, Any]) -> int | None:
     """The window of a HF config whose layers all slide, None when none does. HF slides layer i iff
@@ -212,6 +221,16 @@ def _qwen3(hidden: int, inter: int, layers: int, heads: int, tied: bool) -> Qwen
     )
 
 
+def _qwen3_moe(hidden: int, inter: int, layers: int, heads: int, moe_inter: int) -> Qwen3Config:
+    """A Qwen3-MoE release: 4 KV heads, 128 experts, top-8 renormalised, every layer sparse."""
+    moe = MoeConfig(
+        num_experts=128, num_experts_per_tok=8, moe_intermediate_size=moe_inter, norm_topk_prob=True
+    )
+    return dataclasses.replace(
+        _qwen3(hidden, inter, layers, heads, tied=False), num_key_value_heads=4, moe=moe
+    )
+
+
 # Numbers from the official Qwen/Qwen3-* config.json files.
 PRESETS: dict[str, Qwen3Config] = {
     "qwen3-0.6b": _qwen3(1024, 3072, 28, 16, tied=True),
@@ -220,6 +239,8 @@ PRESETS: dict[str, Qwen3Config] = {
     "qwen3-8b": _qwen3(4096, 12288, 36, 32, tied=False),
     "qwen3-14b": _qwen3(5120, 17408, 40, 40, tied=False),
     "qwen3-32b": _qwen3(5120, 25600, 64, 64, tied=False),
+    "qwen3-30b-a3b": _qwen3_moe(2048, 6144, 48, 32, 768),
+    "qwen3-235b-a22b": _qwen3_moe(4096, 12288, 94, 64, 1536),
     # Test sizes: 2 layers, hidden 64, GQA 4 query heads over 2 KV heads, rope_theta != 1e6.
     "tiny": Qwen3Config(
         vocab_size=1024,

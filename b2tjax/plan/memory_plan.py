@@ -73,27 +73,36 @@ def plan_model_config(cfg: TrainConfig) -> Qwen3Config:
 def analytic_sizes(
     cfg: TrainConfig, model: Qwen3Config, mesh: Mesh | None, trained: int | None = None, frozen_bytes: int = 0
 ) -> dict[str, int]:
-    """Closed-form per-device bytes: fp32 params and Adam moments over all devices (FSDP x tensor),
-    the sampler's compute-dtype weights over `tensor`, the KV cache over rows and KV heads. Under
-    LoRA `trained` counts the adapters' parameters and `frozen_bytes` is the frozen base, which
-    the sampler shares (one device) instead of holding its own copy."""
-    devices = shards(mesh, *MESH_AXES)
+    """Closed-form per-device bytes: fp32 params and Adam moments over all devices (FSDP x expert x
+    tensor; a Qwen3-MoE's other weights are not split by the expert axis), the sampler's
+    compute-dtype weights over `tensor` (its experts over expert x tensor), the KV cache over rows
+    and KV heads. Under LoRA `trained` counts the adapters' parameters and `frozen_bytes` is the
+    frozen base, which the sampler shares (one device) instead of holding its own copy."""
     trained = model.num_params() if trained is None else trained
-    param_bytes = trained * jnp.dtype(DTYPES[cfg.model.param_dtype]).itemsize
-    compute = jnp.dtype(DTYPES[cfg.model.compute_dtype]).itemsize
+    experts = 0 if frozen_bytes else model.num_expert_params()  # LoRA: the adapters, laid out as dense
+    param_bytes = _split_bytes(trained, experts, DTYPES[cfg.model.param_dtype], mesh, MESH_AXES)
     cache_bytes = jnp.dtype(DTYPES[cfg.cache_dtype]).itemsize
     row_shards = math.gcd(cfg.rollout.batch_rows, shards(mesh, *ROW_AXES))
     head_shards = math.gcd(model.num_key_value_heads, shards(mesh, "tensor"))
     slots = cfg.rollout.pool_pages * cfg.rollout.page_size  # the page pool's
     kv = 2 * model.num_hidden_layers * slots * model.num_key_value_heads * model.head_dim * cache_bytes
     sampler_params = trained if frozen_bytes else model.num_params()
+    sampler = _split_bytes(sampler_params, experts, DTYPES[cfg.model.compute_dtype], mesh, ("tensor",))
     sizes = {
-        "params": param_bytes // devices,
-        "optimizer state": 2 * param_bytes // devices,
-        "sampler weights": sampler_params * compute // shards(mesh, "tensor"),
+        "params": param_bytes,
+        "optimizer state": 2 * param_bytes,
+        "sampler weights": sampler,
         "KV cache": kv // (row_shards * head_shards),
     }
-    return sizes | ({"frozen base": frozen_bytes // devices} if frozen_bytes else {})
+    return sizes | ({"frozen base": frozen_bytes // shards(mesh, *MESH_AXES)} if frozen_bytes else {})
+
+
+def _split_bytes(params: int, experts: int, dtype: Any, mesh: Mesh | None, axes: tuple[str, ...]) -> int:
+    """Per-device bytes of `params` in `dtype`, split over `axes` of `mesh`; the `experts` among
+    them also over the expert axis, the others replicated on it."""
+    itemsize = jnp.dtype(dtype).itemsize
+    over = shards(mesh, *(a for a in axes if a != "expert"))
+    return experts * itemsize // (over * shards(mesh, "expert")) + (params - experts) * itemsize // over
 
 
 # ----------------------------------------------------------------------------------------------

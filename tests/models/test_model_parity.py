@@ -110,11 +110,14 @@ def test_config_round_trips_and_counts_params(model_pair):
     for cfg in PRESETS.values():
         assert Qwen3Config.from_hf(cfg.to_hf()) == cfg
         # transformers 5 moves rope_theta into rope_parameters; both forms must read back.
-        assert Qwen3Config.from_hf(transformers.Qwen3Config(**cfg.to_hf()).to_dict()) == cfg
+        hf_config = transformers.Qwen3MoeConfig if cfg.moe else transformers.Qwen3Config
+        assert Qwen3Config.from_hf(hf_config(**cfg.to_hf()).to_dict()) == cfg
     old_style = {k: v for k, v in PRESETS["qwen3-8b"].to_hf().items() if k != "rope_parameters"}
     assert Qwen3Config.from_hf({**old_style, "rope_theta": 5e5}).rope_theta == 5e5
-    # Model-card numbers: Qwen3-0.6B has 0.44B and Qwen3-8B 6.95B non-embedding parameters.
-    for name, non_embedding in (("qwen3-0.6b", 0.44e9), ("qwen3-8b", 6.95e9)):
+    # Model-card numbers: Qwen3-0.6B has 0.44B, Qwen3-8B 6.95B, Qwen3-30B-A3B 29.9B and
+    # Qwen3-235B-A22B 234B non-embedding parameters.
+    cards = {"qwen3-0.6b": 0.44e9, "qwen3-8b": 6.95e9, "qwen3-30b-a3b": 29.9e9, "qwen3-235b-a22b": 234e9}
+    for name, non_embedding in cards.items():
         cfg = PRESETS[name]
         embeddings = cfg.vocab_size * cfg.hidden_size * (1 if cfg.tie_word_embeddings else 2)
         assert abs(cfg.num_params() - embeddings - non_embedding) / non_embedding < 0.01
