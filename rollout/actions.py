@@ -124,9 +124,9 @@ class StreamActions:
             self._stop(stream, StopReason.MAX_TURNS, notify=True)
             return True
         answered = stream.record  # the record holding the turn this reply answers
-        limits = stream.limits
+        room = stream.limits.max_turn_tokens
         folded = self.context.make_room(
-            stream.record.ids, stream.replies, added, stream.turns_done, limits.max_turn_tokens, self.measure
+            stream.record.ids, stream.replies, added, stream.turns_done, room, self.measure
         )
         if folded is not None and not folded.fits:
             self._stop(stream, StopReason.CONTEXT_BUDGET, notify=True)
@@ -167,7 +167,6 @@ class StreamActions:
         new = Stream(index, ordinal, record, stream.limits, stream.sampling, started=now)
         new.turns_done, new.replies, new.earlier = stream.turns_done, folded.replies, [*stream.earlier, old]
         stream.earlier = []
-        new.pending = list(folded.ids)
         self._stop(stream, StopReason.FOLDED)
         self.streams[index][old.stream] = new
         self.stats.folds += 1

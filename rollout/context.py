@@ -76,6 +76,11 @@ class ContextBudget:
     tokens: int  # 0: off
     keep_turns: int
 
+    @classmethod
+    def of(cls, rollout: Any) -> ContextBudget:
+        """The budget a RolloutConfig names (the engine's run and a scripted replay alike)."""
+        return cls(rollout.context_budget, rollout.context_keep_turns)
+
     def fits(self, context: int, turn_room: int) -> bool:
         """A context of `context` tokens (the new reply included) leaves room for a whole next turn
         of `turn_room` tokens."""
@@ -127,7 +132,7 @@ class ContextBudget:
                     continue
                 body = bodies[i][:j] + [block.folded(count(block.content))] + bodies[i][j + 1 :]
                 tokens = render("\n".join(b.render() for b in body))
-                length = len(rendered.get(i, ())) if i in rendered else reply.end - reply.start
+                length = len(rendered[i]) if i in rendered else reply.end - reply.start
                 if len(tokens) >= length:
                     continue  # a stub no shorter than the reply it replaces
                 bodies[i], rendered[i], states[i][j] = body, tokens, True

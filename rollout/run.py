@@ -61,7 +61,7 @@ class Run(StreamActions):
         self.done_episodes: set[int] = set()
         self.next_episode = 0
         self.default_limits = StreamLimits().resolve(self.cfg)
-        self.context = ContextBudget(self.cfg.context_budget, self.cfg.context_keep_turns)
+        self.context = ContextBudget.of(self.cfg)
         self.measure = measures(self.tok)
         self.tokenizer_name = getattr(self.tok, "name", type(self.tok).__name__)
         self.schedule = host_schedule(self.cfg.segment_return_share)

@@ -98,9 +98,10 @@ def episode_under_budget(
         count_tokens=token_counter(tokenizer),
         python=rollout.python_tool,
     )
-    budget = ContextBudget(rollout.context_budget, rollout.context_keep_turns)
     ids = prompt_ids(prompt, tokenizer)
-    return replay(ids, result.turns, result.replies, tokenizer, budget, rollout.max_turn_tokens)
+    return replay(
+        ids, result.turns, result.replies, tokenizer, ContextBudget.of(rollout), rollout.max_turn_tokens
+    )
 
 
 def trace_under_budget(
@@ -117,5 +118,6 @@ def trace_under_budget(
     tools = tools_offered(trace.get("tools"), rollout.python_tool)
     ids = encode_chat(tokenizer, messages[:first], tools, add_generation_prompt=True)
     replies = trace_replies(bench.world_for(visible), messages[first:])
-    budget = ContextBudget(rollout.context_budget, rollout.context_keep_turns)
-    return replay(ids, messages[first:], replies, tokenizer, budget, rollout.max_turn_tokens)
+    return replay(
+        ids, messages[first:], replies, tokenizer, ContextBudget.of(rollout), rollout.max_turn_tokens
+    )
