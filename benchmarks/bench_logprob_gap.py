@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -44,11 +45,10 @@ class OneTurn(Episode):
         return TurnOutcome([Stop(stream, "done", text)])
 
 
-def gap(dtype: str, episodes: int, tokens: int) -> tuple[float, float, int]:
-    """(mean, max) |sampler - trainer| over sampled tokens, and their count."""
+def one_turn_records(model, episodes: int, tokens: int, seed: int = 0, **overrides) -> tuple[list, Any]:
+    """Records of one sampled turn (T = 1, up to `tokens`) on the lookup task's two prompts, and the
+    tokenizer: what the sampler-vs-trainer gap is measured on (benchmarks/bench_router_replay.py too)."""
     tok = lookup_tokenizer(4, 4)
-    cfg = dataclasses.replace(get_config("tiny"), vocab_size=2048, initializer_range=0.1)
-    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.dtype(dtype)))
     config = RolloutConfig(
         batch_rows=8,
         max_turns=1,
@@ -56,10 +56,17 @@ def gap(dtype: str, episodes: int, tokens: int) -> tuple[float, float, int]:
         max_seq_len=256,
         temperature=1.0,
         prefill_min_bucket=16,
+        **overrides,
     )
-    records = RolloutEngine(model, tok, config).run(
-        [OneTurn(i, prompt_ids(tok, i % 2)) for i in range(episodes)]
-    )
+    one_turns = [OneTurn(i, prompt_ids(tok, i % 2)) for i in range(episodes)]
+    return RolloutEngine(model, tok, config).run(one_turns, rng=seed), tok
+
+
+def gap(dtype: str, episodes: int, tokens: int) -> tuple[float, float, int]:
+    """(mean, max) |sampler - trainer| over sampled tokens, and their count."""
+    cfg = dataclasses.replace(get_config("tiny"), vocab_size=2048, initializer_range=0.1)
+    model = Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0), runtime=ModelRuntime(dtype=jnp.dtype(dtype)))
+    records, tok = one_turn_records(model, episodes, tokens)
     diffs = []
     for record in records:
         ids = np.zeros((1, pow2_bucket(len(record.ids))), np.int32)

@@ -20,17 +20,15 @@ import argparse
 
 import jax.numpy as jnp
 import numpy as np
-from bench_logprob_gap import OneTurn  # benchmarks/ is the script directory, first on sys.path
+from bench_logprob_gap import one_turn_records  # benchmarks/ is the script directory, first on sys.path
 from flax import nnx
 
 from b2tjax.step.batch import loss_positions
 from b2tjax.step.logprobs import position_logprobs
-from b2tjax.tasks.toy_tools import lookup_tokenizer, prompt_ids
 from models.config import get_config
 from models.moe_config import MoeConfig
 from models.qwen3 import Qwen3ForCausalLM
 from models.settings import ModelRuntime
-from rollout import RolloutConfig, RolloutEngine
 from rollout.buckets import pow2_bucket
 
 MOE = MoeConfig(num_experts=16, num_experts_per_tok=4, moe_intermediate_size=32, norm_topk_prob=True)
@@ -47,18 +45,9 @@ def policy(moe: bool, seed: int) -> Qwen3ForCausalLM:
 
 def sample(model, episodes: int, tokens: int, seed: int) -> tuple[list, int]:
     """Records of one sampled turn each (T = 1), the routes kept for a MoE; the tokenizer's size."""
-    tok = lookup_tokenizer(4, 4)
-    config = RolloutConfig(
-        batch_rows=8,
-        max_turns=1,
-        max_turn_tokens=tokens,
-        max_seq_len=256,
-        temperature=1.0,
-        prefill_min_bucket=16,
-        router_replay="replay" if model.config.moe else "off",
-    )
-    episodes_ = [OneTurn(i, prompt_ids(tok, i % 2)) for i in range(episodes)]
-    return RolloutEngine(model, tok, config).run(episodes_, rng=seed), tok.vocab_size
+    replay = "replay" if model.config.moe else "off"
+    records, tok = one_turn_records(model, episodes, tokens, seed, router_replay=replay)
+    return records, tok.vocab_size
 
 
 def recompute(model, record, replay: bool, vocab: int) -> tuple[np.ndarray, np.ndarray | None]:
