@@ -11,14 +11,12 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from b2tjax.config import GRPOConfig, OptimConfig
-from b2tjax.step.batch import TrainBatch
-from b2tjax.step.optim import learning_rate_schedule, make_optimizer
-from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
+from b2tjax.step.train_step import BoundModel
 from models import lora
 from models.config import get_config
 from models.qwen3 import Qwen3ForCausalLM
 from models.settings import ModelRuntime
+from tests.lora_fixtures import lora_sft_step
 
 CFG = get_config("tiny", initializer_range=0.1)
 IDS = np.random.default_rng(0).integers(0, CFG.vocab_size, size=(2, 24)).astype(np.int32)
@@ -71,33 +69,12 @@ def test_merged_forward_equals_the_adapter_forward():
     np.testing.assert_allclose(merged, unmerged, atol=1e-5, rtol=0)
 
 
-def _train_step(model: nnx.Module):
-    model_fn, params = BoundModel.from_model(model)
-    frozen = BoundModel.frozen_of(model)
-    ocfg = OptimConfig(lr=1e-2, warmup_steps=0, weight_decay=0.1)
-    opt = make_optimizer(ocfg, 10)
-    fns = make_step_fns(
-        model_fn,
-        opt,
-        learning_rate_schedule(ocfg, 10),
-        GRPOConfig(logprob_chunk=8),
-        temperature=1.0,
-        fixed_length=24,
-        frozen=frozen,
-    )
-    state = init_train_state(params, opt)
-    mask = np.ones(IDS.shape, np.float32)
-    mask[:, 0] = 0
-    batch = TrainBatch(IDS, mask).split(1)
-    return model_fn, params, frozen, state, fns.sft_step(state, fns.shard_batch(batch))
-
-
 @pytest.mark.slow
 def test_one_step_trains_the_adapters_only():
     model = lora.add_lora(_base(jnp.bfloat16), lora.LoraConfig(rank=RANK, targets=["q_proj", "down_proj"]))
     frozen_before = jax.tree.map(np.asarray, BoundModel.frozen_of(model))
     adapters_before = jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(model, nnx.LoRAParam)))
-    _, params, frozen, _, (new_state, metrics) = _train_step(model)
+    _, params, frozen, _, (new_state, metrics) = lora_sft_step(model, IDS)
     assert metrics["applied"] == 1.0
     # the trained tree is the adapters, nothing else; the base is bf16 and bit-identical after the step
     assert jax.tree.structure(new_state.params) == jax.tree.structure(adapters_before)
@@ -133,7 +110,7 @@ def test_qlora_int8_logits_stay_close_to_bf16():
     agree = np.mean(got.argmax(-1) == want.argmax(-1))
     assert mean_err <= 0.03 and max_err <= 0.25 and agree >= 0.95, (mean_err, max_err, agree)
     # the adapters train on top of the int8 base the same way
-    _, _, frozen, _, (state, metrics) = _train_step(int8)
+    _, _, frozen, _, (state, metrics) = lora_sft_step(int8, IDS)
     assert metrics["applied"] == 1.0
     assert np.asarray(frozen["layers"]["mlp"]["up_proj"]).dtype == np.int8
 

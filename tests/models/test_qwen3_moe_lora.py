@@ -14,14 +14,12 @@ import pytest
 import torch
 from flax import nnx
 
-from b2tjax.config import GRPOConfig, OptimConfig
-from b2tjax.step.batch import TrainBatch
-from b2tjax.step.optim import learning_rate_schedule, make_optimizer
-from b2tjax.step.train_step import BoundModel, init_train_state, make_step_fns
+from b2tjax.step.train_step import BoundModel
 from models import lora, peft
 from models.hf import load_pretrained
 from models.qwen3 import Qwen3ForCausalLM
 from models.settings import LoraConfig, ModelRuntime
+from tests.lora_fixtures import lora_sft_step
 
 HF_CONFIG = dict(
     vocab_size=256,
@@ -112,33 +110,12 @@ def test_adapters_ride_the_experts_and_both_expert_paths_equal_the_merged_weight
         _assert_close(np.asarray(forward(model, IDS)), merged)
 
 
-def _sft_step(model: nnx.Module):
-    """One SFT step of the LoRA trainer's step functions (the base passed frozen, apart)."""
-    model_fn, params = BoundModel.from_model(model)
-    frozen = BoundModel.frozen_of(model)
-    ocfg = OptimConfig(lr=1e-2, warmup_steps=0, weight_decay=0.1)
-    opt = make_optimizer(ocfg, 10)
-    fns = make_step_fns(
-        model_fn,
-        opt,
-        learning_rate_schedule(ocfg, 10),
-        GRPOConfig(logprob_chunk=8),
-        temperature=1.0,
-        fixed_length=IDS.shape[1],
-        frozen=frozen,
-    )
-    mask = np.ones(IDS.shape, np.float32)
-    mask[:, 0] = 0
-    batch = TrainBatch(IDS, mask).split(1)
-    return frozen, fns.sft_step(init_train_state(params, opt), fns.shard_batch(batch))
-
-
 @pytest.mark.slow
 def test_a_training_step_moves_every_adapter_and_nothing_else(base_dir):
     model = lora.add_lora(load_pretrained(base_dir), LORA, seed=3)
     before = jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(model, nnx.LoRAParam)))
     frozen_before = jax.tree.map(np.asarray, BoundModel.frozen_of(model))
-    frozen, (state, metrics) = _sft_step(model)
+    _, _, frozen, _, (state, metrics) = lora_sft_step(model, IDS)
     assert metrics["applied"] == 1.0 and np.isfinite(metrics["loss"])
     # the trained tree is the adapters (experts' and router-free); the base, routers included, is unchanged
     assert jax.tree.structure(state.params) == jax.tree.structure(before)
